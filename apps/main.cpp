@@ -1,0 +1,39 @@
+// merak: the command-line program. Thin: parses flags, calls the library.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "apps/commands.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"merak: an actor-model runtime for distributed machine learning"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  auto train = merak::apps::add_train_command(app);
+  auto bench = merak::apps::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    merak::setup_logging(log_level);
+    for (auto* sub : app.get_subcommands()) {
+      if (sub->get_name() == "train") return train();
+      if (sub->get_name() == "bench") return bench();
+    }
+  } catch (const merak::error& e) {
+    std::fprintf(stderr, "merak: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "merak: unexpected error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

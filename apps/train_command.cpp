@@ -1,0 +1,113 @@
+// `merak train`: single-device GPT training (the reference run).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "apps/commands.hpp"
+#include "core/error.hpp"
+#include "model/gemm.hpp"
+#include "model/trainer.hpp"
+
+namespace merak::apps {
+namespace {
+
+struct train_flags {
+  model::train_options opts;
+  std::string metrics;
+  int threads = 0;
+  std::string gemm;
+  int64_t eval_interval = 0;
+};
+
+// Appends one JSON object per line; flushed per line so a crash loses nothing.
+class metrics_writer {
+ public:
+  metrics_writer(const std::string& path, bool append) {
+    if (path.empty()) return;
+    out_.open(path, append ? std::ios::app : std::ios::trunc);
+    if (!out_) fail("cannot open metrics file '{}' for writing", path);
+  }
+  void write(const nlohmann::json& j) {
+    if (out_.is_open()) out_ << j.dump() << '\n' << std::flush;
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+int run_train(train_flags& f) {
+  if (f.threads > 0) model::set_compute_threads(f.threads);
+  if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
+  if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
+  model::trainer tr(f.opts);
+  auto& g = tr.model_graph();
+  spdlog::info("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}",
+               f.opts.model.str(), double(g.parameter_count()) * 1e-6, f.opts.batch,
+               model::compute_threads(), model::gemm_backend_name(model::current_gemm_backend()));
+  metrics_writer metrics(f.metrics, !f.opts.load.empty());
+  const bool tty = ::isatty(STDERR_FILENO);
+  const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
+  while (!tr.done()) {
+    auto r = tr.train_step();
+    nlohmann::json line{{"step", r.step}, {"loss", r.loss}, {"lr", r.lr},
+                        {"tokens_per_s", r.tokens_per_s}, {"step_s", r.step_s},
+                        {"grad_norm", r.grad_norm}};
+    bool eval = tr.done() || (f.eval_interval > 0 && r.step % f.eval_interval == 0);
+    if (eval) line["val_loss"] = tr.validation_loss();
+    metrics.write(line);
+    if (tty) {
+      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s%s",
+                   (long long)r.step, (long long)f.opts.steps, r.loss, r.lr, r.tokens_per_s,
+                   eval ? "" : "   ");
+      if (eval) std::fprintf(stderr, "  val %.4f\n", line["val_loss"].get<double>());
+    } else if (eval || r.step % log_every == 0) {
+      spdlog::info("step {}/{} loss {:.4f} lr {:.2e} {:.0f} tok/s{}", r.step, f.opts.steps, r.loss,
+                   r.lr, r.tokens_per_s,
+                   eval ? fmt::format(" val_loss {:.4f}", line["val_loss"].get<double>()) : "");
+    }
+    if (tr.checkpoint_due()) spdlog::info("saved checkpoint {}", tr.save());
+  }
+  return 0;
+}
+
+}  // namespace
+
+action add_train_command(CLI::App& parent) {
+  auto f = std::make_shared<train_flags>();
+  auto& o = f->opts;
+  auto* c = parent.add_subcommand("train", "Train a GPT model (single device)");
+  enable_config_file(*c);
+  c->add_option("--data", o.data, "Training text file (bytes are tokens)")->required();
+  c->add_option("--layers", o.model.layers, "Transformer blocks (L)")->capture_default_str();
+  c->add_option("--dim", o.model.dim, "Channels (C)")->capture_default_str();
+  c->add_option("--heads", o.model.heads, "Attention heads (NH)")->capture_default_str();
+  c->add_option("--seq", o.model.max_seq, "Sequence length (T)")->capture_default_str();
+  c->add_option("--vocab", o.model.vocab, "Vocabulary size (byte-level: 256)")->capture_default_str();
+  c->add_option("--batch", o.batch, "Global batch size (B)")->capture_default_str();
+  c->add_option("--steps", o.steps, "Total optimizer steps")->capture_default_str();
+  c->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
+  c->add_option("--min-lr", o.min_lr, "Final learning rate (default lr/10)");
+  c->add_option("--warmup", o.warmup, "Warm-up steps (default steps/20)");
+  c->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
+  c->add_option("--grad-clip", o.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  c->add_option("--seed", o.seed, "Random seed (initialisation and data order)")->capture_default_str();
+  c->add_option("--val-fraction", o.val_fraction, "Share of the file held out for validation")
+      ->capture_default_str();
+  c->add_option("--eval-interval", f->eval_interval, "Steps between validation losses (0: at the end)");
+  c->add_option("--eval-batches", o.eval_batches, "Validation batches per evaluation")->capture_default_str();
+  c->add_option("--save", o.save_dir, "Directory for checkpoints (one sub-directory per step)");
+  c->add_option("--save-interval", o.save_interval, "Steps between checkpoints (0: only at the end)");
+  c->add_option("--load", o.load, "Resume from a run directory (latest) or a checkpoint directory");
+  c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
+  c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
+  c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
+  return [f] { return run_train(*f); };
+}
+
+}  // namespace merak::apps

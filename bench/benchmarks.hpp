@@ -1,0 +1,42 @@
+#pragma once
+// Benchmarks reachable as `merak bench ...`. Each returns one JSON object
+// (printed by the command line); none asserts a time.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "model/gpt.hpp"
+
+namespace merak::bench {
+
+struct gemm_options {
+  std::vector<std::string> backends;  // empty: every backend in this build
+  int iters = 10;
+  int threads = 0;  // 0: keep the current thread count
+  // (M, N, K, trans_a, trans_b); empty: the GPT shapes of the model
+  struct shape { int M, N, K; bool ta, tb; };
+  std::vector<shape> shapes;
+};
+// GFLOP/s of sgemm per backend and shape, and the machine's FP32 peak.
+nlohmann::json run_gemm_bench(const gemm_options& o);
+
+struct gpt_bench_options {
+  model::gpt_config model;  // model.max_seq = T
+  int batch = 8;
+  int steps = 10;
+  int warmup_steps = 2;
+  int threads = 0;
+  std::string gemm;  // backend name; empty: default
+  uint64_t seed = 1337;
+};
+// Full training steps (forward, backward, AdamW) on random tokens: tokens/s,
+// step time, achieved GFLOP/s, peak RSS.
+nlohmann::json run_gpt_bench(const gpt_bench_options& o);
+
+// Estimated FP32 peak GFLOP/s of `threads` cores of this CPU (clock from
+// /proc/cpuinfo times FMA width); 0 when unknown.
+double cpu_peak_gflops(int threads);
+
+}  // namespace merak::bench

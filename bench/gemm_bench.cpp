@@ -1,0 +1,79 @@
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include "bench/benchmarks.hpp"
+#include "model/gemm.hpp"
+#include "model/tensor.hpp"
+
+namespace merak::bench {
+
+double cpu_peak_gflops(int threads) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  double mhz = 0;
+  bool avx512 = false, avx2 = false;
+  while (std::getline(f, line)) {
+    if (mhz == 0 && line.rfind("cpu MHz", 0) == 0) mhz = std::stod(line.substr(line.find(':') + 1));
+    if (line.rfind("flags", 0) == 0) {
+      avx512 = line.find(" avx512f") != std::string::npos;
+      avx2 = line.find(" avx2") != std::string::npos;
+    }
+  }
+  // Two FMA pipes: 2 x (lanes) x 2 FLOPs per cycle.
+  double flops_per_cycle = avx512 ? 64 : (avx2 ? 32 : 8);
+  return mhz * 1e-3 * flops_per_cycle * threads;
+}
+
+nlohmann::json run_gemm_bench(const gemm_options& o) {
+  using model::gemm_backend;
+  if (o.threads > 0) model::set_compute_threads(o.threads);
+  auto shapes = o.shapes;
+  if (shapes.empty()) {
+    // The GPT L=6 C=384 T=256 B=8 shapes: forward (X W^T) for qkv, mlp.fc,
+    // mlp.proj, lm_head; backward dX (dY W) and dW (dY^T X).
+    shapes = {{2048, 1152, 384, false, true}, {2048, 1536, 384, false, true},
+              {2048, 384, 1536, false, true}, {2048, 256, 384, false, true},
+              {2048, 384, 1152, false, false}, {2048, 384, 1536, false, false},
+              {1152, 384, 2048, true, false}, {384, 1536, 2048, true, false}};
+  }
+  std::vector<gemm_backend> backends;
+  if (o.backends.empty())
+    backends = model::available_gemm_backends();
+  else
+    for (auto& b : o.backends) backends.push_back(model::parse_gemm_backend(b));
+  auto saved = model::current_gemm_backend();
+  nlohmann::json results = nlohmann::json::array();
+  for (auto be : backends) {
+    model::set_gemm_backend(be);
+    double total_flops = 0, total_s = 0;
+    nlohmann::json per_shape = nlohmann::json::array();
+    for (auto& s : shapes) {
+      model::tensor a({int64_t(s.M) * s.K}), b({int64_t(s.K) * s.N}), c({int64_t(s.M) * s.N});
+      for (auto& x : a.span_f32()) x = 0.5f;
+      for (auto& x : b.span_f32()) x = 0.25f;
+      int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+      auto run = [&] {
+        model::sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.f, a.f32(), lda, b.f32(), ldb, 0.f, c.f32(), s.N);
+      };
+      run();
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < o.iters; ++i) run();
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+      double flops = 2.0 * s.M * s.N * s.K;
+      total_flops += flops;
+      total_s += dt;
+      per_shape.push_back({{"m", s.M}, {"n", s.N}, {"k", s.K}, {"trans_a", s.ta},
+                           {"trans_b", s.tb}, {"gflops", flops / dt * 1e-9}});
+    }
+    results.push_back({{"backend", model::gemm_backend_name(be)},
+                       {"gflops", total_flops / total_s * 1e-9},
+                       {"shapes", per_shape}});
+  }
+  model::set_gemm_backend(saved);
+  int th = model::compute_threads();
+  return {{"benchmark", "gemm"}, {"threads", th}, {"peak_gflops", cpu_peak_gflops(th)},
+          {"results", results}};
+}
+
+}  // namespace merak::bench

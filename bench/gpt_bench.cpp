@@ -1,0 +1,61 @@
+#include <algorithm>
+#include <chrono>
+
+#include "bench/benchmarks.hpp"
+#include "core/process_stats.hpp"
+#include "core/rng.hpp"
+#include "model/gemm.hpp"
+#include "model/trainer.hpp"
+
+namespace merak::bench {
+
+nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
+  if (o.threads > 0) model::set_compute_threads(o.threads);
+  if (!o.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(o.gemm));
+  // Random bytes: the speed of a step does not depend on the text.
+  const int T = o.model.max_seq;
+  std::vector<uint8_t> bytes(size_t(std::max(1 << 20, 40 * T)));
+  rng r(o.seed, 0xB0B);
+  for (auto& b : bytes) b = uint8_t(r.below(uint64_t(std::min(o.model.vocab, 256))));
+  model::train_options t;
+  t.model = o.model;
+  t.batch = o.batch;
+  t.steps = o.warmup_steps + o.steps;
+  t.seed = o.seed;
+  model::trainer tr(t, model::text_corpus(std::move(bytes), T, 0.1, "random"));
+  for (int i = 0; i < o.warmup_steps; ++i) tr.train_step();
+  std::vector<double> times;
+  double loss = 0;
+  for (int i = 0; i < o.steps; ++i) {
+    auto s = tr.train_step();
+    times.push_back(s.step_s);
+    loss = s.loss;
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  double mean = 0;
+  for (double x : times) mean += x;
+  mean /= double(times.size());
+  const double tokens = double(o.batch) * T;
+  // Training FLOPs: forward plus backward (twice the forward).
+  const double flops = 3.0 * tr.model_graph().flops_per_token() * tokens;
+  int th = model::compute_threads();
+  return {{"benchmark", "gpt"},
+          {"layers", o.model.layers}, {"dim", o.model.dim}, {"heads", o.model.heads},
+          {"seq", T}, {"batch", o.batch}, {"vocab", o.model.vocab},
+          {"params", tr.model_graph().parameter_count()},
+          {"threads", th},
+          {"gemm", model::gemm_backend_name(model::current_gemm_backend())},
+          {"steps", o.steps},
+          {"tokens_per_s", tokens / mean},
+          {"step_s", mean},
+          {"step_s_median", sorted[sorted.size() / 2]},
+          {"step_s_min", sorted.front()},
+          {"step_s_max", sorted.back()},
+          {"gflops", flops / mean * 1e-9},
+          {"peak_gflops", cpu_peak_gflops(th)},
+          {"final_loss", loss},
+          {"peak_rss_mb", double(peak_rss_bytes()) / (1 << 20)}};
+}
+
+}  // namespace merak::bench

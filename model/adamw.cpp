@@ -1,0 +1,87 @@
+#include "model/adamw.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace merak::model {
+
+adamw::adamw(adamw_config cfg, std::vector<parameter_ptr> params)
+    : cfg_(cfg), params_(std::move(params)) {
+  for (auto& p : params_) {
+    m_.push_back(tensor::zeros(p->value.shape()));
+    v_.push_back(tensor::zeros(p->value.shape()));
+  }
+}
+
+void adamw::step(float lr) {
+  ++t_;
+  const float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps;
+  const float c1 = 1.0f / (1.0f - std::pow(b1, float(t_)));
+  const float c2 = 1.0f / (1.0f - std::pow(b2, float(t_)));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    float* w = params_[i]->value.f32();
+    const float* g = params_[i]->grad.f32();
+    float* m = m_[i].f32();
+    float* v = v_[i].f32();
+    const float wd = params_[i]->spec.decay ? cfg_.weight_decay : 0.f;
+    const int64_t n = params_[i]->value.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      float mj = b1 * m[j] + (1.0f - b1) * g[j];
+      float vj = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+      m[j] = mj;
+      v[j] = vj;
+      w[j] -= lr * (mj * c1 / (std::sqrt(vj * c2) + eps) + wd * w[j]);
+    }
+  }
+}
+
+double global_grad_norm(const std::vector<parameter_ptr>& params) {
+  // Per-thread partial sums added in thread order: the result does not
+  // depend on which thread finishes first (resumed runs must match exactly).
+  int nth = omp_get_max_threads();
+  std::vector<double> partial(size_t(nth) * 8, 0.0);  // padded against false sharing
+  for (auto& p : params) {
+    const float* g = p->grad.f32();
+    const int64_t n = p->grad.numel();
+#pragma omp parallel num_threads(nth)
+    {
+      int me = omp_get_thread_num();
+      int64_t j0 = n * me / nth, j1 = n * (me + 1) / nth;
+      double s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = j0; j < j1; ++j) s += double(g[j]) * g[j];
+      partial[size_t(me) * 8] += s;
+    }
+  }
+  double total = 0;
+  for (int t = 0; t < nth; ++t) total += partial[size_t(t) * 8];
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm) {
+  double norm = global_grad_norm(params);
+  if (max_norm > 0 && norm > max_norm) {
+    float f = float(max_norm / (norm + 1e-6));
+    for (auto& p : params) {
+      float* g = p->grad.f32();
+      const int64_t n = p->grad.numel();
+#pragma omp parallel for simd schedule(static)
+      for (int64_t j = 0; j < n; ++j) g[j] *= f;
+    }
+  }
+  return norm;
+}
+
+float lr_schedule::at(int64_t step) const {
+  if (warmup_steps > 0 && step < warmup_steps) return max_lr * float(step + 1) / float(warmup_steps);
+  if (step >= total_steps) return min_lr;
+  double span = double(std::max<int64_t>(1, total_steps - warmup_steps));
+  double ratio = double(step - warmup_steps) / span;
+  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return float(min_lr + coeff * (max_lr - min_lr));
+}
+
+}  // namespace merak::model

@@ -1,0 +1,58 @@
+#pragma once
+// AdamW (decoupled weight decay), global-norm gradient clipping and the
+// warm-up + cosine learning-rate schedule.
+
+#include <cstdint>
+#include <vector>
+
+#include "model/parameter.hpp"
+
+namespace merak::model {
+
+struct adamw_config {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;  // applied to parameters whose spec says decay
+};
+
+class adamw {
+ public:
+  adamw(adamw_config cfg, std::vector<parameter_ptr> params);
+
+  // One update with learning rate `lr`, using parameter::grad. Increments
+  // the step count t (bias correction uses t after the increment).
+  void step(float lr);
+
+  const std::vector<parameter_ptr>& params() const { return params_; }
+  std::vector<tensor>& first_moments() { return m_; }
+  std::vector<tensor>& second_moments() { return v_; }
+  const std::vector<tensor>& first_moments() const { return m_; }
+  const std::vector<tensor>& second_moments() const { return v_; }
+  int64_t t() const { return t_; }
+  void set_t(int64_t t) { t_ = t; }
+
+ private:
+  adamw_config cfg_;
+  std::vector<parameter_ptr> params_;
+  std::vector<tensor> m_, v_;
+  int64_t t_ = 0;
+};
+
+// L2 norm of all gradients together (accumulated in double, fixed order).
+double global_grad_norm(const std::vector<parameter_ptr>& params);
+// Scales all gradients so their global norm is at most max_norm (no-op when
+// max_norm <= 0 or the norm is below it). Returns the norm before clipping.
+double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm);
+
+struct lr_schedule {
+  float max_lr = 6e-4f;
+  float min_lr = 6e-5f;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;
+  // Learning rate of step `step` (0-based): linear warm-up from max_lr /
+  // warmup_steps, then cosine decay to min_lr at total_steps.
+  float at(int64_t step) const;
+};
+
+}  // namespace merak::model

@@ -1,0 +1,39 @@
+#pragma once
+// Training checkpoints: a directory per checkpoint, named by its step
+// (DIR/step_00000010), holding model.safetensors (the parameters, loadable
+// from Python) and optimizer.safetensors (AdamW moments), plus DIR/latest
+// naming the newest one. Each file is written atomically and checksummed;
+// a checkpoint directory appears (by rename) only once complete.
+// Format: docs/checkpoint-format.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "model/adamw.hpp"
+#include "model/parameter.hpp"
+
+namespace merak::model {
+
+using metadata_map = std::map<std::string, std::string>;
+
+// Writes checkpoint `step` under `dir` (created if needed) and points
+// DIR/latest at it. `metadata` goes into both files (e.g. "merak.model" with
+// the model shape, "merak.step"). Returns the checkpoint's directory.
+std::string save_checkpoint(const std::string& dir, int64_t step, const parameter_store& params,
+                            const adamw& opt, const metadata_map& metadata);
+
+// Resolves `path`: a run directory with a `latest` pointer, or one
+// checkpoint's directory. Throws merak::error naming the path if neither.
+std::string resolve_checkpoint(const std::string& path);
+
+// Reads the metadata of the checkpoint at `path` (see resolve_checkpoint).
+metadata_map read_checkpoint_metadata(const std::string& path);
+
+// Loads parameters and optimizer state from the checkpoint at `path` into
+// `params` and `opt`. Every parameter must be present with the same shape;
+// otherwise throws merak::error naming the file and the tensor. Returns the
+// checkpoint's metadata.
+metadata_map load_checkpoint(const std::string& path, parameter_store& params, adamw& opt);
+
+}  // namespace merak::model

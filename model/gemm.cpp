@@ -1,0 +1,114 @@
+#include "model/gemm.hpp"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <atomic>
+
+#include "core/error.hpp"
+
+#ifdef MERAK_HAVE_ONEDNN
+#include <dnnl.h>
+#endif
+#ifdef MERAK_HAVE_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+namespace merak::model {
+namespace {
+
+gemm_backend default_backend() { return available_gemm_backends().front(); }
+
+std::atomic<gemm_backend> g_backend{default_backend()};
+
+void eigen_sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc) {
+  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using stride = Eigen::OuterStride<>;
+  Eigen::Map<mat, 0, stride> c(C, M, N, stride(ldc));
+  Eigen::Map<const mat, 0, stride> a(A, ta ? K : M, ta ? M : K, stride(lda));
+  Eigen::Map<const mat, 0, stride> b(B, tb ? N : K, tb ? K : N, stride(ldb));
+  if (beta == 0.f)
+    c.setZero();
+  else if (beta != 1.f)
+    c *= beta;
+  if (!ta && !tb)
+    c.noalias() += alpha * a * b;
+  else if (!ta && tb)
+    c.noalias() += alpha * a * b.transpose();
+  else if (ta && !tb)
+    c.noalias() += alpha * a.transpose() * b;
+  else
+    c.noalias() += alpha * a.transpose() * b.transpose();
+}
+
+}  // namespace
+
+std::vector<gemm_backend> available_gemm_backends() {
+  std::vector<gemm_backend> v;
+#ifdef MERAK_HAVE_ONEDNN
+  v.push_back(gemm_backend::onednn);
+#endif
+#ifdef MERAK_HAVE_OPENBLAS
+  v.push_back(gemm_backend::openblas);
+#endif
+  v.push_back(gemm_backend::eigen);
+  return v;
+}
+
+std::string_view gemm_backend_name(gemm_backend b) {
+  switch (b) {
+    case gemm_backend::onednn: return "onednn";
+    case gemm_backend::openblas: return "openblas";
+    case gemm_backend::eigen: return "eigen";
+  }
+  return "?";
+}
+
+gemm_backend parse_gemm_backend(std::string_view name) {
+  for (auto b : available_gemm_backends())
+    if (gemm_backend_name(b) == name) return b;
+  fail("unknown or unavailable GEMM backend '{}' (this build has: {})", name, [] {
+    std::string s;
+    for (auto b : available_gemm_backends()) s += (s.empty() ? "" : ", ") + std::string(gemm_backend_name(b));
+    return s;
+  }());
+}
+
+void set_gemm_backend(gemm_backend b) { g_backend = b; }
+gemm_backend current_gemm_backend() { return g_backend; }
+
+void set_compute_threads(int n) {
+  if (n < 1) fail("--threads must be at least 1 (got {})", n);
+  omp_set_num_threads(n);
+#ifdef MERAK_HAVE_OPENBLAS
+  openblas_set_num_threads(n);
+#endif
+}
+
+int compute_threads() { return omp_get_max_threads(); }
+
+void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  switch (g_backend.load(std::memory_order_relaxed)) {
+#ifdef MERAK_HAVE_ONEDNN
+    case gemm_backend::onednn: {
+      auto st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      MERAK_CHECK(st == dnnl_success, "dnnl_sgemm({}x{}x{}) returned {}", M, N, K, int(st));
+      return;
+    }
+#endif
+#ifdef MERAK_HAVE_OPENBLAS
+    case gemm_backend::openblas:
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M,
+                  N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+#endif
+    default:
+      eigen_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
+}  // namespace merak::model

@@ -1,0 +1,54 @@
+#include "model/gpt.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "model/layers.hpp"
+
+namespace merak::model {
+
+void gpt_config::validate() const {
+  if (vocab < 2) fail("--vocab must be at least 2 (got {})", vocab);
+  if (max_seq < 1) fail("--seq must be at least 1 (got {})", max_seq);
+  if (layers < 1) fail("--layers must be at least 1 (got {})", layers);
+  if (dim < 1) fail("--dim must be at least 1 (got {})", dim);
+  if (heads < 1) fail("--heads must be at least 1 (got {})", heads);
+  if (dim % heads != 0) fail("--heads ({}) must divide --dim ({})", heads, dim);
+}
+
+std::string gpt_config::str() const {
+  return fmt::format("L={} C={} NH={} V={} T={}", layers, dim, heads, vocab, max_seq);
+}
+
+graph build_gpt(const gpt_config& cfg) {
+  cfg.validate();
+  namespace ly = layers;
+  const int C = cfg.dim, V = cfg.vocab, T = cfg.max_seq;
+  // GPT-2 scales the residual projections by 1/sqrt(2L) at initialisation.
+  const float proj_std = 0.02f / std::sqrt(2.0f * cfg.layers);
+  graph g;
+  int tokens = g.add_input("tokens", {}, dtype::i32);
+  int targets = g.add_input("targets", {}, dtype::i32);
+  int x = ly::embedding(g, "embed", tokens, V, T, C);
+  for (int l = 0; l < cfg.layers; ++l) {
+    auto p = fmt::format("h{}.", l);
+    int h = ly::layernorm(g, p + "ln1", x, C);
+    h = ly::linear(g, p + "attn.qkv", h, C, 3 * C, tp_split::column);
+    h = ly::causal_attention(g, p + "attn.core", h, C, cfg.heads, T);
+    h = ly::linear(g, p + "attn.proj", h, C, C, tp_split::row, proj_std);
+    x = ly::residual(g, p + "res1", x, h, C);
+    h = ly::layernorm(g, p + "ln2", x, C);
+    h = ly::linear(g, p + "mlp.fc", h, C, 4 * C, tp_split::column);
+    h = ly::gelu(g, p + "mlp.gelu", h, 4 * C);
+    h = ly::linear(g, p + "mlp.proj", h, 4 * C, C, tp_split::row, proj_std);
+    x = ly::residual(g, p + "res2", x, h, C);
+  }
+  x = ly::layernorm(g, "ln_f", x, C);
+  int logits = ly::lm_head(g, "lm_head", x, C, V, "wte");
+  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V));
+  return g;
+}
+
+}  // namespace merak::model

@@ -1,0 +1,83 @@
+#pragma once
+// The model graph (the "proxy graph").
+//
+// Layers are nodes and tensors are edges ("values"). A graph is built
+// without allocating any parameter: each node records its parameter specs,
+// its forward FLOPs and activation bytes per token, and how tensor
+// parallelism may split it, plus a factory that materialises the layer when
+// an executor (or a pipeline stage) takes that node. The partitioner and the
+// planner read graphs; executors run a range of their nodes.
+//
+// Values are B x T x features: a value records only its feature shape (and
+// element type); B and T are chosen when the graph runs. Nodes are kept in
+// topological order (a node's inputs are graph inputs or earlier outputs).
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/layer.hpp"
+
+namespace merak::model {
+
+// How tensor parallelism may split a node (Megatron-style).
+enum class tp_split : uint8_t {
+  replicated,  // every shard runs the whole node (layer norm, residual)
+  column,      // Y = X A, A split by columns: output features split
+  row,         // Y = X A, A split by rows: input features split, output summed
+  heads,       // attention: heads split across shards
+};
+const char* tp_split_name(tp_split s);
+
+struct value_info {
+  std::string name;
+  shape_t features;  // per-token shape, e.g. {C}; {} for token ids
+  dtype type = dtype::f32;
+  int producer = -1;  // node index, or -1 for a graph input
+};
+
+using layer_factory = std::function<std::unique_ptr<layer>(std::span<const parameter_ptr>)>;
+
+struct node_info {
+  std::string name;  // "h0.attn.qkv"
+  std::string kind;  // "linear", "attention", ...
+  std::vector<int> inputs;
+  int output = -1;
+  std::vector<param_spec> params;
+  double flops_per_token = 0;           // forward
+  int64_t activation_bytes_per_token = 0;  // output + stash
+  tp_split tp = tp_split::replicated;
+  layer_factory make;
+};
+
+class graph {
+ public:
+  // Adds a graph input and returns its value id.
+  int add_input(std::string name, shape_t features, dtype type);
+  // Adds a node whose inputs are existing values; returns its output value.
+  int add_node(node_info node, shape_t out_features, dtype out_type = dtype::f32);
+  // Marks the value that holds per-token losses (B, T).
+  void set_loss(int value) { loss_ = value; }
+
+  const std::vector<node_info>& nodes() const { return nodes_; }
+  const std::vector<value_info>& values() const { return values_; }
+  const std::vector<int>& inputs() const { return inputs_; }
+  int loss() const { return loss_; }
+  int find_value(const std::string& name) const;  // -1 if absent
+
+  // Parameter count with tied parameters counted once.
+  int64_t parameter_count() const;
+  // Forward FLOPs per token of all nodes.
+  double flops_per_token() const;
+  int64_t activation_bytes_per_token() const;
+
+ private:
+  std::vector<node_info> nodes_;
+  std::vector<value_info> values_;
+  std::vector<int> inputs_;
+  int loss_ = -1;
+};
+
+}  // namespace merak::model

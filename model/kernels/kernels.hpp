@@ -1,0 +1,66 @@
+#pragma once
+// CPU kernels of the GPT family, as forward/backward pairs (the oracle for
+// any other backend).
+//
+// Conventions (llm.c's): arguments are outputs, then inputs, then sizes.
+// Sizes: B batch, T sequence, C channels, NH heads, V vocabulary, OC output
+// channels, N = B*T rows. Every backward *accumulates* (+=) into its gradient
+// outputs, so a value used twice (residual stream, tied weights) sums its
+// gradients without extra passes; callers zero gradients before the first
+// contribution. All kernels use the OpenMP thread count and are deterministic
+// for a fixed thread count (reductions run in a fixed order).
+
+#include <cstdint>
+
+namespace merak::model::kernels {
+
+// out (B,T,C) = wte[tokens] + wpe[t]. tokens (B,T) must be in [0, V).
+void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+                     int T, int C);
+// dwte (V,C) += scatter(dout), dwpe (T,C) += sum_b dout.
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                      int T, int C, int V);
+
+// out (N,C) = (inp - mean) * rstd * weight + bias; mean, rstd (N) stashed.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int N, int C);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int N, int C);
+
+// out (N,OC) = inp (N,C) @ weight^T (OC,C) + bias (OC); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                    int C, int OC);
+// dinp (N,C) += dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) +=
+// column sums of dout. dinp or dbias may be null (not needed).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int N, int C, int OC);
+
+// Causal multi-head self-attention.
+// qkv (B,T,3C) holds Q, K, V side by side, heads of size C/NH within each.
+// out (B,T,C); att (B,NH,T,T) the softmax probabilities (stashed; entries
+// above the diagonal are left unwritten and never read).
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
+// dqkv (B,T,3C) +=. scratch must hold attention_scratch_floats(T) floats per
+// OpenMP thread (compute_threads() * that).
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                        float* scratch, int B, int T, int C, int NH);
+int64_t attention_scratch_floats(int T);
+
+// GELU, tanh approximation. out (N) = gelu(inp).
+void gelu_forward(float* out, const float* inp, int64_t N);
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N);
+
+// out = a + b (N); backward: da += dout, db += dout.
+void residual_forward(float* out, const float* a, const float* b, int64_t N);
+void residual_backward(float* da, float* db, const float* dout, int64_t N);
+
+// Softmax cross-entropy over logits (N,V) with targets (N) in [0, V).
+// losses (N) = -log softmax(logits)[target]; probs (N,V) stashed.
+void crossentropy_forward(float* losses, float* probs, const float* logits,
+                          const int32_t* targets, int N, int V);
+// dlogits (N,V) += (probs - onehot(target)) * dlosses[n].
+void crossentropy_backward(float* dlogits, const float* dlosses, const float* probs,
+                           const int32_t* targets, int N, int V);
+
+}  // namespace merak::model::kernels

@@ -1,0 +1,81 @@
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model/kernels/kernels.hpp"
+
+namespace merak::model::kernels {
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int N, int C) {
+  constexpr float eps = 1e-5f;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* x = inp + int64_t(n) * C;  // (C)
+    float* o = out + int64_t(n) * C;        // (C)
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; ++c) s += x[c];
+    float m = s / C;
+    float v = 0.f;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+    float r = 1.0f / std::sqrt(v / C + eps);
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int N, int C) {
+  // dweight/dbias are sums over rows: each thread sums a fixed block of rows
+  // into its own partial, then partials are added in thread order.
+  int nth = omp_get_max_threads();
+  std::vector<float> partial(size_t(nth) * 2 * C, 0.f);
+#pragma omp parallel num_threads(nth)
+  {
+    int me = omp_get_thread_num();
+    float* pw = partial.data() + size_t(me) * 2 * C;
+    float* pb = pw + C;
+    int n0 = int(int64_t(N) * me / nth), n1 = int(int64_t(N) * (me + 1) / nth);
+    for (int n = n0; n < n1; ++n) {
+      const float* x = inp + int64_t(n) * C;
+      const float* d = dout + int64_t(n) * C;
+      float* dx = dinp + int64_t(n) * C;
+      float m = mean[n], r = rstd[n];
+      float dnorm_mean = 0.f, dnorm_norm_mean = 0.f;
+#pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
+      for (int c = 0; c < C; ++c) {
+        float xhat = (x[c] - m) * r;
+        float dn = weight[c] * d[c];
+        dnorm_mean += dn;
+        dnorm_norm_mean += dn * xhat;
+      }
+      dnorm_mean /= C;
+      dnorm_norm_mean /= C;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) {
+        float xhat = (x[c] - m) * r;
+        pb[c] += d[c];
+        pw[c] += xhat * d[c];
+        float dn = weight[c] * d[c];
+        dx[c] += (dn - dnorm_mean - xhat * dnorm_norm_mean) * r;
+      }
+    }
+  }
+  for (int t = 0; t < nth; ++t) {
+    const float* pw = partial.data() + size_t(t) * 2 * C;
+    const float* pb = pw + C;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) {
+      dweight[c] += pw[c];
+      dbias[c] += pb[c];
+    }
+  }
+}
+
+}  // namespace merak::model::kernels

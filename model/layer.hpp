@@ -1,0 +1,60 @@
+#pragma once
+// The layer interface: a forward/backward pair over host tensors.
+//
+// Activations are B x T x features. A layer is stateless across
+// micro-batches: whatever backward needs beyond its inputs and output goes
+// into the `stash` the caller passes, so a stage can hold several
+// micro-batches in flight, drop a stash and rebuild it by running forward
+// again (recomputation). Parameters are owned through parameter_ptr.
+// Called from one thread at a time; kernels parallelise internally.
+
+#include <span>
+#include <vector>
+
+#include "model/parameter.hpp"
+#include "model/tensor.hpp"
+#include "model/tensor_pool.hpp"
+
+namespace merak::model {
+
+struct stash {
+  std::vector<tensor> tensors;
+  tensor_pool* pool = nullptr;  // where add() takes storage from, if set
+
+  // Appends a stash tensor of this shape and returns it.
+  tensor& add(const shape_t& shape, dtype type = dtype::f32) {
+    tensors.push_back(pool ? pool->acquire(shape, type, false) : tensor(shape, type));
+    return tensors.back();
+  }
+  // Drops the stash, returning storage to the pool.
+  void clear() {
+    for (auto& t : tensors)
+      if (pool) pool->release(std::move(t));
+    tensors.clear();
+  }
+  int64_t bytes() const {
+    int64_t n = 0;
+    for (auto& t : tensors) n += int64_t(t.bytes());
+    return n;
+  }
+};
+
+class layer {
+ public:
+  virtual ~layer() = default;
+
+  // Shape of the output for the given input shapes; throws merak::error on
+  // inputs this layer cannot take.
+  virtual shape_t output_shape(std::span<const shape_t> in) const = 0;
+
+  // Computes `out` (already allocated with output_shape) from `in`; may fill
+  // `st` with what backward needs.
+  virtual void forward(std::span<const tensor* const> in, tensor& out, stash& st) = 0;
+
+  // Accumulates the input gradients into din[i] (null where no gradient is
+  // needed) and the parameter gradients into parameter::grad.
+  virtual void backward(std::span<const tensor* const> in, const tensor& out, const tensor& dout,
+                        std::span<tensor* const> din, stash& st) = 0;
+};
+
+}  // namespace merak::model

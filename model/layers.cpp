@@ -1,0 +1,292 @@
+#include "model/layers.hpp"
+
+#include <omp.h>
+
+#include "core/error.hpp"
+#include "model/kernels/kernels.hpp"
+
+namespace merak::model::layers {
+namespace {
+
+namespace k = kernels;
+
+int64_t rows(const tensor& t) { return t.dim(0) * t.dim(1); }
+
+shape_t with_features(const shape_t& in, std::initializer_list<int64_t> f) {
+  shape_t s{in.at(0), in.at(1)};
+  s.insert(s.end(), f);
+  return s;
+}
+
+void expect_features(const shape_t& s, int64_t f, const char* what) {
+  if (s.size() != 3 || s[2] != f)
+    fail("{} expects input (B, T, {}), got {}", what, f, shape_str(s));
+}
+
+void check_ids(const tensor& ids, int limit, const char* what) {
+  const int32_t* p = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (p[i] < 0 || p[i] >= limit)
+      fail("{} id {} at position {} is outside [0, {})", what, p[i], i, limit);
+}
+
+class embedding_layer final : public layer {
+ public:
+  embedding_layer(parameter_ptr wte, parameter_ptr wpe) : wte_(std::move(wte)), wpe_(std::move(wpe)) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
+    if (in[0][1] > wpe_->value.dim(0))
+      fail("sequence length {} exceeds the position table ({})", in[0][1], wpe_->value.dim(0));
+    return {in[0][0], in[0][1], wte_->value.dim(1)};
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    const tensor& ids = *in[0];
+    check_ids(ids, int(wte_->value.dim(0)), "token");
+    k::encoder_forward(out.f32(), ids.data<int32_t>(), wte_->value.f32(), wpe_->value.f32(),
+                       int(ids.dim(0)), int(ids.dim(1)), int(out.dim(2)));
+  }
+  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+                std::span<tensor* const>, stash&) override {
+    const tensor& ids = *in[0];
+    k::encoder_backward(wte_->grad.f32(), wpe_->grad.f32(), dout.f32(), ids.data<int32_t>(),
+                        int(ids.dim(0)), int(ids.dim(1)), int(dout.dim(2)), int(wte_->value.dim(0)));
+  }
+
+ private:
+  parameter_ptr wte_, wpe_;
+};
+
+class layernorm_layer final : public layer {
+ public:
+  layernorm_layer(parameter_ptr w, parameter_ptr b) : w_(std::move(w)), b_(std::move(b)) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    expect_features(in[0], w_->value.numel(), "layernorm");
+    return in[0];
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
+    int64_t N = rows(*in[0]);
+    st.add({N});  // mean
+    st.add({N});  // rstd
+    k::layernorm_forward(out.f32(), st.tensors[0].f32(), st.tensors[1].f32(), in[0]->f32(),
+                         w_->value.f32(), b_->value.f32(), int(N), int(out.dim(2)));
+  }
+  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+                std::span<tensor* const> din, stash& st) override {
+    k::layernorm_backward(din[0]->f32(), w_->grad.f32(), b_->grad.f32(), dout.f32(), in[0]->f32(),
+                          w_->value.f32(), st.tensors[0].f32(), st.tensors[1].f32(),
+                          int(rows(*in[0])), int(dout.dim(2)));
+  }
+
+ private:
+  parameter_ptr w_, b_;
+};
+
+class linear_layer final : public layer {
+ public:
+  linear_layer(parameter_ptr w, parameter_ptr b) : w_(std::move(w)), b_(std::move(b)) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    expect_features(in[0], w_->value.dim(1), "linear");
+    return with_features(in[0], {w_->value.dim(0)});
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    k::matmul_forward(out.f32(), in[0]->f32(), w_->value.f32(), b_ ? b_->value.f32() : nullptr,
+                      int(rows(*in[0])), int(w_->value.dim(1)), int(w_->value.dim(0)));
+  }
+  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+                std::span<tensor* const> din, stash&) override {
+    k::matmul_backward(din[0] ? din[0]->f32() : nullptr, w_->grad.f32(),
+                       b_ ? b_->grad.f32() : nullptr, dout.f32(), in[0]->f32(), w_->value.f32(),
+                       int(rows(*in[0])), int(w_->value.dim(1)), int(w_->value.dim(0)));
+  }
+
+ private:
+  parameter_ptr w_, b_;  // b_ may be null
+};
+
+class attention_layer final : public layer {
+ public:
+  attention_layer(int C, int NH) : C_(C), NH_(NH) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    expect_features(in[0], 3 * C_, "attention");
+    return with_features(in[0], {C_});
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
+    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1));
+    st.add({B, NH_, T, T});  // softmax probabilities
+    k::attention_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), B, T, C_, NH_);
+  }
+  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+                std::span<tensor* const> din, stash& st) override {
+    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1));
+    int64_t need = k::attention_scratch_floats(T) * omp_get_max_threads();
+    if (scratch_.numel() < need) scratch_ = tensor(shape_t{need});
+    k::attention_backward(din[0]->f32(), dout.f32(), in[0]->f32(), st.tensors[0].f32(),
+                          scratch_.f32(), B, T, C_, NH_);
+  }
+
+ private:
+  int C_, NH_;
+  tensor scratch_;  // per-thread dP/dS blocks, reused across calls
+};
+
+class gelu_layer final : public layer {
+ public:
+  shape_t output_shape(std::span<const shape_t> in) const override { return in[0]; }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    k::gelu_forward(out.f32(), in[0]->f32(), out.numel());
+  }
+  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+                std::span<tensor* const> din, stash&) override {
+    k::gelu_backward(din[0]->f32(), in[0]->f32(), dout.f32(), dout.numel());
+  }
+};
+
+class residual_layer final : public layer {
+ public:
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    if (in[0] != in[1]) fail("residual add of {} and {}", shape_str(in[0]), shape_str(in[1]));
+    return in[0];
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    k::residual_forward(out.f32(), in[0]->f32(), in[1]->f32(), out.numel());
+  }
+  void backward(std::span<const tensor* const>, const tensor&, const tensor& dout,
+                std::span<tensor* const> din, stash&) override {
+    k::residual_backward(din[0]->f32(), din[1]->f32(), dout.f32(), dout.numel());
+  }
+};
+
+class cross_entropy_layer final : public layer {
+ public:
+  explicit cross_entropy_layer(int V) : V_(V) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    expect_features(in[0], V_, "cross_entropy");
+    if (in[1] != shape_t{in[0][0], in[0][1]})
+      fail("targets {} do not match logits {}", shape_str(in[1]), shape_str(in[0]));
+    return in[1];
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
+    check_ids(*in[1], V_, "target");
+    int N = int(rows(*in[0]));
+    st.add({N, V_});  // probabilities
+    k::crossentropy_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), in[1]->data<int32_t>(),
+                            N, V_);
+  }
+  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+                std::span<tensor* const> din, stash& st) override {
+    k::crossentropy_backward(din[0]->f32(), dout.f32(), st.tensors[0].f32(),
+                             in[1]->data<int32_t>(), int(rows(*in[0])), V_);
+  }
+
+ private:
+  int V_;
+};
+
+constexpr int64_t kF32 = 4;
+
+}  // namespace
+
+int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, int C,
+              const std::string& wte, const std::string& wpe) {
+  node_info n;
+  n.name = name;
+  n.kind = "embedding";
+  n.inputs = {tokens};
+  n.params = {{wte, {V, C}}, {wpe, {max_T, C}, init_kind::normal, 0.01f}};
+  n.flops_per_token = C;
+  n.activation_bytes_per_token = C * kF32;
+  n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<embedding_layer>(p[0], p[1]); };
+  return g.add_node(std::move(n), {C});
+}
+
+int layernorm(graph& g, const std::string& name, int x, int C) {
+  node_info n;
+  n.name = name;
+  n.kind = "layernorm";
+  n.inputs = {x};
+  n.params = {{name + ".weight", {C}, init_kind::ones, 0, false},
+              {name + ".bias", {C}, init_kind::zeros, 0, false}};
+  n.flops_per_token = 8.0 * C;
+  n.activation_bytes_per_token = (C + 2) * kF32;
+  n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<layernorm_layer>(p[0], p[1]); };
+  return g.add_node(std::move(n), {C});
+}
+
+int linear(graph& g, const std::string& name, int x, int C, int OC, tp_split tp, float stddev,
+           bool bias) {
+  node_info n;
+  n.name = name;
+  n.kind = "linear";
+  n.inputs = {x};
+  n.params = {{name + ".weight", {OC, C}, init_kind::normal, stddev, true}};
+  if (bias) n.params.push_back({name + ".bias", {OC}, init_kind::zeros, 0, false});
+  n.flops_per_token = 2.0 * C * OC;
+  n.activation_bytes_per_token = OC * kF32;
+  n.tp = tp;
+  n.make = [](std::span<const parameter_ptr> p) {
+    return std::make_unique<linear_layer>(p[0], p.size() > 1 ? p[1] : nullptr);
+  };
+  return g.add_node(std::move(n), {OC});
+}
+
+int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, int max_T) {
+  if (C % NH != 0) fail("heads ({}) must divide dim ({})", NH, C);
+  node_info n;
+  n.name = name;
+  n.kind = "attention";
+  n.inputs = {qkv};
+  // Q K^T and P V over the causal triangle (about T/2 keys per query).
+  n.flops_per_token = 2.0 * 2.0 * C * (max_T + 1) / 2.0;
+  n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * kF32;
+  n.tp = tp_split::heads;
+  n.make = [C, NH](std::span<const parameter_ptr>) { return std::make_unique<attention_layer>(C, NH); };
+  return g.add_node(std::move(n), {C});
+}
+
+int gelu(graph& g, const std::string& name, int x, int C) {
+  node_info n;
+  n.name = name;
+  n.kind = "gelu";
+  n.inputs = {x};
+  n.flops_per_token = 10.0 * C;
+  n.activation_bytes_per_token = C * kF32;
+  n.make = [](std::span<const parameter_ptr>) { return std::make_unique<gelu_layer>(); };
+  return g.add_node(std::move(n), {C});
+}
+
+int residual(graph& g, const std::string& name, int a, int b, int C) {
+  node_info n;
+  n.name = name;
+  n.kind = "residual";
+  n.inputs = {a, b};
+  n.flops_per_token = C;
+  n.activation_bytes_per_token = C * kF32;
+  n.make = [](std::span<const parameter_ptr>) { return std::make_unique<residual_layer>(); };
+  return g.add_node(std::move(n), {C});
+}
+
+int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::string& tied_weight) {
+  node_info n;
+  n.name = name;
+  n.kind = "linear";
+  n.inputs = {x};
+  n.params = {{tied_weight, {V, C}, init_kind::normal, 0.02f, true}};
+  n.flops_per_token = 2.0 * C * V;
+  n.activation_bytes_per_token = V * kF32;
+  n.tp = tp_split::column;
+  n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<linear_layer>(p[0], nullptr); };
+  return g.add_node(std::move(n), {V});
+}
+
+int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V) {
+  node_info n;
+  n.name = name;
+  n.kind = "cross_entropy";
+  n.inputs = {logits, targets};
+  n.flops_per_token = 5.0 * V;
+  n.activation_bytes_per_token = (V + 1) * kF32;
+  n.make = [V](std::span<const parameter_ptr>) { return std::make_unique<cross_entropy_layer>(V); };
+  return g.add_node(std::move(n), {});
+}
+
+}  // namespace merak::model::layers

@@ -1,0 +1,32 @@
+#pragma once
+// Layer builders: each adds one node to a graph and returns its output value.
+// This is the public API a user writes a single-device model with; the GPT
+// family (gpt.hpp) is built through it. Sizes as in kernels.hpp.
+
+#include <string>
+
+#include "model/graph.hpp"
+
+namespace merak::model::layers {
+
+// tokens (B,T) i32 -> (B,T,C): token embedding wte (V,C) plus learned
+// position embedding wpe (max_T,C).
+int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, int C,
+              const std::string& wte = "wte", const std::string& wpe = "wpe");
+// (B,T,C) -> (B,T,C)
+int layernorm(graph& g, const std::string& name, int x, int C);
+// (B,T,C) -> (B,T,OC), Y = X W^T + b. `tp` says how tensor parallelism may
+// split it (column or row). `stddev` is the initial weight scale.
+int linear(graph& g, const std::string& name, int x, int C, int OC, tp_split tp,
+           float stddev = 0.02f, bool bias = true);
+// qkv (B,T,3C) -> (B,T,C), causal, NH heads.
+int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, int max_T);
+int gelu(graph& g, const std::string& name, int x, int C);
+int residual(graph& g, const std::string& name, int a, int b, int C);
+// (B,T,C) -> logits (B,T,V) = X W^T with W the (V,C) parameter `tied_weight`
+// (created here if no earlier node made it).
+int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::string& tied_weight);
+// logits (B,T,V), targets (B,T) i32 -> per-token loss (B,T).
+int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V);
+
+}  // namespace merak::model::layers

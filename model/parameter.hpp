@@ -1,0 +1,60 @@
+#pragma once
+// Trainable parameters and the store that creates them.
+//
+// A parameter is named ("h0.attn.qkv.weight") and owns its value and its
+// gradient. Layers hold shared pointers, so two layers that name the same
+// parameter (the GPT LM head and the token embedding) share one value and
+// accumulate into one gradient. Initial values depend only on (seed, name),
+// never on creation order, so any partition of a model initialises each
+// parameter exactly as the single-device model does.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/tensor.hpp"
+
+namespace merak::model {
+
+enum class init_kind : uint8_t { normal, zeros, ones };
+
+struct param_spec {
+  std::string name;
+  shape_t shape;
+  init_kind init = init_kind::normal;
+  float stddev = 0.02f;  // for init_kind::normal
+  bool decay = true;     // AdamW weight decay applies (matrices, not biases or norms)
+};
+
+struct parameter {
+  param_spec spec;
+  tensor value;
+  tensor grad;
+};
+using parameter_ptr = std::shared_ptr<parameter>;
+
+class parameter_store {
+ public:
+  explicit parameter_store(uint64_t seed) : seed_(seed) {}
+
+  // Returns the parameter called spec.name, creating and initialising it on
+  // first use. Throws merak::error if it exists with another shape.
+  parameter_ptr get_or_create(const param_spec& spec);
+
+  // Parameters in creation order (the order of checkpoints and optimizers).
+  const std::vector<parameter_ptr>& all() const { return ordered_; }
+  parameter_ptr find(const std::string& name) const;
+  int64_t numel() const;
+  void zero_grads();
+
+ private:
+  uint64_t seed_;
+  std::vector<parameter_ptr> ordered_;
+  std::map<std::string, parameter_ptr> by_name_;
+};
+
+// Deterministic initial value of a parameter (used by the store).
+void initialise(tensor& value, const param_spec& spec, uint64_t seed);
+
+}  // namespace merak::model

@@ -1,0 +1,42 @@
+#pragma once
+// safetensors files (the format PyTorch and Hugging Face load):
+//   8 bytes little-endian N | N bytes JSON header | raw tensor data
+// The header maps each tensor name to {"dtype", "shape", "data_offsets"}
+// (offsets relative to the data section) and may hold "__metadata__", a map
+// of strings. merak adds "merak.crc32c" to the metadata, the CRC-32C of the
+// data section, so truncation and corruption are detected on load. See
+// docs/checkpoint-format.md.
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/tensor.hpp"
+
+namespace merak::model {
+
+struct safetensors_file {
+  std::map<std::string, tensor> tensors;
+  std::map<std::string, std::string> metadata;  // without merak.crc32c
+};
+
+// Writes the named tensors atomically: a temporary file beside `path` is
+// written, fsync'd and renamed over `path`. Throws merak::error naming the
+// path on any I/O failure (the temporary file is removed).
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, const tensor*>>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+// Reads and validates a file. Throws merak::error naming the file and what is
+// wrong: missing, truncated, bad header JSON, a field of the wrong type, an
+// unknown dtype, offsets outside the data or inconsistent with the shape, or
+// a checksum mismatch.
+safetensors_file read_safetensors(const std::string& path);
+
+// Writes `content` to `path` atomically (temporary file, fsync, rename).
+void write_file_atomic(const std::string& path, const std::string& content);
+// fsyncs a directory so that renames inside it are durable.
+void fsync_directory(const std::string& dir);
+
+}  // namespace merak::model

@@ -1,0 +1,96 @@
+#pragma once
+// Host tensors.
+//
+// A tensor owns 64-byte aligned storage and carries its shape, element type
+// and device tag. Tensors move (never copy implicitly): passing one between
+// actors in a process moves ownership of the buffer. clone() copies.
+// Storage is not initialised unless zeros() is used. Not thread-safe: one
+// owner at a time.
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace merak::model {
+
+enum class dtype : uint8_t { f32, i32 };
+
+size_t dtype_size(dtype t);
+const char* dtype_name(dtype t);  // "F32", "I32" (safetensors spelling)
+
+struct device {
+  enum class kind : uint8_t { cpu, cuda };
+  kind type = kind::cpu;
+  int index = 0;
+  static device cpu() { return {}; }
+  static device cuda(int i) { return {kind::cuda, i}; }
+  bool operator==(const device&) const = default;
+  std::string str() const;  // "cpu", "cuda:0"
+};
+
+using shape_t = std::vector<int64_t>;
+std::string shape_str(const shape_t& s);  // "(2, 3)"
+int64_t shape_numel(const shape_t& s);
+
+class tensor {
+ public:
+  tensor() = default;
+  // Uninitialised storage of the given shape (host memory).
+  tensor(shape_t shape, dtype type = dtype::f32);
+  static tensor zeros(shape_t shape, dtype type = dtype::f32);
+
+  tensor(tensor&& o) noexcept { *this = std::move(o); }
+  tensor& operator=(tensor&& o) noexcept {
+    data_ = std::move(o.data_);
+    shape_ = std::move(o.shape_);
+    numel_ = std::exchange(o.numel_, 0);
+    type_ = o.type_;
+    device_ = o.device_;
+    o.shape_.clear();
+    return *this;
+  }
+  tensor(const tensor&) = delete;
+  tensor& operator=(const tensor&) = delete;
+
+  tensor clone() const;
+  void fill_zero();
+  // Reshape in place; the element count must not change.
+  void reshape(shape_t shape);
+
+  bool defined() const { return !shape_.empty(); }
+  const shape_t& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_[i < 0 ? shape_.size() + i : i]; }
+  int rank() const { return int(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  size_t bytes() const { return size_t(numel_) * dtype_size(type_); }
+  dtype type() const { return type_; }
+  device where() const { return device_; }
+
+  template <typename T>
+  T* data() { return reinterpret_cast<T*>(data_.get()); }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(data_.get()); }
+  float* f32() { return data<float>(); }
+  const float* f32() const { return data<float>(); }
+  std::span<float> span_f32() { return {f32(), size_t(numel_)}; }
+  std::span<const float> span_f32() const { return {f32(), size_t(numel_)}; }
+  std::byte* raw() { return data_.get(); }
+  const std::byte* raw() const { return data_.get(); }
+
+ private:
+  struct free_deleter {
+    void operator()(std::byte* p) const noexcept;
+  };
+  std::unique_ptr<std::byte[], free_deleter> data_;
+  shape_t shape_;
+  int64_t numel_ = 0;
+  dtype type_ = dtype::f32;
+  device device_;
+};
+
+}  // namespace merak::model

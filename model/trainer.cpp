@@ -1,0 +1,130 @@
+#include "model/trainer.hpp"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/error.hpp"
+#include "model/checkpoint.hpp"
+
+namespace merak::model {
+namespace {
+
+std::string model_json(const gpt_config& c) {
+  return nlohmann::json{{"family", "gpt"}, {"vocab", c.vocab}, {"seq", c.max_seq},
+                        {"layers", c.layers}, {"dim", c.dim}, {"heads", c.heads}}
+      .dump();
+}
+
+}  // namespace
+
+void train_options::validate() const {
+  model.validate();
+  if (batch < 1) fail("--batch must be at least 1 (got {})", batch);
+  if (steps < 0) fail("--steps must not be negative (got {})", steps);
+  if (!(lr > 0)) fail("--lr must be positive (got {})", lr);
+  if (save_interval < 0) fail("--save-interval must not be negative (got {})", save_interval);
+  if (save_interval > 0 && save_dir.empty()) fail("--save-interval needs --save DIR");
+  if (eval_batches < 1) fail("--eval-batches must be at least 1 (got {})", eval_batches);
+  if (grad_clip < 0) fail("--grad-clip must not be negative (got {})", grad_clip);
+}
+
+trainer::trainer(train_options opts)
+    : opts_((opts.validate(), std::move(opts))),
+      corpus_(opts_.data, opts_.model.max_seq, opts_.val_fraction),
+      store_(opts_.seed) {
+  init();
+}
+
+trainer::trainer(train_options opts, text_corpus corpus)
+    : opts_((opts.validate(), std::move(opts))), corpus_(std::move(corpus)), store_(opts_.seed) {
+  if (corpus_.seq() != opts_.model.max_seq)
+    fail("corpus windows are {} tokens but the model's --seq is {}", corpus_.seq(), opts_.model.max_seq);
+  init();
+}
+
+void trainer::init() {
+  graph_ = build_gpt(opts_.model);
+  exec_ = std::make_unique<executor>(graph_, store_);
+  opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
+  schedule_.max_lr = opts_.lr;
+  schedule_.min_lr = opts_.min_lr >= 0 ? opts_.min_lr : opts_.lr / 10;
+  schedule_.warmup_steps = opts_.warmup >= 0 ? opts_.warmup : opts_.steps / 20;
+  schedule_.total_steps = std::max<int64_t>(1, opts_.steps);
+  if (!opts_.load.empty()) {
+    auto dir = resolve_checkpoint(opts_.load);
+    auto meta = read_checkpoint_metadata(dir);
+    auto expect = model_json(opts_.model);
+    if (meta["merak.model"] != expect)
+      fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"], expect);
+    load_checkpoint(dir, store_, *opt_);
+    try {
+      step_ = std::stoll(meta.at("merak.step"));
+      uint64_t seed = std::stoull(meta.at("merak.seed"));
+      if (seed != opts_.seed) {
+        spdlog::warn("checkpoint was trained with --seed {}; continuing its data stream", seed);
+        opts_.seed = seed;
+      }
+    } catch (const std::logic_error&) {
+      fail("checkpoint '{}': metadata merak.step or merak.seed is missing or not a number", dir);
+    }
+    resumed_from_ = step_;
+    spdlog::info("resumed from '{}' at step {}", dir, step_);
+  }
+}
+
+std::map<std::string, std::string> trainer::metadata() const {
+  return {{"merak.model", model_json(opts_.model)},
+          {"merak.seed", std::to_string(opts_.seed)},
+          // The data stream is keyed by (seed, step): the step is the position.
+          {"merak.data_position", std::to_string(step_)},
+          {"merak.data", corpus_.name()}};
+}
+
+step_result trainer::train_step() {
+  MERAK_CHECK(!done(), "train_step past --steps");
+  auto t0 = std::chrono::steady_clock::now();
+  store_.zero_grads();
+  batch b = corpus_.train_batch(opts_.seed, step_, opts_.batch);
+  std::vector<tensor> in;
+  in.push_back(std::move(b.tokens));
+  in.push_back(std::move(b.targets));
+  step_result r;
+  r.loss = exec_->forward(std::move(in));
+  exec_->backward();
+  r.grad_norm = clip_grad_norm(store_.all(), opts_.grad_clip);
+  r.lr = schedule_.at(step_);
+  opt_->step(r.lr);
+  ++step_;
+  r.step = step_;
+  r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.tokens_per_s = double(opts_.batch) * opts_.model.max_seq / r.step_s;
+  return r;
+}
+
+double trainer::validation_loss() {
+  int64_t nb = std::min<int64_t>(opts_.eval_batches, corpus_.val_batches(opts_.batch));
+  double sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    batch b = corpus_.val_batch(i, opts_.batch);
+    std::vector<tensor> in;
+    in.push_back(std::move(b.tokens));
+    in.push_back(std::move(b.targets));
+    sum += exec_->evaluate(std::move(in));
+  }
+  return sum / double(nb);
+}
+
+bool trainer::checkpoint_due() const {
+  if (opts_.save_dir.empty()) return false;
+  if (done()) return true;
+  return opts_.save_interval > 0 && step_ % opts_.save_interval == 0;
+}
+
+std::string trainer::save() {
+  if (opts_.save_dir.empty()) fail("no --save directory given");
+  return save_checkpoint(opts_.save_dir, step_, store_, *opt_, metadata());
+}
+
+}  // namespace merak::model

@@ -1,0 +1,89 @@
+#pragma once
+// Single-device GPT training: the reference run.
+//
+// Owns the corpus, the graph, the parameters, the executor, AdamW and the
+// schedule; train_step() runs one full forward + backward + update of the
+// global batch. Resuming from a checkpoint restores parameters, optimizer
+// moments, the step and the data position, so a resumed run is bit-for-bit
+// the uninterrupted one (for the same thread count). Not thread-safe.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model/adamw.hpp"
+#include "model/data.hpp"
+#include "model/executor.hpp"
+#include "model/gpt.hpp"
+
+namespace merak::model {
+
+struct train_options {
+  std::string data;       // corpus file
+  gpt_config model;       // model.max_seq is the training sequence length T
+  int batch = 8;          // B, the global batch of a step
+  int64_t steps = 100;    // total steps (a resumed run ends at the same step)
+  float lr = 6e-4f;       // peak learning rate
+  float min_lr = -1;      // final learning rate; < 0 means lr / 10
+  int64_t warmup = -1;    // warm-up steps; < 0 means steps / 20
+  float weight_decay = 0.1f;
+  float grad_clip = 1.0f;  // global norm; 0 disables
+  uint64_t seed = 1337;
+  double val_fraction = 0.1;
+  int eval_batches = 4;   // validation batches per evaluation
+  std::string save_dir;   // empty: no checkpoints
+  int64_t save_interval = 0;  // steps between checkpoints; 0: only at the end
+  std::string load;       // checkpoint or run directory to resume from
+
+  // Throws merak::error naming the flag when options are inconsistent.
+  void validate() const;
+};
+
+struct step_result {
+  int64_t step = 0;  // 1-based count of completed steps
+  double loss = 0;
+  float lr = 0;
+  double grad_norm = 0;
+  double step_s = 0;
+  double tokens_per_s = 0;
+};
+
+class trainer {
+ public:
+  // Loads the data, builds the model and, with options.load, resumes.
+  // Throws merak::error on bad data, options or checkpoints.
+  explicit trainer(train_options opts);
+  // For tests and benchmarks: a corpus already in memory.
+  trainer(train_options opts, text_corpus corpus);
+
+  bool done() const { return step_ >= opts_.steps; }
+  step_result train_step();
+  // Mean loss over the fixed validation batches.
+  double validation_loss();
+  // Writes a checkpoint of the current step; returns its directory.
+  std::string save();
+  // True when a checkpoint is due after the step just completed.
+  bool checkpoint_due() const;
+
+  int64_t step() const { return step_; }
+  const train_options& options() const { return opts_; }
+  const graph& model_graph() const { return graph_; }
+  const parameter_store& parameters() const { return store_; }
+  int64_t resumed_from() const { return resumed_from_; }
+
+ private:
+  void init();
+  std::map<std::string, std::string> metadata() const;
+
+  train_options opts_;
+  text_corpus corpus_;
+  graph graph_;
+  parameter_store store_;
+  std::unique_ptr<executor> exec_;
+  std::unique_ptr<adamw> opt_;
+  lr_schedule schedule_;
+  int64_t step_ = 0;
+  int64_t resumed_from_ = -1;
+};
+
+}  // namespace merak::model
