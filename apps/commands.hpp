@@ -3,6 +3,8 @@
 // parent and returns the action to run when that sub-command is chosen.
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -15,8 +17,10 @@ using action = std::function<int()>;
 action add_train_command(CLI::App& parent);
 action add_bench_command(CLI::App& parent);
 
-// Lets `--config FILE` take a TOML or JSON file with the same keys as the
-// flags (JSON is detected by a leading '{').
-void enable_config_file(CLI::App& app);
+// Replaces `SUBCOMMAND ... --config FILE` in args (argv without the program
+// name) by the flags the TOML or JSON file holds, placed right after the
+// sub-command so that later command-line flags override them. Throws
+// merak::error naming the file and key for unreadable files or unknown keys.
+std::vector<std::string> expand_config_files(CLI::App& app, std::vector<std::string> args);
 
 }  // namespace merak::apps

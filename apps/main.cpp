@@ -1,6 +1,7 @@
 // merak: the command-line program. Thin: parses flags, calls the library.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -12,15 +13,22 @@
 int main(int argc, char** argv) {
   CLI::App app{"merak: an actor-model runtime for distributed machine learning"};
   app.require_subcommand(1);
+  app.fallthrough();  // global flags (--log-level) may follow the sub-command
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   auto train = merak::apps::add_train_command(app);
   auto bench = merak::apps::add_bench_command(app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv + 1, argv + argc);
+    args = merak::apps::expand_config_files(app, std::move(args));
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last-first
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const merak::error& e) {
+    std::fprintf(stderr, "merak: error: %s\n", e.what());
+    return 1;
   }
   try {
     merak::setup_logging(log_level);

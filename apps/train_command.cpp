@@ -82,7 +82,8 @@ action add_train_command(CLI::App& parent) {
   auto f = std::make_shared<train_flags>();
   auto& o = f->opts;
   auto* c = parent.add_subcommand("train", "Train a GPT model (single device)");
-  enable_config_file(*c);
+  c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  c->add_option("--config", "TOML or JSON file with the same keys as these flags");
   c->add_option("--data", o.data, "Training text file (bytes are tokens)")->required();
   c->add_option("--layers", o.model.layers, "Transformer blocks (L)")->capture_default_str();
   c->add_option("--dim", o.model.dim, "Channels (C)")->capture_default_str();

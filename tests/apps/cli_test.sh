@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Command-line tests of `merak train`: bad input must end with a clear
+# one-line error and a non-zero exit (never a signal or an abort), and a good
+# run must write its metrics. Usage: cli_test.sh MERAK_BINARY CASE
+set -euo pipefail
+merak=$1
+case_name=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 - "$work/text.txt" <<'PY'
+import sys
+s = ("Call me Ishmael. Some years ago, never mind how long precisely, having little or no "
+     "money in my purse, and nothing particular to interest me on shore. ")
+open(sys.argv[1], "w").write(s * 20)
+PY
+tiny=(--layers 1 --dim 16 --heads 2 --seq 8 --batch 2 --log-level warn)
+
+# expect_error REGEX ARGS...: the command must exit 1..127 and stderr must
+# match REGEX.
+expect_error() {
+  local regex=$1
+  shift
+  set +e
+  "$merak" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  set -e
+  if ((rc == 0 || rc >= 128)); then
+    echo "FAIL: exit code $rc for: merak $*"
+    cat "$work/err"
+    exit 1
+  fi
+  if ! grep -Eq -- "$regex" "$work/err"; then
+    echo "FAIL: stderr does not match /$regex/ for: merak $*"
+    cat "$work/err"
+    exit 1
+  fi
+  if grep -Eq "terminate called|Aborted|Segmentation|unexpected error" "$work/err"; then
+    echo "FAIL: crash-like output for: merak $*"
+    cat "$work/err"
+    exit 1
+  fi
+  echo "ok (exit $rc): $(head -n 1 "$work/err")"
+}
+
+make_checkpoint() {
+  "$merak" train --data "$work/text.txt" "${tiny[@]}" --steps 2 --save "$work/run" >/dev/null
+  ckpt="$work/run/$(cat "$work/run/latest")"
+  test -f "$ckpt/model.safetensors"
+}
+
+case "$case_name" in
+  missing_data)
+    expect_error "error: cannot open data file '$work/none.txt'" train --data "$work/none.txt" "${tiny[@]}" --steps 1 ;;
+  empty_data)
+    : >"$work/empty.txt"
+    expect_error "error: data file '$work/empty.txt' is empty" train --data "$work/empty.txt" "${tiny[@]}" --steps 1 ;;
+  unknown_flag)
+    expect_error "--bogus" train --data "$work/text.txt" --bogus 3 ;;
+  heads_dim)
+    expect_error "error: --heads \(4\) must divide --dim \(30\)" train --data "$work/text.txt" --dim 30 --heads 4 --steps 1 ;;
+  seq_too_long)
+    expect_error "error: data file .* too short for --seq 100000" train --data "$work/text.txt" --seq 100000 --steps 1 ;;
+  bad_config)
+    echo '{"layers": 1, "dim": ' >"$work/bad.json"
+    expect_error "not valid JSON" train --config "$work/bad.json" --data "$work/text.txt"
+    echo '{"layerz": 1}' >"$work/typo.json"
+    expect_error "layerz" train --config "$work/typo.json" --data "$work/text.txt" ;;
+  train_metrics)
+    # Flags from a JSON config file, overridden on the command line.
+    printf '{"layers": 1, "dim": 16, "heads": 2, "seq": 8, "batch": 2, "steps": 50}\n' >"$work/cfg.json"
+    "$merak" train --config "$work/cfg.json" --data "$work/text.txt" --steps 4 \
+      --metrics "$work/metrics.jsonl" --log-level warn
+    python3 - "$work/metrics.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 4, f"expected 4 metrics lines, got {len(lines)}"
+for i, l in enumerate(lines, 1):
+    for k in ("step", "loss", "lr", "tokens_per_s"):
+        assert k in l, f"line {i} lacks {k}: {l}"
+    assert l["step"] == i
+assert "val_loss" in lines[-1]
+print("ok: metrics", lines[-1])
+PY
+    # The same from TOML.
+    printf 'layers = 1\ndim = 16\nheads = 2\nseq = 8\nbatch = 2\nsteps = 3\n' >"$work/cfg.toml"
+    "$merak" train --config "$work/cfg.toml" --data "$work/text.txt" --metrics "$work/m2.jsonl" --log-level warn
+    test "$(wc -l <"$work/m2.jsonl")" -eq 3
+    echo "ok: toml config" ;;
+  truncated_checkpoint)
+    make_checkpoint
+    head -c 300 "$ckpt/model.safetensors" >"$work/t" && mv "$work/t" "$ckpt/model.safetensors"
+    expect_error "error: .*model.safetensors.* truncated" train --data "$work/text.txt" "${tiny[@]}" --steps 3 --load "$work/run" ;;
+  corrupted_checkpoint)
+    make_checkpoint
+    python3 - "$ckpt/optimizer.safetensors" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[-5] ^= 0x40
+open(p, "wb").write(b)
+PY
+    expect_error "error: .*optimizer.safetensors' is corrupted" train --data "$work/text.txt" "${tiny[@]}" --steps 3 --load "$ckpt" ;;
+  other_shape_checkpoint)
+    make_checkpoint
+    expect_error "error: checkpoint .* holds model .*\"dim\":16.* but this run builds .*\"dim\":32" \
+      train --data "$work/text.txt" --layers 1 --dim 32 --heads 2 --seq 8 --batch 2 --steps 3 --load "$work/run" ;;
+  bad_checkpoint_path)
+    expect_error "error: checkpoint path '$work/nowhere' does not exist" train --data "$work/text.txt" "${tiny[@]}" --steps 3 --load "$work/nowhere"
+    mkdir "$work/emptydir"
+    expect_error "neither a checkpoint directory" train --data "$work/text.txt" "${tiny[@]}" --steps 3 --load "$work/emptydir" ;;
+  *)
+    echo "unknown case $case_name"
+    exit 2 ;;
+esac

@@ -1,0 +1,107 @@
+// End-to-end training of tiny models: learning, and exact resumption.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+
+#include "model/checkpoint.hpp"
+#include "model/trainer.hpp"
+#include "tests/model/test_util.hpp"
+
+using namespace merak;
+using namespace merak::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+train_options tiny_options(int64_t steps) {
+  train_options o;
+  o.model = {.vocab = 256, .max_seq = 16, .layers = 2, .dim = 32, .heads = 4};
+  o.batch = 4;
+  o.steps = steps;
+  o.lr = 3e-3f;
+  o.warmup = 5;
+  o.seed = 7;
+  return o;
+}
+
+text_corpus tiny_corpus(size_t bytes = 2000) { return text_corpus(test::small_text(bytes), 16, 0.1, "tiny"); }
+
+fs::path fresh_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("merak_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("a tiny GPT overfits a short text", "[train]") {
+  auto opts = tiny_options(300);
+  opts.model.dim = 64;
+  opts.batch = 8;
+  trainer tr(opts, tiny_corpus(600));
+  double first = tr.train_step().loss;
+  double last = first;
+  while (!tr.done()) last = tr.train_step().loss;
+  INFO("first loss " << first << ", last " << last);
+  CHECK(first > 4.5);           // about log(256) at initialisation
+  CHECK(last < 0.15 * first);   // it has learnt the text (about 0.3 after 300 steps)
+  CHECK(tr.validation_loss() < first);
+}
+
+TEST_CASE("a resumed run is bit-for-bit the uninterrupted run", "[train][checkpoint]") {
+  auto dir = fresh_dir("resume");
+  auto opts = tiny_options(8);
+  opts.save_dir = dir.string();
+  opts.save_interval = 3;
+
+  std::vector<double> full_losses;
+  std::vector<std::vector<float>> full_params;
+  {
+    trainer tr(opts, tiny_corpus());
+    while (!tr.done()) {
+      full_losses.push_back(tr.train_step().loss);
+      if (tr.checkpoint_due()) tr.save();
+    }
+    for (auto& p : tr.parameters().all())
+      full_params.emplace_back(p->value.f32(), p->value.f32() + p->value.numel());
+  }
+  REQUIRE(fs::exists(dir / "step_00000003" / "model.safetensors"));
+  REQUIRE(fs::exists(dir / "step_00000006" / "optimizer.safetensors"));
+  REQUIRE(fs::exists(dir / "step_00000008"));
+  CHECK(resolve_checkpoint(dir.string()) == (dir / "step_00000008").string());
+
+  auto resumed = opts;
+  resumed.save_dir.clear();
+  resumed.save_interval = 0;
+  resumed.load = (dir / "step_00000003").string();
+  trainer tr(resumed, tiny_corpus());
+  CHECK(tr.step() == 3);
+  std::vector<double> losses;
+  while (!tr.done()) losses.push_back(tr.train_step().loss);
+  REQUIRE(losses.size() == 5);
+  for (size_t i = 0; i < losses.size(); ++i) CHECK(losses[i] == full_losses[3 + i]);
+  size_t k = 0;
+  for (auto& p : tr.parameters().all()) {
+    INFO(p->spec.name);
+    CHECK(std::memcmp(p->value.f32(), full_params[k].data(), p->value.bytes()) == 0);
+    ++k;
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint of another model shape is refused", "[checkpoint]") {
+  auto dir = fresh_dir("shape");
+  auto opts = tiny_options(1);
+  opts.save_dir = dir.string();
+  {
+    trainer tr(opts, tiny_corpus());
+    tr.train_step();
+    tr.save();
+  }
+  auto other = tiny_options(2);
+  other.model.dim = 16;
+  other.load = dir.string();
+  CHECK_THROWS_WITH(trainer(other, tiny_corpus()), Catch::Contains("holds model") && Catch::Contains("\"dim\":32"));
+  fs::remove_all(dir);
+}
