@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages merak builds against, where missing.
+# Idempotent and quick when everything is present; uses sudo when not root.
+# Usage: deploy/install-deps.sh [--bench]   (--bench adds PyTorch for the
+# side-by-side benchmark; never needed for building or testing).
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config python3
+          libcaf-dev libucx-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
+          nlohmann-json3-dev catch2 libopenblas-dev libdnnl-dev)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
