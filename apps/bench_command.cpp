@@ -25,6 +25,7 @@ action add_bench_command(CLI::App& parent) {
   g->add_option("--warmup-steps", gpt->warmup_steps, "Unmeasured steps first")->capture_default_str();
   g->add_option("--threads", gpt->threads, "Compute threads (default: all cores)");
   g->add_option("--gemm", gpt->gemm, "GEMM backend: onednn, openblas or eigen");
+  g->add_flag("--profile", gpt->profile, "Add per-layer-kind times to the JSON");
   g->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
   auto gemm = std::make_shared<bench::gemm_options>();

@@ -30,6 +30,7 @@ struct gpt_bench_options {
   int threads = 0;
   std::string gemm;  // backend name; empty: default
   uint64_t seed = 1337;
+  bool profile = false;  // add per-layer-kind forward/backward times
 };
 // Full training steps (forward, backward, AdamW) on random tokens: tokens/s,
 // step time, achieved GFLOP/s, peak RSS.

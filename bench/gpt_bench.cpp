@@ -24,12 +24,16 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   t.seed = o.seed;
   model::trainer tr(t, model::text_corpus(std::move(bytes), T, 0.1, "random"));
   for (int i = 0; i < o.warmup_steps; ++i) tr.train_step();
+  tr.model_executor().set_profiling(o.profile);
   std::vector<double> times;
-  double loss = 0;
+  double loss = 0, fwd = 0, bwd = 0, opt = 0;
   for (int i = 0; i < o.steps; ++i) {
     auto s = tr.train_step();
     times.push_back(s.step_s);
     loss = s.loss;
+    fwd += s.forward_s;
+    bwd += s.backward_s;
+    opt += s.optimizer_s;
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
@@ -40,7 +44,10 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   // Training FLOPs: forward plus backward (twice the forward).
   const double flops = 3.0 * tr.model_graph().flops_per_token() * tokens;
   int th = model::compute_threads();
-  return {{"benchmark", "gpt"},
+  nlohmann::json profile = nlohmann::json::object();
+  for (auto& [kind, t] : tr.model_executor().profile())
+    profile[kind] = {{"forward_ms", t.forward_s * 1e3 / o.steps}, {"backward_ms", t.backward_s * 1e3 / o.steps}};
+  nlohmann::json out = {{"benchmark", "gpt"},
           {"layers", o.model.layers}, {"dim", o.model.dim}, {"heads", o.model.heads},
           {"seq", T}, {"batch", o.batch}, {"vocab", o.model.vocab},
           {"params", tr.model_graph().parameter_count()},
@@ -55,7 +62,12 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
           {"gflops", flops / mean * 1e-9},
           {"peak_gflops", cpu_peak_gflops(th)},
           {"final_loss", loss},
+          {"forward_ms", fwd * 1e3 / o.steps},
+          {"backward_ms", bwd * 1e3 / o.steps},
+          {"optimizer_ms", opt * 1e3 / o.steps},
           {"peak_rss_mb", double(peak_rss_bytes()) / (1 << 20)}};
+  if (o.profile) out["profile_per_step"] = profile;
+  return out;
 }
 
 }  // namespace merak::bench

@@ -1,8 +1,15 @@
 #include "model/executor.hpp"
 
+#include <chrono>
+
 #include "core/error.hpp"
 
 namespace merak::model {
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 executor::executor(const graph& g, parameter_store& store) : graph_(g) {
   if (g.loss() < 0) fail("the model graph has no loss value");
@@ -39,7 +46,9 @@ double executor::forward(std::vector<tensor> inputs) {
     }
     auto& out_info = graph_.values()[nodes[n].output];
     tensor out = pool_.acquire(layers_[n]->output_shape(in_shapes), out_info.type, false);
+    double t0 = profiling_ ? now_s() : 0;
     layers_[n]->forward(in, out, stashes_[n]);
+    if (profiling_) profile_[nodes[n].kind].forward_s += now_s() - t0;
     values_[nodes[n].output] = std::move(out);
   }
   has_forward_ = true;
@@ -74,7 +83,9 @@ void executor::backward(float scale) {
       if (needs && !grads[v].defined()) grads[v] = pool_.acquire(values_[v].shape(), dtype::f32, true);
       din.push_back(needs ? &grads[v] : nullptr);
     }
+    double t0 = profiling_ ? now_s() : 0;
     layers_[n]->backward(in, values_[out], grads[out], din, stashes_[n]);
+    if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
     // Every consumer of `out` ran its backward already (reverse topological
     // order), so the output, its gradient and the stash are done with.
     pool_.release(std::move(grads[out]));

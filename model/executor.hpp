@@ -6,7 +6,9 @@
 // Not thread-safe: one owner calls forward/backward in turn. Kernels use the
 // OpenMP thread count (set_compute_threads).
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/graph.hpp"
@@ -32,6 +34,14 @@ class executor {
   // forward() without keeping activations: the mean loss only.
   double evaluate(std::vector<tensor> inputs);
 
+  // Per layer kind, seconds spent in forward and backward since profiling
+  // was switched on (timing costs two clock reads per node).
+  struct kind_time {
+    double forward_s = 0, backward_s = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::map<std::string, kind_time>& profile() const { return profile_; }
+
   const graph& model_graph() const { return graph_; }
   // Bytes held by live activations plus the pool's cache.
   int64_t activation_bytes() const;
@@ -45,6 +55,8 @@ class executor {
   std::vector<stash> stashes_;                  // one per node
   tensor_pool pool_;
   bool has_forward_ = false;
+  bool profiling_ = false;
+  std::map<std::string, kind_time> profile_;
 };
 
 }  // namespace merak::model

@@ -84,21 +84,30 @@ std::map<std::string, std::string> trainer::metadata() const {
 
 step_result trainer::train_step() {
   MERAK_CHECK(!done(), "train_step past --steps");
-  auto t0 = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
+  auto secs = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  auto t0 = clock::now();
   store_.zero_grads();
   batch b = corpus_.train_batch(opts_.seed, step_, opts_.batch);
   std::vector<tensor> in;
   in.push_back(std::move(b.tokens));
   in.push_back(std::move(b.targets));
   step_result r;
+  auto t1 = clock::now();
   r.loss = exec_->forward(std::move(in));
+  auto t2 = clock::now();
   exec_->backward();
+  auto t3 = clock::now();
   r.grad_norm = clip_grad_norm(store_.all(), opts_.grad_clip);
   r.lr = schedule_.at(step_);
   opt_->step(r.lr);
   ++step_;
   r.step = step_;
-  r.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto t4 = clock::now();
+  r.forward_s = secs(t1, t2);
+  r.backward_s = secs(t2, t3);
+  r.optimizer_s = secs(t3, t4);
+  r.step_s = secs(t0, t4);
   r.tokens_per_s = double(opts_.batch) * opts_.model.max_seq / r.step_s;
   return r;
 }

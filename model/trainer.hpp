@@ -46,6 +46,7 @@ struct step_result {
   double grad_norm = 0;
   double step_s = 0;
   double tokens_per_s = 0;
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // parts of step_s
 };
 
 class trainer {
@@ -70,6 +71,7 @@ class trainer {
   const graph& model_graph() const { return graph_; }
   const parameter_store& parameters() const { return store_; }
   int64_t resumed_from() const { return resumed_from_; }
+  executor& model_executor() { return *exec_; }
 
  private:
   void init();
