@@ -36,8 +36,11 @@ struct gpt_bench_options {
 // step time, achieved GFLOP/s, peak RSS.
 nlohmann::json run_gpt_bench(const gpt_bench_options& o);
 
-// Estimated FP32 peak GFLOP/s of `threads` cores of this CPU (clock from
-// /proc/cpuinfo times FMA width); 0 when unknown.
+// The clock of this core right now in GHz, measured (takes ~0.1 s).
+double measure_cpu_ghz();
+// FP32 FLOPs per cycle per core: two FMA pipes of the widest vector unit.
+double cpu_flops_per_cycle();
+// FP32 peak GFLOP/s of `threads` cores: measured clock x FLOPs per cycle.
 double cpu_peak_gflops(int threads);
 
 }  // namespace merak::bench

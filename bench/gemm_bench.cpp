@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -8,22 +10,41 @@
 
 namespace merak::bench {
 
-double cpu_peak_gflops(int threads) {
+double measure_cpu_ghz() {
+  // A chain of dependent integer adds retires one per cycle, so adds per
+  // second is the clock the core runs at now (turbo included), which
+  // /proc/cpuinfo does not report inside a VM.
+  constexpr int64_t kIters = 20'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    uint64_t x = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < kIters; ++i) {
+      asm volatile(
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+          : "+r"(x));
+    }
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 8.0 * double(kIters) / dt * 1e-9);
+  }
+  return best;
+}
+
+double cpu_flops_per_cycle() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
-  double mhz = 0;
-  bool avx512 = false, avx2 = false;
-  while (std::getline(f, line)) {
-    if (mhz == 0 && line.rfind("cpu MHz", 0) == 0) mhz = std::stod(line.substr(line.find(':') + 1));
+  while (std::getline(f, line))
     if (line.rfind("flags", 0) == 0) {
-      avx512 = line.find(" avx512f") != std::string::npos;
-      avx2 = line.find(" avx2") != std::string::npos;
+      // Two FMA pipes x lanes x 2 FLOPs.
+      if (line.find(" avx512f") != std::string::npos) return 64;
+      if (line.find(" avx2") != std::string::npos) return 32;
+      return 8;
     }
-  }
-  // Two FMA pipes: 2 x (lanes) x 2 FLOPs per cycle.
-  double flops_per_cycle = avx512 ? 64 : (avx2 ? 32 : 8);
-  return mhz * 1e-3 * flops_per_cycle * threads;
+  return 8;
 }
+
+double cpu_peak_gflops(int threads) { return measure_cpu_ghz() * cpu_flops_per_cycle() * threads; }
 
 nlohmann::json run_gemm_bench(const gemm_options& o) {
   using model::gemm_backend;
@@ -72,8 +93,9 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
   }
   model::set_gemm_backend(saved);
   int th = model::compute_threads();
-  return {{"benchmark", "gemm"}, {"threads", th}, {"peak_gflops", cpu_peak_gflops(th)},
-          {"results", results}};
+  double ghz = measure_cpu_ghz();
+  return {{"benchmark", "gemm"}, {"threads", th}, {"cpu_ghz", ghz},
+          {"peak_gflops", ghz * cpu_flops_per_cycle() * th}, {"results", results}};
 }
 
 }  // namespace merak::bench

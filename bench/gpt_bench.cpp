@@ -24,7 +24,7 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   t.seed = o.seed;
   model::trainer tr(t, model::text_corpus(std::move(bytes), T, 0.1, "random"));
   for (int i = 0; i < o.warmup_steps; ++i) tr.train_step();
-  tr.model_executor().set_profiling(o.profile);
+  tr.model_executor().set_profiling(true);  // two clock reads per node: negligible
   std::vector<double> times;
   double loss = 0, fwd = 0, bwd = 0, opt = 0;
   for (int i = 0; i < o.steps; ++i) {
@@ -45,6 +45,15 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   const double flops = 3.0 * tr.model_graph().flops_per_token() * tokens;
   int th = model::compute_threads();
   nlohmann::json profile = nlohmann::json::object();
+  // GEMM share: the linear layers' FLOPs (forward + backward = 3x forward)
+  // over the time spent in them.
+  double linear_flops = 0;
+  for (auto& node : tr.model_graph().nodes())
+    if (node.kind == "linear") linear_flops += 3.0 * node.flops_per_token * tokens;
+  double linear_s = 0;
+  if (auto it = tr.model_executor().profile().find("linear"); it != tr.model_executor().profile().end())
+    linear_s = (it->second.forward_s + it->second.backward_s) / o.steps;
+  double ghz = measure_cpu_ghz();
   for (auto& [kind, t] : tr.model_executor().profile())
     profile[kind] = {{"forward_ms", t.forward_s * 1e3 / o.steps}, {"backward_ms", t.backward_s * 1e3 / o.steps}};
   nlohmann::json out = {{"benchmark", "gpt"},
@@ -60,7 +69,9 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
           {"step_s_min", sorted.front()},
           {"step_s_max", sorted.back()},
           {"gflops", flops / mean * 1e-9},
-          {"peak_gflops", cpu_peak_gflops(th)},
+          {"matmul_gflops", linear_s > 0 ? linear_flops / linear_s * 1e-9 : 0.0},
+          {"cpu_ghz", ghz},
+          {"peak_gflops", ghz * cpu_flops_per_cycle() * th},
           {"final_loss", loss},
           {"forward_ms", fwd * 1e3 / o.steps},
           {"backward_ms", bwd * 1e3 / o.steps},
