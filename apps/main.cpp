@@ -17,8 +17,13 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
-  auto train = merak::apps::add_train_command(app);
-  auto bench = merak::apps::add_bench_command(app);
+  namespace ma = merak::apps;
+  // Each sub-command registers its flags and returns what to run.
+  const std::pair<const char*, ma::action> commands[] = {
+      {"train", ma::add_train_command(app)},
+      {"bench", ma::add_bench_command(app)},
+      {"schedule", ma::add_schedule_command(app)},
+  };
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     args = merak::apps::expand_config_files(app, std::move(args));
@@ -32,10 +37,8 @@ int main(int argc, char** argv) {
   }
   try {
     merak::setup_logging(log_level);
-    for (auto* sub : app.get_subcommands()) {
-      if (sub->get_name() == "train") return train();
-      if (sub->get_name() == "bench") return bench();
-    }
+    for (auto& [name, run] : commands)
+      if (app.got_subcommand(name)) return run();
   } catch (const merak::error& e) {
     std::fprintf(stderr, "merak: error: %s\n", e.what());
     return 1;

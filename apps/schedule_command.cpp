@@ -1,0 +1,58 @@
+// `merak schedule show`: the per-stage op order a schedule produces when every
+// op of a kind costs the same (the event simulator runs the same policies as
+// the stage actors).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "apps/commands.hpp"
+#include "partition/simulator.hpp"
+
+namespace merak::apps {
+namespace {
+
+struct schedule_flags {
+  int pp = 4;
+  int micro_batches = 8;
+  std::string schedule = "1f1b";
+  bool full_recompute = false;
+  double t_f = 1, t_b = 2, t_r = 1;
+  bool stats = false;
+};
+
+int run_show(const schedule_flags& f) {
+  using namespace partition;
+  auto kind = parse_schedule(f.schedule);
+  auto tr = simulate_pipeline(make_policies(kind, f.pp, f.micro_batches, f.full_recompute),
+                              uniform_costs(f.t_f, f.t_b, f.t_r), [](int, int, int) { return 0.0; });
+  for (int s = 0; s < f.pp; ++s) {
+    std::string line = "s" + std::to_string(s) + ":";
+    for (auto& o : tr.order(s)) line += " " + op_name(o);
+    std::printf("%s\n", line.c_str());
+  }
+  if (f.stats)
+    std::printf("makespan %.3g, bubble %.1f%%\n", tr.makespan, 100.0 * tr.bubble_fraction());
+  return 0;
+}
+
+}  // namespace
+
+action add_schedule_command(CLI::App& parent) {
+  auto f = std::make_shared<schedule_flags>();
+  auto* c = parent.add_subcommand("schedule", "Pipeline schedules");
+  c->require_subcommand(1);
+  auto* show = c->add_subcommand("show", "Print each stage's op order (F, Fpc, R, B) for uniform op costs");
+  show->add_option("--pp", f->pp, "Pipeline stages")->capture_default_str();
+  show->add_option("--micro-batches", f->micro_batches, "Micro-batches per step")->capture_default_str();
+  show->add_option("--schedule", f->schedule, "gpipe, 1f1b or shifted")->capture_default_str();
+  show->add_flag("--full-recompute", f->full_recompute, "Every stage but the last recomputes in backward");
+  show->add_option("--t-f", f->t_f, "Cost of a forward")->capture_default_str();
+  show->add_option("--t-b", f->t_b, "Cost of a backward")->capture_default_str();
+  show->add_option("--t-r", f->t_r, "Cost of a recomputation")->capture_default_str();
+  show->add_flag("--stats", f->stats, "Also print the makespan and bubble fraction");
+  return [f] { return run_show(*f); };
+}
+
+}  // namespace merak::apps

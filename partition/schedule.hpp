@@ -1,0 +1,93 @@
+#pragma once
+// Pipeline schedules as priority policies (../docs: specs/pipeline.md).
+//
+// A schedule is not a list of ops: each stage holds a ready queue and, when
+// idle, runs the first eligible op in its current preference order, within an
+// in-flight limit. GPipe, 1F1B and Merak's shifted critical-path schedule are
+// three policies over the same mechanism. The runtime's stage actors and the
+// event simulator both drive a stage_scheduler, so what the simulator predicts
+// is what the actors do. Pure code: no actors, no threads.
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace merak::partition {
+
+enum class schedule_kind { gpipe, one_f_one_b, shifted };
+std::string_view schedule_name(schedule_kind k);  // "gpipe", "1f1b", "shifted"
+// Throws merak::error naming the value for an unknown name.
+schedule_kind parse_schedule(std::string_view name);
+
+// Per-stage parameters the scheduler actor hands out.
+struct stage_policy {
+  int stage = 0, stages = 1, micro_batches = 1;
+  bool limited = true;    // false for GPipe
+  int warm = 1;           // in-flight limit until the first backward
+  int steady = 1;         // in-flight limit after it
+  bool forward_first = false;  // GPipe: F before B always
+  std::set<int> pre;      // micro-batches run as Fpc + R (checkpointed, recomputed early)
+  bool recompute_in_backward = false;  // every F is Fpc and B recomputes (full recomputation)
+};
+
+// The policy of stage `s` of `p` for `m` micro-batches. With
+// full_recompute, every stage but the last keeps only stage inputs and
+// recomputes inside backward (1F1B/GPipe with full recomputation).
+// Throws merak::error for p < 1, m < 1, s outside [0, p), or the shifted
+// schedule with p < 3 or m < max(4, p)... (shifted falls back to 1F1B limits
+// for p < 3).
+stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute = false);
+
+enum class op_kind : uint8_t { F, Fpc, R, B };
+struct op {
+  op_kind kind;
+  int mb;
+  bool operator==(const op&) const = default;
+};
+std::string op_name(const op& o);  // "F3", "Fpc5", "R5", "B0"
+
+// One stage's decisions. Feed it arrivals and completions; ask next() when
+// the stage is idle. Single-threaded (owned by one stage actor).
+class stage_scheduler {
+ public:
+  explicit stage_scheduler(stage_policy policy);
+
+  void activation_arrived(int mb);  // input of F(mb) is here (stage 0: implicit)
+  void gradient_arrived(int mb);    // output gradient of B(mb) is here (last stage: implicit)
+
+  // The op to run now, or nothing if none is eligible. The op counts as
+  // started: call completed() when it finishes. One op at a time.
+  std::optional<op> next();
+  void completed(const op& o);
+
+  bool done() const;
+  int in_flight() const { return forwarded_ - backwarded_; }
+  int max_in_flight_seen() const { return max_in_flight_; }
+  const stage_policy& policy() const { return policy_; }
+  // Whether the stash of `mb` must be kept after its forward (F) or only
+  // its input (Fpc, or full recomputation).
+  bool keeps_stash(int mb) const;
+
+ private:
+  bool f_eligible() const;
+  bool b_eligible() const;
+  bool r_eligible() const;
+
+  stage_policy policy_;
+  std::vector<bool> act_, grad_, recomputed_;
+  int forwarded_ = 0;   // micro-batches forwarded (in order)
+  int backwarded_ = 0;  // micro-batches backwarded (in order)
+  bool any_backward_ = false;
+  bool last_was_backward_ = false;
+  bool busy_ = false;
+  int max_in_flight_ = 0;
+};
+
+// The order the rules of the spec give for stage s, built directly (the
+// test oracle for the emergent order; not used by the runtime).
+std::vector<op> reference_order(schedule_kind kind, int p, int m, int s);
+
+}  // namespace merak::partition

@@ -1,0 +1,95 @@
+// The schedules emerge from priorities: check them against the spec's
+// reference orders, and for safety under random costs.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "core/rng.hpp"
+#include "partition/simulator.hpp"
+
+using namespace merak;
+using namespace merak::partition;
+
+namespace {
+
+std::string join(const std::vector<op>& ops) {
+  std::ostringstream s;
+  for (size_t i = 0; i < ops.size(); ++i) s << (i ? " " : "") << op_name(ops[i]);
+  return s.str();
+}
+
+auto no_delay = [](int, int, int) { return 0.0; };
+
+}  // namespace
+
+TEST_CASE("the spec's p=4 m=8 orders are reproduced exactly", "[schedule]") {
+  const char* shifted[] = {
+      "F0 F1 F2 F3 B0 F4 B1 Fpc5 B2 Fpc6 B3 Fpc7 B4 R5 B5 R6 B6 R7 B7",
+      "Fpc0 F1 F2 R0 B0 F3 B1 F4 B2 F5 B3 Fpc6 B4 Fpc7 B5 R6 B6 R7 B7",
+      "Fpc0 Fpc1 F2 R0 B0 R1 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
+      "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"};
+  const char* one_f_one_b[] = {
+      "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7",
+      "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7",
+      "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
+      "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"};
+  auto sh = simulate_pipeline(make_policies(schedule_kind::shifted, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  auto fb = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  for (int s = 0; s < 4; ++s) {
+    CHECK(join(sh.order(s)) == shifted[s]);
+    CHECK(join(fb.order(s)) == one_f_one_b[s]);
+    CHECK(join(reference_order(schedule_kind::shifted, 4, 8, s)) == shifted[s]);
+  }
+  auto gp = simulate_pipeline(make_policies(schedule_kind::gpipe, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  for (int s = 0; s < 4; ++s)
+    CHECK(join(gp.order(s)) == "F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7");
+}
+
+TEST_CASE("emergent orders equal the rule-built orders for p = 3..8, m = p..3p", "[schedule]") {
+  for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted})
+    for (int p = 3; p <= 8; ++p)
+      for (int m = p; m <= 3 * p; ++m) {
+        auto tr = simulate_pipeline(make_policies(kind, p, m), uniform_costs(1, 2, 1), no_delay);
+        REQUIRE_FALSE(tr.deadlocked);
+        for (int s = 0; s < p; ++s) {
+          INFO(schedule_name(kind) << " p=" << p << " m=" << m << " s=" << s);
+          CHECK(join(tr.order(s)) == join(reference_order(kind, p, m, s)));
+        }
+      }
+}
+
+TEST_CASE("the shifted schedule hides recomputation in the waiting time", "[schedule]") {
+  // t_F = 1, t_B = 2, t_R = 1, p = 4, m = 8, asynchronous sends (spec: 42 -> 33).
+  auto full = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8, true), uniform_costs(1, 2, 1), no_delay);
+  auto plain = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  auto shifted = simulate_pipeline(make_policies(schedule_kind::shifted, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  CHECK(full.makespan == 42);
+  CHECK(shifted.makespan == 33);
+  CHECK(plain.makespan == 33);
+  // The ideal bubble of 1F1B: (p-1)/(m+p-1) of each stage's time.
+  CHECK(plain.bubble_fraction() == Approx(3.0 / 11.0));
+}
+
+TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", "[schedule]") {
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    rng r(seed, 1);
+    int p = 2 + int(r.below(7));
+    int m = p + int(r.below(2 * p + 1));
+    auto kind = schedule_kind(r.below(3));
+    bool full = r.below(2) == 1;
+    auto pols = make_policies(kind, p, m, full);
+    std::vector<double> scale(p);
+    for (auto& x : scale) x = 0.2 + 3.0 * r.uniform();
+    auto cost = [&](int s, const op& o, bool rib) {
+      return uniform_costs(1, 2, 1)(s, o, rib) * scale[s] * (0.5 + r.uniform());
+    };
+    auto delay = [&](int, int, int) { return 2.0 * r.uniform(); };
+    auto tr = simulate_pipeline(pols, cost, delay);
+    INFO("seed " << seed << " " << schedule_name(kind) << " p=" << p << " m=" << m);
+    REQUIRE_FALSE(tr.deadlocked);
+    for (int s = 0; s < p; ++s) {
+      if (pols[s].limited) CHECK(tr.max_in_flight[s] <= std::max(pols[s].warm, pols[s].steady));
+      CHECK(int(tr.stages[s].size()) >= 2 * m);
+    }
+  }
+}
