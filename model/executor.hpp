@@ -1,10 +1,19 @@
 #pragma once
-// Runs a model graph forward and backward on the host, one micro-batch at a
-// time. This is the single-device reference every parallel configuration is
-// checked against; a pipeline stage runs the same code on its node range.
+// Runs a range of a model graph's nodes forward and backward on the host,
+// micro-batch by micro-batch. The whole graph on one device is the
+// reference run; a pipeline stage runs its node range with the same code.
 //
-// Not thread-safe: one owner calls forward/backward in turn. Kernels use the
-// OpenMP thread count (set_compute_threads).
+// A stage's inputs are the values its nodes read but do not produce (graph
+// inputs such as token ids, or activations from an earlier stage); its
+// outputs are the values it produces that later nodes read. Several
+// micro-batches may be in flight, each with its own activations. A forward
+// may keep only the stage inputs (checkpointing); recompute() or backward()
+// rebuilds the rest by running forward again, bit for bit.
+//
+// Ownership: inputs are moved in, outputs moved out (no copies between
+// stages); input gradients are moved out of backward. Not thread-safe: one
+// owner (a trainer or a stage actor) calls it. Kernels use the calling
+// thread's OpenMP thread count.
 
 #include <map>
 #include <memory>
@@ -18,24 +27,39 @@ namespace merak::model {
 
 class executor {
  public:
-  // Materialises every node of `g`, taking parameters from `store` (created
-  // on first use). The graph must outlive the executor.
-  executor(const graph& g, parameter_store& store);
+  // Materialises nodes [first, last) of `g` (last < 0: to the end), taking
+  // parameters from `store`. The graph must outlive the executor.
+  executor(const graph& g, parameter_store& store, int first = 0, int last = -1);
 
-  // Runs every node forward on the graph inputs (moved in, in the order of
-  // graph::inputs()) and keeps what backward needs. Returns the mean of the
-  // per-token losses. Throws merak::error on bad inputs (shapes, ids).
-  double forward(std::vector<tensor> inputs);
+  const std::vector<int>& input_values() const { return inputs_; }
+  const std::vector<int>& output_values() const { return outputs_; }
+  bool computes_loss() const { return computes_loss_; }
 
-  // Accumulates into the parameter gradients the gradient of
-  // scale * mean loss of the last forward, then frees its activations.
-  void backward(float scale = 1.0f);
+  struct forward_result {
+    std::vector<tensor> outputs;  // one per output_values()
+    double loss = 0;              // mean per-token loss, if computes_loss()
+  };
+  // Forward of micro-batch `mb` (any id not in flight). `inputs` holds one
+  // tensor per input_values(). With keep_stash false only the inputs are
+  // kept. Throws merak::error on bad inputs (shapes, ids).
+  forward_result forward(int mb, std::vector<tensor> inputs, bool keep_stash = true);
 
-  // forward() without keeping activations: the mean loss only.
+  // Rebuilds the activations of `mb` from its saved inputs (a no-op if they
+  // are present).
+  void recompute(int mb);
+  bool has_stash(int mb) const;
+
+  // Backward of `mb`: `output_grads` holds one gradient per output_values();
+  // if computes_loss(), the loss contributes loss_scale x d(mean loss).
+  // Accumulates parameter gradients; returns one gradient per input_values()
+  // (undefined for integer inputs). Frees the micro-batch.
+  std::vector<tensor> backward(int mb, std::vector<tensor> output_grads, float loss_scale = 1.0f);
+
+  // Mean loss of a forward without gradients (needs computes_loss()).
   double evaluate(std::vector<tensor> inputs);
 
   // Per layer kind, seconds spent in forward and backward since profiling
-  // was switched on (timing costs two clock reads per node).
+  // was switched on (two clock reads per node).
   struct kind_time {
     double forward_s = 0, backward_s = 0;
   };
@@ -43,18 +67,30 @@ class executor {
   const std::map<std::string, kind_time>& profile() const { return profile_; }
 
   const graph& model_graph() const { return graph_; }
+  int in_flight() const { return int(batches_.size()); }
   // Bytes held by live activations plus the pool's cache.
   int64_t activation_bytes() const;
 
  private:
-  void release_all();
+  struct micro_batch {
+    std::vector<tensor> values;  // by graph value id
+    std::vector<stash> stashes;  // by node index - first_
+    bool stashed = false;
+  };
+  micro_batch& state(int mb);
+  // Runs the nodes forward; moves boundary outputs out when `emit`.
+  void run_forward(micro_batch& s, std::vector<tensor>* emit);
+  void drop_activations(micro_batch& s);
+  void release(micro_batch& s);
 
   const graph& graph_;
-  std::vector<std::unique_ptr<layer>> layers_;  // one per node
-  std::vector<tensor> values_;                  // one per graph value
-  std::vector<stash> stashes_;                  // one per node
+  int first_, last_;
+  std::vector<std::unique_ptr<layer>> layers_;  // node first_ + i
+  std::vector<int> inputs_, outputs_;
+  std::vector<bool> used_inside_;  // by value id: read by a node of this range
+  bool computes_loss_ = false;
+  std::map<int, micro_batch> batches_;
   tensor_pool pool_;
-  bool has_forward_ = false;
   bool profiling_ = false;
   std::map<std::string, kind_time> profile_;
 };

@@ -53,7 +53,8 @@ class layer {
 
   // Accumulates the input gradients into din[i] (null where no gradient is
   // needed) and the parameter gradients into parameter::grad.
-  virtual void backward(std::span<const tensor* const> in, const tensor& out, const tensor& dout,
+  // The layer's own output is not passed: it may have left the stage.
+  virtual void backward(std::span<const tensor* const> in, const tensor& dout,
                         std::span<tensor* const> din, stash& st) = 0;
 };
 

@@ -45,7 +45,7 @@ class embedding_layer final : public layer {
     k::encoder_forward(out.f32(), ids.data<int32_t>(), wte_->value.f32(), wpe_->value.f32(),
                        int(ids.dim(0)), int(ids.dim(1)), int(out.dim(2)));
   }
-  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+  void backward(std::span<const tensor* const> in, const tensor& dout,
                 std::span<tensor* const>, stash&) override {
     const tensor& ids = *in[0];
     k::encoder_backward(wte_->grad.f32(), wpe_->grad.f32(), dout.f32(), ids.data<int32_t>(),
@@ -70,7 +70,7 @@ class layernorm_layer final : public layer {
     k::layernorm_forward(out.f32(), st.tensors[0].f32(), st.tensors[1].f32(), in[0]->f32(),
                          w_->value.f32(), b_->value.f32(), int(N), int(out.dim(2)));
   }
-  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+  void backward(std::span<const tensor* const> in, const tensor& dout,
                 std::span<tensor* const> din, stash& st) override {
     k::layernorm_backward(din[0]->f32(), w_->grad.f32(), b_->grad.f32(), dout.f32(), in[0]->f32(),
                           w_->value.f32(), st.tensors[0].f32(), st.tensors[1].f32(),
@@ -92,7 +92,7 @@ class linear_layer final : public layer {
     k::matmul_forward(out.f32(), in[0]->f32(), w_->value.f32(), b_ ? b_->value.f32() : nullptr,
                       int(rows(*in[0])), int(w_->value.dim(1)), int(w_->value.dim(0)));
   }
-  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+  void backward(std::span<const tensor* const> in, const tensor& dout,
                 std::span<tensor* const> din, stash&) override {
     k::matmul_backward(din[0] ? din[0]->f32() : nullptr, w_->grad.f32(),
                        b_ ? b_->grad.f32() : nullptr, dout.f32(), in[0]->f32(), w_->value.f32(),
@@ -115,7 +115,7 @@ class attention_layer final : public layer {
     st.add({B, NH_, T, T});  // softmax probabilities
     k::attention_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), B, T, C_, NH_);
   }
-  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+  void backward(std::span<const tensor* const> in, const tensor& dout,
                 std::span<tensor* const> din, stash& st) override {
     int B = int(in[0]->dim(0)), T = int(in[0]->dim(1));
     int64_t need = k::attention_scratch_floats(T) * omp_get_max_threads();
@@ -135,7 +135,7 @@ class gelu_layer final : public layer {
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
     k::gelu_forward(out.f32(), in[0]->f32(), out.numel());
   }
-  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+  void backward(std::span<const tensor* const> in, const tensor& dout,
                 std::span<tensor* const> din, stash&) override {
     k::gelu_backward(din[0]->f32(), in[0]->f32(), dout.f32(), dout.numel());
   }
@@ -150,7 +150,7 @@ class residual_layer final : public layer {
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
     k::residual_forward(out.f32(), in[0]->f32(), in[1]->f32(), out.numel());
   }
-  void backward(std::span<const tensor* const>, const tensor&, const tensor& dout,
+  void backward(std::span<const tensor* const>, const tensor& dout,
                 std::span<tensor* const> din, stash&) override {
     k::residual_backward(din[0]->f32(), din[1]->f32(), dout.f32(), dout.numel());
   }
@@ -172,7 +172,7 @@ class cross_entropy_layer final : public layer {
     k::crossentropy_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), in[1]->data<int32_t>(),
                             N, V_);
   }
-  void backward(std::span<const tensor* const> in, const tensor&, const tensor& dout,
+  void backward(std::span<const tensor* const> in, const tensor& dout,
                 std::span<tensor* const> din, stash& st) override {
     k::crossentropy_backward(din[0]->f32(), dout.f32(), st.tensors[0].f32(),
                              in[1]->data<int32_t>(), int(rows(*in[0])), V_);

@@ -94,9 +94,9 @@ step_result trainer::train_step() {
   in.push_back(std::move(b.targets));
   step_result r;
   auto t1 = clock::now();
-  r.loss = exec_->forward(std::move(in));
+  r.loss = exec_->forward(0, std::move(in)).loss;
   auto t2 = clock::now();
-  exec_->backward();
+  exec_->backward(0, {});
   auto t3 = clock::now();
   r.grad_norm = clip_grad_norm(store_.all(), opts_.grad_clip);
   r.lr = schedule_.at(step_);
