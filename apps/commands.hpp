@@ -16,6 +16,7 @@ using action = std::function<int()>;
 
 action add_train_command(CLI::App& parent);
 action add_bench_command(CLI::App& parent);
+action add_svm_command(CLI::App& parent);
 action add_schedule_command(CLI::App& parent);
 
 // Replaces `SUBCOMMAND ... --config FILE` in args (argv without the program

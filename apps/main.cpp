@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       {"train", ma::add_train_command(app)},
       {"bench", ma::add_bench_command(app)},
       {"schedule", ma::add_schedule_command(app)},
+      {"svm", ma::add_svm_command(app)},
   };
   try {
     std::vector<std::string> args(argv + 1, argv + argc);

@@ -2,14 +2,15 @@
 # Installs the Debian 12 packages merak builds against, where missing.
 # Idempotent and quick when everything is present; uses sudo when not root.
 # Usage: deploy/install-deps.sh [--bench]   (--bench adds PyTorch for the
-# side-by-side benchmark; never needed for building or testing).
+# side-by-side benchmark and LIBLINEAR for bench/compare_liblinear.sh; never
+# needed for building or testing).
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
           libcaf-dev libucx-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
-          nlohmann-json3-dev catch2 libopenblas-dev libdnnl-dev)
+          nlohmann-json3-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch)
+  packages+=(python3-torch liblinear-tools)
 fi
 
 missing=()

@@ -1,0 +1,131 @@
+#include "svm/admm.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "svm/objective.hpp"
+
+namespace merak::svm {
+
+void hinge_prox(const Eigen::VectorXd& v, double tau, Eigen::VectorXd& r) {
+  r = (v.array() > tau).select(v.array() - tau, (v.array() < 0).select(v, 0.0));
+}
+
+void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double& rho2) {
+  (void)p;
+  rho2 = std::clamp(10.0 / double(std::max<int64_t>(n, 1)), 0.01, 0.1);
+  rho1 = std::max(1.0, 2.0 * pen.rho_threshold());
+}
+
+namespace {
+
+void check_inputs(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+                  const admm_options& o) {
+  if (x.rows() == 0) fail("no samples to fit");
+  if (x.cols() == 0) fail("no features to fit");
+  if (y.size() != x.rows()) fail("{} labels for {} samples", y.size(), x.rows());
+  for (int64_t i = 0; i < y.size(); ++i)
+    if (y[i] != 1 && y[i] != -1) fail("label {} of sample {} is not -1 or +1", y[i], i + 1);
+  pen.validate();
+  if (o.rho1 < 0 || o.rho2 < 0) fail("--rho1 and --rho2 must be positive (got {}, {})", o.rho1, o.rho2);
+  if (!(o.abs_tol >= 0) || !(o.rel_tol >= 0)) fail("--tol must not be negative");
+  if (o.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.max_iter);
+}
+
+}  // namespace
+
+admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+                       const admm_options& o, const admm_monitor& monitor) {
+  check_inputs(x, y, pen, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = x.rows(), p = x.cols();
+  double rho1 = o.rho1, rho2 = o.rho2;
+  {
+    double d1, d2;
+    default_rhos(n, p, pen, d1, d2);
+    if (rho1 == 0) rho1 = d1;
+    if (rho2 == 0) rho2 = d2;
+  }
+  const Eigen::VectorXd xbar = x.col_sums() / double(n);  // (p)
+  const design_operator xc(x, xbar, false);              // X_c = X - 1 xbar^T
+  auto solver = make_w_solver(xc, o.method, rho1, rho2, o.dense_limit, o.cg);
+
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(p), z = w, u1 = w, z_prev(p);  // (p)
+  Eigen::VectorXd r = Eigen::VectorXd::Ones(n), u2 = Eigen::VectorXd::Zero(n), r_prev(n);  // (n)
+  Eigen::VectorXd t(n), xt(p), q(p), xw(n), m(n), v(n);
+  double b = 0;
+  const double sqrt_dim = std::sqrt(double(n + p));
+  admm_result res;
+  rho_control control(o.rho_control, pen.rho_threshold());
+  // Nonconvex penalties start from the L1 fit with the same lambda (phase 1),
+  // then continue from that state with their own prox (phase 2).
+  bool l1_phase = o.l1_start && pen.kind != penalty_kind::l1;
+  const penalty l1_pen{penalty_kind::l1, pen.lambda, 0};
+  int phase_start = 0;
+  int it = 0;
+  for (it = 1; it <= o.max_iter; ++it) {
+    const penalty& active = l1_phase ? l1_pen : pen;
+    // w, b: the first block.
+    t = y.array() * (1.0 - r.array() - u2.array());
+    const double tbar = t.mean();
+    t.array() -= tbar;
+    xc.transpose_times(t, xt);
+    q = rho1 * (z - u1) + rho2 * xt;
+    solver->solve(q, w);
+    b = tbar - xbar.dot(w);
+    x.times(w, xw);
+    m = y.array() * (xw.array() + b);
+    // r, z: the second block (separable).
+    r_prev.swap(r);
+    z_prev.swap(z);
+    v = 1.0 - m.array() - u2.array();
+    hinge_prox(v, 1.0 / (double(n) * rho2), r);
+    active.prox(w + u1, rho1, z);
+    // Scaled duals.
+    u1 += w - z;
+    u2.array() += r.array() + m.array() - 1.0;
+
+    const double pri = std::sqrt((w - z).squaredNorm() + (r.array() + m.array() - 1.0).matrix().squaredNorm());
+    const double dual = std::sqrt(rho1 * rho1 * (z - z_prev).squaredNorm() + rho2 * rho2 * (r - r_prev).squaredNorm());
+    const double eps_pri = sqrt_dim * o.abs_tol +
+        o.rel_tol * std::max({std::sqrt(w.squaredNorm() + m.squaredNorm()),
+                              std::sqrt(z.squaredNorm() + r.squaredNorm()), std::sqrt(double(n))});
+    const double eps_dual = sqrt_dim * o.abs_tol +
+        o.rel_tol * std::sqrt(rho1 * rho1 * u1.squaredNorm() + rho2 * rho2 * u2.squaredNorm());
+    res.primal_residual = pri, res.dual_residual = dual;
+    if (monitor && !monitor(it, pri, dual)) break;
+    if (pri <= eps_pri && dual <= eps_dual) {
+      if (!l1_phase) {
+        res.converged = true;
+        break;
+      }
+      l1_phase = false;
+      phase_start = it;
+      control = rho_control(o.rho_control, pen.rho_threshold());
+      continue;
+    }
+    if (const double f = control.factor(it - phase_start, pri, dual, rho1); f != 1) {
+      rho1 *= f, rho2 *= f;
+      u1 /= f, u2 /= f;  // scaled duals: u = y / rho
+      solver->set_rho(rho1, rho2);
+    }
+  }
+  res.iterations = std::min(it, o.max_iter);
+  res.rho1 = rho1, res.rho2 = rho2;
+  res.rho_changes = control.changes();
+  res.method = solver->method();
+  res.cg_iterations = solver->inner_iterations();
+  res.w = std::move(z);
+  res.b = b;
+  if (o.polish_bias) {
+    x.times(res.w, xw);
+    res.b = best_bias(y, xw, b);
+  }
+  res.objective = objective(x, y, res.w, res.b, pen);
+  res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace merak::svm

@@ -1,0 +1,68 @@
+#pragma once
+// Two-block ADMM for the penalised hinge-loss SVM
+//   min_{w,b} (1/n) sum_i max(0, 1 - y_i (x_i^T w + b)) + sum_j P(w_j),
+// exactly as in shared/specs/svm-admm.md ("ADMM (two-block form)"): split
+// r = 1 - Y(Xw + b1) and z = w, columns centred implicitly, the w-system
+// factored once (w_step.hpp). Returns (z, b): z is exactly sparse.
+
+#include <functional>
+
+#include "svm/dataset.hpp"
+#include "svm/penalty.hpp"
+#include "svm/rho_control.hpp"
+#include "svm/w_step.hpp"
+
+namespace merak::svm {
+
+struct admm_options {
+  double rho1 = 0;  // 0: default_rhos()
+  double rho2 = 0;
+  double abs_tol = 1e-5;  // Boyd's epsilon_abs (per sqrt(n + p))
+  double rel_tol = 1e-4;  // Boyd's epsilon_rel
+  int max_iter = 5000;
+  w_method method = w_method::automatic;
+  int64_t dense_limit = 4000;  // largest min(n, p) factored densely by `automatic`
+  cg_options cg;
+  // Residual balancing, then growth of rho when the residuals stall.
+  rho_control_options rho_control;
+  // Nonconvex penalties: first converge with L1 (same lambda), then switch.
+  // Measured: lands on worse stationary points than a cold start; off.
+  bool l1_start = false;
+  // Finish with the exact best bias for the returned z (never worsens F).
+  bool polish_bias = true;
+};
+
+struct admm_result {
+  Eigen::VectorXd w;  // (p) the penalised copy z: exact zeros
+  double b = 0;
+  double objective = 0;  // F(w, b)
+  int iterations = 0;
+  bool converged = false;
+  double primal_residual = 0, dual_residual = 0;
+  double rho1 = 0, rho2 = 0;  // final values
+  w_method method = w_method::automatic;
+  int64_t cg_iterations = 0;
+  double time_s = 0;
+  int rho_changes = 0;
+  int64_t nnz() const { return (w.array() != 0).count(); }
+};
+
+// rho defaults for standardised data with n samples: rho2 of order 0.01-0.1
+// (the spec's advice for a hinge scaled by 1/n), rho1 above the penalty's
+// closed-form threshold.
+void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double& rho2);
+
+// Called every iteration (when set) with the iteration number and residuals;
+// return false to stop early.
+using admm_monitor = std::function<bool(int iter, double primal, double dual)>;
+
+// x: (n, p), y: (n) in {-1, +1}. Throws merak::error for empty data, labels
+// other than +-1, or invalid options.
+admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+                       const admm_options& o, const admm_monitor& monitor = {});
+
+// r = argmin (1/n)(r)_+ + (rho2/2)(r - v)^2 elementwise, tau = 1/(n rho2):
+// v - tau if v > tau; 0 if 0 <= v <= tau; v if v < 0.
+void hinge_prox(const Eigen::VectorXd& v, double tau, Eigen::VectorXd& r);
+
+}  // namespace merak::svm

@@ -1,0 +1,113 @@
+#pragma once
+// Consensus ADMM maths (shared/specs/svm-admm.md, "Consensus ADMM"), as pure
+// classes that actors (or a plain loop, see consensus_fit) drive:
+//
+//   worker k:   theta_k = (rho1 I + rho2 A_k^T A_k)^-1
+//                         [rho1 (zeta - U1_k) + rho2 A_k^T (1 - r_k - U2_k)]
+//               send theta_k + U1_k                         (p + 1 numbers)
+//   consensus:  v = mean_k (theta_k + U1_k); z = prox_{P/(K rho1)}(v_1:p);
+//               beta = v_p+1; broadcast zeta = [z; beta]
+//   worker k:   m_k = A_k theta_k; r_k = hinge_prox(1 - m_k - U2_k, 1/(n rho2))
+//               U1_k += theta_k - zeta; U2_k += r_k + m_k - 1
+//
+// with A_k = Y_k [X_k, 1]. Each object is used from one thread (actor) at a
+// time; they share nothing.
+
+#include <memory>
+#include <vector>
+
+#include "svm/dataset.hpp"
+#include "svm/penalty.hpp"
+#include "svm/rho_control.hpp"
+#include "svm/w_step.hpp"
+
+namespace merak::svm {
+
+struct consensus_options {
+  double rho1 = 0, rho2 = 0;  // 0: default_rhos() of the whole data set
+  double abs_tol = 1e-5, rel_tol = 1e-4;
+  int max_iter = 5000;
+  w_method method = w_method::automatic;
+  int64_t dense_limit = 4000;
+  bool polish_bias = true;
+  bool l1_start = false;  // as admm_options::l1_start
+  // Decided by the consensus side and sent with zeta (the same rule as the
+  // single-machine solver).
+  rho_control_options rho_control;
+};
+
+// What a worker reports after its dual update (summed over workers by the
+// consensus side for the stopping test).
+struct worker_residuals {
+  double primal_sq = 0;      // |theta_k - zeta|^2 + |r_k + m_k - 1|^2
+  double r_change_sq = 0;    // |r_k - r_k_prev|^2
+  double local_norm_sq = 0;  // |theta_k|^2 + |m_k|^2
+  double aux_norm_sq = 0;    // |r_k|^2 (+ |zeta|^2 added by the consensus side)
+  double dual_norm_sq = 0;   // |U1_k|^2 rho1^2 + |U2_k|^2 rho2^2
+  int64_t rows = 0;
+  void add(const worker_residuals& o);
+};
+
+class consensus_worker {
+ public:
+  // shard: this worker's rows; n_total: rows over all workers (the hinge is
+  // scaled by 1/n_total). Factors the local system once.
+  consensus_worker(dataset shard, int64_t n_total, double rho1, double rho2, w_method method,
+                   int64_t dense_limit);
+  int64_t dim() const { return p_ + 1; }
+  // theta-step from the current consensus zeta (p + 1); returns theta + U1.
+  const Eigen::VectorXd& local_step(const Eigen::VectorXd& zeta);
+  // r and dual updates against the new zeta.
+  worker_residuals dual_step(const Eigen::VectorXd& zeta);
+  // Multiplies both rhos by f (the scaled duals are divided by it).
+  void scale_rho(double f);
+  const dataset& shard() const { return shard_; }
+
+ private:
+  dataset shard_;
+  int64_t p_, n_total_;
+  double rho1_, rho2_;
+  std::unique_ptr<design_operator> a_;  // [X_k, 1]
+  std::unique_ptr<w_solver> solver_;
+  Eigen::VectorXd theta_, u1_, r_, u2_, m_, send_, tmp_, q_;
+};
+
+class consensus_reducer {
+ public:
+  consensus_reducer(int64_t p, int workers, penalty pen, double rho1);
+  // zeta = [prox_{P/(K rho1)}(v_1:p); v_p+1] from the K contributions.
+  const Eigen::VectorXd& combine(const std::vector<Eigen::VectorXd>& contributions);
+  const Eigen::VectorXd& zeta() const { return zeta_; }
+  void scale_rho(double f) { rho1_ *= f; }
+  void set_penalty(const penalty& p) { pen_ = p; }
+  // |zeta - zeta_prev| of the last combine.
+  double change_norm() const { return change_; }
+
+ private:
+  int64_t p_;
+  int k_;
+  penalty pen_;
+  double rho1_;
+  Eigen::VectorXd zeta_, v_, z_;
+  double change_ = 0;
+};
+
+struct consensus_result {
+  Eigen::VectorXd w;  // (p)
+  double b = 0;
+  double objective = 0;  // F over the whole data set
+  int iterations = 0;
+  bool converged = false;
+  double primal_residual = 0, dual_residual = 0;
+  double time_s = 0;
+  double rho1 = 0, rho2 = 0;  // final values
+  int64_t nnz() const { return (w.array() != 0).count(); }
+};
+
+// The whole consensus iteration as a plain loop over K in-process workers
+// (rows split into K contiguous blocks): the reference the actors are tested
+// against. Throws merak::error for K < 1 or K > n.
+consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen,
+                               const consensus_options& o);
+
+}  // namespace merak::svm

@@ -1,0 +1,173 @@
+#include "svm/data_reader.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace merak::svm {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open data file '{}'", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Parses all of `s` as a finite double, or fails with `what` named.
+double parse_number(std::string_view s, const std::string& file, int64_t line, const char* what) {
+  s = trim(s);
+  if (s.empty()) fail("{}:{}: empty {}", file, line, what);
+  std::string tmp(s);  // strtod needs a terminated string; from_chars rejects '+'
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(tmp.c_str(), &end);
+  if (end != tmp.c_str() + tmp.size() || tmp.empty())
+    fail("{}:{}: {} '{}' is not a number", file, line, what, s);
+  if (!std::isfinite(v) || errno == ERANGE) fail("{}:{}: {} '{}' is not finite", file, line, what, s);
+  return v;
+}
+
+double parse_label(std::string_view s, const std::string& file, int64_t line) {
+  double v = parse_number(s, file, line, "label");
+  if (v == 1) return 1;
+  if (v == -1 || v == 0) return -1;
+  fail("{}:{}: label '{}' is not +1 or -1 (two-class data only)", file, line, trim(s));
+}
+
+template <typename F>
+void for_each_line(std::string_view text, F&& f) {
+  int64_t line = 0;
+  while (!text.empty()) {
+    size_t e = text.find('\n');
+    std::string_view l = text.substr(0, e);
+    ++line;
+    if (!trim(l).empty()) f(l, line);
+    if (e == std::string_view::npos) break;
+    text.remove_prefix(e + 1);
+  }
+}
+
+void check_not_empty(const dataset& d) {
+  if (d.rows() == 0) fail("data file '{}' holds no samples", d.name);
+}
+
+}  // namespace
+
+data_format parse_data_format(std::string_view name, const std::string& path) {
+  if (name == "libsvm") return data_format::libsvm;
+  if (name == "csv") return data_format::csv;
+  if (name == "auto" || name.empty())
+    return path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0 ? data_format::csv
+                                                                             : data_format::libsvm;
+  fail("unknown --format '{}' (expected libsvm, csv or auto)", name);
+}
+
+dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min_features) {
+  std::vector<Eigen::Triplet<double, int64_t>> entries;
+  std::vector<double> labels;
+  int64_t p = min_features;
+  for_each_line(text, [&](std::string_view l, int64_t line) {
+    const int64_t row = int64_t(labels.size());
+    size_t pos = 0;
+    auto next_token = [&]() -> std::string_view {
+      while (pos < l.size() && is_space(l[pos])) ++pos;
+      size_t s = pos;
+      while (pos < l.size() && !is_space(l[pos])) ++pos;
+      return l.substr(s, pos - s);
+    };
+    labels.push_back(parse_label(next_token(), name, line));
+    int64_t last = 0;
+    for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) {
+      if (tok.front() == '#') break;  // trailing comment
+      size_t colon = tok.find(':');
+      if (colon == std::string_view::npos)
+        fail("{}:{}: '{}' is not index:value", name, line, tok);
+      std::string_view is = tok.substr(0, colon);
+      int64_t idx = 0;
+      auto [ptr, ec] = std::from_chars(is.data(), is.data() + is.size(), idx);
+      if (ec != std::errc() || ptr != is.data() + is.size())
+        fail("{}:{}: feature index '{}' is not an integer", name, line, is);
+      if (idx < 1) fail("{}:{}: feature index {} is below 1 (indices are 1-based)", name, line, idx);
+      if (idx <= last)
+        fail("{}:{}: feature index {} does not follow {} (indices must ascend)", name, line, idx, last);
+      last = idx;
+      double v = parse_number(tok.substr(colon + 1), name, line, "feature value");
+      if (v != 0) entries.emplace_back(row, idx - 1, v);
+      p = std::max(p, idx);
+    }
+  });
+  dataset d;
+  d.name = name;
+  sparse_matrix x(int64_t(labels.size()), p);
+  x.setFromTriplets(entries.begin(), entries.end());
+  d.x = design_matrix(std::move(x));
+  d.y = Eigen::Map<Eigen::VectorXd>(labels.data(), int64_t(labels.size()));
+  check_not_empty(d);
+  return d;
+}
+
+dataset parse_csv(std::string_view text, const std::string& name, int64_t min_features) {
+  std::vector<double> values, labels;
+  int64_t fields = -1;
+  for_each_line(text, [&](std::string_view l, int64_t line) {
+    int64_t count = 0;
+    size_t s = 0;
+    while (true) {
+      size_t e = l.find(',', s);
+      std::string_view f = l.substr(s, e == std::string_view::npos ? std::string_view::npos : e - s);
+      ++count;
+      if (count == 1) {
+        labels.push_back(parse_label(f, name, line));
+      } else {
+        std::string what = fmt::format("field {}", count);
+        values.push_back(parse_number(f, name, line, what.c_str()));
+      }
+      if (e == std::string_view::npos) break;
+      s = e + 1;
+    }
+    if (fields < 0) fields = count;
+    if (count != fields)
+      fail("{}:{}: {} fields where earlier lines have {}", name, line, count, fields);
+    if (count < 2) fail("{}:{}: a label but no features", name, line);
+  });
+  dataset d;
+  d.name = name;
+  const int64_t n = int64_t(labels.size()), p = std::max<int64_t>(fields - 1, 0);
+  dense_matrix x = dense_matrix::Zero(n, std::max(p, min_features));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < p; ++j) x(i, j) = values[size_t(i * p + j)];
+  d.x = design_matrix(std::move(x));
+  d.y = Eigen::Map<Eigen::VectorXd>(labels.data(), n);
+  check_not_empty(d);
+  return d;
+}
+
+dataset read_libsvm(const std::string& path, int64_t min_features) {
+  return parse_libsvm(slurp(path), path, min_features);
+}
+
+dataset read_csv(const std::string& path, int64_t min_features) {
+  return parse_csv(slurp(path), path, min_features);
+}
+
+dataset read_data(const std::string& path, data_format f, int64_t min_features) {
+  return f == data_format::csv ? read_csv(path, min_features) : read_libsvm(path, min_features);
+}
+
+}  // namespace merak::svm

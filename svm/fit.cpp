@@ -1,0 +1,75 @@
+#include "svm/fit.hpp"
+
+#include <chrono>
+
+#include "core/error.hpp"
+#include "svm/consensus.hpp"
+#include "svm/objective.hpp"
+#include "svm/standardize.hpp"
+
+namespace merak::svm {
+
+fit_result fit(const dataset& d, const fit_options& o) {
+  o.pen.validate();
+  dataset scaled_storage;
+  const dataset* data = &d;
+  Eigen::VectorXd scale = Eigen::VectorXd::Ones(d.cols());
+  if (o.standardize) {
+    scale = scaling_from_stats(compute_column_stats(d.x));
+    scaled_storage = d;
+    scaled_storage.x.scale_columns(scale);
+    data = &scaled_storage;
+  }
+  fit_result r;
+  Eigen::VectorXd w;
+  if (o.workers <= 1) {
+    admm_result a = admm_solve(data->x, data->y, o.pen, o.admm);
+    w = std::move(a.w);
+    r.model.b = a.b;
+    r.objective = a.objective, r.iterations = a.iterations, r.converged = a.converged;
+    r.time_s = a.time_s, r.method = a.method, r.rho1 = a.rho1, r.rho2 = a.rho2;
+  } else {
+    consensus_options c;
+    c.rho1 = o.admm.rho1, c.rho2 = o.admm.rho2;
+    c.abs_tol = o.admm.abs_tol, c.rel_tol = o.admm.rel_tol, c.max_iter = o.admm.max_iter;
+    c.method = o.admm.method, c.dense_limit = o.admm.dense_limit, c.polish_bias = o.admm.polish_bias;
+    c.rho_control = o.admm.rho_control;
+    c.l1_start = o.admm.l1_start;
+    consensus_result a = consensus_fit(*data, o.workers, o.pen, c);
+    w = std::move(a.w);
+    r.model.b = a.b;
+    r.objective = a.objective, r.iterations = a.iterations, r.converged = a.converged;
+    r.time_s = a.time_s;
+  }
+  r.model.w = w.cwiseProduct(scale);
+  r.model.pen = o.pen;
+  r.model.objective = r.objective;
+  r.model.iterations = r.iterations;
+  return r;
+}
+
+cv_result cross_validate(const dataset& d, int folds, const fit_options& o) {
+  const int64_t n = d.rows();
+  if (folds < 2) fail("--folds must be at least 2 (got {})", folds);
+  if (folds > n) fail("--folds {} exceeds the {} samples", folds, n);
+  cv_result cv;
+  int64_t right = 0;
+  for (int f = 0; f < folds; ++f) {
+    std::vector<int64_t> train, test;
+    for (int64_t i = 0; i < n; ++i) (i % folds == f ? test : train).push_back(i);
+    dataset tr = d.select_rows(train), te = d.select_rows(test);
+    fit_result r = fit(tr, o);
+    Eigen::VectorXd pred = predict_labels(te.x, r.model.w, r.model.b);
+    const double acc = accuracy(te.y, pred);
+    right += int64_t(std::llround(acc * double(te.rows())));
+    cv.fold_accuracy.push_back(acc);
+    cv.mean_nnz += double(r.model.nnz()) / folds;
+    cv.mean_objective += r.objective / folds;
+    cv.mean_iterations += double(r.iterations) / folds;
+    cv.time_s += r.time_s;
+  }
+  cv.accuracy = double(right) / double(n);
+  return cv;
+}
+
+}  // namespace merak::svm

@@ -1,0 +1,43 @@
+#pragma once
+// Fitting from a data set: standardise (optional), solve by two-block ADMM
+// (workers == 1) or by consensus ADMM over `workers` in-process row shards,
+// and map the weights back to the data's units. Cross-validation on top.
+
+#include <vector>
+
+#include "svm/admm.hpp"
+#include "svm/linear_model.hpp"
+
+namespace merak::svm {
+
+struct fit_options {
+  penalty pen;
+  admm_options admm;
+  bool standardize = true;
+  int workers = 1;  // > 1: consensus ADMM (in-process loop until actors run it)
+};
+
+struct fit_result {
+  linear_model model;     // weights in the data's units
+  double objective = 0;   // F of the problem solved (on standardised data when standardize)
+  int iterations = 0;
+  bool converged = false;
+  double time_s = 0;
+  w_method method = w_method::automatic;
+  double rho1 = 0, rho2 = 0;
+};
+
+fit_result fit(const dataset& d, const fit_options& o);
+
+// Fold of sample i is i mod folds (deterministic and reproducible by other
+// tools, e.g. bench/compare_liblinear.sh); standardisation is computed on
+// each training part.
+struct cv_result {
+  double accuracy = 0;  // pooled over all held-out samples
+  std::vector<double> fold_accuracy;
+  double mean_nnz = 0, mean_objective = 0, mean_iterations = 0;
+  double time_s = 0;  // all folds' fits
+};
+cv_result cross_validate(const dataset& d, int folds, const fit_options& o);
+
+}  // namespace merak::svm

@@ -1,0 +1,173 @@
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "svm/linear_model.hpp"
+
+namespace merak::svm {
+namespace {
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("cannot open model file '{}' for writing", tmp);
+    out << text;
+    out.flush();
+    if (!out) fail("cannot write model file '{}'", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) fail("cannot rename '{}' to '{}': {}", tmp, path, ec.message());
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open model file '{}'", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+double finite_or_fail(double v, const std::string& path, const std::string& where) {
+  if (!std::isfinite(v)) fail("model file '{}': {} is not a finite number", path, where);
+  return v;
+}
+
+linear_model parse_json_model(const std::string& text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("model file '{}' is not valid JSON: {}", path, e.what());
+  }
+  linear_model m;
+  try {
+    if (j.value("format", std::string()) != "merak-svm-model")
+      fail("model file '{}': key 'format' is not \"merak-svm-model\"", path);
+    m.pen.kind = parse_penalty_kind(j.at("penalty").get<std::string>());
+    m.pen.lambda = j.at("lambda").get<double>();
+    m.pen.theta = j.value("theta", 0.0);
+    m.b = j.at("bias").get<double>();
+    auto w = j.at("weights").get<std::vector<double>>();
+    m.w = Eigen::Map<Eigen::VectorXd>(w.data(), int64_t(w.size()));
+    if (j.contains("features") && j["features"].get<int64_t>() != m.w.size())
+      fail("model file '{}': key 'features' says {} but 'weights' holds {}", path,
+           j["features"].get<int64_t>(), m.w.size());
+    m.objective = j.value("objective", 0.0);
+    m.iterations = j.value("iterations", 0);
+  } catch (const nlohmann::json::exception& e) {
+    fail("model file '{}': {}", path, e.what());
+  }
+  return m;
+}
+
+linear_model parse_text_model(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
+  std::string line;
+  int64_t line_no = 0, features = -1;
+  bool bias = false;
+  linear_model m;
+  auto number = [&](const std::string& s, const char* key) {
+    try {
+      size_t used = 0;
+      double v = std::stod(s, &used);
+      if (used != s.size()) throw std::invalid_argument(s);
+      return finite_or_fail(v, path, fmt::format("line {} ({})", line_no, key));
+    } catch (const std::logic_error&) {
+      fail("model file '{}', line {}: '{}' is not a number ({})", path, line_no, s, key);
+    }
+  };
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream ls(line);
+    std::string key, value;
+    ls >> key;
+    if (key.empty()) continue;
+    if (key == "w") break;
+    ls >> value;
+    if (key == "solver_type" || key == "nr_class" || key == "label" || key == "objective" ||
+        key == "iterations") {
+      if (key == "nr_class" && value != "2") fail("model file '{}', line {}: nr_class must be 2", path, line_no);
+      if (key == "objective") m.objective = number(value, "objective");
+      if (key == "iterations") m.iterations = int(number(value, "iterations"));
+    } else if (key == "penalty") {
+      m.pen.kind = parse_penalty_kind(value);
+    } else if (key == "lambda") {
+      m.pen.lambda = number(value, "lambda");
+    } else if (key == "theta") {
+      m.pen.theta = number(value, "theta");
+    } else if (key == "nr_feature") {
+      features = int64_t(number(value, "nr_feature"));
+      if (features < 0) fail("model file '{}', line {}: nr_feature is negative", path, line_no);
+    } else if (key == "bias") {
+      bias = number(value, "bias") > 0;
+    } else {
+      fail("model file '{}', line {}: unknown key '{}'", path, line_no, key);
+    }
+  }
+  if (features < 0) fail("model file '{}': no nr_feature line before 'w'", path);
+  std::vector<double> w;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::istringstream ls(line);
+    std::string v;
+    if (!(ls >> v)) continue;
+    w.push_back(number(v, "weight"));
+  }
+  const int64_t want = features + (bias ? 1 : 0);
+  if (int64_t(w.size()) != want)
+    fail("model file '{}': {} weights after 'w', expected {} (nr_feature {}{})", path, w.size(), want,
+         features, bias ? " plus the bias" : "");
+  m.w = Eigen::Map<Eigen::VectorXd>(w.data(), features);
+  m.b = bias ? w.back() : 0.0;
+  return m;
+}
+
+}  // namespace
+
+void write_model_text(const linear_model& m, const std::string& path) {
+  std::string s;
+  s += fmt::format("solver_type ADMM_{}\nnr_class 2\nlabel 1 -1\n", penalty_name(m.pen.kind));
+  s += fmt::format("nr_feature {}\nbias 1\n", m.w.size());
+  s += fmt::format("penalty {}\nlambda {:.17g}\ntheta {:.17g}\n", penalty_name(m.pen.kind), m.pen.lambda, m.pen.theta);
+  s += fmt::format("objective {:.17g}\niterations {}\nw\n", m.objective, m.iterations);
+  for (int64_t j = 0; j < m.w.size(); ++j) s += fmt::format("{:.17g}\n", m.w[j]);
+  s += fmt::format("{:.17g}\n", m.b);
+  write_atomically(path, s);
+}
+
+void write_model_json(const linear_model& m, const std::string& path) {
+  nlohmann::json j{{"format", "merak-svm-model"}, {"penalty", penalty_name(m.pen.kind)},
+                   {"lambda", m.pen.lambda}, {"theta", m.pen.theta}, {"features", m.w.size()},
+                   {"bias", m.b}, {"objective", m.objective}, {"iterations", m.iterations},
+                   {"nnz", m.nnz()},
+                   {"weights", std::vector<double>(m.w.data(), m.w.data() + m.w.size())}};
+  write_atomically(path, j.dump() + "\n");
+}
+
+void write_model(const linear_model& m, const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) write_model_json(m, path);
+  else write_model_text(m, path);
+}
+
+linear_model read_model(const std::string& path) {
+  std::string text = slurp(path);
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) fail("model file '{}' is empty", path);
+  linear_model m = text[first] == '{' ? parse_json_model(text, path) : parse_text_model(text, path);
+  try {
+    m.pen.validate();
+  } catch (const error& e) {
+    fail("model file '{}': {}", path, e.what());
+  }
+  return m;
+}
+
+}  // namespace merak::svm

@@ -1,0 +1,148 @@
+#include "svm/w_step.hpp"
+
+#include <Eigen/Cholesky>
+
+#include "core/error.hpp"
+
+namespace merak::svm {
+namespace {
+
+Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& gram, double diag) {
+  Eigen::MatrixXd a = gram;
+  a.diagonal().array() += diag;
+  Eigen::LLT<Eigen::MatrixXd> llt(a);
+  if (llt.info() != Eigen::Success) fail("w-step factorisation failed (matrix not positive definite; rho too small?)");
+  return llt;
+}
+
+// rho1 I + rho2 M^T M, factored.
+class cholesky_solver final : public w_solver {
+ public:
+  cholesky_solver(const design_operator& m, double rho1, double rho2) : gram_(m.gram_cols()) {
+    set_rho(rho1, rho2);
+  }
+  // Factors (rho1/rho2) I + M^T M, so that scaling both rhos together (what
+  // residual balancing does) needs no new factorisation.
+  void set_rho(double rho1, double rho2) override {
+    if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
+    ratio_ = rho1 / rho2, rho2_ = rho2;
+  }
+  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) override { w = llt_.solve(q) / rho2_; }
+  w_method method() const override { return w_method::cholesky; }
+
+ private:
+  Eigen::MatrixXd gram_;  // M^T M (d x d)
+  Eigen::LLT<Eigen::MatrixXd> llt_;
+  double ratio_ = -1, rho2_ = 1;
+};
+
+// (rho1 I + rho2 M^T M)^-1 = (I - M^T ((rho1/rho2) I + M M^T)^-1 M) / rho1.
+class woodbury_solver final : public w_solver {
+ public:
+  woodbury_solver(const design_operator& m, double rho1, double rho2) : m_(m), gram_(m.gram_rows()) {
+    set_rho(rho1, rho2);
+  }
+  void set_rho(double rho1, double rho2) override {
+    if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
+    ratio_ = rho1 / rho2, rho1_ = rho1;
+  }
+  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) override {
+    m_.times(q, mq_);             // (n)
+    mq_ = llt_.solve(mq_);
+    m_.transpose_times(mq_, w);   // (d)
+    w = (q - w) / rho1_;
+  }
+  w_method method() const override { return w_method::woodbury; }
+
+ private:
+  const design_operator& m_;
+  Eigen::MatrixXd gram_;  // M M^T (n x n)
+  Eigen::LLT<Eigen::MatrixXd> llt_;
+  double ratio_ = -1, rho1_ = 1;
+  Eigen::VectorXd mq_;
+};
+
+class cg_solver final : public w_solver {
+ public:
+  cg_solver(const design_operator& m, double rho1, double rho2, cg_options o)
+      : m_(m), o_(o), colsq_(m.col_sq_norms()) {
+    set_rho(rho1, rho2);
+  }
+  void set_rho(double rho1, double rho2) override {
+    rho1_ = rho1, rho2_ = rho2;
+    inv_diag_ = (rho1 + rho2 * colsq_.array()).inverse().matrix();
+  }
+  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) override {
+    if (w.size() != q.size()) w = Eigen::VectorXd::Zero(q.size());
+    const double qn = q.norm();
+    if (qn == 0) { w.setZero(); return; }
+    apply(w, ap_);
+    Eigen::VectorXd r = q - ap_;
+    Eigen::VectorXd z = inv_diag_.cwiseProduct(r);
+    Eigen::VectorXd d = z;
+    double rz = r.dot(z);
+    for (int k = 0; k < o_.max_iter && r.norm() > o_.rel_tol * qn; ++k) {
+      apply(d, ap_);
+      const double alpha = rz / d.dot(ap_);
+      w += alpha * d;
+      r -= alpha * ap_;
+      z = inv_diag_.cwiseProduct(r);
+      const double rz_next = r.dot(z);
+      d = z + (rz_next / rz) * d;
+      rz = rz_next;
+      ++iters_;
+    }
+  }
+  w_method method() const override { return w_method::cg; }
+  int64_t inner_iterations() const override { return iters_; }
+
+ private:
+  void apply(const Eigen::VectorXd& x, Eigen::VectorXd& out) {
+    m_.times(x, mx_);
+    m_.transpose_times(mx_, out);
+    out = rho1_ * x + rho2_ * out;
+  }
+  const design_operator& m_;
+  cg_options o_;
+  Eigen::VectorXd colsq_, inv_diag_, ap_, mx_;
+  double rho1_ = 1, rho2_ = 1;
+  int64_t iters_ = 0;
+};
+
+}  // namespace
+
+w_method parse_w_method(std::string_view name) {
+  if (name == "auto") return w_method::automatic;
+  if (name == "cholesky") return w_method::cholesky;
+  if (name == "woodbury") return w_method::woodbury;
+  if (name == "cg") return w_method::cg;
+  fail("unknown w-step solver '{}' (expected auto, cholesky, woodbury or cg)", name);
+}
+
+const char* w_method_name(w_method m) {
+  switch (m) {
+    case w_method::automatic: return "auto";
+    case w_method::cholesky: return "cholesky";
+    case w_method::woodbury: return "woodbury";
+    case w_method::cg: return "cg";
+  }
+  return "?";
+}
+
+std::unique_ptr<w_solver> make_w_solver(const design_operator& m, w_method method, double rho1,
+                                        double rho2, int64_t dense_limit, cg_options cg) {
+  MERAK_CHECK(rho1 > 0 && rho2 > 0);
+  if (method == w_method::automatic) {
+    const int64_t n = m.rows(), d = m.cols();
+    if (d <= n && d <= dense_limit) method = w_method::cholesky;
+    else if (n < d && n <= dense_limit) method = w_method::woodbury;
+    else method = w_method::cg;
+  }
+  switch (method) {
+    case w_method::cholesky: return std::make_unique<cholesky_solver>(m, rho1, rho2);
+    case w_method::woodbury: return std::make_unique<woodbury_solver>(m, rho1, rho2);
+    default: return std::make_unique<cg_solver>(m, rho1, rho2, cg);
+  }
+}
+
+}  // namespace merak::svm

@@ -1,0 +1,45 @@
+#pragma once
+// Solvers of the ADMM w-system  (rho1 I + rho2 M^T M) w = q  for M a
+// design_operator (d columns, n rows):
+//   cholesky  - factor the d x d matrix once (best when n >= d);
+//   woodbury  - factor (rho1/rho2) I_n + M M^T once and apply
+//               (q - M^T C^-1 (M q)) / rho1 (best when n < d);
+//   cg        - Jacobi-preconditioned conjugate gradients, matrix free, warm
+//               started from the previous w (for n and d both large).
+// A change of rho refactors (from the cached Gram matrix) or, for CG, is free.
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "svm/design_operator.hpp"
+
+namespace merak::svm {
+
+enum class w_method { automatic, cholesky, woodbury, cg };
+w_method parse_w_method(std::string_view name);  // "auto", "cholesky", "woodbury", "cg"
+const char* w_method_name(w_method m);
+
+struct cg_options {
+  double rel_tol = 1e-8;  // stop when |residual| <= rel_tol * |q|
+  int max_iter = 500;
+};
+
+class w_solver {
+ public:
+  virtual ~w_solver() = default;
+  virtual void set_rho(double rho1, double rho2) = 0;
+  // w: on entry a warm start (used by CG), on exit the solution.
+  virtual void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) = 0;
+  virtual w_method method() const = 0;
+  // Iterations of the inner solver so far (CG); 0 for direct solvers.
+  virtual int64_t inner_iterations() const { return 0; }
+};
+
+// `automatic` picks cholesky when d <= n and d <= dense_limit, woodbury when
+// n < d and n <= dense_limit, cg otherwise. m must outlive the solver.
+std::unique_ptr<w_solver> make_w_solver(const design_operator& m, w_method method, double rho1,
+                                        double rho2, int64_t dense_limit = 4000,
+                                        cg_options cg = {});
+
+}  // namespace merak::svm

@@ -1,0 +1,168 @@
+#include <catch2/catch.hpp>
+
+#include <glpk.h>
+
+#include <memory>
+#include <vector>
+
+#include "svm/admm.hpp"
+#include "svm/objective.hpp"
+#include "tests/svm/svm_test_util.hpp"
+
+using namespace merak::svm;
+
+namespace {
+
+// The L1-penalised hinge SVM as a linear programme, solved exactly by GLPK:
+//   min (1/n) sum xi + lambda sum (wp + wn)
+//   s.t. xi_i + y_i x_i^T (wp - wn) + y_i b >= 1,  xi, wp, wn >= 0, b free.
+double lp_objective(const dataset& d, double lambda) {
+  const int n = int(d.rows()), p = int(d.cols());
+  std::unique_ptr<glp_prob, void (*)(glp_prob*)> lp(glp_create_prob(), glp_delete_prob);
+  glp_set_obj_dir(lp.get(), GLP_MIN);
+  glp_add_rows(lp.get(), n);
+  // Columns: wp (1..p), wn (p+1..2p), b (2p+1), xi (2p+2..2p+1+n).
+  glp_add_cols(lp.get(), 2 * p + 1 + n);
+  for (int j = 1; j <= 2 * p; ++j) {
+    glp_set_col_bnds(lp.get(), j, GLP_LO, 0, 0);
+    glp_set_obj_coef(lp.get(), j, lambda);
+  }
+  glp_set_col_bnds(lp.get(), 2 * p + 1, GLP_FR, 0, 0);
+  for (int i = 1; i <= n; ++i) {
+    glp_set_col_bnds(lp.get(), 2 * p + 1 + i, GLP_LO, 0, 0);
+    glp_set_obj_coef(lp.get(), 2 * p + 1 + i, 1.0 / n);
+    glp_set_row_bnds(lp.get(), i, GLP_LO, 1, 0);
+  }
+  std::vector<int> ia{0}, ja{0};
+  std::vector<double> ar{0};
+  auto put = [&](int i, int j, double v) { ia.push_back(i), ja.push_back(j), ar.push_back(v); };
+  Eigen::MatrixXd x = d.x.is_sparse() ? Eigen::MatrixXd(d.x.sparse()) : Eigen::MatrixXd(d.x.dense());
+  for (int i = 0; i < n; ++i) {
+    const double y = d.y[i];
+    for (int j = 0; j < p; ++j) {
+      if (x(i, j) == 0) continue;
+      put(i + 1, j + 1, y * x(i, j));
+      put(i + 1, p + j + 1, -y * x(i, j));
+    }
+    put(i + 1, 2 * p + 1, y);
+    put(i + 1, 2 * p + 2 + i, 1.0);
+  }
+  glp_load_matrix(lp.get(), int(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  REQUIRE(glp_simplex(lp.get(), &parm) == 0);
+  REQUIRE(glp_get_status(lp.get()) == GLP_OPT);
+  return glp_get_obj_val(lp.get());
+}
+
+admm_options tight() {
+  admm_options o;
+  o.abs_tol = 1e-8;
+  o.rel_tol = 1e-7;
+  o.max_iter = 40000;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("ADMM with the L1 penalty reaches the LP optimum (GLPK) to 1e-4 relative", "[svm][admm]") {
+  struct c { test::synthetic_spec s; double lambda; };
+  std::vector<c> cases = {
+      {{.n = 150, .p = 20, .seed = 1}, 0.01},                       // n >= p: Cholesky
+      {{.n = 150, .p = 20, .seed = 2}, 0.05},
+      {{.n = 40, .p = 90, .informative = 4, .seed = 3}, 0.02},      // n < p: Woodbury
+      {{.n = 120, .p = 60, .density = 0.2, .seed = 4}, 0.01},       // sparse
+  };
+  for (const auto& k : cases) {
+    dataset d = test::synthetic(k.s);
+    penalty pen{penalty_kind::l1, k.lambda, 0};
+    const double lp = lp_objective(d, k.lambda);
+    admm_result r = admm_solve(d.x, d.y, pen, tight());
+    INFO("n=" << k.s.n << " p=" << k.s.p << " lambda=" << k.lambda << " iterations=" << r.iterations
+              << " method=" << w_method_name(r.method));
+    CHECK(r.objective == Approx(objective(d.x, d.y, r.w, r.b, pen)));
+    CHECK(r.objective >= lp * (1 - 1e-9));  // the LP is the exact minimum
+    CHECK(r.objective == Approx(lp).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("Cholesky, Woodbury and CG w-steps give the same fit", "[svm][admm]") {
+  for (auto shape : {std::pair<int64_t, int64_t>{120, 30}, {30, 120}}) {
+    dataset d = test::synthetic({.n = shape.first, .p = shape.second, .seed = 7});
+    penalty pen{penalty_kind::mcp, 0.02, 3.0};
+    admm_options o = tight();
+    o.max_iter = 3000;
+    o.rho_control.enabled = false;  // identical rho sequences for all three
+    o.method = w_method::cholesky;
+    admm_result a = admm_solve(d.x, d.y, pen, o);
+    o.method = w_method::woodbury;
+    admm_result b = admm_solve(d.x, d.y, pen, o);
+    o.method = w_method::cg;
+    o.cg.rel_tol = 1e-12;
+    admm_result c = admm_solve(d.x, d.y, pen, o);
+    INFO("n=" << shape.first << " p=" << shape.second);
+    CHECK(a.method == w_method::cholesky);
+    CHECK(b.method == w_method::woodbury);
+    CHECK(c.method == w_method::cg);
+    CHECK((a.w - b.w).norm() <= 1e-6 * (1 + a.w.norm()));
+    CHECK((a.w - c.w).norm() <= 1e-5 * (1 + a.w.norm()));
+    CHECK(a.b == Approx(b.b).margin(1e-6));
+    CHECK(a.objective == Approx(b.objective).epsilon(1e-8));
+    CHECK(a.objective == Approx(c.objective).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("dense and sparse storage of the same data give the same fit", "[svm][admm]") {
+  for (auto kind : {penalty_kind::l1, penalty_kind::scad, penalty_kind::lsp}) {
+    dataset dn = test::synthetic({.n = 90, .p = 40, .density = 0.3, .seed = 11});
+    dataset dd = dn;
+    dd.x = design_matrix(dense_matrix(Eigen::MatrixXd(dn.x.sparse())));
+    REQUIRE(dn.x.is_sparse());
+    REQUIRE(!dd.x.is_sparse());
+    penalty pen{kind, 0.02, default_theta(kind)};
+    admm_options o;
+    o.max_iter = 2000;
+    admm_result a = admm_solve(dn.x, dn.y, pen, o), b = admm_solve(dd.x, dd.y, pen, o);
+    INFO(penalty_name(kind));
+    CHECK(a.iterations == b.iterations);
+    CHECK((a.w - b.w).norm() <= 1e-8 * (1 + a.w.norm()));
+    CHECK(a.objective == Approx(b.objective).epsilon(1e-10));
+  }
+}
+
+TEST_CASE("nonconvex fits converge, beat the zero model and find the planted features", "[svm][admm]") {
+  dataset d = test::synthetic({.n = 200, .p = 50, .informative = 5, .seed = 5});
+  const double zero_model = objective(d.x, d.y, Eigen::VectorXd::Zero(50), best_bias(d.y, Eigen::VectorXd::Zero(200), 0), penalty{});
+  for (auto kind : {penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp, penalty_kind::capped_l1}) {
+    penalty pen{kind, 0.02, default_theta(kind)};
+    admm_result r = admm_solve(d.x, d.y, pen, {});
+    INFO(penalty_name(kind) << " nnz " << r.nnz());
+    CHECK(r.converged);
+    CHECK(r.objective < zero_model);
+    // The planted features are found.
+    for (int j = 0; j < 5; ++j) CHECK(r.w[j] != 0);
+  }
+}
+
+TEST_CASE("the exact bias minimises the hinge sum", "[svm][objective]") {
+  merak::rng r(3, 4);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + int(r.below(30));
+    Eigen::VectorXd y(n), xw(n);
+    for (int i = 0; i < n; ++i) y[i] = r.uniform() < 0.4 ? 1 : -1, xw[i] = r.normal();
+    const double b = best_bias(y, xw, r.normal());
+    auto f = [&](double c) { return mean_hinge(y, (xw.array() + c).matrix()); };
+    for (double c = -6; c <= 6; c += 0.001) CHECK(f(b) <= f(c) + 1e-12);
+  }
+}
+
+TEST_CASE("bad fit inputs are refused with a message", "[svm][admm]") {
+  dataset d = test::synthetic({.n = 10, .p = 3});
+  d.y[4] = 2;
+  CHECK_THROWS_WITH(admm_solve(d.x, d.y, {}, {}), Catch::Contains("label 2 of sample 5 is not -1 or +1"));
+  admm_options o;
+  o.max_iter = 0;
+  d.y[4] = 1;
+  CHECK_THROWS_WITH(admm_solve(d.x, d.y, {}, o), Catch::Contains("--max-iter"));
+}

@@ -1,0 +1,87 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "svm/data_reader.hpp"
+
+using namespace merak::svm;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / ("merak_svm_" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("LIBSVM text is read into a sparse matrix", "[svm][io]") {
+  auto path = write_temp("ok.libsvm", "+1 1:0.5 3:-2\n-1 2:1e-1\n\n0 4:3 # comment\n");
+  dataset d = read_libsvm(path);
+  REQUIRE(d.x.is_sparse());
+  CHECK(d.rows() == 3);
+  CHECK(d.cols() == 4);
+  CHECK(d.x.nnz() == 4);
+  CHECK(d.y[0] == 1);
+  CHECK(d.y[1] == -1);
+  CHECK(d.y[2] == -1);  // label 0 reads as -1
+  CHECK(d.x.sparse().coeff(0, 2) == -2);
+  CHECK(d.x.sparse().coeff(1, 1) == Approx(0.1));
+  CHECK(read_libsvm(path, 10).cols() == 10);
+}
+
+TEST_CASE("CSV is read into a dense matrix", "[svm][io]") {
+  auto path = write_temp("ok.csv", "1,0.5,2\n-1, 3 ,4\r\n");
+  dataset d = read_csv(path);
+  REQUIRE(!d.x.is_sparse());
+  CHECK(d.rows() == 2);
+  CHECK(d.cols() == 2);
+  CHECK(d.x.dense()(1, 0) == 3);
+  CHECK(parse_data_format("auto", "a.csv") == data_format::csv);
+  CHECK(parse_data_format("auto", "a.libsvm") == data_format::libsvm);
+}
+
+TEST_CASE("malformed LIBSVM lines are errors naming the file and line", "[svm][io]") {
+  struct c { const char* text; const char* message; };
+  const c cases[] = {
+      {"+1 1:1\n+1 2:x\n", ":2: feature value 'x' is not a number"},
+      {"+1 1:1\n\n+2 1:1\n", ":3: label '+2' is not +1 or -1"},
+      {"abc 1:1\n", ":1: label 'abc' is not a number"},
+      {"+1 3:1 2:1\n", ":1: feature index 2 does not follow 3"},
+      {"+1 1:1 1:2\n", ":1: feature index 1 does not follow 1"},
+      {"-1 0:1\n", ":1: feature index 0 is below 1"},
+      {"-1 1.5:1\n", ":1: feature index '1.5' is not an integer"},
+      {"-1 1:1\n-1 7\n", ":2: '7' is not index:value"},
+      {"-1 1:inf\n", ":1: feature value 'inf' is not finite"},
+      {"-1 1:\n", ":1: empty feature value"},
+  };
+  int k = 0;
+  for (const auto& t : cases) {
+    auto path = write_temp("bad" + std::to_string(k++) + ".libsvm", t.text);
+    INFO(t.text);
+    CHECK_THROWS_WITH(read_libsvm(path), Catch::Contains(path + t.message));
+  }
+  CHECK_THROWS_WITH(read_libsvm("/nonexistent/x.libsvm"), Catch::Contains("cannot open data file '/nonexistent/x.libsvm'"));
+  CHECK_THROWS_WITH(read_libsvm(write_temp("empty.libsvm", "\n\n")), Catch::Contains("holds no samples"));
+}
+
+TEST_CASE("malformed CSV lines are errors naming the file, line and field", "[svm][io]") {
+  struct c { const char* text; const char* message; };
+  const c cases[] = {
+      {"1,2,3\n-1,2\n", ":2: 2 fields where earlier lines have 3"},
+      {"1,2,3\n-1,2,abc\n", ":2: field 3 'abc' is not a number"},
+      {"1,2,,3\n", ":1: empty field 3"},
+      {"1\n", ":1: a label but no features"},
+      {"yes,1\n", ":1: label 'yes' is not a number"},
+      {"1,2\n3,4\n", ":2: label '3' is not +1 or -1"},
+  };
+  int k = 0;
+  for (const auto& t : cases) {
+    auto path = write_temp("bad" + std::to_string(k++) + ".csv", t.text);
+    INFO(t.text);
+    CHECK_THROWS_WITH(read_csv(path), Catch::Contains(path + t.message));
+  }
+}

@@ -1,0 +1,66 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "svm/linear_model.hpp"
+
+using namespace merak::svm;
+
+namespace {
+
+linear_model sample_model() {
+  linear_model m;
+  m.w = Eigen::VectorXd::Zero(5);
+  m.w[1] = 0.125;
+  m.w[4] = -3.0000000000000004;  // needs all 17 digits
+  m.b = 0.1;
+  m.pen = {penalty_kind::scad, 0.05, 3.7};
+  m.objective = 0.4;
+  m.iterations = 77;
+  return m;
+}
+
+std::string temp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("merak_svm_model_" + name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("models round-trip exactly through text and JSON", "[svm][io]") {
+  for (const char* name : {"m.txt", "m.json"}) {
+    linear_model m = sample_model();
+    write_model(m, temp(name));
+    linear_model r = read_model(temp(name));
+    INFO(name);
+    CHECK(r.w == m.w);
+    CHECK(r.b == m.b);
+    CHECK(r.pen.kind == m.pen.kind);
+    CHECK(r.pen.lambda == m.pen.lambda);
+    CHECK(r.pen.theta == m.pen.theta);
+    CHECK(r.iterations == 77);
+  }
+  std::ifstream in(temp("m.txt"));
+  std::string first;
+  std::getline(in, first);
+  CHECK(first == "solver_type ADMM_scad");
+}
+
+TEST_CASE("broken model files are refused with the file and line named", "[svm][io]") {
+  auto write = [](const std::string& name, const std::string& text) {
+    std::ofstream(temp(name)) << text;
+    return temp(name);
+  };
+  auto p = write("short.txt", "nr_feature 3\nbias 1\nw\n1\n2\n");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains("2 weights after 'w', expected 4"));
+  p = write("badnum.txt", "nr_feature 1\nbias 1\nw\n1\nx\n");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains(p + "', line 5: 'x' is not a number"));
+  p = write("key.txt", "nr_feature 1\ncolour red\nw\n1\n");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains("line 2: unknown key 'colour'"));
+  p = write("bad.json", "{\"format\": \"merak-svm-model\", \"penalty\": \"l1\"}");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains(p));
+  p = write("theta.json", R"({"format":"merak-svm-model","penalty":"mcp","lambda":0.1,"theta":0.5,"bias":0,"weights":[1]})");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains("MCP gamma"));
+  CHECK_THROWS_WITH(read_model(temp("none")), Catch::Contains("cannot open model file"));
+}
