@@ -6,12 +6,15 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <fmt/ranges.h>
+
 #include <fstream>
 #include <memory>
 
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "model/gemm.hpp"
+#include "actors/parallel_trainer.hpp"
 #include "model/trainer.hpp"
 
 namespace merak::apps {
@@ -19,6 +22,9 @@ namespace {
 
 struct train_flags {
   model::train_options opts;
+  actors::parallel_options par;
+  std::string schedule = "1f1b";
+  std::string recompute = "none";
   std::string metrics;
   int threads = 0;
   std::string gemm;
@@ -41,15 +47,9 @@ class metrics_writer {
   std::ofstream out_;
 };
 
-int run_train(train_flags& f) {
-  if (f.threads > 0) model::set_compute_threads(f.threads);
-  if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
-  if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
-  model::trainer tr(f.opts);
-  auto& g = tr.model_graph();
-  spdlog::info("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}",
-               f.opts.model.str(), double(g.parameter_count()) * 1e-6, f.opts.batch,
-               model::compute_threads(), model::gemm_backend_name(model::current_gemm_backend()));
+// Runs the step loop of either trainer (single-device or actor runtime).
+template <typename Trainer>
+int train_loop(train_flags& f, Trainer& tr, bool parallel) {
   metrics_writer metrics(f.metrics, !f.opts.load.empty());
   const bool tty = ::isatty(STDERR_FILENO);
   const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
@@ -58,6 +58,7 @@ int run_train(train_flags& f) {
     nlohmann::json line{{"step", r.step}, {"loss", r.loss}, {"lr", r.lr},
                         {"tokens_per_s", r.tokens_per_s}, {"step_s", r.step_s},
                         {"grad_norm", r.grad_norm}};
+    if constexpr (requires { tr.last_bubble_fraction(); }) line["bubble"] = tr.last_bubble_fraction();
     bool eval = tr.done() || (f.eval_interval > 0 && r.step % f.eval_interval == 0);
     if (eval) line["val_loss"] = tr.validation_loss();
     metrics.write(line);
@@ -71,9 +72,38 @@ int run_train(train_flags& f) {
                    r.lr, r.tokens_per_s,
                    eval ? fmt::format(" val_loss {:.4f}", line["val_loss"].get<double>()) : "");
     }
-    if (tr.checkpoint_due()) spdlog::info("saved checkpoint {}", tr.save());
+    if constexpr (requires { tr.save(); })
+      if (tr.checkpoint_due()) spdlog::info("saved checkpoint {}", tr.save());
   }
   return 0;
+}
+
+int run_train(train_flags& f) {
+  if (f.threads > 0) model::set_compute_threads(f.threads);
+  if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
+  if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
+  f.par.schedule = partition::parse_schedule(f.schedule);
+  if (f.recompute == "none")
+    f.par.recompute = actors::recompute_mode::none;
+  else if (f.recompute == "full")
+    f.par.recompute = actors::recompute_mode::full;
+  else
+    fail("unknown --recompute '{}' (expected none or full)", f.recompute);
+  f.par.threads = f.threads;
+  const bool parallel = f.par.dp * f.par.pp * f.par.micro_batches > 1 || !f.par.trace_path.empty();
+  if (parallel) {
+    actors::parallel_trainer tr(f.opts, f.par);
+    spdlog::info("model {} on dp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}",
+                 f.opts.model.str(), f.par.dp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
+                 f.par.micro_batches, f.schedule);
+    return train_loop(f, tr, true);
+  }
+  model::trainer tr(f.opts);
+  auto& g = tr.model_graph();
+  spdlog::info("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}",
+               f.opts.model.str(), double(g.parameter_count()) * 1e-6, f.opts.batch,
+               model::compute_threads(), model::gemm_backend_name(model::current_gemm_backend()));
+  return train_loop(f, tr, false);
 }
 
 }  // namespace
@@ -108,6 +138,15 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
+  c->add_option("--dp", f->par.dp, "Data-parallel replicas (actors)")->capture_default_str();
+  c->add_option("--pp", f->par.pp, "Pipeline stages (actors)")->capture_default_str();
+  c->add_option("--micro-batches", f->par.micro_batches, "Micro-batches per replica and step")
+      ->capture_default_str();
+  c->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b or shifted")->capture_default_str();
+  c->add_option("--recompute", f->recompute, "Recomputation: none or full")->capture_default_str();
+  c->add_option("--trace", f->par.trace_path, "Write a Chrome-trace JSON of the last step");
+  c->add_option("--step-timeout", f->par.timeout_s, "Seconds any actor may stay silent before the run fails")
+      ->capture_default_str();
   return [f] { return run_train(*f); };
 }
 

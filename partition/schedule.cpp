@@ -65,7 +65,7 @@ stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_reco
 
 stage_scheduler::stage_scheduler(stage_policy policy)
     : policy_(std::move(policy)),
-      act_(policy_.micro_batches, policy_.stage == 0),
+      act_(policy_.micro_batches, false),
       grad_(policy_.micro_batches, false),
       recomputed_(policy_.micro_batches, false) {}
 

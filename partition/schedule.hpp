@@ -55,7 +55,7 @@ class stage_scheduler {
  public:
   explicit stage_scheduler(stage_policy policy);
 
-  void activation_arrived(int mb);  // input of F(mb) is here (stage 0: implicit)
+  void activation_arrived(int mb);  // every input of F(mb) is here (stage 0 too: its data)
   void gradient_arrived(int mb);    // output gradient of B(mb) is here (last stage: implicit)
 
   // The op to run now, or nothing if none is eligible. The op counts as

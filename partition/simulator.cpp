@@ -62,6 +62,8 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
   pipeline_trace tr;
   tr.stages.resize(p);
   double now = 0;
+  // Stage 0's inputs (the data) are all there at the start.
+  for (int mb = 0; mb < policies.front().micro_batches; ++mb) sched[0].activation_arrived(mb);
 
   auto dispatch = [&] {
     for (int s = 0; s < p; ++s) {

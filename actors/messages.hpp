@@ -1,0 +1,69 @@
+#pragma once
+// Message vocabulary of the training actors (CAF 0.17). Included only by
+// actors/*.cpp.
+//
+// Tensors travel as tensor_ref: a shared handle, so moving one between actors
+// of a process never copies the data. Its inspect() writes the shape, the
+// element type and the bytes as one block, ready for crossing processes.
+
+#include <caf/all.hpp>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "model/tensor.hpp"
+
+namespace merak::actors {
+
+struct tensor_ref {
+  std::shared_ptr<model::tensor> t;
+  static tensor_ref make(model::tensor&& x) { return {std::make_shared<model::tensor>(std::move(x))}; }
+  // Takes the tensor out if this is the only handle, else copies it.
+  model::tensor take() const {
+    if (t.use_count() == 1) return std::move(*t);
+    return t->clone();
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
+  std::vector<int64_t> shape;
+  uint8_t type = 0;
+  std::vector<char> bytes;
+  if (x.t) {
+    shape = x.t->shape();
+    type = uint8_t(x.t->type());
+    if (Inspector::reads_state)
+      bytes.assign(reinterpret_cast<const char*>(x.t->raw()),
+                   reinterpret_cast<const char*>(x.t->raw()) + x.t->bytes());
+  }
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    auto t = std::make_shared<model::tensor>(shape, model::dtype(type));
+    if (bytes.size() != t->bytes()) return caf::sec::invalid_argument;
+    if (!bytes.empty()) std::memcpy(t->raw(), bytes.data(), bytes.size());
+    x.t = std::move(t);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("merak.tensor_ref"), shape, type, bytes, load);
+}
+
+// Stage inputs and gradients.
+using step_atom = caf::atom_constant<caf::atom("step")>;      // (step)
+using input_atom = caf::atom_constant<caf::atom("input")>;    // (mb, value, tensor)
+using grad_atom = caf::atom_constant<caf::atom("grad")>;      // (mb, value, tensor)
+using run_atom = caf::atom_constant<caf::atom("run")>;        // () to self: pick the next op
+using tie_atom = caf::atom_constant<caf::atom("tie")>;        // (name, tensor): tied-weight gradient
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;  // (dp rank, flat gradients)
+using reduced_atom = caf::atom_constant<caf::atom("reduced")>;  // (flat summed gradients)
+using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (lr, clip factor)
+using wire_atom = caf::atom_constant<caf::atom("wire")>;      // (stages of my replica, reducer, coordinator)
+using gather_atom = caf::atom_constant<caf::atom("gather")>;  // () -> (names, tensors)
+// To the coordinator.
+using loss_atom = caf::atom_constant<caf::atom("loss")>;      // (dp, mb, loss)
+using ready_atom = caf::atom_constant<caf::atom("ready")>;    // (dp, stage, sum of squares, busy s)
+using applied_atom = caf::atom_constant<caf::atom("applied")>;  // (dp, stage)
+using failed_atom = caf::atom_constant<caf::atom("failed")>;  // (what)
+using trace_atom = caf::atom_constant<caf::atom("trace")>;    // (dp, stage, ops as text)
+
+}  // namespace merak::actors

@@ -1,0 +1,343 @@
+#include "actors/parallel_trainer.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/messages.hpp"
+#include "actors/stage_actor.hpp"
+#include "core/error.hpp"
+#include "model/executor.hpp"
+#include "model/gemm.hpp"
+#include "model/gpt.hpp"
+#include "partition/stages.hpp"
+
+namespace merak::actors {
+
+void parallel_options::validate(int batch) const {
+  if (dp < 1) fail("--dp must be at least 1 (got {})", dp);
+  if (pp < 1) fail("--pp must be at least 1 (got {})", pp);
+  if (micro_batches < 1) fail("--micro-batches must be at least 1 (got {})", micro_batches);
+  if (batch % (dp * micro_batches) != 0)
+    fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
+         micro_batches);
+  if (timeout_s <= 0) fail("the step timeout must be positive (got {})", timeout_s);
+}
+
+namespace {
+
+// Slices rows [r0, r0 + n) of a (B, T) tensor.
+model::tensor rows(const model::tensor& t, int64_t r0, int64_t n) {
+  model::tensor out({n, t.dim(1)}, t.type());
+  size_t row_bytes = size_t(t.dim(1)) * model::dtype_size(t.type());
+  std::memcpy(out.raw(), t.raw() + r0 * row_bytes, n * row_bytes);
+  return out;
+}
+
+}  // namespace
+
+struct parallel_trainer::impl {
+  model::train_options opts;
+  parallel_options par;
+  model::text_corpus corpus;
+  model::graph graph;
+  std::vector<int> bounds;
+  model::lr_schedule schedule;
+  int64_t step = 0;
+  double bubble = 0;
+  std::unique_ptr<caf::actor_system_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<caf::scoped_actor> self;
+  std::vector<std::vector<caf::actor>> stages;  // [dp][pp]
+  std::vector<caf::actor> reducers;             // [pp]
+  std::map<caf::actor_addr, std::string> names;
+  std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
+  // Validation: a single-device copy, refreshed from the stages.
+  std::unique_ptr<model::parameter_store> eval_store;
+  std::unique_ptr<model::executor> eval_exec;
+
+  impl(model::train_options o, parallel_options p, model::text_corpus c)
+      : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)) {
+    opts.validate();
+    par.validate(opts.batch);
+    if (!opts.save_dir.empty() || !opts.load.empty())
+      fail("--save and --load are not supported with --dp/--pp/--micro-batches yet");
+    graph = model::build_gpt(opts.model);
+    bounds = partition::balanced_stages(graph, par.pp);
+    schedule.max_lr = opts.lr;
+    schedule.min_lr = opts.min_lr >= 0 ? opts.min_lr : opts.lr / 10;
+    schedule.warmup_steps = opts.warmup >= 0 ? opts.warmup : opts.steps / 20;
+    schedule.total_steps = std::max<int64_t>(1, opts.steps);
+    spawn();
+  }
+
+  ~impl() {
+    if (self)
+      for (auto& rep : stages)
+        for (auto& a : rep) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+    if (self)
+      for (auto& a : reducers) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+    self.reset();
+  }
+
+  void spawn() {
+    cfg = std::make_unique<caf::actor_system_config>();
+    cfg->add_message_type<tensor_ref>("merak.tensor_ref");
+    cfg->add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
+    cfg->set("scheduler.max-threads", 2);
+    cfg->set("logger.console", caf::atom("none"));
+    sys = std::make_unique<caf::actor_system>(*cfg);
+    self = std::make_unique<caf::scoped_actor>(*sys);
+    const int P = par.pp, D = par.dp;
+    int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
+    int per_actor = std::max(1, cores / (P * D));
+    // Which stage produces each value, and who reads it.
+    std::vector<int> stage_of_node(graph.nodes().size());
+    for (int s = 0; s < P; ++s)
+      for (int n = bounds[s]; n < bounds[s + 1]; ++n) stage_of_node[n] = s;
+    // Parameter holders, for tied weights.
+    std::map<std::string, std::vector<int>> holders;
+    for (int s = 0; s < P; ++s) {
+      std::set<std::string> seen;
+      for (int n = bounds[s]; n < bounds[s + 1]; ++n)
+        for (auto& spec : graph.nodes()[n].params)
+          if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
+    }
+    auto policies_full = par.recompute == recompute_mode::full;
+    graph_inputs_of.assign(P, {});
+    for (int s = 0; s < P; ++s) reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D) : caf::actor{});
+    stages.assign(D, std::vector<caf::actor>(P));
+    for (int r = 0; r < D; ++r)
+      for (int s = 0; s < P; ++s) {
+        stage_setup su;
+        su.dp_rank = r;
+        su.dp = D;
+        su.stage = s;
+        su.pp = P;
+        su.graph = &graph;
+        su.first = bounds[s];
+        su.last = bounds[s + 1];
+        su.seed = opts.seed;
+        su.adam.weight_decay = opts.weight_decay;
+        su.policy = partition::make_policy(par.schedule, P, par.micro_batches, s, policies_full);
+        su.loss_scale = 1.0f / float(D * par.micro_batches);
+        su.threads = per_actor;
+        su.trace = !par.trace_path.empty();
+        // Routing: which stage sends each input, which stages read each output.
+        auto [ins, outs] = boundary(s);
+        for (int v : ins) {
+          int producer = graph.values()[v].producer;
+          su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
+          if (producer < 0 && r == 0) graph_inputs_of[s].push_back(v);
+        }
+        for (int v : outs) {
+          std::set<int> readers;
+          for (int n = bounds[s + 1]; n < int(graph.nodes().size()); ++n)
+            for (int in : graph.nodes()[n].inputs)
+              if (in == v) readers.insert(stage_of_node[n]);
+          su.output_readers.emplace_back(readers.begin(), readers.end());
+        }
+        for (auto& [name, hs] : holders)
+          if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
+            su.ties.push_back({name, hs.front(), hs});
+        auto a = spawn_stage(*sys, su);
+        names[a.address()] = fmt::format("stage actor (dp={}, pp={})", r, s);
+        (*self)->monitor(a);
+        stages[r][s] = a;
+      }
+    for (int r = 0; r < D; ++r)
+      for (int s = 0; s < P; ++s)
+        (*self)->send(stages[r][s], wire_atom::value, stages[r], reducers[s], caf::actor{*self});
+    for (auto& a : reducers)
+      if (a) {
+        names[a.address()] = "reducer actor";
+        (*self)->monitor(a);
+      }
+  }
+
+  // Inputs and outputs of stage s, computed from the graph as the executor does.
+  std::pair<std::vector<int>, std::vector<int>> boundary(int s) const {
+    std::set<int> in, out;
+    auto& nodes = graph.nodes();
+    for (int n = bounds[s]; n < bounds[s + 1]; ++n)
+      for (int v : nodes[n].inputs)
+        if (graph.values()[v].producer < bounds[s]) in.insert(v);
+    for (int n = bounds[s + 1]; n < int(nodes.size()); ++n)
+      for (int v : nodes[n].inputs) {
+        int p = graph.values()[v].producer;
+        if (p >= bounds[s] && p < bounds[s + 1]) out.insert(v);
+      }
+    return {{in.begin(), in.end()}, {out.begin(), out.end()}};
+  }
+
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(int64_t(par.timeout_s * 1000));
+  }
+
+  // Waits for one message, failing with `what` after the timeout.
+  template <typename... Handlers>
+  void await(const std::string& what, Handlers&&... handlers) {
+    std::string failure;
+    (*self)->receive(
+        std::forward<Handlers>(handlers)...,
+        [&](failed_atom, const std::string& msg) { failure = msg; },
+        [&](caf::down_msg& dm) {
+          auto it = names.find(dm.source);
+          failure = fmt::format("{} stopped: {}", it == names.end() ? "an actor" : it->second,
+                                sys->render(dm.reason));
+        },
+        caf::after(timeout()) >>
+            [&] { failure = fmt::format("no progress for {} s while {}", par.timeout_s, what); });
+    if (!failure.empty()) fail("{}", failure);
+  }
+
+  model::step_result train_step() {
+    MERAK_CHECK(step < opts.steps, "train_step past --steps");
+    auto t0 = std::chrono::steady_clock::now();
+    const int D = par.dp, P = par.pp, M = par.micro_batches;
+    for (auto& rep : stages)
+      for (auto& a : rep) (*self)->send(a, step_atom::value, step);
+    model::batch b = corpus.train_batch(opts.seed, step, opts.batch);
+    const int64_t rows_per_mb = opts.batch / (D * M);
+    int tokens_v = graph.find_value("tokens"), targets_v = graph.find_value("targets");
+    for (int r = 0; r < D; ++r)
+      for (int mb = 0; mb < M; ++mb) {
+        int64_t r0 = (int64_t(r) * M + mb) * rows_per_mb;
+        for (int s = 0; s < P; ++s)
+          for (int v : graph_inputs_of[s]) {
+            const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
+            MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
+            (*self)->send(stages[r][s], input_atom::value, mb, v, tensor_ref::make(rows(src, r0, rows_per_mb)));
+          }
+      }
+    double loss_sum = 0;
+    int losses = 0, ready = 0;
+    std::vector<double> sumsq(P, 0), busy(P, 0);
+    std::vector<std::string> traces(P);
+    while (losses < D * M || ready < D * P) {
+      await(fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
+                        ready, D * P, step + 1),
+            [&](loss_atom, int, int, double l) {
+              loss_sum += l;
+              ++losses;
+            },
+            [&](ready_atom, int r, int s, double sq, double busy_s) {
+              if (r == 0) {
+                sumsq[s] = sq;
+                busy[s] = busy_s;
+              }
+              ++ready;
+            },
+            [&](trace_atom, int r, int s, const std::string& t) {
+              if (r == 0) traces[s] = t;
+            });
+    }
+    auto t_pipe = std::chrono::steady_clock::now();
+    double pipe_s = std::chrono::duration<double>(t_pipe - t0).count();
+    double busy_total = 0;
+    for (double x : busy) busy_total += x;
+    bubble = 1.0 - busy_total / (P * pipe_s);
+    double norm = 0;
+    for (double x : sumsq) norm += x;
+    norm = std::sqrt(norm);
+    float clip = 1.0f;
+    if (opts.grad_clip > 0 && norm > opts.grad_clip) clip = float(opts.grad_clip / (norm + 1e-6));
+    float lr = schedule.at(step);
+    for (auto& rep : stages)
+      for (auto& a : rep) (*self)->send(a, apply_atom::value, lr, clip);
+    for (int applied = 0; applied < D * P;)
+      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P, step + 1),
+            [&](applied_atom, int, int) { ++applied; });
+    if (!par.trace_path.empty()) write_trace(traces);
+    ++step;
+    model::step_result res;
+    res.step = step;
+    res.loss = loss_sum / double(D * M);
+    res.lr = lr;
+    res.grad_norm = norm;
+    res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
+    return res;
+  }
+
+  void write_trace(const std::vector<std::string>& traces) {
+    nlohmann::json events = nlohmann::json::array();
+    for (size_t s = 0; s < traces.size(); ++s) {
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+                        {"args", {{"name", fmt::format("stage {} (dp=0)", s)}}}});
+      std::string_view t = traces[s];
+      while (!t.empty()) {
+        auto semi = t.find(';');
+        std::string item(t.substr(0, semi));
+        t.remove_prefix(semi == std::string_view::npos ? t.size() : semi + 1);
+        char name[32];
+        double a, b;
+        if (std::sscanf(item.c_str(), "%31s %lf %lf", name, &a, &b) != 3) continue;
+        events.push_back({{"name", name}, {"ph", "X"}, {"pid", 0}, {"tid", s},
+                          {"ts", a * 1e6}, {"dur", (b - a) * 1e6}});
+      }
+    }
+    std::ofstream f(par.trace_path, std::ios::trunc);
+    if (!f) fail("cannot write trace file '{}'", par.trace_path);
+    f << nlohmann::json{{"traceEvents", events}}.dump() << '\n';
+  }
+
+  double validation_loss() {
+    if (!eval_exec) {
+      eval_store = std::make_unique<model::parameter_store>(opts.seed);
+      eval_exec = std::make_unique<model::executor>(graph, *eval_store);
+    }
+    for (int s = 0; s < par.pp; ++s) {
+      bool ok = false;
+      (*self)->request(stages[0][s], timeout(), gather_atom::value)
+          .receive(
+              [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
+                for (size_t i = 0; i < names_.size(); ++i) {
+                  auto p = eval_store->find(names_[i]);
+                  MERAK_CHECK(p != nullptr, "gathered unknown parameter {}", names_[i]);
+                  std::memcpy(p->value.raw(), values[i].t->raw(), p->value.bytes());
+                }
+                ok = true;
+              },
+              [&](caf::error& e) { fail("gathering parameters of stage {}: {}", s, sys->render(e)); });
+      MERAK_CHECK(ok, "no parameters from stage {}", s);
+    }
+    int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
+    double sum = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      model::batch vb = corpus.val_batch(i, opts.batch);
+      std::vector<model::tensor> in;
+      in.push_back(std::move(vb.tokens));
+      in.push_back(std::move(vb.targets));
+      sum += eval_exec->evaluate(std::move(in));
+    }
+    return sum / double(nb);
+  }
+};
+
+parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par)
+    : parallel_trainer(opts, par, model::text_corpus(opts.data, opts.model.max_seq, opts.val_fraction)) {}
+
+parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
+                                   model::text_corpus corpus)
+    : impl_(std::make_unique<impl>(std::move(opts), std::move(par), std::move(corpus))) {}
+
+parallel_trainer::~parallel_trainer() = default;
+
+bool parallel_trainer::done() const { return impl_->step >= impl_->opts.steps; }
+model::step_result parallel_trainer::train_step() { return impl_->train_step(); }
+double parallel_trainer::last_bubble_fraction() const { return impl_->bubble; }
+double parallel_trainer::validation_loss() { return impl_->validation_loss(); }
+int64_t parallel_trainer::step() const { return impl_->step; }
+const std::vector<int>& parallel_trainer::stage_bounds() const { return impl_->bounds; }
+
+}  // namespace merak::actors

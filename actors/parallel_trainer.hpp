@@ -1,0 +1,67 @@
+#pragma once
+// 3D-parallel training on the actor runtime (data x pipeline parallelism in
+// one process; tensor parallelism is not wired in yet).
+//
+// Every pipeline stage of every data-parallel replica is a CAF actor with its
+// own thread and its own share of the cores; a reducer actor per stage sums
+// the replicas' gradients; the calling thread is the coordinator, a blocking
+// actor that feeds micro-batches, collects losses, clips and steps. The
+// schedule emerges from the policy (partition/schedule.hpp) each stage runs.
+// The global batch of a step is exactly the single-device run's, split over
+// the replicas and then into micro-batches, so losses match the single-device
+// run up to floating-point summation order.
+//
+// This header includes no CAF: programs and the command line use it as is.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/trainer.hpp"
+#include "partition/schedule.hpp"
+
+namespace merak::actors {
+
+enum class recompute_mode { none, full };
+
+struct parallel_options {
+  int dp = 1;
+  int pp = 1;
+  int micro_batches = 1;  // per replica and step
+  partition::schedule_kind schedule = partition::schedule_kind::one_f_one_b;
+  recompute_mode recompute = recompute_mode::none;
+  int threads = 0;          // compute threads in all (0: every core)
+  double timeout_s = 300;   // longest wait for any actor before the step fails
+  std::string trace_path;   // Chrome-trace JSON of the last step ("" = none)
+
+  // Throws merak::error naming the flag when the options do not fit the
+  // batch (batch must divide into dp x micro-batches).
+  void validate(int batch) const;
+};
+
+class parallel_trainer {
+ public:
+  // Loads the data and spawns the actors. Throws merak::error on bad options.
+  parallel_trainer(model::train_options opts, parallel_options par);
+  parallel_trainer(model::train_options opts, parallel_options par, model::text_corpus corpus);
+  ~parallel_trainer();
+
+  bool done() const;
+  // One step of the global batch. Throws merak::error naming the actor and
+  // its coordinate if one fails, or the operation that timed out.
+  model::step_result train_step();
+  // Measured bubble of the last step: 1 - busy / (stages x pipeline time),
+  // over the stages of replica 0.
+  double last_bubble_fraction() const;
+  // Mean validation loss (parameters gathered into a single-device copy).
+  double validation_loss();
+  int64_t step() const;
+  // Stage s runs graph nodes [bounds[s], bounds[s+1]).
+  const std::vector<int>& stage_bounds() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace merak::actors

@@ -1,0 +1,378 @@
+#include "actors/stage_actor.hpp"
+
+#include <omp.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "actors/messages.hpp"
+#include "core/error.hpp"
+#include "model/executor.hpp"
+
+namespace merak::actors {
+
+struct stage_state {
+  stage_setup cfg;
+  std::unique_ptr<model::parameter_store> store;
+  std::unique_ptr<model::executor> exec;
+  std::unique_ptr<model::adamw> opt;
+  std::unique_ptr<partition::stage_scheduler> sched;
+  std::vector<caf::actor> stages;  // of this replica, by stage index
+  caf::actor reducer, coordinator;
+  // Per micro-batch: inputs and output gradients gathered so far.
+  std::map<int, std::vector<model::tensor>> inputs, grads;
+  std::map<int, int> inputs_seen, grads_seen;
+  int grads_expected = 0;  // per micro-batch: sum of readers over outputs
+  // End of step: tied-weight exchange and reduction.
+  bool backward_done = false, finishing = false;
+  std::map<std::string, std::vector<std::pair<int, tensor_ref>>> tie_inbox;
+  std::set<std::string> settled;  // owned ties summed this step
+  int ties_pending = 0;
+  double busy_s = 0;
+  std::string trace;  // "name start end;" per op (seconds since step start)
+  std::chrono::steady_clock::time_point step_start;
+};
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::string where(const stage_state& st) {
+  return fmt::format("stage actor (dp={}, pp={})", st.cfg.dp_rank, st.cfg.stage);
+}
+
+void setup_state(stage_state& st, stage_setup cfg) {
+  st.cfg = std::move(cfg);
+  st.store = std::make_unique<model::parameter_store>(st.cfg.seed);
+  st.exec = std::make_unique<model::executor>(*st.cfg.graph, *st.store, st.cfg.first, st.cfg.last);
+  st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
+  for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
+}
+
+void pump(caf::stateful_actor<stage_state>* self);
+
+// Runs one op from the schedule.
+void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
+  auto& st = self->state;
+  auto& ex = *st.exec;
+  auto t0 = clock::now();
+  switch (o.kind) {
+    case partition::op_kind::F:
+    case partition::op_kind::Fpc: {
+      auto in = std::move(st.inputs[o.mb]);
+      st.inputs.erase(o.mb);
+      auto r = ex.forward(o.mb, std::move(in), o.kind == partition::op_kind::F);
+      for (size_t i = 0; i < r.outputs.size(); ++i) {
+        auto& readers = st.cfg.output_readers[i];
+        int v = ex.output_values()[i];
+        for (size_t k = 0; k < readers.size(); ++k) {
+          auto x = k + 1 == readers.size() ? std::move(r.outputs[i]) : r.outputs[i].clone();
+          self->send(st.stages[readers[k]], input_atom::value, o.mb, v, tensor_ref::make(std::move(x)));
+        }
+      }
+      if (ex.computes_loss())
+        self->send(st.coordinator, loss_atom::value, st.cfg.dp_rank, o.mb, r.loss);
+      break;
+    }
+    case partition::op_kind::R:
+      ex.recompute(o.mb);
+      break;
+    case partition::op_kind::B: {
+      std::vector<model::tensor> g;
+      if (!ex.output_values().empty()) {
+        g = std::move(st.grads[o.mb]);
+        st.grads.erase(o.mb);
+        st.grads_seen.erase(o.mb);
+      }
+      auto dx = ex.backward(o.mb, std::move(g), st.cfg.loss_scale);
+      for (size_t i = 0; i < dx.size(); ++i) {
+        int producer = st.cfg.input_producer[i];
+        if (producer < 0 || !dx[i].defined()) continue;
+        self->send(st.stages[producer], grad_atom::value, o.mb, ex.input_values()[i],
+                   tensor_ref::make(std::move(dx[i])));
+      }
+      break;
+    }
+  }
+  auto t1 = clock::now();
+  st.busy_s += std::chrono::duration<double>(t1 - t0).count();
+  if (st.cfg.trace)
+    st.trace += fmt::format("{} {:.6f} {:.6f};", partition::op_name(o),
+                            std::chrono::duration<double>(t0 - st.step_start).count(),
+                            std::chrono::duration<double>(t1 - st.step_start).count());
+}
+
+model::tensor flatten_grads(const model::parameter_store& store) {
+  model::tensor flat({store.numel()});
+  float* p = flat.f32();
+  for (auto& prm : store.all()) {
+    std::memcpy(p, prm->grad.f32(), prm->grad.bytes());
+    p += prm->grad.numel();
+  }
+  return flat;
+}
+
+void unflatten_grads(model::parameter_store& store, const model::tensor& flat) {
+  const float* p = flat.f32();
+  for (auto& prm : store.all()) {
+    std::memcpy(prm->grad.f32(), p, prm->grad.bytes());
+    p += prm->grad.numel();
+  }
+}
+
+// After the ties and the reduction: report the gradient norm share.
+void report_ready(caf::stateful_actor<stage_state>* self) {
+  auto& st = self->state;
+  double sumsq = 0;
+  for (auto& prm : st.store->all()) {
+    bool duplicate = false;
+    for (auto& t : st.cfg.ties)
+      if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
+    if (duplicate) continue;  // counted once, by its owner
+    double s = 0;
+    for (float g : prm->grad.span_f32()) s += double(g) * g;
+    sumsq += s;
+  }
+  // The trace first: the coordinator stops listening once every stage is ready.
+  if (st.cfg.trace) self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.trace);
+  self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, sumsq, st.busy_s);
+}
+
+void after_ties(caf::stateful_actor<stage_state>* self) {
+  auto& st = self->state;
+  if (st.cfg.dp > 1)
+    self->send(st.reducer, reduce_atom::value, st.cfg.dp_rank, tensor_ref::make(flatten_grads(*st.store)));
+  else
+    report_ready(self);
+}
+
+// The owner of a tied weight adds the holders' gradients (in stage order)
+// once its own backward is done and all have arrived, then sends the sum back.
+void try_settle_ties(caf::stateful_actor<stage_state>* self) {
+  auto& st = self->state;
+  if (!st.backward_done) return;
+  for (auto& t : st.cfg.ties) {
+    if (t.owner != st.cfg.stage || st.settled.count(t.name)) continue;
+    auto& inbox = st.tie_inbox[t.name];
+    if (inbox.size() + 1 < t.holders.size()) continue;
+    std::sort(inbox.begin(), inbox.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    auto prm = st.store->find(t.name);
+    float* g = prm->grad.f32();
+    for (auto& [from, ref] : inbox) {
+      const float* h = ref.t->f32();
+      for (int64_t i = 0; i < prm->grad.numel(); ++i) g[i] += h[i];
+    }
+    inbox.clear();
+    for (int h : t.holders)
+      if (h != st.cfg.stage)
+        self->send(st.stages[h], tie_atom::value, t.name, tensor_ref::make(prm->grad.clone()));
+    st.settled.insert(t.name);
+    --st.ties_pending;
+  }
+  if (st.ties_pending == 0) after_ties(self);
+}
+
+void finish_backward(caf::stateful_actor<stage_state>* self) {
+  auto& st = self->state;
+  st.backward_done = true;
+  st.ties_pending = 0;
+  for (auto& t : st.cfg.ties) {
+    ++st.ties_pending;
+    if (t.owner != st.cfg.stage)
+      self->send(st.stages[t.owner], tie_atom::value, t.name,
+                 tensor_ref::make(st.store->find(t.name)->grad.clone()));
+  }
+  st.settled.clear();
+  if (st.ties_pending == 0)
+    after_ties(self);
+  else
+    try_settle_ties(self);
+}
+
+void pump(caf::stateful_actor<stage_state>* self) {
+  auto& st = self->state;
+  if (!st.sched || st.finishing) return;
+  if (auto o = st.sched->next()) {
+    run_op(self, *o);
+    st.sched->completed(*o);
+    self->send(self, run_atom::value);  // let arrivals in before the next choice
+    return;
+  }
+  if (st.sched->done()) {
+    st.finishing = true;
+    finish_backward(self);
+  }
+}
+
+template <typename F>
+void guarded(caf::stateful_actor<stage_state>* self, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    auto what = fmt::format("{}: {}", where(self->state), e.what());
+    self->send(self->state.coordinator, failed_atom::value, what);
+    self->quit(caf::make_error(caf::sec::runtime_error, what));
+  }
+}
+
+}  // namespace
+
+namespace {
+
+caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup setup) {
+  return {
+      [=](wire_atom, std::vector<caf::actor> stages, caf::actor reducer, caf::actor coordinator) {
+        auto& st = self->state;
+        st.stages = std::move(stages);
+        st.reducer = std::move(reducer);
+        st.coordinator = std::move(coordinator);
+        guarded(self, [&] {
+          omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
+          setup_state(st, setup);
+        });
+      },
+      [=](step_atom, int64_t) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
+          st.backward_done = st.finishing = false;
+          st.busy_s = 0;
+          st.trace.clear();
+          st.step_start = clock::now();
+          pump(self);
+        });
+      },
+      [=](input_atom, int mb, int value, tensor_ref x) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          auto& ins = st.exec->input_values();
+          auto it = std::find(ins.begin(), ins.end(), value);
+          MERAK_CHECK(it != ins.end(), "input for value {} that this stage does not read", value);
+          auto& slot = st.inputs[mb];
+          if (slot.empty()) slot.resize(ins.size());
+          slot[it - ins.begin()] = x.take();
+          if (++st.inputs_seen[mb] == int(ins.size())) {
+            st.inputs_seen.erase(mb);
+            st.sched->activation_arrived(mb);
+            pump(self);
+          }
+        });
+      },
+      [=](grad_atom, int mb, int value, tensor_ref g) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          auto& outs = st.exec->output_values();
+          auto it = std::find(outs.begin(), outs.end(), value);
+          MERAK_CHECK(it != outs.end(), "gradient for value {} that this stage does not produce", value);
+          auto& slot = st.grads[mb];
+          if (slot.empty()) slot.resize(outs.size());
+          auto& dst = slot[it - outs.begin()];
+          if (!dst.defined()) {
+            dst = g.take();
+          } else {  // several readers: sum their gradients
+            float* d = dst.f32();
+            const float* s = g.t->f32();
+            for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
+          }
+          if (++st.grads_seen[mb] == st.grads_expected) {
+            st.sched->gradient_arrived(mb);
+            pump(self);
+          }
+        });
+      },
+      [=](run_atom) { guarded(self, [&] { pump(self); }); },
+      [=](tie_atom, const std::string& name, tensor_ref g) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          const stage_setup::tie* t = nullptr;
+          for (auto& x : st.cfg.ties)
+            if (x.name == name) t = &x;
+          MERAK_CHECK(t != nullptr, "tied-weight message for '{}'", name);
+          if (t->owner == st.cfg.stage) {
+            int from = -1;
+            auto src = caf::actor_cast<caf::actor>(self->current_sender());
+            for (size_t i = 0; i < st.stages.size(); ++i)
+              if (st.stages[i] == src) from = int(i);
+            st.tie_inbox[name].emplace_back(from, g);
+            try_settle_ties(self);
+          } else {  // the owner's sum
+            auto prm = st.store->find(name);
+            std::memcpy(prm->grad.f32(), g.t->f32(), prm->grad.bytes());
+            st.settled.insert(name);
+            if (--st.ties_pending == 0) after_ties(self);
+          }
+        });
+      },
+      [=](reduced_atom, tensor_ref sum) {
+        guarded(self, [&] {
+          unflatten_grads(*self->state.store, *sum.t);
+          report_ready(self);
+        });
+      },
+      [=](apply_atom, float lr, float clip) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          if (clip != 1.0f)
+            for (auto& prm : st.store->all())
+              for (auto& g : prm->grad.span_f32()) g *= clip;
+          st.opt->step(lr);
+          st.store->zero_grads();
+          self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage);
+        });
+      },
+      [=](gather_atom) -> caf::message {
+        auto& st = self->state;
+        std::vector<std::string> names;
+        std::vector<tensor_ref> values;
+        for (auto& prm : st.store->all()) {
+          names.push_back(prm->spec.name);
+          values.push_back(tensor_ref::make(prm->value.clone()));
+        }
+        return caf::make_message(std::move(names), std::move(values));
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup) {
+  // Detached: a stage computes for milliseconds at a time on its own thread
+  // (with its own OpenMP threads) and never blocks a scheduler worker.
+  return sys.spawn<caf::detached>(stage_actor, std::move(setup));
+}
+
+caf::behavior reducer_actor(caf::event_based_actor* self, int dp) {
+  struct inbox {
+    std::vector<tensor_ref> parts;
+    std::vector<caf::actor> senders;
+    int count = 0;
+  };
+  auto box = std::make_shared<inbox>();
+  box->parts.resize(dp);
+  box->senders.resize(dp);
+  return {
+      [=](reduce_atom, int rank, tensor_ref flat) {
+        box->parts[rank] = flat;
+        box->senders[rank] = caf::actor_cast<caf::actor>(self->current_sender());
+        if (++box->count < dp) return;
+        // Sum in rank order, so every replica gets the same bits.
+        model::tensor sum = box->parts[0].t->clone();
+        float* s = sum.f32();
+        for (int r = 1; r < dp; ++r) {
+          const float* p = box->parts[r].t->f32();
+          for (int64_t i = 0; i < sum.numel(); ++i) s[i] += p[i];
+        }
+        auto ref = tensor_ref::make(std::move(sum));
+        for (auto& a : box->senders) self->send(a, reduced_atom::value, ref);
+        box->count = 0;
+        for (auto& p : box->parts) p = {};
+      },
+  };
+}
+
+}  // namespace merak::actors

@@ -1,0 +1,64 @@
+#pragma once
+// The pipeline stage actor: one per (dp rank, pipeline stage). Included only
+// by actors/*.cpp (it names CAF types).
+//
+// Protocol of one step (arrows are messages):
+//
+//   coordinator --step--> stage            reset the schedule
+//   coordinator/upstream --input(mb, v, x)--> stage
+//   downstream --grad(mb, v, dx)--> stage
+//   stage runs F/Fpc/R/B as its stage_scheduler allows, sending activations
+//   downstream, input gradients upstream and per-micro-batch losses to the
+//   coordinator; when every backward is done:
+//     [tied weights]  non-owner --tie(name, g)--> owner --tie(name, sum)--> non-owner
+//     [dp > 1]        stage --reduce(rank, flat)--> reducer --reduced(sum)--> stage
+//     stage --ready(dp, s, sum of squares, busy)--> coordinator
+//   coordinator --apply(lr, clip)--> stage --applied--> coordinator
+//
+// Any exception ends the actor after telling the coordinator what failed and
+// where (`failed`); the coordinator also monitors every stage.
+
+#include <caf/all.hpp>
+
+#include <string>
+#include <vector>
+
+#include "model/adamw.hpp"
+#include "model/graph.hpp"
+#include "partition/schedule.hpp"
+
+namespace merak::actors {
+
+struct stage_setup {
+  int dp_rank = 0, dp = 1;
+  int stage = 0, pp = 1;
+  const model::graph* graph = nullptr;
+  int first = 0, last = 0;  // node range
+  uint64_t seed = 0;
+  model::adamw_config adam;
+  partition::stage_policy policy;
+  float loss_scale = 1;  // 1 / (dp x micro-batches): the global mean
+  int threads = 1;
+  // Routing, by value id: which stage produces each input (-1: the
+  // coordinator), which stages read each output.
+  std::vector<int> input_producer;               // parallel to executor inputs
+  std::vector<std::vector<int>> output_readers;  // parallel to executor outputs
+  // Parameters shared with other stages (tied weights): name, owner stage,
+  // the other holders.
+  struct tie {
+    std::string name;
+    int owner;
+    std::vector<int> holders;
+  };
+  std::vector<tie> ties;
+  bool trace = false;
+};
+
+// Spawns a stage actor on its own thread; it waits for `wire` before anything.
+caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup);
+
+// Sums the flat gradients of the dp replicas of one stage, in rank order,
+// and sends the sum back to each.
+caf::behavior reducer_actor(caf::event_based_actor* self, int dp);
+
+}  // namespace merak::actors
