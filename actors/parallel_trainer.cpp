@@ -114,7 +114,7 @@ struct parallel_trainer::impl {
     }
     auto policies_full = par.recompute == recompute_mode::full;
     graph_inputs_of.assign(P, {});
-    for (int s = 0; s < P; ++s) reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D) : caf::actor{});
+    for (int s = 0; s < P; ++s) reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D, cores) : caf::actor{});
     stages.assign(D, std::vector<caf::actor>(P));
     for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s) {

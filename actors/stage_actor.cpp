@@ -247,7 +247,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           pump(self);
         });
       },
-      [=](input_atom, int mb, int value, tensor_ref x) {
+      [=](input_atom, int mb, int value, tensor_ref& x) {  // by reference: take() can move
         guarded(self, [&] {
           auto& st = self->state;
           auto& ins = st.exec->input_values();
@@ -263,7 +263,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           }
         });
       },
-      [=](grad_atom, int mb, int value, tensor_ref g) {
+      [=](grad_atom, int mb, int value, tensor_ref& g) {
         guarded(self, [&] {
           auto& st = self->state;
           auto& outs = st.exec->output_values();
@@ -346,7 +346,7 @@ caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup) {
   return sys.spawn<caf::detached>(stage_actor, std::move(setup));
 }
 
-caf::behavior reducer_actor(caf::event_based_actor* self, int dp) {
+caf::behavior reducer_actor(caf::event_based_actor* self, int dp, int threads) {
   struct inbox {
     std::vector<tensor_ref> parts;
     std::vector<caf::actor> senders;
@@ -360,12 +360,19 @@ caf::behavior reducer_actor(caf::event_based_actor* self, int dp) {
         box->parts[rank] = flat;
         box->senders[rank] = caf::actor_cast<caf::actor>(self->current_sender());
         if (++box->count < dp) return;
-        // Sum in rank order, so every replica gets the same bits.
-        model::tensor sum = box->parts[0].t->clone();
+        // Every element is summed in rank order, so every replica gets the
+        // same bits; the elements are split over the cores (the replicas
+        // wait for this sum and leave them idle).
+        const int64_t n = box->parts[0].t->numel();
+        model::tensor sum({n});
         float* s = sum.f32();
-        for (int r = 1; r < dp; ++r) {
-          const float* p = box->parts[r].t->f32();
-          for (int64_t i = 0; i < sum.numel(); ++i) s[i] += p[i];
+        std::vector<const float*> src;
+        for (auto& p : box->parts) src.push_back(p.t->f32());
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int64_t i = 0; i < n; ++i) {
+          float acc = src[0][i];
+          for (int r = 1; r < dp; ++r) acc += src[r][i];
+          s[i] = acc;
         }
         auto ref = tensor_ref::make(std::move(sum));
         for (auto& a : box->senders) self->send(a, reduced_atom::value, ref);

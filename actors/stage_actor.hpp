@@ -58,7 +58,7 @@ struct stage_setup {
 caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup);
 
 // Sums the flat gradients of the dp replicas of one stage, in rank order,
-// and sends the sum back to each.
-caf::behavior reducer_actor(caf::event_based_actor* self, int dp);
+// and sends the sum back to each; uses `threads` OpenMP threads.
+caf::behavior reducer_actor(caf::event_based_actor* self, int dp, int threads);
 
 }  // namespace merak::actors

@@ -109,6 +109,27 @@ PY
     expect_error "error: checkpoint path '$work/nowhere' does not exist" train --data "$work/text.txt" "${tiny[@]}" --steps 3 --load "$work/nowhere"
     mkdir "$work/emptydir"
     expect_error "neither a checkpoint directory" train --data "$work/text.txt" "${tiny[@]}" --steps 3 --load "$work/emptydir" ;;
+  parallel_trace)
+    "$merak" train --data "$work/text.txt" --layers 2 --dim 16 --heads 2 --seq 8 --batch 4 --steps 2 \
+      --pp 2 --dp 2 --micro-batches 2 --schedule shifted --trace "$work/trace.json" \
+      --metrics "$work/m.jsonl" --log-level warn
+    python3 - "$work/trace.json" "$work/m.jsonl" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
+stages = {e["tid"] for e in ev}
+assert stages == {0, 1}, f"expected slices on stages 0 and 1, got {stages}"
+names = {e["name"][0] for e in ev}
+assert "F" in names and "B" in names, names
+assert all(e["dur"] >= 0 for e in ev)
+m = [json.loads(l) for l in open(sys.argv[2])]
+assert all(0 <= l["bubble"] < 1 for l in m), m
+print("ok: trace with", len(ev), "slices; bubble", m[-1]["bubble"])
+PY
+    ;;
+  parallel_bad_split)
+    expect_error "error: --batch 4 does not split into --dp 3" train --data "$work/text.txt" "${tiny[@]}" --batch 4 --dp 3 --steps 1
+    expect_error "unknown schedule 'zigzag'" train --data "$work/text.txt" "${tiny[@]}" --pp 2 --schedule zigzag --steps 1 ;;
   *)
     echo "unknown case $case_name"
     exit 2 ;;
