@@ -6,6 +6,8 @@
 
 #include "apps/commands.hpp"
 #include "bench/benchmarks.hpp"
+#include "bench/svm_bench.hpp"
+#include "core/error.hpp"
 
 namespace merak::apps {
 
@@ -35,8 +37,38 @@ action add_bench_command(CLI::App& parent) {
   m->add_option("--threads", gemm->threads, "Compute threads (default: all cores)");
   m->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, gpt, gemm] {
+  auto sv = std::make_shared<bench::svm_bench_options>();
+  auto svp = std::make_shared<std::string>("l1");
+  auto svt = std::make_shared<double>(0.0);
+  auto svs = std::make_shared<std::string>("auto");
+  auto* s = b->add_subcommand("svm", "ADMM SVM fit: time, iterations, non-zeros, CV accuracy, peak memory");
+  s->add_option("--data", sv->data, "LIBSVM or CSV file (default: synthetic data)");
+  s->add_option("--format", sv->format, "libsvm, csv or auto")->capture_default_str();
+  s->add_option("--n", sv->synthetic.n, "Synthetic samples")->capture_default_str();
+  s->add_option("--p", sv->synthetic.p, "Synthetic features")->capture_default_str();
+  s->add_option("--density", sv->synthetic.density, "Synthetic share of non-zeros")->capture_default_str();
+  s->add_option("--seed", sv->synthetic.seed, "Synthetic data seed")->capture_default_str();
+  s->add_option("--penalty", *svp, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
+  s->add_option("--lambda", sv->fit.pen.lambda)->capture_default_str();
+  s->add_option("--theta", *svt, "Second penalty parameter (default per penalty)");
+  s->add_option("--rho1", sv->fit.admm.rho1, "(default: automatic)");
+  s->add_option("--rho2", sv->fit.admm.rho2, "(default: automatic)");
+  s->add_option("--tol", sv->fit.admm.rel_tol, "Relative tolerance (absolute: tol/10)")->capture_default_str();
+  s->add_option("--max-iter", sv->fit.admm.max_iter)->capture_default_str();
+  s->add_option("--solver", *svs, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
+  s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")->capture_default_str();
+  s->add_option("--folds", sv->folds, "Also cross-validate with F folds (sample i in fold i mod F)");
+  s->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+
+  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs] {
     nlohmann::json out;
+    if (b->got_subcommand(s)) {
+      sv->fit.pen.kind = svm::parse_penalty_kind(*svp);
+      sv->fit.pen.theta = *svt != 0 ? *svt : svm::default_theta(sv->fit.pen.kind);
+      sv->fit.admm.abs_tol = sv->fit.admm.rel_tol / 10;
+      sv->fit.admm.method = svm::parse_w_method(*svs);
+      out = bench::run_svm_bench(*sv);
+    }
     if (b->got_subcommand(g)) out = bench::run_gpt_bench(*gpt);
     if (b->got_subcommand(m)) out = bench::run_gemm_bench(*gemm);
     std::cout << out.dump() << std::endl;

@@ -16,7 +16,11 @@ void hinge_prox(const Eigen::VectorXd& v, double tau, Eigen::VectorXd& r) {
 void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double& rho2) {
   (void)p;
   rho2 = std::clamp(10.0 / double(std::max<int64_t>(n, 1)), 0.01, 0.1);
-  rho1 = std::max(1.0, 2.0 * pen.rho_threshold());
+  // Measured (sonar, golub, westbc, heart_scale, sparse synthetic): for L1 a
+  // larger rho1 reaches a lower objective at the same tolerance; for the
+  // nonconvex penalties it settles on worse stationary points, so they start
+  // small (above their prox threshold) and let residual balancing raise it.
+  rho1 = pen.kind == penalty_kind::l1 ? 10.0 : std::max(1.0, 2.0 * pen.rho_threshold());
 }
 
 namespace {
@@ -73,7 +77,8 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
     t.array() -= tbar;
     xc.transpose_times(t, xt);
     q = rho1 * (z - u1) + rho2 * xt;
-    solver->solve(q, w);
+    // Inexact w-step (CG only): a tenth of the last relative primal residual.
+    solver->solve(q, w, it == 1 ? 1.0 : 0.1 * res.primal_residual / std::sqrt(double(n)));
     b = tbar - xbar.dot(w);
     x.times(w, xw);
     m = y.array() * (xw.array() + b);

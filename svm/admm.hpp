@@ -47,9 +47,9 @@ struct admm_result {
   int64_t nnz() const { return (w.array() != 0).count(); }
 };
 
-// rho defaults for standardised data with n samples: rho2 of order 0.01-0.1
-// (the spec's advice for a hinge scaled by 1/n), rho1 above the penalty's
-// closed-form threshold.
+// rho defaults for standardised data with n samples: rho2 = 10/n clamped to
+// 0.01-0.1 (the spec's advice for a hinge scaled by 1/n); rho1 = 10 for L1,
+// max(1, twice the prox threshold) for the nonconvex penalties.
 void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double& rho2);
 
 // Called every iteration (when set) with the iteration number and residuals;

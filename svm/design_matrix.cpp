@@ -4,6 +4,12 @@
 
 namespace merak::svm {
 
+void design_matrix::sync() {
+  sparse_.makeCompressed();
+  sparse_t_ = sparse_.transpose();
+  sparse_t_.makeCompressed();
+}
+
 void design_matrix::times(const Eigen::VectorXd& w, Eigen::VectorXd& out) const {
   MERAK_CHECK(w.size() == cols());
   if (sparse_data_) out.noalias() = sparse_ * w;
@@ -12,7 +18,7 @@ void design_matrix::times(const Eigen::VectorXd& w, Eigen::VectorXd& out) const 
 
 void design_matrix::transpose_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
   MERAK_CHECK(v.size() == rows());
-  if (sparse_data_) out.noalias() = sparse_.transpose() * v;
+  if (sparse_data_) out.noalias() = sparse_t_ * v;
   else out.noalias() = dense_.transpose() * v;
 }
 
@@ -71,6 +77,7 @@ void design_matrix::scale_columns(const Eigen::VectorXd& s) {
   if (sparse_data_) {
     for (int64_t i = 0; i < sparse_.outerSize(); ++i)
       for (sparse_matrix::InnerIterator it(sparse_, i); it; ++it) it.valueRef() *= s[it.col()];
+    sync();
   } else {
     dense_ = dense_ * s.asDiagonal();
   }
@@ -98,6 +105,7 @@ void design_matrix::resize_cols(int64_t p) {
   if (p == cols()) return;
   if (sparse_data_) {
     sparse_.conservativeResize(sparse_.rows(), p);
+    sync();
   } else {
     dense_matrix d = dense_matrix::Zero(dense_.rows(), p);
     d.leftCols(dense_.cols()) = dense_;

@@ -1,6 +1,8 @@
 #pragma once
 // The data matrix X (n x p), dense or sparse (CSR), behind one interface so
-// that the solver never densifies sparse data. Rows are samples.
+// that the solver never densifies sparse data. Rows are samples. Sparse data
+// also keeps X^T in CSR (twice the memory) so that both X w and X^T v are
+// row-wise gathers, which Eigen runs on all OpenMP threads.
 
 #include <Eigen/Core>
 #include <Eigen/SparseCore>
@@ -17,9 +19,7 @@ class design_matrix {
  public:
   design_matrix() = default;
   explicit design_matrix(dense_matrix x) : dense_(std::move(x)), sparse_data_(false) {}
-  explicit design_matrix(sparse_matrix x) : sparse_(std::move(x)), sparse_data_(true) {
-    sparse_.makeCompressed();
-  }
+  explicit design_matrix(sparse_matrix x) : sparse_(std::move(x)), sparse_data_(true) { sync(); }
 
   bool is_sparse() const { return sparse_data_; }
   int64_t rows() const { return sparse_data_ ? sparse_.rows() : dense_.rows(); }
@@ -48,8 +48,10 @@ class design_matrix {
   void resize_cols(int64_t p);
 
  private:
+  void sync();  // rebuilds sparse_t_ from sparse_
   dense_matrix dense_;
   sparse_matrix sparse_;
+  sparse_matrix sparse_t_;  // X^T (p x n), CSR
   bool sparse_data_ = false;
 };
 

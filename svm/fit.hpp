@@ -24,6 +24,7 @@ struct fit_result {
   bool converged = false;
   double time_s = 0;
   w_method method = w_method::automatic;
+  int64_t cg_iterations = 0;  // inner CG iterations (cg w-step only)
   double rho1 = 0, rho2 = 0;
 };
 

@@ -2,6 +2,8 @@
 
 #include <Eigen/Cholesky>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace merak::svm {
@@ -27,7 +29,7 @@ class cholesky_solver final : public w_solver {
     if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
     ratio_ = rho1 / rho2, rho2_ = rho2;
   }
-  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) override { w = llt_.solve(q) / rho2_; }
+  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override { w = llt_.solve(q) / rho2_; }
   w_method method() const override { return w_method::cholesky; }
 
  private:
@@ -46,7 +48,7 @@ class woodbury_solver final : public w_solver {
     if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
     ratio_ = rho1 / rho2, rho1_ = rho1;
   }
-  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) override {
+  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override {
     m_.times(q, mq_);             // (n)
     mq_ = llt_.solve(mq_);
     m_.transpose_times(mq_, w);   // (d)
@@ -72,8 +74,9 @@ class cg_solver final : public w_solver {
     rho1_ = rho1, rho2_ = rho2;
     inv_diag_ = (rho1 + rho2 * colsq_.array()).inverse().matrix();
   }
-  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) override {
+  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double tol_hint) override {
     if (w.size() != q.size()) w = Eigen::VectorXd::Zero(q.size());
+    const double tol = std::clamp(tol_hint, o_.rel_tol, std::max(o_.rel_tol, o_.max_rel_tol));
     const double qn = q.norm();
     if (qn == 0) { w.setZero(); return; }
     apply(w, ap_);
@@ -81,7 +84,7 @@ class cg_solver final : public w_solver {
     Eigen::VectorXd z = inv_diag_.cwiseProduct(r);
     Eigen::VectorXd d = z;
     double rz = r.dot(z);
-    for (int k = 0; k < o_.max_iter && r.norm() > o_.rel_tol * qn; ++k) {
+    for (int k = 0; k < o_.max_iter && r.norm() > tol * qn; ++k) {
       apply(d, ap_);
       const double alpha = rz / d.dot(ap_);
       w += alpha * d;

@@ -21,7 +21,11 @@ w_method parse_w_method(std::string_view name);  // "auto", "cholesky", "woodbur
 const char* w_method_name(w_method m);
 
 struct cg_options {
-  double rel_tol = 1e-8;  // stop when |residual| <= rel_tol * |q|
+  // Stop when |residual| <= tol * |q|, tol = the hint given to solve()
+  // clamped to [rel_tol, max_rel_tol]. ADMM hints a tolerance that shrinks
+  // with its own residuals (inexact ADMM): loose early, tight at the end.
+  double rel_tol = 1e-8;
+  double max_rel_tol = 1e-3;
   int max_iter = 500;
 };
 
@@ -29,8 +33,9 @@ class w_solver {
  public:
   virtual ~w_solver() = default;
   virtual void set_rho(double rho1, double rho2) = 0;
-  // w: on entry a warm start (used by CG), on exit the solution.
-  virtual void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w) = 0;
+  // w: on entry a warm start (used by CG), on exit the solution. tol_hint:
+  // the relative accuracy the caller needs (used by CG; 0: the tightest).
+  virtual void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double tol_hint = 0) = 0;
   virtual w_method method() const = 0;
   // Iterations of the inner solver so far (CG); 0 for direct solvers.
   virtual int64_t inner_iterations() const { return 0; }

@@ -99,7 +99,7 @@ TEST_CASE("Cholesky, Woodbury and CG w-steps give the same fit", "[svm][admm]") 
     o.method = w_method::woodbury;
     admm_result b = admm_solve(d.x, d.y, pen, o);
     o.method = w_method::cg;
-    o.cg.rel_tol = 1e-12;
+    o.cg.rel_tol = o.cg.max_rel_tol = 1e-12;
     admm_result c = admm_solve(d.x, d.y, pen, o);
     INFO("n=" << shape.first << " p=" << shape.second);
     CHECK(a.method == w_method::cholesky);

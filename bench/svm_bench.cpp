@@ -1,0 +1,57 @@
+#include <chrono>
+
+#include "bench/svm_bench.hpp"
+#include "core/process_stats.hpp"
+#include "svm/data_reader.hpp"
+#include "svm/fit.hpp"
+#include "svm/objective.hpp"
+#include "svm/synthetic.hpp"
+
+namespace merak::bench {
+
+nlohmann::json run_svm_bench(const svm_bench_options& o) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  svm::dataset d = o.data.empty() ? svm::make_synthetic(o.synthetic)
+                                  : svm::read_data(o.data, svm::parse_data_format(o.format, o.data));
+  const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
+  nlohmann::json out{{"benchmark", "svm"},
+                     {"data", o.data.empty() ? "synthetic" : o.data},
+                     {"samples", d.rows()},
+                     {"features", d.cols()},
+                     {"stored_entries", d.x.nnz()},
+                     {"sparse", d.x.is_sparse()},
+                     {"penalty", svm::penalty_name(o.fit.pen.kind)},
+                     {"lambda", o.fit.pen.lambda},
+                     {"theta", o.fit.pen.theta},
+                     {"workers", o.fit.workers},
+                     {"load_s", load_s}};
+  if (o.folds >= 2) {
+    svm::cv_result cv = svm::cross_validate(d, o.folds, o.fit);
+    out["folds"] = o.folds;
+    out["cv_accuracy"] = cv.accuracy;
+    out["cv_mean_nnz"] = cv.mean_nnz;
+    out["cv_time_s"] = cv.time_s;
+    out["cv_fit_s"] = cv.time_s / o.folds;
+  }
+  const auto t1 = clock::now();
+  svm::fit_result r = svm::fit(d, o.fit);
+  const double fit_wall = std::chrono::duration<double>(clock::now() - t1).count();
+  out["objective"] = r.objective;
+  out["iterations"] = r.iterations;
+  out["converged"] = r.converged;
+  out["nnz"] = r.model.nnz();
+  out["accuracy"] = svm::accuracy(d.y, svm::predict_labels(d.x, r.model.w, r.model.b));
+  out["time_s"] = r.time_s;
+  out["fit_wall_s"] = fit_wall;  // includes standardisation
+  if (o.fit.workers == 1) {
+    out["solver"] = svm::w_method_name(r.method);
+    out["cg_iterations"] = r.cg_iterations;
+    out["rho1"] = r.rho1;
+    out["rho2"] = r.rho2;
+  }
+  out["peak_rss_mb"] = double(peak_rss_bytes()) / (1 << 20);
+  return out;
+}
+
+}  // namespace merak::bench
