@@ -93,7 +93,10 @@ struct parallel_trainer::impl {
     cfg = std::make_unique<caf::actor_system_config>();
     cfg->add_message_type<tensor_ref>("merak.tensor_ref");
     cfg->add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
-    cfg->set("scheduler.max-threads", 2);
+    // Stages are detached threads; the reducers share one worker that sleeps
+    // when idle (the work-stealing default polls, taking CPU from the stages).
+    cfg->set("scheduler.policy", caf::atom("sharing"));
+    cfg->set("scheduler.max-threads", 1);
     cfg->set("logger.console", caf::atom("none"));
     sys = std::make_unique<caf::actor_system>(*cfg);
     self = std::make_unique<caf::scoped_actor>(*sys);

@@ -197,11 +197,15 @@ void finish_backward(caf::stateful_actor<stage_state>* self) {
 void pump(caf::stateful_actor<stage_state>* self) {
   auto& st = self->state;
   if (!st.sched || st.finishing) return;
-  if (auto o = st.sched->next()) {
+  while (auto o = st.sched->next()) {
     run_op(self, *o);
     st.sched->completed(*o);
-    self->send(self, run_atom::value);  // let arrivals in before the next choice
-    return;
+    // Arrivals may change the next choice: let them in first. With an empty
+    // mailbox, go on directly (a message to self costs a few microseconds).
+    if (!self->mailbox().empty()) {
+      self->send(self, run_atom::value);
+      return;
+    }
   }
   if (st.sched->done()) {
     st.finishing = true;

@@ -16,8 +16,13 @@ namespace {
 using clock = std::chrono::steady_clock;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 
-void spin_us(double us) {
+// Occupies the stage for `us`. With a core per stage it spins (exact); with
+// more stages than cores it sleeps first, so that the stages run side by side
+// as devices would, at the price of the sleep's overshoot (tens of us).
+void work_us(double us, bool may_sleep) {
   auto until = clock::now() + std::chrono::nanoseconds(int64_t(us * 1e3));
+  auto sleep_until = until - std::chrono::microseconds(100);
+  if (may_sleep && clock::now() < sleep_until) std::this_thread::sleep_until(sleep_until);
   while (clock::now() < until) {
   }
 }
@@ -54,14 +59,18 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
         cost = o.t_b_us + (st.sched->policy().recompute_in_backward ? o.t_r_us : 0);
         break;
     }
-    spin_us(cost);
+    work_us(cost, o.pp > int(std::thread::hardware_concurrency()));
     st.busy_us += cost;
     st.order.push_back(*op);
     st.sched->completed(*op);
     bool fwd = op->kind == partition::op_kind::F || op->kind == partition::op_kind::Fpc;
     if (fwd && s + 1 < int(st.stages.size())) self->send(st.stages[s + 1], input_atom::value, op->mb);
     if (op->kind == partition::op_kind::B && s > 0) self->send(st.stages[s - 1], grad_atom::value, op->mb);
-    self->send(self, run_atom::value);
+    // Let waiting messages in before the next choice; with none, go on.
+    if (!self->mailbox().empty())
+      self->send(self, run_atom::value);
+    else
+      pump_ref(pump_ref);
   };
   return {
       [=](wire_atom, std::vector<caf::actor> stages, caf::actor coordinator) {
@@ -78,10 +87,12 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
         pump(pump);
       },
       [=](input_atom, int mb) {
+        MERAK_CHECK(self->state.sched, "stage {} got an activation before its step", s);
         self->state.sched->activation_arrived(mb);
         pump(pump);
       },
       [=](grad_atom, int mb) {
+        MERAK_CHECK(self->state.sched, "stage {} got a gradient before its step", s);
         self->state.sched->gradient_arrived(mb);
         pump(pump);
       },
@@ -97,6 +108,11 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
                                           [](int, int, int) { return 0.0; });
   caf::actor_system_config cfg;
   cfg.set("logger.console", caf::atom("none"));
+  // Stages are detached; the few event-based actors share one worker that
+  // sleeps when idle (the work-stealing default polls and takes CPU time from
+  // the stages on a small machine).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", 1);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::vector<caf::actor> stages;
@@ -107,7 +123,8 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
   double bubble = 0;
   for (int step = 0; step < o.steps; ++step) {
     auto t0 = clock::now();
-    for (auto& a : stages) self->send(a, step_atom::value);
+    // Last stage first: a stage has its step before anything can reach it.
+    for (auto it = stages.rbegin(); it != stages.rend(); ++it) self->send(*it, step_atom::value);
     std::vector<double> busy(o.pp, 0);
     std::vector<std::string> orders(o.pp);
     for (int i = 0; i < o.pp; ++i)

@@ -6,7 +6,9 @@
 
 #include "apps/commands.hpp"
 #include "bench/benchmarks.hpp"
+#include "actors/synthetic_pipeline.hpp"
 #include "bench/svm_bench.hpp"
+#include "partition/schedule.hpp"
 #include "core/error.hpp"
 
 namespace merak::apps {
@@ -60,7 +62,21 @@ action add_bench_command(CLI::App& parent) {
   s->add_option("--folds", sv->folds, "Also cross-validate with F folds (sample i in fold i mod F)");
   s->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs] {
+  auto pipe = std::make_shared<actors::synthetic_pipeline_options>();
+  auto pipe_schedule = std::make_shared<std::string>("1f1b");
+  auto* pl = b->add_subcommand("pipeline", "Stage actors running synthetic ops of known cost: "
+                                            "measured step and bubble against the simulator");
+  pl->add_option("--pp", pipe->pp)->capture_default_str();
+  pl->add_option("--micro-batches", pipe->micro_batches)->capture_default_str();
+  pl->add_option("--schedule", *pipe_schedule, "gpipe, 1f1b or shifted")->capture_default_str();
+  pl->add_flag("--full-recompute", pipe->full_recompute);
+  pl->add_option("--t-f-us", pipe->t_f_us, "Forward cost (microseconds)")->capture_default_str();
+  pl->add_option("--t-b-us", pipe->t_b_us, "Backward cost (microseconds)")->capture_default_str();
+  pl->add_option("--t-r-us", pipe->t_r_us, "Recomputation cost (microseconds)")->capture_default_str();
+  pl->add_option("--steps", pipe->steps, "Steps (the median is reported)")->capture_default_str();
+  pl->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+
+  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, pl, pipe, pipe_schedule] {
     nlohmann::json out;
     if (b->got_subcommand(s)) {
       sv->fit.pen.kind = svm::parse_penalty_kind(*svp);
@@ -70,6 +86,16 @@ action add_bench_command(CLI::App& parent) {
       out = bench::run_svm_bench(*sv);
     }
     if (b->got_subcommand(g)) out = bench::run_gpt_bench(*gpt);
+    if (b->got_subcommand(pl)) {
+      pipe->schedule = partition::parse_schedule(*pipe_schedule);
+      auto r = actors::run_synthetic_pipeline(*pipe);
+      out = {{"benchmark", "pipeline"}, {"pp", pipe->pp}, {"micro_batches", pipe->micro_batches},
+             {"schedule", *pipe_schedule}, {"full_recompute", pipe->full_recompute},
+             {"t_f_us", pipe->t_f_us}, {"t_b_us", pipe->t_b_us}, {"t_r_us", pipe->t_r_us},
+             {"step_us", r.makespan_us}, {"simulated_step_us", r.simulated_makespan_us},
+             {"bubble", r.bubble}, {"simulated_bubble", r.simulated_bubble},
+             {"overhead_us_per_op", r.overhead_us_per_op}, {"orders_match_simulator", r.orders_match}};
+    }
     if (b->got_subcommand(m)) out = bench::run_gemm_bench(*gemm);
     std::cout << out.dump() << std::endl;
     return 0;
