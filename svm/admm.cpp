@@ -58,7 +58,7 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
 
   Eigen::VectorXd w = Eigen::VectorXd::Zero(p), z = w, u1 = w, z_prev(p);  // (p)
   Eigen::VectorXd r = Eigen::VectorXd::Ones(n), u2 = Eigen::VectorXd::Zero(n), r_prev(n);  // (n)
-  Eigen::VectorXd t(n), xt(p), q(p), xw(n), m(n), v(n);
+  Eigen::VectorXd t(n), q(p), xw(n), m(n), v(n);
   double b = 0;
   const double sqrt_dim = std::sqrt(double(n + p));
   admm_result res;
@@ -75,13 +75,12 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
     t = y.array() * (1.0 - r.array() - u2.array());
     const double tbar = t.mean();
     t.array() -= tbar;
-    xc.transpose_times(t, xt);
-    q = rho1 * (z - u1) + rho2 * xt;
-    // Inexact w-step (CG only): a tenth of the last relative primal residual.
-    solver->solve(q, w, it == 1 ? 1.0 : 0.1 * res.primal_residual / std::sqrt(double(n)));
+    q = z - u1;
+    // w = (rho1 I + rho2 X_c^T X_c)^-1 (rho1 q + rho2 X_c^T t), xw = X_c w.
+    // Inexact for CG: a tenth of the last relative primal residual.
+    solver->solve_split(q, t, w, xw, it == 1 ? 1.0 : 0.1 * res.primal_residual / std::sqrt(double(n)));
     b = tbar - xbar.dot(w);
-    x.times(w, xw);
-    m = y.array() * (xw.array() + b);
+    m = y.array() * (xw.array() + tbar);  // X w + b = X_c w + tbar
     // r, z: the second block (separable).
     r_prev.swap(r);
     z_prev.swap(z);

@@ -35,18 +35,18 @@ consensus_worker::consensus_worker(dataset shard, int64_t n_total, double rho1, 
 const Eigen::VectorXd& consensus_worker::local_step(const Eigen::VectorXd& zeta) {
   MERAK_CHECK(zeta.size() == p_ + 1);
   const auto& y = shard_.y;
-  tmp_ = y.array() * (1.0 - r_.array() - u2_.array());  // Y (1 - r - U2)
-  a_->transpose_times(tmp_, q_);                        // [X 1]^T Y (...) = A^T (...)
-  q_ = rho1_ * (zeta - u1_) + rho2_ * q_;
-  solver_->solve(q_, theta_);  // A^T A = [X 1]^T [X 1] since Y^2 = I
+  // A^T v = [X 1]^T (Y v) and A^T A = [X 1]^T [X 1] (Y^2 = I): solve with
+  // M = [X 1], a = zeta - U1, t = Y (1 - r - U2); keep M theta for m_k.
+  tmp_ = y.array() * (1.0 - r_.array() - u2_.array());
+  q_ = zeta - u1_;
+  solver_->solve_split(q_, tmp_, theta_, mtheta_);
   send_ = theta_ + u1_;
   return send_;
 }
 
 worker_residuals consensus_worker::dual_step(const Eigen::VectorXd& zeta) {
   const auto& y = shard_.y;
-  a_->times(theta_, m_);
-  m_ = y.cwiseProduct(m_);
+  m_ = y.cwiseProduct(mtheta_);
   worker_residuals res;
   tmp_ = 1.0 - m_.array() - u2_.array();
   Eigen::VectorXd r_prev = r_;

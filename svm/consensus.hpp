@@ -69,7 +69,7 @@ class consensus_worker {
   double rho1_, rho2_;
   std::unique_ptr<design_operator> a_;  // [X_k, 1]
   std::unique_ptr<w_solver> solver_;
-  Eigen::VectorXd theta_, u1_, r_, u2_, m_, send_, tmp_, q_;
+  Eigen::VectorXd theta_, u1_, r_, u2_, m_, mtheta_, send_, tmp_, q_;
 };
 
 class consensus_reducer {

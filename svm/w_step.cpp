@@ -20,14 +20,15 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& gram, double diag) {
 // rho1 I + rho2 M^T M, factored.
 class cholesky_solver final : public w_solver {
  public:
-  cholesky_solver(const design_operator& m, double rho1, double rho2) : gram_(m.gram_cols()) {
+  cholesky_solver(const design_operator& m, double rho1, double rho2)
+      : w_solver(m, rho1, rho2), gram_(m.gram_cols()) {
     set_rho(rho1, rho2);
   }
   // Factors (rho1/rho2) I + M^T M, so that scaling both rhos together (what
   // residual balancing does) needs no new factorisation.
   void set_rho(double rho1, double rho2) override {
     if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
-    ratio_ = rho1 / rho2, rho2_ = rho2;
+    ratio_ = rho1 / rho2, rho1_ = rho1, rho2_ = rho2;
   }
   void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override { w = llt_.solve(q) / rho2_; }
   w_method method() const override { return w_method::cholesky; }
@@ -35,18 +36,34 @@ class cholesky_solver final : public w_solver {
  private:
   Eigen::MatrixXd gram_;  // M^T M (d x d)
   Eigen::LLT<Eigen::MatrixXd> llt_;
-  double ratio_ = -1, rho2_ = 1;
+  double ratio_ = -1;
 };
 
 // (rho1 I + rho2 M^T M)^-1 = (I - M^T ((rho1/rho2) I + M M^T)^-1 M) / rho1.
 class woodbury_solver final : public w_solver {
  public:
-  woodbury_solver(const design_operator& m, double rho1, double rho2) : m_(m), gram_(m.gram_rows()) {
+  woodbury_solver(const design_operator& m, double rho1, double rho2)
+      : w_solver(m, rho1, rho2), gram_(m.gram_rows()) {
     set_rho(rho1, rho2);
   }
   void set_rho(double rho1, double rho2) override {
     if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
-    ratio_ = rho1 / rho2, rho1_ = rho1;
+    ratio_ = rho1 / rho2, rho1_ = rho1, rho2_ = rho2;
+  }
+  // With q = rho1 a + rho2 M^T t and G = M M^T:
+  //   M q = rho1 M a + rho2 G t,  s = C^-1 M q,
+  //   w = a + M^T g,  M w = M a + G g,  where g = (rho2/rho1) t - s/rho1.
+  void solve_split(const Eigen::VectorXd& a, const Eigen::VectorXd& t, Eigen::VectorXd& w,
+                   Eigen::VectorXd& mw, double) override {
+    m_.times(a, ma_);                                   // (n)
+    g_.noalias() = gram_.selfadjointView<Eigen::Lower>() * t;
+    g_ = rho1_ * ma_ + rho2_ * g_;                      // M q
+    g_ = llt_.solve(g_);                                // C^-1 M q
+    g_ = (rho2_ / rho1_) * t - g_ / rho1_;
+    m_.transpose_times(g_, w);
+    w += a;
+    mw.noalias() = gram_.selfadjointView<Eigen::Lower>() * g_;
+    mw += ma_;
   }
   void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override {
     m_.times(q, mq_);             // (n)
@@ -57,17 +74,16 @@ class woodbury_solver final : public w_solver {
   w_method method() const override { return w_method::woodbury; }
 
  private:
-  const design_operator& m_;
   Eigen::MatrixXd gram_;  // M M^T (n x n)
   Eigen::LLT<Eigen::MatrixXd> llt_;
-  double ratio_ = -1, rho1_ = 1;
-  Eigen::VectorXd mq_;
+  double ratio_ = -1;
+  Eigen::VectorXd mq_, ma_, g_;
 };
 
 class cg_solver final : public w_solver {
  public:
   cg_solver(const design_operator& m, double rho1, double rho2, cg_options o)
-      : m_(m), o_(o), colsq_(m.col_sq_norms()) {
+      : w_solver(m, rho1, rho2), o_(o), colsq_(m.col_sq_norms()) {
     set_rho(rho1, rho2);
   }
   void set_rho(double rho1, double rho2) override {
@@ -105,14 +121,20 @@ class cg_solver final : public w_solver {
     m_.transpose_times(mx_, out);
     out = rho1_ * x + rho2_ * out;
   }
-  const design_operator& m_;
   cg_options o_;
   Eigen::VectorXd colsq_, inv_diag_, ap_, mx_;
-  double rho1_ = 1, rho2_ = 1;
   int64_t iters_ = 0;
 };
 
 }  // namespace
+
+void w_solver::solve_split(const Eigen::VectorXd& a, const Eigen::VectorXd& t, Eigen::VectorXd& w,
+                           Eigen::VectorXd& mw, double tol_hint) {
+  m_.transpose_times(t, q_);
+  q_ = rho1_ * a + rho2_ * q_;
+  solve(q_, w, tol_hint);
+  m_.times(w, mw);
+}
 
 w_method parse_w_method(std::string_view name) {
   if (name == "auto") return w_method::automatic;

@@ -36,9 +36,20 @@ class w_solver {
   // w: on entry a warm start (used by CG), on exit the solution. tol_hint:
   // the relative accuracy the caller needs (used by CG; 0: the tightest).
   virtual void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double tol_hint = 0) = 0;
+  // The ADMM form: solves for q = rho1 a + rho2 M^T t (a: d, t: n) and also
+  // returns mw = M w (n). The default forms q and multiplies; Woodbury fuses
+  // it into one product with M and one with M^T, using its cached M M^T.
+  virtual void solve_split(const Eigen::VectorXd& a, const Eigen::VectorXd& t, Eigen::VectorXd& w,
+                           Eigen::VectorXd& mw, double tol_hint = 0);
   virtual w_method method() const = 0;
   // Iterations of the inner solver so far (CG); 0 for direct solvers.
   virtual int64_t inner_iterations() const { return 0; }
+
+ protected:
+  w_solver(const design_operator& m, double rho1, double rho2) : m_(m), rho1_(rho1), rho2_(rho2) {}
+  const design_operator& m_;
+  double rho1_, rho2_;  // kept current by each set_rho
+  Eigen::VectorXd q_;
 };
 
 // `automatic` picks cholesky when d <= n and d <= dense_limit, woodbury when

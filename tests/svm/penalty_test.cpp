@@ -103,3 +103,15 @@ TEST_CASE("bad penalty names and parameters are refused with the flag named", "[
   CHECK_THROWS_WITH((penalty{penalty_kind::mcp, 0.1, 1.0}.validate()), Catch::Contains("--theta (MCP gamma) must be > 1"));
   CHECK_THROWS_WITH((penalty{penalty_kind::l1, -1, 0}.validate()), Catch::Contains("--lambda must be >= 0"));
 }
+
+TEST_CASE("the vector prox equals the scalar prox elementwise", "[svm][penalty]") {
+  Eigen::VectorXd v = Eigen::VectorXd::LinSpaced(401, -4.0, 4.0);
+  for (auto kind : {penalty_kind::l1, penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp, penalty_kind::capped_l1}) {
+    penalty p{kind, 0.7, kind == penalty_kind::l1 ? 0.0 : default_theta(kind)};
+    for (double rho : {0.1, 1.0, 5.0}) {
+      Eigen::VectorXd out;
+      p.prox(v, rho, out);
+      for (Eigen::Index j = 0; j < v.size(); ++j) CHECK(out[j] == p.prox(v[j], rho));
+    }
+  }
+}
