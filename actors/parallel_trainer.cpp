@@ -19,6 +19,7 @@
 #include "model/executor.hpp"
 #include "model/gemm.hpp"
 #include "model/gpt.hpp"
+#include "partition/recompute.hpp"
 #include "partition/stages.hpp"
 
 namespace merak::actors {
@@ -51,6 +52,7 @@ struct parallel_trainer::impl {
   model::text_corpus corpus;
   model::graph graph;
   std::vector<int> bounds;
+  partition::recompute_plan plan;
   model::lr_schedule schedule;
   int64_t step = 0;
   double bubble = 0;
@@ -116,6 +118,30 @@ struct parallel_trainer::impl {
           if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
     }
     auto policies_full = par.recompute == recompute_mode::full;
+    // Recomputation negotiated from each stage's memory (computed here from
+    // the graph: the figures a stage would report).
+    {
+      std::vector<partition::stage_memory> mem;
+      const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
+      for (int s = 0; s < P; ++s) {
+        auto pol = partition::make_policy(par.schedule, P, par.micro_batches, s, policies_full);
+        int in_flight = pol.limited ? std::max(pol.warm, pol.steady) : par.micro_batches;
+        mem.push_back(partition::describe_stage(graph, s, bounds[s], bounds[s + 1], tokens, in_flight));
+      }
+      if (par.recompute == recompute_mode::stage_aware)
+        plan = par.memory_budget > 0 ? partition::plan_for_budget(mem, par.memory_budget)
+                                     : partition::plan_stage_aware(mem, par.recompute_ratio);
+      else
+        plan = partition::plan_stage_aware(mem, 0.0);  // nothing checkpointed by the plan
+      if (par.recompute == recompute_mode::none && par.memory_budget > 0)
+        for (int s = 0; s < P; ++s)
+          if (plan.bytes[s] > par.memory_budget)
+            fail("stage {} needs {} bytes without recomputation, more than --memory-budget {} "
+                 "(try --recompute stage-aware)",
+                 s, plan.bytes[s], par.memory_budget);
+      if (par.recompute == recompute_mode::none || par.recompute == recompute_mode::full)
+        for (auto& n : plan.nodes) n = 0;
+    }
     graph_inputs_of.assign(P, {});
     for (int s = 0; s < P; ++s) reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D, cores) : caf::actor{});
     stages.assign(D, std::vector<caf::actor>(P));
@@ -135,6 +161,7 @@ struct parallel_trainer::impl {
         su.loss_scale = 1.0f / float(D * par.micro_batches);
         su.threads = per_actor;
         su.trace = !par.trace_path.empty();
+        su.checkpoint_nodes = plan.nodes[s];
         // Routing: which stage sends each input, which stages read each output.
         auto [ins, outs] = boundary(s);
         for (int v : ins) {
@@ -342,5 +369,6 @@ double parallel_trainer::last_bubble_fraction() const { return impl_->bubble; }
 double parallel_trainer::validation_loss() { return impl_->validation_loss(); }
 int64_t parallel_trainer::step() const { return impl_->step; }
 const std::vector<int>& parallel_trainer::stage_bounds() const { return impl_->bounds; }
+std::string parallel_trainer::recompute_plan() const { return impl_->plan.str(); }
 
 }  // namespace merak::actors

@@ -22,7 +22,10 @@
 
 namespace merak::actors {
 
-enum class recompute_mode { none, full };
+// none: keep every activation; full: every stage but the last keeps only its
+// input (1F1B/GPipe with full recomputation); stage_aware: the spec's
+// per-stage plan (formula, or the least recomputation that fits a budget).
+enum class recompute_mode { none, full, stage_aware };
 
 struct parallel_options {
   int dp = 1;
@@ -30,6 +33,8 @@ struct parallel_options {
   int micro_batches = 1;  // per replica and step
   partition::schedule_kind schedule = partition::schedule_kind::one_f_one_b;
   recompute_mode recompute = recompute_mode::none;
+  double recompute_ratio = 0.75;  // stage 0's share of recomputed layers (stage_aware)
+  int64_t memory_budget = 0;      // bytes per stage actor; 0: no limit
   int threads = 0;          // compute threads in all (0: every core)
   double timeout_s = 300;   // longest wait for any actor before the step fails
   std::string trace_path;   // Chrome-trace JSON of the last step ("" = none)
@@ -58,6 +63,8 @@ class parallel_trainer {
   int64_t step() const;
   // Stage s runs graph nodes [bounds[s], bounds[s+1]).
   const std::vector<int>& stage_bounds() const;
+  // The negotiated recomputation, one entry per stage.
+  std::string recompute_plan() const;
 
  private:
   struct impl;

@@ -50,6 +50,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
   st.cfg = std::move(cfg);
   st.store = std::make_unique<model::parameter_store>(st.cfg.seed);
   st.exec = std::make_unique<model::executor>(*st.cfg.graph, *st.store, st.cfg.first, st.cfg.last);
+  st.exec->set_checkpoint(st.cfg.checkpoint_nodes);
   st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
   for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
 }

@@ -51,6 +51,7 @@ struct stage_setup {
     std::vector<int> holders;
   };
   std::vector<tie> ties;
+  int checkpoint_nodes = 0;  // leading nodes recomputed in backward (stage-aware plan)
   bool trace = false;
 };
 

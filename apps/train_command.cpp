@@ -87,15 +87,19 @@ int run_train(train_flags& f) {
     f.par.recompute = actors::recompute_mode::none;
   else if (f.recompute == "full")
     f.par.recompute = actors::recompute_mode::full;
+  else if (f.recompute == "stage-aware")
+    f.par.recompute = actors::recompute_mode::stage_aware;
   else
-    fail("unknown --recompute '{}' (expected none or full)", f.recompute);
+    fail("unknown --recompute '{}' (expected none, full or stage-aware)", f.recompute);
   f.par.threads = f.threads;
-  const bool parallel = f.par.dp * f.par.pp * f.par.micro_batches > 1 || !f.par.trace_path.empty();
+  const bool parallel = f.par.dp * f.par.pp * f.par.micro_batches > 1 || !f.par.trace_path.empty() ||
+                        f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
   if (parallel) {
     actors::parallel_trainer tr(f.opts, f.par);
     spdlog::info("model {} on dp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}",
                  f.opts.model.str(), f.par.dp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
                  f.par.micro_batches, f.schedule);
+    spdlog::info("recomputation: {}", tr.recompute_plan());
     return train_loop(f, tr, true);
   }
   model::trainer tr(f.opts);
@@ -143,7 +147,12 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--micro-batches", f->par.micro_batches, "Micro-batches per replica and step")
       ->capture_default_str();
   c->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b or shifted")->capture_default_str();
-  c->add_option("--recompute", f->recompute, "Recomputation: none or full")->capture_default_str();
+  c->add_option("--recompute", f->recompute, "Recomputation: none, full or stage-aware")->capture_default_str();
+  c->add_option("--recompute-ratio", f->par.recompute_ratio,
+                "Stage-aware: share of stage 0's layers recomputed (later stages less)")
+      ->capture_default_str();
+  c->add_option("--memory-budget", f->par.memory_budget,
+                "Bytes per stage; stage-aware recomputation picks the least that fits");
   c->add_option("--trace", f->par.trace_path, "Write a Chrome-trace JSON of the last step");
   c->add_option("--step-timeout", f->par.timeout_s, "Seconds any actor may stay silent before the run fails")
       ->capture_default_str();

@@ -53,11 +53,17 @@ executor::micro_batch& executor::state(int mb) {
   return it->second;
 }
 
-void executor::run_forward(micro_batch& s, std::vector<tensor>* emit) {
+void executor::set_checkpoint(int nodes) {
+  if (nodes < 0 || nodes > last_ - first_)
+    fail("checkpoint of {} nodes outside a range of {}", nodes, last_ - first_);
+  checkpoint_ = nodes;
+}
+
+void executor::run_forward(micro_batch& s, int from, int to, std::vector<tensor>* emit) {
   auto& nodes = graph_.nodes();
   std::vector<const tensor*> in;
   std::vector<shape_t> in_shapes;
-  for (int n = first_; n < last_; ++n) {
+  for (int n = from; n < to; ++n) {
     in.clear();
     in_shapes.clear();
     for (int v : nodes[n].inputs) {
@@ -71,9 +77,9 @@ void executor::run_forward(micro_batch& s, std::vector<tensor>* emit) {
     double t0 = profiling_ ? now_s() : 0;
     layers_[n - first_]->forward(in, out, st);
     if (profiling_) profile_[nodes[n].kind].forward_s += now_s() - t0;
+    pool_.release(std::move(s.values[nodes[n].output]));  // a kept copy, when recomputing
     s.values[nodes[n].output] = std::move(out);
   }
-  s.stashed = true;
   if (emit) {
     for (int v : outputs_) {
       // A value also read inside this range stays here: send a copy.
@@ -100,7 +106,7 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
   forward_result r;
   auto& stored = batches_.emplace(mb, std::move(s)).first->second;
   try {
-    run_forward(stored, &r.outputs);
+    run_forward(stored, first_, last_, &r.outputs);
   } catch (...) {
     release(stored);
     batches_.erase(mb);
@@ -112,29 +118,38 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
     for (float l : losses.span_f32()) sum += l;
     r.loss = sum / double(losses.numel());
   }
-  if (!keep_stash) drop_activations(stored);
+  int until = keep_stash ? first_ + checkpoint_ : last_;
+  if (until > first_) drop_activations(stored, until);
   return r;
 }
 
-void executor::drop_activations(micro_batch& s) {
+void executor::drop_activations(micro_batch& s, int until) {
+  auto& nodes = graph_.nodes();
   std::vector<bool> keep(s.values.size(), false);
   for (int v : inputs_) keep[v] = true;
-  for (size_t v = 0; v < s.values.size(); ++v)
+  for (int n = until; n < last_; ++n) {
+    keep[nodes[n].output] = true;
+    for (int v : nodes[n].inputs) keep[v] = true;  // read later: the segment's boundary
+  }
+  for (int n = first_; n < until; ++n) {
+    int v = nodes[n].output;
     if (!keep[v]) pool_.release(std::move(s.values[v]));
-  for (auto& st : s.stashes) st.clear();
-  s.stashed = false;
+    s.stashes[n - first_].clear();
+  }
+  s.dropped_until = until;
 }
 
 void executor::recompute(int mb) {
   auto& s = state(mb);
-  if (s.stashed) return;
-  // Outputs were sent already; recomputing them again is part of the price.
-  run_forward(s, nullptr);
+  if (s.stashed()) return;
+  // Boundary outputs were sent already; computing them again is the price.
+  run_forward(s, first_, s.dropped_until, nullptr);
+  s.dropped_until = 0;
 }
 
 bool executor::has_stash(int mb) const {
   auto it = batches_.find(mb);
-  return it != batches_.end() && it->second.stashed;
+  return it != batches_.end() && it->second.stashed();
 }
 
 std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale) {
@@ -207,7 +222,7 @@ void executor::release(micro_batch& s) {
 }
 
 int64_t executor::activation_bytes() const {
-  int64_t b = pool_.cached_bytes();
+  int64_t b = 0;
   for (auto& [mb, s] : batches_) {
     for (auto& v : s.values) b += int64_t(v.bytes());
     for (auto& st : s.stashes) b += st.bytes();

@@ -41,11 +41,17 @@ class executor {
   };
   // Forward of micro-batch `mb` (any id not in flight). `inputs` holds one
   // tensor per input_values(). With keep_stash false only the inputs are
-  // kept. Throws merak::error on bad inputs (shapes, ids).
+  // kept (the whole range is checkpointed); otherwise the checkpointed prefix
+  // (set_checkpoint) is dropped. Throws merak::error on bad inputs.
   forward_result forward(int mb, std::vector<tensor> inputs, bool keep_stash = true);
 
-  // Rebuilds the activations of `mb` from its saved inputs (a no-op if they
-  // are present).
+  // Checkpoints the first `nodes` nodes of the range: a forward keeps only
+  // the values they pass on to later nodes, and recompute() (or backward)
+  // runs them again. 0 (the default) keeps everything.
+  void set_checkpoint(int nodes);
+  int checkpoint() const { return checkpoint_; }
+
+  // Rebuilds the dropped activations of `mb` (a no-op if none are dropped).
   void recompute(int mb);
   bool has_stash(int mb) const;
 
@@ -68,19 +74,23 @@ class executor {
 
   const graph& model_graph() const { return graph_; }
   int in_flight() const { return int(batches_.size()); }
-  // Bytes held by live activations plus the pool's cache.
+  // Bytes held by the activations of micro-batches in flight (the pool's
+  // cache of free buffers not counted: pool_bytes()).
   int64_t activation_bytes() const;
+  int64_t pool_bytes() const { return pool_.cached_bytes(); }
 
  private:
   struct micro_batch {
     std::vector<tensor> values;  // by graph value id
     std::vector<stash> stashes;  // by node index - first_
-    bool stashed = false;
+    int dropped_until = 0;       // nodes [first_, dropped_until) need recomputing
+    bool stashed() const { return dropped_until == 0; }
   };
   micro_batch& state(int mb);
-  // Runs the nodes forward; moves boundary outputs out when `emit`.
-  void run_forward(micro_batch& s, std::vector<tensor>* emit);
-  void drop_activations(micro_batch& s);
+  // Runs nodes [from, to) forward; moves boundary outputs out into `emit`.
+  void run_forward(micro_batch& s, int from, int to, std::vector<tensor>* emit);
+  // Drops what nodes [first_, until) produced, but what later nodes read.
+  void drop_activations(micro_batch& s, int until);
   void release(micro_batch& s);
 
   const graph& graph_;
@@ -89,6 +99,7 @@ class executor {
   std::vector<int> inputs_, outputs_;
   std::vector<bool> used_inside_;  // by value id: read by a node of this range
   bool computes_loss_ = false;
+  int checkpoint_ = 0;
   std::map<int, micro_batch> batches_;
   tensor_pool pool_;
   bool profiling_ = false;

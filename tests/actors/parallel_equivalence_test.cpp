@@ -54,7 +54,8 @@ TEST_CASE("every dp x pp configuration, schedule and recomputation matches the s
                             {1, 4, 4}, {1, 8, 8}, {2, 2, 2}, {2, 2, 4}, {2, 4, 2}, {4, 2, 2}};
   for (auto c : configs)
     for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted})
-      for (auto rc : {actors::recompute_mode::none, actors::recompute_mode::full}) {
+      for (auto rc : {actors::recompute_mode::none, actors::recompute_mode::full,
+                      actors::recompute_mode::stage_aware}) {
         if (c.pp == 1 && kind != schedule_kind::one_f_one_b) continue;  // schedules need stages
         actors::parallel_options par;
         par.dp = c.dp;
@@ -64,7 +65,7 @@ TEST_CASE("every dp x pp configuration, schedule and recomputation matches the s
         par.recompute = rc;
         par.timeout_s = 60;
         INFO("dp=" << c.dp << " pp=" << c.pp << " m=" << c.m << " " << partition::schedule_name(kind)
-                   << (rc == actors::recompute_mode::full ? " recompute=full" : ""));
+                   << " recompute=" << int(rc));
         actors::parallel_trainer tr(tiny(steps), par, corpus());
         REQUIRE(int(tr.stage_bounds().size()) == c.pp + 1);
         for (int64_t s = 0; s < steps; ++s) {

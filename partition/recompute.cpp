@@ -1,0 +1,124 @@
+#include "partition/recompute.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "partition/stages.hpp"
+
+namespace merak::partition {
+namespace {
+
+int64_t value_bytes(const model::graph& g, int v, int64_t tokens) {
+  int64_t n = tokens * 4;  // f32 / i32
+  for (auto d : g.values()[v].features) n *= d;
+  return n;
+}
+
+recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> k) {
+  recompute_plan p;
+  p.segments = std::move(k);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    int nodes = 0;
+    for (int i = 0; i < p.segments[s]; ++i) nodes += stages[s].segment_nodes[i];
+    p.nodes.push_back(nodes);
+    p.bytes.push_back(stage_bytes(stages[s], p.segments[s]));
+  }
+  return p;
+}
+
+}  // namespace
+
+stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
+                            int in_flight) {
+  stage_memory m;
+  m.stage = stage;
+  m.in_flight = in_flight;
+  std::set<std::string> params;
+  int64_t param_count = 0;
+  for (int n = first; n < last; ++n)
+    for (auto& p : g.nodes()[n].params)
+      if (params.insert(p.name).second) param_count += model::shape_numel(p.shape);
+  m.weights_bytes = param_count * 4 * 4;  // value, gradient, two moments
+  std::vector<int> bounds{first};
+  for (int c : cut_points(g))
+    if (c > first && c < last) bounds.push_back(c);
+  bounds.push_back(last);
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    int a = bounds[i], b = bounds[i + 1];
+    m.segment_nodes.push_back(b - a);
+    int64_t stash = 0;
+    for (int n = a; n < b; ++n) stash += g.nodes()[n].activation_bytes_per_token * tokens;
+    m.stash_bytes.push_back(stash);
+    // The one activation entering the segment (cut points have exactly one).
+    int64_t in = 0;
+    for (int n = a; n < b && in == 0; ++n)
+      for (int v : g.nodes()[n].inputs)
+        if (g.values()[v].producer >= 0 && g.values()[v].producer < a) in = std::max(in, value_bytes(g, v, tokens));
+    m.checkpoint_bytes.push_back(in);
+  }
+  for (int n = first; n < last; ++n)
+    for (int v : g.nodes()[n].inputs)
+      if (g.values()[v].producer < first) m.input_bytes += value_bytes(g, v, tokens);
+  return m;
+}
+
+int64_t stage_bytes(const stage_memory& m, int k) {
+  const int L = int(m.stash_bytes.size());
+  MERAK_CHECK(k >= 0 && k <= L, "{} checkpointed segments of {}", k, L);
+  int64_t kept = m.input_bytes, transient = 0;
+  for (int i = 0; i < L; ++i) {
+    if (i < k)
+      transient += m.stash_bytes[i];
+    else
+      kept += m.stash_bytes[i];
+  }
+  if (k > 0 && k < L) kept += m.checkpoint_bytes[k];  // the prefix's output, read by segment k
+  return m.weights_bytes + int64_t(m.in_flight) * kept + transient;
+}
+
+std::vector<double> stage_aware_ratios(int p, double r0) {
+  if (!(r0 >= 0 && r0 <= 1)) fail("the stage-0 recomputation ratio must be in [0, 1] (got {})", r0);
+  std::vector<double> r(p, 0.0);
+  for (int s = 0; s + 1 < p; ++s)
+    r[s] = std::clamp(1.0 - (1.0 - r0) * double(p - 1) / double(p - 1 - s), 0.0, 1.0);
+  return r;
+}
+
+recompute_plan plan_stage_aware(const std::vector<stage_memory>& stages, double r0) {
+  auto r = stage_aware_ratios(int(stages.size()), r0);
+  std::vector<int> k;
+  for (size_t s = 0; s < stages.size(); ++s)
+    k.push_back(int(std::floor(double(stages[s].stash_bytes.size()) * r[s] + 1e-9)));
+  return finish(stages, std::move(k));
+}
+
+recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t budget) {
+  if (budget <= 0) fail("--memory-budget must be positive (got {})", budget);
+  std::vector<int> k;
+  for (auto& m : stages) {
+    const int L = int(m.stash_bytes.size());
+    int best = -1;
+    for (int j = 0; j <= L && best < 0; ++j)
+      if (stage_bytes(m, j) <= budget) best = j;
+    if (best < 0)
+      fail("stage {} needs {} bytes even with all {} layers recomputed ({} of weights and optimizer "
+           "state), more than --memory-budget {}",
+           m.stage, stage_bytes(m, L), L, m.weights_bytes, budget);
+    k.push_back(best);
+  }
+  return finish(stages, std::move(k));
+}
+
+std::string recompute_plan::str() const {
+  std::string s;
+  for (size_t i = 0; i < segments.size(); ++i)
+    s += fmt::format("{}stage {}: {} segments recomputed, {:.1f} MB", i ? "; " : "", i, segments[i],
+                     double(bytes[i]) / (1 << 20));
+  return s;
+}
+
+}  // namespace merak::partition

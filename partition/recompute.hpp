@@ -1,0 +1,55 @@
+#pragma once
+// Stage-aware recomputation (specs/pipeline.md): which leading layers of each
+// pipeline stage keep only their input and are recomputed in backward.
+//
+// Stage s holds up to `in_flight` micro-batches at once (p - s under 1F1B),
+// so early stages need more activation memory. The plan checkpoints whole
+// segments (the stretches between cut points, one transformer block each
+// for GPT) from the start of the stage.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/graph.hpp"
+
+namespace merak::partition {
+
+// Memory facts of one stage, as the stage reports them to the scheduler.
+struct stage_memory {
+  int stage = 0;
+  int64_t weights_bytes = 0;               // parameters, gradients, AdamW moments
+  std::vector<int> segment_nodes;          // nodes per segment, in order
+  std::vector<int64_t> stash_bytes;        // per segment, one micro-batch: A
+  std::vector<int64_t> checkpoint_bytes;   // per segment: its input, one micro-batch: C
+  int64_t input_bytes = 0;                 // the stage input, one micro-batch
+  int in_flight = 1;                       // micro-batches held at once
+};
+
+// Describes nodes [first, last) of g for micro-batches of `tokens` tokens.
+stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
+                            int in_flight);
+
+// Peak bytes of a stage whose first k segments are checkpointed:
+// weights + in_flight x (kept activations) + one recomputation's transient.
+int64_t stage_bytes(const stage_memory& m, int k);
+
+// r_s = 1 - (1 - r0)(p - 1)/(p - 1 - s) for s < p - 1, clamped to [0, 1];
+// r_{p-1} = 0.
+std::vector<double> stage_aware_ratios(int p, double r0);
+
+struct recompute_plan {
+  std::vector<int> segments;        // checkpointed leading segments per stage
+  std::vector<int> nodes;           // the same, in nodes (executor::set_checkpoint)
+  std::vector<int64_t> bytes;       // predicted peak per stage
+  std::string str() const;          // "stage 0: 3/4 segments, 812 MB; ..."
+};
+
+// The formula's plan for r0.
+recompute_plan plan_stage_aware(const std::vector<stage_memory>& stages, double r0);
+// The least recomputation that fits `budget` bytes on every stage. Throws
+// merak::error naming the stage and the bytes when a stage cannot fit even
+// with every segment checkpointed.
+recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t budget);
+
+}  // namespace merak::partition
