@@ -12,7 +12,6 @@
 #include <caf/fwd.hpp>
 
 #include <chrono>
-#include <functional>
 #include <vector>
 
 #include "svm/consensus.hpp"
@@ -22,8 +21,10 @@ namespace merak::actors {
 struct svm_actor_options {
   svm::consensus_options admm;
   std::chrono::milliseconds timeout{30000};  // per request
-  // Test hook: called at the start of each iteration with the worker actors.
-  std::function<void(int iteration, const std::vector<caf::actor>& workers)> on_iteration;
+  // Fault injection for tests: kill worker `kill_worker` (>= 0) at the start
+  // of iteration `kill_at`, as a crash would.
+  int kill_worker = -1;
+  int kill_at = 1;
 };
 
 // Runs in `sys` (spawns K workers, stops them before returning).

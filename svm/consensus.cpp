@@ -69,91 +69,86 @@ void consensus_worker::scale_rho(double f) {
   solver_->set_rho(rho1_, rho2_);
 }
 
-consensus_reducer::consensus_reducer(int64_t p, int workers, penalty pen, double rho1)
-    : p_(p), k_(workers), pen_(pen), rho1_(rho1), zeta_(Eigen::VectorXd::Zero(p + 1)) {
+consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen, double rho1,
+                                     double rho2, const consensus_options& o)
+    : p_(p), n_(n_total), k_(workers), pen_(pen), active_(pen), rho1_(rho1), rho2_(rho2), o_(o),
+      control_(o.rho_control, pen.rho_threshold()),
+      l1_phase_(o.l1_start && pen.kind != penalty_kind::l1),
+      zeta_(Eigen::VectorXd::Zero(p + 1)) {
   MERAK_CHECK(workers >= 1);
+  if (l1_phase_) active_ = penalty{penalty_kind::l1, pen.lambda, 0};
 }
 
 const Eigen::VectorXd& consensus_reducer::combine(const std::vector<Eigen::VectorXd>& contributions) {
   MERAK_CHECK(int(contributions.size()) == k_, "{} contributions for {} workers", contributions.size(), k_);
   v_ = Eigen::VectorXd::Zero(p_ + 1);
   for (const auto& c : contributions) {
-    MERAK_CHECK(c.size() == p_ + 1);
+    MERAK_CHECK(c.size() == p_ + 1, "a contribution of size {} for p + 1 = {}", c.size(), p_ + 1);
     v_ += c;
   }
   v_ /= double(k_);
   Eigen::VectorXd prev = zeta_;
-  pen_.prox(v_.head(p_), double(k_) * rho1_, z_);
+  active_.prox(v_.head(p_), double(k_) * rho1_, z_);
   zeta_.head(p_) = z_;
   zeta_[p_] = v_[p_];
   change_ = (zeta_ - prev).norm();
   return zeta_;
 }
 
-consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen,
+consensus_decision consensus_reducer::finish(const worker_residuals& sum) {
+  ++it_;
+  consensus_decision d;
+  const double K = double(k_);
+  const double sqrt_dim = std::sqrt(K * double(p_ + 1) + double(n_));
+  d.primal = std::sqrt(sum.primal_sq);
+  d.dual = std::sqrt(K * rho1_ * rho1_ * change_ * change_ + rho2_ * rho2_ * sum.r_change_sq);
+  const double eps_pri = sqrt_dim * o_.abs_tol +
+      o_.rel_tol * std::max({std::sqrt(sum.local_norm_sq), std::sqrt(K * zeta_.squaredNorm() + sum.aux_norm_sq),
+                             std::sqrt(double(n_))});
+  const double eps_dual = sqrt_dim * o_.abs_tol + o_.rel_tol * std::sqrt(sum.dual_norm_sq);
+  if (d.primal <= eps_pri && d.dual <= eps_dual) {
+    if (!l1_phase_) {
+      d.stop = d.converged = true;
+      return d;
+    }
+    l1_phase_ = false;
+    active_ = pen_;
+    phase_start_ = it_;
+    control_ = rho_control(o_.rho_control, pen_.rho_threshold());
+  } else if (const double f = control_.factor(it_ - phase_start_, d.primal, d.dual, rho1_); f != 1) {
+    rho1_ *= f, rho2_ *= f;
+    d.rho_factor = f;
+  }
+  d.stop = it_ >= o_.max_iter;
+  return d;
+}
+
+consensus_setup plan_consensus(const dataset& d, int workers, const penalty& pen,
                                const consensus_options& o) {
-  const auto t0 = std::chrono::steady_clock::now();
   const int64_t n = d.rows(), p = d.cols();
   if (workers < 1) fail("--workers must be at least 1 (got {})", workers);
   if (workers > n) fail("--workers {} exceeds the {} samples", workers, n);
   pen.validate();
-  double rho1 = o.rho1, rho2 = o.rho2;
-  {
-    double d1, d2;
-    default_rhos(n, p, pen, d1, d2);
-    // The consensus prox runs at K rho1: dividing by K gives it the same
-    // weight as the single-machine prox (and the same dynamics of z).
-    if (rho1 == 0) rho1 = d1 / workers;
-    if (rho2 == 0) rho2 = d2;
-  }
-  std::vector<consensus_worker> ws;
-  ws.reserve(size_t(workers));
+  if (o.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.max_iter);
+  consensus_setup s;
+  double d1, d2;
+  default_rhos(n, p, pen, d1, d2);
+  // The consensus prox runs at K rho1: dividing by K gives it the same
+  // weight as the single-machine prox (and the same dynamics of z).
+  s.rho1 = o.rho1 != 0 ? o.rho1 : d1 / workers;
+  s.rho2 = o.rho2 != 0 ? o.rho2 : d2;
   for (int k = 0; k < workers; ++k) {
     std::vector<int64_t> rows;
     for (int64_t i = n * k / workers; i < n * (k + 1) / workers; ++i) rows.push_back(i);
-    ws.emplace_back(d.select_rows(rows), n, rho1, rho2, o.method, o.dense_limit);
+    s.rows.push_back(std::move(rows));
   }
-  bool l1_phase = o.l1_start && pen.kind != penalty_kind::l1;
-  int phase_start = 0;
-  consensus_reducer red(p, workers, l1_phase ? penalty{penalty_kind::l1, pen.lambda, 0} : pen, rho1);
-  std::vector<Eigen::VectorXd> sent(static_cast<size_t>(workers));
-  consensus_result res;
-  rho_control control(o.rho_control, pen.rho_threshold());
-  const double sqrt_dim = std::sqrt(double(workers) * double(p + 1) + double(n));
-  int it;
-  for (it = 1; it <= o.max_iter; ++it) {
-    for (int k = 0; k < workers; ++k) sent[size_t(k)] = ws[size_t(k)].local_step(red.zeta());
-    const Eigen::VectorXd& zeta = red.combine(sent);
-    worker_residuals sum;
-    for (auto& w : ws) sum.add(w.dual_step(zeta));
-    const double pri = std::sqrt(sum.primal_sq);
-    const double dual = std::sqrt(double(workers) * rho1 * rho1 * red.change_norm() * red.change_norm() +
-                                  rho2 * rho2 * sum.r_change_sq);
-    const double eps_pri = sqrt_dim * o.abs_tol +
-        o.rel_tol * std::max({std::sqrt(sum.local_norm_sq),
-                              std::sqrt(double(workers) * zeta.squaredNorm() + sum.aux_norm_sq),
-                              std::sqrt(double(n))});
-    const double eps_dual = sqrt_dim * o.abs_tol + o.rel_tol * std::sqrt(sum.dual_norm_sq);
-    res.primal_residual = pri, res.dual_residual = dual;
-    if (pri <= eps_pri && dual <= eps_dual) {
-      if (!l1_phase) {
-        res.converged = true;
-        break;
-      }
-      l1_phase = false;
-      phase_start = it;
-      red.set_penalty(pen);
-      control = rho_control(o.rho_control, pen.rho_threshold());
-      continue;
-    }
-    if (const double f = control.factor(it - phase_start, pri, dual, rho1); f != 1) {
-      rho1 *= f, rho2 *= f;
-      red.scale_rho(f);
-      for (auto& w : ws) w.scale_rho(f);
-    }
-  }
-  res.rho1 = rho1, res.rho2 = rho2;
-  res.iterations = std::min(it, o.max_iter);
+  return s;
+}
+
+void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& o,
+                             const consensus_reducer& red, consensus_result& res) {
+  const int64_t p = d.cols();
+  res.rho1 = red.rho1(), res.rho2 = red.rho2();
   res.w = red.zeta().head(p);
   res.b = red.zeta()[p];
   if (o.polish_bias) {
@@ -162,6 +157,34 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
     res.b = best_bias(d.y, xw, res.b);
   }
   res.objective = objective(d.x, d.y, res.w, res.b, pen);
+}
+
+consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen,
+                               const consensus_options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const consensus_setup s = plan_consensus(d, workers, pen, o);
+  std::vector<consensus_worker> ws;
+  ws.reserve(s.rows.size());
+  for (const auto& rows : s.rows) ws.emplace_back(d.select_rows(rows), d.rows(), s.rho1, s.rho2, o.method, o.dense_limit);
+  consensus_reducer red(d.cols(), d.rows(), workers, pen, s.rho1, s.rho2, o);
+  std::vector<Eigen::VectorXd> sent(ws.size());
+  consensus_result res;
+  for (;;) {
+    for (size_t k = 0; k < ws.size(); ++k) sent[k] = ws[k].local_step(red.zeta());
+    const Eigen::VectorXd& zeta = red.combine(sent);
+    worker_residuals sum;
+    for (auto& w : ws) sum.add(w.dual_step(zeta));
+    const consensus_decision dec = red.finish(sum);
+    res.primal_residual = dec.primal, res.dual_residual = dec.dual;
+    if (dec.rho_factor != 1)
+      for (auto& w : ws) w.scale_rho(dec.rho_factor);
+    if (dec.stop) {
+      res.converged = dec.converged;
+      break;
+    }
+  }
+  res.iterations = red.iteration();
+  finish_consensus_result(d, pen, o, red, res);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

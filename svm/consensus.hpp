@@ -72,25 +72,54 @@ class consensus_worker {
   Eigen::VectorXd theta_, u1_, r_, u2_, m_, mtheta_, send_, tmp_, q_;
 };
 
+// The consensus side: averages, proxes, and decides after each iteration
+// whether to stop and whether to rescale rho (which it tells the workers).
+struct consensus_decision {
+  bool stop = false;       // converged, or the iteration cap reached
+  bool converged = false;
+  double rho_factor = 1;   // != 1: every worker must scale_rho(rho_factor)
+  double primal = 0, dual = 0;
+};
+
 class consensus_reducer {
  public:
-  consensus_reducer(int64_t p, int workers, penalty pen, double rho1);
+  // n_total: rows over all workers.
+  consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen, double rho1, double rho2,
+                    const consensus_options& o);
   // zeta = [prox_{P/(K rho1)}(v_1:p); v_p+1] from the K contributions.
   const Eigen::VectorXd& combine(const std::vector<Eigen::VectorXd>& contributions);
+  // After every worker's dual_step against the last zeta: the Boyd test on
+  // the summed residuals, phase switch (l1_start) and rho control.
+  consensus_decision finish(const worker_residuals& sum);
   const Eigen::VectorXd& zeta() const { return zeta_; }
-  void scale_rho(double f) { rho1_ *= f; }
-  void set_penalty(const penalty& p) { pen_ = p; }
   // |zeta - zeta_prev| of the last combine.
   double change_norm() const { return change_; }
+  int iteration() const { return it_; }
+  double rho1() const { return rho1_; }
+  double rho2() const { return rho2_; }
 
  private:
-  int64_t p_;
+  int64_t p_, n_;
   int k_;
-  penalty pen_;
-  double rho1_;
+  penalty pen_, active_;
+  double rho1_, rho2_;
+  consensus_options o_;
+  rho_control control_;
+  bool l1_phase_;
+  int it_ = 0, phase_start_ = 0;
   Eigen::VectorXd zeta_, v_, z_;
   double change_ = 0;
 };
+
+// Resolved set-up shared by the loop and the actors: rhos (defaults filled
+// in) and the rows of each worker (K contiguous blocks). Throws merak::error
+// for K < 1 or K > n, or an invalid penalty.
+struct consensus_setup {
+  double rho1 = 0, rho2 = 0;
+  std::vector<std::vector<int64_t>> rows;  // per worker
+};
+consensus_setup plan_consensus(const dataset& d, int workers, const penalty& pen,
+                               const consensus_options& o);
 
 struct consensus_result {
   Eigen::VectorXd w;  // (p)
@@ -109,5 +138,10 @@ struct consensus_result {
 // against. Throws merak::error for K < 1 or K > n.
 consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen,
                                const consensus_options& o);
+
+// Fills in w, b (polished when o.polish_bias), objective and rho from the
+// reducer's final state; iterations/converged/residuals/time are the caller's.
+void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& o,
+                             const consensus_reducer& red, consensus_result& res);
 
 }  // namespace merak::svm

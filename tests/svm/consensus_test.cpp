@@ -47,7 +47,7 @@ TEST_CASE("consensus ADMM over K = 1, 2, 4, 8 matches the single-machine objecti
 
 TEST_CASE("the consensus step averages contributions and proxes with K rho1", "[svm][consensus]") {
   penalty pen{penalty_kind::l1, 0.3, 0};
-  consensus_reducer red(2, 2, pen, 0.5);
+  consensus_reducer red(2, 10, 2, pen, 0.5, 0.1, {});
   Eigen::VectorXd a(3), b(3);
   a << 1.0, 0.1, 2.0;
   b << 2.0, -0.1, 4.0;
