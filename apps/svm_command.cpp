@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "actors/svm_consensus.hpp"
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "svm/data_reader.hpp"
@@ -47,6 +48,12 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   o.admm.method = svm::parse_w_method(f.solver);
   o.standardize = !f.no_standardize;
   o.workers = f.workers;
+  // K > 1: one CAF worker actor per row shard.
+  o.consensus_runner = [](const svm::dataset& d, int k, const svm::penalty& p, const svm::consensus_options& c) {
+    actors::svm_actor_options a;
+    a.admm = c;
+    return actors::consensus_fit_actors(d, k, p, a);
+  };
   return o;
 }
 
@@ -149,7 +156,7 @@ action add_svm_command(CLI::App& parent) {
   t->add_option("--rho2", tf->rho2, "ADMM penalty of the hinge split (default: automatic)");
   t->add_option("--tol", tf->tol, "Relative residual tolerance (absolute: tol/10)")->capture_default_str();
   t->add_option("--max-iter", tf->max_iter, "Iteration cap")->capture_default_str();
-  t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards (in-process)")->capture_default_str();
+  t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")->capture_default_str();
   t->add_option("--folds", tf->folds, "Cross-validate with F folds (sample i in fold i mod F)");
   t->add_option("--solver", tf->solver, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
   t->add_flag("--no-standardize", tf->no_standardize, "Fit on the features as they are");

@@ -36,7 +36,8 @@ fit_result fit(const dataset& d, const fit_options& o) {
     c.method = o.admm.method, c.dense_limit = o.admm.dense_limit, c.polish_bias = o.admm.polish_bias;
     c.rho_control = o.admm.rho_control;
     c.l1_start = o.admm.l1_start;
-    consensus_result a = consensus_fit(*data, o.workers, o.pen, c);
+    consensus_result a = o.consensus_runner ? o.consensus_runner(*data, o.workers, o.pen, c)
+                                            : consensus_fit(*data, o.workers, o.pen, c);
     w = std::move(a.w);
     r.model.b = a.b;
     r.objective = a.objective, r.iterations = a.iterations, r.converged = a.converged;

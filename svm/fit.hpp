@@ -5,7 +5,10 @@
 
 #include <vector>
 
+#include <functional>
+
 #include "svm/admm.hpp"
+#include "svm/consensus.hpp"
 #include "svm/linear_model.hpp"
 
 namespace merak::svm {
@@ -14,7 +17,11 @@ struct fit_options {
   penalty pen;
   admm_options admm;
   bool standardize = true;
-  int workers = 1;  // > 1: consensus ADMM (in-process loop until actors run it)
+  int workers = 1;  // > 1: consensus ADMM over `workers` row shards
+  // Runs the consensus fit; empty: svm::consensus_fit (a plain loop). The
+  // command line plugs in actors::consensus_fit_actors here.
+  std::function<consensus_result(const dataset&, int, const penalty&, const consensus_options&)>
+      consensus_runner;
 };
 
 struct fit_result {
