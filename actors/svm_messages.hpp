@@ -20,12 +20,15 @@ using svm_local_atom = caf::atom_constant<caf::atom("svmlocal")>;
 using svm_dual_atom = caf::atom_constant<caf::atom("svmdual")>;
 using svm_rho_atom = caf::atom_constant<caf::atom("svmrho")>;
 
-inline std::vector<double> to_vector(const Eigen::VectorXd& v) { return {v.data(), v.data() + v.size()}; }
+inline std::vector<double> to_vector(const Eigen::VectorXd& v) {
+  return {v.data(), v.data() + v.size()};
+}
 inline Eigen::VectorXd to_eigen(const std::vector<double>& v) {
   return Eigen::Map<const Eigen::VectorXd>(v.data(), Eigen::Index(v.size()));
 }
 inline std::vector<double> pack(const svm::worker_residuals& r) {
-  return {r.primal_sq, r.r_change_sq, r.local_norm_sq, r.aux_norm_sq, r.dual_norm_sq, double(r.rows)};
+  return {r.primal_sq,   r.r_change_sq,  r.local_norm_sq,
+          r.aux_norm_sq, r.dual_norm_sq, double(r.rows)};
 }
 inline svm::worker_residuals unpack(const std::vector<double>& v) {
   svm::worker_residuals r;

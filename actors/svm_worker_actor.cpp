@@ -9,8 +9,12 @@ namespace {
 
 caf::behavior svm_worker(caf::event_based_actor*, std::shared_ptr<svm::consensus_worker> w) {
   return {
-      [w](svm_local_atom, const std::vector<double>& zeta) { return to_vector(w->local_step(to_eigen(zeta))); },
-      [w](svm_dual_atom, const std::vector<double>& zeta) { return pack(w->dual_step(to_eigen(zeta))); },
+      [w](svm_local_atom, const std::vector<double>& zeta) {
+        return to_vector(w->local_step(to_eigen(zeta)));
+      },
+      [w](svm_dual_atom, const std::vector<double>& zeta) {
+        return pack(w->dual_step(to_eigen(zeta)));
+      },
       [w](svm_rho_atom, double factor) {
         w->scale_rho(factor);
         return caf::atom("ok");

@@ -36,7 +36,8 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   o.pen.lambda = f.lambda;
   o.pen.theta = f.theta != 0 ? f.theta : svm::default_theta(o.pen.kind);
   o.pen.validate();
-  if (f.rho1 < 0 || f.rho2 < 0) fail("--rho1 and --rho2 must be positive (got {}, {})", f.rho1, f.rho2);
+  if (f.rho1 < 0 || f.rho2 < 0)
+    fail("--rho1 and --rho2 must be positive (got {}, {})", f.rho1, f.rho2);
   if (!(f.tol > 0)) fail("--tol must be positive (got {})", f.tol);
   if (f.max_iter < 1) fail("--max-iter must be at least 1 (got {})", f.max_iter);
   if (f.workers < 1) fail("--workers must be at least 1 (got {})", f.workers);
@@ -49,7 +50,8 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   o.standardize = !f.no_standardize;
   o.workers = f.workers;
   // K > 1: one CAF worker actor per row shard.
-  o.consensus_runner = [](const svm::dataset& d, int k, const svm::penalty& p, const svm::consensus_options& c) {
+  o.consensus_runner = [](const svm::dataset& d, int k, const svm::penalty& p,
+                          const svm::consensus_options& c) {
     actors::svm_actor_options a;
     a.admm = c;
     return actors::consensus_fit_actors(d, k, p, a);
@@ -62,10 +64,12 @@ int run_svm_train(const svm_train_flags& f) {
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
   const auto t0 = std::chrono::steady_clock::now();
   svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
-  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json out{{"data", f.data}, {"samples", d.rows()}, {"features", d.cols()},
-                     {"penalty", svm::penalty_name(o.pen.kind)}, {"lambda", o.pen.lambda},
-                     {"theta", o.pen.theta}, {"workers", o.workers}, {"read_s", read_s}};
+  const double read_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json out{{"data", f.data},         {"samples", d.rows()},
+                     {"features", d.cols()},   {"penalty", svm::penalty_name(o.pen.kind)},
+                     {"lambda", o.pen.lambda}, {"theta", o.pen.theta},
+                     {"workers", o.workers},   {"read_s", read_s}};
   if (f.folds >= 2) {
     svm::cv_result cv = svm::cross_validate(d, f.folds, o);
     out["folds"] = f.folds;
@@ -104,8 +108,8 @@ int run_svm_train(const svm_train_flags& f) {
               out["nnz_percent"].get<double>());
   std::printf("accuracy    %.4f (training data)\n", acc);
   if (out.contains("cv_accuracy"))
-    std::printf("cv_accuracy %.4f (%d folds, mean nnz %.1f)\n", out["cv_accuracy"].get<double>(), f.folds,
-                out["cv_mean_nnz"].get<double>());
+    std::printf("cv_accuracy %.4f (%d folds, mean nnz %.1f)\n", out["cv_accuracy"].get<double>(),
+                f.folds, out["cv_mean_nnz"].get<double>());
   std::printf("time        %.3f s\n", r.time_s);
   if (!f.model.empty()) std::printf("model       %s\n", f.model.c_str());
   return 0;
@@ -129,8 +133,11 @@ int run_svm_predict(const svm_predict_flags& f) {
     if (!out) fail("cannot write --output '{}'", f.output);
   }
   if (f.json) {
-    std::cout << nlohmann::json{{"model", f.model}, {"data", f.data}, {"samples", d.rows()},
-                                {"accuracy", acc}}.dump()
+    std::cout << nlohmann::json{{"model", f.model},
+                                {"data", f.data},
+                                {"samples", d.rows()},
+                                {"accuracy", acc}}
+                     .dump()
               << std::endl;
   } else {
     std::printf("accuracy %.4f (%lld samples)\n", acc, (long long)d.rows());
@@ -141,26 +148,33 @@ int run_svm_predict(const svm_predict_flags& f) {
 }  // namespace
 
 action add_svm_command(CLI::App& parent) {
-  auto* s = parent.add_subcommand("svm", "Penalised linear SVMs (L1, SCAD, MCP, LSP, capped-L1) by ADMM");
+  auto* s =
+      parent.add_subcommand("svm", "Penalised linear SVMs (L1, SCAD, MCP, LSP, capped-L1) by ADMM");
   s->require_subcommand(1);
 
   auto tf = std::make_shared<svm_train_flags>();
   auto* t = s->add_subcommand("train", "Fit a model; optionally cross-validate");
   t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   t->add_option("--data", tf->data, "Training data (LIBSVM text or CSV, label first)")->required();
-  t->add_option("--format", tf->format, "libsvm, csv or auto (by file name)")->capture_default_str();
+  t->add_option("--format", tf->format, "libsvm, csv or auto (by file name)")
+      ->capture_default_str();
   t->add_option("--penalty", tf->penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
   t->add_option("--lambda", tf->lambda, "Penalty weight")->capture_default_str();
-  t->add_option("--theta", tf->theta, "Second penalty parameter (default: SCAD 3.7, MCP 3, LSP 1, capped-l1 1)");
+  t->add_option("--theta", tf->theta,
+                "Second penalty parameter (default: SCAD 3.7, MCP 3, LSP 1, capped-l1 1)");
   t->add_option("--rho1", tf->rho1, "ADMM penalty of w = z (default: automatic)");
   t->add_option("--rho2", tf->rho2, "ADMM penalty of the hinge split (default: automatic)");
-  t->add_option("--tol", tf->tol, "Relative residual tolerance (absolute: tol/10)")->capture_default_str();
+  t->add_option("--tol", tf->tol, "Relative residual tolerance (absolute: tol/10)")
+      ->capture_default_str();
   t->add_option("--max-iter", tf->max_iter, "Iteration cap")->capture_default_str();
-  t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")->capture_default_str();
+  t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
+      ->capture_default_str();
   t->add_option("--folds", tf->folds, "Cross-validate with F folds (sample i in fold i mod F)");
-  t->add_option("--solver", tf->solver, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
+  t->add_option("--solver", tf->solver, "w-step: auto, cholesky, woodbury or cg")
+      ->capture_default_str();
   t->add_flag("--no-standardize", tf->no_standardize, "Fit on the features as they are");
-  t->add_option("--model", tf->model, "Write the model here (.json: JSON, otherwise LIBLINEAR-like text)");
+  t->add_option("--model", tf->model,
+                "Write the model here (.json: JSON, otherwise LIBLINEAR-like text)");
   t->add_flag("--json", tf->json, "Print one JSON object");
 
   auto pf = std::make_shared<svm_predict_flags>();
@@ -168,7 +182,8 @@ action add_svm_command(CLI::App& parent) {
   p->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   p->add_option("--model", pf->model, "Model file from svm train")->required();
   p->add_option("--data", pf->data, "Labelled data (LIBSVM text or CSV)")->required();
-  p->add_option("--format", pf->format, "libsvm, csv or auto (by file name)")->capture_default_str();
+  p->add_option("--format", pf->format, "libsvm, csv or auto (by file name)")
+      ->capture_default_str();
   p->add_option("--output", pf->output, "Write one predicted label per line here");
   p->add_flag("--json", pf->json, "Print one JSON object");
 

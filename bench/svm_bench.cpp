@@ -12,8 +12,9 @@ namespace merak::bench {
 nlohmann::json run_svm_bench(const svm_bench_options& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  svm::dataset d = o.data.empty() ? svm::make_synthetic(o.synthetic)
-                                  : svm::read_data(o.data, svm::parse_data_format(o.format, o.data));
+  svm::dataset d = o.data.empty()
+                       ? svm::make_synthetic(o.synthetic)
+                       : svm::read_data(o.data, svm::parse_data_format(o.format, o.data));
   const double load_s = std::chrono::duration<double>(clock::now() - t0).count();
   nlohmann::json out{{"benchmark", "svm"},
                      {"data", o.data.empty() ? "synthetic" : o.data},

@@ -33,7 +33,8 @@ void check_inputs(const design_matrix& x, const Eigen::VectorXd& y, const penalt
   for (int64_t i = 0; i < y.size(); ++i)
     if (y[i] != 1 && y[i] != -1) fail("label {} of sample {} is not -1 or +1", y[i], i + 1);
   pen.validate();
-  if (o.rho1 < 0 || o.rho2 < 0) fail("--rho1 and --rho2 must be positive (got {}, {})", o.rho1, o.rho2);
+  if (o.rho1 < 0 || o.rho2 < 0)
+    fail("--rho1 and --rho2 must be positive (got {}, {})", o.rho1, o.rho2);
   if (!(o.abs_tol >= 0) || !(o.rel_tol >= 0)) fail("--tol must not be negative");
   if (o.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.max_iter);
 }
@@ -53,10 +54,10 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
     if (rho2 == 0) rho2 = d2;
   }
   const Eigen::VectorXd xbar = x.col_sums() / double(n);  // (p)
-  const design_operator xc(x, xbar, false);              // X_c = X - 1 xbar^T
+  const design_operator xc(x, xbar, false);               // X_c = X - 1 xbar^T
   auto solver = make_w_solver(xc, o.method, rho1, rho2, o.dense_limit, o.cg);
 
-  Eigen::VectorXd w = Eigen::VectorXd::Zero(p), z = w, u1 = w, z_prev(p);  // (p)
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(p), z = w, u1 = w, z_prev(p);                  // (p)
   Eigen::VectorXd r = Eigen::VectorXd::Ones(n), u2 = Eigen::VectorXd::Zero(n), r_prev(n);  // (n)
   Eigen::VectorXd t(n), q(p), xw(n), m(n), v(n);
   double b = 0;
@@ -78,7 +79,8 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
     q = z - u1;
     // w = (rho1 I + rho2 X_c^T X_c)^-1 (rho1 q + rho2 X_c^T t), xw = X_c w.
     // Inexact for CG: a tenth of the last relative primal residual.
-    solver->solve_split(q, t, w, xw, it == 1 ? 1.0 : 0.1 * res.primal_residual / std::sqrt(double(n)));
+    solver->solve_split(q, t, w, xw,
+                        it == 1 ? 1.0 : 0.1 * res.primal_residual / std::sqrt(double(n)));
     b = tbar - xbar.dot(w);
     m = y.array() * (xw.array() + tbar);  // X w + b = X_c w + tbar
     // r, z: the second block (separable).
@@ -91,12 +93,16 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
     u1 += w - z;
     u2.array() += r.array() + m.array() - 1.0;
 
-    const double pri = std::sqrt((w - z).squaredNorm() + (r.array() + m.array() - 1.0).matrix().squaredNorm());
-    const double dual = std::sqrt(rho1 * rho1 * (z - z_prev).squaredNorm() + rho2 * rho2 * (r - r_prev).squaredNorm());
-    const double eps_pri = sqrt_dim * o.abs_tol +
+    const double pri =
+        std::sqrt((w - z).squaredNorm() + (r.array() + m.array() - 1.0).matrix().squaredNorm());
+    const double dual = std::sqrt(rho1 * rho1 * (z - z_prev).squaredNorm() +
+                                  rho2 * rho2 * (r - r_prev).squaredNorm());
+    const double eps_pri =
+        sqrt_dim * o.abs_tol +
         o.rel_tol * std::max({std::sqrt(w.squaredNorm() + m.squaredNorm()),
                               std::sqrt(z.squaredNorm() + r.squaredNorm()), std::sqrt(double(n))});
-    const double eps_dual = sqrt_dim * o.abs_tol +
+    const double eps_dual =
+        sqrt_dim * o.abs_tol +
         o.rel_tol * std::sqrt(rho1 * rho1 * u1.squaredNorm() + rho2 * rho2 * u2.squaredNorm());
     res.primal_residual = pri, res.dual_residual = dual;
     if (monitor && !monitor(it, pri, dual)) break;

@@ -69,9 +69,16 @@ void consensus_worker::scale_rho(double f) {
   solver_->set_rho(rho1_, rho2_);
 }
 
-consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen, double rho1,
-                                     double rho2, const consensus_options& o)
-    : p_(p), n_(n_total), k_(workers), pen_(pen), active_(pen), rho1_(rho1), rho2_(rho2), o_(o),
+consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen,
+                                     double rho1, double rho2, const consensus_options& o)
+    : p_(p),
+      n_(n_total),
+      k_(workers),
+      pen_(pen),
+      active_(pen),
+      rho1_(rho1),
+      rho2_(rho2),
+      o_(o),
       control_(o.rho_control, pen.rho_threshold()),
       l1_phase_(o.l1_start && pen.kind != penalty_kind::l1),
       zeta_(Eigen::VectorXd::Zero(p + 1)) {
@@ -79,8 +86,10 @@ consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, pe
   if (l1_phase_) active_ = penalty{penalty_kind::l1, pen.lambda, 0};
 }
 
-const Eigen::VectorXd& consensus_reducer::combine(const std::vector<Eigen::VectorXd>& contributions) {
-  MERAK_CHECK(int(contributions.size()) == k_, "{} contributions for {} workers", contributions.size(), k_);
+const Eigen::VectorXd& consensus_reducer::combine(
+    const std::vector<Eigen::VectorXd>& contributions) {
+  MERAK_CHECK(int(contributions.size()) == k_, "{} contributions for {} workers",
+              contributions.size(), k_);
   v_ = Eigen::VectorXd::Zero(p_ + 1);
   for (const auto& c : contributions) {
     MERAK_CHECK(c.size() == p_ + 1, "a contribution of size {} for p + 1 = {}", c.size(), p_ + 1);
@@ -102,9 +111,11 @@ consensus_decision consensus_reducer::finish(const worker_residuals& sum) {
   const double sqrt_dim = std::sqrt(K * double(p_ + 1) + double(n_));
   d.primal = std::sqrt(sum.primal_sq);
   d.dual = std::sqrt(K * rho1_ * rho1_ * change_ * change_ + rho2_ * rho2_ * sum.r_change_sq);
-  const double eps_pri = sqrt_dim * o_.abs_tol +
-      o_.rel_tol * std::max({std::sqrt(sum.local_norm_sq), std::sqrt(K * zeta_.squaredNorm() + sum.aux_norm_sq),
-                             std::sqrt(double(n_))});
+  const double eps_pri =
+      sqrt_dim * o_.abs_tol +
+      o_.rel_tol *
+          std::max({std::sqrt(sum.local_norm_sq),
+                    std::sqrt(K * zeta_.squaredNorm() + sum.aux_norm_sq), std::sqrt(double(n_))});
   const double eps_dual = sqrt_dim * o_.abs_tol + o_.rel_tol * std::sqrt(sum.dual_norm_sq);
   if (d.primal <= eps_pri && d.dual <= eps_dual) {
     if (!l1_phase_) {
@@ -115,7 +126,8 @@ consensus_decision consensus_reducer::finish(const worker_residuals& sum) {
     active_ = pen_;
     phase_start_ = it_;
     control_ = rho_control(o_.rho_control, pen_.rho_threshold());
-  } else if (const double f = control_.factor(it_ - phase_start_, d.primal, d.dual, rho1_); f != 1) {
+  } else if (const double f = control_.factor(it_ - phase_start_, d.primal, d.dual, rho1_);
+             f != 1) {
     rho1_ *= f, rho2_ *= f;
     d.rho_factor = f;
   }
@@ -165,7 +177,8 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
   const consensus_setup s = plan_consensus(d, workers, pen, o);
   std::vector<consensus_worker> ws;
   ws.reserve(s.rows.size());
-  for (const auto& rows : s.rows) ws.emplace_back(d.select_rows(rows), d.rows(), s.rho1, s.rho2, o.method, o.dense_limit);
+  for (const auto& rows : s.rows)
+    ws.emplace_back(d.select_rows(rows), d.rows(), s.rho1, s.rho2, o.method, o.dense_limit);
   consensus_reducer red(d.cols(), d.rows(), workers, pen, s.rho1, s.rho2, o);
   std::vector<Eigen::VectorXd> sent(ws.size());
   consensus_result res;

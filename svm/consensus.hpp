@@ -75,9 +75,9 @@ class consensus_worker {
 // The consensus side: averages, proxes, and decides after each iteration
 // whether to stop and whether to rescale rho (which it tells the workers).
 struct consensus_decision {
-  bool stop = false;       // converged, or the iteration cap reached
+  bool stop = false;  // converged, or the iteration cap reached
   bool converged = false;
-  double rho_factor = 1;   // != 1: every worker must scale_rho(rho_factor)
+  double rho_factor = 1;  // != 1: every worker must scale_rho(rho_factor)
   double primal = 0, dual = 0;
 };
 

@@ -21,7 +21,9 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r';
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
@@ -39,7 +41,8 @@ double parse_number(std::string_view s, const std::string& file, int64_t line, c
   double v = std::strtod(tmp.c_str(), &end);
   if (end != tmp.c_str() + tmp.size() || tmp.empty())
     fail("{}:{}: {} '{}' is not a number", file, line, what, s);
-  if (!std::isfinite(v) || errno == ERANGE) fail("{}:{}: {} '{}' is not finite", file, line, what, s);
+  if (!std::isfinite(v) || errno == ERANGE)
+    fail("{}:{}: {} '{}' is not finite", file, line, what, s);
   return v;
 }
 
@@ -96,16 +99,17 @@ dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min
     for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) {
       if (tok.front() == '#') break;  // trailing comment
       size_t colon = tok.find(':');
-      if (colon == std::string_view::npos)
-        fail("{}:{}: '{}' is not index:value", name, line, tok);
+      if (colon == std::string_view::npos) fail("{}:{}: '{}' is not index:value", name, line, tok);
       std::string_view is = tok.substr(0, colon);
       int64_t idx = 0;
       auto [ptr, ec] = std::from_chars(is.data(), is.data() + is.size(), idx);
       if (ec != std::errc() || ptr != is.data() + is.size())
         fail("{}:{}: feature index '{}' is not an integer", name, line, is);
-      if (idx < 1) fail("{}:{}: feature index {} is below 1 (indices are 1-based)", name, line, idx);
+      if (idx < 1)
+        fail("{}:{}: feature index {} is below 1 (indices are 1-based)", name, line, idx);
       if (idx <= last)
-        fail("{}:{}: feature index {} does not follow {} (indices must ascend)", name, line, idx, last);
+        fail("{}:{}: feature index {} does not follow {} (indices must ascend)", name, line, idx,
+             last);
       last = idx;
       double v = parse_number(tok.substr(colon + 1), name, line, "feature value");
       if (v != 0) entries.emplace_back(row, idx - 1, v);
@@ -130,7 +134,8 @@ dataset parse_csv(std::string_view text, const std::string& name, int64_t min_fe
     size_t s = 0;
     while (true) {
       size_t e = l.find(',', s);
-      std::string_view f = l.substr(s, e == std::string_view::npos ? std::string_view::npos : e - s);
+      std::string_view f =
+          l.substr(s, e == std::string_view::npos ? std::string_view::npos : e - s);
       ++count;
       if (count == 1) {
         labels.push_back(parse_label(f, name, line));

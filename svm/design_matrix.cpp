@@ -12,14 +12,18 @@ void design_matrix::sync() {
 
 void design_matrix::times(const Eigen::VectorXd& w, Eigen::VectorXd& out) const {
   MERAK_CHECK(w.size() == cols());
-  if (sparse_data_) out.noalias() = sparse_ * w;
-  else out.noalias() = dense_ * w;
+  if (sparse_data_)
+    out.noalias() = sparse_ * w;
+  else
+    out.noalias() = dense_ * w;
 }
 
 void design_matrix::transpose_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
   MERAK_CHECK(v.size() == rows());
-  if (sparse_data_) out.noalias() = sparse_t_ * v;
-  else out.noalias() = dense_.transpose() * v;
+  if (sparse_data_)
+    out.noalias() = sparse_t_ * v;
+  else
+    out.noalias() = dense_.transpose() * v;
 }
 
 Eigen::MatrixXd design_matrix::gram_cols() const {
@@ -65,7 +69,8 @@ Eigen::VectorXd design_matrix::col_sq_sums() const {
   Eigen::VectorXd s = Eigen::VectorXd::Zero(cols());
   if (sparse_data_) {
     for (int64_t i = 0; i < sparse_.outerSize(); ++i)
-      for (sparse_matrix::InnerIterator it(sparse_, i); it; ++it) s[it.col()] += it.value() * it.value();
+      for (sparse_matrix::InnerIterator it(sparse_, i); it; ++it)
+        s[it.col()] += it.value() * it.value();
   } else {
     s = dense_.colwise().squaredNorm().transpose();
   }

@@ -74,7 +74,8 @@ Eigen::VectorXd design_operator::col_sq_norms() const {
   Eigen::VectorXd d(cols());
   d.head(p) = x_->col_sq_sums();
   if (shift_.size())
-    d.head(p).array() += -2.0 * shift_.array() * x_->col_sums().array() + double(n) * shift_.array().square();
+    d.head(p).array() +=
+        -2.0 * shift_.array() * x_->col_sums().array() + double(n) * shift_.array().square();
   if (ones_) d[p] = double(n);
   return d;
 }

@@ -22,8 +22,8 @@ class design_operator {
 
   void times(const Eigen::VectorXd& q, Eigen::VectorXd& out) const;            // (n)
   void transpose_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const;  // (d)
-  Eigen::MatrixXd gram_cols() const;  // M^T M  (d x d)
-  Eigen::MatrixXd gram_rows() const;  // M M^T  (n x n)
+  Eigen::MatrixXd gram_cols() const;                                           // M^T M  (d x d)
+  Eigen::MatrixXd gram_rows() const;                                           // M M^T  (n x n)
   Eigen::VectorXd col_sq_norms() const;
 
  private:

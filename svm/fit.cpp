@@ -33,7 +33,8 @@ fit_result fit(const dataset& d, const fit_options& o) {
     consensus_options c;
     c.rho1 = o.admm.rho1, c.rho2 = o.admm.rho2;
     c.abs_tol = o.admm.abs_tol, c.rel_tol = o.admm.rel_tol, c.max_iter = o.admm.max_iter;
-    c.method = o.admm.method, c.dense_limit = o.admm.dense_limit, c.polish_bias = o.admm.polish_bias;
+    c.method = o.admm.method, c.dense_limit = o.admm.dense_limit,
+    c.polish_bias = o.admm.polish_bias;
     c.rho_control = o.admm.rho_control;
     c.l1_start = o.admm.l1_start;
     consensus_result a = o.consensus_runner ? o.consensus_runner(*data, o.workers, o.pen, c)

@@ -25,8 +25,8 @@ struct fit_options {
 };
 
 struct fit_result {
-  linear_model model;     // weights in the data's units
-  double objective = 0;   // F of the problem solved (on standardised data when standardize)
+  linear_model model;    // weights in the data's units
+  double objective = 0;  // F of the problem solved (on standardised data when standardize)
   int iterations = 0;
   bool converged = false;
   double time_s = 0;

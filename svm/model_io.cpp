@@ -94,7 +94,8 @@ linear_model parse_text_model(const std::string& text, const std::string& path) 
     ls >> value;
     if (key == "solver_type" || key == "nr_class" || key == "label" || key == "objective" ||
         key == "iterations") {
-      if (key == "nr_class" && value != "2") fail("model file '{}', line {}: nr_class must be 2", path, line_no);
+      if (key == "nr_class" && value != "2")
+        fail("model file '{}', line {}: nr_class must be 2", path, line_no);
       if (key == "objective") m.objective = number(value, "objective");
       if (key == "iterations") m.iterations = int(number(value, "iterations"));
     } else if (key == "penalty") {
@@ -123,8 +124,8 @@ linear_model parse_text_model(const std::string& text, const std::string& path) 
   }
   const int64_t want = features + (bias ? 1 : 0);
   if (int64_t(w.size()) != want)
-    fail("model file '{}': {} weights after 'w', expected {} (nr_feature {}{})", path, w.size(), want,
-         features, bias ? " plus the bias" : "");
+    fail("model file '{}': {} weights after 'w', expected {} (nr_feature {}{})", path, w.size(),
+         want, features, bias ? " plus the bias" : "");
   m.w = Eigen::Map<Eigen::VectorXd>(w.data(), features);
   m.b = bias ? w.back() : 0.0;
   return m;
@@ -136,7 +137,8 @@ void write_model_text(const linear_model& m, const std::string& path) {
   std::string s;
   s += fmt::format("solver_type ADMM_{}\nnr_class 2\nlabel 1 -1\n", penalty_name(m.pen.kind));
   s += fmt::format("nr_feature {}\nbias 1\n", m.w.size());
-  s += fmt::format("penalty {}\nlambda {:.17g}\ntheta {:.17g}\n", penalty_name(m.pen.kind), m.pen.lambda, m.pen.theta);
+  s += fmt::format("penalty {}\nlambda {:.17g}\ntheta {:.17g}\n", penalty_name(m.pen.kind),
+                   m.pen.lambda, m.pen.theta);
   s += fmt::format("objective {:.17g}\niterations {}\nw\n", m.objective, m.iterations);
   for (int64_t j = 0; j < m.w.size(); ++j) s += fmt::format("{:.17g}\n", m.w[j]);
   s += fmt::format("{:.17g}\n", m.b);
@@ -144,17 +146,24 @@ void write_model_text(const linear_model& m, const std::string& path) {
 }
 
 void write_model_json(const linear_model& m, const std::string& path) {
-  nlohmann::json j{{"format", "merak-svm-model"}, {"penalty", penalty_name(m.pen.kind)},
-                   {"lambda", m.pen.lambda}, {"theta", m.pen.theta}, {"features", m.w.size()},
-                   {"bias", m.b}, {"objective", m.objective}, {"iterations", m.iterations},
+  nlohmann::json j{{"format", "merak-svm-model"},
+                   {"penalty", penalty_name(m.pen.kind)},
+                   {"lambda", m.pen.lambda},
+                   {"theta", m.pen.theta},
+                   {"features", m.w.size()},
+                   {"bias", m.b},
+                   {"objective", m.objective},
+                   {"iterations", m.iterations},
                    {"nnz", m.nnz()},
                    {"weights", std::vector<double>(m.w.data(), m.w.data() + m.w.size())}};
   write_atomically(path, j.dump() + "\n");
 }
 
 void write_model(const linear_model& m, const std::string& path) {
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) write_model_json(m, path);
-  else write_model_text(m, path);
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    write_model_json(m, path);
+  else
+    write_model_text(m, path);
 }
 
 linear_model read_model(const std::string& path) {

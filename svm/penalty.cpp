@@ -88,22 +88,32 @@ penalty_kind parse_penalty_kind(std::string_view name) {
 
 const char* penalty_name(penalty_kind k) {
   switch (k) {
-    case penalty_kind::l1: return "l1";
-    case penalty_kind::scad: return "scad";
-    case penalty_kind::mcp: return "mcp";
-    case penalty_kind::lsp: return "lsp";
-    case penalty_kind::capped_l1: return "capped-l1";
+    case penalty_kind::l1:
+      return "l1";
+    case penalty_kind::scad:
+      return "scad";
+    case penalty_kind::mcp:
+      return "mcp";
+    case penalty_kind::lsp:
+      return "lsp";
+    case penalty_kind::capped_l1:
+      return "capped-l1";
   }
   return "?";
 }
 
 double default_theta(penalty_kind k) {
   switch (k) {
-    case penalty_kind::l1: return 0.0;
-    case penalty_kind::scad: return 3.7;
-    case penalty_kind::mcp: return 3.0;
-    case penalty_kind::lsp: return 1.0;
-    case penalty_kind::capped_l1: return 1.0;
+    case penalty_kind::l1:
+      return 0.0;
+    case penalty_kind::scad:
+      return 3.7;
+    case penalty_kind::mcp:
+      return 3.0;
+    case penalty_kind::lsp:
+      return 1.0;
+    case penalty_kind::capped_l1:
+      return 1.0;
   }
   return 0.0;
 }
@@ -111,7 +121,8 @@ double default_theta(penalty_kind k) {
 void penalty::validate() const {
   if (!(lambda >= 0) || !std::isfinite(lambda)) fail("--lambda must be >= 0 (got {})", lambda);
   switch (kind) {
-    case penalty_kind::l1: break;
+    case penalty_kind::l1:
+      break;
     case penalty_kind::scad:
       if (!(theta > 2)) fail("--theta (SCAD a) must be > 2 (got {})", theta);
       break;
@@ -129,7 +140,8 @@ void penalty::validate() const {
 double penalty::value(double t) const {
   const double u = std::abs(t), l = lambda;
   switch (kind) {
-    case penalty_kind::l1: return l * u;
+    case penalty_kind::l1:
+      return l * u;
     case penalty_kind::scad: {
       const double a = theta;
       if (u <= l) return l * u;
@@ -138,8 +150,10 @@ double penalty::value(double t) const {
     }
     case penalty_kind::mcp:
       return u <= theta * l ? l * u - u * u / (2 * theta) : theta * l * l / 2;
-    case penalty_kind::lsp: return l * std::log1p(u / theta);
-    case penalty_kind::capped_l1: return l * std::min(u, theta);
+    case penalty_kind::lsp:
+      return l * std::log1p(u / theta);
+    case penalty_kind::capped_l1:
+      return l * std::min(u, theta);
   }
   return 0;
 }
@@ -152,11 +166,16 @@ double penalty::value(const Eigen::VectorXd& w) const {
 
 double penalty::prox(double v, double rho) const {
   switch (kind) {
-    case penalty_kind::l1: return soft(v, lambda / rho);
-    case penalty_kind::scad: return prox_scad(*this, v, rho);
-    case penalty_kind::mcp: return prox_mcp(*this, v, rho);
-    case penalty_kind::lsp: return prox_lsp(*this, v, rho);
-    case penalty_kind::capped_l1: return prox_capped(*this, v, rho);
+    case penalty_kind::l1:
+      return soft(v, lambda / rho);
+    case penalty_kind::scad:
+      return prox_scad(*this, v, rho);
+    case penalty_kind::mcp:
+      return prox_mcp(*this, v, rho);
+    case penalty_kind::lsp:
+      return prox_lsp(*this, v, rho);
+    case penalty_kind::capped_l1:
+      return prox_capped(*this, v, rho);
   }
   return v;
 }
@@ -174,20 +193,33 @@ void penalty::prox(const Eigen::VectorXd& v, double rho, Eigen::VectorXd& out) c
       out = (v.array().abs() - tau).max(0.0) * v.array().sign();
       break;
     }
-    case penalty_kind::scad: each([&](double x) { return prox_scad(*this, x, rho); }); break;
-    case penalty_kind::mcp: each([&](double x) { return prox_mcp(*this, x, rho); }); break;
-    case penalty_kind::lsp: each([&](double x) { return prox_lsp(*this, x, rho); }); break;
-    case penalty_kind::capped_l1: each([&](double x) { return prox_capped(*this, x, rho); }); break;
+    case penalty_kind::scad:
+      each([&](double x) { return prox_scad(*this, x, rho); });
+      break;
+    case penalty_kind::mcp:
+      each([&](double x) { return prox_mcp(*this, x, rho); });
+      break;
+    case penalty_kind::lsp:
+      each([&](double x) { return prox_lsp(*this, x, rho); });
+      break;
+    case penalty_kind::capped_l1:
+      each([&](double x) { return prox_capped(*this, x, rho); });
+      break;
   }
 }
 
 double penalty::rho_threshold() const {
   switch (kind) {
-    case penalty_kind::scad: return 1 / (theta - 1);
-    case penalty_kind::mcp: return 1 / theta;
-    case penalty_kind::lsp: return lambda / (theta * theta);
-    case penalty_kind::capped_l1: return lambda / (2 * theta);
-    default: return 0;
+    case penalty_kind::scad:
+      return 1 / (theta - 1);
+    case penalty_kind::mcp:
+      return 1 / theta;
+    case penalty_kind::lsp:
+      return lambda / (theta * theta);
+    case penalty_kind::capped_l1:
+      return lambda / (2 * theta);
+    default:
+      return 0;
   }
 }
 

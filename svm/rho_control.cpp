@@ -7,8 +7,10 @@ double rho_control::factor(int it, double primal, double dual, double rho1) {
   double f = 1;
   if (it <= o_.balance_until) {
     if (it % o_.balance_every != 0) return 1;
-    if (primal > o_.balance_mu * dual) f = o_.balance_factor;
-    else if (dual > o_.balance_mu * primal && rho1 / o_.balance_factor > floor_) f = 1 / o_.balance_factor;
+    if (primal > o_.balance_mu * dual)
+      f = o_.balance_factor;
+    else if (dual > o_.balance_mu * primal && rho1 / o_.balance_factor > floor_)
+      f = 1 / o_.balance_factor;
   } else if (o_.stall_factor > 1 && it % o_.stall_window == 0) {
     const double now = primal + dual;
     if (window_start_ >= 0 && now > o_.stall_ratio * window_start_) f = o_.stall_factor;

@@ -10,12 +10,14 @@ namespace merak::svm {
 
 dataset make_synthetic(const synthetic_options& o) {
   if (o.n < 1 || o.p < 1) fail("synthetic data needs n >= 1 and p >= 1 (got {} x {})", o.n, o.p);
-  if (!(o.density > 0 && o.density <= 1)) fail("synthetic density must be in (0, 1] (got {})", o.density);
+  if (!(o.density > 0 && o.density <= 1))
+    fail("synthetic density must be in (0, 1] (got {})", o.density);
   rng r(o.seed, 0x5EED);
   // Planted weights on a spread of columns so that sparse rows still hit them.
   Eigen::VectorXd w = Eigen::VectorXd::Zero(o.p);
   const int64_t k = std::min(o.informative, o.p);
-  for (int64_t j = 0; j < k; ++j) w[j * (o.p / std::max<int64_t>(k, 1))] = (j % 2 ? -1.0 : 1.0) * (0.5 + r.uniform());
+  for (int64_t j = 0; j < k; ++j)
+    w[j * (o.p / std::max<int64_t>(k, 1))] = (j % 2 ? -1.0 : 1.0) * (0.5 + r.uniform());
   dataset d;
   d.name = "synthetic";
   d.y.resize(o.n);

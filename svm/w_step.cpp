@@ -13,7 +13,8 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& gram, double diag) {
   Eigen::MatrixXd a = gram;
   a.diagonal().array() += diag;
   Eigen::LLT<Eigen::MatrixXd> llt(a);
-  if (llt.info() != Eigen::Success) fail("w-step factorisation failed (matrix not positive definite; rho too small?)");
+  if (llt.info() != Eigen::Success)
+    fail("w-step factorisation failed (matrix not positive definite; rho too small?)");
   return llt;
 }
 
@@ -30,7 +31,9 @@ class cholesky_solver final : public w_solver {
     if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
     ratio_ = rho1 / rho2, rho1_ = rho1, rho2_ = rho2;
   }
-  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override { w = llt_.solve(q) / rho2_; }
+  void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override {
+    w = llt_.solve(q) / rho2_;
+  }
   w_method method() const override { return w_method::cholesky; }
 
  private:
@@ -55,10 +58,10 @@ class woodbury_solver final : public w_solver {
   //   w = a + M^T g,  M w = M a + G g,  where g = (rho2/rho1) t - s/rho1.
   void solve_split(const Eigen::VectorXd& a, const Eigen::VectorXd& t, Eigen::VectorXd& w,
                    Eigen::VectorXd& mw, double) override {
-    m_.times(a, ma_);                                   // (n)
+    m_.times(a, ma_);  // (n)
     g_.noalias() = gram_.selfadjointView<Eigen::Lower>() * t;
-    g_ = rho1_ * ma_ + rho2_ * g_;                      // M q
-    g_ = llt_.solve(g_);                                // C^-1 M q
+    g_ = rho1_ * ma_ + rho2_ * g_;  // M q
+    g_ = llt_.solve(g_);            // C^-1 M q
     g_ = (rho2_ / rho1_) * t - g_ / rho1_;
     m_.transpose_times(g_, w);
     w += a;
@@ -66,9 +69,9 @@ class woodbury_solver final : public w_solver {
     mw += ma_;
   }
   void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override {
-    m_.times(q, mq_);             // (n)
+    m_.times(q, mq_);  // (n)
     mq_ = llt_.solve(mq_);
-    m_.transpose_times(mq_, w);   // (d)
+    m_.transpose_times(mq_, w);  // (d)
     w = (q - w) / rho1_;
   }
   w_method method() const override { return w_method::woodbury; }
@@ -94,7 +97,10 @@ class cg_solver final : public w_solver {
     if (w.size() != q.size()) w = Eigen::VectorXd::Zero(q.size());
     const double tol = std::clamp(tol_hint, o_.rel_tol, std::max(o_.rel_tol, o_.max_rel_tol));
     const double qn = q.norm();
-    if (qn == 0) { w.setZero(); return; }
+    if (qn == 0) {
+      w.setZero();
+      return;
+    }
     apply(w, ap_);
     Eigen::VectorXd r = q - ap_;
     Eigen::VectorXd z = inv_diag_.cwiseProduct(r);
@@ -146,10 +152,14 @@ w_method parse_w_method(std::string_view name) {
 
 const char* w_method_name(w_method m) {
   switch (m) {
-    case w_method::automatic: return "auto";
-    case w_method::cholesky: return "cholesky";
-    case w_method::woodbury: return "woodbury";
-    case w_method::cg: return "cg";
+    case w_method::automatic:
+      return "auto";
+    case w_method::cholesky:
+      return "cholesky";
+    case w_method::woodbury:
+      return "woodbury";
+    case w_method::cg:
+      return "cg";
   }
   return "?";
 }
@@ -159,14 +169,20 @@ std::unique_ptr<w_solver> make_w_solver(const design_operator& m, w_method metho
   MERAK_CHECK(rho1 > 0 && rho2 > 0);
   if (method == w_method::automatic) {
     const int64_t n = m.rows(), d = m.cols();
-    if (d <= n && d <= dense_limit) method = w_method::cholesky;
-    else if (n < d && n <= dense_limit) method = w_method::woodbury;
-    else method = w_method::cg;
+    if (d <= n && d <= dense_limit)
+      method = w_method::cholesky;
+    else if (n < d && n <= dense_limit)
+      method = w_method::woodbury;
+    else
+      method = w_method::cg;
   }
   switch (method) {
-    case w_method::cholesky: return std::make_unique<cholesky_solver>(m, rho1, rho2);
-    case w_method::woodbury: return std::make_unique<woodbury_solver>(m, rho1, rho2);
-    default: return std::make_unique<cg_solver>(m, rho1, rho2, cg);
+    case w_method::cholesky:
+      return std::make_unique<cholesky_solver>(m, rho1, rho2);
+    case w_method::woodbury:
+      return std::make_unique<woodbury_solver>(m, rho1, rho2);
+    default:
+      return std::make_unique<cg_solver>(m, rho1, rho2, cg);
   }
 }
 

@@ -9,8 +9,10 @@
 
 using namespace merak;
 
-TEST_CASE("consensus ADMM on actors equals the in-process loop for K = 1, 2, 4, 8", "[actors][svm]") {
-  svm::dataset d = svm::make_synthetic({.n = 160, .p = 24, .density = 1.0, .informative = 5, .seed = 3});
+TEST_CASE("consensus ADMM on actors equals the in-process loop for K = 1, 2, 4, 8",
+          "[actors][svm]") {
+  svm::dataset d =
+      svm::make_synthetic({.n = 160, .p = 24, .density = 1.0, .informative = 5, .seed = 3});
   for (auto kind : {svm::penalty_kind::l1, svm::penalty_kind::mcp}) {
     svm::penalty pen{kind, 0.02, svm::default_theta(kind)};
     svm::admm_options single_o;
@@ -21,8 +23,8 @@ TEST_CASE("consensus ADMM on actors equals the in-process loop for K = 1, 2, 4, 
       o.admm.abs_tol = 1e-6, o.admm.rel_tol = 1e-5, o.admm.max_iter = 20000;
       svm::consensus_result a = actors::consensus_fit_actors(d, k, pen, o);
       svm::consensus_result loop = svm::consensus_fit(d, k, pen, o.admm);
-      INFO(svm::penalty_name(kind) << " K=" << k << " actors " << a.objective << " loop " << loop.objective
-                                   << " single " << single.objective);
+      INFO(svm::penalty_name(kind) << " K=" << k << " actors " << a.objective << " loop "
+                                   << loop.objective << " single " << single.objective);
       // Same maths, same order of floating-point operations.
       CHECK(a.iterations == loop.iterations);
       CHECK(a.objective == loop.objective);
@@ -53,5 +55,6 @@ TEST_CASE("a worker that dies ends the fit with an error naming it, not a hang",
 
 TEST_CASE("bad consensus set-ups are refused before any actor starts", "[actors][svm]") {
   svm::dataset d = svm::make_synthetic({.n = 6, .p = 3});
-  CHECK_THROWS_WITH(actors::consensus_fit_actors(d, 7, {}, {}), Catch::Contains("--workers 7 exceeds the 6 samples"));
+  CHECK_THROWS_WITH(actors::consensus_fit_actors(d, 7, {}, {}),
+                    Catch::Contains("--workers 7 exceeds the 6 samples"));
 }

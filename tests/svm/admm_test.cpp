@@ -36,7 +36,8 @@ double lp_objective(const dataset& d, double lambda) {
   std::vector<int> ia{0}, ja{0};
   std::vector<double> ar{0};
   auto put = [&](int i, int j, double v) { ia.push_back(i), ja.push_back(j), ar.push_back(v); };
-  Eigen::MatrixXd x = d.x.is_sparse() ? Eigen::MatrixXd(d.x.sparse()) : Eigen::MatrixXd(d.x.dense());
+  Eigen::MatrixXd x =
+      d.x.is_sparse() ? Eigen::MatrixXd(d.x.sparse()) : Eigen::MatrixXd(d.x.dense());
   for (int i = 0; i < n; ++i) {
     const double y = d.y[i];
     for (int j = 0; j < p; ++j) {
@@ -66,13 +67,17 @@ admm_options tight() {
 
 }  // namespace
 
-TEST_CASE("ADMM with the L1 penalty reaches the LP optimum (GLPK) to 1e-4 relative", "[svm][admm]") {
-  struct c { test::synthetic_spec s; double lambda; };
+TEST_CASE("ADMM with the L1 penalty reaches the LP optimum (GLPK) to 1e-4 relative",
+          "[svm][admm]") {
+  struct c {
+    test::synthetic_spec s;
+    double lambda;
+  };
   std::vector<c> cases = {
-      {{.n = 150, .p = 20, .seed = 1}, 0.01},                       // n >= p: Cholesky
+      {{.n = 150, .p = 20, .seed = 1}, 0.01},  // n >= p: Cholesky
       {{.n = 150, .p = 20, .seed = 2}, 0.05},
-      {{.n = 40, .p = 90, .informative = 4, .seed = 3}, 0.02},      // n < p: Woodbury
-      {{.n = 120, .p = 60, .density = 0.2, .seed = 4}, 0.01},       // sparse
+      {{.n = 40, .p = 90, .informative = 4, .seed = 3}, 0.02},  // n < p: Woodbury
+      {{.n = 120, .p = 60, .density = 0.2, .seed = 4}, 0.01},   // sparse
   };
   for (const auto& k : cases) {
     dataset d = test::synthetic(k.s);
@@ -131,10 +136,13 @@ TEST_CASE("dense and sparse storage of the same data give the same fit", "[svm][
   }
 }
 
-TEST_CASE("nonconvex fits converge, beat the zero model and find the planted features", "[svm][admm]") {
+TEST_CASE("nonconvex fits converge, beat the zero model and find the planted features",
+          "[svm][admm]") {
   dataset d = test::synthetic({.n = 200, .p = 50, .informative = 5, .seed = 5});
-  const double zero_model = objective(d.x, d.y, Eigen::VectorXd::Zero(50), best_bias(d.y, Eigen::VectorXd::Zero(200), 0), penalty{});
-  for (auto kind : {penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp, penalty_kind::capped_l1}) {
+  const double zero_model = objective(d.x, d.y, Eigen::VectorXd::Zero(50),
+                                      best_bias(d.y, Eigen::VectorXd::Zero(200), 0), penalty{});
+  for (auto kind :
+       {penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp, penalty_kind::capped_l1}) {
     penalty pen{kind, 0.02, default_theta(kind)};
     admm_result r = admm_solve(d.x, d.y, pen, {});
     INFO(penalty_name(kind) << " nnz " << r.nnz());
@@ -160,7 +168,8 @@ TEST_CASE("the exact bias minimises the hinge sum", "[svm][objective]") {
 TEST_CASE("bad fit inputs are refused with a message", "[svm][admm]") {
   dataset d = test::synthetic({.n = 10, .p = 3});
   d.y[4] = 2;
-  CHECK_THROWS_WITH(admm_solve(d.x, d.y, {}, {}), Catch::Contains("label 2 of sample 5 is not -1 or +1"));
+  CHECK_THROWS_WITH(admm_solve(d.x, d.y, {}, {}),
+                    Catch::Contains("label 2 of sample 5 is not -1 or +1"));
   admm_options o;
   o.max_iter = 0;
   d.y[4] = 1;

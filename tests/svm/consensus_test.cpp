@@ -25,7 +25,8 @@ consensus_options consensus_tight() {
 
 }  // namespace
 
-TEST_CASE("consensus ADMM over K = 1, 2, 4, 8 matches the single-machine objective", "[svm][consensus]") {
+TEST_CASE("consensus ADMM over K = 1, 2, 4, 8 matches the single-machine objective",
+          "[svm][consensus]") {
   for (bool sparse : {false, true}) {
     dataset d = test::synthetic({.n = 160, .p = 24, .density = sparse ? 0.4 : 1.0, .seed = 21});
     for (auto kind : {penalty_kind::l1, penalty_kind::mcp, penalty_kind::scad}) {
@@ -33,13 +34,16 @@ TEST_CASE("consensus ADMM over K = 1, 2, 4, 8 matches the single-machine objecti
       const admm_result single = admm_solve(d.x, d.y, pen, single_options());
       for (int k : {1, 2, 4, 8}) {
         consensus_result c = consensus_fit(d, k, pen, consensus_tight());
-        INFO(penalty_name(kind) << " K=" << k << " sparse=" << sparse << " iterations=" << c.iterations
-                                << " single=" << single.objective << " consensus=" << c.objective);
+        INFO(penalty_name(kind) << " K=" << k << " sparse=" << sparse
+                                << " iterations=" << c.iterations << " single=" << single.objective
+                                << " consensus=" << c.objective);
         CHECK(single.converged);
         CHECK(c.converged);
         CHECK(c.objective == Approx(objective(d.x, d.y, c.w, c.b, pen)));
-        if (kind == penalty_kind::scad) CHECK(c.objective == Approx(single.objective).epsilon(0.02));
-        else CHECK(c.objective == Approx(single.objective).epsilon(1e-3));
+        if (kind == penalty_kind::scad)
+          CHECK(c.objective == Approx(single.objective).epsilon(0.02));
+        else
+          CHECK(c.objective == Approx(single.objective).epsilon(1e-3));
       }
     }
   }
@@ -61,6 +65,7 @@ TEST_CASE("the consensus step averages contributions and proxes with K rho1", "[
 
 TEST_CASE("consensus refuses more workers than samples", "[svm][consensus]") {
   dataset d = test::synthetic({.n = 5, .p = 3});
-  CHECK_THROWS_WITH(consensus_fit(d, 6, {}, {}), Catch::Contains("--workers 6 exceeds the 5 samples"));
+  CHECK_THROWS_WITH(consensus_fit(d, 6, {}, {}),
+                    Catch::Contains("--workers 6 exceeds the 5 samples"));
   CHECK_THROWS_WITH(consensus_fit(d, 0, {}, {}), Catch::Contains("--workers must be at least 1"));
 }

@@ -45,7 +45,10 @@ TEST_CASE("CSV is read into a dense matrix", "[svm][io]") {
 }
 
 TEST_CASE("malformed LIBSVM lines are errors naming the file and line", "[svm][io]") {
-  struct c { const char* text; const char* message; };
+  struct c {
+    const char* text;
+    const char* message;
+  };
   const c cases[] = {
       {"+1 1:1\n+1 2:x\n", ":2: feature value 'x' is not a number"},
       {"+1 1:1\n\n+2 1:1\n", ":3: label '+2' is not +1 or -1"},
@@ -64,12 +67,17 @@ TEST_CASE("malformed LIBSVM lines are errors naming the file and line", "[svm][i
     INFO(t.text);
     CHECK_THROWS_WITH(read_libsvm(path), Catch::Contains(path + t.message));
   }
-  CHECK_THROWS_WITH(read_libsvm("/nonexistent/x.libsvm"), Catch::Contains("cannot open data file '/nonexistent/x.libsvm'"));
-  CHECK_THROWS_WITH(read_libsvm(write_temp("empty.libsvm", "\n\n")), Catch::Contains("holds no samples"));
+  CHECK_THROWS_WITH(read_libsvm("/nonexistent/x.libsvm"),
+                    Catch::Contains("cannot open data file '/nonexistent/x.libsvm'"));
+  CHECK_THROWS_WITH(read_libsvm(write_temp("empty.libsvm", "\n\n")),
+                    Catch::Contains("holds no samples"));
 }
 
 TEST_CASE("malformed CSV lines are errors naming the file, line and field", "[svm][io]") {
-  struct c { const char* text; const char* message; };
+  struct c {
+    const char* text;
+    const char* message;
+  };
   const c cases[] = {
       {"1,2,3\n-1,2\n", ":2: 2 fields where earlier lines have 3"},
       {"1,2,3\n-1,2,abc\n", ":2: field 3 'abc' is not a number"},

@@ -60,7 +60,9 @@ TEST_CASE("broken model files are refused with the file and line named", "[svm][
   CHECK_THROWS_WITH(read_model(p), Catch::Contains("line 2: unknown key 'colour'"));
   p = write("bad.json", "{\"format\": \"merak-svm-model\", \"penalty\": \"l1\"}");
   CHECK_THROWS_WITH(read_model(p), Catch::Contains(p));
-  p = write("theta.json", R"({"format":"merak-svm-model","penalty":"mcp","lambda":0.1,"theta":0.5,"bias":0,"weights":[1]})");
+  p = write(
+      "theta.json",
+      R"({"format":"merak-svm-model","penalty":"mcp","lambda":0.1,"theta":0.5,"bias":0,"weights":[1]})");
   CHECK_THROWS_WITH(read_model(p), Catch::Contains("MCP gamma"));
   CHECK_THROWS_WITH(read_model(temp("none")), Catch::Contains("cannot open model file"));
 }

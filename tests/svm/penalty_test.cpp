@@ -37,7 +37,8 @@ struct prox_case {
 
 }  // namespace
 
-TEST_CASE("every prox matches brute-force minimisation, above and below the rho threshold", "[svm][penalty]") {
+TEST_CASE("every prox matches brute-force minimisation, above and below the rho threshold",
+          "[svm][penalty]") {
   std::vector<prox_case> cases = {
       {{penalty_kind::l1, 0.5, 0}, 1.0, "l1"},
       {{penalty_kind::l1, 0.3, 0}, 0.2, "l1 small rho"},
@@ -68,7 +69,8 @@ TEST_CASE("every prox matches brute-force minimisation, above and below the rho 
   }
 }
 
-TEST_CASE("the unit-weight prox with lambda/rho is not the rho-weighted prox for MCP", "[svm][penalty]") {
+TEST_CASE("the unit-weight prox with lambda/rho is not the rho-weighted prox for MCP",
+          "[svm][penalty]") {
   // Guards against the published bug the spec warns about.
   penalty p{penalty_kind::mcp, 1.0, 3.0};
   const double rho = 2.0, v = 1.5;
@@ -99,14 +101,18 @@ TEST_CASE("penalty values follow their definitions", "[svm][penalty]") {
 TEST_CASE("bad penalty names and parameters are refused with the flag named", "[svm][penalty]") {
   CHECK_THROWS_WITH(parse_penalty_kind("ridge"), Catch::Contains("unknown penalty 'ridge'"));
   CHECK(parse_penalty_kind("capped-l1") == penalty_kind::capped_l1);
-  CHECK_THROWS_WITH((penalty{penalty_kind::scad, 0.1, 2.0}.validate()), Catch::Contains("--theta (SCAD a) must be > 2"));
-  CHECK_THROWS_WITH((penalty{penalty_kind::mcp, 0.1, 1.0}.validate()), Catch::Contains("--theta (MCP gamma) must be > 1"));
-  CHECK_THROWS_WITH((penalty{penalty_kind::l1, -1, 0}.validate()), Catch::Contains("--lambda must be >= 0"));
+  CHECK_THROWS_WITH((penalty{penalty_kind::scad, 0.1, 2.0}.validate()),
+                    Catch::Contains("--theta (SCAD a) must be > 2"));
+  CHECK_THROWS_WITH((penalty{penalty_kind::mcp, 0.1, 1.0}.validate()),
+                    Catch::Contains("--theta (MCP gamma) must be > 1"));
+  CHECK_THROWS_WITH((penalty{penalty_kind::l1, -1, 0}.validate()),
+                    Catch::Contains("--lambda must be >= 0"));
 }
 
 TEST_CASE("the vector prox equals the scalar prox elementwise", "[svm][penalty]") {
   Eigen::VectorXd v = Eigen::VectorXd::LinSpaced(401, -4.0, 4.0);
-  for (auto kind : {penalty_kind::l1, penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp, penalty_kind::capped_l1}) {
+  for (auto kind : {penalty_kind::l1, penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp,
+                    penalty_kind::capped_l1}) {
     penalty p{kind, 0.7, kind == penalty_kind::l1 ? 0.0 : default_theta(kind)};
     for (double rho : {0.1, 1.0, 5.0}) {
       Eigen::VectorXd out;

@@ -22,7 +22,8 @@ struct synthetic_spec {
 inline dataset synthetic(const synthetic_spec& s) {
   rng r(s.seed, 0x5A5A);
   Eigen::VectorXd w = Eigen::VectorXd::Zero(s.p);
-  for (int64_t j = 0; j < std::min(s.informative, s.p); ++j) w[j] = (j % 2 ? -1.0 : 1.0) * (1.0 + r.uniform());
+  for (int64_t j = 0; j < std::min(s.informative, s.p); ++j)
+    w[j] = (j % 2 ? -1.0 : 1.0) * (1.0 + r.uniform());
   dataset d;
   d.name = "synthetic";
   d.y.resize(s.n);
