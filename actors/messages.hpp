@@ -65,5 +65,9 @@ using ready_atom = caf::atom_constant<caf::atom("ready")>;    // (dp, stage, sum
 using applied_atom = caf::atom_constant<caf::atom("applied")>;  // (dp, stage)
 using failed_atom = caf::atom_constant<caf::atom("failed")>;  // (what)
 using trace_atom = caf::atom_constant<caf::atom("trace")>;    // (dp, stage, ops as text)
+// Scheduler negotiation.
+using memory_atom = caf::atom_constant<caf::atom("memory")>;  // stage -> scheduler: memory report
+using plan_atom = caf::atom_constant<caf::atom("plan")>;      // scheduler -> stage: policy, checkpoint
+using planned_atom = caf::atom_constant<caf::atom("planned")>;  // scheduler -> coordinator: summary
 
 }  // namespace merak::actors

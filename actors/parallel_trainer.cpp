@@ -14,12 +14,12 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/messages.hpp"
+#include "actors/scheduler_actor.hpp"
 #include "actors/stage_actor.hpp"
 #include "core/error.hpp"
 #include "model/executor.hpp"
 #include "model/gemm.hpp"
 #include "model/gpt.hpp"
-#include "partition/recompute.hpp"
 #include "partition/stages.hpp"
 
 namespace merak::actors {
@@ -52,7 +52,8 @@ struct parallel_trainer::impl {
   model::text_corpus corpus;
   model::graph graph;
   std::vector<int> bounds;
-  partition::recompute_plan plan;
+  std::string plan_summary;
+  caf::actor scheduler;
   model::lr_schedule schedule;
   int64_t step = 0;
   double bubble = 0;
@@ -79,15 +80,26 @@ struct parallel_trainer::impl {
     schedule.min_lr = opts.min_lr >= 0 ? opts.min_lr : opts.lr / 10;
     schedule.warmup_steps = opts.warmup >= 0 ? opts.warmup : opts.steps / 20;
     schedule.total_steps = std::max<int64_t>(1, opts.steps);
-    spawn();
+    try {
+      spawn();
+    } catch (...) {
+      shutdown();
+      throw;
+    }
   }
 
-  ~impl() {
-    if (self)
-      for (auto& rep : stages)
-        for (auto& a : rep) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
-    if (self)
-      for (auto& a : reducers) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+  ~impl() { shutdown(); }
+
+  // Ends every actor this job spawned (the actor system's destructor waits
+  // for them all, so a failed start must not leave any behind).
+  void shutdown() {
+    if (!self) return;
+    for (auto& rep : stages)
+      for (auto& a : rep)
+        if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : reducers)
+      if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+    if (scheduler) (*self)->send_exit(scheduler, caf::exit_reason::user_shutdown);
     self.reset();
   }
 
@@ -95,6 +107,8 @@ struct parallel_trainer::impl {
     cfg = std::make_unique<caf::actor_system_config>();
     cfg->add_message_type<tensor_ref>("merak.tensor_ref");
     cfg->add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
+    cfg->add_message_type<std::vector<int64_t>>("std::vector<int64_t>");
+    cfg->add_message_type<std::vector<int>>("std::vector<int>");
     // Stages are detached threads; the reducers share one worker that sleeps
     // when idle (the work-stealing default polls, taking CPU from the stages).
     cfg->set("scheduler.policy", caf::atom("sharing"));
@@ -117,31 +131,19 @@ struct parallel_trainer::impl {
         for (auto& spec : graph.nodes()[n].params)
           if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
     }
-    auto policies_full = par.recompute == recompute_mode::full;
-    // Recomputation negotiated from each stage's memory (computed here from
-    // the graph: the figures a stage would report).
-    {
-      std::vector<partition::stage_memory> mem;
-      const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
-      for (int s = 0; s < P; ++s) {
-        auto pol = partition::make_policy(par.schedule, P, par.micro_batches, s, policies_full);
-        int in_flight = pol.limited ? std::max(pol.warm, pol.steady) : par.micro_batches;
-        mem.push_back(partition::describe_stage(graph, s, bounds[s], bounds[s + 1], tokens, in_flight));
-      }
-      if (par.recompute == recompute_mode::stage_aware)
-        plan = par.memory_budget > 0 ? partition::plan_for_budget(mem, par.memory_budget)
-                                     : partition::plan_stage_aware(mem, par.recompute_ratio);
-      else
-        plan = partition::plan_stage_aware(mem, 0.0);  // nothing checkpointed by the plan
-      if (par.recompute == recompute_mode::none && par.memory_budget > 0)
-        for (int s = 0; s < P; ++s)
-          if (plan.bytes[s] > par.memory_budget)
-            fail("stage {} needs {} bytes without recomputation, more than --memory-budget {} "
-                 "(try --recompute stage-aware)",
-                 s, plan.bytes[s], par.memory_budget);
-      if (par.recompute == recompute_mode::none || par.recompute == recompute_mode::full)
-        for (auto& n : plan.nodes) n = 0;
-    }
+    const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
+    scheduler_setup sch;
+    sch.kind = par.schedule;
+    sch.pp = P;
+    sch.dp = D;
+    sch.micro_batches = par.micro_batches;
+    sch.full_recompute = par.recompute == recompute_mode::full;
+    sch.stage_aware = par.recompute == recompute_mode::stage_aware;
+    sch.r0 = par.recompute_ratio;
+    sch.budget = par.memory_budget;
+    scheduler = sys->spawn(scheduler_actor, sch);
+    names[scheduler.address()] = "scheduler actor";
+    (*self)->monitor(scheduler);
     graph_inputs_of.assign(P, {});
     for (int s = 0; s < P; ++s) reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D, cores) : caf::actor{});
     stages.assign(D, std::vector<caf::actor>(P));
@@ -157,11 +159,13 @@ struct parallel_trainer::impl {
         su.last = bounds[s + 1];
         su.seed = opts.seed;
         su.adam.weight_decay = opts.weight_decay;
-        su.policy = partition::make_policy(par.schedule, P, par.micro_batches, s, policies_full);
+        su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
+        su.policy.stages = P;
+        su.policy.micro_batches = par.micro_batches;
+        su.tokens_per_micro_batch = tokens;
         su.loss_scale = 1.0f / float(D * par.micro_batches);
         su.threads = per_actor;
         su.trace = !par.trace_path.empty();
-        su.checkpoint_nodes = plan.nodes[s];
         // Routing: which stage sends each input, which stages read each output.
         auto [ins, outs] = boundary(s);
         for (int v : ins) {
@@ -184,14 +188,24 @@ struct parallel_trainer::impl {
         (*self)->monitor(a);
         stages[r][s] = a;
       }
+    std::vector<caf::actor> all;
+    for (auto& rep : stages) all.insert(all.end(), rep.begin(), rep.end());
+    (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
     for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s)
-        (*self)->send(stages[r][s], wire_atom::value, stages[r], reducers[s], caf::actor{*self});
+        (*self)->send(stages[r][s], wire_atom::value, stages[r], reducers[s], caf::actor{*self}, scheduler);
     for (auto& a : reducers)
       if (a) {
         names[a.address()] = "reducer actor";
         (*self)->monitor(a);
       }
+    // The scheduler answers once every stage reported its memory.
+    bool planned = false;
+    while (!planned)
+      await("waiting for the scheduler's plan", [&](planned_atom, const std::string& summary) {
+        plan_summary = summary;
+        planned = true;
+      });
   }
 
   // Inputs and outputs of stage s, computed from the graph as the executor does.
@@ -369,6 +383,6 @@ double parallel_trainer::last_bubble_fraction() const { return impl_->bubble; }
 double parallel_trainer::validation_loss() { return impl_->validation_loss(); }
 int64_t parallel_trainer::step() const { return impl_->step; }
 const std::vector<int>& parallel_trainer::stage_bounds() const { return impl_->bounds; }
-std::string parallel_trainer::recompute_plan() const { return impl_->plan.str(); }
+std::string parallel_trainer::recompute_plan() const { return impl_->plan_summary; }
 
 }  // namespace merak::actors

@@ -13,6 +13,7 @@
 #include "actors/messages.hpp"
 #include "core/error.hpp"
 #include "model/executor.hpp"
+#include "partition/recompute.hpp"
 
 namespace merak::actors {
 
@@ -50,7 +51,6 @@ void setup_state(stage_state& st, stage_setup cfg) {
   st.cfg = std::move(cfg);
   st.store = std::make_unique<model::parameter_store>(st.cfg.seed);
   st.exec = std::make_unique<model::executor>(*st.cfg.graph, *st.store, st.cfg.first, st.cfg.last);
-  st.exec->set_checkpoint(st.cfg.checkpoint_nodes);
   st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
   for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
 }
@@ -231,7 +231,8 @@ namespace {
 
 caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup setup) {
   return {
-      [=](wire_atom, std::vector<caf::actor> stages, caf::actor reducer, caf::actor coordinator) {
+      [=](wire_atom, std::vector<caf::actor> stages, caf::actor reducer, caf::actor coordinator,
+          caf::actor scheduler) {
         auto& st = self->state;
         st.stages = std::move(stages);
         st.reducer = std::move(reducer);
@@ -239,6 +240,25 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
         guarded(self, [&] {
           omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
           setup_state(st, setup);
+          if (st.cfg.dp_rank == 0) {  // replicas are identical: one report per stage
+            auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first, st.cfg.last,
+                                               st.cfg.tokens_per_micro_batch, 1);
+            self->send(scheduler, memory_atom::value, st.cfg.stage, m.weights_bytes, m.segment_nodes,
+                       m.stash_bytes, m.checkpoint_bytes, m.input_bytes);
+          }
+        });
+      },
+      [=](plan_atom, int warm, int steady, bool limited, bool forward_first, bool recompute_in_backward,
+          const std::vector<int>& pre, int checkpoint_nodes) {
+        guarded(self, [&] {
+          auto& p = self->state.cfg.policy;
+          p.warm = warm;
+          p.steady = steady;
+          p.limited = limited;
+          p.forward_first = forward_first;
+          p.recompute_in_backward = recompute_in_backward;
+          p.pre = std::set<int>(pre.begin(), pre.end());
+          self->state.exec->set_checkpoint(checkpoint_nodes);
         });
       },
       [=](step_atom, int64_t) {

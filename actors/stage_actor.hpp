@@ -4,6 +4,7 @@
 //
 // Protocol of one step (arrows are messages):
 //
+//   stage --memory--> scheduler --plan(policy, checkpoint)--> stage   (once)
 //   coordinator --step--> stage            reset the schedule
 //   coordinator/upstream --input(mb, v, x)--> stage
 //   downstream --grad(mb, v, dx)--> stage
@@ -36,8 +37,9 @@ struct stage_setup {
   int first = 0, last = 0;  // node range
   uint64_t seed = 0;
   model::adamw_config adam;
-  partition::stage_policy policy;
+  partition::stage_policy policy;  // stage, stages, micro-batches; the rest comes from the scheduler
   float loss_scale = 1;  // 1 / (dp x micro-batches): the global mean
+  int64_t tokens_per_micro_batch = 0;  // for the memory report
   int threads = 1;
   // Routing, by value id: which stage produces each input (-1: the
   // coordinator), which stages read each output.
@@ -51,7 +53,6 @@ struct stage_setup {
     std::vector<int> holders;
   };
   std::vector<tie> ties;
-  int checkpoint_nodes = 0;  // leading nodes recomputed in backward (stage-aware plan)
   bool trace = false;
 };
 

@@ -113,3 +113,19 @@ TEST_CASE("bad parallel options are refused by name", "[actors]") {
   par.pp = 200;
   CHECK_THROWS_WITH(actors::parallel_trainer(tiny(1), par, corpus()), Catch::Contains("at most"));
 }
+
+TEST_CASE("the scheduler refuses a memory budget no plan fits, naming the stage", "[actors]") {
+  actors::parallel_options par;
+  par.pp = 4;
+  par.micro_batches = 4;
+  par.recompute = actors::recompute_mode::stage_aware;
+  par.memory_budget = 1000;
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(actors::parallel_trainer(tiny(2), par, corpus()),
+                    Catch::Contains("scheduler: stage 0 needs") && Catch::Contains("--memory-budget 1000"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  // A budget that fits only with recomputation: the plan recomputes on early stages.
+  par.memory_budget = 0;
+  actors::parallel_trainer tr(tiny(2), par, corpus());
+  CHECK_THAT(tr.recompute_plan(), Catch::Contains("stage 0:") && Catch::Contains("stage 3: 0 segments"));
+}

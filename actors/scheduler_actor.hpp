@@ -1,0 +1,31 @@
+#pragma once
+// The scheduler actor: one per job. Included only by actors/*.cpp.
+//
+//   stage (dp rank 0) --memory(stage, weights, segments...)--> scheduler
+//   scheduler, once every stage reported:
+//     --plan(policy..., checkpoint nodes)--> every stage of every replica
+//     --planned(summary)--> coordinator      (or --failed(what)--> coordinator)
+//
+// It turns the schedule kind into each stage's policy (in-flight limits, the
+// pre(s) set) and negotiates recomputation from the memory the stages report:
+// the spec's stage-aware formula, or the least recomputation that fits the
+// memory budget; a stage that cannot fit fails the job naming it and the bytes.
+
+#include <caf/all.hpp>
+
+#include "partition/schedule.hpp"
+
+namespace merak::actors {
+
+struct scheduler_setup {
+  partition::schedule_kind kind = partition::schedule_kind::one_f_one_b;
+  int pp = 1, dp = 1, micro_batches = 1;
+  bool full_recompute = false;  // 1F1B/GPipe with every backward recomputing
+  bool stage_aware = false;     // negotiate a per-stage plan
+  double r0 = 0.75;             // stage-aware formula's stage-0 ratio
+  int64_t budget = 0;           // bytes per stage; 0: none
+};
+
+caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup setup);
+
+}  // namespace merak::actors
