@@ -15,7 +15,8 @@
 # Both tools read one file per data set: the features z-scored over the whole
 # file (so LIBLINEAR, which does not standardise, sees the same scale merak
 # does). Each tool picks its regularisation from a small grid by the CV
-# accuracy on these folds (no nested CV: optimistic for both alike), and the
+# accuracy on these folds (no nested CV: optimistic for both alike; ties go
+# to the sparser fit), and the
 # table reports CV accuracy, mean non-zero weights per fold fit, and mean
 # seconds per fold fit (merak: solver time; LIBLINEAR: the liblinear-train
 # process, which includes reading its file). Output: a Markdown table on
@@ -113,6 +114,7 @@ for name in heart_scale.libsvm sonar.csv ionosphere.csv golub.csv westbc_nodal.c
   best=""
   for c in "${costs[@]}"; do
     read -r acc nnz secs < <(liblinear_cv "$c")
+    # C ascends: on a tie in accuracy the earlier (sparser) fit wins.
     if [[ -z $best ]] || python3 -c "import sys; sys.exit(0 if $acc > ${best%% *} else 1)"; then best="$acc $nnz $secs $c"; fi
   done
   read -r acc nnz secs c <<<"$best"
@@ -123,7 +125,8 @@ for name in heart_scale.libsvm sonar.csv ionosphere.csv golub.csv westbc_nodal.c
     for l in "${lambdas[@]}"; do
       j=$("$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" --tol "$tol" --folds "$folds" --json --log-level warn)
       read -r acc nnz secs < <(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds)" "$j")
-      if [[ -z $best ]] || python3 -c "import sys; sys.exit(0 if $acc > ${best%% *} else 1)"; then best="$acc $nnz $secs $l"; fi
+      # lambda ascends: on a tie in accuracy the later (sparser) fit wins.
+      if [[ -z $best ]] || python3 -c "import sys; sys.exit(0 if $acc >= ${best%% *} else 1)"; then best="$acc $nnz $secs $l"; fi
     done
     read -r acc nnz secs l <<<"$best"
     printf '| %s | merak %s | lambda=%s | %.4f | %.1f | %.4f |\n' "${name%.*}" "$pen" "$l" "$acc" "$nnz" "$secs"
