@@ -18,7 +18,9 @@ namespace merak::actors {
 
 struct tensor_ref {
   std::shared_ptr<model::tensor> t;
-  static tensor_ref make(model::tensor&& x) { return {std::make_shared<model::tensor>(std::move(x))}; }
+  static tensor_ref make(model::tensor&& x) {
+    return {std::make_shared<model::tensor>(std::move(x))};
+  }
   // Takes the tensor out if this is the only handle, else copies it.
   model::tensor take() const {
     if (t.use_count() == 1) return std::move(*t);
@@ -49,25 +51,26 @@ typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
 }
 
 // Stage inputs and gradients.
-using step_atom = caf::atom_constant<caf::atom("step")>;      // (step)
-using input_atom = caf::atom_constant<caf::atom("input")>;    // (mb, value, tensor)
-using grad_atom = caf::atom_constant<caf::atom("grad")>;      // (mb, value, tensor)
-using run_atom = caf::atom_constant<caf::atom("run")>;        // () to self: pick the next op
-using tie_atom = caf::atom_constant<caf::atom("tie")>;        // (name, tensor): tied-weight gradient
-using reduce_atom = caf::atom_constant<caf::atom("reduce")>;  // (dp rank, flat gradients)
+using step_atom = caf::atom_constant<caf::atom("step")>;    // (step)
+using input_atom = caf::atom_constant<caf::atom("input")>;  // (mb, value, tensor)
+using grad_atom = caf::atom_constant<caf::atom("grad")>;    // (mb, value, tensor)
+using run_atom = caf::atom_constant<caf::atom("run")>;      // () to self: pick the next op
+using tie_atom = caf::atom_constant<caf::atom("tie")>;      // (name, tensor): tied-weight gradient
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;    // (dp rank, flat gradients)
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;  // (flat summed gradients)
-using apply_atom = caf::atom_constant<caf::atom("apply")>;    // (lr, clip factor)
-using wire_atom = caf::atom_constant<caf::atom("wire")>;      // (stages of my replica, reducer, coordinator)
+using apply_atom = caf::atom_constant<caf::atom("apply")>;      // (lr, clip factor)
+using wire_atom =
+    caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
 using gather_atom = caf::atom_constant<caf::atom("gather")>;  // () -> (names, tensors)
 // To the coordinator.
-using loss_atom = caf::atom_constant<caf::atom("loss")>;      // (dp, mb, loss)
-using ready_atom = caf::atom_constant<caf::atom("ready")>;    // (dp, stage, sum of squares, busy s)
+using loss_atom = caf::atom_constant<caf::atom("loss")>;    // (dp, mb, loss)
+using ready_atom = caf::atom_constant<caf::atom("ready")>;  // (dp, stage, sum of squares, busy s)
 using applied_atom = caf::atom_constant<caf::atom("applied")>;  // (dp, stage)
-using failed_atom = caf::atom_constant<caf::atom("failed")>;  // (what)
-using trace_atom = caf::atom_constant<caf::atom("trace")>;    // (dp, stage, ops as text)
+using failed_atom = caf::atom_constant<caf::atom("failed")>;    // (what)
+using trace_atom = caf::atom_constant<caf::atom("trace")>;      // (dp, stage, ops as text)
 // Scheduler negotiation.
 using memory_atom = caf::atom_constant<caf::atom("memory")>;  // stage -> scheduler: memory report
-using plan_atom = caf::atom_constant<caf::atom("plan")>;      // scheduler -> stage: policy, checkpoint
+using plan_atom = caf::atom_constant<caf::atom("plan")>;  // scheduler -> stage: policy, checkpoint
 using planned_atom = caf::atom_constant<caf::atom("planned")>;  // scheduler -> coordinator: summary
 
 }  // namespace merak::actors

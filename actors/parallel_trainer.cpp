@@ -10,8 +10,8 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -145,7 +145,8 @@ struct parallel_trainer::impl {
     names[scheduler.address()] = "scheduler actor";
     (*self)->monitor(scheduler);
     graph_inputs_of.assign(P, {});
-    for (int s = 0; s < P; ++s) reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D, cores) : caf::actor{});
+    for (int s = 0; s < P; ++s)
+      reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D, cores) : caf::actor{});
     stages.assign(D, std::vector<caf::actor>(P));
     for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s) {
@@ -193,7 +194,8 @@ struct parallel_trainer::impl {
     (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
     for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s)
-        (*self)->send(stages[r][s], wire_atom::value, stages[r], reducers[s], caf::actor{*self}, scheduler);
+        (*self)->send(stages[r][s], wire_atom::value, stages[r], reducers[s], caf::actor{*self},
+                      scheduler);
     for (auto& a : reducers)
       if (a) {
         names[a.address()] = "reducer actor";
@@ -260,7 +262,8 @@ struct parallel_trainer::impl {
           for (int v : graph_inputs_of[s]) {
             const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
             MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
-            (*self)->send(stages[r][s], input_atom::value, mb, v, tensor_ref::make(rows(src, r0, rows_per_mb)));
+            (*self)->send(stages[r][s], input_atom::value, mb, v,
+                          tensor_ref::make(rows(src, r0, rows_per_mb)));
           }
       }
     double loss_sum = 0;
@@ -268,22 +271,23 @@ struct parallel_trainer::impl {
     std::vector<double> sumsq(P, 0), busy(P, 0);
     std::vector<std::string> traces(P);
     while (losses < D * M || ready < D * P) {
-      await(fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
-                        ready, D * P, step + 1),
-            [&](loss_atom, int, int, double l) {
-              loss_sum += l;
-              ++losses;
-            },
-            [&](ready_atom, int r, int s, double sq, double busy_s) {
-              if (r == 0) {
-                sumsq[s] = sq;
-                busy[s] = busy_s;
-              }
-              ++ready;
-            },
-            [&](trace_atom, int r, int s, const std::string& t) {
-              if (r == 0) traces[s] = t;
-            });
+      await(
+          fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
+                      ready, D * P, step + 1),
+          [&](loss_atom, int, int, double l) {
+            loss_sum += l;
+            ++losses;
+          },
+          [&](ready_atom, int r, int s, double sq, double busy_s) {
+            if (r == 0) {
+              sumsq[s] = sq;
+              busy[s] = busy_s;
+            }
+            ++ready;
+          },
+          [&](trace_atom, int r, int s, const std::string& t) {
+            if (r == 0) traces[s] = t;
+          });
     }
     auto t_pipe = std::chrono::steady_clock::now();
     double pipe_s = std::chrono::duration<double>(t_pipe - t0).count();
@@ -316,7 +320,10 @@ struct parallel_trainer::impl {
   void write_trace(const std::vector<std::string>& traces) {
     nlohmann::json events = nlohmann::json::array();
     for (size_t s = 0; s < traces.size(); ++s) {
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 0},
+                        {"tid", s},
                         {"args", {{"name", fmt::format("stage {} (dp=0)", s)}}}});
       std::string_view t = traces[s];
       while (!t.empty()) {
@@ -326,8 +333,12 @@ struct parallel_trainer::impl {
         char name[32];
         double a, b;
         if (std::sscanf(item.c_str(), "%31s %lf %lf", name, &a, &b) != 3) continue;
-        events.push_back({{"name", name}, {"ph", "X"}, {"pid", 0}, {"tid", s},
-                          {"ts", a * 1e6}, {"dur", (b - a) * 1e6}});
+        events.push_back({{"name", name},
+                          {"ph", "X"},
+                          {"pid", 0},
+                          {"tid", s},
+                          {"ts", a * 1e6},
+                          {"dur", (b - a) * 1e6}});
       }
     }
     std::ofstream f(par.trace_path, std::ios::trunc);
@@ -342,7 +353,8 @@ struct parallel_trainer::impl {
     }
     for (int s = 0; s < par.pp; ++s) {
       bool ok = false;
-      (*self)->request(stages[0][s], timeout(), gather_atom::value)
+      (*self)
+          ->request(stages[0][s], timeout(), gather_atom::value)
           .receive(
               [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
                 for (size_t i = 0; i < names_.size(); ++i) {
@@ -352,7 +364,9 @@ struct parallel_trainer::impl {
                 }
                 ok = true;
               },
-              [&](caf::error& e) { fail("gathering parameters of stage {}: {}", s, sys->render(e)); });
+              [&](caf::error& e) {
+                fail("gathering parameters of stage {}: {}", s, sys->render(e));
+              });
       MERAK_CHECK(ok, "no parameters from stage {}", s);
     }
     int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
@@ -369,7 +383,8 @@ struct parallel_trainer::impl {
 };
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par)
-    : parallel_trainer(opts, par, model::text_corpus(opts.data, opts.model.max_seq, opts.val_fraction)) {}
+    : parallel_trainer(opts, par,
+                       model::text_corpus(opts.data, opts.model.max_seq, opts.val_fraction)) {}
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
                                    model::text_corpus corpus)
@@ -377,12 +392,26 @@ parallel_trainer::parallel_trainer(model::train_options opts, parallel_options p
 
 parallel_trainer::~parallel_trainer() = default;
 
-bool parallel_trainer::done() const { return impl_->step >= impl_->opts.steps; }
-model::step_result parallel_trainer::train_step() { return impl_->train_step(); }
-double parallel_trainer::last_bubble_fraction() const { return impl_->bubble; }
-double parallel_trainer::validation_loss() { return impl_->validation_loss(); }
-int64_t parallel_trainer::step() const { return impl_->step; }
-const std::vector<int>& parallel_trainer::stage_bounds() const { return impl_->bounds; }
-std::string parallel_trainer::recompute_plan() const { return impl_->plan_summary; }
+bool parallel_trainer::done() const {
+  return impl_->step >= impl_->opts.steps;
+}
+model::step_result parallel_trainer::train_step() {
+  return impl_->train_step();
+}
+double parallel_trainer::last_bubble_fraction() const {
+  return impl_->bubble;
+}
+double parallel_trainer::validation_loss() {
+  return impl_->validation_loss();
+}
+int64_t parallel_trainer::step() const {
+  return impl_->step;
+}
+const std::vector<int>& parallel_trainer::stage_bounds() const {
+  return impl_->bounds;
+}
+std::string parallel_trainer::recompute_plan() const {
+  return impl_->plan_summary;
+}
 
 }  // namespace merak::actors

@@ -35,9 +35,9 @@ struct parallel_options {
   recompute_mode recompute = recompute_mode::none;
   double recompute_ratio = 0.75;  // stage 0's share of recomputed layers (stage_aware)
   int64_t memory_budget = 0;      // bytes per stage actor; 0: no limit
-  int threads = 0;          // compute threads in all (0: every core)
-  double timeout_s = 300;   // longest wait for any actor before the step fails
-  std::string trace_path;   // Chrome-trace JSON of the last step ("" = none)
+  int threads = 0;                // compute threads in all (0: every core)
+  double timeout_s = 300;         // longest wait for any actor before the step fails
+  std::string trace_path;         // Chrome-trace JSON of the last step ("" = none)
 
   // Throws merak::error naming the flag when the options do not fit the
   // batch (batch must divide into dp x micro-batches).

@@ -20,7 +20,8 @@ caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup su) 
   auto plan_and_send = [self, st, su] {
     std::vector<partition::stage_policy> pols;
     for (int s = 0; s < su.pp; ++s) {
-      pols.push_back(partition::make_policy(su.kind, su.pp, su.micro_batches, s, su.full_recompute));
+      pols.push_back(
+          partition::make_policy(su.kind, su.pp, su.micro_batches, s, su.full_recompute));
       auto& p = pols.back();
       st->reports[s].in_flight = p.limited ? std::max(p.warm, p.steady) : su.micro_batches;
     }
@@ -34,9 +35,10 @@ caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup su) 
       if (!su.stage_aware && su.budget > 0 && !su.full_recompute)
         for (int s = 0; s < su.pp; ++s)
           if (plan.bytes[s] > su.budget)
-            throw error(fmt::format("stage {} needs {} bytes without recomputation, more than "
-                                    "--memory-budget {} (try --recompute stage-aware)",
-                                    s, plan.bytes[s], su.budget));
+            throw error(
+                fmt::format("stage {} needs {} bytes without recomputation, more than "
+                            "--memory-budget {} (try --recompute stage-aware)",
+                            s, plan.bytes[s], su.budget));
     } catch (const std::exception& e) {
       self->send(st->coordinator, failed_atom::value, std::string("scheduler: ") + e.what());
       return;

@@ -73,7 +73,8 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
         int v = ex.output_values()[i];
         for (size_t k = 0; k < readers.size(); ++k) {
           auto x = k + 1 == readers.size() ? std::move(r.outputs[i]) : r.outputs[i].clone();
-          self->send(st.stages[readers[k]], input_atom::value, o.mb, v, tensor_ref::make(std::move(x)));
+          self->send(st.stages[readers[k]], input_atom::value, o.mb, v,
+                     tensor_ref::make(std::move(x)));
         }
       }
       if (ex.computes_loss())
@@ -140,14 +141,16 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     sumsq += s;
   }
   // The trace first: the coordinator stops listening once every stage is ready.
-  if (st.cfg.trace) self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.trace);
+  if (st.cfg.trace)
+    self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.trace);
   self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, sumsq, st.busy_s);
 }
 
 void after_ties(caf::stateful_actor<stage_state>* self) {
   auto& st = self->state;
   if (st.cfg.dp > 1)
-    self->send(st.reducer, reduce_atom::value, st.cfg.dp_rank, tensor_ref::make(flatten_grads(*st.store)));
+    self->send(st.reducer, reduce_atom::value, st.cfg.dp_rank,
+               tensor_ref::make(flatten_grads(*st.store)));
   else
     report_ready(self);
 }
@@ -241,15 +244,15 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
           setup_state(st, setup);
           if (st.cfg.dp_rank == 0) {  // replicas are identical: one report per stage
-            auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first, st.cfg.last,
-                                               st.cfg.tokens_per_micro_batch, 1);
-            self->send(scheduler, memory_atom::value, st.cfg.stage, m.weights_bytes, m.segment_nodes,
-                       m.stash_bytes, m.checkpoint_bytes, m.input_bytes);
+            auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first,
+                                               st.cfg.last, st.cfg.tokens_per_micro_batch, 1);
+            self->send(scheduler, memory_atom::value, st.cfg.stage, m.weights_bytes,
+                       m.segment_nodes, m.stash_bytes, m.checkpoint_bytes, m.input_bytes);
           }
         });
       },
-      [=](plan_atom, int warm, int steady, bool limited, bool forward_first, bool recompute_in_backward,
-          const std::vector<int>& pre, int checkpoint_nodes) {
+      [=](plan_atom, int warm, int steady, bool limited, bool forward_first,
+          bool recompute_in_backward, const std::vector<int>& pre, int checkpoint_nodes) {
         guarded(self, [&] {
           auto& p = self->state.cfg.policy;
           p.warm = warm;
@@ -293,7 +296,8 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           auto& st = self->state;
           auto& outs = st.exec->output_values();
           auto it = std::find(outs.begin(), outs.end(), value);
-          MERAK_CHECK(it != outs.end(), "gradient for value {} that this stage does not produce", value);
+          MERAK_CHECK(it != outs.end(), "gradient for value {} that this stage does not produce",
+                      value);
           auto& slot = st.grads[mb];
           if (slot.empty()) slot.resize(outs.size());
           auto& dst = slot[it - outs.begin()];

@@ -37,7 +37,8 @@ struct stage_setup {
   int first = 0, last = 0;  // node range
   uint64_t seed = 0;
   model::adamw_config adam;
-  partition::stage_policy policy;  // stage, stages, micro-batches; the rest comes from the scheduler
+  partition::stage_policy
+      policy;            // stage, stages, micro-batches; the rest comes from the scheduler
   float loss_scale = 1;  // 1 / (dp x micro-batches): the global mean
   int64_t tokens_per_micro_batch = 0;  // for the memory report
   int threads = 1;

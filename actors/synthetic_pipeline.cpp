@@ -53,8 +53,12 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
     double cost = 0;
     switch (op->kind) {
       case partition::op_kind::F:
-      case partition::op_kind::Fpc: cost = o.t_f_us; break;
-      case partition::op_kind::R: cost = o.t_r_us; break;
+      case partition::op_kind::Fpc:
+        cost = o.t_f_us;
+        break;
+      case partition::op_kind::R:
+        cost = o.t_r_us;
+        break;
       case partition::op_kind::B:
         cost = o.t_b_us + (st.sched->policy().recompute_in_backward ? o.t_r_us : 0);
         break;
@@ -64,8 +68,10 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
     st.order.push_back(*op);
     st.sched->completed(*op);
     bool fwd = op->kind == partition::op_kind::F || op->kind == partition::op_kind::Fpc;
-    if (fwd && s + 1 < int(st.stages.size())) self->send(st.stages[s + 1], input_atom::value, op->mb);
-    if (op->kind == partition::op_kind::B && s > 0) self->send(st.stages[s - 1], grad_atom::value, op->mb);
+    if (fwd && s + 1 < int(st.stages.size()))
+      self->send(st.stages[s + 1], input_atom::value, op->mb);
+    if (op->kind == partition::op_kind::B && s > 0)
+      self->send(st.stages[s - 1], grad_atom::value, op->mb);
     // Let waiting messages in before the next choice; with none, go on.
     if (!self->mailbox().empty())
       self->send(self, run_atom::value);
@@ -104,8 +110,9 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
 
 synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_options& o) {
   auto pols = partition::make_policies(o.schedule, o.pp, o.micro_batches, o.full_recompute);
-  auto sim = partition::simulate_pipeline(pols, partition::uniform_costs(o.t_f_us, o.t_b_us, o.t_r_us),
-                                          [](int, int, int) { return 0.0; });
+  auto sim =
+      partition::simulate_pipeline(pols, partition::uniform_costs(o.t_f_us, o.t_b_us, o.t_r_us),
+                                   [](int, int, int) { return 0.0; });
   caf::actor_system_config cfg;
   cfg.set("logger.console", caf::atom("none"));
   // Stages are detached; the few event-based actors share one worker that
@@ -116,7 +123,8 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::vector<caf::actor> stages;
-  for (int s = 0; s < o.pp; ++s) stages.push_back(sys.spawn<caf::detached>(synth_stage, s, pols[s], o));
+  for (int s = 0; s < o.pp; ++s)
+    stages.push_back(sys.spawn<caf::detached>(synth_stage, s, pols[s], o));
   for (auto& a : stages) self->send(a, wire_atom::value, stages, caf::actor{self});
   std::vector<double> makespans;
   std::vector<std::string> last_orders;
@@ -128,11 +136,12 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
     std::vector<double> busy(o.pp, 0);
     std::vector<std::string> orders(o.pp);
     for (int i = 0; i < o.pp; ++i)
-      self->receive([&](done_atom, int s, double b, std::string& order) {
-                      busy[s] = b;
-                      orders[s] = std::move(order);
-                    },
-                    caf::after(std::chrono::seconds(60)) >> [&] { fail("synthetic pipeline stalled"); });
+      self->receive(
+          [&](done_atom, int s, double b, std::string& order) {
+            busy[s] = b;
+            orders[s] = std::move(order);
+          },
+          caf::after(std::chrono::seconds(60)) >> [&] { fail("synthetic pipeline stalled"); });
     double ms = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
     makespans.push_back(ms);
     double total = 0;

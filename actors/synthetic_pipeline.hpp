@@ -22,8 +22,8 @@ struct synthetic_pipeline_result {
   double simulated_makespan_us = 0;  // the event simulator, same policies and costs
   double bubble = 0;                 // measured, stage 0..p-1
   double simulated_bubble = 0;
-  double overhead_us_per_op = 0;     // (measured - simulated) / ops of the busiest stage
-  bool orders_match = false;         // each stage ran the simulator's order
+  double overhead_us_per_op = 0;  // (measured - simulated) / ops of the busiest stage
+  bool orders_match = false;      // each stage ran the simulator's order
 };
 
 synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_options& o);

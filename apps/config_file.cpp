@@ -21,7 +21,8 @@ std::vector<CLI::ConfigItem> json_items(const nlohmann::json& j, const std::stri
   if (!j.is_object()) fail("config file '{}': the top level must be a JSON object", path);
   std::vector<CLI::ConfigItem> items;
   for (auto& [key, value] : j.items()) {
-    if (value.is_object()) fail("config file '{}': key '{}' holds an object (sections are not supported)", path, key);
+    if (value.is_object())
+      fail("config file '{}': key '{}' holds an object (sections are not supported)", path, key);
     CLI::ConfigItem item;
     item.name = key;
     if (value.is_array())

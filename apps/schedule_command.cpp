@@ -25,8 +25,9 @@ struct schedule_flags {
 int run_show(const schedule_flags& f) {
   using namespace partition;
   auto kind = parse_schedule(f.schedule);
-  auto tr = simulate_pipeline(make_policies(kind, f.pp, f.micro_batches, f.full_recompute),
-                              uniform_costs(f.t_f, f.t_b, f.t_r), [](int, int, int) { return 0.0; });
+  auto tr =
+      simulate_pipeline(make_policies(kind, f.pp, f.micro_batches, f.full_recompute),
+                        uniform_costs(f.t_f, f.t_b, f.t_r), [](int, int, int) { return 0.0; });
   for (int s = 0; s < f.pp; ++s) {
     std::string line = "s" + std::to_string(s) + ":";
     for (auto& o : tr.order(s)) line += " " + op_name(o);
@@ -43,11 +44,14 @@ action add_schedule_command(CLI::App& parent) {
   auto f = std::make_shared<schedule_flags>();
   auto* c = parent.add_subcommand("schedule", "Pipeline schedules");
   c->require_subcommand(1);
-  auto* show = c->add_subcommand("show", "Print each stage's op order (F, Fpc, R, B) for uniform op costs");
+  auto* show =
+      c->add_subcommand("show", "Print each stage's op order (F, Fpc, R, B) for uniform op costs");
   show->add_option("--pp", f->pp, "Pipeline stages")->capture_default_str();
-  show->add_option("--micro-batches", f->micro_batches, "Micro-batches per step")->capture_default_str();
+  show->add_option("--micro-batches", f->micro_batches, "Micro-batches per step")
+      ->capture_default_str();
   show->add_option("--schedule", f->schedule, "gpipe, 1f1b or shifted")->capture_default_str();
-  show->add_flag("--full-recompute", f->full_recompute, "Every stage but the last recomputes in backward");
+  show->add_flag("--full-recompute", f->full_recompute,
+                 "Every stage but the last recomputes in backward");
   show->add_option("--t-f", f->t_f, "Cost of a forward")->capture_default_str();
   show->add_option("--t-b", f->t_b, "Cost of a backward")->capture_default_str();
   show->add_option("--t-r", f->t_r, "Cost of a recomputation")->capture_default_str();

@@ -1,20 +1,20 @@
 // `merak train`: single-device GPT training (the reference run).
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
-#include <cstdio>
 #include <fmt/ranges.h>
+#include <cstdio>
 
 #include <fstream>
 #include <memory>
 
+#include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "model/gemm.hpp"
-#include "actors/parallel_trainer.hpp"
 #include "model/trainer.hpp"
 
 namespace merak::apps {
@@ -49,23 +49,23 @@ class metrics_writer {
 
 // Runs the step loop of either trainer (single-device or actor runtime).
 template <typename Trainer>
-int train_loop(train_flags& f, Trainer& tr, bool parallel) {
+int train_loop(train_flags& f, Trainer& tr) {
   metrics_writer metrics(f.metrics, !f.opts.load.empty());
   const bool tty = ::isatty(STDERR_FILENO);
   const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
   while (!tr.done()) {
     auto r = tr.train_step();
-    nlohmann::json line{{"step", r.step}, {"loss", r.loss}, {"lr", r.lr},
-                        {"tokens_per_s", r.tokens_per_s}, {"step_s", r.step_s},
-                        {"grad_norm", r.grad_norm}};
-    if constexpr (requires { tr.last_bubble_fraction(); }) line["bubble"] = tr.last_bubble_fraction();
+    nlohmann::json line{{"step", r.step},     {"loss", r.loss},
+                        {"lr", r.lr},         {"tokens_per_s", r.tokens_per_s},
+                        {"step_s", r.step_s}, {"grad_norm", r.grad_norm}};
+    if constexpr (requires { tr.last_bubble_fraction(); })
+      line["bubble"] = tr.last_bubble_fraction();
     bool eval = tr.done() || (f.eval_interval > 0 && r.step % f.eval_interval == 0);
     if (eval) line["val_loss"] = tr.validation_loss();
     metrics.write(line);
     if (tty) {
-      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s%s",
-                   (long long)r.step, (long long)f.opts.steps, r.loss, r.lr, r.tokens_per_s,
-                   eval ? "" : "   ");
+      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s%s", (long long)r.step,
+                   (long long)f.opts.steps, r.loss, r.lr, r.tokens_per_s, eval ? "" : "   ");
       if (eval) std::fprintf(stderr, "  val %.4f\n", line["val_loss"].get<double>());
     } else if (eval || r.step % log_every == 0) {
       spdlog::info("step {}/{} loss {:.4f} lr {:.2e} {:.0f} tok/s{}", r.step, f.opts.steps, r.loss,
@@ -92,7 +92,8 @@ int run_train(train_flags& f) {
   else
     fail("unknown --recompute '{}' (expected none, full or stage-aware)", f.recompute);
   f.par.threads = f.threads;
-  const bool parallel = f.par.dp * f.par.pp * f.par.micro_batches > 1 || !f.par.trace_path.empty() ||
+  const bool parallel = f.par.dp * f.par.pp * f.par.micro_batches > 1 ||
+                        !f.par.trace_path.empty() ||
                         f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
   if (parallel) {
     actors::parallel_trainer tr(f.opts, f.par);
@@ -100,14 +101,14 @@ int run_train(train_flags& f) {
                  f.opts.model.str(), f.par.dp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
                  f.par.micro_batches, f.schedule);
     spdlog::info("recomputation: {}", tr.recompute_plan());
-    return train_loop(f, tr, true);
+    return train_loop(f, tr);
   }
   model::trainer tr(f.opts);
   auto& g = tr.model_graph();
-  spdlog::info("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}",
-               f.opts.model.str(), double(g.parameter_count()) * 1e-6, f.opts.batch,
-               model::compute_threads(), model::gemm_backend_name(model::current_gemm_backend()));
-  return train_loop(f, tr, false);
+  spdlog::info("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}", f.opts.model.str(),
+               double(g.parameter_count()) * 1e-6, f.opts.batch, model::compute_threads(),
+               model::gemm_backend_name(model::current_gemm_backend()));
+  return train_loop(f, tr);
 }
 
 }  // namespace
@@ -123,21 +124,27 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--dim", o.model.dim, "Channels (C)")->capture_default_str();
   c->add_option("--heads", o.model.heads, "Attention heads (NH)")->capture_default_str();
   c->add_option("--seq", o.model.max_seq, "Sequence length (T)")->capture_default_str();
-  c->add_option("--vocab", o.model.vocab, "Vocabulary size (byte-level: 256)")->capture_default_str();
+  c->add_option("--vocab", o.model.vocab, "Vocabulary size (byte-level: 256)")
+      ->capture_default_str();
   c->add_option("--batch", o.batch, "Global batch size (B)")->capture_default_str();
   c->add_option("--steps", o.steps, "Total optimizer steps")->capture_default_str();
   c->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
   c->add_option("--min-lr", o.min_lr, "Final learning rate (default lr/10)");
   c->add_option("--warmup", o.warmup, "Warm-up steps (default steps/20)");
   c->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
-  c->add_option("--grad-clip", o.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
-  c->add_option("--seed", o.seed, "Random seed (initialisation and data order)")->capture_default_str();
+  c->add_option("--grad-clip", o.grad_clip, "Global gradient-norm clip (0: off)")
+      ->capture_default_str();
+  c->add_option("--seed", o.seed, "Random seed (initialisation and data order)")
+      ->capture_default_str();
   c->add_option("--val-fraction", o.val_fraction, "Share of the file held out for validation")
       ->capture_default_str();
-  c->add_option("--eval-interval", f->eval_interval, "Steps between validation losses (0: at the end)");
-  c->add_option("--eval-batches", o.eval_batches, "Validation batches per evaluation")->capture_default_str();
+  c->add_option("--eval-interval", f->eval_interval,
+                "Steps between validation losses (0: at the end)");
+  c->add_option("--eval-batches", o.eval_batches, "Validation batches per evaluation")
+      ->capture_default_str();
   c->add_option("--save", o.save_dir, "Directory for checkpoints (one sub-directory per step)");
-  c->add_option("--save-interval", o.save_interval, "Steps between checkpoints (0: only at the end)");
+  c->add_option("--save-interval", o.save_interval,
+                "Steps between checkpoints (0: only at the end)");
   c->add_option("--load", o.load, "Resume from a run directory (latest) or a checkpoint directory");
   c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
@@ -146,15 +153,18 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--pp", f->par.pp, "Pipeline stages (actors)")->capture_default_str();
   c->add_option("--micro-batches", f->par.micro_batches, "Micro-batches per replica and step")
       ->capture_default_str();
-  c->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b or shifted")->capture_default_str();
-  c->add_option("--recompute", f->recompute, "Recomputation: none, full or stage-aware")->capture_default_str();
+  c->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b or shifted")
+      ->capture_default_str();
+  c->add_option("--recompute", f->recompute, "Recomputation: none, full or stage-aware")
+      ->capture_default_str();
   c->add_option("--recompute-ratio", f->par.recompute_ratio,
                 "Stage-aware: share of stage 0's layers recomputed (later stages less)")
       ->capture_default_str();
   c->add_option("--memory-budget", f->par.memory_budget,
                 "Bytes per stage; stage-aware recomputation picks the least that fits");
   c->add_option("--trace", f->par.trace_path, "Write a Chrome-trace JSON of the last step");
-  c->add_option("--step-timeout", f->par.timeout_s, "Seconds any actor may stay silent before the run fails")
+  c->add_option("--step-timeout", f->par.timeout_s,
+                "Seconds any actor may stay silent before the run fails")
       ->capture_default_str();
   return [f] { return run_train(*f); };
 }

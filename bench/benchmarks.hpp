@@ -16,7 +16,10 @@ struct gemm_options {
   int iters = 10;
   int threads = 0;  // 0: keep the current thread count
   // (M, N, K, trans_a, trans_b); empty: the GPT shapes of the model
-  struct shape { int M, N, K; bool ta, tb; };
+  struct shape {
+    int M, N, K;
+    bool ta, tb;
+  };
   std::vector<shape> shapes;
 };
 // GFLOP/s of sgemm per backend and shape, and the machine's FP32 peak.

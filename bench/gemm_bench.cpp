@@ -44,7 +44,9 @@ double cpu_flops_per_cycle() {
   return 8;
 }
 
-double cpu_peak_gflops(int threads) { return measure_cpu_ghz() * cpu_flops_per_cycle() * threads; }
+double cpu_peak_gflops(int threads) {
+  return measure_cpu_ghz() * cpu_flops_per_cycle() * threads;
+}
 
 nlohmann::json run_gemm_bench(const gemm_options& o) {
   using model::gemm_backend;
@@ -53,10 +55,10 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
   if (shapes.empty()) {
     // The GPT L=6 C=384 T=256 B=8 shapes: forward (X W^T) for qkv, mlp.fc,
     // mlp.proj, lm_head; backward dX (dY W) and dW (dY^T X).
-    shapes = {{2048, 1152, 384, false, true}, {2048, 1536, 384, false, true},
-              {2048, 384, 1536, false, true}, {2048, 256, 384, false, true},
+    shapes = {{2048, 1152, 384, false, true},  {2048, 1536, 384, false, true},
+              {2048, 384, 1536, false, true},  {2048, 256, 384, false, true},
               {2048, 384, 1152, false, false}, {2048, 384, 1536, false, false},
-              {1152, 384, 2048, true, false}, {384, 1536, 2048, true, false}};
+              {1152, 384, 2048, true, false},  {384, 1536, 2048, true, false}};
   }
   std::vector<gemm_backend> backends;
   if (o.backends.empty())
@@ -83,13 +85,19 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
       for (int round = 0; round < 3; ++round) {
         auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < o.iters; ++i) run();
-        dt = std::min(dt, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters);
+        dt = std::min(
+            dt,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters);
       }
       double flops = 2.0 * s.M * s.N * s.K;
       total_flops += flops;
       total_s += dt;
-      per_shape.push_back({{"m", s.M}, {"n", s.N}, {"k", s.K}, {"trans_a", s.ta},
-                           {"trans_b", s.tb}, {"gflops", flops / dt * 1e-9}});
+      per_shape.push_back({{"m", s.M},
+                           {"n", s.N},
+                           {"k", s.K},
+                           {"trans_a", s.ta},
+                           {"trans_b", s.tb},
+                           {"gflops", flops / dt * 1e-9}});
     }
     results.push_back({{"backend", model::gemm_backend_name(be)},
                        {"gflops", total_flops / total_s * 1e-9},
@@ -98,8 +106,11 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
   model::set_gemm_backend(saved);
   int th = model::compute_threads();
   double ghz = measure_cpu_ghz();
-  return {{"benchmark", "gemm"}, {"threads", th}, {"cpu_ghz", ghz},
-          {"peak_gflops", ghz * cpu_flops_per_cycle() * th}, {"results", results}};
+  return {{"benchmark", "gemm"},
+          {"threads", th},
+          {"cpu_ghz", ghz},
+          {"peak_gflops", ghz * cpu_flops_per_cycle() * th},
+          {"results", results}};
 }
 
 }  // namespace merak::bench

@@ -51,32 +51,38 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   for (auto& node : tr.model_graph().nodes())
     if (node.kind == "linear") linear_flops += 3.0 * node.flops_per_token * tokens;
   double linear_s = 0;
-  if (auto it = tr.model_executor().profile().find("linear"); it != tr.model_executor().profile().end())
+  if (auto it = tr.model_executor().profile().find("linear");
+      it != tr.model_executor().profile().end())
     linear_s = (it->second.forward_s + it->second.backward_s) / o.steps;
   double ghz = measure_cpu_ghz();
   for (auto& [kind, t] : tr.model_executor().profile())
-    profile[kind] = {{"forward_ms", t.forward_s * 1e3 / o.steps}, {"backward_ms", t.backward_s * 1e3 / o.steps}};
+    profile[kind] = {{"forward_ms", t.forward_s * 1e3 / o.steps},
+                     {"backward_ms", t.backward_s * 1e3 / o.steps}};
   nlohmann::json out = {{"benchmark", "gpt"},
-          {"layers", o.model.layers}, {"dim", o.model.dim}, {"heads", o.model.heads},
-          {"seq", T}, {"batch", o.batch}, {"vocab", o.model.vocab},
-          {"params", tr.model_graph().parameter_count()},
-          {"threads", th},
-          {"gemm", model::gemm_backend_name(model::current_gemm_backend())},
-          {"steps", o.steps},
-          {"tokens_per_s", tokens / mean},
-          {"step_s", mean},
-          {"step_s_median", sorted[sorted.size() / 2]},
-          {"step_s_min", sorted.front()},
-          {"step_s_max", sorted.back()},
-          {"gflops", flops / mean * 1e-9},
-          {"matmul_gflops", linear_s > 0 ? linear_flops / linear_s * 1e-9 : 0.0},
-          {"cpu_ghz", ghz},
-          {"peak_gflops", ghz * cpu_flops_per_cycle() * th},
-          {"final_loss", loss},
-          {"forward_ms", fwd * 1e3 / o.steps},
-          {"backward_ms", bwd * 1e3 / o.steps},
-          {"optimizer_ms", opt * 1e3 / o.steps},
-          {"peak_rss_mb", double(peak_rss_bytes()) / (1 << 20)}};
+                        {"layers", o.model.layers},
+                        {"dim", o.model.dim},
+                        {"heads", o.model.heads},
+                        {"seq", T},
+                        {"batch", o.batch},
+                        {"vocab", o.model.vocab},
+                        {"params", tr.model_graph().parameter_count()},
+                        {"threads", th},
+                        {"gemm", model::gemm_backend_name(model::current_gemm_backend())},
+                        {"steps", o.steps},
+                        {"tokens_per_s", tokens / mean},
+                        {"step_s", mean},
+                        {"step_s_median", sorted[sorted.size() / 2]},
+                        {"step_s_min", sorted.front()},
+                        {"step_s_max", sorted.back()},
+                        {"gflops", flops / mean * 1e-9},
+                        {"matmul_gflops", linear_s > 0 ? linear_flops / linear_s * 1e-9 : 0.0},
+                        {"cpu_ghz", ghz},
+                        {"peak_gflops", ghz * cpu_flops_per_cycle() * th},
+                        {"final_loss", loss},
+                        {"forward_ms", fwd * 1e3 / o.steps},
+                        {"backward_ms", bwd * 1e3 / o.steps},
+                        {"optimizer_ms", opt * 1e3 / o.steps},
+                        {"peak_rss_mb", double(peak_rss_bytes()) / (1 << 20)}};
   if (o.profile) out["profile_per_step"] = profile;
   return out;
 }

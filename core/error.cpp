@@ -2,10 +2,9 @@
 
 namespace merak {
 
-void check_failed(const char* expr, const char* file, int line,
-                  const std::string& detail) {
-  throw error(fmt::format("internal check failed: {} ({}:{}){}{}", expr, file,
-                          line, detail.empty() ? "" : ": ", detail));
+void check_failed(const char* expr, const char* file, int line, const std::string& detail) {
+  throw error(fmt::format("internal check failed: {} ({}:{}){}{}", expr, file, line,
+                          detail.empty() ? "" : ": ", detail));
 }
 
 }  // namespace merak

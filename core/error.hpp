@@ -33,9 +33,7 @@ template <typename... Args>
 }  // namespace merak
 
 // Internal invariant; the message carries the source location.
-#define MERAK_CHECK(cond, ...)                                              \
-  do {                                                                      \
-    if (!(cond))                                                            \
-      ::merak::check_failed(#cond, __FILE__, __LINE__,                      \
-                            ::fmt::format("" __VA_ARGS__));                 \
+#define MERAK_CHECK(cond, ...)                                                                    \
+  do {                                                                                            \
+    if (!(cond)) ::merak::check_failed(#cond, __FILE__, __LINE__, ::fmt::format("" __VA_ARGS__)); \
   } while (0)

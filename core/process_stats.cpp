@@ -24,7 +24,11 @@ int64_t read_status_kb(const char* key) {
 
 }  // namespace
 
-int64_t peak_rss_bytes() { return read_status_kb("VmHWM:") * 1024; }
-int64_t current_rss_bytes() { return read_status_kb("VmRSS:") * 1024; }
+int64_t peak_rss_bytes() {
+  return read_status_kb("VmHWM:") * 1024;
+}
+int64_t current_rss_bytes() {
+  return read_status_kb("VmRSS:") * 1024;
+}
 
 }  // namespace merak

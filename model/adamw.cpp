@@ -76,7 +76,8 @@ double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm)
 }
 
 float lr_schedule::at(int64_t step) const {
-  if (warmup_steps > 0 && step < warmup_steps) return max_lr * float(step + 1) / float(warmup_steps);
+  if (warmup_steps > 0 && step < warmup_steps)
+    return max_lr * float(step + 1) / float(warmup_steps);
   if (step >= total_steps) return min_lr;
   double span = double(std::max<int64_t>(1, total_steps - warmup_steps));
   double ratio = double(step - warmup_steps) / span;

@@ -23,9 +23,10 @@ void copy_into(tensor& dst, const safetensors_file& f, const std::string& name,
   if (it == f.tensors.end()) fail("checkpoint '{}' has no tensor '{}'", file, name);
   const tensor& src = it->second;
   if (src.shape() != dst.shape() || src.type() != dst.type())
-    fail("checkpoint '{}': tensor '{}' has shape {} but this model needs {} (a checkpoint of "
-         "another model shape?)",
-         file, name, shape_str(src.shape()), shape_str(dst.shape()));
+    fail(
+        "checkpoint '{}': tensor '{}' has shape {} but this model needs {} (a checkpoint of "
+        "another model shape?)",
+        file, name, shape_str(src.shape()), shape_str(dst.shape()));
   std::memcpy(dst.raw(), src.raw(), src.bytes());
 }
 
@@ -57,7 +58,8 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const paramete
   // Publish the complete checkpoint by renaming its directory.
   fs::remove_all(final_dir, ec);
   fs::rename(tmp_dir, final_dir, ec);
-  if (ec) fail("cannot rename '{}' to '{}': {}", tmp_dir.string(), final_dir.string(), ec.message());
+  if (ec)
+    fail("cannot rename '{}' to '{}': {}", tmp_dir.string(), final_dir.string(), ec.message());
   fsync_directory(dir);
   write_file_atomic((fs::path(dir) / kLatest).string(), name + "\n");
   return final_dir.string();
@@ -75,7 +77,8 @@ std::string resolve_checkpoint(const std::string& path) {
       fail("'{}' does not name a checkpoint", (p / kLatest).string());
     fs::path c = p / name;
     if (!fs::exists(c / kModelFile))
-      fail("'{}' points at '{}', which holds no {}", (p / kLatest).string(), c.string(), kModelFile);
+      fail("'{}' points at '{}', which holds no {}", (p / kLatest).string(), c.string(),
+           kModelFile);
     return c.string();
   }
   fail("'{}' is neither a checkpoint directory (no {}) nor a run directory (no {})", path,

@@ -33,9 +33,10 @@ void text_corpus::init(double val_fraction) {
     fail("validation fraction must be in (0, 1) (got {})", val_fraction);
   split_ = int64_t(double(bytes_.size()) * (1.0 - val_fraction));
   if (split_ < seq_ + 1 || int64_t(bytes_.size()) - split_ < seq_ + 1)
-    fail("data file '{}' has {} bytes: too short for --seq {} (each of the training and validation "
-         "parts needs at least {} bytes)",
-         name_, bytes_.size(), seq_, seq_ + 1);
+    fail(
+        "data file '{}' has {} bytes: too short for --seq {} (each of the training and validation "
+        "parts needs at least {} bytes)",
+        name_, bytes_.size(), seq_, seq_ + 1);
 }
 
 batch text_corpus::windows(const std::vector<int64_t>& starts) const {
@@ -53,7 +54,8 @@ batch text_corpus::windows(const std::vector<int64_t>& starts) const {
 
 batch text_corpus::train_batch(uint64_t seed, int64_t step, int B, int row0, int rows) const {
   if (rows < 0) rows = B - row0;
-  MERAK_CHECK(row0 >= 0 && row0 + rows <= B, "rows [{}, {}) of a batch of {}", row0, row0 + rows, B);
+  MERAK_CHECK(row0 >= 0 && row0 + rows <= B, "rows [{}, {}) of a batch of {}", row0, row0 + rows,
+              B);
   // One stream per step; row r takes draw r, whichever rows are asked for.
   rng r(seed, kTrainStream ^ uint64_t(step) * 0x9E3779B97F4A7C15ull);
   const uint64_t span = uint64_t(split_ - seq_);  // start in [0, split - T - 1]

@@ -181,7 +181,8 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
     for (int v : nodes[n].inputs) {
       in.push_back(&s.values[v]);
       bool needs = vinfo[v].type == dtype::f32 && (vinfo[v].producer >= 0 || is_input[v]);
-      if (needs && !grads[v].defined()) grads[v] = pool_.acquire(s.values[v].shape(), dtype::f32, true);
+      if (needs && !grads[v].defined())
+        grads[v] = pool_.acquire(s.values[v].shape(), dtype::f32, true);
       din.push_back(needs ? &grads[v] : nullptr);
     }
     double t0 = profiling_ ? now_s() : 0;
@@ -201,7 +202,8 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
 }
 
 double executor::evaluate(std::vector<tensor> inputs) {
-  if (!computes_loss_ || !outputs_.empty()) fail("evaluate() needs a range that ends with the loss");
+  if (!computes_loss_ || !outputs_.empty())
+    fail("evaluate() needs a range that ends with the loss");
   constexpr int kEvalId = -1;
   double loss = forward(kEvalId, std::move(inputs), false).loss;
   release(state(kEvalId));

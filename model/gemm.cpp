@@ -18,7 +18,9 @@ extern "C" void openblas_set_num_threads(int);
 namespace merak::model {
 namespace {
 
-gemm_backend default_backend() { return available_gemm_backends().front(); }
+gemm_backend default_backend() {
+  return available_gemm_backends().front();
+}
 
 std::atomic<gemm_backend> g_backend{default_backend()};
 
@@ -59,9 +61,12 @@ std::vector<gemm_backend> available_gemm_backends() {
 
 std::string_view gemm_backend_name(gemm_backend b) {
   switch (b) {
-    case gemm_backend::onednn: return "onednn";
-    case gemm_backend::openblas: return "openblas";
-    case gemm_backend::eigen: return "eigen";
+    case gemm_backend::onednn:
+      return "onednn";
+    case gemm_backend::openblas:
+      return "openblas";
+    case gemm_backend::eigen:
+      return "eigen";
   }
   return "?";
 }
@@ -71,13 +76,18 @@ gemm_backend parse_gemm_backend(std::string_view name) {
     if (gemm_backend_name(b) == name) return b;
   fail("unknown or unavailable GEMM backend '{}' (this build has: {})", name, [] {
     std::string s;
-    for (auto b : available_gemm_backends()) s += (s.empty() ? "" : ", ") + std::string(gemm_backend_name(b));
+    for (auto b : available_gemm_backends())
+      s += (s.empty() ? "" : ", ") + std::string(gemm_backend_name(b));
     return s;
   }());
 }
 
-void set_gemm_backend(gemm_backend b) { g_backend = b; }
-gemm_backend current_gemm_backend() { return g_backend; }
+void set_gemm_backend(gemm_backend b) {
+  g_backend = b;
+}
+gemm_backend current_gemm_backend() {
+  return g_backend;
+}
 
 void set_compute_threads(int n) {
   if (n < 1) fail("--threads must be at least 1 (got {})", n);
@@ -87,7 +97,9 @@ void set_compute_threads(int n) {
 #endif
 }
 
-int compute_threads() { return omp_get_max_threads(); }
+int compute_threads() {
+  return omp_get_max_threads();
+}
 
 void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
@@ -95,7 +107,8 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
   switch (g_backend.load(std::memory_order_relaxed)) {
 #ifdef MERAK_HAVE_ONEDNN
     case gemm_backend::onednn: {
-      auto st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      auto st =
+          dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       MERAK_CHECK(st == dnnl_success, "dnnl_sgemm({}x{}x{}) returned {}", M, N, K, int(st));
       return;
     }

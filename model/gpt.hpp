@@ -10,11 +10,11 @@
 namespace merak::model {
 
 struct gpt_config {
-  int vocab = 256;  // V (byte-level by default)
+  int vocab = 256;    // V (byte-level by default)
   int max_seq = 256;  // position table size; T <= max_seq
-  int layers = 6;   // L
-  int dim = 384;    // C
-  int heads = 6;    // NH
+  int layers = 6;     // L
+  int dim = 384;      // C
+  int heads = 6;      // NH
 
   // Throws merak::error naming the field when the shape is inconsistent.
   void validate() const;

@@ -8,10 +8,14 @@ namespace merak::model {
 
 const char* tp_split_name(tp_split s) {
   switch (s) {
-    case tp_split::replicated: return "replicated";
-    case tp_split::column: return "column";
-    case tp_split::row: return "row";
-    case tp_split::heads: return "heads";
+    case tp_split::replicated:
+      return "replicated";
+    case tp_split::column:
+      return "column";
+    case tp_split::row:
+      return "row";
+    case tp_split::heads:
+      return "heads";
   }
   return "?";
 }

@@ -46,7 +46,7 @@ struct node_info {
   std::vector<int> inputs;
   int output = -1;
   std::vector<param_spec> params;
-  double flops_per_token = 0;           // forward
+  double flops_per_token = 0;              // forward
   int64_t activation_bytes_per_token = 0;  // output + stash
   tp_split tp = tp_split::replicated;
   layer_factory make;

@@ -10,7 +10,9 @@ namespace {
 
 namespace k = kernels;
 
-int64_t rows(const tensor& t) { return t.dim(0) * t.dim(1); }
+int64_t rows(const tensor& t) {
+  return t.dim(0) * t.dim(1);
+}
 
 shape_t with_features(const shape_t& in, std::initializer_list<int64_t> f) {
   shape_t s{in.at(0), in.at(1)};
@@ -32,7 +34,8 @@ void check_ids(const tensor& ids, int limit, const char* what) {
 
 class embedding_layer final : public layer {
  public:
-  embedding_layer(parameter_ptr wte, parameter_ptr wpe) : wte_(std::move(wte)), wpe_(std::move(wpe)) {}
+  embedding_layer(parameter_ptr wte, parameter_ptr wpe)
+      : wte_(std::move(wte)), wpe_(std::move(wpe)) {}
   shape_t output_shape(std::span<const shape_t> in) const override {
     if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
     if (in[0][1] > wpe_->value.dim(0))
@@ -45,11 +48,12 @@ class embedding_layer final : public layer {
     k::encoder_forward(out.f32(), ids.data<int32_t>(), wte_->value.f32(), wpe_->value.f32(),
                        int(ids.dim(0)), int(ids.dim(1)), int(out.dim(2)));
   }
-  void backward(std::span<const tensor* const> in, const tensor& dout,
-                std::span<tensor* const>, stash&) override {
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const>,
+                stash&) override {
     const tensor& ids = *in[0];
     k::encoder_backward(wte_->grad.f32(), wpe_->grad.f32(), dout.f32(), ids.data<int32_t>(),
-                        int(ids.dim(0)), int(ids.dim(1)), int(dout.dim(2)), int(wte_->value.dim(0)));
+                        int(ids.dim(0)), int(ids.dim(1)), int(dout.dim(2)),
+                        int(wte_->value.dim(0)));
   }
 
  private:
@@ -70,8 +74,8 @@ class layernorm_layer final : public layer {
     k::layernorm_forward(out.f32(), st.tensors[0].f32(), st.tensors[1].f32(), in[0]->f32(),
                          w_->value.f32(), b_->value.f32(), int(N), int(out.dim(2)));
   }
-  void backward(std::span<const tensor* const> in, const tensor& dout,
-                std::span<tensor* const> din, stash& st) override {
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
+                stash& st) override {
     k::layernorm_backward(din[0]->f32(), w_->grad.f32(), b_->grad.f32(), dout.f32(), in[0]->f32(),
                           w_->value.f32(), st.tensors[0].f32(), st.tensors[1].f32(),
                           int(rows(*in[0])), int(dout.dim(2)));
@@ -92,8 +96,8 @@ class linear_layer final : public layer {
     k::matmul_forward(out.f32(), in[0]->f32(), w_->value.f32(), b_ ? b_->value.f32() : nullptr,
                       int(rows(*in[0])), int(w_->value.dim(1)), int(w_->value.dim(0)));
   }
-  void backward(std::span<const tensor* const> in, const tensor& dout,
-                std::span<tensor* const> din, stash&) override {
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
+                stash&) override {
     k::matmul_backward(din[0] ? din[0]->f32() : nullptr, w_->grad.f32(),
                        b_ ? b_->grad.f32() : nullptr, dout.f32(), in[0]->f32(), w_->value.f32(),
                        int(rows(*in[0])), int(w_->value.dim(1)), int(w_->value.dim(0)));
@@ -115,8 +119,8 @@ class attention_layer final : public layer {
     st.add({B, NH_, T, T});  // softmax probabilities
     k::attention_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), B, T, C_, NH_);
   }
-  void backward(std::span<const tensor* const> in, const tensor& dout,
-                std::span<tensor* const> din, stash& st) override {
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
+                stash& st) override {
     int B = int(in[0]->dim(0)), T = int(in[0]->dim(1));
     int64_t need = k::attention_scratch_floats(T) * omp_get_max_threads();
     if (scratch_.numel() < need) scratch_ = tensor(shape_t{need});
@@ -135,8 +139,8 @@ class gelu_layer final : public layer {
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
     k::gelu_forward(out.f32(), in[0]->f32(), out.numel());
   }
-  void backward(std::span<const tensor* const> in, const tensor& dout,
-                std::span<tensor* const> din, stash&) override {
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
+                stash&) override {
     k::gelu_backward(din[0]->f32(), in[0]->f32(), dout.f32(), dout.numel());
   }
 };
@@ -150,8 +154,8 @@ class residual_layer final : public layer {
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
     k::residual_forward(out.f32(), in[0]->f32(), in[1]->f32(), out.numel());
   }
-  void backward(std::span<const tensor* const>, const tensor& dout,
-                std::span<tensor* const> din, stash&) override {
+  void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
+                stash&) override {
     k::residual_backward(din[0]->f32(), din[1]->f32(), dout.f32(), dout.numel());
   }
 };
@@ -169,13 +173,13 @@ class cross_entropy_layer final : public layer {
     check_ids(*in[1], V_, "target");
     int N = int(rows(*in[0]));
     st.add({N, V_});  // probabilities
-    k::crossentropy_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), in[1]->data<int32_t>(),
-                            N, V_);
+    k::crossentropy_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), in[1]->data<int32_t>(), N,
+                            V_);
   }
-  void backward(std::span<const tensor* const> in, const tensor& dout,
-                std::span<tensor* const> din, stash& st) override {
-    k::crossentropy_backward(din[0]->f32(), dout.f32(), st.tensors[0].f32(),
-                             in[1]->data<int32_t>(), int(rows(*in[0])), V_);
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
+                stash& st) override {
+    k::crossentropy_backward(din[0]->f32(), dout.f32(), st.tensors[0].f32(), in[1]->data<int32_t>(),
+                             int(rows(*in[0])), V_);
   }
 
  private:
@@ -195,7 +199,9 @@ int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, i
   n.params = {{wte, {V, C}}, {wpe, {max_T, C}, init_kind::normal, 0.01f}};
   n.flops_per_token = C;
   n.activation_bytes_per_token = C * kF32;
-  n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<embedding_layer>(p[0], p[1]); };
+  n.make = [](std::span<const parameter_ptr> p) {
+    return std::make_unique<embedding_layer>(p[0], p[1]);
+  };
   return g.add_node(std::move(n), {C});
 }
 
@@ -208,7 +214,9 @@ int layernorm(graph& g, const std::string& name, int x, int C) {
               {name + ".bias", {C}, init_kind::zeros, 0, false}};
   n.flops_per_token = 8.0 * C;
   n.activation_bytes_per_token = (C + 2) * kF32;
-  n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<layernorm_layer>(p[0], p[1]); };
+  n.make = [](std::span<const parameter_ptr> p) {
+    return std::make_unique<layernorm_layer>(p[0], p[1]);
+  };
   return g.add_node(std::move(n), {C});
 }
 
@@ -239,7 +247,9 @@ int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, 
   n.flops_per_token = 2.0 * 2.0 * C * (max_T + 1) / 2.0;
   n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * kF32;
   n.tp = tp_split::heads;
-  n.make = [C, NH](std::span<const parameter_ptr>) { return std::make_unique<attention_layer>(C, NH); };
+  n.make = [C, NH](std::span<const parameter_ptr>) {
+    return std::make_unique<attention_layer>(C, NH);
+  };
   return g.add_node(std::move(n), {C});
 }
 
@@ -265,7 +275,8 @@ int residual(graph& g, const std::string& name, int a, int b, int C) {
   return g.add_node(std::move(n), {C});
 }
 
-int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::string& tied_weight) {
+int lm_head(graph& g, const std::string& name, int x, int C, int V,
+            const std::string& tied_weight) {
   node_info n;
   n.name = name;
   n.kind = "linear";
@@ -274,7 +285,9 @@ int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::s
   n.flops_per_token = 2.0 * C * V;
   n.activation_bytes_per_token = V * kF32;
   n.tp = tp_split::column;
-  n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<linear_layer>(p[0], nullptr); };
+  n.make = [](std::span<const parameter_ptr> p) {
+    return std::make_unique<linear_layer>(p[0], nullptr);
+  };
   return g.add_node(std::move(n), {V});
 }
 

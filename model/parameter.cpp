@@ -20,8 +20,12 @@ void initialise(tensor& value, const param_spec& spec, uint64_t seed) {
   float* p = value.f32();
   int64_t n = value.numel();
   switch (spec.init) {
-    case init_kind::zeros: std::fill(p, p + n, 0.f); break;
-    case init_kind::ones: std::fill(p, p + n, 1.f); break;
+    case init_kind::zeros:
+      std::fill(p, p + n, 0.f);
+      break;
+    case init_kind::ones:
+      std::fill(p, p + n, 1.f);
+      break;
     case init_kind::normal: {
       rng r(seed, name_hash(spec.name));
       for (int64_t i = 0; i < n; ++i) p[i] = float(r.normal()) * spec.stddev;

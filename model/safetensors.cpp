@@ -85,7 +85,9 @@ void fsync_directory(const std::string& dir) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
-  atomic_write(path, [&](int fd, const std::string& tmp) { write_all(fd, content.data(), content.size(), tmp); });
+  atomic_write(path, [&](int fd, const std::string& tmp) {
+    write_all(fd, content.data(), content.size(), tmp);
+  });
 }
 
 void write_safetensors(const std::string& path,
@@ -129,8 +131,8 @@ safetensors_file read_safetensors(const std::string& path) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
   if (n > kMaxHeader || 8 + n > file_size)
-    fail("'{}': header length {} does not fit the file ({} bytes): truncated or not safetensors", path,
-         n, file_size);
+    fail("'{}': header length {} does not fit the file ({} bytes): truncated or not safetensors",
+         path, n, file_size);
   std::string h(n, '\0');
   f.read(h.data(), std::streamsize(n));
   json header;
@@ -181,7 +183,8 @@ safetensors_file read_safetensors(const std::string& path) {
   if (!expected_crc.empty()) {
     auto actual = fmt::format("{:08x}", crc32c(data.data(), data.size()));
     if (actual != expected_crc)
-      fail("'{}' is corrupted: checksum {} does not match the recorded {}", path, actual, expected_crc);
+      fail("'{}' is corrupted: checksum {} does not match the recorded {}", path, actual,
+           expected_crc);
   }
   return out;
 }

@@ -10,15 +10,21 @@
 
 namespace merak::model {
 
-size_t dtype_size(dtype t) { return 4; }
+size_t dtype_size(dtype t) {
+  return 4;
+}
 
-const char* dtype_name(dtype t) { return t == dtype::f32 ? "F32" : "I32"; }
+const char* dtype_name(dtype t) {
+  return t == dtype::f32 ? "F32" : "I32";
+}
 
 std::string device::str() const {
   return type == kind::cpu ? "cpu" : fmt::format("cuda:{}", index);
 }
 
-std::string shape_str(const shape_t& s) { return fmt::format("({})", fmt::join(s, ", ")); }
+std::string shape_str(const shape_t& s) {
+  return fmt::format("({})", fmt::join(s, ", "));
+}
 
 int64_t shape_numel(const shape_t& s) {
   int64_t n = 1;
@@ -29,7 +35,9 @@ int64_t shape_numel(const shape_t& s) {
   return n;
 }
 
-void tensor::free_deleter::operator()(std::byte* p) const noexcept { std::free(p); }
+void tensor::free_deleter::operator()(std::byte* p) const noexcept {
+  std::free(p);
+}
 
 tensor::tensor(shape_t shape, dtype type)
     : shape_(std::move(shape)), numel_(shape_numel(shape_)), type_(type) {
@@ -59,7 +67,8 @@ void tensor::fill_zero() {
 }
 
 void tensor::reshape(shape_t shape) {
-  MERAK_CHECK(shape_numel(shape) == numel_, "reshape {} -> {}", shape_str(shape_), shape_str(shape));
+  MERAK_CHECK(shape_numel(shape) == numel_, "reshape {} -> {}", shape_str(shape_),
+              shape_str(shape));
   shape_ = std::move(shape);
 }
 

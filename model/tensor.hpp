@@ -72,9 +72,13 @@ class tensor {
   device where() const { return device_; }
 
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(data_.get()); }
+  T* data() {
+    return reinterpret_cast<T*>(data_.get());
+  }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(data_.get()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(data_.get());
+  }
   float* f32() { return data<float>(); }
   const float* f32() const { return data<float>(); }
   std::span<float> span_f32() { return {f32(), size_t(numel_)}; }

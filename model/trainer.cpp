@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
@@ -12,8 +12,8 @@ namespace merak::model {
 namespace {
 
 std::string model_json(const gpt_config& c) {
-  return nlohmann::json{{"family", "gpt"}, {"vocab", c.vocab}, {"seq", c.max_seq},
-                        {"layers", c.layers}, {"dim", c.dim}, {"heads", c.heads}}
+  return nlohmann::json{{"family", "gpt"},    {"vocab", c.vocab}, {"seq", c.max_seq},
+                        {"layers", c.layers}, {"dim", c.dim},     {"heads", c.heads}}
       .dump();
 }
 
@@ -40,7 +40,8 @@ trainer::trainer(train_options opts)
 trainer::trainer(train_options opts, text_corpus corpus)
     : opts_((opts.validate(), std::move(opts))), corpus_(std::move(corpus)), store_(opts_.seed) {
   if (corpus_.seq() != opts_.model.max_seq)
-    fail("corpus windows are {} tokens but the model's --seq is {}", corpus_.seq(), opts_.model.max_seq);
+    fail("corpus windows are {} tokens but the model's --seq is {}", corpus_.seq(),
+         opts_.model.max_seq);
   init();
 }
 
@@ -57,7 +58,8 @@ void trainer::init() {
     auto meta = read_checkpoint_metadata(dir);
     auto expect = model_json(opts_.model);
     if (meta["merak.model"] != expect)
-      fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"], expect);
+      fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"],
+           expect);
     load_checkpoint(dir, store_, *opt_);
     try {
       step_ = std::stoll(meta.at("merak.step"));
@@ -85,7 +87,9 @@ std::map<std::string, std::string> trainer::metadata() const {
 step_result trainer::train_step() {
   MERAK_CHECK(!done(), "train_step past --steps");
   using clock = std::chrono::steady_clock;
-  auto secs = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  auto secs = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
   auto t0 = clock::now();
   store_.zero_grads();
   batch b = corpus_.train_batch(opts_.seed, step_, opts_.batch);

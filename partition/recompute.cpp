@@ -57,7 +57,8 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
     int64_t in = 0;
     for (int n = a; n < b && in == 0; ++n)
       for (int v : g.nodes()[n].inputs)
-        if (g.values()[v].producer >= 0 && g.values()[v].producer < a) in = std::max(in, value_bytes(g, v, tokens));
+        if (g.values()[v].producer >= 0 && g.values()[v].producer < a)
+          in = std::max(in, value_bytes(g, v, tokens));
     m.checkpoint_bytes.push_back(in);
   }
   for (int n = first; n < last; ++n)
@@ -105,9 +106,10 @@ recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t 
     for (int j = 0; j <= L && best < 0; ++j)
       if (stage_bytes(m, j) <= budget) best = j;
     if (best < 0)
-      fail("stage {} needs {} bytes even with all {} layers recomputed ({} of weights and optimizer "
-           "state), more than --memory-budget {}",
-           m.stage, stage_bytes(m, L), L, m.weights_bytes, budget);
+      fail(
+          "stage {} needs {} bytes even with all {} layers recomputed ({} of weights and optimizer "
+          "state), more than --memory-budget {}",
+          m.stage, stage_bytes(m, L), L, m.weights_bytes, budget);
     k.push_back(best);
   }
   return finish(stages, std::move(k));

@@ -18,12 +18,12 @@ namespace merak::partition {
 // Memory facts of one stage, as the stage reports them to the scheduler.
 struct stage_memory {
   int stage = 0;
-  int64_t weights_bytes = 0;               // parameters, gradients, AdamW moments
-  std::vector<int> segment_nodes;          // nodes per segment, in order
-  std::vector<int64_t> stash_bytes;        // per segment, one micro-batch: A
-  std::vector<int64_t> checkpoint_bytes;   // per segment: its input, one micro-batch: C
-  int64_t input_bytes = 0;                 // the stage input, one micro-batch
-  int in_flight = 1;                       // micro-batches held at once
+  int64_t weights_bytes = 0;              // parameters, gradients, AdamW moments
+  std::vector<int> segment_nodes;         // nodes per segment, in order
+  std::vector<int64_t> stash_bytes;       // per segment, one micro-batch: A
+  std::vector<int64_t> checkpoint_bytes;  // per segment: its input, one micro-batch: C
+  int64_t input_bytes = 0;                // the stage input, one micro-batch
+  int in_flight = 1;                      // micro-batches held at once
 };
 
 // Describes nodes [first, last) of g for micro-batches of `tokens` tokens.
@@ -39,10 +39,10 @@ int64_t stage_bytes(const stage_memory& m, int k);
 std::vector<double> stage_aware_ratios(int p, double r0);
 
 struct recompute_plan {
-  std::vector<int> segments;        // checkpointed leading segments per stage
-  std::vector<int> nodes;           // the same, in nodes (executor::set_checkpoint)
-  std::vector<int64_t> bytes;       // predicted peak per stage
-  std::string str() const;          // "stage 0: 3/4 segments, 812 MB; ..."
+  std::vector<int> segments;   // checkpointed leading segments per stage
+  std::vector<int> nodes;      // the same, in nodes (executor::set_checkpoint)
+  std::vector<int64_t> bytes;  // predicted peak per stage
+  std::string str() const;     // "stage 0: 3/4 segments, 812 MB; ..."
 };
 
 // The formula's plan for r0.

@@ -8,9 +8,12 @@ namespace merak::partition {
 
 std::string_view schedule_name(schedule_kind k) {
   switch (k) {
-    case schedule_kind::gpipe: return "gpipe";
-    case schedule_kind::one_f_one_b: return "1f1b";
-    case schedule_kind::shifted: return "shifted";
+    case schedule_kind::gpipe:
+      return "gpipe";
+    case schedule_kind::one_f_one_b:
+      return "1f1b";
+    case schedule_kind::shifted:
+      return "shifted";
   }
   return "?";
 }
@@ -111,8 +114,9 @@ std::optional<op> stage_scheduler::next() {
   std::optional<op> pick;
   bool prefer_f = policy_.forward_first || last_was_backward_;
   if (f && (prefer_f || !b))
-    pick = op{policy_.pre.count(forwarded_) || policy_.recompute_in_backward ? op_kind::Fpc : op_kind::F,
-              forwarded_};
+    pick = op{
+        policy_.pre.count(forwarded_) || policy_.recompute_in_backward ? op_kind::Fpc : op_kind::F,
+        forwarded_};
   else if (b)
     pick = op{op_kind::B, backwarded_};
   else if (r_eligible())
@@ -145,7 +149,9 @@ void stage_scheduler::completed(const op& o) {
   }
 }
 
-bool stage_scheduler::done() const { return backwarded_ == policy_.micro_batches; }
+bool stage_scheduler::done() const {
+  return backwarded_ == policy_.micro_batches;
+}
 
 std::vector<op> reference_order(schedule_kind kind, int p, int m, int s) {
   auto pol = make_policy(kind, p, m, s);

@@ -25,11 +25,11 @@ schedule_kind parse_schedule(std::string_view name);
 // Per-stage parameters the scheduler actor hands out.
 struct stage_policy {
   int stage = 0, stages = 1, micro_batches = 1;
-  bool limited = true;    // false for GPipe
-  int warm = 1;           // in-flight limit until the first backward
-  int steady = 1;         // in-flight limit after it
+  bool limited = true;         // false for GPipe
+  int warm = 1;                // in-flight limit until the first backward
+  int steady = 1;              // in-flight limit after it
   bool forward_first = false;  // GPipe: F before B always
-  std::set<int> pre;      // micro-batches run as Fpc + R (checkpointed, recomputed early)
+  std::set<int> pre;           // micro-batches run as Fpc + R (checkpointed, recomputed early)
   bool recompute_in_backward = false;  // every F is Fpc and B recomputes (full recomputation)
 };
 

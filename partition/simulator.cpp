@@ -37,9 +37,12 @@ op_cost_fn uniform_costs(double t_f, double t_b, double t_r) {
   return [=](int, const op& o, bool recompute_in_backward) {
     switch (o.kind) {
       case op_kind::F:
-      case op_kind::Fpc: return t_f;
-      case op_kind::R: return t_r;
-      case op_kind::B: return t_b + (recompute_in_backward ? t_r : 0.0);
+      case op_kind::Fpc:
+        return t_f;
+      case op_kind::R:
+        return t_r;
+      case op_kind::B:
+        return t_b + (recompute_in_backward ? t_r : 0.0);
     }
     return 0.0;
   };
@@ -97,8 +100,12 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
           tr.makespan = std::max(tr.makespan, now);
           break;
         }
-        case event::activation: sched[e.stage].activation_arrived(e.what.mb); break;
-        case event::gradient: sched[e.stage].gradient_arrived(e.what.mb); break;
+        case event::activation:
+          sched[e.stage].activation_arrived(e.what.mb);
+          break;
+        case event::gradient:
+          sched[e.stage].gradient_arrived(e.what.mb);
+          break;
       }
     }
     dispatch();

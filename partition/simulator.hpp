@@ -42,6 +42,7 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
 // R = t_r, free links.
 op_cost_fn uniform_costs(double t_f, double t_b, double t_r);
 
-std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m, bool full_recompute = false);
+std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m,
+                                        bool full_recompute = false);
 
 }  // namespace merak::partition

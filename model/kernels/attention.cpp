@@ -17,7 +17,9 @@ constexpr int kBlock = 64;
 
 }  // namespace
 
-int64_t attention_scratch_floats(int T) { return int64_t(kBlock) * T; }
+int64_t attention_scratch_floats(int T) {
+  return int64_t(kBlock) * T;
+}
 
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   const int hs = C / NH, C3 = 3 * C;
@@ -28,13 +30,13 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
     const float* q = qkv + int64_t(b) * T * C3 + h * hs;  // (T, hs), row stride 3C
     const float* k = q + C;
     const float* v = q + 2 * C;
-    float* p = att + int64_t(bh) * T * T;      // (T, T)
+    float* p = att + int64_t(bh) * T * T;          // (T, T)
     float* o = out + int64_t(b) * T * C + h * hs;  // (T, hs), row stride C
     for (int i0 = 0; i0 < T; i0 += kBlock) {
       int i1 = std::min(T, i0 + kBlock), M = i1 - i0, L = i1;
       // S = Q K^T / sqrt(hs) for this block of queries, keys [0, L).
-      sgemm(false, true, M, L, hs, scale, q + int64_t(i0) * C3, C3, k, C3, 0.f,
-            p + int64_t(i0) * T, T);
+      sgemm(false, true, M, L, hs, scale, q + int64_t(i0) * C3, C3, k, C3, 0.f, p + int64_t(i0) * T,
+            T);
       for (int i = i0; i < i1; ++i) {
         float* row = p + int64_t(i) * T;
         float mx = -INFINITY;
@@ -63,7 +65,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const float scale = 1.0f / std::sqrt(float(hs));
 #pragma omp parallel
   {
-    float* ds = scratch + int64_t(omp_get_thread_num()) * attention_scratch_floats(T);  // (kBlock, T)
+    float* ds =
+        scratch + int64_t(omp_get_thread_num()) * attention_scratch_floats(T);  // (kBlock, T)
 #pragma omp for schedule(static)
     for (int bh = 0; bh < B * NH; ++bh) {
       int b = bh / NH, h = bh % NH;

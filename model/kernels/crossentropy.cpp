@@ -5,8 +5,8 @@
 
 namespace merak::model::kernels {
 
-void crossentropy_forward(float* losses, float* probs, const float* logits,
-                          const int32_t* targets, int N, int V) {
+void crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets,
+                          int N, int V) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const float* z = logits + int64_t(n) * V;  // (V)

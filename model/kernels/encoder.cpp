@@ -11,7 +11,7 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < int64_t(B) * T; ++bt) {
     int t = int(bt % T);
-    float* o = out + bt * C;              // (C)
+    float* o = out + bt * C;                         // (C)
     const float* e = wte + int64_t(tokens[bt]) * C;  // (C)
     const float* p = wpe + int64_t(t) * C;           // (C)
 #pragma omp simd

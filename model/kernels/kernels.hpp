@@ -22,19 +22,19 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
                       int T, int C, int V);
 
 // out (N,C) = (inp - mean) * rstd * weight + bias; mean, rstd (N) stashed.
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int N, int C);
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int N, int C);
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int N, int C);
 
 // out (N,OC) = inp (N,C) @ weight^T (OC,C) + bias (OC); bias may be null.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC);
 // dinp (N,C) += dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) +=
 // column sums of dout. dinp or dbias may be null (not needed).
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int N, int C, int OC);
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC);
 
 // Causal multi-head self-attention.
 // qkv (B,T,3C) holds Q, K, V side by side, heads of size C/NH within each.
@@ -57,8 +57,8 @@ void residual_backward(float* da, float* db, const float* dout, int64_t N);
 
 // Softmax cross-entropy over logits (N,V) with targets (N) in [0, V).
 // losses (N) = -log softmax(logits)[target]; probs (N,V) stashed.
-void crossentropy_forward(float* losses, float* probs, const float* logits,
-                          const int32_t* targets, int N, int V);
+void crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets,
+                          int N, int V);
 // dlogits (N,V) += (probs - onehot(target)) * dlosses[n].
 void crossentropy_backward(float* dlogits, const float* dlosses, const float* probs,
                            const int32_t* targets, int N, int V);

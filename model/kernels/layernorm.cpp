@@ -7,8 +7,8 @@
 
 namespace merak::model::kernels {
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int N, int C) {
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C) {
   constexpr float eps = 1e-5f;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -30,8 +30,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int N, int C) {
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int N, int C) {
   // dweight/dbias are sums over rows: each thread sums a fixed block of rows
   // into its own partial, then partials are added in thread order.
   int nth = omp_get_max_threads();

@@ -19,8 +19,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   sgemm(false, true, N, OC, C, 1.f, inp, C, weight, C, beta, out, OC);
 }
 
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int N, int C, int OC) {
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC) {
   if (dinp) sgemm(false, false, N, C, OC, 1.f, dout, OC, weight, C, 1.f, dinp, C);
   sgemm(true, false, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dweight, C);
   if (dbias) {

@@ -32,7 +32,9 @@ model::train_options tiny(int64_t steps) {
   return o;
 }
 
-model::text_corpus corpus() { return model::text_corpus(test::small_text(4000), 16, 0.1, "tiny"); }
+model::text_corpus corpus() {
+  return model::text_corpus(test::small_text(4000), 16, 0.1, "tiny");
+}
 
 std::vector<double> single_device_losses(int64_t steps) {
   model::trainer tr(tiny(steps), corpus());
@@ -64,8 +66,8 @@ TEST_CASE("every dp x pp configuration, schedule and recomputation matches the s
         par.schedule = kind;
         par.recompute = rc;
         par.timeout_s = 60;
-        INFO("dp=" << c.dp << " pp=" << c.pp << " m=" << c.m << " " << partition::schedule_name(kind)
-                   << " recompute=" << int(rc));
+        INFO("dp=" << c.dp << " pp=" << c.pp << " m=" << c.m << " "
+                   << partition::schedule_name(kind) << " recompute=" << int(rc));
         actors::parallel_trainer tr(tiny(steps), par, corpus());
         REQUIRE(int(tr.stage_bounds().size()) == c.pp + 1);
         for (int64_t s = 0; s < steps; ++s) {
@@ -99,7 +101,8 @@ TEST_CASE("a stage that fails ends the run with its coordinate, promptly", "[act
   par.timeout_s = 30;
   actors::parallel_trainer tr(o, par, corpus());
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH(tr.train_step(), Catch::Contains("stage actor (dp=") && Catch::Contains("pp=0)") &&
+  CHECK_THROWS_WITH(tr.train_step(), Catch::Contains("stage actor (dp=") &&
+                                         Catch::Contains("pp=0)") &&
                                          Catch::Contains("outside [0, 64)"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
 }
@@ -121,11 +124,13 @@ TEST_CASE("the scheduler refuses a memory budget no plan fits, naming the stage"
   par.recompute = actors::recompute_mode::stage_aware;
   par.memory_budget = 1000;
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH(actors::parallel_trainer(tiny(2), par, corpus()),
-                    Catch::Contains("scheduler: stage 0 needs") && Catch::Contains("--memory-budget 1000"));
+  CHECK_THROWS_WITH(
+      actors::parallel_trainer(tiny(2), par, corpus()),
+      Catch::Contains("scheduler: stage 0 needs") && Catch::Contains("--memory-budget 1000"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
   // A budget that fits only with recomputation: the plan recomputes on early stages.
   par.memory_budget = 0;
   actors::parallel_trainer tr(tiny(2), par, corpus());
-  CHECK_THAT(tr.recompute_plan(), Catch::Contains("stage 0:") && Catch::Contains("stage 3: 0 segments"));
+  CHECK_THAT(tr.recompute_plan(),
+             Catch::Contains("stage 0:") && Catch::Contains("stage 3: 0 segments"));
 }

@@ -65,7 +65,8 @@ TEST_CASE("damaged safetensors files are reported, naming the file", "[checkpoin
 
   SECTION("truncated data") {
     write_bytes(path, good.substr(0, good.size() - 7));
-    CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains(path) && Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(read_safetensors(path),
+                      Catch::Contains(path) && Catch::Contains("truncated"));
   }
   SECTION("truncated header") {
     write_bytes(path, good.substr(0, 20));
@@ -75,7 +76,8 @@ TEST_CASE("damaged safetensors files are reported, naming the file", "[checkpoin
     auto bad = good;
     bad[bad.size() - 3] ^= 0x10;
     write_bytes(path, bad);
-    CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("corrupted") && Catch::Contains("checksum"));
+    CHECK_THROWS_WITH(read_safetensors(path),
+                      Catch::Contains("corrupted") && Catch::Contains("checksum"));
   }
   SECTION("a header that is not JSON") {
     auto bad = good;

@@ -27,7 +27,8 @@ TEST_CASE("a slice of rows of a batch equals those rows of the whole batch", "[d
   text_corpus c(test::small_text(5000), 16, 0.1, "t");
   auto whole = c.train_batch(3, 4, 8);
   auto part = c.train_batch(3, 4, 8, 4, 4);
-  CHECK(std::memcmp(part.tokens.raw(), whole.tokens.data<int32_t>() + 4 * 16, part.tokens.bytes()) == 0);
+  CHECK(std::memcmp(part.tokens.raw(), whole.tokens.data<int32_t>() + 4 * 16,
+                    part.tokens.bytes()) == 0);
 }
 
 TEST_CASE("validation windows stay inside the held-out part", "[data]") {
@@ -42,8 +43,10 @@ TEST_CASE("validation windows stay inside the held-out part", "[data]") {
 }
 
 TEST_CASE("bad corpora are refused with the file named", "[data]") {
-  CHECK_THROWS_WITH(text_corpus("/nonexistent/merak.txt", 8), Catch::Contains("cannot open data file '/nonexistent/merak.txt'"));
-  CHECK_THROWS_WITH(text_corpus(std::vector<uint8_t>{}, 8, 0.1, "empty.txt"), Catch::Contains("'empty.txt' is empty"));
+  CHECK_THROWS_WITH(text_corpus("/nonexistent/merak.txt", 8),
+                    Catch::Contains("cannot open data file '/nonexistent/merak.txt'"));
+  CHECK_THROWS_WITH(text_corpus(std::vector<uint8_t>{}, 8, 0.1, "empty.txt"),
+                    Catch::Contains("'empty.txt' is empty"));
   CHECK_THROWS_WITH(text_corpus(test::small_text(100), 64, 0.1, "short.txt"),
                     Catch::Contains("too short for --seq 64"));
 }

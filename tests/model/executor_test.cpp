@@ -39,7 +39,8 @@ TEST_CASE("checkpointed forwards give bit-identical gradients", "[executor]") {
   for (int ckpt : {1, 7, n / 2, n - 1, n})
     for (bool keep : {true, false})
       for (bool explicit_recompute : {false, true}) {
-        INFO("checkpoint " << ckpt << " keep_stash " << keep << " R before B " << explicit_recompute);
+        INFO("checkpoint " << ckpt << " keep_stash " << keep << " R before B "
+                           << explicit_recompute);
         parameter_store store(5);
         executor ex(g, store);
         ex.set_checkpoint(ckpt);
@@ -86,8 +87,10 @@ TEST_CASE("a range split in two stages gives the whole model's gradients", "[exe
   a_in.push_back(std::move(in[0]));  // tokens
   auto fa = a.forward(0, std::move(a_in));
   for (int v : b.input_values()) {
-    if (v == g.find_value("targets")) b_in.push_back(std::move(in[1]));
-    else b_in.push_back(std::move(fa.outputs[0]));
+    if (v == g.find_value("targets"))
+      b_in.push_back(std::move(in[1]));
+    else
+      b_in.push_back(std::move(fa.outputs[0]));
   }
   b.forward(0, std::move(b_in));
   auto db = b.backward(0, {});

@@ -58,7 +58,8 @@ void check_node(const graph& g, int node, std::vector<tensor>& inputs, tolerance
     din.push_back(t.type() == dtype::f32 ? tensor::zeros(t.shape()) : tensor());
     din_ptr.push_back(t.type() == dtype::f32 ? &din.back() : nullptr);
   }
-  for (size_t i = 0; i < din.size(); ++i) din_ptr[i] = inputs[i].type() == dtype::f32 ? &din[i] : nullptr;
+  for (size_t i = 0; i < din.size(); ++i)
+    din_ptr[i] = inputs[i].type() == dtype::f32 ? &din[i] : nullptr;
   l->backward(in, R, din_ptr, st);
 
   rng pick(5, 6);
@@ -76,11 +77,13 @@ void check_node(const graph& g, int node, std::vector<tensor>& inputs, tolerance
       double analytic = grad.f32()[i];
       INFO(g.nodes()[node].kind << " d/d" << what << "[" << i << "]: analytic " << analytic
                                 << " numeric " << numeric);
-      CHECK(std::abs(analytic - numeric) <= tol.atol + tol.rtol * std::max(std::abs(analytic), std::abs(numeric)));
+      CHECK(std::abs(analytic - numeric) <=
+            tol.atol + tol.rtol * std::max(std::abs(analytic), std::abs(numeric)));
     }
   };
   for (size_t k = 0; k < inputs.size(); ++k)
-    if (inputs[k].type() == dtype::f32) check_entries(inputs[k], din[k], "input" + std::to_string(k));
+    if (inputs[k].type() == dtype::f32)
+      check_entries(inputs[k], din[k], "input" + std::to_string(k));
   for (auto& p : params) check_entries(p->value, p->grad, p->spec.name);
 }
 
@@ -171,7 +174,8 @@ TEST_CASE("whole GPT gradients match finite differences of the mean loss", "[gra
   executor ex(g, store);
   // Larger weights than the default init so every path carries gradient.
   for (auto& p : store.all())
-    if (p->spec.init == init_kind::normal) p->value = test::random_tensor(p->spec.shape, p->value.numel(), 0.3f);
+    if (p->spec.init == init_kind::normal)
+      p->value = test::random_tensor(p->spec.shape, p->value.numel(), 0.3f);
   auto tokens = test::random_ids({2, 9}, 17, 21);
   auto targets = test::random_ids({2, 9}, 17, 22);
   auto inputs = [&] {

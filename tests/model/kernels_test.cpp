@@ -67,8 +67,12 @@ TEST_CASE("causal attention matches a naive reference across query blocks", "[ke
     for (int h = 0; h < NH; ++h)
       for (int i = 0; i < T; ++i) {
         auto q = [&](int t, int d) { return double(qkv.f32()[(b * T + t) * 3 * C + h * hs + d]); };
-        auto k = [&](int t, int d) { return double(qkv.f32()[(b * T + t) * 3 * C + C + h * hs + d]); };
-        auto v = [&](int t, int d) { return double(qkv.f32()[(b * T + t) * 3 * C + 2 * C + h * hs + d]); };
+        auto k = [&](int t, int d) {
+          return double(qkv.f32()[(b * T + t) * 3 * C + C + h * hs + d]);
+        };
+        auto v = [&](int t, int d) {
+          return double(qkv.f32()[(b * T + t) * 3 * C + 2 * C + h * hs + d]);
+        };
         std::vector<double> s(i + 1);
         double mx = -1e300, sum = 0;
         for (int j = 0; j <= i; ++j) {
@@ -92,7 +96,8 @@ TEST_CASE("cross-entropy equals -log softmax at the target", "[kernels]") {
   auto logits = test::random_tensor({N, V}, 7, 3.0f);
   auto targets = test::random_ids({N}, V, 8);
   tensor losses({N}), probs({N, V});
-  kernels::crossentropy_forward(losses.f32(), probs.f32(), logits.f32(), targets.data<int32_t>(), N, V);
+  kernels::crossentropy_forward(losses.f32(), probs.f32(), logits.f32(), targets.data<int32_t>(), N,
+                                V);
   for (int n = 0; n < N; ++n) {
     double z = 0, mx = -1e300;
     for (int v = 0; v < V; ++v) mx = std::max(mx, double(logits.f32()[n * V + v]));

@@ -25,7 +25,9 @@ train_options tiny_options(int64_t steps) {
   return o;
 }
 
-text_corpus tiny_corpus(size_t bytes = 2000) { return text_corpus(test::small_text(bytes), 16, 0.1, "tiny"); }
+text_corpus tiny_corpus(size_t bytes = 2000) {
+  return text_corpus(test::small_text(bytes), 16, 0.1, "tiny");
+}
 
 fs::path fresh_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("merak_test_" + name + "_" + std::to_string(::getpid()));
@@ -44,8 +46,8 @@ TEST_CASE("a tiny GPT overfits a short text", "[train]") {
   double last = first;
   while (!tr.done()) last = tr.train_step().loss;
   INFO("first loss " << first << ", last " << last);
-  CHECK(first > 4.5);           // about log(256) at initialisation
-  CHECK(last < 0.15 * first);   // it has learnt the text (about 0.3 after 300 steps)
+  CHECK(first > 4.5);          // about log(256) at initialisation
+  CHECK(last < 0.15 * first);  // it has learnt the text (about 0.3 after 300 steps)
   CHECK(tr.validation_loss() < first);
 }
 
@@ -102,6 +104,7 @@ TEST_CASE("a checkpoint of another model shape is refused", "[checkpoint]") {
   auto other = tiny_options(2);
   other.model.dim = 16;
   other.load = dir.string();
-  CHECK_THROWS_WITH(trainer(other, tiny_corpus()), Catch::Contains("holds model") && Catch::Contains("\"dim\":32"));
+  CHECK_THROWS_WITH(trainer(other, tiny_corpus()),
+                    Catch::Contains("holds model") && Catch::Contains("\"dim\":32"));
   fs::remove_all(dir);
 }

@@ -12,7 +12,8 @@ namespace {
 std::vector<stage_memory> four_stages(const model::graph& g, std::vector<int>& bounds) {
   bounds = balanced_stages(g, 4);
   std::vector<stage_memory> m;
-  for (int s = 0; s < 4; ++s) m.push_back(describe_stage(g, s, bounds[s], bounds[s + 1], 1024, 4 - s));
+  for (int s = 0; s < 4; ++s)
+    m.push_back(describe_stage(g, s, bounds[s], bounds[s + 1], 1024, 4 - s));
   return m;
 }
 

@@ -23,24 +23,25 @@ auto no_delay = [](int, int, int) { return 0.0; };
 }  // namespace
 
 TEST_CASE("the spec's p=4 m=8 orders are reproduced exactly", "[schedule]") {
-  const char* shifted[] = {
-      "F0 F1 F2 F3 B0 F4 B1 Fpc5 B2 Fpc6 B3 Fpc7 B4 R5 B5 R6 B6 R7 B7",
-      "Fpc0 F1 F2 R0 B0 F3 B1 F4 B2 F5 B3 Fpc6 B4 Fpc7 B5 R6 B6 R7 B7",
-      "Fpc0 Fpc1 F2 R0 B0 R1 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
-      "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"};
-  const char* one_f_one_b[] = {
-      "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7",
-      "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7",
-      "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
-      "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"};
-  auto sh = simulate_pipeline(make_policies(schedule_kind::shifted, 4, 8), uniform_costs(1, 2, 1), no_delay);
-  auto fb = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  const char* shifted[] = {"F0 F1 F2 F3 B0 F4 B1 Fpc5 B2 Fpc6 B3 Fpc7 B4 R5 B5 R6 B6 R7 B7",
+                           "Fpc0 F1 F2 R0 B0 F3 B1 F4 B2 F5 B3 Fpc6 B4 Fpc7 B5 R6 B6 R7 B7",
+                           "Fpc0 Fpc1 F2 R0 B0 R1 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
+                           "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"};
+  const char* one_f_one_b[] = {"F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7",
+                               "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7",
+                               "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7",
+                               "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"};
+  auto sh = simulate_pipeline(make_policies(schedule_kind::shifted, 4, 8), uniform_costs(1, 2, 1),
+                              no_delay);
+  auto fb = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8),
+                              uniform_costs(1, 2, 1), no_delay);
   for (int s = 0; s < 4; ++s) {
     CHECK(join(sh.order(s)) == shifted[s]);
     CHECK(join(fb.order(s)) == one_f_one_b[s]);
     CHECK(join(reference_order(schedule_kind::shifted, 4, 8, s)) == shifted[s]);
   }
-  auto gp = simulate_pipeline(make_policies(schedule_kind::gpipe, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  auto gp = simulate_pipeline(make_policies(schedule_kind::gpipe, 4, 8), uniform_costs(1, 2, 1),
+                              no_delay);
   for (int s = 0; s < 4; ++s)
     CHECK(join(gp.order(s)) == "F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7");
 }
@@ -60,9 +61,12 @@ TEST_CASE("emergent orders equal the rule-built orders for p = 3..8, m = p..3p",
 
 TEST_CASE("the shifted schedule hides recomputation in the waiting time", "[schedule]") {
   // t_F = 1, t_B = 2, t_R = 1, p = 4, m = 8, asynchronous sends (spec: 42 -> 33).
-  auto full = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8, true), uniform_costs(1, 2, 1), no_delay);
-  auto plain = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8), uniform_costs(1, 2, 1), no_delay);
-  auto shifted = simulate_pipeline(make_policies(schedule_kind::shifted, 4, 8), uniform_costs(1, 2, 1), no_delay);
+  auto full = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8, true),
+                                uniform_costs(1, 2, 1), no_delay);
+  auto plain = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, 4, 8),
+                                 uniform_costs(1, 2, 1), no_delay);
+  auto shifted = simulate_pipeline(make_policies(schedule_kind::shifted, 4, 8),
+                                   uniform_costs(1, 2, 1), no_delay);
   CHECK(full.makespan == 42);
   CHECK(shifted.makespan == 33);
   CHECK(plain.makespan == 33);
