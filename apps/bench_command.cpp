@@ -60,6 +60,7 @@ action add_bench_command(CLI::App& parent) {
   s->add_option("--solver", *svs, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
   s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")->capture_default_str();
   s->add_option("--folds", sv->folds, "Also cross-validate with F folds (sample i in fold i mod F)");
+  s->add_option("--threads", sv->threads, "Threads for the matrix products (default: all cores)");
   s->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
   auto pipe = std::make_shared<actors::synthetic_pipeline_options>();

@@ -21,7 +21,7 @@ namespace {
 struct svm_train_flags {
   std::string data, format = "auto", penalty = "l1", model, solver = "auto";
   double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4;
-  int max_iter = 5000, workers = 1, folds = 0;
+  int max_iter = 5000, workers = 1, folds = 0, threads = 0;
   bool json = false, no_standardize = false;
 };
 
@@ -61,6 +61,7 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
 
 int run_svm_train(const svm_train_flags& f) {
   const svm::fit_options o = make_fit_options(f);
+  svm::set_solver_threads(f.threads);
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
   const auto t0 = std::chrono::steady_clock::now();
   svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
@@ -173,6 +174,7 @@ action add_svm_command(CLI::App& parent) {
   t->add_option("--solver", tf->solver, "w-step: auto, cholesky, woodbury or cg")
       ->capture_default_str();
   t->add_flag("--no-standardize", tf->no_standardize, "Fit on the features as they are");
+  t->add_option("--threads", tf->threads, "Threads for the matrix products (default: all cores)");
   t->add_option("--model", tf->model,
                 "Write the model here (.json: JSON, otherwise LIBLINEAR-like text)");
   t->add_flag("--json", tf->json, "Print one JSON object");

@@ -11,6 +11,7 @@ namespace merak::bench {
 
 nlohmann::json run_svm_bench(const svm_bench_options& o) {
   using clock = std::chrono::steady_clock;
+  svm::set_solver_threads(o.threads);
   const auto t0 = clock::now();
   svm::dataset d = o.data.empty()
                        ? svm::make_synthetic(o.synthetic)
@@ -51,6 +52,7 @@ nlohmann::json run_svm_bench(const svm_bench_options& o) {
     out["rho1"] = r.rho1;
     out["rho2"] = r.rho2;
   }
+  out["threads"] = Eigen::nbThreads();
   out["peak_rss_mb"] = double(peak_rss_bytes()) / (1 << 20);
   return out;
 }

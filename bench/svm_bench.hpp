@@ -19,6 +19,7 @@ struct svm_bench_options {
   svm::synthetic_options synthetic;
   svm::fit_options fit;
   int folds = 0;
+  int threads = 0;  // 0: all cores
 };
 
 nlohmann::json run_svm_bench(const svm_bench_options& o);

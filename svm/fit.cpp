@@ -1,5 +1,7 @@
 #include "svm/fit.hpp"
 
+#include <Eigen/Core>
+
 #include <chrono>
 
 #include "core/error.hpp"
@@ -8,6 +10,10 @@
 #include "svm/standardize.hpp"
 
 namespace merak::svm {
+
+void set_solver_threads(int n) {
+  if (n > 0) Eigen::setNbThreads(n);
+}
 
 fit_result fit(const dataset& d, const fit_options& o) {
   o.pen.validate();
