@@ -16,32 +16,7 @@ open(sys.argv[1], "w").write(s * 20)
 PY
 tiny=(--layers 1 --dim 16 --heads 2 --seq 8 --batch 2 --log-level warn)
 
-# expect_error REGEX ARGS...: the command must exit 1..127 and stderr must
-# match REGEX.
-expect_error() {
-  local regex=$1
-  shift
-  set +e
-  "$merak" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  set -e
-  if ((rc == 0 || rc >= 128)); then
-    echo "FAIL: exit code $rc for: merak $*"
-    cat "$work/err"
-    exit 1
-  fi
-  if ! grep -Eq -- "$regex" "$work/err"; then
-    echo "FAIL: stderr does not match /$regex/ for: merak $*"
-    cat "$work/err"
-    exit 1
-  fi
-  if grep -Eq "terminate called|Aborted|Segmentation|unexpected error" "$work/err"; then
-    echo "FAIL: crash-like output for: merak $*"
-    cat "$work/err"
-    exit 1
-  fi
-  echo "ok (exit $rc): $(head -n 1 "$work/err")"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
 
 make_checkpoint() {
   "$merak" train --data "$work/text.txt" "${tiny[@]}" --steps 2 --save "$work/run" >/dev/null

@@ -22,24 +22,7 @@ with open(d + "/train.libsvm", "w") as a, open(d + "/train.csv", "w") as b:
         b.write(str(y) + "," + ",".join(f"{v:.6f}" for v in x) + "\n")
 PY
 
-expect_error() {
-  local regex=$1
-  shift
-  set +e
-  "$merak" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  set -e
-  if ((rc == 0 || rc >= 128)); then
-    echo "FAIL: exit code $rc for: merak $*"; cat "$work/err"; exit 1
-  fi
-  if ! grep -Eq -- "$regex" "$work/err"; then
-    echo "FAIL: stderr does not match /$regex/ for: merak $*"; cat "$work/err"; exit 1
-  fi
-  if grep -Eq "terminate called|Aborted|Segmentation|unexpected error" "$work/err"; then
-    echo "FAIL: crash-like output for: merak $*"; cat "$work/err"; exit 1
-  fi
-  echo "ok (exit $rc): $(head -n 1 "$work/err")"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
 
 case "$case_name" in
   train_predict)
