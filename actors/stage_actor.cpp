@@ -34,6 +34,7 @@ struct stage_state {
   std::map<std::string, std::vector<std::pair<int, tensor_ref>>> tie_inbox;
   std::set<std::string> settled;  // owned ties summed this step
   int ties_pending = 0;
+  std::shared_ptr<model::tensor> flat;  // gradients for the reducer, reused
   double busy_s = 0;
   std::string trace;  // "name start end;" per op (seconds since step start)
   std::chrono::steady_clock::time_point step_start;
@@ -109,14 +110,16 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
                             std::chrono::duration<double>(t1 - st.step_start).count());
 }
 
-model::tensor flatten_grads(const model::parameter_store& store) {
-  model::tensor flat({store.numel()});
-  float* p = flat.f32();
+// Copies every gradient into `flat` (allocated on first use and reused: a
+// fresh buffer of this size costs a page fault per 4 KiB every step).
+void flatten_grads(const model::parameter_store& store, std::shared_ptr<model::tensor>& flat) {
+  if (!flat || flat.use_count() > 1 || flat->numel() != store.numel())
+    flat = std::make_shared<model::tensor>(model::shape_t{store.numel()});
+  float* p = flat->f32();
   for (auto& prm : store.all()) {
     std::memcpy(p, prm->grad.f32(), prm->grad.bytes());
     p += prm->grad.numel();
   }
-  return flat;
 }
 
 void unflatten_grads(model::parameter_store& store, const model::tensor& flat) {
@@ -148,10 +151,10 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
 
 void after_ties(caf::stateful_actor<stage_state>* self) {
   auto& st = self->state;
-  if (st.cfg.dp > 1)
-    self->send(st.reducer, reduce_atom::value, st.cfg.dp_rank,
-               tensor_ref::make(flatten_grads(*st.store)));
-  else
+  if (st.cfg.dp > 1) {
+    flatten_grads(*st.store, st.flat);
+    self->send(st.reducer, reduce_atom::value, st.cfg.dp_rank, tensor_ref{st.flat});
+  } else
     report_ready(self);
 }
 
@@ -380,6 +383,7 @@ caf::behavior reducer_actor(caf::event_based_actor* self, int dp, int threads) {
     std::vector<tensor_ref> parts;
     std::vector<caf::actor> senders;
     int count = 0;
+    std::shared_ptr<model::tensor> sum;  // reused once every replica let go of it
   };
   auto box = std::make_shared<inbox>();
   box->parts.resize(dp);
@@ -393,8 +397,9 @@ caf::behavior reducer_actor(caf::event_based_actor* self, int dp, int threads) {
         // same bits; the elements are split over the cores (the replicas
         // wait for this sum and leave them idle).
         const int64_t n = box->parts[0].t->numel();
-        model::tensor sum({n});
-        float* s = sum.f32();
+        if (!box->sum || box->sum.use_count() > 1 || box->sum->numel() != n)
+          box->sum = std::make_shared<model::tensor>(model::shape_t{n});
+        float* s = box->sum->f32();
         std::vector<const float*> src;
         for (auto& p : box->parts) src.push_back(p.t->f32());
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -403,8 +408,7 @@ caf::behavior reducer_actor(caf::event_based_actor* self, int dp, int threads) {
           for (int r = 1; r < dp; ++r) acc += src[r][i];
           s[i] = acc;
         }
-        auto ref = tensor_ref::make(std::move(sum));
-        for (auto& a : box->senders) self->send(a, reduced_atom::value, ref);
+        for (auto& a : box->senders) self->send(a, reduced_atom::value, tensor_ref{box->sum});
         box->count = 0;
         for (auto& p : box->parts) p = {};
       },
