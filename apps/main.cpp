@@ -1,6 +1,8 @@
 // merak: the command-line program. Thin: parses flags, calls the library.
 #include <CLI/CLI.hpp>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -11,6 +13,12 @@
 #include "core/log.hpp"
 
 int main(int argc, char** argv) {
+  // Tensors of megabytes are allocated and freed every micro-batch (those that
+  // move between actors leave their owner's pool). glibc serves such blocks
+  // with mmap and returns them at once, so every allocation page-faults anew;
+  // keep them in the heap instead.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   CLI::App app{"merak: an actor-model runtime for distributed machine learning"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags (--log-level) may follow the sub-command
