@@ -21,26 +21,15 @@ executor::executor(const graph& g, parameter_store& store, int first, int last)
   if (first_ < 0 || first_ >= last_ || last_ > int(nodes.size()))
     fail("node range [{}, {}) is not inside the graph's {} nodes", first_, last_, nodes.size());
   used_inside_.assign(g.values().size(), false);
-  std::set<int> in;
   for (int n = first_; n < last_; ++n) {
     std::vector<parameter_ptr> params;
     for (auto& spec : nodes[n].params) params.push_back(store.get_or_create(spec));
     layers_.push_back(nodes[n].make(params));
-    for (int v : nodes[n].inputs) {
-      used_inside_[v] = true;
-      int producer = g.values()[v].producer;
-      if (producer < first_) in.insert(v);
-    }
+    for (int v : nodes[n].inputs) used_inside_[v] = true;
   }
-  inputs_.assign(in.begin(), in.end());
-  // Outputs: produced here and read by a later node.
-  std::set<int> out;
-  for (int n = last_; n < int(nodes.size()); ++n)
-    for (int v : nodes[n].inputs) {
-      int producer = g.values()[v].producer;
-      if (producer >= first_ && producer < last_) out.insert(v);
-    }
-  outputs_.assign(out.begin(), out.end());
+  auto b = g.boundary(first_, last_);
+  inputs_ = std::move(b.inputs);
+  outputs_ = std::move(b.outputs);
   int loss_producer = g.loss() >= 0 ? g.values()[g.loss()].producer : -1;
   computes_loss_ = loss_producer >= first_ && loss_producer < last_;
   if (outputs_.empty() && !computes_loss_)

@@ -44,6 +44,19 @@ int graph::find_value(const std::string& name) const {
   return -1;
 }
 
+range_boundary graph::boundary(int first, int last) const {
+  std::set<int> in, out;
+  for (int n = first; n < last; ++n)
+    for (int v : nodes_[n].inputs)
+      if (values_[v].producer < first) in.insert(v);
+  for (int n = last; n < int(nodes_.size()); ++n)
+    for (int v : nodes_[n].inputs) {
+      int p = values_[v].producer;
+      if (p >= first && p < last) out.insert(v);
+    }
+  return {{in.begin(), in.end()}, {out.begin(), out.end()}};
+}
+
 int64_t graph::parameter_count() const {
   std::set<std::string> seen;
   int64_t n = 0;

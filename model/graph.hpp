@@ -52,6 +52,11 @@ struct node_info {
   layer_factory make;
 };
 
+struct range_boundary {
+  std::vector<int> inputs;   // values read by nodes [first, last) but produced before
+  std::vector<int> outputs;  // values produced there and read by a later node
+};
+
 class graph {
  public:
   // Adds a graph input and returns its value id.
@@ -66,6 +71,8 @@ class graph {
   const std::vector<int>& inputs() const { return inputs_; }
   int loss() const { return loss_; }
   int find_value(const std::string& name) const;  // -1 if absent
+  // What crosses into and out of the node range [first, last), ascending ids.
+  range_boundary boundary(int first, int last) const;
 
   // Parameter count with tied parameters counted once.
   int64_t parameter_count() const;

@@ -30,6 +30,15 @@ void train_options::validate() const {
   if (grad_clip < 0) fail("--grad-clip must not be negative (got {})", grad_clip);
 }
 
+lr_schedule train_options::schedule() const {
+  lr_schedule s;
+  s.max_lr = lr;
+  s.min_lr = min_lr >= 0 ? min_lr : lr / 10;
+  s.warmup_steps = warmup >= 0 ? warmup : steps / 20;
+  s.total_steps = std::max<int64_t>(1, steps);
+  return s;
+}
+
 trainer::trainer(train_options opts)
     : opts_((opts.validate(), std::move(opts))),
       corpus_(opts_.data, opts_.model.max_seq, opts_.val_fraction),
@@ -49,10 +58,7 @@ void trainer::init() {
   graph_ = build_gpt(opts_.model);
   exec_ = std::make_unique<executor>(graph_, store_);
   opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
-  schedule_.max_lr = opts_.lr;
-  schedule_.min_lr = opts_.min_lr >= 0 ? opts_.min_lr : opts_.lr / 10;
-  schedule_.warmup_steps = opts_.warmup >= 0 ? opts_.warmup : opts_.steps / 20;
-  schedule_.total_steps = std::max<int64_t>(1, opts_.steps);
+  schedule_ = opts_.schedule();
   if (!opts_.load.empty()) {
     auto dir = resolve_checkpoint(opts_.load);
     auto meta = read_checkpoint_metadata(dir);

@@ -37,6 +37,8 @@ struct train_options {
 
   // Throws merak::error naming the flag when options are inconsistent.
   void validate() const;
+  // The learning-rate schedule these options describe (defaults applied).
+  lr_schedule schedule() const;
 };
 
 struct step_result {
