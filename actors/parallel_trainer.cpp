@@ -34,17 +34,6 @@ void parallel_options::validate(int batch) const {
   if (timeout_s <= 0) fail("the step timeout must be positive (got {})", timeout_s);
 }
 
-namespace {
-
-// Slices rows [r0, r0 + n) of a (B, T) tensor.
-model::tensor rows(const model::tensor& t, int64_t r0, int64_t n) {
-  model::tensor out({n, t.dim(1)}, t.type());
-  size_t row_bytes = size_t(t.dim(1)) * model::dtype_size(t.type());
-  std::memcpy(out.raw(), t.raw() + r0 * row_bytes, n * row_bytes);
-  return out;
-}
-
-}  // namespace
 
 struct parallel_trainer::impl {
   model::train_options opts;
@@ -76,10 +65,7 @@ struct parallel_trainer::impl {
       fail("--save and --load are not supported with --dp/--pp/--micro-batches yet");
     graph = model::build_gpt(opts.model);
     bounds = partition::balanced_stages(graph, par.pp);
-    schedule.max_lr = opts.lr;
-    schedule.min_lr = opts.min_lr >= 0 ? opts.min_lr : opts.lr / 10;
-    schedule.warmup_steps = opts.warmup >= 0 ? opts.warmup : opts.steps / 20;
-    schedule.total_steps = std::max<int64_t>(1, opts.steps);
+    schedule = opts.schedule();
     try {
       spawn();
     } catch (...) {
@@ -168,7 +154,7 @@ struct parallel_trainer::impl {
         su.threads = per_actor;
         su.trace = !par.trace_path.empty();
         // Routing: which stage sends each input, which stages read each output.
-        auto [ins, outs] = boundary(s);
+        auto [ins, outs] = graph.boundary(bounds[s], bounds[s + 1]);
         for (int v : ins) {
           int producer = graph.values()[v].producer;
           su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
@@ -191,11 +177,13 @@ struct parallel_trainer::impl {
       }
     std::vector<caf::actor> all;
     for (auto& rep : stages) all.insert(all.end(), rep.begin(), rep.end());
-    (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
     for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s)
         (*self)->send(stages[r][s], wire_atom::value, stages[r], reducers[s], caf::actor{*self},
                       scheduler);
+    // Last: the scheduler sends plans only after its own wire message, so by
+    // then every stage has its wire message queued ahead of the plan.
+    (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
     for (auto& a : reducers)
       if (a) {
         names[a.address()] = "reducer actor";
@@ -208,21 +196,6 @@ struct parallel_trainer::impl {
         plan_summary = summary;
         planned = true;
       });
-  }
-
-  // Inputs and outputs of stage s, computed from the graph as the executor does.
-  std::pair<std::vector<int>, std::vector<int>> boundary(int s) const {
-    std::set<int> in, out;
-    auto& nodes = graph.nodes();
-    for (int n = bounds[s]; n < bounds[s + 1]; ++n)
-      for (int v : nodes[n].inputs)
-        if (graph.values()[v].producer < bounds[s]) in.insert(v);
-    for (int n = bounds[s + 1]; n < int(nodes.size()); ++n)
-      for (int v : nodes[n].inputs) {
-        int p = graph.values()[v].producer;
-        if (p >= bounds[s] && p < bounds[s + 1]) out.insert(v);
-      }
-    return {{in.begin(), in.end()}, {out.begin(), out.end()}};
   }
 
   std::chrono::milliseconds timeout() const {
@@ -252,18 +225,18 @@ struct parallel_trainer::impl {
     const int D = par.dp, P = par.pp, M = par.micro_batches;
     for (auto& rep : stages)
       for (auto& a : rep) (*self)->send(a, step_atom::value, step);
-    model::batch b = corpus.train_batch(opts.seed, step, opts.batch);
-    const int64_t rows_per_mb = opts.batch / (D * M);
+    const int rows_per_mb = opts.batch / (D * M);
     int tokens_v = graph.find_value("tokens"), targets_v = graph.find_value("targets");
     for (int r = 0; r < D; ++r)
       for (int mb = 0; mb < M; ++mb) {
-        int64_t r0 = (int64_t(r) * M + mb) * rows_per_mb;
+        // This micro-batch's rows of the single-device run's global batch.
+        model::batch b =
+            corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb, rows_per_mb);
         for (int s = 0; s < P; ++s)
           for (int v : graph_inputs_of[s]) {
-            const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
             MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
-            (*self)->send(stages[r][s], input_atom::value, mb, v,
-                          tensor_ref::make(rows(src, r0, rows_per_mb)));
+            const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
+            (*self)->send(stages[r][s], input_atom::value, mb, v, tensor_ref::make(src.clone()));
           }
       }
     double loss_sum = 0;

@@ -14,6 +14,7 @@ caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup su) 
     caf::actor coordinator;
     std::vector<partition::stage_memory> reports;
     int received = 0;
+    bool wired = false;
   };
   auto st = std::make_shared<state>();
   st->reports.resize(su.pp);
@@ -56,6 +57,8 @@ caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup su) 
       [=](wire_atom, std::vector<caf::actor> stages, caf::actor coordinator) {
         st->stages = std::move(stages);
         st->coordinator = std::move(coordinator);
+        st->wired = true;
+        if (st->received == su.pp) plan_and_send();  // reports came first
       },
       [=](memory_atom, int stage, int64_t weights, std::vector<int> segment_nodes,
           std::vector<int64_t> stash, std::vector<int64_t> checkpoint, int64_t input_bytes) {
@@ -66,7 +69,7 @@ caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup su) 
         m.stash_bytes = std::move(stash);
         m.checkpoint_bytes = std::move(checkpoint);
         m.input_bytes = input_bytes;
-        if (++st->received == su.pp) plan_and_send();
+        if (++st->received == su.pp && st->wired) plan_and_send();
       },
   };
 }
