@@ -1,0 +1,288 @@
+// The exact codecs (dense, coo, union), the factory and the pure reduction.
+#include "comm/codec.hpp"
+
+#include <cstring>
+
+#include "comm/row_sparse.hpp"
+#include "comm/s2.hpp"
+#include "core/error.hpp"
+
+namespace merak::comm {
+
+std::string_view codec_kind_name(codec_kind k) {
+  switch (k) {
+    case codec_kind::dense: return "dense";
+    case codec_kind::coo: return "coo";
+    case codec_kind::union_rows: return "union";
+    case codec_kind::s2: return "s2";
+  }
+  return "?";
+}
+
+codec_kind parse_codec_kind(std::string_view text) {
+  for (codec_kind k : {codec_kind::dense, codec_kind::coo, codec_kind::union_rows, codec_kind::s2})
+    if (text == codec_kind_name(k)) return k;
+  fail("unknown gradient codec '{}' (expected dense, coo, union or s2)", text);
+}
+
+std::string_view error_feedback_name(error_feedback f) {
+  switch (f) {
+    case error_feedback::off: return "off";
+    case error_feedback::contractive: return "contractive";
+    case error_feedback::plain: return "plain";
+  }
+  return "?";
+}
+
+error_feedback parse_error_feedback(std::string_view text) {
+  if (text == "off") return error_feedback::off;
+  if (text == "contractive" || text == "on") return error_feedback::contractive;
+  if (text == "plain") return error_feedback::plain;
+  fail("unknown error feedback '{}' (expected off, contractive (on) or plain)", text);
+}
+
+namespace {
+
+void divide_rows(std::span<float> g, std::span<const uint32_t> rows, int64_t d, float p) {
+  for (uint32_t k : rows) {
+    float* r = g.data() + int64_t(k) * d;
+    for (int64_t c = 0; c < d; ++c) r[c] /= p;
+  }
+}
+
+// dense: one SUM of the whole gradient, in place; decode divides by P.
+class dense_codec final : public codec {
+ public:
+  explicit dense_codec(const codec_config& config) : config_(config) {}
+  const codec_config& config() const override { return config_; }
+
+  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks,
+              codec_message& msg) override {
+    check_rows_shape(grad, n, d, "dense codec");
+    n_ = n, ranks_ = ranks;
+    msg.clear();
+    msg.sum = grad;
+  }
+  bool advance(codec_message&) override { return false; }
+  void decode(codec_message& msg, std::span<float> grad) override {
+    const float p = float(ranks_);
+    for (float& v : grad) v /= p;
+    ++step_;
+    msg.clear();
+  }
+  int64_t own_rows() const override { return n_; }
+  int64_t union_rows() const override { return n_; }
+  uint64_t step() const override { return step_; }
+
+ private:
+  codec_config config_;
+  int64_t n_ = 0;
+  int ranks_ = 1;
+  uint64_t step_ = 0;
+};
+
+// coo: all-gather of this rank's non-zero rows as one block
+//   [m row indices, u32][m rows of d floats]     (4·m·(1 + d) bytes)
+// then every rank sums the blocks in rank order.
+class coo_codec final : public codec {
+ public:
+  explicit coo_codec(const codec_config& config) : config_(config) {}
+  const codec_config& config() const override { return config_; }
+
+  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks,
+              codec_message& msg) override {
+    check_rows_shape(grad, n, d, "coo codec");
+    n_ = n, d_ = d, ranks_ = ranks;
+    nonzero_rows(grad, n, d, own_);
+    const size_t m = own_.size();
+    block_.resize(m * 4 * size_t(1 + d));
+    std::memcpy(block_.data(), own_.data(), m * 4);
+    std::byte* vals = block_.data() + m * 4;
+    for (size_t i = 0; i < m; ++i)
+      std::memcpy(vals + i * size_t(d) * 4, grad.data() + int64_t(own_[i]) * d, size_t(d) * 4);
+    msg.clear();
+    msg.gather = block_;
+    msg.has_gather = true;
+  }
+  bool advance(codec_message&) override { return false; }
+
+  void decode(codec_message& msg, std::span<float> grad) override {
+    if (int(msg.gathered_sizes.size()) != ranks_)
+      fail("coo codec: the all-gather returned {} blocks for {} ranks", msg.gathered_sizes.size(),
+           ranks_);
+    const int64_t d = d_;
+    const size_t row_bytes = 4 * size_t(1 + d);
+    for (uint32_t k : own_) std::memset(grad.data() + int64_t(k) * d, 0, size_t(d) * 4);
+    seen_.assign(size_t(bitmap_words(n_)), 0);
+    const std::byte* p = msg.gathered.data();
+    for (int r = 0; r < ranks_; ++r) {
+      const size_t bytes = msg.gathered_sizes[size_t(r)];
+      if (bytes % row_bytes)
+        fail("coo codec: rank {} sent {} bytes, not a whole number of rows of d={}", r, bytes, d);
+      const size_t m = bytes / row_bytes;
+      const std::byte* vals = p + m * 4;
+      for (size_t i = 0; i < m; ++i) {
+        uint32_t k;
+        std::memcpy(&k, p + i * 4, 4);
+        if (k >= n_) fail("coo codec: rank {} sent row {} of a gradient with n={}", r, k, n_);
+        seen_[k >> 6] |= uint64_t(1) << (k & 63);
+        float* dst = grad.data() + int64_t(k) * d;
+        float row[256];
+        for (int64_t c0 = 0; c0 < d; c0 += 256) {  // copied: the block is unaligned bytes
+          const int64_t n = std::min<int64_t>(256, d - c0);
+          std::memcpy(row, vals + (i * size_t(d) + size_t(c0)) * 4, size_t(n) * 4);
+          for (int64_t c = 0; c < n; ++c) dst[c0 + c] += row[c];
+        }
+      }
+      p += bytes;
+    }
+    bitmap_to_rows(seen_, union_);
+    divide_rows(grad, union_, d, float(ranks_));
+    ++step_;
+    msg.clear();
+  }
+  int64_t own_rows() const override { return int64_t(own_.size()); }
+  int64_t union_rows() const override { return int64_t(union_.size()); }
+  uint64_t step() const override { return step_; }
+
+ private:
+  codec_config config_;
+  int64_t n_ = 0, d_ = 0;
+  int ranks_ = 1;
+  uint64_t step_ = 0;
+  std::vector<uint32_t> own_, union_;
+  std::vector<uint64_t> seen_;
+  std::vector<std::byte> block_;
+};
+
+// union (OmniReduce-style):
+//   round 0: B = OR(B_i)                     (n/8 bytes)
+//   round 1: S = SUM(G_i on the rows of B, packed in row order)   (|U|·d floats)
+//   decode:  G := S scattered to its rows / P
+class union_codec final : public codec {
+ public:
+  explicit union_codec(const codec_config& config) : config_(config) {}
+  const codec_config& config() const override { return config_; }
+
+  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks,
+              codec_message& msg) override {
+    check_rows_shape(grad, n, d, "union codec");
+    n_ = n, d_ = d, ranks_ = ranks;
+    grad_ = grad;
+    nonzero_rows(grad, n, d, own_);
+    rows_to_bitmap(own_, n, bits_);
+    round_ = 0;
+    msg.clear();
+    msg.bits = bits_;
+  }
+
+  bool advance(codec_message& msg) override {
+    msg.clear();
+    if (round_++ > 0) return false;
+    bitmap_to_rows(bits_, union_);
+    // Rows of the union that are not this rank's are zero in grad_: copying
+    // them costs what zero-filling would.
+    packed_.resize(union_.size() * size_t(d_));
+    for (size_t i = 0; i < union_.size(); ++i)
+      std::memcpy(packed_.data() + i * size_t(d_), grad_.data() + int64_t(union_[i]) * d_,
+                  size_t(d_) * 4);
+    msg.sum = packed_;
+    return true;
+  }
+
+  void decode(codec_message& msg, std::span<float> grad) override {
+    MERAK_CHECK(round_ == 2 && grad.data() == grad_.data());
+    const float p = float(ranks_);
+    for (size_t i = 0; i < union_.size(); ++i) {
+      float* dst = grad.data() + int64_t(union_[i]) * d_;
+      const float* src = packed_.data() + i * size_t(d_);
+      for (int64_t c = 0; c < d_; ++c) dst[c] = src[c] / p;
+    }
+    grad_ = {};
+    ++step_;
+    msg.clear();
+  }
+  int64_t own_rows() const override { return int64_t(own_.size()); }
+  int64_t union_rows() const override { return int64_t(union_.size()); }
+  uint64_t step() const override { return step_; }
+
+ private:
+  codec_config config_;
+  int64_t n_ = 0, d_ = 0;
+  int ranks_ = 1;
+  int round_ = 0;
+  uint64_t step_ = 0;
+  std::span<float> grad_;
+  std::vector<uint32_t> own_, union_;
+  std::vector<uint64_t> bits_;
+  std::vector<float> packed_;
+};
+
+}  // namespace
+
+std::unique_ptr<codec> make_codec(const codec_config& config) {
+  if (config.kind == codec_kind::s2) {
+    if (config.sketch_rows < 1 || config.sketch_rows > 32)
+      fail("s2 codec: sketch rows r={} must be in 1..32", config.sketch_rows);
+    if (config.sketch_width < 0) fail("s2 codec: sketch width w={} is negative", config.sketch_width);
+    if (config.sketch_width == 0 && !(config.sketch_ratio > 0 && config.sketch_ratio <= 64))
+      fail("s2 codec: sketch ratio {} must be in (0, 64]", config.sketch_ratio);
+  }
+  switch (config.kind) {
+    case codec_kind::dense: return std::make_unique<dense_codec>(config);
+    case codec_kind::coo: return std::make_unique<coo_codec>(config);
+    case codec_kind::union_rows: return std::make_unique<union_codec>(config);
+    case codec_kind::s2: return make_s2_codec(config);
+  }
+  fail("make_codec: unknown codec kind {}", int(config.kind));
+}
+
+void reduce_messages(std::span<codec_message* const> msgs) {
+  if (msgs.empty()) return;
+  codec_message& m0 = *msgs[0];
+  for (size_t r = 1; r < msgs.size(); ++r) {
+    const codec_message& m = *msgs[r];
+    if (m.bits.size() != m0.bits.size() || m.sum.size() != m0.sum.size() ||
+        m.has_gather != m0.has_gather)
+      fail("reduce_messages: rank {} sends {} bitmap words, {} floats{}; rank 0 sends {}, {}{}", r,
+           m.bits.size(), m.sum.size(), m.has_gather ? " and a block" : "", m0.bits.size(),
+           m0.sum.size(), m0.has_gather ? " and a block" : "");
+  }
+  for (size_t r = 1; r < msgs.size(); ++r) {
+    for (size_t i = 0; i < m0.bits.size(); ++i) m0.bits[i] |= msgs[r]->bits[i];
+    for (size_t i = 0; i < m0.sum.size(); ++i) m0.sum[i] += msgs[r]->sum[i];
+  }
+  std::vector<std::byte> all;
+  std::vector<size_t> sizes;
+  if (m0.has_gather)
+    for (codec_message* m : msgs) {
+      all.insert(all.end(), m->gather.begin(), m->gather.end());
+      sizes.push_back(m->gather.size());
+    }
+  for (size_t r = 1; r < msgs.size(); ++r) {
+    codec_message& m = *msgs[r];
+    std::copy(m0.bits.begin(), m0.bits.end(), m.bits.begin());
+    std::copy(m0.sum.begin(), m0.sum.end(), m.sum.begin());
+    m.gathered = all, m.gathered_sizes = sizes;
+  }
+  m0.gathered = std::move(all), m0.gathered_sizes = std::move(sizes);
+}
+
+void run_codecs(std::span<codec* const> codecs, std::span<const std::span<float>> grads, int64_t n,
+                int64_t d) {
+  const size_t p = codecs.size();
+  if (grads.size() != p) fail("run_codecs: {} codecs but {} gradients", p, grads.size());
+  std::vector<codec_message> msgs(p);
+  std::vector<codec_message*> ptrs;
+  for (auto& m : msgs) ptrs.push_back(&m);
+  for (size_t r = 0; r < p; ++r) codecs[r]->encode(grads[r], n, d, int(p), msgs[r]);
+  for (;;) {
+    reduce_messages(ptrs);
+    bool more = false;
+    for (size_t r = 0; r < p; ++r) more = codecs[r]->advance(msgs[r]);
+    if (!more) break;
+  }
+  for (size_t r = 0; r < p; ++r) codecs[r]->decode(msgs[r], grads[r]);
+}
+
+}  // namespace merak::comm

@@ -1,0 +1,101 @@
+// reduce_rows: runs a codec's rounds over a transport with the collectives.
+#include <chrono>
+#include <cstring>
+
+#include "comm/codec.hpp"
+#include "comm/collectives.hpp"
+#include "comm/s2.hpp"
+#include "core/error.hpp"
+
+namespace merak::comm {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// What every rank must agree on before a step; all-gathered so that a
+// mismatch names the peer. Plain integers: the same layout on every rank of
+// one build.
+struct step_header {
+  int64_t kind, n, d, sketch_rows, sketch_width, feedback;
+  uint64_t seed, step;
+  bool operator==(const step_header&) const = default;
+};
+
+step_header header_of(const codec& c, int64_t n, int64_t d) {
+  const codec_config& k = c.config();
+  const bool s2 = k.kind == codec_kind::s2;
+  return {int64_t(k.kind),
+          n,
+          d,
+          s2 ? k.sketch_rows : 0,
+          s2 && n > 0 && d > 0 ? s2_sketch_width(k, n, d) : 0,
+          s2 ? int64_t(k.feedback) : 0,
+          s2 ? k.seed : 0,
+          c.step()};
+}
+
+std::string describe(const step_header& h) {
+  return fmt::format("codec {} n={} d={} r={} w={} feedback={} seed={} step={}",
+                     codec_kind_name(codec_kind(h.kind)), h.n, h.d, h.sketch_rows, h.sketch_width,
+                     error_feedback_name(error_feedback(h.feedback)), h.seed, h.step);
+}
+
+}  // namespace
+
+void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64_t d, tag_t tag,
+                 codec_stats* stats) {
+  codec_stats st;
+  const uint64_t bytes0 = t.bytes_sent();
+  const int p = t.size();
+  if (int64_t(grad.size()) != n * d || n <= 0 || d <= 0)
+    fail("reduce_rows on rank {}: gradient holds {} floats, but n={} d={}", t.rank(), grad.size(),
+         n, d);
+  if (p == 1) {  // the average of one gradient is itself
+    if (stats) *stats = st;
+    return;
+  }
+
+  // Every rank checks every peer's shape before sending anything shaped.
+  auto t0 = clock_type::now();
+  const step_header mine = header_of(c, n, d);
+  std::vector<step_header> all(static_cast<size_t>(p));
+  allgather(t, &mine, sizeof mine, all.data(), tag);
+  for (int r = 0; r < p; ++r)
+    if (!(all[size_t(r)] == mine))
+      fail("reduce_rows on rank {}: peer rank {} reduces {}, this rank {}", t.rank(), r,
+           describe(all[size_t(r)]), describe(mine));
+  st.comm_s += seconds_since(t0);
+
+  t0 = clock_type::now();
+  codec_message msg;
+  c.encode(grad, n, d, p, msg);
+  st.encode_s += seconds_since(t0);
+  for (tag_t round_tag = tag + 1;; round_tag += 3) {
+    if (round_tag + 2 > tag + 7) fail("reduce_rows: codec {} needs more than two rounds", codec_kind_name(c.config().kind));
+    t0 = clock_type::now();
+    if (!msg.bits.empty()) allreduce_or(t, msg.bits, round_tag);
+    if (!msg.sum.empty()) allreduce_sum(t, msg.sum, round_tag + 1);
+    if (msg.has_gather)
+      msg.gathered_sizes =
+          allgatherv(t, msg.gather.data(), msg.gather.size(), msg.gathered, round_tag + 2);
+    st.comm_s += seconds_since(t0);
+    t0 = clock_type::now();
+    const bool more = c.advance(msg);
+    st.encode_s += seconds_since(t0);
+    if (!more) break;
+  }
+  t0 = clock_type::now();
+  c.decode(msg, grad);
+  st.decode_s += seconds_since(t0);
+  st.bytes_sent = t.bytes_sent() - bytes0;
+  st.own_rows = c.own_rows();
+  st.union_rows = c.union_rows();
+  if (stats) *stats = st;
+}
+
+}  // namespace merak::comm
