@@ -1,0 +1,286 @@
+#include "comm/collectives.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace merak::comm {
+namespace {
+
+// [begin, end) of part k when `n` items are split into `parts` near-equal
+// parts, the first n % parts one longer.
+std::pair<size_t, size_t> split(size_t n, size_t parts, size_t k) {
+  const size_t q = n / parts, rem = n % parts;
+  const size_t b = k * q + std::min(k, rem);
+  return {b, b + q + (k < rem ? 1 : 0)};
+}
+
+int mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
+
+// Runs `body`, prefixing a transport error with the collective's context.
+template <typename F>
+void with_context(const char* what, const transport& t, tag_t tag, F&& body) {
+  try {
+    body();
+  } catch (const error& e) {
+    throw error(
+        fmt::format("{} (tag {}, rank {} of {}): {}", what, tag, t.rank(), t.size(), e.what()));
+  }
+}
+
+// The ring all-reduce (reduce-scatter, then all-gather) over P segments, each
+// cut into nc chunks. Work item (s, j): step s in [0, 2(P-1)), chunk j.
+// At reduce-scatter step s rank r sends segment r-s and receives r-s-1 (into
+// a temporary, then reduced into data); at all-gather step t = s-(P-1) it
+// sends segment r+1-t and receives r-t (straight into data). The segment a
+// rank sends at step s+1 is the one it received at step s, so chunk j moves
+// on as soon as it arrived: steps pipeline over chunks.
+template <typename T, typename Op>
+void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_options& o, Op op) {
+  const int P = t.size(), r = t.rank();
+  if (P == 1 || data.empty()) return;
+  const size_t n = data.size();
+  const int left = mod(r - 1, P), right = mod(r + 1, P);
+  const size_t max_seg = split(n, P, 0).second;
+  const size_t chunk_elems = std::max<size_t>(1, o.chunk_bytes / sizeof(T));
+  const size_t nc = std::max<size_t>(1, (max_seg + chunk_elems - 1) / chunk_elems);
+  const int steps = 2 * (P - 1);
+  const size_t total = static_cast<size_t>(steps) * nc;
+  const size_t W = std::max<size_t>(1, static_cast<size_t>(std::max(1, o.window)));
+  const tag_t wire_tag = collective_tag(tag, 0);
+
+  auto recv_seg = [&](int s) { return s < P - 1 ? mod(r - s - 1, P) : mod(r - (s - (P - 1)), P); };
+  auto send_seg = [&](int s) { return s < P - 1 ? mod(r - s, P) : mod(r + 1 - (s - (P - 1)), P); };
+  // Element range of chunk j of segment k.
+  auto chunk = [&](int k, size_t j) {
+    auto [sb, se] = split(n, P, k);
+    auto [cb, ce] = split(se - sb, nc, j);
+    return std::pair<size_t, size_t>{sb + cb, sb + ce};
+  };
+
+  std::vector<T> temp(W * std::min(chunk_elems, max_seg));
+  const size_t slot_elems = std::min(chunk_elems, max_seg);
+  std::vector<completion> sends(total), recvs(total);
+  std::vector<char> sent(total, 0), posted(total, 0);
+
+  auto post_send = [&](size_t i) {
+    const int s = static_cast<int>(i / nc);
+    auto [b, e] = chunk(send_seg(s), i % nc);
+    if (e > b) sends[i] = t.isend(right, wire_tag, data.data() + b, (e - b) * sizeof(T));
+    sent[i] = 1;
+  };
+  // Posts the receive of item i; an all-gather receive overwrites the chunk
+  // this rank sent at reduce-scatter step t, which must have left first.
+  auto post_recv = [&](size_t i) {
+    const int s = static_cast<int>(i / nc);
+    const size_t j = i % nc;
+    auto [b, e] = chunk(recv_seg(s), j);
+    if (s < P - 1) {
+      if (e > b)
+        recvs[i] = t.irecv(left, wire_tag, temp.data() + (i % W) * slot_elems, (e - b) * sizeof(T));
+    } else {
+      sends[static_cast<size_t>(s - (P - 1)) * nc + j].wait();
+      if (e > b) recvs[i] = t.irecv(left, wire_tag, data.data() + b, (e - b) * sizeof(T));
+    }
+    posted[i] = 1;
+  };
+  auto can_post_now = [&](size_t i) {
+    const int s = static_cast<int>(i / nc);
+    if (s < P - 1) return true;
+    const size_t g = static_cast<size_t>(s - (P - 1)) * nc + i % nc;
+    return sent[g] && sends[g].test();
+  };
+
+  for (size_t j = 0; j < nc; ++j) post_send(j);
+  size_t next_post = 0;
+  for (size_t cur = 0; cur < total; ++cur) {
+    while (next_post < total && next_post < cur + W && can_post_now(next_post))
+      post_recv(next_post++);
+    if (!posted[cur]) {
+      MERAK_CHECK(next_post == cur, "ring: receive {} skipped", cur);
+      post_recv(next_post++);
+    }
+    recvs[cur].wait();
+    const int s = static_cast<int>(cur / nc);
+    const size_t j = cur % nc;
+    if (s < P - 1) {
+      auto [b, e] = chunk(recv_seg(s), j);
+      const T* src = temp.data() + (cur % W) * slot_elems;
+      T* dst = data.data() + b;
+      for (size_t k = 0; k < e - b; ++k) dst[k] = op(dst[k], src[k]);
+    }
+    if (s + 1 < steps) post_send(static_cast<size_t>(s + 1) * nc + j);
+  }
+  for (auto& c : sends) c.wait();
+}
+
+// Ring all-gather of blocks at offsets[k], sizes[k] in `all`; this rank's
+// block is already in place.
+void ring_allgather(transport& t, std::byte* all, const std::vector<size_t>& offsets,
+                    const std::vector<size_t>& sizes, tag_t wire_tag) {
+  const int P = t.size(), r = t.rank();
+  const int left = mod(r - 1, P), right = mod(r + 1, P);
+  for (int s = 0; s < P - 1; ++s) {
+    const int sb = mod(r - s, P), rb = mod(r - s - 1, P);
+    completion rc, sc;
+    if (sizes[rb]) rc = t.irecv(left, wire_tag, all + offsets[rb], sizes[rb]);
+    if (sizes[sb]) sc = t.isend(right, wire_tag, all + offsets[sb], sizes[sb]);
+    rc.wait();
+    sc.wait();
+  }
+}
+
+}  // namespace
+
+tag_t collective_tag(tag_t tag, uint32_t sub) {
+  if (tag >= kmax_collective_tag) fail("collective tag {} too large (must be below 2^28)", tag);
+  if (sub >= (1u << 16)) fail("collective sub-tag {} too large (must be below 2^16)", sub);
+  return tag << 16 | sub;
+}
+
+void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o) {
+  with_context("allreduce_sum", t, tag,
+               [&] { ring_allreduce(t, data, tag, o, [](float a, float b) { return a + b; }); });
+}
+
+void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o) {
+  with_context("allreduce_or", t, tag, [&] {
+    ring_allreduce(t, data, tag, o, [](uint64_t a, uint64_t b) { return a | b; });
+  });
+}
+
+void allgather(transport& t, const void* mine, size_t bytes, void* all, tag_t tag) {
+  with_context("allgather", t, tag, [&] {
+    const int P = t.size();
+    auto* out = static_cast<std::byte*>(all);
+    std::byte* own = out + static_cast<size_t>(t.rank()) * bytes;
+    if (own != mine && bytes) std::memmove(own, mine, bytes);
+    std::vector<size_t> offsets(P), sizes(P, bytes);
+    for (int k = 0; k < P; ++k) offsets[k] = static_cast<size_t>(k) * bytes;
+    ring_allgather(t, out, offsets, sizes, collective_tag(tag, 0));
+  });
+}
+
+std::vector<size_t> allgatherv(transport& t, const void* mine, size_t bytes,
+                               std::vector<std::byte>& all, tag_t tag) {
+  const int P = t.size();
+  std::vector<size_t> sizes(P);
+  with_context("allgatherv", t, tag, [&] {
+    std::vector<uint64_t> sz(P);
+    const uint64_t b = bytes;
+    std::vector<size_t> offsets(P), eight(P, sizeof(uint64_t));
+    for (int k = 0; k < P; ++k) offsets[k] = k * sizeof(uint64_t);
+    std::memcpy(sz.data() + t.rank(), &b, sizeof b);
+    ring_allgather(t, reinterpret_cast<std::byte*>(sz.data()), offsets, eight,
+                   collective_tag(tag, 0));
+    size_t total = 0;
+    for (int k = 0; k < P; ++k) {
+      sizes[k] = sz[k];
+      offsets[k] = total;
+      total += sizes[k];
+    }
+    all.resize(total);
+    if (bytes) std::memcpy(all.data() + offsets[t.rank()], mine, bytes);
+    ring_allgather(t, all.data(), offsets, sizes, collective_tag(tag, 1));
+  });
+  return sizes;
+}
+
+void broadcast(transport& t, void* buf, size_t bytes, int root, tag_t tag, size_t chunk_bytes) {
+  with_context("broadcast", t, tag, [&] {
+    const int P = t.size();
+    if (root < 0 || root >= P) fail("root {} is not a rank of a group of {}", root, P);
+    if (P == 1 || bytes == 0) return;
+    const int v = mod(t.rank() - root, P);  // position in the chain
+    const int prev = mod(t.rank() - 1, P), next = mod(t.rank() + 1, P);
+    const size_t cb = std::max<size_t>(1, chunk_bytes);
+    const size_t nc = (bytes + cb - 1) / cb;
+    const tag_t wire = collective_tag(tag, 2);
+    auto* p = static_cast<std::byte*>(buf);
+    constexpr size_t window = 4;
+    std::vector<completion> recvs(nc), sends(nc);
+    size_t posted = 0;
+    for (size_t c = 0; c < nc; ++c) {
+      const size_t b = c * cb, len = std::min(cb, bytes - b);
+      if (v > 0) {
+        for (; posted < nc && posted < c + window; ++posted) {
+          const size_t pb = posted * cb;
+          recvs[posted] = t.irecv(prev, wire, p + pb, std::min(cb, bytes - pb));
+        }
+        recvs[c].wait();
+      }
+      if (v < P - 1) sends[c] = t.isend(next, wire, p + b, len);
+    }
+    for (auto& s : sends) s.wait();
+  });
+}
+
+void barrier(transport& t, tag_t tag) {
+  uint64_t one = 1;
+  std::vector<uint64_t> all(t.size());
+  with_context("barrier", t, tag, [&] {
+    std::vector<size_t> offsets(t.size()), sizes(t.size(), sizeof one);
+    for (int k = 0; k < t.size(); ++k) offsets[k] = k * sizeof one;
+    all[t.rank()] = one;
+    ring_allgather(t, reinterpret_cast<std::byte*>(all.data()), offsets, sizes,
+                   collective_tag(tag, 3));
+  });
+}
+
+// ---- comm_stream ----
+
+bool comm_stream::handle::ready() const {
+  return !done_.valid() || done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+void comm_stream::handle::wait() {
+  if (!done_.valid()) return;
+  if (done_.wait_for(bound_) != std::future_status::ready)
+    fail("comm_stream rank {}: collective not done after {} ms", rank_, bound_.count());
+  done_.get();  // rethrows the closure's error
+}
+
+comm_stream::comm_stream(transport& t) : t_(t), thread_([this] { run(); }) {}
+
+comm_stream::~comm_stream() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+comm_stream::handle comm_stream::enqueue(std::function<void(transport&)> fn) {
+  handle h;
+  std::packaged_task<void()> task([this, fn = std::move(fn)] { fn(t_); });
+  h.done_ = task.get_future();
+  h.rank_ = t_.rank();
+  {
+    std::lock_guard lock(mu_);
+    h.bound_ = t_.timeout() * static_cast<int>(queue_.size() + 2);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+  return h;
+}
+
+void comm_stream::run() {
+  for (;;) {
+    std::packaged_task<void()> task;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();  // exceptions go into the future
+  }
+}
+
+}  // namespace merak::comm

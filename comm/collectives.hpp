@@ -1,0 +1,129 @@
+#pragma once
+// Collectives written once against transport.hpp: ring all-reduce (sum of
+// floats, bitwise OR of bitmaps), all-gather of fixed and variable sizes,
+// broadcast and barrier; and comm_stream, a background runner that lets an
+// actor overlap collectives with its compute.
+//
+// Group: every collective runs over all ranks of the transport; all ranks
+// call it with the same tag and the same sizes (allgatherv: the same call,
+// each rank with its own size). A group of size 1 returns at once.
+//
+// Tags: a collective called with user tag `tag` uses only the transport tags
+//   collective_tag(tag, sub) = tag << 16 | sub,   sub < 2^16,
+// so two collectives with different user tags never match each other's
+// messages, and they may be in flight at the same time on one transport
+// (from different comm_streams, or interleaved by the caller's own isend /
+// irecv with tags outside that range). User tags must be below
+// kmax_collective_tag (2^28): the UCX transport carries 44 bits of tag.
+// Within one collective, repeated messages between the same pair reuse a tag
+// and rely on the transport's in-order matching.
+//
+// Errors: every wait is bounded by the transport's timeout; a timeout or a
+// dead peer throws merak::error that names the collective, this rank, the
+// peer and the tag. After an error the group is in an undefined state for
+// that tag (other ranks fail too, or time out).
+//
+// Threads: a call blocks the calling thread, which must own the endpoint.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace merak::comm {
+
+inline constexpr tag_t kmax_collective_tag = tag_t{1} << 28;
+
+// The transport tag of sub-message `sub` of the collective with user tag
+// `tag`. Throws merak::error if tag >= kmax_collective_tag.
+tag_t collective_tag(tag_t tag, uint32_t sub);
+
+struct ring_options {
+  // Each of the P segments is cut into chunks of at most this many bytes;
+  // a chunk moves to the next step as soon as it is reduced (pipelining).
+  size_t chunk_bytes = size_t{1} << 20;
+  // Receives posted ahead (the temporary memory is window x chunk_bytes).
+  int window = 4;
+};
+
+// data <- sum over ranks of data, as a ring: reduce-scatter then all-gather,
+// 2(P-1)/P x n x 4 bytes sent per rank. Each element is summed in one fixed
+// order (around the ring) on one rank and then copied, so the result is
+// bitwise identical on every rank. Any length, including n < P.
+void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o = {});
+
+// data <- bitwise OR over ranks (bitmaps of non-zero rows), same ring.
+void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o = {});
+
+// all (P x bytes) <- every rank's `bytes` bytes from `mine`, rank order.
+// `mine` may alias all + rank*bytes.
+void allgather(transport& t, const void* mine, size_t bytes, void* all, tag_t tag);
+
+// Variable sizes: exchanges the sizes first, then concatenates every rank's
+// block in rank order into `all` (resized). Returns the block sizes.
+std::vector<size_t> allgatherv(transport& t, const void* mine, size_t bytes,
+                               std::vector<std::byte>& all, tag_t tag);
+
+// buf (bytes, equal on all ranks) <- root's buf, a pipelined chain
+// root -> root+1 -> ... in chunks of `chunk_bytes`.
+void broadcast(transport& t, void* buf, size_t bytes, int root, tag_t tag,
+               size_t chunk_bytes = size_t{1} << 20);
+
+// Returns when every rank has entered the barrier (or throws on timeout).
+void barrier(transport& t, tag_t tag);
+
+// One background thread that owns a transport endpoint and runs enqueued
+// collectives in FIFO order, so that an actor can start an all-reduce and
+// keep computing. While a stream exists, only its thread may use the
+// endpoint. The caller keeps the buffers a closure uses alive until its
+// handle is done.
+class comm_stream {
+ public:
+  class handle {
+   public:
+    handle() = default;
+    // True once the closure finished (successfully or not).
+    bool ready() const;
+    // Waits until the closure finished, at most the bound fixed when it was
+    // enqueued (the transport's timeout for it and for each closure ahead of
+    // it, plus one); rethrows the closure's exception; throws merak::error on
+    // timeout. An empty handle returns at once.
+    void wait();
+
+   private:
+    friend class comm_stream;
+    std::future<void> done_;
+    std::chrono::milliseconds bound_{0};
+    int rank_ = 0;
+  };
+
+  explicit comm_stream(transport& t);
+  // Runs what is still queued, then joins the thread.
+  ~comm_stream();
+  comm_stream(const comm_stream&) = delete;
+  comm_stream& operator=(const comm_stream&) = delete;
+
+  // Queues `fn(endpoint)`; thread-safe.
+  handle enqueue(std::function<void(transport&)> fn);
+
+ private:
+  void run();
+
+  transport& t_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace merak::comm

@@ -1,0 +1,210 @@
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "comm/collectives.hpp"
+#include "comm_test_util.hpp"
+
+using namespace merak::comm;
+using merak::comm::testing::run_ranks;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Rank r's value at element i: varied signs and magnitudes, exactly known.
+float value(int r, size_t i) {
+  uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(r) + 1) * 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  return static_cast<float>(static_cast<int64_t>(h % 2000001) - 1000000) * 1e-3f *
+         (1.0f + static_cast<float>(r));
+}
+
+void check_allreduce(int P, size_t n, const ring_options& o) {
+  std::vector<std::vector<float>> out(P);
+  std::vector<uint64_t> sent(P);
+  auto errors = run_ranks(P, [&](transport& t) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = value(t.rank(), i);
+    allreduce_sum(t, x, 11, o);
+    out[t.rank()] = std::move(x);
+    sent[t.rank()] = t.bytes_sent();
+  });
+  for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+  for (size_t i = 0; i < n; ++i) {
+    double ref = 0, mag = 0;
+    for (int r = 0; r < P; ++r) {
+      ref += value(r, i);
+      mag += std::abs(value(r, i));
+    }
+    // P-1 float additions, each within half an ulp of a partial sum <= mag.
+    REQUIRE(std::abs(out[0][i] - ref) <= P * 6e-8 * mag + 1e-30);
+  }
+  for (int r = 1; r < P; ++r)
+    REQUIRE(std::memcmp(out[r].data(), out[0].data(), n * sizeof(float)) == 0);
+  // Each rank sends P-1 segments in each phase; segments differ by at most one
+  // element: 2(P-1)/P n 4 bytes up to rounding.
+  if (P > 1)
+    for (int r = 0; r < P; ++r) {
+      const double expect = 2.0 * (P - 1) / P * n * 4;
+      REQUIRE(std::abs(double(sent[r]) - expect) <= 2.0 * (P - 1) * 4);
+    }
+  else
+    REQUIRE(sent[0] == 0);
+}
+
+}  // namespace
+
+TEST_CASE("ring allreduce_sum matches the reference sum with equal bits on every rank",
+          "[comm][collectives]") {
+  for (int P = 1; P <= 8; ++P)
+    for (size_t n : {size_t{0}, size_t{1}, size_t(P > 1 ? P - 1 : 1), size_t{7}, size_t{1000},
+                     size_t{12347}}) {
+      INFO("P = " << P << ", n = " << n);
+      check_allreduce(P, n, {});
+      // Small chunks: many chunks per segment, pipelined over steps.
+      check_allreduce(P, n, ring_options{64, 3});
+    }
+}
+
+TEST_CASE("ring allreduce_sum of a large buffer sends 2(P-1)/P n 4 bytes per rank",
+          "[comm][collectives]") {
+  for (int P : {2, 3, 4}) {
+    INFO("P = " << P);
+    check_allreduce(P, (size_t{1} << 20) + 13, ring_options{1 << 16, 4});
+  }
+}
+
+TEST_CASE("allreduce_or is the union of every rank's bitmap", "[comm][collectives]") {
+  for (int P = 1; P <= 8; ++P)
+    for (size_t n : {size_t{1}, size_t{3}, size_t{100}}) {
+      std::vector<std::vector<uint64_t>> out(P);
+      auto errors = run_ranks(P, [&](transport& t) {
+        std::vector<uint64_t> bits(n, 0);
+        for (size_t i = 0; i < n; ++i) bits[i] = uint64_t{1} << ((i * 7 + t.rank()) % 64);
+        allreduce_or(t, bits, 3, ring_options{16, 2});
+        out[t.rank()] = bits;
+      });
+      for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t ref = 0;
+        for (int r = 0; r < P; ++r) ref |= uint64_t{1} << ((i * 7 + r) % 64);
+        for (int r = 0; r < P; ++r) REQUIRE(out[r][i] == ref);
+      }
+    }
+}
+
+TEST_CASE("allgather and allgatherv put every rank's block in rank order", "[comm][collectives]") {
+  for (int P = 1; P <= 8; ++P) {
+    std::vector<std::vector<int>> fixed(P);
+    std::vector<std::vector<std::byte>> var(P);
+    std::vector<std::vector<size_t>> sizes(P);
+    auto errors = run_ranks(P, [&](transport& t) {
+      const int r = t.rank();
+      int mine[3] = {r, 10 * r, 100 * r};
+      std::vector<int> all(3 * P);
+      allgather(t, mine, sizeof mine, all.data(), 1);
+      fixed[r] = all;
+      // Rank r contributes r*5 bytes (rank 0 contributes nothing).
+      std::vector<std::byte> block(r * 5, std::byte(r + 1));
+      sizes[r] = allgatherv(t, block.data(), block.size(), var[r], 2);
+    });
+    for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+    for (int r = 0; r < P; ++r) {
+      for (int k = 0; k < P; ++k) {
+        REQUIRE(fixed[r][3 * k] == k);
+        REQUIRE(fixed[r][3 * k + 2] == 100 * k);
+        REQUIRE(sizes[r][k] == size_t(5 * k));
+      }
+      size_t off = 0;
+      for (int k = 0; k < P; ++k)
+        for (int b = 0; b < 5 * k; ++b) REQUIRE(var[r][off++] == std::byte(k + 1));
+      REQUIRE(off == var[r].size());
+    }
+  }
+}
+
+TEST_CASE("broadcast copies the root's buffer to every rank, for every root",
+          "[comm][collectives]") {
+  for (int P = 1; P <= 6; ++P)
+    for (int root = 0; root < P; ++root) {
+      std::vector<std::vector<uint8_t>> out(P);
+      auto errors = run_ranks(P, [&](transport& t) {
+        std::vector<uint8_t> buf(1001, 0);
+        if (t.rank() == root)
+          for (size_t i = 0; i < buf.size(); ++i) buf[i] = uint8_t(i * 3 + root);
+        broadcast(t, buf.data(), buf.size(), root, 9, 100);
+        out[t.rank()] = buf;
+      });
+      for (int r = 0; r < P; ++r) {
+        REQUIRE(errors[r] == "");
+        for (size_t i = 0; i < 1001; ++i) REQUIRE(out[r][i] == uint8_t(i * 3 + root));
+      }
+    }
+}
+
+TEST_CASE("a rank that never joins makes allreduce fail within the timeout, naming the peer",
+          "[comm][collectives]") {
+  const auto timeout = 300ms;
+  auto t0 = std::chrono::steady_clock::now();
+  auto errors = run_ranks(
+      3,
+      [&](transport& t) {
+        if (t.rank() == 2) return;  // never sends; its endpoint stays open
+        std::vector<float> x(100, 1.0f);
+        allreduce_sum(t, x, 4);
+      },
+      timeout);
+  // Keep this below the default test time-outs: each waiting rank fails
+  // after at most a few timeouts, never hangs.
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(errors[2] == "");
+  // Rank 0 receives from rank 2 (its left neighbour) at the first step.
+  CHECK_THAT(errors[0], Catch::Contains("allreduce_sum") && Catch::Contains("rank 0") &&
+                            Catch::Contains("peer 2") && Catch::Contains("timed out"));
+  CHECK_THAT(errors[1], Catch::Contains("rank 1") && Catch::Contains("timed out"));
+}
+
+TEST_CASE("collectives refuse tags that do not fit the tag layout", "[comm][collectives]") {
+  CHECK(collective_tag(5, 3) == (tag_t{5} << 16 | 3));
+  CHECK_THROWS_WITH(collective_tag(kmax_collective_tag, 0), Catch::Contains("too large"));
+}
+
+TEST_CASE("comm_stream runs queued collectives in order while the caller goes on",
+          "[comm][collectives]") {
+  const int P = 4;
+  std::vector<std::vector<float>> a(P, std::vector<float>(5000)), b(P, std::vector<float>(333));
+  auto errors = run_ranks(P, [&](transport& t) {
+    const int r = t.rank();
+    for (size_t i = 0; i < a[r].size(); ++i) a[r][i] = float(r + i);
+    for (size_t i = 0; i < b[r].size(); ++i) b[r][i] = float(r * i);
+    comm_stream stream(t);
+    auto h1 = stream.enqueue([&](transport& ep) { allreduce_sum(ep, a[r], 1); });
+    auto h2 = stream.enqueue([&](transport& ep) { allreduce_sum(ep, b[r], 2); });
+    h2.wait();
+    CHECK(h1.ready());
+    h1.wait();
+  });
+  for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+  for (int r = 0; r < P; ++r) {
+    CHECK(a[r][10] == float(0 + 1 + 2 + 3 + 4 * 10));
+    CHECK(b[r][7] == float((0 + 1 + 2 + 3) * 7));
+  }
+}
+
+TEST_CASE("a comm_stream handle rethrows the collective's error", "[comm][collectives]") {
+  auto errors = run_ranks(
+      2,
+      [&](transport& t) {
+        if (t.rank() == 1) return;
+        comm_stream stream(t);
+        std::vector<float> x(10, 1.0f);
+        auto h = stream.enqueue([&](transport& ep) { allreduce_sum(ep, x, 6); });
+        h.wait();
+      },
+      200ms);
+  CHECK_THAT(errors[0], Catch::Contains("peer 1"));
+}
