@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <set>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -48,64 +50,163 @@ void executor::set_checkpoint(int nodes) {
   checkpoint_ = nodes;
 }
 
-void executor::run_forward(micro_batch& s, int from, int to, std::vector<tensor>* emit) {
+void executor::set_tp(tp_group* group, int overlap) {
+  if (overlap < 0 || overlap > 2) fail("--tp-overlap must be 0, 1 or 2 (got {})", overlap);
+  tp_ = group && group->size() > 1 ? group : nullptr;
+  tp_overlap_ = overlap;
+}
+
+int executor::sub_count(int64_t batch) const {
+  return tp_ && tp_overlap_ > 0 && batch >= 2 && batch % 2 == 0 ? 2 : 1;
+}
+
+namespace {
+
+// Splits (B, ...) into k equal parts along B (k = 1: moves).
+std::vector<tensor> split_rows(tensor&& t, int k, tensor_pool& pool) {
+  std::vector<tensor> parts;
+  if (k == 1) {
+    parts.push_back(std::move(t));
+    return parts;
+  }
+  shape_t sh = t.shape();
+  sh[0] /= k;
+  const size_t bytes = t.bytes() / size_t(k);
+  for (int i = 0; i < k; ++i) {
+    parts.push_back(pool.acquire(sh, t.type(), false));
+    std::memcpy(parts.back().raw(), reinterpret_cast<const char*>(t.raw()) + i * bytes, bytes);
+  }
+  pool.release(std::move(t));
+  return parts;
+}
+
+// The inverse of split_rows; `parts` are left empty.
+tensor concat_rows(std::vector<tensor*> parts, tensor_pool& pool, bool move_single) {
+  if (parts.size() == 1) return move_single ? std::move(*parts[0]) : parts[0]->clone();
+  shape_t sh = parts[0]->shape();
+  sh[0] *= int64_t(parts.size());
+  tensor out = pool.acquire(sh, parts[0]->type(), false);
+  char* p = reinterpret_cast<char*>(out.raw());
+  for (auto* t : parts) {
+    std::memcpy(p, t->raw(), t->bytes());
+    p += t->bytes();
+  }
+  return out;
+}
+
+}  // namespace
+
+void executor::run_node_forward(sub_batch& s, int n) {
+  auto& node = graph_.nodes()[n];
+  const tensor* in[4];
+  shape_t in_shapes[4];
+  MERAK_CHECK(node.inputs.size() <= 4, "node '{}' has {} inputs", node.name, node.inputs.size());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    in[i] = &s.values[node.inputs[i]];
+    in_shapes[i] = in[i]->shape();
+  }
+  const size_t k = node.inputs.size();
+  auto& out_info = graph_.values()[node.output];
+  auto& st = s.stashes[n - first_];
+  st.clear();
+  auto& l = *layers_[n - first_];
+  tensor out = pool_.acquire(l.output_shape({in_shapes, k}), out_info.type, false);
+  double t0 = profiling_ ? now_s() : 0;
+  l.forward({in, k}, out, st);
+  if (profiling_) profile_[node.kind].forward_s += now_s() - t0;
+  pool_.release(std::move(s.values[node.output]));  // a kept copy, when recomputing
+  s.values[node.output] = std::move(out);
+}
+
+void executor::run_forward(micro_batch& s, int from, int to) {
   auto& nodes = graph_.nodes();
-  std::vector<const tensor*> in;
-  std::vector<shape_t> in_shapes;
-  for (int n = from; n < to; ++n) {
-    in.clear();
-    in_shapes.clear();
-    for (int v : nodes[n].inputs) {
-      in.push_back(&s.values[v]);
-      in_shapes.push_back(s.values[v].shape());
-    }
-    auto& out_info = graph_.values()[nodes[n].output];
-    auto& st = s.stashes[n - first_];
-    st.clear();
-    tensor out = pool_.acquire(layers_[n - first_]->output_shape(in_shapes), out_info.type, false);
-    double t0 = profiling_ ? now_s() : 0;
-    layers_[n - first_]->forward(in, out, st);
-    if (profiling_) profile_[nodes[n].kind].forward_s += now_s() - t0;
-    pool_.release(std::move(s.values[nodes[n].output]));  // a kept copy, when recomputing
-    s.values[nodes[n].output] = std::move(out);
+  const int k = int(s.subs.size());
+  if (!tp_) {
+    for (int n = from; n < to; ++n) run_node_forward(s.subs[0], n);
+    return;
   }
-  if (emit) {
-    for (int v : outputs_) {
-      // A value also read inside this range stays here: send a copy.
-      emit->push_back(used_inside_[v] ? s.values[v].clone() : std::move(s.values[v]));
+  // Each sub-batch runs up to and including its next all-reduce (started,
+  // not awaited), then hands over to the next one; it waits for its sum
+  // only when it resumes. Level 1 joins every sub-batch after each second
+  // all-reduce (the end of a transformer block).
+  std::vector<int> cursor(k, from), ticket(k, -1);
+  int reduces = 0;
+  auto wait_all = [&] {
+    for (int j = 0; j < k; ++j)
+      if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
+  };
+  while (cursor[0] < to) {
+    int round_reduces = 0;
+    for (int j = 0; j < k; ++j) {
+      if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
+      while (cursor[j] < to) {
+        int n = cursor[j]++;
+        run_node_forward(s.subs[j], n);
+        if (nodes[n].comm == tp_comm::reduce) {
+          ticket[j] = tp_->start_allreduce(s.subs[j].values[nodes[n].output]);
+          if (j == 0) ++round_reduces;
+          if (tp_overlap_ == 0) tp_->wait(std::exchange(ticket[j], -1));
+          break;
+        }
+      }
     }
+    reduces += round_reduces;
+    if (tp_overlap_ == 1 && round_reduces > 0 && reduces % 2 == 0) wait_all();
   }
+  wait_all();
 }
 
 executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, bool keep_stash) {
   if (batches_.count(mb)) fail("micro-batch {} is already in flight", mb);
   if (inputs.size() != inputs_.size())
     fail("this stage takes {} inputs, got {}", inputs_.size(), inputs.size());
-  micro_batch s;
-  s.values.resize(graph_.values().size());
-  s.stashes.resize(layers_.size());
-  for (auto& st : s.stashes) st.pool = &pool_;
   for (size_t i = 0; i < inputs_.size(); ++i) {
     auto& info = graph_.values()[inputs_[i]];
     if (inputs[i].type() != info.type)
       fail("input '{}' has element type {}, expected {}", info.name, dtype_name(inputs[i].type()),
            dtype_name(info.type));
-    s.values[inputs_[i]] = std::move(inputs[i]);
+    if (inputs[i].rank() < 1 || inputs[i].dim(0) != inputs[0].dim(0))
+      fail("input '{}' has shape {}, batch {} expected", info.name, shape_str(inputs[i].shape()),
+           inputs[0].dim(0));
+  }
+  const int k = inputs.empty() ? 1 : sub_count(inputs[0].dim(0));
+  micro_batch s;
+  s.subs.resize(k);
+  for (auto& sub : s.subs) {
+    sub.values.resize(graph_.values().size());
+    sub.stashes.resize(layers_.size());
+    for (auto& st : sub.stashes) st.pool = &pool_;
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    auto parts = split_rows(std::move(inputs[i]), k, pool_);
+    for (int j = 0; j < k; ++j) s.subs[j].values[inputs_[i]] = std::move(parts[j]);
   }
   forward_result r;
   auto& stored = batches_.emplace(mb, std::move(s)).first->second;
   try {
-    run_forward(stored, first_, last_, &r.outputs);
+    run_forward(stored, first_, last_);
   } catch (...) {
     release(stored);
     batches_.erase(mb);
     throw;
   }
+  for (int v : outputs_) {
+    std::vector<tensor*> parts;
+    for (auto& sub : stored.subs) parts.push_back(&sub.values[v]);
+    // A value also read inside this range stays here: send a copy.
+    r.outputs.push_back(concat_rows(parts, pool_, !used_inside_[v]));
+    if (parts.size() > 1 && !used_inside_[v])
+      for (auto* p : parts) pool_.release(std::move(*p));
+  }
   if (computes_loss_) {
-    const tensor& losses = stored.values[graph_.loss()];
     double sum = 0;
-    for (float l : losses.span_f32()) sum += l;
-    r.loss = sum / double(losses.numel());
+    int64_t count = 0;
+    for (auto& sub : stored.subs) {
+      const tensor& losses = sub.values[graph_.loss()];
+      for (float l : losses.span_f32()) sum += l;
+      count += losses.numel();
+    }
+    r.loss = sum / double(count);
   }
   int until = keep_stash ? first_ + checkpoint_ : last_;
   if (until > first_) drop_activations(stored, until);
@@ -114,17 +215,18 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
 
 void executor::drop_activations(micro_batch& s, int until) {
   auto& nodes = graph_.nodes();
-  std::vector<bool> keep(s.values.size(), false);
+  std::vector<bool> keep(graph_.values().size(), false);
   for (int v : inputs_) keep[v] = true;
   for (int n = until; n < last_; ++n) {
     keep[nodes[n].output] = true;
     for (int v : nodes[n].inputs) keep[v] = true;  // read later: the segment's boundary
   }
-  for (int n = first_; n < until; ++n) {
-    int v = nodes[n].output;
-    if (!keep[v]) pool_.release(std::move(s.values[v]));
-    s.stashes[n - first_].clear();
-  }
+  for (auto& sub : s.subs)
+    for (int n = first_; n < until; ++n) {
+      int v = nodes[n].output;
+      if (!keep[v]) pool_.release(std::move(sub.values[v]));
+      sub.stashes[n - first_].clear();
+    }
   s.dropped_until = until;
 }
 
@@ -132,7 +234,7 @@ void executor::recompute(int mb) {
   auto& s = state(mb);
   if (s.stashed()) return;
   // Boundary outputs were sent already; computing them again is the price.
-  run_forward(s, first_, s.dropped_until, nullptr);
+  run_forward(s, first_, s.dropped_until);
   s.dropped_until = 0;
 }
 
@@ -141,50 +243,110 @@ bool executor::has_stash(int mb) const {
   return it != batches_.end() && it->second.stashed();
 }
 
+void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads) {
+  auto& nodes = graph_.nodes();
+  auto& vinfo = graph_.values();
+  const int k = int(s.subs.size());
+  std::vector<bool> is_input(vinfo.size(), false);
+  for (int v : inputs_) is_input[v] = true;
+  std::vector<const tensor*> in;
+  std::vector<tensor*> din;
+  auto run_node = [&](int j, int n) {
+    auto& sub = s.subs[j];
+    auto& g = grads[j];
+    int out = nodes[n].output;
+    in.clear();
+    din.clear();
+    for (int v : nodes[n].inputs) {
+      in.push_back(&sub.values[v]);
+      bool needs = vinfo[v].type == dtype::f32 && (vinfo[v].producer >= 0 || is_input[v]);
+      if (needs && !g[v].defined()) g[v] = pool_.acquire(sub.values[v].shape(), dtype::f32, true);
+      din.push_back(needs ? &g[v] : nullptr);
+    }
+    double t0 = profiling_ ? now_s() : 0;
+    layers_[n - first_]->backward(in, g[out], din, sub.stashes[n - first_]);
+    if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
+    // Every consumer of `out` in this range ran its backward already
+    // (reverse topological order): its value, gradient and stash are done.
+    pool_.release(std::move(g[out]));
+    pool_.release(std::move(sub.values[out]));
+    sub.stashes[n - first_].clear();
+  };
+  // Mirror of run_forward: the last sub-batch first; a sub-batch starts the
+  // all-reduce of a tp_copy node's output gradient, hands over, and runs
+  // that node (adding the sum into its input's gradient) when it resumes.
+  std::vector<int> cursor(k, last_ - 1), pending(k, -1), ticket(k, -1);
+  int reduces = 0;
+  auto resume = [&](int j) {
+    if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
+    if (pending[j] >= 0) run_node(j, std::exchange(pending[j], -1));
+  };
+  while (true) {
+    bool active = false;
+    int round_reduces = 0;
+    for (int jj = k - 1; jj >= 0; --jj) {
+      const int j = jj;
+      resume(j);
+      while (cursor[j] >= first_) {
+        int n = cursor[j]--;
+        active = true;
+        if (!grads[j][nodes[n].output].defined()) continue;  // does not reach the loss
+        if (tp_ && nodes[n].comm == tp_comm::copy) {
+          ticket[j] = tp_->start_allreduce(grads[j][nodes[n].output]);
+          pending[j] = n;
+          if (jj == k - 1) ++round_reduces;
+          if (tp_overlap_ == 0) resume(j);
+          break;
+        }
+        run_node(j, n);
+      }
+    }
+    reduces += round_reduces;
+    if (tp_overlap_ == 1 && round_reduces > 0 && reduces % 2 == 0)
+      for (int j = 0; j < k; ++j) resume(j);
+    if (!active) break;
+  }
+  for (int j = 0; j < k; ++j) resume(j);
+}
+
 std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale) {
   auto& s = state(mb);
   if (output_grads.size() != outputs_.size())
     fail("backward of micro-batch {} got {} output gradients, expected {}", mb, output_grads.size(),
          outputs_.size());
   recompute(mb);
-  auto& nodes = graph_.nodes();
-  auto& vinfo = graph_.values();
-  std::vector<tensor> grads(s.values.size());
-  for (size_t i = 0; i < outputs_.size(); ++i) grads[outputs_[i]] = std::move(output_grads[i]);
+  const int k = int(s.subs.size());
+  std::vector<std::vector<tensor>> grads(k);
+  for (auto& g : grads) g.resize(graph_.values().size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    auto parts = split_rows(std::move(output_grads[i]), k, pool_);
+    for (int j = 0; j < k; ++j) grads[j][outputs_[i]] = std::move(parts[j]);
+  }
   if (computes_loss_) {
-    const tensor& losses = s.values[graph_.loss()];
-    tensor d = pool_.acquire(losses.shape(), dtype::f32, false);
-    float g = loss_scale / float(losses.numel());
-    for (auto& x : d.span_f32()) x = g;
-    grads[graph_.loss()] = std::move(d);
-  }
-  std::vector<bool> is_input(s.values.size(), false);
-  for (int v : inputs_) is_input[v] = true;
-  std::vector<const tensor*> in;
-  std::vector<tensor*> din;
-  for (int n = last_ - 1; n >= first_; --n) {
-    int out = nodes[n].output;
-    if (!grads[out].defined()) continue;  // does not reach the loss or an output
-    in.clear();
-    din.clear();
-    for (int v : nodes[n].inputs) {
-      in.push_back(&s.values[v]);
-      bool needs = vinfo[v].type == dtype::f32 && (vinfo[v].producer >= 0 || is_input[v]);
-      if (needs && !grads[v].defined())
-        grads[v] = pool_.acquire(s.values[v].shape(), dtype::f32, true);
-      din.push_back(needs ? &grads[v] : nullptr);
+    int64_t count = 0;
+    for (auto& sub : s.subs) count += sub.values[graph_.loss()].numel();
+    // d(mean over the whole micro-batch) for every sub-batch's tokens.
+    float g = loss_scale / float(count);
+    for (int j = 0; j < k; ++j) {
+      const tensor& losses = s.subs[j].values[graph_.loss()];
+      tensor d = pool_.acquire(losses.shape(), dtype::f32, false);
+      for (auto& x : d.span_f32()) x = g;
+      grads[j][graph_.loss()] = std::move(d);
     }
-    double t0 = profiling_ ? now_s() : 0;
-    layers_[n - first_]->backward(in, grads[out], din, s.stashes[n - first_]);
-    if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
-    // Every consumer of `out` in this range ran its backward already
-    // (reverse topological order): its value, gradient and stash are done.
-    pool_.release(std::move(grads[out]));
-    pool_.release(std::move(s.values[out]));
-    s.stashes[n - first_].clear();
   }
+  run_backward(s, grads);
   std::vector<tensor> input_grads;
-  for (int v : inputs_) input_grads.push_back(std::move(grads[v]));
+  for (int v : inputs_) {
+    if (!grads[0][v].defined()) {
+      input_grads.emplace_back();
+      continue;
+    }
+    std::vector<tensor*> parts;
+    for (auto& g : grads) parts.push_back(&g[v]);
+    input_grads.push_back(concat_rows(parts, pool_, true));
+    if (k > 1)
+      for (auto* p : parts) pool_.release(std::move(*p));
+  }
   release(s);
   batches_.erase(mb);
   return input_grads;
@@ -201,23 +363,26 @@ double executor::evaluate(std::vector<tensor> inputs) {
 }
 
 void executor::release(micro_batch& s) {
-  std::vector<bool> is_input(s.values.size(), false);
+  std::vector<bool> is_input(graph_.values().size(), false);
   for (int v : inputs_) is_input[v] = true;
-  for (size_t v = 0; v < s.values.size(); ++v) {
-    if (is_input[v] && graph_.values()[v].producer < 0)
-      s.values[v] = tensor();  // graph inputs came from outside the pool
-    else
-      pool_.release(std::move(s.values[v]));
+  for (auto& sub : s.subs) {
+    for (size_t v = 0; v < sub.values.size(); ++v) {
+      if (is_input[v] && graph_.values()[v].producer < 0 && s.subs.size() == 1)
+        sub.values[v] = tensor();  // graph inputs came from outside the pool
+      else
+        pool_.release(std::move(sub.values[v]));
+    }
+    for (auto& st : sub.stashes) st.clear();
   }
-  for (auto& st : s.stashes) st.clear();
 }
 
 int64_t executor::activation_bytes() const {
   int64_t b = 0;
-  for (auto& [mb, s] : batches_) {
-    for (auto& v : s.values) b += int64_t(v.bytes());
-    for (auto& st : s.stashes) b += st.bytes();
-  }
+  for (auto& [mb, s] : batches_)
+    for (auto& sub : s.subs) {
+      for (auto& v : sub.values) b += int64_t(v.bytes());
+      for (auto& st : sub.stashes) b += st.bytes();
+    }
   return b;
 }
 

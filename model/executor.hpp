@@ -25,6 +25,20 @@
 
 namespace merak::model {
 
+// The tensor-parallel group of an executor's shard: sums tensors in place
+// over the shards of one stage (the stage actor implements it over comm/).
+// Every shard starts the same sums in the same order; results are bitwise
+// equal on every shard.
+class tp_group {
+ public:
+  virtual ~tp_group() = default;
+  virtual int size() const = 0;
+  // Starts summing `t` in place; `t` stays untouched by the caller until
+  // wait(ticket) returns. Throws merak::error on failure.
+  virtual int start_allreduce(tensor& t) = 0;
+  virtual void wait(int ticket) = 0;
+};
+
 class executor {
  public:
   // Materialises nodes [first, last) of `g` (last < 0: to the end), taking
@@ -50,6 +64,17 @@ class executor {
   // runs them again. 0 (the default) keeps everything.
   void set_checkpoint(int nodes);
   int checkpoint() const { return checkpoint_; }
+
+  // Tensor parallelism: the graph is one shard's rewrite
+  // (partition/tp_rewrite.hpp) and `group` sums its tp_comm nodes. `overlap`
+  // is the sub-pipelining level (spec, "Sub-pipelined tensor parallelism"):
+  // 0: each all-reduce blocks; 1: micro-batches run as two sub-micro-batches
+  // (halves of the batch) so one's all-reduce overlaps the other's compute,
+  // joining at the end of every transformer block (two all-reduces); 2: as
+  // 1, without the join, so a block's last all-reduce overlaps the next
+  // block. Results equal level 0 up to summation order of parameter
+  // gradients. The group must outlive the executor.
+  void set_tp(tp_group* group, int overlap);
 
   // Rebuilds the dropped activations of `mb` (a no-op if none are dropped).
   void recompute(int mb);
@@ -80,15 +105,23 @@ class executor {
   int64_t pool_bytes() const { return pool_.cached_bytes(); }
 
  private:
-  struct micro_batch {
+  // One sub-micro-batch (the whole micro-batch unless sub-pipelined).
+  struct sub_batch {
     std::vector<tensor> values;  // by graph value id
     std::vector<stash> stashes;  // by node index - first_
-    int dropped_until = 0;       // nodes [first_, dropped_until) need recomputing
+  };
+  struct micro_batch {
+    std::vector<sub_batch> subs;
+    int dropped_until = 0;  // nodes [first_, dropped_until) need recomputing
     bool stashed() const { return dropped_until == 0; }
   };
   micro_batch& state(int mb);
-  // Runs nodes [from, to) forward; moves boundary outputs out into `emit`.
-  void run_forward(micro_batch& s, int from, int to, std::vector<tensor>* emit);
+  int sub_count(int64_t batch) const;
+  void run_node_forward(sub_batch& s, int n);
+  // Runs nodes [from, to) forward over every sub-batch, interleaved at the
+  // TP all-reduces.
+  void run_forward(micro_batch& s, int from, int to);
+  void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads);
   // Drops what nodes [first_, until) produced, but what later nodes read.
   void drop_activations(micro_batch& s, int until);
   void release(micro_batch& s);
@@ -102,6 +135,8 @@ class executor {
   int checkpoint_ = 0;
   std::map<int, micro_batch> batches_;
   tensor_pool pool_;
+  tp_group* tp_ = nullptr;
+  int tp_overlap_ = 0;
   bool profiling_ = false;
   std::map<std::string, kind_time> profile_;
 };

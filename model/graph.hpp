@@ -31,6 +31,15 @@ enum class tp_split : uint8_t {
 };
 const char* tp_split_name(tp_split s);
 
+// Tensor-parallel communication a node stands for (inserted by the TP
+// rewrite, partition/tp_rewrite.hpp). The layer itself is the identity; the
+// executor sums over the TP group: Megatron's conjugate pair.
+enum class tp_comm : uint8_t {
+  none,
+  copy,    // "f": identity forward, all-reduce of the gradient in backward
+  reduce,  // "g": all-reduce of the output in forward, identity backward
+};
+
 struct value_info {
   std::string name;
   shape_t features;  // per-token shape, e.g. {C}; {} for token ids
@@ -49,6 +58,8 @@ struct node_info {
   double flops_per_token = 0;              // forward
   int64_t activation_bytes_per_token = 0;  // output + stash
   tp_split tp = tp_split::replicated;
+  tp_comm comm = tp_comm::none;
+  int heads = 0;  // attention heads (tensor parallelism splits them), else 0
   layer_factory make;
 };
 

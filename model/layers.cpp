@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "model/kernels/kernels.hpp"
 
@@ -107,30 +109,81 @@ class linear_layer final : public layer {
   parameter_ptr w_, b_;  // b_ may be null
 };
 
+// Heads are counted from the input: a tensor-parallel shard gets the qkv of
+// its own heads only, (B, T, 3 * C / tp), and runs the same layer.
 class attention_layer final : public layer {
  public:
-  attention_layer(int C, int NH) : C_(C), NH_(NH) {}
+  explicit attention_layer(int head_size) : hs_(head_size) {}
   shape_t output_shape(std::span<const shape_t> in) const override {
-    expect_features(in[0], 3 * C_, "attention");
-    return with_features(in[0], {C_});
+    if (in[0].size() != 3 || in[0][2] % (3 * hs_) != 0)
+      fail("attention expects qkv (B, T, 3 x heads x {}), got {}", hs_, shape_str(in[0]));
+    return with_features(in[0], {in[0][2] / 3});
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
-    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1));
-    st.add({B, NH_, T, T});  // softmax probabilities
-    k::attention_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), B, T, C_, NH_);
+    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), C = int(out.dim(2)), NH = C / hs_;
+    st.add({B, NH, T, T});  // softmax probabilities
+    k::attention_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), B, T, C, NH);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1));
+    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), C = int(dout.dim(2)), NH = C / hs_;
     int64_t need = k::attention_scratch_floats(T) * omp_get_max_threads();
     if (scratch_.numel() < need) scratch_ = tensor(shape_t{need});
     k::attention_backward(din[0]->f32(), dout.f32(), in[0]->f32(), st.tensors[0].f32(),
-                          scratch_.f32(), B, T, C_, NH_);
+                          scratch_.f32(), B, T, C, NH);
   }
 
  private:
-  int C_, NH_;
+  int hs_;
   tensor scratch_;  // per-thread dP/dS blocks, reused across calls
+};
+
+// Forward copies, backward adds: the executor does the TP sum (tp_comm).
+class identity_layer final : public layer {
+ public:
+  shape_t output_shape(std::span<const shape_t> in) const override { return in[0]; }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    std::copy_n(in[0]->f32(), out.numel(), out.f32());
+  }
+  void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
+                stash&) override {
+    float* d = din[0]->f32();
+    const float* g = dout.f32();
+    for (int64_t i = 0; i < dout.numel(); ++i) d[i] += g[i];
+  }
+};
+
+class bias_layer final : public layer {
+ public:
+  explicit bias_layer(parameter_ptr b) : b_(std::move(b)) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    expect_features(in[0], b_->value.numel(), "bias");
+    return in[0];
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    const int64_t N = rows(*in[0]), C = out.dim(2);
+    const float* x = in[0]->f32();
+    const float* b = b_->value.f32();
+    float* y = out.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] + b[c];
+  }
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
+                stash&) override {
+    const int64_t N = rows(dout), C = dout.dim(2);
+    const float* g = dout.f32();
+    float* db = b_->grad.f32();
+    float* dx = din[0] ? din[0]->f32() : nullptr;
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        db[c] += g[r * C + c];
+        if (dx) dx[r * C + c] += g[r * C + c];
+      }
+  }
+
+ private:
+  parameter_ptr b_;
 };
 
 class gelu_layer final : public layer {
@@ -247,8 +300,9 @@ int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, 
   n.flops_per_token = 2.0 * 2.0 * C * (max_T + 1) / 2.0;
   n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * kF32;
   n.tp = tp_split::heads;
-  n.make = [C, NH](std::span<const parameter_ptr>) {
-    return std::make_unique<attention_layer>(C, NH);
+  n.heads = NH;
+  n.make = [hs = C / NH](std::span<const parameter_ptr>) {
+    return std::make_unique<attention_layer>(hs);
   };
   return g.add_node(std::move(n), {C});
 }
@@ -289,6 +343,41 @@ int lm_head(graph& g, const std::string& name, int x, int C, int V,
     return std::make_unique<linear_layer>(p[0], nullptr);
   };
   return g.add_node(std::move(n), {V});
+}
+
+namespace {
+
+int tp_identity(graph& g, const std::string& name, int x, int C, tp_comm comm) {
+  node_info n;
+  n.name = name;
+  n.kind = comm == tp_comm::copy ? "tp_copy" : "tp_reduce";
+  n.inputs = {x};
+  n.activation_bytes_per_token = C * kF32;
+  n.comm = comm;
+  n.make = [](std::span<const parameter_ptr>) { return std::make_unique<identity_layer>(); };
+  return g.add_node(std::move(n), {C});
+}
+
+}  // namespace
+
+int tp_copy(graph& g, const std::string& name, int x, int C) {
+  return tp_identity(g, name, x, C, tp_comm::copy);
+}
+
+int tp_reduce(graph& g, const std::string& name, int x, int C) {
+  return tp_identity(g, name, x, C, tp_comm::reduce);
+}
+
+int bias_add(graph& g, const std::string& name, int x, int C, const param_spec& bias) {
+  node_info n;
+  n.name = name;
+  n.kind = "bias";
+  n.inputs = {x};
+  n.params = {bias};
+  n.flops_per_token = C;
+  n.activation_bytes_per_token = C * kF32;
+  n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<bias_layer>(p[0]); };
+  return g.add_node(std::move(n), {C});
 }
 
 int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V) {

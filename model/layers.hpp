@@ -26,6 +26,12 @@ int residual(graph& g, const std::string& name, int a, int b, int C);
 // (B,T,C) -> logits (B,T,V) = X W^T with W the (V,C) parameter `tied_weight`
 // (created here if no earlier node made it).
 int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::string& tied_weight);
+// Tensor-parallel helpers (inserted by the TP rewrite; see tp_comm):
+// identity nodes the executor all-reduces around, and Y = X + b for the bias
+// of a row-parallel linear (added once, after the sum of the partial outputs).
+int tp_copy(graph& g, const std::string& name, int x, int C);
+int tp_reduce(graph& g, const std::string& name, int x, int C);
+int bias_add(graph& g, const std::string& name, int x, int C, const param_spec& bias);
 // logits (B,T,V), targets (B,T) i32 -> per-token loss (B,T).
 int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V);
 

@@ -16,7 +16,64 @@ uint64_t name_hash(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+// Calls f(offset in full, offset in part, count) for every contiguous run
+// of the shard, in order.
+template <typename F>
+void for_each_shard_run(const shard_spec& s, F&& f) {
+  const auto& full = s.full;
+  MERAK_CHECK(s.dim >= 0 && s.dim < int(full.size()), "shard dimension {}", s.dim);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < s.dim; ++i) outer *= full[i];
+  for (size_t i = s.dim + 1; i < full.size(); ++i) inner *= full[i];
+  const int64_t n = full[s.dim];
+  MERAK_CHECK(n % (int64_t(s.groups) * s.parts) == 0, "dimension {} of size {} in {} x {} parts",
+              s.dim, n, s.groups, s.parts);
+  const int64_t block = n / s.groups, slice = block / s.parts;
+  int64_t out = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int g = 0; g < s.groups; ++g) {
+      int64_t first = o * n + g * block + int64_t(s.index) * slice;
+      f(first * inner, out, slice * inner);
+      out += slice * inner;
+    }
+}
+
+}  // namespace
+
+void copy_shard(const tensor& full, tensor& part, const shard_spec& s) {
+  MERAK_CHECK(full.shape() == s.full, "full tensor {} for a shard of {}", shape_str(full.shape()),
+              shape_str(s.full));
+  const float* src = full.f32();
+  float* dst = part.f32();
+  for_each_shard_run(s, [&](int64_t from, int64_t to, int64_t n) {
+    MERAK_CHECK(to + n <= part.numel(), "shard of {} elements overflows", part.numel());
+    std::copy(src + from, src + from + n, dst + to);
+  });
+}
+
+void place_shard(tensor& full, const tensor& part, const shard_spec& s) {
+  MERAK_CHECK(full.shape() == s.full, "full tensor {} for a shard of {}", shape_str(full.shape()),
+              shape_str(s.full));
+  const float* src = part.f32();
+  float* dst = full.f32();
+  for_each_shard_run(s, [&](int64_t to, int64_t from, int64_t n) {
+    MERAK_CHECK(from + n <= part.numel(), "shard of {} elements overflows", part.numel());
+    std::copy(src + from, src + from + n, dst + to);
+  });
+}
+
 void initialise(tensor& value, const param_spec& spec, uint64_t seed) {
+  if (spec.shard.sharded()) {
+    param_spec whole = spec;
+    whole.shape = spec.shard.full;
+    whole.shard = {};
+    tensor full(whole.shape);
+    initialise(full, whole, seed);
+    copy_shard(full, value, spec.shard);
+    return;
+  }
   float* p = value.f32();
   int64_t n = value.numel();
   switch (spec.init) {

@@ -19,12 +19,27 @@ namespace merak::model {
 
 enum class init_kind : uint8_t { normal, zeros, ones };
 
+// Which part of a full parameter a tensor-parallel shard holds: dimension
+// `dim` of the full shape is viewed as `groups` equal blocks, each split into
+// `parts` equal slices, and the shard takes slice `index` of every block
+// (groups = 3 for a fused QKV weight, so each shard gets its heads' rows of
+// Q, K and V). dim < 0: the whole parameter (not sharded).
+struct shard_spec {
+  int dim = -1;
+  int parts = 1;
+  int index = 0;
+  int groups = 1;
+  shape_t full;  // shape of the whole parameter
+  bool sharded() const { return dim >= 0; }
+};
+
 struct param_spec {
   std::string name;
   shape_t shape;
   init_kind init = init_kind::normal;
   float stddev = 0.02f;  // for init_kind::normal
   bool decay = true;     // AdamW weight decay applies (matrices, not biases or norms)
+  shard_spec shard{};    // set by the TP rewrite; `shape` is then the shard's shape
 };
 
 struct parameter {
@@ -54,7 +69,13 @@ class parameter_store {
   std::map<std::string, parameter_ptr> by_name_;
 };
 
-// Deterministic initial value of a parameter (used by the store).
+// Deterministic initial value of a parameter (used by the store). A shard
+// gets exactly its slice of the whole parameter's initial value, so a
+// tensor-parallel run starts from the single-device run's weights.
 void initialise(tensor& value, const param_spec& spec, uint64_t seed);
+
+// The shard's slice of `full` (shape s.full) copied into `part`, and back.
+void copy_shard(const tensor& full, tensor& part, const shard_spec& s);
+void place_shard(tensor& full, const tensor& part, const shard_spec& s);
 
 }  // namespace merak::model

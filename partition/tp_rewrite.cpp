@@ -1,0 +1,161 @@
+#include "partition/tp_rewrite.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "model/layers.hpp"
+
+namespace merak::partition {
+namespace {
+
+using model::tp_split;
+
+// Consumers of each value.
+std::vector<std::vector<int>> readers_of(const model::graph& g) {
+  std::vector<std::vector<int>> r(g.values().size());
+  for (size_t n = 0; n < g.nodes().size(); ++n)
+    for (int v : g.nodes()[n].inputs) r[v].push_back(int(n));
+  return r;
+}
+
+struct pair_info {
+  int column = -1, row = -1;
+  std::vector<int> inner;  // nodes between them (per feature / per head)
+  bool heads = false;
+};
+
+// Column -> (attention | single-input per-feature node)* -> row, each link
+// the only reader of the value before it.
+std::vector<pair_info> find_pairs(const model::graph& g) {
+  auto readers = readers_of(g);
+  std::vector<pair_info> pairs;
+  auto& nodes = g.nodes();
+  for (size_t c = 0; c < nodes.size(); ++c) {
+    if (nodes[c].tp != tp_split::column || nodes[c].kind != "linear") continue;
+    pair_info p;
+    p.column = int(c);
+    int v = nodes[c].output;
+    while (readers[v].size() == 1) {
+      int n = readers[v][0];
+      auto& node = nodes[n];
+      if (node.tp == tp_split::row && node.kind == "linear") {
+        p.row = n;
+        break;
+      }
+      bool per_feature = node.tp == tp_split::heads ||
+                         (node.inputs.size() == 1 && node.params.empty() && node.kind == "gelu");
+      if (!per_feature) break;
+      p.heads = p.heads || node.tp == tp_split::heads;
+      p.inner.push_back(n);
+      v = node.output;
+    }
+    if (p.row >= 0) pairs.push_back(std::move(p));
+  }
+  return pairs;
+}
+
+std::string check_pair(const model::graph& g, const pair_info& p, int tp) {
+  auto& nodes = g.nodes();
+  auto& col = nodes[p.column];
+  int64_t out = col.params[0].shape[0];
+  int groups = p.heads ? 3 : 1;
+  if (out % (int64_t(groups) * tp) != 0)
+    return fmt::format("tp {} does not divide the {} output features of '{}'", tp, out / groups,
+                       col.name);
+  for (int n : p.inner)
+    if (nodes[n].tp == tp_split::heads && nodes[n].heads % tp != 0)
+      return fmt::format("tp {} does not divide the {} heads of '{}'", tp, nodes[n].heads,
+                         nodes[n].name);
+  return "";
+}
+
+}  // namespace
+
+std::string tp_divisibility_error(const model::graph& g, int tp) {
+  if (tp < 1) return fmt::format("--tp must be at least 1 (got {})", tp);
+  for (auto& p : find_pairs(g))
+    if (auto e = check_pair(g, p, tp); !e.empty()) return e;
+  return "";
+}
+
+tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
+  if (auto e = tp_divisibility_error(g, tp); !e.empty()) fail("{}", e);
+  MERAK_CHECK(rank >= 0 && rank < tp, "tp rank {} of {}", rank, tp);
+  auto& nodes = g.nodes();
+  auto& values = g.values();
+  const int N = int(nodes.size());
+  enum class role { whole, column, inner, row };
+  std::vector<role> roles(N, role::whole);
+  std::vector<int> groups(N, 1);
+  int npairs = 0;
+  if (tp > 1)
+    for (auto& p : find_pairs(g)) {
+      roles[p.column] = role::column;
+      groups[p.column] = p.heads ? 3 : 1;
+      for (int n : p.inner) roles[n] = role::inner;
+      roles[p.row] = role::row;
+      ++npairs;
+    }
+  tp_graph out;
+  out.pairs = npairs;
+  auto& ng = out.graph;
+  std::vector<int> vmap(values.size(), -1);
+  for (int v : g.inputs()) vmap[v] = ng.add_input(values[v].name, values[v].features, values[v].type);
+  auto shard = [&](const model::param_spec& spec, int dim, int grp) {
+    model::param_spec s = spec;
+    s.shard.dim = dim;
+    s.shard.parts = tp;
+    s.shard.index = rank;
+    s.shard.groups = grp;
+    s.shard.full = spec.shape;
+    s.shape[dim] /= tp;
+    return s;
+  };
+  auto features_of = [&](int v) { return values[v].features.empty() ? 0 : values[v].features.back(); };
+  for (int n = 0; n < N; ++n) {
+    out.node_map.push_back(int(ng.nodes().size()));
+    model::node_info node = nodes[n];
+    for (int& v : node.inputs) v = vmap[v];
+    auto feats = values[node.output].features;
+    switch (roles[n]) {
+      case role::whole:
+        break;
+      case role::column: {
+        int64_t C = features_of(nodes[n].inputs[0]);
+        node.inputs[0] = model::layers::tp_copy(ng, node.name + ".tp_copy", node.inputs[0], int(C));
+        for (auto& spec : node.params) spec = shard(spec, 0, groups[n]);
+        feats.back() /= tp;
+        break;
+      }
+      case role::inner:
+        feats.back() /= tp;
+        break;
+      case role::row: {
+        model::param_spec bias;
+        bool has_bias = node.params.size() > 1;
+        if (has_bias) {
+          bias = node.params[1];
+          node.params.pop_back();
+        }
+        node.params[0] = shard(node.params[0], 1, 1);
+        node.flops_per_token /= tp;
+        int partial = ng.add_node(node, feats, values[nodes[n].output].type);
+        int C = int(feats.back());
+        int y = model::layers::tp_reduce(ng, nodes[n].name + ".tp_reduce", partial, C);
+        if (has_bias) y = model::layers::bias_add(ng, nodes[n].name + ".bias_add", y, C, bias);
+        vmap[nodes[n].output] = y;
+        continue;
+      }
+    }
+    if (roles[n] != role::whole) {
+      node.flops_per_token /= tp;
+      node.activation_bytes_per_token /= tp;
+    }
+    vmap[nodes[n].output] = ng.add_node(std::move(node), feats, values[nodes[n].output].type);
+  }
+  out.node_map.push_back(int(ng.nodes().size()));
+  if (g.loss() >= 0) ng.set_loss(vmap[g.loss()]);
+  return out;
+}
+
+}  // namespace merak::partition
