@@ -54,6 +54,7 @@ typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
 using step_atom = caf::atom_constant<caf::atom("step")>;    // (step)
 using input_atom = caf::atom_constant<caf::atom("input")>;  // (mb, value, tensor)
 using grad_atom = caf::atom_constant<caf::atom("grad")>;    // (mb, value, tensor)
+using op_atom = caf::atom_constant<caf::atom("op")>;      // (kind, mb): TP leader -> followers
 using run_atom = caf::atom_constant<caf::atom("run")>;      // () to self: pick the next op
 using tie_atom = caf::atom_constant<caf::atom("tie")>;      // (name, tensor): tied-weight gradient
 using reduce_atom = caf::atom_constant<caf::atom("reduce")>;    // (dp rank, flat gradients)

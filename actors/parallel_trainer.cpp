@@ -20,13 +20,17 @@
 #include "model/executor.hpp"
 #include "model/gemm.hpp"
 #include "model/gpt.hpp"
+#include "comm/inproc.hpp"
 #include "partition/stages.hpp"
+#include "partition/tp_rewrite.hpp"
 
 namespace merak::actors {
 
 void parallel_options::validate(int batch) const {
   if (dp < 1) fail("--dp must be at least 1 (got {})", dp);
   if (pp < 1) fail("--pp must be at least 1 (got {})", pp);
+  if (tp < 1) fail("--tp must be at least 1 (got {})", tp);
+  if (tp_overlap < 0 || tp_overlap > 2) fail("--tp-overlap must be 0, 1 or 2 (got {})", tp_overlap);
   if (micro_batches < 1) fail("--micro-batches must be at least 1 (got {})", micro_batches);
   if (batch % (dp * micro_batches) != 0)
     fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
@@ -39,8 +43,10 @@ struct parallel_trainer::impl {
   model::train_options opts;
   parallel_options par;
   model::text_corpus corpus;
-  model::graph graph;
-  std::vector<int> bounds;
+  model::graph graph;        // the single-device model
+  std::vector<int> bounds;   // its stages
+  std::vector<partition::tp_graph> shards;  // its TP rewrite, per TP rank
+  std::vector<int> shard_bounds;            // the stages in the rewrite
   std::string plan_summary;
   caf::actor scheduler;
   model::lr_schedule schedule;
@@ -49,8 +55,8 @@ struct parallel_trainer::impl {
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
-  std::vector<std::vector<caf::actor>> stages;  // [dp][pp]
-  std::vector<caf::actor> reducers;             // [pp]
+  std::vector<std::vector<std::vector<caf::actor>>> stages;  // [dp][pp][tp]
+  std::vector<std::vector<caf::actor>> reducers;             // [pp][tp]
   std::map<caf::actor_addr, std::string> names;
   std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
   // Validation: a single-device copy, refreshed from the stages.
@@ -65,6 +71,8 @@ struct parallel_trainer::impl {
       fail("--save and --load are not supported with --dp/--pp/--micro-batches yet");
     graph = model::build_gpt(opts.model);
     bounds = partition::balanced_stages(graph, par.pp);
+    for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));
+    for (int b : bounds) shard_bounds.push_back(shards[0].node_map[b]);
     schedule = opts.schedule();
     try {
       spawn();
@@ -81,10 +89,12 @@ struct parallel_trainer::impl {
   void shutdown() {
     if (!self) return;
     for (auto& rep : stages)
-      for (auto& a : rep)
+      for (auto& st : rep)
+        for (auto& a : st)
+          if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& st : reducers)
+      for (auto& a : st)
         if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& a : reducers)
-      if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
     if (scheduler) (*self)->send_exit(scheduler, caf::exit_reason::user_shutdown);
     self.reset();
   }
@@ -102,26 +112,28 @@ struct parallel_trainer::impl {
     cfg->set("logger.console", caf::atom("none"));
     sys = std::make_unique<caf::actor_system>(*cfg);
     self = std::make_unique<caf::scoped_actor>(*sys);
-    const int P = par.pp, D = par.dp;
+    const int P = par.pp, D = par.dp, TP = par.tp;
+    const model::graph& sg = shards[0].graph;  // every shard has the same structure
+    const auto& sb = shard_bounds;
     int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
-    int per_actor = std::max(1, cores / (P * D));
+    int per_actor = std::max(1, cores / (P * D * TP));
     // Which stage produces each value, and who reads it.
-    std::vector<int> stage_of_node(graph.nodes().size());
+    std::vector<int> stage_of_node(sg.nodes().size());
     for (int s = 0; s < P; ++s)
-      for (int n = bounds[s]; n < bounds[s + 1]; ++n) stage_of_node[n] = s;
+      for (int n = sb[s]; n < sb[s + 1]; ++n) stage_of_node[n] = s;
     // Parameter holders, for tied weights.
     std::map<std::string, std::vector<int>> holders;
     for (int s = 0; s < P; ++s) {
       std::set<std::string> seen;
-      for (int n = bounds[s]; n < bounds[s + 1]; ++n)
-        for (auto& spec : graph.nodes()[n].params)
+      for (int n = sb[s]; n < sb[s + 1]; ++n)
+        for (auto& spec : sg.nodes()[n].params)
           if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
     }
     const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
     scheduler_setup sch;
     sch.kind = par.schedule;
     sch.pp = P;
-    sch.dp = D;
+    sch.dp = D * TP;  // every shard of every replica gets its stage's plan
     sch.micro_batches = par.micro_batches;
     sch.full_recompute = par.recompute == recompute_mode::full;
     sch.stage_aware = par.recompute == recompute_mode::stage_aware;
@@ -131,64 +143,86 @@ struct parallel_trainer::impl {
     names[scheduler.address()] = "scheduler actor";
     (*self)->monitor(scheduler);
     graph_inputs_of.assign(P, {});
+    reducers.assign(P, std::vector<caf::actor>(TP));
     for (int s = 0; s < P; ++s)
-      reducers.push_back(D > 1 ? sys->spawn(reducer_actor, D, cores) : caf::actor{});
-    stages.assign(D, std::vector<caf::actor>(P));
+      for (int t = 0; t < TP; ++t)
+        if (D > 1) {
+          reducers[s][t] = sys->spawn(reducer_actor, D, std::max(1, cores / TP));
+          names[reducers[s][t].address()] = fmt::format("reducer actor (pp={}, tp={})", s, t);
+          (*self)->monitor(reducers[s][t]);
+        }
+    stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
     for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s) {
-        stage_setup su;
-        su.dp_rank = r;
-        su.dp = D;
-        su.stage = s;
-        su.pp = P;
-        su.graph = &graph;
-        su.first = bounds[s];
-        su.last = bounds[s + 1];
-        su.seed = opts.seed;
-        su.adam.weight_decay = opts.weight_decay;
-        su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
-        su.policy.stages = P;
-        su.policy.micro_batches = par.micro_batches;
-        su.tokens_per_micro_batch = tokens;
-        su.loss_scale = 1.0f / float(D * par.micro_batches);
-        su.threads = per_actor;
-        su.trace = !par.trace_path.empty();
-        // Routing: which stage sends each input, which stages read each output.
-        auto [ins, outs] = graph.boundary(bounds[s], bounds[s + 1]);
-        for (int v : ins) {
-          int producer = graph.values()[v].producer;
-          su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
-          if (producer < 0 && r == 0) graph_inputs_of[s].push_back(v);
+        // The TP group of this stage of this replica.
+        std::vector<std::shared_ptr<comm::transport>> links(TP);
+        if (TP > 1) {
+          auto group = comm::make_inproc_group(TP);
+          for (int t = 0; t < TP; ++t) {
+            group[t]->set_timeout(timeout());
+            links[t] = std::shared_ptr<comm::transport>(std::move(group[t]));
+          }
         }
-        for (int v : outs) {
-          std::set<int> readers;
-          for (int n = bounds[s + 1]; n < int(graph.nodes().size()); ++n)
-            for (int in : graph.nodes()[n].inputs)
-              if (in == v) readers.insert(stage_of_node[n]);
-          su.output_readers.emplace_back(readers.begin(), readers.end());
+        for (int t = 0; t < TP; ++t) {
+          stage_setup su;
+          su.dp_rank = r;
+          su.dp = D;
+          su.stage = s;
+          su.pp = P;
+          su.tp_rank = t;
+          su.tp = TP;
+          su.tp_link = links[t];
+          su.tp_overlap = par.tp_overlap;
+          su.graph = &shards[t].graph;
+          su.first = sb[s];
+          su.last = sb[s + 1];
+          su.seed = opts.seed;
+          su.adam.weight_decay = opts.weight_decay;
+          su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
+          su.policy.stages = P;
+          su.policy.micro_batches = par.micro_batches;
+          su.tokens_per_micro_batch = tokens;
+          su.loss_scale = 1.0f / float(D * par.micro_batches);
+          su.threads = per_actor;
+          su.trace = !par.trace_path.empty();
+          // Routing: which stage sends each input, which stages read each output.
+          auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
+          for (int v : ins) {
+            int producer = sg.values()[v].producer;
+            su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
+            if (producer < 0 && r == 0 && t == 0) graph_inputs_of[s].push_back(v);
+          }
+          for (int v : outs) {
+            std::set<int> readers;
+            for (int n = sb[s + 1]; n < int(sg.nodes().size()); ++n)
+              for (int in : sg.nodes()[n].inputs)
+                if (in == v) readers.insert(stage_of_node[n]);
+            su.output_readers.emplace_back(readers.begin(), readers.end());
+          }
+          for (auto& [name, hs] : holders)
+            if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
+              su.ties.push_back({name, hs.front(), hs});
+          auto a = spawn_stage(*sys, su);
+          names[a.address()] = fmt::format("stage actor (dp={}, pp={}, tp={})", r, s, t);
+          (*self)->monitor(a);
+          stages[r][s][t] = a;
         }
-        for (auto& [name, hs] : holders)
-          if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
-            su.ties.push_back({name, hs.front(), hs});
-        auto a = spawn_stage(*sys, su);
-        names[a.address()] = fmt::format("stage actor (dp={}, pp={})", r, s);
-        (*self)->monitor(a);
-        stages[r][s] = a;
       }
-    std::vector<caf::actor> all;
-    for (auto& rep : stages) all.insert(all.end(), rep.begin(), rep.end());
+    std::vector<caf::actor> all;  // [dp x tp][pp], as the scheduler expects
+    for (int r = 0; r < D; ++r)
+      for (int t = 0; t < TP; ++t)
+        for (int s = 0; s < P; ++s) all.push_back(stages[r][s][t]);
     for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s)
-        (*self)->send(stages[r][s], wire_atom::value, stages[r], reducers[s], caf::actor{*self},
-                      scheduler);
+        for (int t = 0; t < TP; ++t) {
+          std::vector<caf::actor> line(P);  // this replica's stages of shard t
+          for (int q = 0; q < P; ++q) line[q] = stages[r][q][t];
+          (*self)->send(stages[r][s][t], wire_atom::value, line, reducers[s][t],
+                        caf::actor{*self}, scheduler, stages[r][s]);
+        }
     // Last: the scheduler sends plans only after its own wire message, so by
     // then every stage has its wire message queued ahead of the plan.
     (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
-    for (auto& a : reducers)
-      if (a) {
-        names[a.address()] = "reducer actor";
-        (*self)->monitor(a);
-      }
     // The scheduler answers once every stage reported its memory.
     bool planned = false;
     while (!planned)
@@ -222,11 +256,13 @@ struct parallel_trainer::impl {
   model::step_result train_step() {
     MERAK_CHECK(step < opts.steps, "train_step past --steps");
     auto t0 = std::chrono::steady_clock::now();
-    const int D = par.dp, P = par.pp, M = par.micro_batches;
+    const int D = par.dp, P = par.pp, M = par.micro_batches, TP = par.tp;
     for (auto& rep : stages)
-      for (auto& a : rep) (*self)->send(a, step_atom::value, step);
+      for (auto& st : rep)
+        for (auto& a : st) (*self)->send(a, step_atom::value, step);
     const int rows_per_mb = opts.batch / (D * M);
-    int tokens_v = graph.find_value("tokens"), targets_v = graph.find_value("targets");
+    const model::graph& sg = shards[0].graph;
+    int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
     for (int r = 0; r < D; ++r)
       for (int mb = 0; mb < M; ++mb) {
         // This micro-batch's rows of the single-device run's global batch.
@@ -236,30 +272,32 @@ struct parallel_trainer::impl {
           for (int v : graph_inputs_of[s]) {
             MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
             const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
-            (*self)->send(stages[r][s], input_atom::value, mb, v, tensor_ref::make(src.clone()));
+            for (int t = 0; t < TP; ++t)
+              (*self)->send(stages[r][s][t], input_atom::value, mb, v,
+                            tensor_ref::make(src.clone()));
           }
       }
     double loss_sum = 0;
     int losses = 0, ready = 0;
-    std::vector<double> sumsq(P, 0), busy(P, 0);
+    std::vector<double> sumsq(P * TP, 0), busy(P, 0);
     std::vector<std::string> traces(P);
-    while (losses < D * M || ready < D * P) {
+    while (losses < D * M || ready < D * P * TP) {
       await(
           fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
-                      ready, D * P, step + 1),
+                      ready, D * P * TP, step + 1),
           [&](loss_atom, int, int, double l) {
             loss_sum += l;
             ++losses;
           },
-          [&](ready_atom, int r, int s, double sq, double busy_s) {
+          [&](ready_atom, int r, int s, int t, double sq, double busy_s) {
             if (r == 0) {
-              sumsq[s] = sq;
-              busy[s] = busy_s;
+              sumsq[s * TP + t] = sq;  // shards: their slices, and shard 0 the rest
+              if (t == 0) busy[s] = busy_s;
             }
             ++ready;
           },
-          [&](trace_atom, int r, int s, const std::string& t) {
-            if (r == 0) traces[s] = t;
+          [&](trace_atom, int r, int s, int t, const std::string& tr) {
+            if (r == 0 && t == 0) traces[s] = tr;
           });
     }
     auto t_pipe = std::chrono::steady_clock::now();
@@ -274,9 +312,11 @@ struct parallel_trainer::impl {
     if (opts.grad_clip > 0 && norm > opts.grad_clip) clip = float(opts.grad_clip / (norm + 1e-6));
     float lr = schedule.at(step);
     for (auto& rep : stages)
-      for (auto& a : rep) (*self)->send(a, apply_atom::value, lr, clip);
-    for (int applied = 0; applied < D * P;)
-      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P, step + 1),
+      for (auto& st : rep)
+        for (auto& a : st) (*self)->send(a, apply_atom::value, lr, clip);
+    for (int applied = 0; applied < D * P * TP;)
+      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
+                        step + 1),
             [&](applied_atom, int, int) { ++applied; });
     if (!par.trace_path.empty()) write_trace(traces);
     ++step;
@@ -324,24 +364,33 @@ struct parallel_trainer::impl {
       eval_store = std::make_unique<model::parameter_store>(opts.seed);
       eval_exec = std::make_unique<model::executor>(graph, *eval_store);
     }
-    for (int s = 0; s < par.pp; ++s) {
-      bool ok = false;
-      (*self)
-          ->request(stages[0][s], timeout(), gather_atom::value)
-          .receive(
-              [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
-                for (size_t i = 0; i < names_.size(); ++i) {
-                  auto p = eval_store->find(names_[i]);
-                  MERAK_CHECK(p != nullptr, "gathered unknown parameter {}", names_[i]);
-                  std::memcpy(p->value.raw(), values[i].t->raw(), p->value.bytes());
-                }
-                ok = true;
-              },
-              [&](caf::error& e) {
-                fail("gathering parameters of stage {}: {}", s, sys->render(e));
-              });
-      MERAK_CHECK(ok, "no parameters from stage {}", s);
-    }
+    for (int s = 0; s < par.pp; ++s)
+      for (int t = 0; t < par.tp; ++t) {
+        // Shard t's slices of the split parameters; the rest from shard 0.
+        std::map<std::string, model::shard_spec> split;
+        for (auto& n : shards[t].graph.nodes())
+          for (auto& spec : n.params)
+            if (spec.shard.sharded()) split[spec.name] = spec.shard;
+        bool ok = false;
+        (*self)
+            ->request(stages[0][s][t], timeout(), gather_atom::value)
+            .receive(
+                [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
+                  for (size_t i = 0; i < names_.size(); ++i) {
+                    auto p = eval_store->find(names_[i]);
+                    MERAK_CHECK(p != nullptr, "gathered unknown parameter {}", names_[i]);
+                    if (auto it = split.find(names_[i]); it != split.end())
+                      model::place_shard(p->value, *values[i].t, it->second);
+                    else if (t == 0)
+                      std::memcpy(p->value.raw(), values[i].t->raw(), p->value.bytes());
+                  }
+                  ok = true;
+                },
+                [&](caf::error& e) {
+                  fail("gathering parameters of stage {} shard {}: {}", s, t, sys->render(e));
+                });
+        MERAK_CHECK(ok, "no parameters from stage {} shard {}", s, t);
+      }
     int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
     double sum = 0;
     for (int64_t i = 0; i < nb; ++i) {

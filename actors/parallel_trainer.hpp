@@ -1,10 +1,11 @@
 #pragma once
-// 3D-parallel training on the actor runtime (data x pipeline parallelism in
-// one process; tensor parallelism is not wired in yet).
+// 3D-parallel training on the actor runtime, in one process.
 //
-// Every pipeline stage of every data-parallel replica is a CAF actor with its
-// own thread and its own share of the cores; a reducer actor per stage sums
-// the replicas' gradients; the calling thread is the coordinator, a blocking
+// Every (dp replica, pipeline stage, tensor-parallel shard) is a CAF actor
+// with its own thread and its own share of the cores; the shards of a stage
+// sum partial results over comm/'s in-process transport (Megatron-style
+// column/row pairs, optionally sub-pipelined); a reducer actor per (stage,
+// shard) sums the replicas' gradients; the calling thread is the coordinator, a blocking
 // actor that feeds micro-batches, collects losses, clips and steps. The
 // schedule emerges from the policy (partition/schedule.hpp) each stage runs.
 // The global batch of a step is exactly the single-device run's, split over
@@ -30,6 +31,8 @@ enum class recompute_mode { none, full, stage_aware };
 struct parallel_options {
   int dp = 1;
   int pp = 1;
+  int tp = 1;
+  int tp_overlap = 0;  // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
   int micro_batches = 1;  // per replica and step
   partition::schedule_kind schedule = partition::schedule_kind::one_f_one_b;
   recompute_mode recompute = recompute_mode::none;

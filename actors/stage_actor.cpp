@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,20 +12,58 @@
 #include <fmt/format.h>
 
 #include "actors/messages.hpp"
+#include "comm/collectives.hpp"
 #include "core/error.hpp"
 #include "model/executor.hpp"
 #include "partition/recompute.hpp"
 
 namespace merak::actors {
 
+// The TP group of a shard over comm/: a comm_stream runs the sums in the
+// order they were started, which is the same on every shard of the stage.
+class stream_tp_group final : public model::tp_group {
+ public:
+  explicit stream_tp_group(std::shared_ptr<comm::transport> link)
+      : link_(std::move(link)), stream_(*link_) {}
+  int size() const override { return link_->size(); }
+  int start_allreduce(model::tensor& x) override {
+    comm::tag_t tag = next_++ % (comm::kmax_collective_tag >> 1);
+    auto data = x.span_f32();
+    int ticket = int(next_ & 0x7fffffff);
+    pending_.emplace(ticket, stream_.enqueue([data, tag](comm::transport& t) {
+      comm::allreduce_sum(t, data, tag);
+    }));
+    return ticket;
+  }
+  void wait(int ticket) override {
+    auto it = pending_.find(ticket);
+    MERAK_CHECK(it != pending_.end(), "unknown all-reduce ticket {}", ticket);
+    auto h = std::move(it->second);
+    pending_.erase(it);
+    h.wait();
+  }
+
+ private:
+  std::shared_ptr<comm::transport> link_;
+  comm::comm_stream stream_;
+  uint64_t next_ = 0;
+  std::map<int, comm::comm_stream::handle> pending_;
+};
+
 struct stage_state {
   stage_setup cfg;
+  std::unique_ptr<stream_tp_group> tp;
   std::unique_ptr<model::parameter_store> store;
   std::unique_ptr<model::executor> exec;
   std::unique_ptr<model::adamw> opt;
   std::unique_ptr<partition::stage_scheduler> sched;
-  std::vector<caf::actor> stages;  // of this replica, by stage index
+  std::vector<caf::actor> stages;  // of this replica and TP rank, by stage index
+  std::vector<caf::actor> tp_peers;  // the shards of this stage, by TP rank
   caf::actor reducer, coordinator;
+  // TP followers: the leader's ops not run yet, and what has arrived.
+  std::deque<partition::op> commanded;
+  std::set<int> have_inputs, have_grads;
+  int backwards = 0;
   // Per micro-batch: inputs and output gradients gathered so far.
   std::map<int, std::vector<model::tensor>> inputs, grads;
   std::map<int, int> inputs_seen, grads_seen;
@@ -45,7 +84,8 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 std::string where(const stage_state& st) {
-  return fmt::format("stage actor (dp={}, pp={})", st.cfg.dp_rank, st.cfg.stage);
+  return fmt::format("stage actor (dp={}, pp={}, tp={})", st.cfg.dp_rank, st.cfg.stage,
+                     st.cfg.tp_rank);
 }
 
 void setup_state(stage_state& st, stage_setup cfg) {
@@ -53,6 +93,12 @@ void setup_state(stage_state& st, stage_setup cfg) {
   st.store = std::make_unique<model::parameter_store>(st.cfg.seed);
   st.exec = std::make_unique<model::executor>(*st.cfg.graph, *st.store, st.cfg.first, st.cfg.last);
   st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
+  if (st.cfg.tp > 1) {
+    MERAK_CHECK(st.cfg.tp_link && st.cfg.tp_link->size() == st.cfg.tp, "TP endpoint of {} ranks",
+                st.cfg.tp_link ? st.cfg.tp_link->size() : 0);
+    st.tp = std::make_unique<stream_tp_group>(st.cfg.tp_link);
+    st.exec->set_tp(st.tp.get(), st.cfg.tp_overlap);
+  }
   for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
 }
 
@@ -78,7 +124,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
                      tensor_ref::make(std::move(x)));
         }
       }
-      if (ex.computes_loss())
+      if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
         self->send(st.coordinator, loss_atom::value, st.cfg.dp_rank, o.mb, r.loss);
       break;
     }
@@ -139,14 +185,17 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     for (auto& t : st.cfg.ties)
       if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
     if (duplicate) continue;  // counted once, by its owner
+    if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
     double s = 0;
     for (float g : prm->grad.span_f32()) s += double(g) * g;
     sumsq += s;
   }
   // The trace first: the coordinator stops listening once every stage is ready.
   if (st.cfg.trace)
-    self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.trace);
-  self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, sumsq, st.busy_s);
+    self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank,
+               st.trace);
+  self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank, sumsq,
+             st.busy_s);
 }
 
 void after_ties(caf::stateful_actor<stage_state>* self) {
@@ -201,11 +250,55 @@ void finish_backward(caf::stateful_actor<stage_state>* self) {
     try_settle_ties(self);
 }
 
+bool follower(const stage_state& st) {
+  return st.cfg.tp_rank > 0;
+}
+
+// A follower may run the leader's next op once its own inputs are here.
+bool can_run(const stage_state& st, const partition::op& o) {
+  switch (o.kind) {
+    case partition::op_kind::F:
+    case partition::op_kind::Fpc:
+      return st.have_inputs.count(o.mb) > 0;
+    case partition::op_kind::B:
+      return st.exec->output_values().empty() || st.have_grads.count(o.mb) > 0;
+    case partition::op_kind::R:
+      return true;
+  }
+  return false;
+}
+
+void after_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
+  auto& st = self->state;
+  if (o.kind == partition::op_kind::F || o.kind == partition::op_kind::Fpc)
+    st.have_inputs.erase(o.mb);
+  if (o.kind == partition::op_kind::B) {
+    st.have_grads.erase(o.mb);
+    ++st.backwards;
+  }
+}
+
 void pump(caf::stateful_actor<stage_state>* self) {
   auto& st = self->state;
   if (!st.sched || st.finishing) return;
+  if (follower(st)) {
+    while (!st.commanded.empty() && can_run(st, st.commanded.front())) {
+      auto o = st.commanded.front();
+      st.commanded.pop_front();
+      run_op(self, o);
+      after_op(self, o);
+    }
+    if (st.backwards == st.cfg.policy.micro_batches) {
+      st.finishing = true;
+      finish_backward(self);
+    }
+    return;
+  }
   while (auto o = st.sched->next()) {
+    for (size_t t = 1; t < st.tp_peers.size(); ++t)
+      self->send(st.tp_peers[t], op_atom::value, int(o->kind), o->mb);
     run_op(self, *o);
+    after_op(self, *o);
     st.sched->completed(*o);
     // Arrivals may change the next choice: let them in first. With an empty
     // mailbox, go on directly (a message to self costs a few microseconds).
@@ -238,15 +331,16 @@ namespace {
 caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup setup) {
   return {
       [=](wire_atom, std::vector<caf::actor> stages, caf::actor reducer, caf::actor coordinator,
-          caf::actor scheduler) {
+          caf::actor scheduler, std::vector<caf::actor> tp_peers) {
         auto& st = self->state;
         st.stages = std::move(stages);
+        st.tp_peers = std::move(tp_peers);
         st.reducer = std::move(reducer);
         st.coordinator = std::move(coordinator);
         guarded(self, [&] {
           omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
           setup_state(st, setup);
-          if (st.cfg.dp_rank == 0) {  // replicas are identical: one report per stage
+          if (st.cfg.dp_rank == 0 && st.cfg.tp_rank == 0) {  // one report per stage
             auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first,
                                                st.cfg.last, st.cfg.tokens_per_micro_batch, 1);
             self->send(scheduler, memory_atom::value, st.cfg.stage, m.weights_bytes,
@@ -272,6 +366,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           auto& st = self->state;
           st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
           st.backward_done = st.finishing = false;
+          st.backwards = 0;
           st.busy_s = 0;
           st.trace.clear();
           st.step_start = clock::now();
@@ -289,6 +384,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           slot[it - ins.begin()] = x.take();
           if (++st.inputs_seen[mb] == int(ins.size())) {
             st.inputs_seen.erase(mb);
+            st.have_inputs.insert(mb);
             st.sched->activation_arrived(mb);
             pump(self);
           }
@@ -312,12 +408,19 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
             for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
           }
           if (++st.grads_seen[mb] == st.grads_expected) {
+            st.have_grads.insert(mb);
             st.sched->gradient_arrived(mb);
             pump(self);
           }
         });
       },
       [=](run_atom) { guarded(self, [&] { pump(self); }); },
+      [=](op_atom, int kind, int mb) {
+        guarded(self, [&] {
+          self->state.commanded.push_back({partition::op_kind(kind), mb});
+          pump(self);
+        });
+      },
       [=](tie_atom, const std::string& name, tensor_ref g) {
         guarded(self, [&] {
           auto& st = self->state;

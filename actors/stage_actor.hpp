@@ -16,6 +16,13 @@
 //     stage --ready(dp, s, sum of squares, busy)--> coordinator
 //   coordinator --apply(lr, clip)--> stage --applied--> coordinator
 //
+// Tensor parallelism: the shards of a stage sum partial results over comm/
+// (blocking their own threads, never a CAF worker), so they must run the
+// same ops in the same order. Shard 0 of each stage decides (its
+// stage_scheduler) and tells the others, which run each op once its inputs
+// are there:
+//   tp rank 0 --op(kind, mb)--> tp ranks 1..tp-1 of the same stage
+//
 // Any exception ends the actor after telling the coordinator what failed and
 // where (`failed`); the coordinator also monitors every stage.
 
@@ -24,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/transport.hpp"
 #include "model/adamw.hpp"
 #include "model/graph.hpp"
 #include "partition/schedule.hpp"
@@ -33,7 +41,12 @@ namespace merak::actors {
 struct stage_setup {
   int dp_rank = 0, dp = 1;
   int stage = 0, pp = 1;
-  const model::graph* graph = nullptr;
+  int tp_rank = 0, tp = 1;
+  // This shard's endpoint of the stage's TP group (tp > 1), and the
+  // sub-pipelining level (model::executor::set_tp).
+  std::shared_ptr<comm::transport> tp_link;
+  int tp_overlap = 0;
+  const model::graph* graph = nullptr;  // this TP shard's rewrite of the model
   int first = 0, last = 0;  // node range
   uint64_t seed = 0;
   model::adamw_config adam;
@@ -57,7 +70,9 @@ struct stage_setup {
   bool trace = false;
 };
 
-// Spawns a stage actor on its own thread; it waits for `wire` before anything.
+// Spawns a stage actor on its own thread; it waits for `wire` before anything:
+//   wire(stages of my replica and TP rank [pp], reducer, coordinator,
+//        scheduler, my TP peers [tp])
 caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup);
 
 // Sums the flat gradients of the dp replicas of one stage, in rank order,

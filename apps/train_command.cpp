@@ -92,14 +92,16 @@ int run_train(train_flags& f) {
   else
     fail("unknown --recompute '{}' (expected none, full or stage-aware)", f.recompute);
   f.par.threads = f.threads;
-  const bool parallel = f.par.dp * f.par.pp * f.par.micro_batches > 1 ||
+  const bool parallel = f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
                         !f.par.trace_path.empty() ||
                         f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
   if (parallel) {
     actors::parallel_trainer tr(f.opts, f.par);
-    spdlog::info("model {} on dp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}",
-                 f.opts.model.str(), f.par.dp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
-                 f.par.micro_batches, f.schedule);
+    spdlog::info(
+        "model {} on dp={} tp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}, "
+        "tp-overlap {}",
+        f.opts.model.str(), f.par.dp, f.par.tp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
+        f.par.micro_batches, f.schedule, f.par.tp_overlap);
     spdlog::info("recomputation: {}", tr.recompute_plan());
     return train_loop(f, tr);
   }
@@ -151,6 +153,11 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
   c->add_option("--dp", f->par.dp, "Data-parallel replicas (actors)")->capture_default_str();
   c->add_option("--pp", f->par.pp, "Pipeline stages (actors)")->capture_default_str();
+  c->add_option("--tp", f->par.tp, "Tensor-parallel shards per stage (actors)")
+      ->capture_default_str();
+  c->add_option("--tp-overlap", f->par.tp_overlap,
+                "Sub-pipelined TP: 0 off, 1 two sub-micro-batches, 2 also across blocks")
+      ->capture_default_str();
   c->add_option("--micro-batches", f->par.micro_batches, "Micro-batches per replica and step")
       ->capture_default_str();
   c->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b or shifted")
