@@ -1,0 +1,74 @@
+#pragma once
+// Bootstrap: how the processes of one job find each other before any data
+// moves. Rank 0 listens on a TCP socket; every other rank connects to it and
+// presents the job token. Afterwards the bootstrap offers an all-gather of
+// small blobs (the UCX transport swaps worker addresses through it) and a
+// barrier. It carries kilobytes, not tensors.
+//
+// Wire format (all integers little-endian, every message one frame):
+//   frame   = u64 length, then `length` bytes
+//   hello   (rank k -> rank 0) = "MERAKBS1" u32 rank u32 world_size u32 token_len token
+//   verdict (rank 0 -> rank k) = u8 accepted (1/0), then the reason if refused
+//   gather  (rank k -> rank 0) = the blob; (rank 0 -> rank k) = for each rank
+//           in rank order: u64 length, blob.
+// A peer with the wrong token, a different world size, a rank out of range or
+// a rank already taken is refused with a verdict that says why and is
+// dropped; rank 0 goes on waiting for the right peers until the timeout.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace merak::comm {
+
+struct bootstrap_options {
+  int rank = -1;        // -1: from the environment
+  int world_size = -1;  // -1: from the environment
+  std::string addr;     // rendezvous host (rank 0's); empty: environment, else 127.0.0.1
+  int port = -1;        // rendezvous port; -1: environment
+  std::string token;    // job token; empty: MERAK_JOB_TOKEN, else none (all must agree)
+  // Where rank 0 listens. Empty: 127.0.0.1 (loopback only) unless `addr` is
+  // set to another host, then 0.0.0.0 (MERAK_BIND_ADDR overrides).
+  std::string bind_addr;
+  std::chrono::milliseconds timeout{60000};  // bound of every wait
+};
+
+// Reads one environment variable; nullptr when unset. Injected for tests.
+using env_lookup = std::function<const char*(const char*)>;
+
+// Fills what `given` leaves unset, in this order: the explicit value, then
+// RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, then OMPI_COMM_WORLD_RANK /
+// OMPI_COMM_WORLD_SIZE, then SLURM_PROCID / SLURM_NTASKS; the token from
+// MERAK_JOB_TOKEN. Throws merak::error naming the variable when a value is
+// malformed or out of range, or when rank, world size or port cannot be
+// found. A world of size 1 needs no port.
+bootstrap_options resolve_bootstrap(bootstrap_options given, const env_lookup& env);
+bootstrap_options resolve_bootstrap(bootstrap_options given);  // the process environment
+
+// A joined job. Created by connect_bootstrap; used by one thread at a time.
+class bootstrap {
+ public:
+  virtual ~bootstrap() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Every rank's blob, in rank order. Collective: all ranks call it.
+  // Throws merak::error naming the peer on a timeout or a closed connection.
+  virtual std::vector<std::string> allgather(const std::string& mine) = 0;
+  // Returns once every rank has called it.
+  void barrier() { allgather({}); }
+};
+
+// Joins the job described by `o` (resolved): rank 0 listens and admits the
+// others, the others connect (retrying until rank 0 listens). Returns when
+// all ranks joined. Throws merak::error on a refused token, a timeout (naming
+// the ranks that did not join) or a socket error (naming address and port).
+std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o);
+
+// A TCP port that is free on `host` right now (the kernel's pick), for a
+// launcher to hand to its workers as MASTER_PORT. Throws merak::error.
+int pick_free_port(const std::string& host = "127.0.0.1");
+
+}  // namespace merak::comm

@@ -1,0 +1,162 @@
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "core/error.hpp"
+
+using namespace merak::comm;
+using namespace std::chrono_literals;
+
+namespace {
+
+env_lookup fake_env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* v) -> const char* {
+    auto it = vars.find(v);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+// Runs connect_bootstrap + fn on one thread per rank; returns the errors.
+std::vector<std::string> join_all(std::vector<bootstrap_options> opts,
+                                  const std::function<void(bootstrap&)>& fn) {
+  std::vector<std::string> errors(opts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < opts.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        auto b = connect_bootstrap(resolve_bootstrap(opts[i], fake_env({})));
+        fn(*b);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::vector<bootstrap_options> job(int P, int port, std::string token,
+                                   std::chrono::milliseconds timeout = 5000ms) {
+  std::vector<bootstrap_options> v(P);
+  for (int r = 0; r < P; ++r) {
+    v[r].rank = r;
+    v[r].world_size = P;
+    v[r].port = port;
+    v[r].token = token;
+    v[r].timeout = timeout;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("bootstrap values come from flags, then RANK/WORLD_SIZE, then Open MPI, then Slurm",
+          "[comm][bootstrap]") {
+  auto all = fake_env({{"RANK", "1"},
+                       {"WORLD_SIZE", "4"},
+                       {"MASTER_ADDR", "10.0.0.7"},
+                       {"MASTER_PORT", "29500"},
+                       {"OMPI_COMM_WORLD_RANK", "2"},
+                       {"OMPI_COMM_WORLD_SIZE", "5"},
+                       {"SLURM_PROCID", "3"},
+                       {"SLURM_NTASKS", "6"},
+                       {"MERAK_JOB_TOKEN", "t0k"}});
+  auto o = resolve_bootstrap({}, all);
+  CHECK(o.rank == 1);
+  CHECK(o.world_size == 4);
+  CHECK(o.addr == "10.0.0.7");
+  CHECK(o.port == 29500);
+  CHECK(o.token == "t0k");
+  CHECK(o.bind_addr == "0.0.0.0");  // a non-loopback rendezvous address
+
+  bootstrap_options given;
+  given.rank = 0;
+  given.world_size = 2;
+  given.port = 1234;
+  o = resolve_bootstrap(given, all);
+  CHECK(o.rank == 0);
+  CHECK(o.world_size == 2);
+  CHECK(o.port == 1234);
+
+  o = resolve_bootstrap({}, fake_env({{"OMPI_COMM_WORLD_RANK", "2"},
+                                      {"OMPI_COMM_WORLD_SIZE", "5"},
+                                      {"SLURM_PROCID", "3"},
+                                      {"SLURM_NTASKS", "6"},
+                                      {"MASTER_PORT", "4000"}}));
+  CHECK(o.rank == 2);
+  CHECK(o.world_size == 5);
+  CHECK(o.addr == "127.0.0.1");
+  CHECK(o.bind_addr == "127.0.0.1");
+
+  o = resolve_bootstrap(
+      {}, fake_env({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "6"}, {"MASTER_PORT", "4000"}}));
+  CHECK(o.rank == 3);
+  CHECK(o.world_size == 6);
+}
+
+TEST_CASE("bad bootstrap values are refused naming the variable", "[comm][bootstrap]") {
+  CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})),
+                    Catch::Contains("RANK='x1'"));
+  CHECK_THROWS_WITH(
+      resolve_bootstrap({},
+                        fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}})),
+      Catch::Contains("MASTER_PORT"));
+  CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "4"}, {"WORLD_SIZE", "4"}})),
+                    Catch::Contains("RANK") && Catch::Contains("WORLD_SIZE"));
+  CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}})),
+                    Catch::Contains("MASTER_PORT"));
+  CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"WORLD_SIZE", "2"}})),
+                    Catch::Contains("no rank"));
+}
+
+TEST_CASE("ranks join over TCP and all-gather blobs in rank order", "[comm][bootstrap]") {
+  for (int P : {1, 2, 5}) {
+    const int port = pick_free_port();
+    std::vector<std::vector<std::string>> got(P);
+    auto errors = join_all(job(P, port, "secret"), [&](bootstrap& b) {
+      auto all = b.allgather(std::string(b.rank() * 1000, char('a' + b.rank())));
+      b.barrier();
+      auto again = b.allgather(fmt::format("r{}", b.rank()));
+      got[b.rank()] = all;
+      REQUIRE(again.size() == size_t(P));
+      REQUIRE(again[P - 1] == fmt::format("r{}", P - 1));
+    });
+    for (int r = 0; r < P; ++r) {
+      REQUIRE(errors[r] == "");
+      for (int k = 0; k < P; ++k) REQUIRE(got[r][k] == std::string(k * 1000, char('a' + k)));
+    }
+  }
+}
+
+TEST_CASE("a peer with the wrong job token is refused", "[comm][bootstrap]") {
+  const int port = pick_free_port();
+  auto opts = job(2, port, "right", 1500ms);
+  opts[1].token = "wrong";
+  auto errors = join_all(opts, [](bootstrap&) {});
+  CHECK_THAT(errors[1], Catch::Contains("refused") && Catch::Contains("wrong job token"));
+  // Rank 0 keeps waiting for a rightful rank 1, then names it.
+  CHECK_THAT(errors[0], Catch::Contains("ranks 1 did not join"));
+}
+
+TEST_CASE("a rank whose rank 0 never listens fails within the timeout", "[comm][bootstrap]") {
+  const int port = pick_free_port();
+  auto opts = job(2, port, "", 300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(connect_bootstrap(resolve_bootstrap(opts[1], fake_env({}))),
+                    Catch::Contains("rank 0 at 127.0.0.1") && Catch::Contains("not reachable"));
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+}
+
+TEST_CASE("an all-gather names the rank that went away", "[comm][bootstrap]") {
+  const int port = pick_free_port();
+  auto errors = join_all(job(3, port, "t", 2000ms), [](bootstrap& b) {
+    if (b.rank() == 2) return;  // leaves: its connection closes
+    b.allgather("x");
+  });
+  CHECK_THAT(errors[0], Catch::Contains("rank 2") && Catch::Contains("closed"));
+  CHECK_THAT(errors[1], Catch::Contains("rank 0"));
+}
