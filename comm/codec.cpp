@@ -11,10 +11,14 @@ namespace merak::comm {
 
 std::string_view codec_kind_name(codec_kind k) {
   switch (k) {
-    case codec_kind::dense: return "dense";
-    case codec_kind::coo: return "coo";
-    case codec_kind::union_rows: return "union";
-    case codec_kind::s2: return "s2";
+    case codec_kind::dense:
+      return "dense";
+    case codec_kind::coo:
+      return "coo";
+    case codec_kind::union_rows:
+      return "union";
+    case codec_kind::s2:
+      return "s2";
   }
   return "?";
 }
@@ -27,9 +31,12 @@ codec_kind parse_codec_kind(std::string_view text) {
 
 std::string_view error_feedback_name(error_feedback f) {
   switch (f) {
-    case error_feedback::off: return "off";
-    case error_feedback::contractive: return "contractive";
-    case error_feedback::plain: return "plain";
+    case error_feedback::off:
+      return "off";
+    case error_feedback::contractive:
+      return "contractive";
+    case error_feedback::plain:
+      return "plain";
   }
   return "?";
 }
@@ -56,8 +63,7 @@ class dense_codec final : public codec {
   explicit dense_codec(const codec_config& config) : config_(config) {}
   const codec_config& config() const override { return config_; }
 
-  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks,
-              codec_message& msg) override {
+  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks, codec_message& msg) override {
     check_rows_shape(grad, n, d, "dense codec");
     n_ = n, ranks_ = ranks;
     msg.clear();
@@ -89,8 +95,7 @@ class coo_codec final : public codec {
   explicit coo_codec(const codec_config& config) : config_(config) {}
   const codec_config& config() const override { return config_; }
 
-  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks,
-              codec_message& msg) override {
+  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks, codec_message& msg) override {
     check_rows_shape(grad, n, d, "coo codec");
     n_ = n, d_ = d, ranks_ = ranks;
     nonzero_rows(grad, n, d, own_);
@@ -164,8 +169,7 @@ class union_codec final : public codec {
   explicit union_codec(const codec_config& config) : config_(config) {}
   const codec_config& config() const override { return config_; }
 
-  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks,
-              codec_message& msg) override {
+  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks, codec_message& msg) override {
     check_rows_shape(grad, n, d, "union codec");
     n_ = n, d_ = d, ranks_ = ranks;
     grad_ = grad;
@@ -224,15 +228,20 @@ std::unique_ptr<codec> make_codec(const codec_config& config) {
   if (config.kind == codec_kind::s2) {
     if (config.sketch_rows < 1 || config.sketch_rows > 32)
       fail("s2 codec: sketch rows r={} must be in 1..32", config.sketch_rows);
-    if (config.sketch_width < 0) fail("s2 codec: sketch width w={} is negative", config.sketch_width);
+    if (config.sketch_width < 0)
+      fail("s2 codec: sketch width w={} is negative", config.sketch_width);
     if (config.sketch_width == 0 && !(config.sketch_ratio > 0 && config.sketch_ratio <= 64))
       fail("s2 codec: sketch ratio {} must be in (0, 64]", config.sketch_ratio);
   }
   switch (config.kind) {
-    case codec_kind::dense: return std::make_unique<dense_codec>(config);
-    case codec_kind::coo: return std::make_unique<coo_codec>(config);
-    case codec_kind::union_rows: return std::make_unique<union_codec>(config);
-    case codec_kind::s2: return make_s2_codec(config);
+    case codec_kind::dense:
+      return std::make_unique<dense_codec>(config);
+    case codec_kind::coo:
+      return std::make_unique<coo_codec>(config);
+    case codec_kind::union_rows:
+      return std::make_unique<union_codec>(config);
+    case codec_kind::s2:
+      return make_s2_codec(config);
   }
   fail("make_codec: unknown codec kind {}", int(config.kind));
 }

@@ -53,11 +53,11 @@ enum class error_feedback { off, contractive, plain };
 struct codec_config {
   codec_kind kind = codec_kind::dense;
   // S2 only.
-  int sketch_rows = 1;          // r, 1..32
-  int64_t sketch_width = 0;     // w; 0: w = sketch_ratio · n·d / r (at least 1)
-  double sketch_ratio = 0.01;   // r·w as a fraction of n·d, used when sketch_width = 0
+  int sketch_rows = 1;         // r, 1..32
+  int64_t sketch_width = 0;    // w; 0: w = sketch_ratio · n·d / r (at least 1)
+  double sketch_ratio = 0.01;  // r·w as a fraction of n·d, used when sketch_width = 0
   error_feedback feedback = error_feedback::off;
-  uint64_t seed = 0;            // shared by all ranks; mixed with the step number
+  uint64_t seed = 0;  // shared by all ranks; mixed with the step number
 };
 
 // "dense", "coo", "union", "s2"; parse_codec_kind fails naming the text.
@@ -130,8 +130,8 @@ void run_codecs(std::span<codec* const> codecs, std::span<const std::span<float>
 // --- driver over a transport ----------------------------------------------
 
 struct codec_stats {
-  double encode_s = 0;   // encode + advance (packing between rounds)
-  double comm_s = 0;     // collectives, including the shape check
+  double encode_s = 0;  // encode + advance (packing between rounds)
+  double comm_s = 0;    // collectives, including the shape check
   double decode_s = 0;
   uint64_t bytes_sent = 0;  // this rank's transport bytes_sent() delta
   int64_t own_rows = 0;     // non-zero rows of this rank's gradient

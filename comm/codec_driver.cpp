@@ -76,7 +76,8 @@ void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64
   c.encode(grad, n, d, p, msg);
   st.encode_s += seconds_since(t0);
   for (tag_t round_tag = tag + 1;; round_tag += 3) {
-    if (round_tag + 2 > tag + 7) fail("reduce_rows: codec {} needs more than two rounds", codec_kind_name(c.config().kind));
+    if (round_tag + 2 > tag + 7)
+      fail("reduce_rows: codec {} needs more than two rounds", codec_kind_name(c.config().kind));
     t0 = clock_type::now();
     if (!msg.bits.empty()) allreduce_or(t, msg.bits, round_tag);
     if (!msg.sum.empty()) allreduce_sum(t, msg.sum, round_tag + 1);

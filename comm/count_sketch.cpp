@@ -23,10 +23,14 @@ inline uint32_t mix32(uint32_t x) {
 }
 
 // Lemire's multiply-shift: maps a uniform 32-bit h onto [0, w).
-inline uint32_t reduce_to(uint32_t h, uint64_t w) { return uint32_t((uint64_t(h) * w) >> 32); }
+inline uint32_t reduce_to(uint32_t h, uint64_t w) {
+  return uint32_t((uint64_t(h) * w) >> 32);
+}
 
 // The sign hash as a bit to XOR into a float's sign.
-inline uint32_t sign_bit(uint32_t key, uint32_t x) { return mix32(x ^ key) & 0x80000000u; }
+inline uint32_t sign_bit(uint32_t key, uint32_t x) {
+  return mix32(x ^ key) & 0x80000000u;
+}
 
 // Elements are hashed in blocks: indices and signed values are computed into
 // small arrays (vectorised), then scattered or gathered (scalar).

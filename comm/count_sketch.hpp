@@ -40,8 +40,8 @@ class count_sketch {
   // i of the list at out[i·d] (estimate_packed, out.size() = rows·d).
   void estimate_into(std::span<const float> table, std::span<const uint32_t> rows, float divisor,
                      std::span<float> g) const;
-  void estimate_packed(std::span<const float> table, std::span<const uint32_t> rows,
-                       float divisor, std::span<float> out) const;
+  void estimate_packed(std::span<const float> table, std::span<const uint32_t> rows, float divisor,
+                       std::span<float> out) const;
 
  private:
   void estimate(std::span<const float> table, std::span<const uint32_t> rows, float divisor,

@@ -19,7 +19,9 @@ void check_rows_shape(std::span<const float> g, int64_t n, int64_t d, const char
 // g once; vectorised.
 void nonzero_rows(std::span<const float> g, int64_t n, int64_t d, std::vector<uint32_t>& rows);
 
-inline int64_t bitmap_words(int64_t n) { return (n + 63) / 64; }
+inline int64_t bitmap_words(int64_t n) {
+  return (n + 63) / 64;
+}
 // bits := bitmap of `rows` (each < n); resized to bitmap_words(n).
 void rows_to_bitmap(std::span<const uint32_t> rows, int64_t n, std::vector<uint64_t>& bits);
 // rows := set bits, increasing.

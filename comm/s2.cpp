@@ -16,7 +16,9 @@ int64_t s2_sketch_width(const codec_config& config, int64_t n, int64_t d) {
   return std::max<int64_t>(1, int64_t(w));
 }
 
-uint64_t s2_step_seed(uint64_t seed, uint64_t step) { return mix64(seed ^ mix64(step)); }
+uint64_t s2_step_seed(uint64_t seed, uint64_t step) {
+  return mix64(seed ^ mix64(step));
+}
 
 namespace {
 
@@ -31,8 +33,7 @@ class s2_codec final : public codec {
 
   const codec_config& config() const override { return config_; }
 
-  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks,
-              codec_message& msg) override {
+  void encode(std::span<float> grad, int64_t n, int64_t d, int ranks, codec_message& msg) override {
     check_rows_shape(grad, n, d, "s2 codec");
     if (ranks < 1) fail("s2 codec: group size {} must be positive", ranks);
     if (!err_rows_.empty() && (n != n_ || d != d_))

@@ -46,9 +46,9 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 TEST_CASE("the row scan finds exactly the rows that hold a value other than zero", "[codec]") {
   const int64_t n = 7, d = 33;
   std::vector<float> g(size_t(n * d), 0.0f);
-  g[1 * d + 32] = 1e-30f;                                      // last column, tiny
-  g[3 * d + 0] = -0.0f;                                        // negative zero is zero
-  g[4 * d + 5] = std::numeric_limits<float>::quiet_NaN();      // NaN is not zero
+  g[1 * d + 32] = 1e-30f;                                  // last column, tiny
+  g[3 * d + 0] = -0.0f;                                    // negative zero is zero
+  g[4 * d + 5] = std::numeric_limits<float>::quiet_NaN();  // NaN is not zero
   g[6 * d + 17] = -2.0f;
   std::vector<uint32_t> rows;
   nonzero_rows(g, n, d, rows);
@@ -125,7 +125,8 @@ TEST_CASE("the pure reduction names the rank whose message has another shape", "
   codec_message ma, mb;
   ma.sum = a, mb.sum = b;
   codec_message* msgs[] = {&ma, &mb};
-  CHECK_THROWS_WITH(reduce_messages(msgs), Catch::Contains("rank 1 sends 0 bitmap words, 13 floats"));
+  CHECK_THROWS_WITH(reduce_messages(msgs),
+                    Catch::Contains("rank 1 sends 0 bitmap words, 13 floats"));
 }
 
 TEST_CASE("codec names and bad configurations give errors that name the value", "[codec]") {
@@ -134,8 +135,7 @@ TEST_CASE("codec names and bad configurations give errors that name the value", 
   CHECK_THROWS_WITH(parse_codec_kind("topk"), Catch::Contains("'topk'"));
   CHECK(parse_error_feedback("on") == error_feedback::contractive);
   CHECK_THROWS_WITH(parse_error_feedback("yes"), Catch::Contains("'yes'"));
-  CHECK_THROWS_WITH(make_codec({.kind = codec_kind::s2, .sketch_rows = 0}),
-                    Catch::Contains("r=0"));
+  CHECK_THROWS_WITH(make_codec({.kind = codec_kind::s2, .sketch_rows = 0}), Catch::Contains("r=0"));
   CHECK_THROWS_WITH(make_codec({.kind = codec_kind::s2, .sketch_ratio = -1}),
                     Catch::Contains("ratio -1"));
 }

@@ -118,8 +118,7 @@ TEST_CASE("a narrow S2 sketch is noisy but zero outside the union and exact in t
   for (size_t r = 1; r < out.size(); ++r) CHECK(out[r] == out[0]);  // same on every rank
 }
 
-TEST_CASE("the r = 1 estimate is unbiased: its mean over many seeds is the exact average",
-          "[s2]") {
+TEST_CASE("the r = 1 estimate is unbiased: its mean over many seeds is the exact average", "[s2]") {
   // P = 2, 1,024 non-zeros into w = 256 buckets (each estimate collides with
   // ~4 others). Over S seeds the mean error of element x is ~N(0, σ_x²/S);
   // its z-score must be small for every element and ~1 in mean square.
@@ -166,8 +165,7 @@ TEST_CASE("a median over more sketch rows lowers the error at the same total siz
   double e1 = 0, e5 = 0;
   for (int s = 0; s < 20; ++s) {
     group one({.kind = codec_kind::s2, .sketch_ratio = 0.4, .seed = uint64_t(s)}, 2);
-    group five({.kind = codec_kind::s2, .sketch_rows = 5, .sketch_ratio = 0.4,
-                .seed = uint64_t(s)},
+    group five({.kind = codec_kind::s2, .sketch_rows = 5, .sketch_ratio = 0.4, .seed = uint64_t(s)},
                2);
     e1 += rel_l2(one.step(g, n, d)[0], ref);
     e5 += rel_l2(five.step(g, n, d)[0], ref);
@@ -176,9 +174,10 @@ TEST_CASE("a median over more sketch rows lowers the error at the same total siz
   CHECK(e5 < e1);
 }
 
-TEST_CASE("contractive error feedback keeps the accumulated error bounded; plain feedback "
-          "diverges",
-          "[s2]") {
+TEST_CASE(
+    "contractive error feedback keeps the accumulated error bounded; plain feedback "
+    "diverges",
+    "[s2]") {
   // The accumulated error A_T = Σ_t (exact average_t − applied_t) equals the
   // ranks' mean residual under contractive feedback (r = 1), so it must stay
   // bounded; plain feedback amplifies it by ~√ω each step when ω =
@@ -206,7 +205,7 @@ TEST_CASE("contractive error feedback keeps the accumulated error bounded; plain
   const double plain = accumulated(error_feedback::plain);
   const double off = accumulated(error_feedback::off);
   INFO("|A_T| / |G|: contractive " << contractive << " plain " << plain << " off " << off);
-  CHECK(contractive < 10);      // bounded: ~√ω·(1+ω)/... a few gradients
-  CHECK(!(plain < 1e6));        // grows geometrically (or overflows to inf/NaN)
-  CHECK(off > contractive);     // without feedback the noise adds up as a random walk
+  CHECK(contractive < 10);   // bounded: ~√ω·(1+ω)/... a few gradients
+  CHECK(!(plain < 1e6));     // grows geometrically (or overflows to inf/NaN)
+  CHECK(off > contractive);  // without feedback the noise adds up as a random walk
 }
