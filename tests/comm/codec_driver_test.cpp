@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "codec_test_util.hpp"
 #include "comm/codec.hpp"
+#include "comm/codec_bench.hpp"
 #include "comm/row_sparse.hpp"
 #include "comm/s2.hpp"
 #include "comm_test_util.hpp"
@@ -199,5 +201,70 @@ TEST_CASE("a group of one leaves the gradient as it is and sends nothing", "[cod
       CHECK(st.bytes_sent == 0);
     });
     CHECK(errors[0] == "");
+  }
+}
+
+TEST_CASE("the codec benchmark over a transport reports the counted bytes and a small exact error",
+          "[codec][driver]") {
+  auto errors = run_ranks(2, [&](transport& t) {
+    for (codec_kind kind : all_kinds) {
+      const auto r =
+          bench_codec_over(t, {.kind = kind, .sketch_ratio = 0.1}, 2000, 32, 0.05, 2, 1, 300);
+      CHECK(r.ranks == 2);
+      CHECK(r.bytes_per_rank > 0);
+      CHECK(r.time_ms >= r.time_min_ms);
+      if (kind != codec_kind::dense) CHECK(r.union_rows > r.own_rows);
+      if (kind == codec_kind::s2) {
+        CHECK(r.rel_error > 0.05);  // a sketch of 10% of n·d over a ~10% union is noisy
+        CHECK(r.bytes_per_rank < 0.2 * r.dense_bytes_per_rank);
+      } else {
+        CHECK(r.rel_error < 1e-6);
+      }
+      CHECK_THAT(r.to_json(),
+                 Catch::Contains("\"method\":\"" + std::string(codec_kind_name(kind)) + "\""));
+    }
+  });
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+}
+
+TEST_CASE("the pure codec benchmark gives one result per method and sketch ratio",
+          "[codec][bench]") {
+  codec_bench_options o;
+  o.n = 3000, o.d = 16, o.iters = 2, o.ranks = 3, o.densities = {0.02};
+  o.sketch_ratios = {0.05, 0.5};
+  const auto rs = bench_codecs_pure(o);
+  REQUIRE(rs.size() == 5);
+  CHECK(rs[0].method == "dense");
+  CHECK(rs[0].bytes_per_rank == rs[0].dense_bytes_per_rank);
+  CHECK(rs[3].sketch_ratio == Approx(0.05));
+  CHECK(rs[4].rel_error < rs[3].rel_error);  // a wider sketch is more accurate
+  for (int i = 0; i < 3; ++i) CHECK(rs[size_t(i)].rel_error < 1e-6);
+}
+
+// Not run by default: `merak_comm_tests "[.codec_bench]" -s` prints the JSON
+// lines of the pure benchmark at the issue's sizes.
+TEST_CASE("codec benchmark at n = 50,000, d = 256", "[.codec_bench]") {
+  for (const auto& r : bench_codecs_pure({})) std::printf("%s\n", r.to_json().c_str());
+}
+
+// Not run by default: `merak_comm_tests "[.codec_bench_inproc]" -s` prints
+// end-to-end times over the in-process transport (P = 2 threads).
+TEST_CASE("codec benchmark over the in-process transport at n = 50,000, d = 256",
+          "[.codec_bench_inproc]") {
+  for (double density : {0.01, 0.05}) {
+    std::vector<codec_config> configs = {
+        {.kind = codec_kind::dense}, {.kind = codec_kind::coo}, {.kind = codec_kind::union_rows}};
+    for (double y : {0.01, 0.05, 0.1, 0.2})
+      configs.push_back({.kind = codec_kind::s2, .sketch_ratio = y, .seed = 1});
+    for (const auto& config : configs) {
+      codec_bench_result r0;
+      auto errors = run_ranks(2, [&](transport& t) {
+        auto r = bench_codec_over(t, config, 50000, 256, density, 7, 1, 400);
+        if (t.rank() == 0) r0 = r;
+      });
+      REQUIRE(errors[0] == "");
+      std::printf("%s\n", r0.to_json().c_str());
+    }
   }
 }

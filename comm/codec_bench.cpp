@@ -1,0 +1,190 @@
+#include "comm/codec_bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "comm/collectives.hpp"
+#include "comm/s2.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace merak::comm {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+double rel_l2(const std::vector<float>& est, const std::vector<float>& exact) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < est.size(); ++i) {
+    const double e = double(est[i]) - double(exact[i]);
+    num += e * e;
+    den += double(exact[i]) * double(exact[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+codec_bench_result describe(const codec_config& c, int ranks, int64_t n, int64_t d, double density,
+                            int iters) {
+  codec_bench_result r;
+  r.method = std::string(codec_kind_name(c.kind));
+  r.ranks = ranks, r.n = n, r.d = d, r.density = density, r.iters = iters;
+  if (c.kind == codec_kind::s2) {
+    r.sketch_rows = c.sketch_rows;
+    r.sketch_width = s2_sketch_width(c, n, d);
+    r.sketch_ratio = double(r.sketch_rows) * double(r.sketch_width) / (double(n) * double(d));
+    r.feedback = std::string(error_feedback_name(c.feedback));
+  }
+  r.dense_bytes_per_rank = 2.0 * (ranks - 1) / ranks * double(n) * double(d) * 4;
+  return r;
+}
+
+}  // namespace
+
+std::vector<float> bench_gradient(int64_t n, int64_t d, double density, uint64_t seed, int rank) {
+  std::vector<float> g(size_t(n * d), 0.0f);
+  rng rows(seed, 2 * uint64_t(rank) + 1), vals(seed, 2 * uint64_t(rank) + 2);
+  for (int64_t k = 0; k < n; ++k) {
+    if (rows.uniform() >= density) continue;
+    for (int64_t c = 0; c < d; ++c) g[size_t(k * d + c)] = float(vals.normal());
+  }
+  return g;
+}
+
+std::string codec_bench_result::to_json() const {
+  return fmt::format(
+      "{{\"bench\":\"codec\",\"method\":\"{}\",\"transport\":\"{}\",\"procs\":{},\"rows\":{},"
+      "\"cols\":{},\"row_density\":{},\"sketch_ratio\":{},\"sketch_rows\":{},\"sketch_width\":{},"
+      "\"error_feedback\":\"{}\",\"iters\":{},\"time_ms\":{:.4f},\"time_min_ms\":{:.4f},"
+      "\"time_max_ms\":{:.4f},\"encode_ms\":{:.4f},\"comm_ms\":{:.4f},\"decode_ms\":{:.4f},"
+      "\"bytes_per_rank\":{:.0f},\"dense_bytes_per_rank\":{:.0f},\"bytes_vs_dense\":{:.5f},"
+      "\"rel_error\":{:.6g},\"own_rows\":{},\"union_rows\":{}}}",
+      method, transport, ranks, n, d, density, sketch_ratio, sketch_rows, sketch_width, feedback,
+      iters, time_ms, time_min_ms, time_max_ms, encode_ms, comm_ms, decode_ms, bytes_per_rank,
+      dense_bytes_per_rank, dense_bytes_per_rank > 0 ? bytes_per_rank / dense_bytes_per_rank : 0.0,
+      rel_error, own_rows, union_rows);
+}
+
+std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) {
+  if (o.ranks < 1 || o.iters < 1)
+    fail("codec bench: ranks {} and iters {} must be >= 1", o.ranks, o.iters);
+  const int P = o.ranks;
+  const int64_t n = o.n, d = o.d;
+  std::vector<codec_bench_result> out;
+  for (double density : o.densities) {
+    std::vector<std::vector<float>> grads, work(static_cast<size_t>(P));
+    for (int r = 0; r < P; ++r) grads.push_back(bench_gradient(n, d, density, o.seed, r));
+    std::vector<float> exact = grads[0];
+    for (int r = 1; r < P; ++r)
+      for (size_t i = 0; i < exact.size(); ++i) exact[i] += grads[size_t(r)][i];
+    for (float& v : exact) v /= float(P);
+
+    std::vector<codec_config> configs;
+    for (codec_kind k : o.methods) {
+      if (k != codec_kind::s2) {
+        configs.push_back({.kind = k});
+        continue;
+      }
+      for (double y : o.sketch_ratios)
+        configs.push_back(
+            {.kind = k, .sketch_rows = o.sketch_rows, .sketch_ratio = y, .seed = o.seed});
+    }
+    for (const codec_config& config : configs) {
+      codec_bench_result res = describe(config, P, n, d, density, o.iters);
+      res.transport = "none";
+      std::vector<std::unique_ptr<codec>> codecs;
+      for (int r = 0; r < P; ++r) codecs.push_back(make_codec(config));
+      std::vector<double> enc, com, dec, tot;
+      for (int it = 0; it < o.iters; ++it) {
+        for (int r = 0; r < P; ++r) work[size_t(r)] = grads[size_t(r)];
+        std::vector<codec_message> msgs(static_cast<size_t>(P));
+        std::vector<codec_message*> ptrs;
+        for (auto& m : msgs) ptrs.push_back(&m);
+        double e = 0, c = 0, dd = 0, bytes = 0;
+        auto t0 = clock_type::now();
+        for (int r = 0; r < P; ++r)
+          codecs[size_t(r)]->encode(work[size_t(r)], n, d, P, msgs[size_t(r)]);
+        e += ms_since(t0);
+        for (;;) {
+          // Ring formulas for what this round would send per rank.
+          const double ring = 2.0 * (P - 1) / P;
+          bytes += ring * double(msgs[0].bits.size() * 8 + msgs[0].sum.size() * 4);
+          if (msgs[0].has_gather) {
+            double all = 0;
+            for (auto& m : msgs) all += double(m.gather.size());
+            bytes += double(P - 1) / P * all;
+          }
+          t0 = clock_type::now();
+          reduce_messages(ptrs);
+          c += ms_since(t0);
+          t0 = clock_type::now();
+          bool more = false;
+          for (int r = 0; r < P; ++r) more = codecs[size_t(r)]->advance(msgs[size_t(r)]);
+          e += ms_since(t0);
+          if (!more) break;
+        }
+        t0 = clock_type::now();
+        for (int r = 0; r < P; ++r) codecs[size_t(r)]->decode(msgs[size_t(r)], work[size_t(r)]);
+        dd += ms_since(t0);
+        enc.push_back(e / P), com.push_back(c), dec.push_back(dd / P), tot.push_back((e + dd) / P);
+        res.bytes_per_rank = bytes;
+      }
+      res.encode_ms = median(enc), res.comm_ms = median(com), res.decode_ms = median(dec);
+      res.time_ms = median(tot);
+      res.time_min_ms = *std::min_element(tot.begin(), tot.end());
+      res.time_max_ms = *std::max_element(tot.begin(), tot.end());
+      res.rel_error = rel_l2(work[0], exact);
+      res.own_rows = codecs[0]->own_rows(), res.union_rows = codecs[0]->union_rows();
+      out.push_back(res);
+    }
+  }
+  return out;
+}
+
+codec_bench_result bench_codec_over(transport& t, const codec_config& config, int64_t n, int64_t d,
+                                    double density, int iters, uint64_t seed, tag_t tag) {
+  if (iters < 1) fail("codec bench: iters {} must be >= 1", iters);
+  const int P = t.size();
+  codec_bench_result res = describe(config, P, n, d, density, iters);
+  res.transport = t.name();
+  const std::vector<float> mine = bench_gradient(n, d, density, seed, t.rank());
+  std::vector<float> exact = mine;
+  allreduce_sum(t, exact, tag);
+  for (float& v : exact) v /= float(P);
+  auto c = make_codec(config);
+  std::vector<float> work(mine.size());
+  std::vector<double> enc, com, dec, tot, bytes;
+  for (int it = 0; it < iters; ++it) {
+    std::memcpy(work.data(), mine.data(), mine.size() * sizeof(float));
+    barrier(t, tag + 1);
+    codec_stats st;
+    const auto t0 = clock_type::now();
+    reduce_rows(*c, t, work, n, d, tag + 2, &st);
+    tot.push_back(ms_since(t0));
+    enc.push_back(st.encode_s * 1e3), com.push_back(st.comm_s * 1e3),
+        dec.push_back(st.decode_s * 1e3), bytes.push_back(double(st.bytes_sent));
+    res.own_rows = st.own_rows, res.union_rows = st.union_rows;
+  }
+  res.encode_ms = median(enc), res.comm_ms = median(com), res.decode_ms = median(dec);
+  res.time_ms = median(tot);
+  res.time_min_ms = *std::min_element(tot.begin(), tot.end());
+  res.time_max_ms = *std::max_element(tot.begin(), tot.end());
+  res.bytes_per_rank = median(bytes);
+  res.rel_error = rel_l2(work, exact);
+  return res;
+}
+
+}  // namespace merak::comm

@@ -1,0 +1,73 @@
+#pragma once
+// Measurements of the gradient codecs, for `merak bench allreduce` and the
+// figures of docs/s2-reducer.md. Functions here measure and return; the
+// command prints. Each result prints as one JSON object (to_json).
+//
+// Test data: every rank's gradient is (n, d) with each row non-zero with
+// probability `density` (independently per rank, so |U| ≈ P·density·n for
+// small densities), values standard normal, drawn from (seed, rank).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/codec.hpp"
+#include "comm/transport.hpp"
+
+namespace merak::comm {
+
+// Rank `rank`'s test gradient (n·d floats).
+std::vector<float> bench_gradient(int64_t n, int64_t d, double density, uint64_t seed, int rank);
+
+struct codec_bench_result {
+  std::string method;     // dense | coo | union | s2
+  std::string transport;  // "none" (pure, simulated ranks) or the transport's name
+  int ranks = 0;          // P
+  int64_t n = 0, d = 0;
+  double density = 0;        // row density per rank
+  double sketch_ratio = 0;   // r·w / (n·d), s2 only
+  int sketch_rows = 0;       // r, s2 only
+  int64_t sketch_width = 0;  // w, s2 only
+  std::string feedback = "off";
+  int iters = 0;
+  // Medians over iterations (ms); per rank. time_ms is end to end (encode +
+  // comm + decode); pure runs report time_ms = encode + decode and comm_ms
+  // as the simulated reduction (one thread summing all ranks: not a network
+  // time).
+  double time_ms = 0, encode_ms = 0, comm_ms = 0, decode_ms = 0;
+  double time_min_ms = 0, time_max_ms = 0;  // spread of time_ms
+  // Bytes sent per rank: counted by the transport, or for pure runs the
+  // spec's ring formula applied to the messages.
+  double bytes_per_rank = 0;
+  double dense_bytes_per_rank = 0;  // 2(P-1)/P·n·d·4, for the ratio
+  double rel_error = 0;             // ‖Ĝ − G̅‖₂ / ‖G̅‖₂, last iteration, rank 0
+  int64_t own_rows = 0, union_rows = 0;
+
+  std::string to_json() const;
+};
+
+struct codec_bench_options {
+  int64_t n = 50000, d = 256;
+  int ranks = 2;  // simulated ranks of the pure bench
+  std::vector<double> densities = {0.01, 0.05};
+  std::vector<double> sketch_ratios = {0.01, 0.05, 0.1, 0.2};
+  int sketch_rows = 1;
+  std::vector<codec_kind> methods = {codec_kind::dense, codec_kind::coo, codec_kind::union_rows,
+                                     codec_kind::s2};
+  int iters = 5;
+  uint64_t seed = 1;
+};
+
+// Pure: P simulated ranks in this thread, reduce_messages in place of the
+// collectives; one result per (method, density, and for s2 ratio).
+std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& options);
+
+// Over a transport: collective, every rank of `t` calls it with the same
+// arguments; each rank gets its own timings (rank 0's are the ones to
+// print). Before the timed iterations the exact average is computed with a
+// dense all-reduce (tags tag..tag+7 are used; each iteration starts after a
+// barrier). `config.sketch_ratio`/width/rows/feedback apply to s2.
+codec_bench_result bench_codec_over(transport& t, const codec_config& config, int64_t n, int64_t d,
+                                    double density, int iters, uint64_t seed, tag_t tag);
+
+}  // namespace merak::comm
