@@ -48,6 +48,23 @@ error_feedback parse_error_feedback(std::string_view text) {
   fail("unknown error feedback '{}' (expected off, contractive (on) or plain)", text);
 }
 
+bool codec::find_rows(std::span<const float> grad, int64_t n, int64_t d,
+                      std::vector<uint32_t>& rows) {
+  if (!has_known_) {
+    nonzero_rows(grad, n, d, rows);
+    return false;
+  }
+  has_known_ = false;
+  for (size_t i = 0; i < known_.size(); ++i)
+    if (known_[i] >= n || (i > 0 && known_[i] <= known_[i - 1]))
+      fail("{} codec: known row {} at position {} is {} (rows must increase and be below n={})",
+           codec_kind_name(config().kind), known_[i], i,
+           known_[i] >= n ? "out of range" : "not increasing", n);
+  rows.swap(known_);
+  known_.clear();
+  return true;
+}
+
 namespace {
 
 void divide_rows(std::span<float> g, std::span<const uint32_t> rows, int64_t d, float p) {
@@ -98,7 +115,7 @@ class coo_codec final : public codec {
   void encode(std::span<float> grad, int64_t n, int64_t d, int ranks, codec_message& msg) override {
     check_rows_shape(grad, n, d, "coo codec");
     n_ = n, d_ = d, ranks_ = ranks;
-    nonzero_rows(grad, n, d, own_);
+    find_rows(grad, n, d, own_);
     const size_t m = own_.size();
     block_.resize(m * 4 * size_t(1 + d));
     std::memcpy(block_.data(), own_.data(), m * 4);
@@ -173,7 +190,7 @@ class union_codec final : public codec {
     check_rows_shape(grad, n, d, "union codec");
     n_ = n, d_ = d, ranks_ = ranks;
     grad_ = grad;
-    nonzero_rows(grad, n, d, own_);
+    find_rows(grad, n, d, own_);
     rows_to_bitmap(own_, n, bits_);
     round_ = 0;
     msg.clear();

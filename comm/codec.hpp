@@ -103,12 +103,33 @@ class codec {
   // `grad` (the span given to encode). Rows outside the union are zero.
   virtual void decode(codec_message& msg, std::span<float> grad) = 0;
 
+  // Optional, before encode: rows that hold all of the next gradient's
+  // non-zeros (strictly increasing, each < n; rows listed may be zero), such
+  // as the token ids of an embedding's batch. The next encode then skips its
+  // scan of the whole gradient (one read of n·d floats) and fails naming the
+  // first bad entry if the list is not increasing or not below n. Used by
+  // one encode; `dense` ignores it.
+  void set_known_rows(std::span<const uint32_t> rows) {
+    known_.assign(rows.begin(), rows.end());
+    has_known_ = true;
+  }
+
   // After decode: rows of this rank's gradient that were non-zero, and rows
   // of the union over ranks (n for dense, which does not look).
   virtual int64_t own_rows() const = 0;
   virtual int64_t union_rows() const = 0;
   // Steps completed on this codec.
   virtual uint64_t step() const = 0;
+
+ protected:
+  // This step's non-zero rows of grad (n, d), increasing: the known rows
+  // when set_known_rows was called (then forgotten; returns true), else a
+  // scan (returns false).
+  bool find_rows(std::span<const float> grad, int64_t n, int64_t d, std::vector<uint32_t>& rows);
+
+ private:
+  std::vector<uint32_t> known_;
+  bool has_known_ = false;
 };
 
 // Fails on a bad config (r out of range, negative width or ratio).

@@ -1,6 +1,8 @@
 #include "comm/s2.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <optional>
 
 #include "comm/count_sketch.hpp"
@@ -47,7 +49,13 @@ class s2_codec final : public codec {
       for (int64_t c = 0; c < d; ++c) g[c] += e[c];
     }
     // 2. bitmap of non-zero rows; 3. the sketch of those rows only.
-    nonzero_rows(grad, n, d, own_rows_);
+    if (find_rows(grad, n, d, own_rows_) && !err_rows_.empty()) {
+      // The known rows say nothing of the rows the feedback added to.
+      merged_.clear();
+      std::set_union(own_rows_.begin(), own_rows_.end(), err_rows_.begin(), err_rows_.end(),
+                     std::back_inserter(merged_));
+      own_rows_.swap(merged_);
+    }
     rows_to_bitmap(own_rows_, n, bits_);
     sketch_.emplace(config_.sketch_rows, s2_sketch_width(config_, n, d), n, d,
                     s2_step_seed(config_.seed, step_));
@@ -113,7 +121,7 @@ class s2_codec final : public codec {
   int ranks_ = 1;
   uint64_t step_ = 0;
   std::optional<count_sketch> sketch_;
-  std::vector<uint32_t> own_rows_, union_;
+  std::vector<uint32_t> own_rows_, union_, merged_;
   std::vector<uint64_t> bits_;
   std::vector<float> table_, own_table_;
   // Error feedback E_i, non-zero only on err_rows_ (the last union), packed.

@@ -139,3 +139,50 @@ TEST_CASE("codec names and bad configurations give errors that name the value", 
   CHECK_THROWS_WITH(make_codec({.kind = codec_kind::s2, .sketch_ratio = -1}),
                     Catch::Contains("ratio -1"));
 }
+
+TEST_CASE("known non-zero rows replace the scan and give the same result", "[codec]") {
+  const int64_t n = 400, d = 16;
+  for (codec_kind kind : {codec_kind::coo, codec_kind::union_rows, codec_kind::s2}) {
+    const codec_config config{.kind = kind, .sketch_ratio = 0.3, .feedback = error_feedback::off};
+    std::vector<std::vector<float>> g;
+    for (int r = 0; r < 3; ++r) g.push_back(row_sparse_gradient(n, d, 0.1, 60 + r));
+    const auto scanned = run_pure(config, g, n, d);
+    // Known rows: the non-zero ones plus some zero rows (allowed).
+    std::vector<std::unique_ptr<codec>> owned;
+    std::vector<codec*> codecs;
+    std::vector<std::span<float>> spans;
+    for (auto& gr : g) {
+      std::vector<uint32_t> rows;
+      nonzero_rows(gr, n, d, rows);
+      rows.push_back(uint32_t(n - 1));
+      if (rows.size() > 1 && rows[rows.size() - 2] == n - 1) rows.pop_back();
+      owned.push_back(make_codec(config));
+      owned.back()->set_known_rows(rows);
+      codecs.push_back(owned.back().get());
+      spans.emplace_back(gr);
+    }
+    run_codecs(codecs, spans, n, d);
+    INFO(codec_kind_name(kind));
+    // S2 decodes every row of the union: the zero row n-1 gets collision
+    // noise there, the other rows must not change.
+    const size_t compared = kind == codec_kind::s2 ? size_t((n - 1) * d) : size_t(n * d);
+    for (size_t r = 0; r < g.size(); ++r)
+      CHECK(std::memcmp(g[r].data(), scanned[r].data(), compared * sizeof(float)) == 0);
+    CHECK(codecs[0]->union_rows() >= 1);
+  }
+}
+
+TEST_CASE("known rows that are out of range or not increasing are refused by position", "[codec]") {
+  std::vector<float> g(40, 1.0f);
+  codec_message msg;
+  auto c = make_codec({.kind = codec_kind::union_rows});
+  const uint32_t unsorted[] = {1, 3, 2};
+  c->set_known_rows(unsorted);
+  CHECK_THROWS_WITH(c->encode(g, 10, 4, 2, msg),
+                    Catch::Contains("known row 2 at position 2 is not increasing"));
+  const uint32_t beyond[] = {1, 10};
+  c->set_known_rows(beyond);
+  CHECK_THROWS_WITH(
+      c->encode(g, 10, 4, 2, msg),
+      Catch::Contains("known row 10 at position 1 is out of range") && Catch::Contains("n=10"));
+}
