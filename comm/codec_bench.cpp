@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/collectives.hpp"
+#include "comm/row_sparse.hpp"
 #include "comm/s2.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -68,14 +69,16 @@ std::string codec_bench_result::to_json() const {
   return fmt::format(
       "{{\"bench\":\"codec\",\"method\":\"{}\",\"transport\":\"{}\",\"procs\":{},\"rows\":{},"
       "\"cols\":{},\"row_density\":{},\"sketch_ratio\":{},\"sketch_rows\":{},\"sketch_width\":{},"
-      "\"error_feedback\":\"{}\",\"iters\":{},\"time_ms\":{:.4f},\"time_min_ms\":{:.4f},"
+      "\"error_feedback\":\"{}\",\"known_rows\":{},\"iters\":{},\"time_ms\":{:.4f},\"time_min_ms\":"
+      "{:.4f},"
       "\"time_max_ms\":{:.4f},\"encode_ms\":{:.4f},\"comm_ms\":{:.4f},\"decode_ms\":{:.4f},"
       "\"bytes_per_rank\":{:.0f},\"dense_bytes_per_rank\":{:.0f},\"bytes_vs_dense\":{:.5f},"
       "\"rel_error\":{:.6g},\"own_rows\":{},\"union_rows\":{}}}",
       method, transport, ranks, n, d, density, sketch_ratio, sketch_rows, sketch_width, feedback,
-      iters, time_ms, time_min_ms, time_max_ms, encode_ms, comm_ms, decode_ms, bytes_per_rank,
-      dense_bytes_per_rank, dense_bytes_per_rank > 0 ? bytes_per_rank / dense_bytes_per_rank : 0.0,
-      rel_error, own_rows, union_rows);
+      known_rows, iters, time_ms, time_min_ms, time_max_ms, encode_ms, comm_ms, decode_ms,
+      bytes_per_rank, dense_bytes_per_rank,
+      dense_bytes_per_rank > 0 ? bytes_per_rank / dense_bytes_per_rank : 0.0, rel_error, own_rows,
+      union_rows);
 }
 
 std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) {
@@ -86,7 +89,11 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
   std::vector<codec_bench_result> out;
   for (double density : o.densities) {
     std::vector<std::vector<float>> grads, work(static_cast<size_t>(P));
-    for (int r = 0; r < P; ++r) grads.push_back(bench_gradient(n, d, density, o.seed, r));
+    std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(P));
+    for (int r = 0; r < P; ++r) {
+      grads.push_back(bench_gradient(n, d, density, o.seed, r));
+      if (o.known_rows) nonzero_rows(grads.back(), n, d, rows[size_t(r)]);
+    }
     std::vector<float> exact = grads[0];
     for (int r = 1; r < P; ++r)
       for (size_t i = 0; i < exact.size(); ++i) exact[i] += grads[size_t(r)][i];
@@ -105,6 +112,7 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
     for (const codec_config& config : configs) {
       codec_bench_result res = describe(config, P, n, d, density, o.iters);
       res.transport = "none";
+      res.known_rows = o.known_rows;
       std::vector<std::unique_ptr<codec>> codecs;
       for (int r = 0; r < P; ++r) codecs.push_back(make_codec(config));
       std::vector<double> enc, com, dec, tot;
@@ -115,8 +123,10 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
         for (auto& m : msgs) ptrs.push_back(&m);
         double e = 0, c = 0, dd = 0, bytes = 0;
         auto t0 = clock_type::now();
-        for (int r = 0; r < P; ++r)
+        for (int r = 0; r < P; ++r) {
+          if (o.known_rows) codecs[size_t(r)]->set_known_rows(rows[size_t(r)]);
           codecs[size_t(r)]->encode(work[size_t(r)], n, d, P, msgs[size_t(r)]);
+        }
         e += ms_since(t0);
         for (;;) {
           // Ring formulas for what this round would send per rank.
@@ -154,25 +164,29 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
   return out;
 }
 
-codec_bench_result bench_codec_over(transport& t, const codec_config& config, int64_t n, int64_t d,
-                                    double density, int iters, uint64_t seed, tag_t tag) {
-  if (iters < 1) fail("codec bench: iters {} must be >= 1", iters);
+codec_bench_result bench_codec_over(transport& t, const codec_run_options& o) {
+  if (o.iters < 1) fail("codec bench: iters {} must be >= 1", o.iters);
   const int P = t.size();
-  codec_bench_result res = describe(config, P, n, d, density, iters);
+  const int64_t n = o.n, d = o.d;
+  codec_bench_result res = describe(o.config, P, n, d, o.density, o.iters);
   res.transport = t.name();
-  const std::vector<float> mine = bench_gradient(n, d, density, seed, t.rank());
+  res.known_rows = o.known_rows;
+  const std::vector<float> mine = bench_gradient(n, d, o.density, o.seed, t.rank());
+  std::vector<uint32_t> rows;
+  if (o.known_rows) nonzero_rows(mine, n, d, rows);
   std::vector<float> exact = mine;
-  allreduce_sum(t, exact, tag);
+  allreduce_sum(t, exact, o.tag);
   for (float& v : exact) v /= float(P);
-  auto c = make_codec(config);
+  auto c = make_codec(o.config);
   std::vector<float> work(mine.size());
   std::vector<double> enc, com, dec, tot, bytes;
-  for (int it = 0; it < iters; ++it) {
+  for (int it = 0; it < o.iters; ++it) {
     std::memcpy(work.data(), mine.data(), mine.size() * sizeof(float));
-    barrier(t, tag + 1);
+    barrier(t, o.tag + 1);
     codec_stats st;
     const auto t0 = clock_type::now();
-    reduce_rows(*c, t, work, n, d, tag + 2, &st);
+    if (o.known_rows) c->set_known_rows(rows);
+    reduce_rows(*c, t, work, n, d, o.tag + 2, &st);
     tot.push_back(ms_since(t0));
     enc.push_back(st.encode_s * 1e3), com.push_back(st.comm_s * 1e3),
         dec.push_back(st.decode_s * 1e3), bytes.push_back(double(st.bytes_sent));

@@ -29,6 +29,7 @@ struct codec_bench_result {
   int sketch_rows = 0;       // r, s2 only
   int64_t sketch_width = 0;  // w, s2 only
   std::string feedback = "off";
+  bool known_rows = false;
   int iters = 0;
   // Medians over iterations (ms); per rank. time_ms is end to end (encode +
   // comm + decode); pure runs report time_ms = encode + decode and comm_ms
@@ -56,18 +57,31 @@ struct codec_bench_options {
                                      codec_kind::s2};
   int iters = 5;
   uint64_t seed = 1;
+  bool known_rows = false;  // as in codec_run_options
 };
 
 // Pure: P simulated ranks in this thread, reduce_messages in place of the
 // collectives; one result per (method, density, and for s2 ratio).
 std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& options);
 
+// One configuration of the benchmark over a transport.
+struct codec_run_options {
+  codec_config config;  // method; sketch_ratio/width/rows/feedback/seed apply to s2
+  int64_t n = 50000, d = 256;
+  double density = 0.01;
+  int iters = 10;
+  uint64_t seed = 1;  // of the test gradients
+  // Hand the codec the non-zero rows (codec::set_known_rows) as a trainer
+  // that knows its batch's token ids would, instead of letting it scan.
+  bool known_rows = false;
+  tag_t tag = 900;  // uses tags tag .. tag + 9
+};
+
 // Over a transport: collective, every rank of `t` calls it with the same
-// arguments; each rank gets its own timings (rank 0's are the ones to
-// print). Before the timed iterations the exact average is computed with a
-// dense all-reduce (tags tag..tag+7 are used; each iteration starts after a
-// barrier). `config.sketch_ratio`/width/rows/feedback apply to s2.
-codec_bench_result bench_codec_over(transport& t, const codec_config& config, int64_t n, int64_t d,
-                                    double density, int iters, uint64_t seed, tag_t tag);
+// options; each rank returns its own timings (print rank 0's). Before the
+// timed iterations the exact average is computed with a dense all-reduce;
+// each iteration starts after a barrier, restores the gradient (untimed) and
+// times reduce_rows end to end. Fails on iters < 1 or a bad config.
+codec_bench_result bench_codec_over(transport& t, const codec_run_options& options);
 
 }  // namespace merak::comm

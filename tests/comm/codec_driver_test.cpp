@@ -208,8 +208,13 @@ TEST_CASE("the codec benchmark over a transport reports the counted bytes and a 
           "[codec][driver]") {
   auto errors = run_ranks(2, [&](transport& t) {
     for (codec_kind kind : all_kinds) {
-      const auto r =
-          bench_codec_over(t, {.kind = kind, .sketch_ratio = 0.1}, 2000, 32, 0.05, 2, 1, 300);
+      const auto r = bench_codec_over(t, {.config = {.kind = kind, .sketch_ratio = 0.1},
+                                          .n = 2000,
+                                          .d = 32,
+                                          .density = 0.05,
+                                          .iters = 2,
+                                          .known_rows = kind == codec_kind::union_rows,
+                                          .tag = 300});
       CHECK(r.ranks == 2);
       CHECK(r.bytes_per_rank > 0);
       CHECK(r.time_ms >= r.time_min_ms);
@@ -257,14 +262,17 @@ TEST_CASE("codec benchmark over the in-process transport at n = 50,000, d = 256"
         {.kind = codec_kind::dense}, {.kind = codec_kind::coo}, {.kind = codec_kind::union_rows}};
     for (double y : {0.01, 0.05, 0.1, 0.2})
       configs.push_back({.kind = codec_kind::s2, .sketch_ratio = y, .seed = 1});
-    for (const auto& config : configs) {
-      codec_bench_result r0;
-      auto errors = run_ranks(2, [&](transport& t) {
-        auto r = bench_codec_over(t, config, 50000, 256, density, 7, 1, 400);
-        if (t.rank() == 0) r0 = r;
-      });
-      REQUIRE(errors[0] == "");
-      std::printf("%s\n", r0.to_json().c_str());
-    }
+    for (const auto& config : configs)
+      for (bool known : {false, true}) {
+        if (known && config.kind == codec_kind::dense) continue;
+        codec_bench_result r0;
+        auto errors = run_ranks(2, [&](transport& t) {
+          auto r = bench_codec_over(
+              t, {.config = config, .density = density, .iters = 7, .known_rows = known});
+          if (t.rank() == 0) r0 = r;
+        });
+        REQUIRE(errors[0] == "");
+        std::printf("%s\n", r0.to_json().c_str());
+      }
   }
 }
