@@ -1,0 +1,368 @@
+#include "comm/ucx_transport.hpp"
+
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace merak::comm {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+constexpr int ktag_bits = 44;
+constexpr uint64_t kuser_tag_mask = (uint64_t{1} << ktag_bits) - 1;
+
+void check(ucs_status_t st, const char* call, int rank) {
+  if (st != UCS_OK) fail("ucx rank {}: {} failed: {}", rank, call, ucs_status_string(st));
+}
+
+// RAII owners of the UCP handles.
+struct config_deleter {
+  void operator()(ucp_config_t* c) const { ucp_config_release(c); }
+};
+struct context_deleter {
+  void operator()(ucp_context* c) const { ucp_cleanup(c); }
+};
+struct worker_deleter {
+  void operator()(ucp_worker* w) const { ucp_worker_destroy(w); }
+};
+using config_ptr = std::unique_ptr<ucp_config_t, config_deleter>;
+using context_ptr = std::unique_ptr<ucp_context, context_deleter>;
+using worker_ptr = std::unique_ptr<ucp_worker, worker_deleter>;
+
+// Worker address, released through its worker.
+class worker_address {
+ public:
+  worker_address(ucp_worker_h w, int rank) : w_(w) {
+    check(ucp_worker_get_address(w, &addr_, &len_), "ucp_worker_get_address", rank);
+  }
+  ~worker_address() { ucp_worker_release_address(w_, addr_); }
+  worker_address(const worker_address&) = delete;
+  worker_address& operator=(const worker_address&) = delete;
+  std::string bytes() const { return {reinterpret_cast<const char*>(addr_), len_}; }
+
+ private:
+  ucp_worker_h w_;
+  ucp_address_t* addr_ = nullptr;
+  size_t len_ = 0;
+};
+
+// What the operations and the error handler share with the transport; kept
+// alive by every outstanding operation.
+struct ucx_state {
+  int rank = 0, size = 0;
+  std::chrono::microseconds spin{200};
+  context_ptr context;
+  worker_ptr worker;  // destroyed before the context (member order)
+  int efd = -1;       // owned by the worker
+  std::vector<ucp_ep_h> eps;
+  struct peer_slot {
+    ucx_state* state;
+    int peer;
+    ucs_status_t status = UCS_OK;  // set by the error handler
+  };
+  std::vector<std::unique_ptr<peer_slot>> peers;
+
+  ~ucx_state() { close_endpoints(); }
+
+  void progress() {
+    while (ucp_worker_progress(worker.get()) != 0) {
+    }
+  }
+
+  // Progresses until done() or the deadline; `what` describes the operation
+  // for errors. Spins for `spin`, then sleeps on the event fd.
+  template <typename Done>
+  void wait(Done&& done, int peer, clock_type::time_point deadline, const std::string& what) {
+    const auto spin_end = clock_type::now() + spin;
+    for (;;) {
+      progress();
+      if (done()) return;
+      // Any failed peer ends the wait: the job cannot complete without it,
+      // and the peer we wait for may itself be stuck behind it.
+      for (const auto& ps : peers)
+        if (ps->status != UCS_OK)
+          fail("{}: connection to peer {} failed: {} (did it exit?)", what, ps->peer,
+               ucs_status_string(ps->status));
+      const auto now = clock_type::now();
+      if (now >= deadline) fail("{}: timed out (peer {} did not complete it)", what, peer);
+      if (now < spin_end) continue;
+      const ucs_status_t st = ucp_worker_arm(worker.get());
+      if (st == UCS_ERR_BUSY) continue;  // events pending: progress again
+      check(st, "ucp_worker_arm", rank);
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      pollfd p{efd, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left + 1, 1, 100)));
+    }
+  }
+
+  // Closes every endpoint: flushing for a second, then by force.
+  void close_endpoints() {
+    if (!worker) return;
+    std::vector<void*> reqs;
+    for (size_t p = 0; p < eps.size(); ++p) {
+      if (!eps[p]) continue;
+      ucp_request_param_t prm{};
+      prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      prm.flags = peers[p]->status == UCS_OK ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      void* r = ucp_ep_close_nbx(eps[p], &prm);
+      if (UCS_PTR_IS_PTR(r)) reqs.push_back(r);
+      eps[p] = nullptr;
+    }
+    const auto deadline = clock_type::now() + std::chrono::seconds(1);
+    for (void* r : reqs) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_type::now() < deadline)
+        progress();
+      ucp_request_free(r);  // UCX finishes it (or drops it with the worker)
+    }
+  }
+};
+
+void on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  static_cast<ucx_state::peer_slot*>(arg)->status = status;
+}
+
+std::string describe(const ucx_state& s, const char* op, int peer, tag_t tag) {
+  return fmt::format("ucx rank {}: {} peer {} (tag {})", s.rank, op, peer, tag);
+}
+
+class ucx_send final : public operation {
+ public:
+  ucx_send(std::shared_ptr<ucx_state> s, void* req, int peer, tag_t tag)
+      : s_(std::move(s)), req_(req), peer_(peer), tag_(tag) {}
+  ~ucx_send() override {
+    if (!req_) return;
+    if (ucp_request_check_status(req_) == UCS_INPROGRESS)
+      ucp_request_cancel(s_->worker.get(), req_);
+    ucp_request_free(req_);
+  }
+  bool test() override {
+    s_->progress();
+    return ucp_request_check_status(req_) != UCS_INPROGRESS;
+  }
+  void wait(clock_type::time_point deadline) override {
+    const std::string what = describe(*s_, "send to", peer_, tag_);
+    s_->wait([&] { return ucp_request_check_status(req_) != UCS_INPROGRESS; }, peer_, deadline,
+             what);
+    const ucs_status_t st = ucp_request_check_status(req_);
+    if (st != UCS_OK) fail("{}: {}", what, ucs_status_string(st));
+  }
+
+ private:
+  std::shared_ptr<ucx_state> s_;
+  void* req_;
+  int peer_;
+  tag_t tag_;
+};
+
+// Where UCX reports a receive's outcome (from its callback, inside
+// progress); outlives the request.
+struct recv_result {
+  bool done = false;
+  ucs_status_t status = UCS_INPROGRESS;
+  size_t length = 0;
+};
+
+void on_recv(void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) {
+  auto* r = static_cast<recv_result*>(user);
+  r->status = status;
+  if (info) r->length = info->length;
+  r->done = true;
+}
+
+class ucx_recv final : public operation {
+ public:
+  ucx_recv(std::shared_ptr<ucx_state> s, int peer, tag_t tag, void* buf, size_t bytes)
+      : s_(std::move(s)), peer_(peer), tag_(tag), bytes_(bytes), res_(new recv_result) {
+    ucp_tag_recv_info_t info{};
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_RECV_INFO |
+                       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    prm.datatype = ucp_dt_make_contig(1);
+    prm.recv_info.tag_info = &info;
+    prm.cb.recv = on_recv;
+    prm.user_data = res_;
+    const uint64_t utag = uint64_t(peer_) << ktag_bits | tag_;
+    void* r = ucp_tag_recv_nbx(s_->worker.get(), buf, bytes_, utag, ~uint64_t{0}, &prm);
+    if (UCS_PTR_IS_ERR(r)) {
+      delete res_;
+      fail("{}: ucp_tag_recv_nbx: {}", describe(*s_, "receive from", peer_, tag_),
+           ucs_status_string(UCS_PTR_STATUS(r)));
+    }
+    if (r == nullptr) {  // completed in place: no callback
+      res_->done = true;
+      res_->status = UCS_OK;
+      res_->length = info.length;
+    } else {
+      req_ = r;
+    }
+  }
+
+  ~ucx_recv() override {
+    if (req_) {
+      if (!res_->done) {
+        // Withdraw it, so that UCX writes no more into the caller's buffer.
+        ucp_request_cancel(s_->worker.get(), req_);
+        const auto deadline = clock_type::now() + std::chrono::seconds(1);
+        while (!res_->done && clock_type::now() < deadline) s_->progress();
+      }
+      ucp_request_free(req_);
+      if (!res_->done) return;  // UCX may still call back: leak the result, not dangle
+    }
+    delete res_;
+  }
+  ucx_recv(const ucx_recv&) = delete;
+  ucx_recv& operator=(const ucx_recv&) = delete;
+
+  bool test() override {
+    if (!res_->done) s_->progress();
+    return res_->done;
+  }
+
+  void wait(clock_type::time_point deadline) override {
+    const std::string what = describe(*s_, "receive from", peer_, tag_);
+    if (!res_->done) s_->wait([&] { return res_->done; }, peer_, deadline, what);
+    if (res_->status == UCS_ERR_MESSAGE_TRUNCATED)
+      fail("{}: peer sent more than the {} bytes expected", what, bytes_);
+    if (res_->status != UCS_OK) fail("{}: {}", what, ucs_status_string(res_->status));
+    if (res_->length != bytes_)
+      fail("{}: peer sent {} bytes, {} expected", what, res_->length, bytes_);
+  }
+
+ private:
+  std::shared_ptr<ucx_state> s_;
+  int peer_;
+  tag_t tag_;
+  size_t bytes_;
+  void* req_ = nullptr;
+  recv_result* res_;  // owned; see the destructor
+};
+
+class ucx_transport final : public transport {
+ public:
+  ucx_transport(bootstrap& b, const ucx_options& o) : s_(std::make_shared<ucx_state>()) {
+    timeout_ = o.timeout;
+    s_->rank = b.rank();
+    s_->size = b.size();
+    s_->spin = o.spin;
+    const int rank = s_->rank;
+
+    ucp_config_t* cfg = nullptr;
+    check(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read (check the UCX_* variables)",
+          rank);
+    config_ptr config(cfg);
+    // Detect dead peers within about a second (UCX's default is 20 s), also
+    // on endpoints that carry no traffic; UCX_KEEPALIVE_INTERVAL overrides.
+    if (!std::getenv("UCX_KEEPALIVE_INTERVAL"))
+      ucp_config_modify(config.get(), "KEEPALIVE_INTERVAL", "1s");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    params.estimated_num_eps = static_cast<size_t>(s_->size);
+    ucp_context_h ctx = nullptr;
+    check(ucp_init(&params, config.get(), &ctx), "ucp_init", rank);
+    s_->context.reset(ctx);
+
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    ucp_worker_h w = nullptr;
+    check(ucp_worker_create(ctx, &wp, &w), "ucp_worker_create", rank);
+    s_->worker.reset(w);
+    check(ucp_worker_get_efd(w, &s_->efd), "ucp_worker_get_efd", rank);
+
+    std::vector<std::string> addrs;
+    {
+      worker_address mine(w, rank);
+      addrs = b.allgather(mine.bytes());
+    }
+    s_->eps.assign(s_->size, nullptr);
+    for (int p = 0; p < s_->size; ++p) {
+      s_->peers.push_back(
+          std::make_unique<ucx_state::peer_slot>(ucx_state::peer_slot{s_.get(), p}));
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.address = reinterpret_cast<const ucp_address_t*>(addrs[p].data());
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = on_peer_error;
+      ep.err_handler.arg = s_->peers.back().get();
+      const ucs_status_t st = ucp_ep_create(w, &ep, &s_->eps[p]);
+      if (st != UCS_OK)
+        fail("ucx rank {}: cannot open an endpoint to peer {}: {} (UCX_TLS={})", rank, p,
+             ucs_status_string(st), ucx_tls_setting());
+    }
+    // Everyone's endpoints exist before anyone sends.
+    b.barrier();
+  }
+
+  ~ucx_transport() override {
+    // Flush what this rank sent, bounded; the endpoints close in ~ucx_state
+    // once the last operation handle is gone.
+    ucp_request_param_t prm{};
+    void* r = ucp_worker_flush_nbx(s_->worker.get(), &prm);
+    if (UCS_PTR_IS_PTR(r)) {
+      const auto deadline = clock_type::now() + std::chrono::seconds(1);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_type::now() < deadline)
+        s_->progress();
+      ucp_request_free(r);
+    }
+  }
+
+  int rank() const override { return s_->rank; }
+  int size() const override { return s_->size; }
+  std::string name() const override { return "ucx"; }
+
+  completion isend(int peer, tag_t tag, const void* buf, size_t bytes) override {
+    check_args(peer, tag, "send to");
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    prm.datatype = ucp_dt_make_contig(1);
+    const uint64_t utag = uint64_t(s_->rank) << ktag_bits | tag;
+    void* r = ucp_tag_send_nbx(s_->eps[peer], buf, bytes, utag, &prm);
+    if (UCS_PTR_IS_ERR(r))
+      fail("{}: {}", describe(*s_, "send to", peer, tag), ucs_status_string(UCS_PTR_STATUS(r)));
+    if (peer != s_->rank) count_sent(bytes);
+    if (r == nullptr) return {};
+    return {std::make_shared<ucx_send>(s_, r, peer, tag), timeout_};
+  }
+
+  completion irecv(int peer, tag_t tag, void* buf, size_t bytes) override {
+    check_args(peer, tag, "receive from");
+    return {std::make_shared<ucx_recv>(s_, peer, tag, buf, bytes), timeout_};
+  }
+
+ private:
+  void check_args(int peer, tag_t tag, const char* what) const {
+    if (peer < 0 || peer >= s_->size)
+      fail("ucx rank {}: {} peer {}: no such rank (group of {})", s_->rank, what, peer, s_->size);
+    if (tag > kuser_tag_mask)
+      fail("ucx rank {}: {} peer {}: tag {} does not fit in {} bits", s_->rank, what, peer, tag,
+           ktag_bits);
+    if (s_->peers[peer]->status != UCS_OK)
+      fail("ucx rank {}: {} peer {}: its connection failed earlier: {}", s_->rank, what, peer,
+           ucs_status_string(s_->peers[peer]->status));
+  }
+
+  std::shared_ptr<ucx_state> s_;
+};
+
+}  // namespace
+
+std::unique_ptr<transport> make_ucx_transport(bootstrap& b, const ucx_options& o) {
+  if (b.size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b.size());
+  return std::make_unique<ucx_transport>(b, o);
+}
+
+std::string ucx_tls_setting() {
+  const char* s = std::getenv("UCX_TLS");
+  return s && *s ? s : "default";
+}
+
+}  // namespace merak::comm

@@ -1,0 +1,51 @@
+#pragma once
+// UCX transport: host memory between processes (and hosts), with UCP tagged
+// messages (see transport.hpp for the contract). Built only when UCX is found
+// (MERAK_WITH_UCX).
+//
+// - Tag layout: the 64-bit UCX tag is (source rank << 44) | user tag, matched
+//   with a full mask, so a receive from peer p with tag t matches only p's
+//   messages with tag t. User tags must be below 2^44 (checked); ranks below
+//   2^20.
+// - Set-up: every rank creates a UCP worker, all-gathers the worker addresses
+//   through the bootstrap and opens an endpoint to every rank (itself
+//   included), with peer error handling so that a dead peer's operations fail.
+// - Progress: the waiting thread progresses the worker. It spins for a short
+//   while (options.spin), then arms the worker and sleeps on its event fd, so
+//   an idle wait burns no core. Every wait ends by the transport's timeout and
+//   throws merak::error naming this rank, the peer and the tag; a peer whose
+//   connection failed is named at once.
+// - Transports: UCX reads UCX_TLS (and the other UCX_* variables) from the
+//   environment, e.g. UCX_TLS=posix,cma,self (shared memory) or UCX_TLS=tcp,self.
+// - Threads: the endpoint is used by one thread at a time (worker in
+//   serialized mode), e.g. its owner or a comm_stream.
+// - Shut-down: the destructor flushes outstanding sends and closes the
+//   endpoints, each step bounded by one second. Call bootstrap::barrier()
+//   before destroying the transports of a job, so that no rank closes while
+//   another still receives from it.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/bootstrap.hpp"
+#include "comm/transport.hpp"
+
+namespace merak::comm {
+
+struct ucx_options {
+  std::chrono::milliseconds timeout{60000};  // bound of every wait
+  // Busy-poll this long before sleeping on the event fd: latency for short
+  // waits, no core burnt for long ones.
+  std::chrono::microseconds spin{200};
+};
+
+// Collective over `b`: every rank of the bootstrap calls it. The transport
+// has b.rank() and b.size(); `b` is needed only during the call. Throws
+// merak::error naming the UCX call and status on failure.
+std::unique_ptr<transport> make_ucx_transport(bootstrap& b, const ucx_options& o = {});
+
+// UCX_TLS as UCX will read it ("default" when unset), for benchmark reports.
+std::string ucx_tls_setting();
+
+}  // namespace merak::comm

@@ -1,0 +1,204 @@
+// Multi-process tests of the UCX transport, the bootstrap and the launcher:
+// real processes on loopback (ctest label multiproc).
+//
+//   merak_comm_multiproc <scenario> <procs>   launches <procs> workers of itself
+//   (worker mode: MERAK_MP_WORKER=<scenario> in the environment)
+//
+// Scenarios
+//   allreduce  ring allreduce_sum/or, allgatherv and broadcast over UCX equal
+//              the reference, with equal bits on every rank; exit 0.
+//   bad_token  the last rank presents a wrong job token: it must be refused
+//              with "wrong job token", rank 0 must name it as not joined, the
+//              others must fail naming rank 0. Each worker exits 42 when it
+//              saw what it should.
+//   peer_dies  rank 1 is killed (SIGKILL) in the middle of a run of
+//              all-reduces; every other rank must fail within its timeout
+//              with an error naming a peer (exit 42), never hang. (Usually
+//              the peer named is rank 1; a survivor that exits on its error
+//              may be named by a slower one first.)
+// The driver exits 0 when the scenario behaved as described, else 1.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "comm/collectives.hpp"
+#include "comm/launcher.hpp"
+#include "comm/ucx_transport.hpp"
+#include "core/error.hpp"
+
+using namespace merak::comm;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kexpected_failure = 42;
+
+float value(int r, size_t i) {
+  uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(r) + 1) * 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  return static_cast<float>(static_cast<int64_t>(h % 2000001) - 1000000) * 1e-3f;
+}
+
+uint64_t fnv(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) merak::fail("check failed: {}", what);
+}
+
+int worker_allreduce(bootstrap& b, transport& t) {
+  const int P = t.size(), r = t.rank();
+  for (size_t n :
+       {size_t{1}, size_t(P > 1 ? P - 1 : 1), size_t{1000}, size_t{12347}, (size_t{1} << 20) + 3}) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = value(r, i);
+    t.reset_bytes_sent();
+    allreduce_sum(t, x, 1, ring_options{size_t{1} << 16, 4});
+    for (size_t i = 0; i < n; ++i) {
+      double ref = 0, mag = 0;
+      for (int k = 0; k < P; ++k) {
+        ref += value(k, i);
+        mag += std::abs(value(k, i));
+      }
+      require(std::abs(x[i] - ref) <= P * 6e-8 * mag,
+              fmt::format("n {} element {}: {} vs reference {}", n, i, x[i], ref));
+    }
+    const double expect = 2.0 * (P - 1) / P * n * 4;
+    require(std::abs(double(t.bytes_sent()) - expect) <= 2.0 * (P - 1) * 4,
+            fmt::format("bytes sent {} vs {}", t.bytes_sent(), expect));
+    const uint64_t h = fnv(x.data(), n * 4);
+    for (auto& o : b.allgather(std::string(reinterpret_cast<const char*>(&h), sizeof h)))
+      require(o == std::string(reinterpret_cast<const char*>(&h), sizeof h),
+              fmt::format("n {}: ranks hold different bits", n));
+  }
+  std::vector<uint64_t> bits(77, 0);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = uint64_t{1} << ((i + r) % 64);
+  allreduce_or(t, bits, 2);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    uint64_t ref = 0;
+    for (int k = 0; k < P; ++k) ref |= uint64_t{1} << ((i + k) % 64);
+    require(bits[i] == ref, "allreduce_or");
+  }
+  std::vector<std::byte> mine(r * 1000 + 1, std::byte(r)), all;
+  auto sizes = allgatherv(t, mine.data(), mine.size(), all, 3);
+  size_t off = 0;
+  for (int k = 0; k < P; ++k) {
+    require(sizes[k] == size_t(k * 1000 + 1), "allgatherv sizes");
+    for (size_t i = 0; i < sizes[k]; ++i) require(all[off++] == std::byte(k), "allgatherv data");
+  }
+  std::vector<int> buf(300001, 0);
+  if (r == P - 1)
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = int(i);
+  broadcast(t, buf.data(), buf.size() * sizeof(int), P - 1, 4, 1 << 16);
+  for (size_t i = 0; i < buf.size(); i += 997) require(buf[i] == int(i), "broadcast");
+  return 0;
+}
+
+int worker(const std::string& scenario) {
+  bootstrap_options bo;
+  bo.timeout = scenario == "bad_token" ? 3000ms : 30000ms;
+  const auto opts = resolve_bootstrap(bo);
+  const int rank = opts.rank;
+  try {
+    auto b = connect_bootstrap(opts);
+    ucx_options uo;
+    uo.timeout = scenario == "peer_dies" ? 5000ms : 30000ms;
+    auto t = make_ucx_transport(*b, uo);
+    if (scenario == "allreduce") {
+      worker_allreduce(*b, *t);
+      b->barrier();
+      return 0;
+    }
+    if (scenario == "peer_dies") {
+      std::vector<float> x(100000, 1.0f);
+      for (int it = 0; it < 1000000; ++it) {
+        if (it == 3 && rank == 1) ::raise(SIGKILL);
+        allreduce_sum(*t, x, 7);
+      }
+      std::cerr << "rank " << rank << ": all-reduces went on without rank 1\n";
+      return 1;
+    }
+    std::cerr << "rank " << rank << ": scenario " << scenario << " expected to fail earlier\n";
+    return 1;
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    std::cerr << "[expected? rank " << rank << "] " << msg << "\n";
+    bool expected = false;
+    if (scenario == "bad_token") {
+      if (rank == opts.world_size - 1)
+        expected = msg.find("wrong job token") != std::string::npos;
+      else if (rank == 0)
+        expected = msg.find(fmt::format("ranks {} did not join", opts.world_size - 1)) !=
+                   std::string::npos;
+      else
+        expected = msg.find("rank 0") != std::string::npos;
+    } else if (scenario == "peer_dies") {
+      expected = msg.find("peer ") != std::string::npos && rank != 1;
+    }
+    return expected ? kexpected_failure : 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (const char* s = std::getenv("MERAK_MP_WORKER")) return worker(s);
+    if (argc != 3) {
+      std::cerr << "usage: " << argv[0] << " allreduce|bad_token|peer_dies <procs>\n";
+      return 2;
+    }
+    const std::string scenario = argv[1];
+    launch_options lo;
+    lo.procs = std::atoi(argv[2]);
+    lo.argv = {self_executable()};
+    lo.env["MERAK_MP_WORKER"] = scenario;
+    lo.grace = 20000ms;  // let the survivors report, within their timeouts
+    lo.timeout = 100000ms;
+    if (scenario == "bad_token")
+      lo.rank_env = [&](int r, std::map<std::string, std::string>& env) {
+        if (r == lo.procs - 1) env["MERAK_JOB_TOKEN"] = "not-the-token";
+      };
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = launch_local(lo);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << scenario << " with " << lo.procs
+              << " processes: " << (res.ok() ? "all ranks succeeded" : res.message) << " (" << secs
+              << " s)\n";
+    bool pass = false;
+    if (scenario == "allreduce") {
+      pass = res.ok();
+    } else if (scenario == "bad_token") {
+      pass = true;
+      for (int r = 0; r < lo.procs; ++r) pass = pass && res.exit_code[r] == kexpected_failure;
+    } else if (scenario == "peer_dies") {
+      // Rank 1 dies first; the launcher may reap a survivor's exit in the
+      // same pass, so which rank it names first is not checked.
+      pass = res.signal[1] == SIGKILL;
+      for (int r = 0; r < lo.procs; ++r)
+        if (r != 1) pass = pass && res.exit_code[r] == kexpected_failure;
+    }
+    for (int r = 0; r < lo.procs; ++r)
+      std::cout << "  rank " << r << ": exit " << res.exit_code[r] << " signal " << res.signal[r]
+                << "\n";
+    std::cout << (pass ? "PASS" : "FAIL") << "\n";
+    return pass ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
