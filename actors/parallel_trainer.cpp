@@ -15,6 +15,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "actors/reducer_actor.hpp"
 #include "actors/stage_actor.hpp"
 #include "core/error.hpp"
 #include "model/executor.hpp"
@@ -56,7 +57,7 @@ struct parallel_trainer::impl {
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
   std::vector<std::vector<std::vector<caf::actor>>> stages;  // [dp][pp][tp]
-  std::vector<std::vector<caf::actor>> reducers;             // [pp][tp]
+  std::vector<caf::actor> reducers;  // one per stage actor with dp > 1
   std::map<caf::actor_addr, std::string> names;
   std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
   // Validation: a single-device copy, refreshed from the stages.
@@ -92,9 +93,8 @@ struct parallel_trainer::impl {
       for (auto& st : rep)
         for (auto& a : st)
           if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& st : reducers)
-      for (auto& a : st)
-        if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : reducers)
+      if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
     if (scheduler) (*self)->send_exit(scheduler, caf::exit_reason::user_shutdown);
     self.reset();
   }
@@ -143,13 +143,25 @@ struct parallel_trainer::impl {
     names[scheduler.address()] = "scheduler actor";
     (*self)->monitor(scheduler);
     graph_inputs_of.assign(P, {});
-    reducers.assign(P, std::vector<caf::actor>(TP));
-    for (int s = 0; s < P; ++s)
-      for (int t = 0; t < TP; ++t)
-        if (D > 1) {
-          reducers[s][t] = sys->spawn(reducer_actor, D, std::max(1, cores / TP));
-          names[reducers[s][t].address()] = fmt::format("reducer actor (pp={}, tp={})", s, t);
-          (*self)->monitor(reducers[s][t]);
+    // The reducers of each (stage, shard) across the replicas: a ring.
+    std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
+        D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
+    if (D > 1)
+      for (int s = 0; s < P; ++s)
+        for (int t = 0; t < TP; ++t) {
+          auto group = comm::make_inproc_group(D);
+          for (int r = 0; r < D; ++r) {
+            reducer_setup rs;
+            group[r]->set_timeout(timeout());
+            rs.link = std::shared_ptr<comm::transport>(std::move(group[r]));
+            rs.sparse = par.sparse;
+            rs.where = fmt::format("reducer actor (dp={}, pp={}, tp={})", r, s, t);
+            auto a = spawn_reducer(*sys, rs);
+            names[a.address()] = rs.where;
+            (*self)->monitor(a);
+            reducers.push_back(a);
+            reducer_of[r][s][t] = a;
+          }
         }
     stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
     for (int r = 0; r < D; ++r)
@@ -185,6 +197,8 @@ struct parallel_trainer::impl {
           su.loss_scale = 1.0f / float(D * par.micro_batches);
           su.threads = per_actor;
           su.trace = !par.trace_path.empty();
+          su.bucket_bytes = par.bucket_bytes;
+          if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
           // Routing: which stage sends each input, which stages read each output.
           auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
           for (int v : ins) {
@@ -217,7 +231,7 @@ struct parallel_trainer::impl {
         for (int t = 0; t < TP; ++t) {
           std::vector<caf::actor> line(P);  // this replica's stages of shard t
           for (int q = 0; q < P; ++q) line[q] = stages[r][q][t];
-          (*self)->send(stages[r][s][t], wire_atom::value, line, reducers[s][t],
+          (*self)->send(stages[r][s][t], wire_atom::value, line, reducer_of[r][s][t],
                         caf::actor{*self}, scheduler, stages[r][s]);
         }
     // Last: the scheduler sends plans only after its own wire message, so by

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/codec.hpp"
 #include "model/trainer.hpp"
 #include "partition/schedule.hpp"
 
@@ -41,6 +42,11 @@ struct parallel_options {
   int threads = 0;                // compute threads in all (0: every core)
   double timeout_s = 300;         // longest wait for any actor before the step fails
   std::string trace_path;         // Chrome-trace JSON of the last step ("" = none)
+  // Data-parallel gradient reduction: buckets of this many bytes, ring
+  // all-reduced as backward finishes them; the token embedding's gradient
+  // through `sparse` instead (kind dense: the ring too).
+  int64_t bucket_bytes = int64_t(4) << 20;
+  comm::codec_config sparse;
 
   // Throws merak::error naming the flag when the options do not fit the
   // batch (batch must divide into dp x micro-batches).

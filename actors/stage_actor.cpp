@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -73,7 +74,21 @@ struct stage_state {
   std::map<std::string, std::vector<std::pair<int, tensor_ref>>> tie_inbox;
   std::set<std::string> settled;  // owned ties summed this step
   int ties_pending = 0;
-  std::shared_ptr<model::tensor> flat;  // gradients for the reducer, reused
+  // Data-parallel buckets: parameter indices (store order) finished by each
+  // node's backward; this step's buckets (flat buffers reused across steps).
+  std::vector<std::vector<int>> finished_by;  // [node - first]
+  struct bucket {
+    std::vector<int> params;
+    std::shared_ptr<model::tensor> flat;
+    int64_t rows = 0, cols = 0;  // the sparse (embedding) bucket
+  };
+  std::vector<bucket> buckets;
+  int shipped = 0, reduced = 0;  // buckets this step
+  std::vector<int> open;         // finished, not shipped
+  int64_t open_bytes = 0;
+  std::vector<bool> in_bucket;   // per parameter, this step
+  uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
+  int64_t sparse_union_rows = 0;
   double busy_s = 0;
   std::string trace;  // "name start end;" per op (seconds since step start)
   std::chrono::steady_clock::time_point step_start;
@@ -100,9 +115,23 @@ void setup_state(stage_state& st, stage_setup cfg) {
     st.exec->set_tp(st.tp.get(), st.cfg.tp_overlap);
   }
   for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
+  // A parameter's gradient is final once the backward of the first node
+  // (in forward order) that uses it ran: backward visits nodes in reverse.
+  auto& all = st.store->all();
+  st.finished_by.assign(st.cfg.last - st.cfg.first, {});
+  for (size_t i = 0; i < all.size(); ++i)
+    for (int n = st.cfg.first; n < st.cfg.last; ++n) {
+      bool uses = false;
+      for (auto& spec : st.cfg.graph->nodes()[n].params) uses = uses || spec.name == all[i]->spec.name;
+      if (uses) {
+        st.finished_by[n - st.cfg.first].push_back(int(i));
+        break;
+      }
+    }
 }
 
 void pump(caf::stateful_actor<stage_state>* self);
+void node_finished(caf::stateful_actor<stage_state>* self, int n);
 
 // Runs one op from the schedule.
 void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
@@ -138,7 +167,10 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
         st.grads.erase(o.mb);
         st.grads_seen.erase(o.mb);
       }
-      auto dx = ex.backward(o.mb, std::move(g), st.cfg.loss_scale);
+      std::function<void(int)> done;
+      if (st.cfg.dp > 1 && o.mb == st.cfg.policy.micro_batches - 1)
+        done = [self](int n) { node_finished(self, n); };
+      auto dx = ex.backward(o.mb, std::move(g), st.cfg.loss_scale, done);
       for (size_t i = 0; i < dx.size(); ++i) {
         int producer = st.cfg.input_producer[i];
         if (producer < 0 || !dx[i].defined()) continue;
@@ -156,23 +188,51 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
                             std::chrono::duration<double>(t1 - st.step_start).count());
 }
 
-// Copies every gradient into `flat` (allocated on first use and reused: a
-// fresh buffer of this size costs a page fault per 4 KiB every step).
-void flatten_grads(const model::parameter_store& store, std::shared_ptr<model::tensor>& flat) {
-  if (!flat || flat.use_count() > 1 || flat->numel() != store.numel())
-    flat = std::make_shared<model::tensor>(model::shape_t{store.numel()});
-  float* p = flat->f32();
-  for (auto& prm : store.all()) {
-    std::memcpy(p, prm->grad.f32(), prm->grad.bytes());
-    p += prm->grad.numel();
+// Copies the bucket's gradients into its flat buffer and hands it to the
+// reducer (the buffer is reused once the reducer has let go of it: a fresh
+// one costs a page fault per 4 KiB every step).
+void ship(caf::stateful_actor<stage_state>* self, std::vector<int> params, int64_t rows,
+          int64_t cols) {
+  auto& st = self->state;
+  auto& all = st.store->all();
+  int id = st.shipped++;
+  if (int(st.buckets.size()) <= id) st.buckets.emplace_back();
+  auto& b = st.buckets[id];
+  int64_t n = 0;
+  for (int p : params) n += all[p]->grad.numel();
+  if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
+    b.flat = std::make_shared<model::tensor>(model::shape_t{n});
+  float* dst = b.flat->f32();
+  for (int p : params) {
+    std::memcpy(dst, all[p]->grad.f32(), all[p]->grad.bytes());
+    dst += all[p]->grad.numel();
   }
+  b.params = std::move(params);
+  b.rows = rows;
+  b.cols = cols;
+  self->send(st.reducer, reduce_atom::value, id, tensor_ref{b.flat}, rows, cols);
 }
 
-void unflatten_grads(model::parameter_store& store, const model::tensor& flat) {
-  const float* p = flat.f32();
-  for (auto& prm : store.all()) {
-    std::memcpy(prm->grad.f32(), p, prm->grad.bytes());
-    p += prm->grad.numel();
+// Called as the last micro-batch's backward finishes node `n`.
+void node_finished(caf::stateful_actor<stage_state>* self, int n) {
+  auto& st = self->state;
+  auto& all = st.store->all();
+  for (int p : st.finished_by[n - st.cfg.first]) {
+    if (st.in_bucket[p]) continue;
+    st.in_bucket[p] = true;
+    auto& prm = *all[p];
+    if (!st.cfg.sparse_param.empty() && prm.spec.name == st.cfg.sparse_param &&
+        prm.grad.rank() == 2) {
+      ship(self, {p}, prm.grad.dim(0), prm.grad.dim(1));  // alone, through the codec
+      continue;
+    }
+    st.open.push_back(p);
+    st.open_bytes += int64_t(prm.grad.bytes());
+    if (st.open_bytes >= st.cfg.bucket_bytes) {
+      ship(self, std::move(st.open), 0, 0);
+      st.open.clear();
+      st.open_bytes = 0;
+    }
   }
 }
 
@@ -199,12 +259,7 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
 }
 
 void after_ties(caf::stateful_actor<stage_state>* self) {
-  auto& st = self->state;
-  if (st.cfg.dp > 1) {
-    flatten_grads(*st.store, st.flat);
-    self->send(st.reducer, reduce_atom::value, st.cfg.dp_rank, tensor_ref{st.flat});
-  } else
-    report_ready(self);
+  report_ready(self);
 }
 
 // The owner of a tied weight adds the holders' gradients (in stage order)
@@ -233,7 +288,25 @@ void try_settle_ties(caf::stateful_actor<stage_state>* self) {
   if (st.ties_pending == 0) after_ties(self);
 }
 
+void settle_ties(caf::stateful_actor<stage_state>* self);
+
+// Backward is done: the gradients not yet in a bucket go in a last one; the
+// ties are settled once every bucket is back.
 void finish_backward(caf::stateful_actor<stage_state>* self) {
+  auto& st = self->state;
+  if (st.cfg.dp > 1) {
+    for (int n = st.cfg.last - 1; n >= st.cfg.first; --n) node_finished(self, n);
+    for (size_t p = 0; p < st.in_bucket.size(); ++p)
+      MERAK_CHECK(st.in_bucket[p], "parameter {} never finished", st.store->all()[p]->spec.name);
+    if (!st.open.empty()) ship(self, std::move(st.open), 0, 0);
+    st.open.clear();
+    st.open_bytes = 0;
+    if (st.reduced < st.shipped) return;  // the last `reduced` continues
+  }
+  settle_ties(self);
+}
+
+void settle_ties(caf::stateful_actor<stage_state>* self) {
   auto& st = self->state;
   st.backward_done = true;
   st.ties_pending = 0;
@@ -367,6 +440,10 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
           st.backward_done = st.finishing = false;
           st.backwards = 0;
+          st.shipped = st.reduced = 0;
+          st.open.clear();
+          st.open_bytes = 0;
+          st.in_bucket.assign(st.store->all().size(), false);
           st.busy_s = 0;
           st.trace.clear();
           st.step_start = clock::now();
@@ -443,10 +520,18 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           }
         });
       },
-      [=](reduced_atom, tensor_ref sum) {
+      [=](reduced_atom, int id, tensor_ref sum, uint64_t bytes_sent, int64_t union_rows) {
         guarded(self, [&] {
-          unflatten_grads(*self->state.store, *sum.t);
-          report_ready(self);
+          auto& st = self->state;
+          auto& all = st.store->all();
+          const float* src = sum.t->f32();
+          for (int p : st.buckets.at(id).params) {
+            std::memcpy(all[p]->grad.f32(), src, all[p]->grad.bytes());
+            src += all[p]->grad.numel();
+          }
+          st.reducer_bytes = bytes_sent;
+          if (st.buckets[id].rows > 0) st.sparse_union_rows = union_rows;
+          if (++st.reduced == st.shipped && st.finishing) settle_ties(self);
         });
       },
       [=](apply_atom, float lr, float clip) {
@@ -479,43 +564,6 @@ caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup) {
   // Detached: a stage computes for milliseconds at a time on its own thread
   // (with its own OpenMP threads) and never blocks a scheduler worker.
   return sys.spawn<caf::detached>(stage_actor, std::move(setup));
-}
-
-caf::behavior reducer_actor(caf::event_based_actor* self, int dp, int threads) {
-  struct inbox {
-    std::vector<tensor_ref> parts;
-    std::vector<caf::actor> senders;
-    int count = 0;
-    std::shared_ptr<model::tensor> sum;  // reused once every replica let go of it
-  };
-  auto box = std::make_shared<inbox>();
-  box->parts.resize(dp);
-  box->senders.resize(dp);
-  return {
-      [=](reduce_atom, int rank, tensor_ref flat) {
-        box->parts[rank] = flat;
-        box->senders[rank] = caf::actor_cast<caf::actor>(self->current_sender());
-        if (++box->count < dp) return;
-        // Every element is summed in rank order, so every replica gets the
-        // same bits; the elements are split over the cores (the replicas
-        // wait for this sum and leave them idle).
-        const int64_t n = box->parts[0].t->numel();
-        if (!box->sum || box->sum.use_count() > 1 || box->sum->numel() != n)
-          box->sum = std::make_shared<model::tensor>(model::shape_t{n});
-        float* s = box->sum->f32();
-        std::vector<const float*> src;
-        for (auto& p : box->parts) src.push_back(p.t->f32());
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (int64_t i = 0; i < n; ++i) {
-          float acc = src[0][i];
-          for (int r = 1; r < dp; ++r) acc += src[r][i];
-          s[i] = acc;
-        }
-        for (auto& a : box->senders) self->send(a, reduced_atom::value, tensor_ref{box->sum});
-        box->count = 0;
-        for (auto& p : box->parts) p = {};
-      },
-  };
 }
 
 }  // namespace merak::actors

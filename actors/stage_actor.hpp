@@ -10,10 +10,14 @@
 //   downstream --grad(mb, v, dx)--> stage
 //   stage runs F/Fpc/R/B as its stage_scheduler allows, sending activations
 //   downstream, input gradients upstream and per-micro-batch losses to the
-//   coordinator; when every backward is done:
+//   coordinator;
+//     [dp > 1]  during the last micro-batch's backward, as gradients become
+//               final: stage --reduce(bucket, flat, rows, cols)--> its reducer
+//               --reduced(bucket, sum, bytes, union rows)--> stage
+//               (reducer_actor.hpp; the rest of backward runs meanwhile)
+//   when every backward is done and every bucket is back:
 //     [tied weights]  non-owner --tie(name, g)--> owner --tie(name, sum)--> non-owner
-//     [dp > 1]        stage --reduce(rank, flat)--> reducer --reduced(sum)--> stage
-//     stage --ready(dp, s, sum of squares, busy)--> coordinator
+//     stage --ready(dp, s, tp, sum of squares, busy)--> coordinator
 //   coordinator --apply(lr, clip)--> stage --applied--> coordinator
 //
 // Tensor parallelism: the shards of a stage sum partial results over comm/
@@ -68,15 +72,15 @@ struct stage_setup {
   };
   std::vector<tie> ties;
   bool trace = false;
+  // Data parallelism: bucket size, and the parameter (the token embedding)
+  // whose gradient goes alone through the reducer's sparse codec ("" none).
+  int64_t bucket_bytes = int64_t(4) << 20;
+  std::string sparse_param;
 };
 
 // Spawns a stage actor on its own thread; it waits for `wire` before anything:
 //   wire(stages of my replica and TP rank [pp], reducer, coordinator,
 //        scheduler, my TP peers [tp])
 caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup);
-
-// Sums the flat gradients of the dp replicas of one stage, in rank order,
-// and sends the sum back to each; uses `threads` OpenMP threads.
-caf::behavior reducer_actor(caf::event_based_actor* self, int dp, int threads);
 
 }  // namespace merak::actors

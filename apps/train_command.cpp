@@ -29,6 +29,9 @@ struct train_flags {
   int threads = 0;
   std::string gemm;
   int64_t eval_interval = 0;
+  double bucket_mb = 4;
+  std::string sparse_reducer = "none";
+  std::string error_feedback = "off";
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -92,6 +95,18 @@ int run_train(train_flags& f) {
   else
     fail("unknown --recompute '{}' (expected none, full or stage-aware)", f.recompute);
   f.par.threads = f.threads;
+  if (f.bucket_mb <= 0) fail("--bucket-mb must be positive (got {})", f.bucket_mb);
+  f.par.bucket_bytes = int64_t(f.bucket_mb * 1048576.0);
+  f.par.sparse.kind = f.sparse_reducer == "none" ? comm::codec_kind::dense
+                                                 : comm::parse_codec_kind(f.sparse_reducer);
+  if (f.error_feedback == "on")
+    f.par.sparse.feedback = comm::error_feedback::contractive;
+  else if (f.error_feedback != "off")
+    fail("--error-feedback must be on or off (got '{}')", f.error_feedback);
+  f.par.sparse.seed = f.opts.seed;
+  if (f.sparse_reducer != "none" && f.par.dp < 2)
+    fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)",
+         f.sparse_reducer);
   const bool parallel = f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
                         !f.par.trace_path.empty() ||
                         f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
@@ -153,6 +168,20 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
   c->add_option("--dp", f->par.dp, "Data-parallel replicas (actors)")->capture_default_str();
   c->add_option("--pp", f->par.pp, "Pipeline stages (actors)")->capture_default_str();
+  c->add_option("--bucket-mb", f->bucket_mb,
+                "Data-parallel gradient bucket (MiB), reduced while backward goes on")
+      ->capture_default_str();
+  c->add_option("--sparse-reducer", f->sparse_reducer,
+                "Codec for the token embedding's gradient: none|coo|union|s2")
+      ->capture_default_str();
+  c->add_option("--sketch-ratio", f->par.sparse.sketch_ratio,
+                "S2 sketch size as a fraction of the embedding's elements")
+      ->capture_default_str();
+  c->add_option("--sketch-rows", f->par.sparse.sketch_rows, "S2 sketch rows (median of r)")
+      ->capture_default_str();
+  c->add_option("--error-feedback", f->error_feedback,
+                "S2 error feedback: off|on (the contractive form)")
+      ->capture_default_str();
   c->add_option("--tp", f->par.tp, "Tensor-parallel shards per stage (actors)")
       ->capture_default_str();
   c->add_option("--tp-overlap", f->par.tp_overlap,

@@ -243,7 +243,8 @@ bool executor::has_stash(int mb) const {
   return it != batches_.end() && it->second.stashed();
 }
 
-void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads) {
+void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
+                            const std::function<void(int)>& node_done) {
   auto& nodes = graph_.nodes();
   auto& vinfo = graph_.values();
   const int k = int(s.subs.size());
@@ -251,6 +252,10 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   for (int v : inputs_) is_input[v] = true;
   std::vector<const tensor*> in;
   std::vector<tensor*> din;
+  std::vector<int> subs_done(last_ - first_, 0);
+  auto finished = [&](int n) {
+    if (++subs_done[n - first_] == k && node_done) node_done(n);
+  };
   auto run_node = [&](int j, int n) {
     auto& sub = s.subs[j];
     auto& g = grads[j];
@@ -271,6 +276,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     pool_.release(std::move(g[out]));
     pool_.release(std::move(sub.values[out]));
     sub.stashes[n - first_].clear();
+    finished(n);
   };
   // Mirror of run_forward: the last sub-batch first; a sub-batch starts the
   // all-reduce of a tp_copy node's output gradient, hands over, and runs
@@ -290,7 +296,10 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
       while (cursor[j] >= first_) {
         int n = cursor[j]--;
         active = true;
-        if (!grads[j][nodes[n].output].defined()) continue;  // does not reach the loss
+        if (!grads[j][nodes[n].output].defined()) {  // does not reach the loss
+          finished(n);
+          continue;
+        }
         if (tp_ && nodes[n].comm == tp_comm::copy) {
           ticket[j] = tp_->start_allreduce(grads[j][nodes[n].output]);
           pending[j] = n;
@@ -309,7 +318,8 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   for (int j = 0; j < k; ++j) resume(j);
 }
 
-std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale) {
+std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale,
+                                       const std::function<void(int)>& node_done) {
   auto& s = state(mb);
   if (output_grads.size() != outputs_.size())
     fail("backward of micro-batch {} got {} output gradients, expected {}", mb, output_grads.size(),
@@ -334,7 +344,7 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
       grads[j][graph_.loss()] = std::move(d);
     }
   }
-  run_backward(s, grads);
+  run_backward(s, grads, node_done);
   std::vector<tensor> input_grads;
   for (int v : inputs_) {
     if (!grads[0][v].defined()) {

@@ -15,6 +15,7 @@
 // owner (a trainer or a stage actor) calls it. Kernels use the calling
 // thread's OpenMP thread count.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -84,7 +85,12 @@ class executor {
   // if computes_loss(), the loss contributes loss_scale x d(mean loss).
   // Accumulates parameter gradients; returns one gradient per input_values()
   // (undefined for integer inputs). Frees the micro-batch.
-  std::vector<tensor> backward(int mb, std::vector<tensor> output_grads, float loss_scale = 1.0f);
+  // `node_done` (optional) is called with each node index once that node's
+  // backward ran (for every sub-micro-batch): its parameters' gradients then
+  // hold this micro-batch's share, so a last micro-batch can hand them to
+  // the data-parallel reduction while the rest of backward runs.
+  std::vector<tensor> backward(int mb, std::vector<tensor> output_grads, float loss_scale = 1.0f,
+                               const std::function<void(int)>& node_done = {});
 
   // Mean loss of a forward without gradients (needs computes_loss()).
   double evaluate(std::vector<tensor> inputs);
@@ -121,7 +127,8 @@ class executor {
   // Runs nodes [from, to) forward over every sub-batch, interleaved at the
   // TP all-reduces.
   void run_forward(micro_batch& s, int from, int to);
-  void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads);
+  void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
+                    const std::function<void(int)>& node_done);
   // Drops what nodes [first_, until) produced, but what later nodes read.
   void drop_activations(micro_batch& s, int until);
   void release(micro_batch& s);

@@ -69,6 +69,9 @@ TEST_CASE("every dp x pp configuration, schedule and recomputation matches the s
         par.schedule = kind;
         par.recompute = rc;
         par.timeout_s = 60;
+        // Small buckets: several reductions overlap each backward; large:
+        // one bucket at the end.
+        par.bucket_bytes = c.dp == 4 ? int64_t(1) << 30 : 8192;
         INFO("dp=" << c.dp << " pp=" << c.pp << " m=" << c.m << " "
                    << partition::schedule_name(kind) << " recompute=" << int(rc));
         actors::parallel_trainer tr(tiny(steps), par, corpus());
@@ -109,6 +112,7 @@ TEST_CASE("every configuration with tensor parallelism and dp x tp x pp <= 8 mat
       par.pp = c.pp;
       par.micro_batches = c.m;
       par.tp_overlap = overlap;
+      par.bucket_bytes = 4096 << overlap;
       par.schedule = kind;
       par.recompute = rc;
       par.timeout_s = 60;

@@ -1,0 +1,38 @@
+#pragma once
+// The gradient reducer actor: one per stage shard (dp, pp, tp); the reducers
+// of one (pp, tp) group across the dp replicas form a ring over comm/.
+// Included only by actors/*.cpp.
+//
+//   stage --reduce(bucket, flat, rows, cols)--> its reducer
+//   reducers of the group: ring all-reduce of the bucket (or, for the sparse
+//     bucket, the configured codec: coo, union or S2), tag = bucket id
+//   reducer --reduced(bucket, flat)--> stage
+//
+// A stage hands over a bucket as soon as the backward of its last
+// micro-batch has finished every gradient in it, and goes on computing:
+// the reduction overlaps the rest of backward. Buckets are sent in the same
+// order on every replica, so the ring matches them by tag and arrival order.
+// The reducer blocks its own thread in the collective (it is detached), never
+// a CAF worker. `flat` comes back holding the sum over the replicas (the
+// stages scale their losses by 1/dp, so the sum is the mean gradient).
+
+#include <caf/all.hpp>
+
+#include <memory>
+
+#include "comm/codec.hpp"
+#include "comm/transport.hpp"
+
+namespace merak::actors {
+
+struct reducer_setup {
+  std::shared_ptr<comm::transport> link;  // this replica's endpoint of the group
+  // Codec for buckets sent with rows > 0 (the token embedding's gradient);
+  // dense: the ring, like every other bucket.
+  comm::codec_config sparse;
+  std::string where;  // "reducer actor (dp=.., pp=.., tp=..)", for errors
+};
+
+caf::actor spawn_reducer(caf::actor_system& sys, reducer_setup setup);
+
+}  // namespace merak::actors
