@@ -118,7 +118,7 @@ class coo_codec final : public codec {
     find_rows(grad, n, d, own_);
     const size_t m = own_.size();
     block_.resize(m * 4 * size_t(1 + d));
-    std::memcpy(block_.data(), own_.data(), m * 4);
+    if (m) std::memcpy(block_.data(), own_.data(), m * 4);
     std::byte* vals = block_.data() + m * 4;
     for (size_t i = 0; i < m; ++i)
       std::memcpy(vals + i * size_t(d) * 4, grad.data() + int64_t(own_[i]) * d, size_t(d) * 4);
