@@ -35,6 +35,7 @@ inline uint32_t sign_bit(uint32_t key, uint32_t x) {
 // Elements are hashed in blocks: indices and signed values are computed into
 // small arrays (vectorised), then scattered or gathered (scalar).
 constexpr int64_t block = 256;
+constexpr int64_t prefetch_distance = 24;
 
 }  // namespace
 
@@ -81,7 +82,10 @@ void count_sketch::add_rows(std::span<const float> g, std::span<const uint32_t> 
           idx[c] = ident ? x : reduce_to(mix32(x ^ bk), w);
           val[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(src[c0 + c]) ^ sign_bit(sk, x));
         }
-        for (int64_t c = 0; c < m; ++c) t[idx[c]] += val[c];
+        for (int64_t c = 0; c < m; ++c) {
+          if (c + prefetch_distance < m) __builtin_prefetch(t + idx[c + prefetch_distance], 1);
+          t[idx[c]] += val[c];
+        }
       }
     }
   }
