@@ -8,6 +8,7 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -50,6 +51,13 @@ typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
   return f(caf::meta::type_name("merak.tensor_ref"), shape, type, bytes, load);
 }
 
+// Trace timestamps: seconds on the steady clock, shared by every thread of
+// the process (the coordinator subtracts its step start).
+inline double trace_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Stage inputs and gradients.
 using step_atom = caf::atom_constant<caf::atom("step")>;    // (step)
 using input_atom = caf::atom_constant<caf::atom("input")>;  // (mb, value, tensor)
@@ -68,7 +76,8 @@ using loss_atom = caf::atom_constant<caf::atom("loss")>;    // (dp, mb, loss)
 using ready_atom = caf::atom_constant<caf::atom("ready")>;  // (dp, stage, sum of squares, busy s)
 using applied_atom = caf::atom_constant<caf::atom("applied")>;  // (dp, stage)
 using failed_atom = caf::atom_constant<caf::atom("failed")>;    // (what)
-using trace_atom = caf::atom_constant<caf::atom("trace")>;      // (dp, stage, ops as text)
+using trace_atom =
+    caf::atom_constant<caf::atom("trace")>;  // (dp, stage, tp, ops, reducer ops, TP sums) as text
 // Scheduler negotiation.
 using memory_atom = caf::atom_constant<caf::atom("memory")>;  // stage -> scheduler: memory report
 using plan_atom = caf::atom_constant<caf::atom("plan")>;  // scheduler -> stage: policy, checkpoint

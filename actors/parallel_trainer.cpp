@@ -270,6 +270,7 @@ struct parallel_trainer::impl {
   model::step_result train_step() {
     MERAK_CHECK(step < opts.steps, "train_step past --steps");
     auto t0 = std::chrono::steady_clock::now();
+    const double trace_t0 = trace_now();
     const int D = par.dp, P = par.pp, M = par.micro_batches, TP = par.tp;
     for (auto& rep : stages)
       for (auto& st : rep)
@@ -294,7 +295,8 @@ struct parallel_trainer::impl {
     double loss_sum = 0;
     int losses = 0, ready = 0;
     std::vector<double> sumsq(P * TP, 0), busy(P, 0);
-    std::vector<std::string> traces(P);
+    // Trace tracks by name: every stage actor, its reducer and its TP sums.
+    std::map<std::string, std::string> traces;
     while (losses < D * M || ready < D * P * TP) {
       await(
           fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
@@ -310,8 +312,12 @@ struct parallel_trainer::impl {
             }
             ++ready;
           },
-          [&](trace_atom, int r, int s, int t, const std::string& tr) {
-            if (r == 0 && t == 0) traces[s] = tr;
+          [&](trace_atom, int r, int s, int t, const std::string& ops, const std::string& red,
+              const std::string& tps) {
+            auto who = fmt::format("(dp={}, pp={}, tp={})", r, s, t);
+            traces["stage " + who] += ops;
+            if (!red.empty()) traces["reducer " + who] += red;
+            if (!tps.empty()) traces["TP sums " + who] += tps;
           });
     }
     auto t_pipe = std::chrono::steady_clock::now();
@@ -331,8 +337,13 @@ struct parallel_trainer::impl {
     for (int applied = 0; applied < D * P * TP;)
       await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
                         step + 1),
-            [&](applied_atom, int, int) { ++applied; });
-    if (!par.trace_path.empty()) write_trace(traces);
+            [&](applied_atom, int r, int s, int t, double a, double b) {
+              if (!par.trace_path.empty())
+                traces[fmt::format("stage (dp={}, pp={}, tp={})", r, s, t)] +=
+                    fmt::format("adamw {:.6f} {:.6f};", a, b);
+              ++applied;
+            });
+    if (!par.trace_path.empty()) write_trace(traces, trace_t0);
     ++step;
     model::step_result res;
     res.step = step;
@@ -344,15 +355,19 @@ struct parallel_trainer::impl {
     return res;
   }
 
-  void write_trace(const std::vector<std::string>& traces) {
+  // Chrome-trace JSON (Perfetto): one track (tid) per actor, one slice per
+  // op, times in microseconds from the step's start.
+  void write_trace(const std::map<std::string, std::string>& traces, double t0) {
     nlohmann::json events = nlohmann::json::array();
-    for (size_t s = 0; s < traces.size(); ++s) {
+    int s = 0;
+    for (auto& [track, text] : traces) {
+      ++s;
       events.push_back({{"name", "thread_name"},
                         {"ph", "M"},
                         {"pid", 0},
                         {"tid", s},
-                        {"args", {{"name", fmt::format("stage {} (dp=0)", s)}}}});
-      std::string_view t = traces[s];
+                        {"args", {{"name", track}}}});
+      std::string_view t = text;
       while (!t.empty()) {
         auto semi = t.find(';');
         std::string item(t.substr(0, semi));
@@ -364,7 +379,7 @@ struct parallel_trainer::impl {
                           {"ph", "X"},
                           {"pid", 0},
                           {"tid", s},
-                          {"ts", a * 1e6},
+                          {"ts", (a - t0) * 1e6},
                           {"dur", (b - a) * 1e6}});
       }
     }

@@ -23,6 +23,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup se
       [=](reduce_atom, int bucket, tensor_ref flat, int64_t rows, int64_t cols) {
         auto& st = self->state;
         auto stage = caf::actor_cast<caf::actor>(self->current_sender());
+        double t0 = trace_now();
         try {
           auto data = flat.t->span_f32();
           auto& link = *st.cfg.link;
@@ -43,8 +44,11 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup se
                                      fmt::format("{}: {}", st.cfg.where, e.what())));
           return;
         }
+        // "name start end;" for the trace (the stage forwards it).
+        auto slice = fmt::format("{}{} {:.6f} {:.6f};", rows > 0 && st.codec ? "sparse" : "allreduce",
+                                 bucket, t0, trace_now());
         self->send(stage, reduced_atom::value, bucket, flat, st.cfg.link->bytes_sent(),
-                   st.last.union_rows);
+                   st.last.union_rows, slice);
       },
   };
 }

@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <set>
@@ -31,11 +32,22 @@ class stream_tp_group final : public model::tp_group {
     comm::tag_t tag = next_++ % (comm::kmax_collective_tag >> 1);
     auto data = x.span_f32();
     int ticket = int(next_ & 0x7fffffff);
-    pending_.emplace(ticket, stream_.enqueue([data, tag](comm::transport& t) {
+    pending_.emplace(ticket, stream_.enqueue([this, data, tag](comm::transport& t) {
+      double t0 = tracing ? trace_now() : 0;
       comm::allreduce_sum(t, data, tag);
+      if (tracing) {
+        std::lock_guard lock(mu_);
+        trace_ += fmt::format("tp-allreduce {:.6f} {:.6f};", t0, trace_now());
+      }
     }));
     return ticket;
   }
+  // Slices of the sums run since the last call ("name start end;").
+  std::string take_trace() {
+    std::lock_guard lock(mu_);
+    return std::exchange(trace_, {});
+  }
+  bool tracing = false;
   void wait(int ticket) override {
     auto it = pending_.find(ticket);
     MERAK_CHECK(it != pending_.end(), "unknown all-reduce ticket {}", ticket);
@@ -49,6 +61,8 @@ class stream_tp_group final : public model::tp_group {
   comm::comm_stream stream_;
   uint64_t next_ = 0;
   std::map<int, comm::comm_stream::handle> pending_;
+  std::mutex mu_;
+  std::string trace_;
 };
 
 struct stage_state {
@@ -90,7 +104,8 @@ struct stage_state {
   uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
   int64_t sparse_union_rows = 0;
   double busy_s = 0;
-  std::string trace;  // "name start end;" per op (seconds since step start)
+  std::string trace;          // "name start end;" per op (trace_now() seconds)
+  std::string reducer_trace;  // the reducer's slices, this step
   std::chrono::steady_clock::time_point step_start;
 };
 
@@ -112,6 +127,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
     MERAK_CHECK(st.cfg.tp_link && st.cfg.tp_link->size() == st.cfg.tp, "TP endpoint of {} ranks",
                 st.cfg.tp_link ? st.cfg.tp_link->size() : 0);
     st.tp = std::make_unique<stream_tp_group>(st.cfg.tp_link);
+    st.tp->tracing = st.cfg.trace;
     st.exec->set_tp(st.tp.get(), st.cfg.tp_overlap);
   }
   for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
@@ -138,6 +154,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
   auto& st = self->state;
   auto& ex = *st.exec;
   auto t0 = clock::now();
+  double trace_t0 = st.cfg.trace ? trace_now() : 0;
   switch (o.kind) {
     case partition::op_kind::F:
     case partition::op_kind::Fpc: {
@@ -183,9 +200,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
   auto t1 = clock::now();
   st.busy_s += std::chrono::duration<double>(t1 - t0).count();
   if (st.cfg.trace)
-    st.trace += fmt::format("{} {:.6f} {:.6f};", partition::op_name(o),
-                            std::chrono::duration<double>(t0 - st.step_start).count(),
-                            std::chrono::duration<double>(t1 - st.step_start).count());
+    st.trace += fmt::format("{} {:.6f} {:.6f};", partition::op_name(o), trace_t0, trace_now());
 }
 
 // Copies the bucket's gradients into its flat buffer and hands it to the
@@ -253,7 +268,7 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
   // The trace first: the coordinator stops listening once every stage is ready.
   if (st.cfg.trace)
     self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank,
-               st.trace);
+               st.trace, st.reducer_trace, st.tp ? st.tp->take_trace() : std::string());
   self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank, sumsq,
              st.busy_s);
 }
@@ -446,6 +461,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.in_bucket.assign(st.store->all().size(), false);
           st.busy_s = 0;
           st.trace.clear();
+          st.reducer_trace.clear();
           st.step_start = clock::now();
           pump(self);
         });
@@ -520,9 +536,11 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           }
         });
       },
-      [=](reduced_atom, int id, tensor_ref sum, uint64_t bytes_sent, int64_t union_rows) {
+      [=](reduced_atom, int id, tensor_ref sum, uint64_t bytes_sent, int64_t union_rows,
+          const std::string& slice) {
         guarded(self, [&] {
           auto& st = self->state;
+          if (st.cfg.trace) st.reducer_trace += slice;
           auto& all = st.store->all();
           const float* src = sum.t->f32();
           for (int p : st.buckets.at(id).params) {
@@ -537,12 +555,14 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
       [=](apply_atom, float lr, float clip) {
         guarded(self, [&] {
           auto& st = self->state;
+          double t0 = trace_now();
           if (clip != 1.0f)
             for (auto& prm : st.store->all())
               for (auto& g : prm->grad.span_f32()) g *= clip;
           st.opt->step(lr);
           st.store->zero_grads();
-          self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage);
+          self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage,
+                     st.cfg.tp_rank, t0, trace_now());
         });
       },
       [=](gather_atom) -> caf::message {

@@ -86,17 +86,20 @@ PY
     expect_error "neither a checkpoint directory" train --data "$work/text.txt" "${tiny[@]}" --steps 3 --load "$work/emptydir" ;;
   parallel_trace)
     "$merak" train --data "$work/text.txt" --layers 2 --dim 16 --heads 2 --seq 8 --batch 4 --steps 2 \
-      --pp 2 --dp 2 --micro-batches 2 --schedule shifted --trace "$work/trace.json" \
-      --metrics "$work/m.jsonl" --log-level warn
+      --pp 2 --dp 2 --tp 2 --micro-batches 2 --schedule shifted --trace "$work/trace.json" \
+      --bucket-mb 0.001 --metrics "$work/m.jsonl" --log-level warn
     python3 - "$work/trace.json" "$work/m.jsonl" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
 ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
-stages = {e["tid"] for e in ev}
-assert stages == {0, 1}, f"expected slices on stages 0 and 1, got {stages}"
-names = {e["name"][0] for e in ev}
-assert "F" in names and "B" in names, names
-assert all(e["dur"] >= 0 for e in ev)
+tracks = {e["args"]["name"] for e in t["traceEvents"] if e.get("ph") == "M"}
+# One track per stage actor (2 x 2 x 2), its reducer and its TP sums.
+for kind in ("stage", "reducer", "TP sums"):
+    got = {n for n in tracks if n.startswith(kind + " (")}
+    assert len(got) == 8, (kind, sorted(tracks))
+names = {e["name"].rstrip("0123456789") for e in ev}
+assert {"F", "B", "adamw", "allreduce", "tp-allreduce"} <= names, names
+assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in ev)
 m = [json.loads(l) for l in open(sys.argv[2])]
 assert all(0 <= l["bubble"] < 1 for l in m), m
 print("ok: trace with", len(ev), "slices; bubble", m[-1]["bubble"])
@@ -104,7 +107,11 @@ PY
     ;;
   parallel_bad_split)
     expect_error "error: --batch 4 does not split into --dp 3" train --data "$work/text.txt" "${tiny[@]}" --batch 4 --dp 3 --steps 1
-    expect_error "unknown schedule 'zigzag'" train --data "$work/text.txt" "${tiny[@]}" --pp 2 --schedule zigzag --steps 1 ;;
+    expect_error "unknown schedule 'zigzag'" train --data "$work/text.txt" "${tiny[@]}" --pp 2 --schedule zigzag --steps 1
+    expect_error "error: tp 3 does not divide" train --data "$work/text.txt" "${tiny[@]}" --tp 3 --steps 1
+    expect_error "error: --tp-overlap must be 0, 1 or 2" train --data "$work/text.txt" "${tiny[@]}" --tp 2 --tp-overlap 5 --steps 1
+    expect_error "error: --sparse-reducer s2 needs --dp 2" train --data "$work/text.txt" "${tiny[@]}" --sparse-reducer s2 --steps 1
+    expect_error "unknown" train --data "$work/text.txt" "${tiny[@]}" --dp 2 --sparse-reducer zip --steps 1 ;;
   *)
     echo "unknown case $case_name"
     exit 2 ;;
