@@ -163,11 +163,12 @@ struct codec_stats {
 // place with codec `c`. Collective: every rank calls it with the same n, d,
 // codec config and step; before reducing, the ranks all-gather a small
 // header (codec, n, d, sketch shape, step) and a mismatch fails on every rank
-// with a merak::error naming both shapes and the peer rank. Uses tags
-// tag .. tag + 7 of `t` (one per collective). A group of one returns at once
-// (the average of one gradient is itself). `stats` (optional) receives the
-// timings and bytes of this call. Failures of the transport (timeouts, dead
-// peers) propagate as merak::error.
+// with a merak::error naming both shapes and the peer rank. All its
+// collectives use the one user tag `tag` (< kmax_collective_tag, see
+// collectives.hpp): successive calls may reuse a tag, and collectives on
+// other tags never see its messages. A group of one returns at once (the average of one gradient is
+// itself). `stats` (optional) receives the timings and bytes of this call. Failures of the
+// transport (timeouts, dead peers) propagate as merak::error.
 void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64_t d, tag_t tag,
                  codec_stats* stats = nullptr);
 

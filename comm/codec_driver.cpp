@@ -75,15 +75,15 @@ void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64
   codec_message msg;
   c.encode(grad, n, d, p, msg);
   st.encode_s += seconds_since(t0);
-  for (tag_t round_tag = tag + 1;; round_tag += 3) {
-    if (round_tag + 2 > tag + 7)
-      fail("reduce_rows: codec {} needs more than two rounds", codec_kind_name(c.config().kind));
+  // All collectives of the step share `tag`: every rank runs the same
+  // sequence, and the transport matches messages of one (source, tag) in
+  // order, so a message cannot meet another collective's receive.
+  for (;;) {
     t0 = clock_type::now();
-    if (!msg.bits.empty()) allreduce_or(t, msg.bits, round_tag);
-    if (!msg.sum.empty()) allreduce_sum(t, msg.sum, round_tag + 1);
+    if (!msg.bits.empty()) allreduce_or(t, msg.bits, tag);
+    if (!msg.sum.empty()) allreduce_sum(t, msg.sum, tag);
     if (msg.has_gather)
-      msg.gathered_sizes =
-          allgatherv(t, msg.gather.data(), msg.gather.size(), msg.gathered, round_tag + 2);
+      msg.gathered_sizes = allgatherv(t, msg.gather.data(), msg.gather.size(), msg.gathered, tag);
     st.comm_s += seconds_since(t0);
     t0 = clock_type::now();
     const bool more = c.advance(msg);
