@@ -53,6 +53,7 @@ struct parallel_trainer::impl {
   model::lr_schedule schedule;
   int64_t step = 0;
   double bubble = 0;
+  parallel_trainer::comm_stats comm;
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
@@ -294,6 +295,7 @@ struct parallel_trainer::impl {
       }
     double loss_sum = 0;
     int losses = 0, ready = 0;
+    comm = {};
     std::vector<double> sumsq(P * TP, 0), busy(P, 0);
     // Trace tracks by name: every stage actor, its reducer and its TP sums.
     std::map<std::string, std::string> traces;
@@ -305,8 +307,11 @@ struct parallel_trainer::impl {
             loss_sum += l;
             ++losses;
           },
-          [&](ready_atom, int r, int s, int t, double sq, double busy_s) {
+          [&](ready_atom, int r, int s, int t, double sq, double busy_s, uint64_t bytes,
+              int64_t union_rows) {
             if (r == 0) {
+              comm.dp_bytes_per_rank += bytes;
+              if (s == 0 && t == 0) comm.sparse_union_rows = union_rows;
               sumsq[s * TP + t] = sq;  // shards: their slices, and shard 0 the rest
               if (t == 0) busy[s] = busy_s;
             }
@@ -451,6 +456,9 @@ model::step_result parallel_trainer::train_step() {
 }
 double parallel_trainer::last_bubble_fraction() const {
   return impl_->bubble;
+}
+parallel_trainer::comm_stats parallel_trainer::last_comm() const {
+  return impl_->comm;
 }
 double parallel_trainer::validation_loss() {
   return impl_->validation_loss();

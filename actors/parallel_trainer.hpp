@@ -67,6 +67,14 @@ class parallel_trainer {
   // Measured bubble of the last step: 1 - busy / (stages x pipeline time),
   // over the stages of replica 0.
   double last_bubble_fraction() const;
+  // Data-parallel traffic of the last step, counted by the transport:
+  // bytes sent by replica 0's reducers (all stages and shards), and the rows
+  // of the token embedding's gradient union (sparse codecs; 0 otherwise).
+  struct comm_stats {
+    uint64_t dp_bytes_per_rank = 0;
+    int64_t sparse_union_rows = 0;
+  };
+  comm_stats last_comm() const;
   // Mean validation loss (parameters gathered into a single-device copy).
   double validation_loss();
   int64_t step() const;

@@ -102,6 +102,7 @@ struct stage_state {
   int64_t open_bytes = 0;
   std::vector<bool> in_bucket;   // per parameter, this step
   uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
+  uint64_t reducer_bytes_reported = 0;
   int64_t sparse_union_rows = 0;
   double busy_s = 0;
   std::string trace;          // "name start end;" per op (trace_now() seconds)
@@ -270,7 +271,8 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank,
                st.trace, st.reducer_trace, st.tp ? st.tp->take_trace() : std::string());
   self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank, sumsq,
-             st.busy_s);
+             st.busy_s, st.reducer_bytes - std::exchange(st.reducer_bytes_reported, st.reducer_bytes),
+             st.sparse_union_rows);
 }
 
 void after_ties(caf::stateful_actor<stage_state>* self) {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "apps/commands.hpp"
+#include "bench/allreduce_bench.hpp"
 #include "bench/benchmarks.hpp"
 #include "actors/synthetic_pipeline.hpp"
 #include "bench/svm_bench.hpp"
@@ -77,8 +78,35 @@ action add_bench_command(CLI::App& parent) {
   pl->add_option("--steps", pipe->steps, "Steps (the median is reported)")->capture_default_str();
   pl->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, pl, pipe, pipe_schedule] {
+  auto ar = std::make_shared<bench::allreduce_bench_options>();
+  auto* a = b->add_subcommand("allreduce",
+                              "All-reduce of an (n, d) gradient between --procs processes: "
+                              "dense ring, coo, union, s2 or MPI_Allreduce");
+  a->add_option("--procs", ar->procs)->capture_default_str();
+  a->add_option("--method", ar->method, "dense, coo, union, s2 or mpi")->capture_default_str();
+  a->add_option("--transport", ar->transport, "ucx or inproc (threads)")->capture_default_str();
+  a->add_option("--rows", ar->rows, "n")->capture_default_str();
+  a->add_option("--cols", ar->cols, "d")->capture_default_str();
+  a->add_option("--row-density", ar->row_density, "Share of non-zero rows per rank")
+      ->capture_default_str();
+  a->add_option("--sketch-ratio", ar->sketch_ratio, "s2: r*w / (n*d)")->capture_default_str();
+  a->add_option("--sketch-rows", ar->sketch_rows, "s2: r")->capture_default_str();
+  a->add_option("--error-feedback", ar->error_feedback, "s2: off, contractive or plain")
+      ->capture_default_str();
+  a->add_flag("--known-rows", ar->known_rows, "Hand the codec the non-zero rows (no scan)");
+  a->add_option("--iters", ar->iters)->capture_default_str();
+  a->add_option("--seed", ar->seed)->capture_default_str();
+  a->add_option("--timeout-s", ar->timeout_s, "Whole job; every wait is bounded by min(this, 60 s)")
+      ->capture_default_str();
+  a->add_option("--mpi-args", ar->mpi_args, "Extra mpirun arguments for --method mpi");
+  a->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+
+  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, pl, pipe, pipe_schedule, a, ar] {
     nlohmann::json out;
+    if (b->got_subcommand(a)) {
+      out = bench::run_allreduce_bench(*ar);
+      if (out.is_null()) return 0;  // a worker that does not print
+    }
     if (b->got_subcommand(s)) {
       sv->fit.pen.kind = svm::parse_penalty_kind(*svp);
       sv->fit.pen.theta = *svt != 0 ? *svt : svm::default_theta(sv->fit.pen.kind);

@@ -61,8 +61,13 @@ int train_loop(train_flags& f, Trainer& tr) {
     nlohmann::json line{{"step", r.step},     {"loss", r.loss},
                         {"lr", r.lr},         {"tokens_per_s", r.tokens_per_s},
                         {"step_s", r.step_s}, {"grad_norm", r.grad_norm}};
-    if constexpr (requires { tr.last_bubble_fraction(); })
+    if constexpr (requires { tr.last_bubble_fraction(); }) {
       line["bubble"] = tr.last_bubble_fraction();
+      auto c = tr.last_comm();
+      if (f.par.dp > 1) line["dp_bytes_per_rank"] = c.dp_bytes_per_rank;
+      if (f.par.sparse.kind != comm::codec_kind::dense)
+        line["sparse_union_rows"] = c.sparse_union_rows;
+    }
     bool eval = tr.done() || (f.eval_interval > 0 && r.step % f.eval_interval == 0);
     if (eval) line["val_loss"] = tr.validation_loss();
     metrics.write(line);
