@@ -250,7 +250,11 @@ TEST_CASE("the pure codec benchmark gives one result per method and sketch ratio
 // Not run by default: `merak_comm_tests "[.codec_bench]" -s` prints the JSON
 // lines of the pure benchmark at the issue's sizes.
 TEST_CASE("codec benchmark at n = 50,000, d = 256", "[.codec_bench]") {
-  for (const auto& r : bench_codecs_pure({})) std::printf("%s\n", r.to_json().c_str());
+  for (bool known : {false, true}) {
+    codec_bench_options o;
+    o.known_rows = known;
+    for (const auto& r : bench_codecs_pure(o)) std::printf("%s\n", r.to_json().c_str());
+  }
 }
 
 // Not run by default: `merak_comm_tests "[.codec_bench_inproc]" -s` prints
