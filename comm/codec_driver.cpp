@@ -21,28 +21,34 @@ double seconds_since(clock_type::time_point t0) {
 // mismatch names the peer. Plain integers: the same layout on every rank of
 // one build.
 struct step_header {
-  int64_t kind, n, d, sketch_rows, sketch_width, feedback;
+  int64_t kind, n, d, floats, sketch_rows, sketch_width, feedback;
   uint64_t seed, step;
   bool operator==(const step_header&) const = default;
 };
 
-step_header header_of(const codec& c, int64_t n, int64_t d) {
+bool valid_shape(int64_t n, int64_t d, size_t floats) {
+  return n > 0 && d > 0 && int64_t(floats) == n * d;
+}
+
+step_header header_of(const codec& c, int64_t n, int64_t d, size_t floats) {
   const codec_config& k = c.config();
   const bool s2 = k.kind == codec_kind::s2;
   return {int64_t(k.kind),
           n,
           d,
+          int64_t(floats),
           s2 ? k.sketch_rows : 0,
-          s2 && n > 0 && d > 0 ? s2_sketch_width(k, n, d) : 0,
+          s2 && valid_shape(n, d, floats) ? s2_sketch_width(k, n, d) : 0,
           s2 ? int64_t(k.feedback) : 0,
           s2 ? k.seed : 0,
           c.step()};
 }
 
 std::string describe(const step_header& h) {
-  return fmt::format("codec {} n={} d={} r={} w={} feedback={} seed={} step={}",
-                     codec_kind_name(codec_kind(h.kind)), h.n, h.d, h.sketch_rows, h.sketch_width,
-                     error_feedback_name(error_feedback(h.feedback)), h.seed, h.step);
+  return fmt::format("codec {} n={} d={} ({} floats) r={} w={} feedback={} seed={} step={}",
+                     codec_kind_name(codec_kind(h.kind)), h.n, h.d, h.floats, h.sketch_rows,
+                     h.sketch_width, error_feedback_name(error_feedback(h.feedback)), h.seed,
+                     h.step);
 }
 
 }  // namespace
@@ -52,19 +58,25 @@ void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64
   codec_stats st;
   const uint64_t bytes0 = t.bytes_sent();
   const int p = t.size();
-  if (int64_t(grad.size()) != n * d || n <= 0 || d <= 0)
+  const bool valid = valid_shape(n, d, grad.size());
+  auto bad_shape = [&] {
     fail("reduce_rows on rank {}: gradient holds {} floats, but n={} d={}", t.rank(), grad.size(),
          n, d);
+  };
   if (p == 1) {  // the average of one gradient is itself
+    if (!valid) bad_shape();
     if (stats) *stats = st;
     return;
   }
 
-  // Every rank checks every peer's shape before sending anything shaped.
+  // Every rank checks every peer's shape before sending anything shaped; a
+  // rank with a bad gradient still sends its header, so that its peers fail
+  // at once naming it instead of timing out.
   auto t0 = clock_type::now();
-  const step_header mine = header_of(c, n, d);
+  const step_header mine = header_of(c, n, d, grad.size());
   std::vector<step_header> all(static_cast<size_t>(p));
   allgather(t, &mine, sizeof mine, all.data(), tag);
+  if (!valid) bad_shape();
   for (int r = 0; r < p; ++r)
     if (!(all[size_t(r)] == mine))
       fail("reduce_rows on rank {}: peer rank {} reduces {}, this rank {}", t.rank(), r,

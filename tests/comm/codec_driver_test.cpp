@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -111,7 +112,7 @@ TEST_CASE("every codec over the in-process transport equals its pure run, P = 2.
 TEST_CASE("bytes sent per rank match the spec's traffic formulas", "[codec][driver]") {
   // Formulas (b = 4): dense 2(P-1)/P·n·d·b; coo (P-1)·(rows sent)·(4 + d·b)
   // summed over ranks; union 2(P-1)/P·(n/8 + |U|·d·b); s2 2(P-1)/P·(n/8 +
-  // r·w·b). The driver adds (P-1)·64 bytes of shape header; a ring splits a
+  // r·w·b). The driver adds (P-1)·72 bytes of shape header; a ring splits a
   // buffer into P segments that differ by one element (8 bytes for bitmap
   // words), and allgatherv exchanges (P-1)·8 bytes of sizes.
   const int64_t n = 5000, d = 64;
@@ -129,7 +130,7 @@ TEST_CASE("bytes sent per rank match the spec's traffic formulas", "[codec][driv
     }
     bitmap_to_rows(acc, rows);
     const double U = double(rows.size()), ring = 2.0 * (P - 1) / P;
-    const double header = (P - 1) * 64.0, bitmap = double(bitmap_words(n)) * 8;
+    const double header = (P - 1) * 72.0, bitmap = double(bitmap_words(n)) * 8;
     for (codec_kind kind : all_kinds) {
       const codec_config config{.kind = kind, .sketch_ratio = 0.05};
       const auto got = drive(config, grads, n, d);
@@ -176,6 +177,21 @@ TEST_CASE("a rank with another shape makes every rank fail, naming n, d and the 
   }
   CHECK_THAT(errors[0], Catch::Contains("peer rank 2 reduces codec s2 n=100 d=16"));
   CHECK_THAT(errors[2], Catch::Contains("peer rank 0 reduces codec s2 n=100 d=8"));
+}
+
+TEST_CASE("a rank whose gradient does not hold n*d floats fails, and its peers name it at once",
+          "[codec][driver]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = run_ranks(3, [&](transport& t) {
+    auto g = row_sparse_gradient(100, 8, 0.1, 3);
+    if (t.rank() == 1) g.pop_back();
+    auto c = make_codec({.kind = codec_kind::union_rows});
+    reduce_rows(*c, t, g, 100, 8, 5);
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));  // no timeout
+  CHECK_THAT(errors[1], Catch::Contains("rank 1: gradient holds 799 floats, but n=100 d=8"));
+  CHECK_THAT(errors[0], Catch::Contains("peer rank 1 reduces codec union n=100 d=8 (799 floats)"));
+  CHECK_THAT(errors[2], Catch::Contains("peer rank 1 reduces codec union n=100 d=8 (799 floats)"));
 }
 
 TEST_CASE("ranks out of step or on different codecs fail instead of mixing results",
