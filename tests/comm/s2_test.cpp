@@ -209,3 +209,12 @@ TEST_CASE(
   CHECK(!(plain < 1e6));     // grows geometrically (or overflows to inf/NaN)
   CHECK(off > contractive);  // without feedback the noise adds up as a random walk
 }
+
+TEST_CASE("an S2 codec with error feedback refuses a step of another shape, naming both", "[s2]") {
+  group grp({.kind = codec_kind::s2, .sketch_ratio = 0.1, .feedback = error_feedback::contractive},
+            2);
+  grp.step({row_sparse_gradient(50, 8, 0.5, 1), row_sparse_gradient(50, 8, 0.5, 2)}, 50, 8);
+  CHECK_THROWS_WITH(
+      grp.step({row_sparse_gradient(40, 10, 0.5, 1), row_sparse_gradient(40, 10, 0.5, 2)}, 40, 10),
+      Catch::Contains("holds a gradient of n=50 d=8, this step has n=40 d=10"));
+}
