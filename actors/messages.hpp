@@ -70,7 +70,10 @@ using reduced_atom = caf::atom_constant<caf::atom("reduced")>;  // (flat summed 
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // (lr, clip factor)
 using wire_atom =
     caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
-using gather_atom = caf::atom_constant<caf::atom("gather")>;  // () -> (names, tensors)
+using gather_atom =
+    caf::atom_constant<caf::atom("gather")>;  // () -> (names, values, m, v, adam t)
+using load_atom =
+    caf::atom_constant<caf::atom("load")>;  // (names, values, m, v, adam t): whole tensors
 // To the coordinator.
 using loss_atom = caf::atom_constant<caf::atom("loss")>;    // (dp, mb, loss)
 using ready_atom = caf::atom_constant<caf::atom("ready")>;  // (dp, stage, sum of squares, busy s)

@@ -20,6 +20,7 @@
 #include "core/error.hpp"
 #include "model/executor.hpp"
 #include "model/gemm.hpp"
+#include "model/checkpoint.hpp"
 #include "model/gpt.hpp"
 #include "comm/inproc.hpp"
 #include "partition/stages.hpp"
@@ -64,13 +65,12 @@ struct parallel_trainer::impl {
   // Validation: a single-device copy, refreshed from the stages.
   std::unique_ptr<model::parameter_store> eval_store;
   std::unique_ptr<model::executor> eval_exec;
+  std::unique_ptr<model::adamw> eval_opt;
 
   impl(model::train_options o, parallel_options p, model::text_corpus c)
       : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)) {
     opts.validate();
     par.validate(opts.batch);
-    if (!opts.save_dir.empty() || !opts.load.empty())
-      fail("--save and --load are not supported with --dp/--pp/--micro-batches yet");
     graph = model::build_gpt(opts.model);
     bounds = partition::balanced_stages(graph, par.pp);
     for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));
@@ -78,6 +78,7 @@ struct parallel_trainer::impl {
     schedule = opts.schedule();
     try {
       spawn();
+      if (!opts.load.empty()) load();
     } catch (...) {
       shutdown();
       throw;
@@ -393,14 +394,25 @@ struct parallel_trainer::impl {
     f << nlohmann::json{{"traceEvents", events}}.dump() << '\n';
   }
 
-  double validation_loss() {
-    if (!eval_exec) {
-      eval_store = std::make_unique<model::parameter_store>(opts.seed);
-      eval_exec = std::make_unique<model::executor>(graph, *eval_store);
-    }
+  // The single-device copy (parameters and AdamW state) that validation and
+  // checkpoints use.
+  void ensure_full_copy() {
+    if (eval_exec) return;
+    eval_store = std::make_unique<model::parameter_store>(opts.seed);
+    eval_exec = std::make_unique<model::executor>(graph, *eval_store);
+    eval_opt = std::make_unique<model::adamw>(model::adamw_config{.weight_decay = opts.weight_decay},
+                                              eval_store->all());
+  }
+
+  // Gathers every parameter (and, with moments, AdamW's state) of replica 0
+  // into the single-device copy: shard slices placed, the rest from shard 0.
+  void gather_full(bool moments) {
+    ensure_full_copy();
+    std::map<std::string, int> index;
+    for (size_t i = 0; i < eval_store->all().size(); ++i)
+      index[eval_store->all()[i]->spec.name] = int(i);
     for (int s = 0; s < par.pp; ++s)
       for (int t = 0; t < par.tp; ++t) {
-        // Shard t's slices of the split parameters; the rest from shard 0.
         std::map<std::string, model::shard_spec> split;
         for (auto& n : shards[t].graph.nodes())
           for (auto& spec : n.params)
@@ -409,15 +421,24 @@ struct parallel_trainer::impl {
         (*self)
             ->request(stages[0][s][t], timeout(), gather_atom::value)
             .receive(
-                [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
+                [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values,
+                    std::vector<tensor_ref>& m, std::vector<tensor_ref>& v, int64_t adam_t) {
                   for (size_t i = 0; i < names_.size(); ++i) {
-                    auto p = eval_store->find(names_[i]);
-                    MERAK_CHECK(p != nullptr, "gathered unknown parameter {}", names_[i]);
-                    if (auto it = split.find(names_[i]); it != split.end())
-                      model::place_shard(p->value, *values[i].t, it->second);
-                    else if (t == 0)
-                      std::memcpy(p->value.raw(), values[i].t->raw(), p->value.bytes());
+                    auto it = index.find(names_[i]);
+                    MERAK_CHECK(it != index.end(), "gathered unknown parameter {}", names_[i]);
+                    auto put = [&](model::tensor& whole, const model::tensor& part) {
+                      if (auto sp = split.find(names_[i]); sp != split.end())
+                        model::place_shard(whole, part, sp->second);
+                      else if (t == 0)
+                        std::memcpy(whole.raw(), part.raw(), whole.bytes());
+                    };
+                    put(eval_store->all()[it->second]->value, *values[i].t);
+                    if (moments) {
+                      put(eval_opt->first_moments()[it->second], *m[i].t);
+                      put(eval_opt->second_moments()[it->second], *v[i].t);
+                    }
                   }
+                  eval_opt->set_t(adam_t);
                   ok = true;
                 },
                 [&](caf::error& e) {
@@ -425,6 +446,43 @@ struct parallel_trainer::impl {
                 });
         MERAK_CHECK(ok, "no parameters from stage {} shard {}", s, t);
       }
+  }
+
+  // Resumes from opts.load: the checkpoint goes into the single-device copy,
+  // then every stage actor takes its part.
+  void load() {
+    ensure_full_copy();
+    step = model::resume_checkpoint(opts, *eval_store, *eval_opt);
+    std::vector<std::string> names;
+    std::vector<tensor_ref> values, m, v;
+    auto& all = eval_store->all();
+    for (size_t i = 0; i < all.size(); ++i) {
+      names.push_back(all[i]->spec.name);
+      values.push_back(tensor_ref::make(all[i]->value.clone()));
+      m.push_back(tensor_ref::make(eval_opt->first_moments()[i].clone()));
+      v.push_back(tensor_ref::make(eval_opt->second_moments()[i].clone()));
+    }
+    for (auto& rep : stages)
+      for (auto& st : rep)
+        for (auto& a : st) {
+          bool ok = false;
+          (*self)
+              ->request(a, timeout(), load_atom::value, names, values, m, v, eval_opt->t())
+              .receive([&](applied_atom) { ok = true; },
+                       [&](caf::error& e) { fail("loading a checkpoint: {}", sys->render(e)); });
+          MERAK_CHECK(ok, "a stage did not take the checkpoint");
+        }
+  }
+
+  std::string save() {
+    if (opts.save_dir.empty()) fail("no --save directory given");
+    gather_full(true);
+    return model::save_checkpoint(opts.save_dir, step, *eval_store, *eval_opt,
+                                  model::checkpoint_metadata(opts, step, corpus.name()));
+  }
+
+  double validation_loss() {
+    gather_full(false);
     int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
     double sum = 0;
     for (int64_t i = 0; i < nb; ++i) {
@@ -453,6 +511,15 @@ bool parallel_trainer::done() const {
 }
 model::step_result parallel_trainer::train_step() {
   return impl_->train_step();
+}
+std::string parallel_trainer::save() {
+  return impl_->save();
+}
+bool parallel_trainer::checkpoint_due() const {
+  auto& o = impl_->opts;
+  if (o.save_dir.empty()) return false;
+  if (done()) return true;
+  return o.save_interval > 0 && impl_->step % o.save_interval == 0;
 }
 double parallel_trainer::last_bubble_fraction() const {
   return impl_->bubble;

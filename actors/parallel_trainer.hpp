@@ -75,6 +75,12 @@ class parallel_trainer {
     int64_t sparse_union_rows = 0;
   };
   comm_stats last_comm() const;
+  // Writes a checkpoint of the current step in the single-device format
+  // (every shard and stage gathered: a parallel run's checkpoint loads
+  // anywhere, and --load resumes any run with any dp/tp/pp). Returns its
+  // directory.
+  std::string save();
+  bool checkpoint_due() const;
   // Mean validation loss (parameters gathered into a single-device copy).
   double validation_loss();
   int64_t step() const;

@@ -567,15 +567,47 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
                      st.cfg.tp_rank, t0, trace_now());
         });
       },
+      // Parameters and AdamW moments of this shard (copies), and AdamW's t.
       [=](gather_atom) -> caf::message {
         auto& st = self->state;
         std::vector<std::string> names;
-        std::vector<tensor_ref> values;
-        for (auto& prm : st.store->all()) {
-          names.push_back(prm->spec.name);
-          values.push_back(tensor_ref::make(prm->value.clone()));
+        std::vector<tensor_ref> values, m, v;
+        auto& all = st.store->all();
+        for (size_t i = 0; i < all.size(); ++i) {
+          names.push_back(all[i]->spec.name);
+          values.push_back(tensor_ref::make(all[i]->value.clone()));
+          m.push_back(tensor_ref::make(st.opt->first_moments()[i].clone()));
+          v.push_back(tensor_ref::make(st.opt->second_moments()[i].clone()));
         }
-        return caf::make_message(std::move(names), std::move(values));
+        return caf::make_message(std::move(names), std::move(values), std::move(m), std::move(v),
+                                 st.opt->t());
+      },
+      // Whole parameters and moments (a resumed checkpoint): this shard takes
+      // its part of each it holds.
+      [=](load_atom, const std::vector<std::string>& names, const std::vector<tensor_ref>& values,
+          const std::vector<tensor_ref>& m, const std::vector<tensor_ref>& v,
+          int64_t t) -> caf::message {
+        auto& st = self->state;
+        std::string failure;
+        guarded(self, [&] {
+          auto& all = st.store->all();
+          for (size_t i = 0; i < all.size(); ++i) {
+            auto it = std::find(names.begin(), names.end(), all[i]->spec.name);
+            MERAK_CHECK(it != names.end(), "checkpoint lacks {}", all[i]->spec.name);
+            size_t k = size_t(it - names.begin());
+            auto put = [&](const model::tensor& whole, model::tensor& mine) {
+              if (all[i]->spec.shard.sharded())
+                model::copy_shard(whole, mine, all[i]->spec.shard);
+              else
+                std::memcpy(mine.raw(), whole.raw(), mine.bytes());
+            };
+            put(*values[k].t, all[i]->value);
+            put(*m[k].t, st.opt->first_moments()[i]);
+            put(*v[k].t, st.opt->second_moments()[i]);
+          }
+          st.opt->set_t(t);
+        });
+        return caf::make_message(applied_atom::value);
       },
   };
 }

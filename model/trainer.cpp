@@ -60,34 +60,44 @@ void trainer::init() {
   opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
   schedule_ = opts_.schedule();
   if (!opts_.load.empty()) {
-    auto dir = resolve_checkpoint(opts_.load);
-    auto meta = read_checkpoint_metadata(dir);
-    auto expect = model_json(opts_.model);
-    if (meta["merak.model"] != expect)
-      fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"],
-           expect);
-    load_checkpoint(dir, store_, *opt_);
-    try {
-      step_ = std::stoll(meta.at("merak.step"));
-      uint64_t seed = std::stoull(meta.at("merak.seed"));
-      if (seed != opts_.seed) {
-        spdlog::warn("checkpoint was trained with --seed {}; continuing its data stream", seed);
-        opts_.seed = seed;
-      }
-    } catch (const std::logic_error&) {
-      fail("checkpoint '{}': metadata merak.step or merak.seed is missing or not a number", dir);
-    }
+    step_ = resume_checkpoint(opts_, store_, *opt_);
     resumed_from_ = step_;
-    spdlog::info("resumed from '{}' at step {}", dir, step_);
   }
 }
 
-std::map<std::string, std::string> trainer::metadata() const {
-  return {{"merak.model", model_json(opts_.model)},
-          {"merak.seed", std::to_string(opts_.seed)},
+int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt) {
+  auto dir = resolve_checkpoint(opts.load);
+  auto meta = read_checkpoint_metadata(dir);
+  auto expect = model_json(opts.model);
+  if (meta["merak.model"] != expect)
+    fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"], expect);
+  load_checkpoint(dir, store, opt);
+  int64_t step = 0;
+  try {
+    step = std::stoll(meta.at("merak.step"));
+    uint64_t seed = std::stoull(meta.at("merak.seed"));
+    if (seed != opts.seed) {
+      spdlog::warn("checkpoint was trained with --seed {}; continuing its data stream", seed);
+      opts.seed = seed;
+    }
+  } catch (const std::logic_error&) {
+    fail("checkpoint '{}': metadata merak.step or merak.seed is missing or not a number", dir);
+  }
+  spdlog::info("resumed from '{}' at step {}", dir, step);
+  return step;
+}
+
+metadata_map checkpoint_metadata(const train_options& opts, int64_t step,
+                                 const std::string& data_name) {
+  return {{"merak.model", model_json(opts.model)},
+          {"merak.seed", std::to_string(opts.seed)},
           // The data stream is keyed by (seed, step): the step is the position.
-          {"merak.data_position", std::to_string(step_)},
-          {"merak.data", corpus_.name()}};
+          {"merak.data_position", std::to_string(step)},
+          {"merak.data", data_name}};
+}
+
+std::map<std::string, std::string> trainer::metadata() const {
+  return checkpoint_metadata(opts_, step_, corpus_.name());
 }
 
 step_result trainer::train_step() {

@@ -7,6 +7,7 @@
 // moments, the step and the data position, so a resumed run is bit-for-bit
 // the uninterrupted one (for the same thread count). Not thread-safe.
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,16 @@ struct step_result {
   double tokens_per_s = 0;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // parts of step_s
 };
+
+// Loads the checkpoint `opts.load` into `store` and `opt` (checking that it
+// holds this model) and returns its step; a checkpoint trained with another
+// seed continues its own data stream (opts.seed is updated). Shared by the
+// single-device and the parallel trainers. Throws merak::error naming the
+// checkpoint.
+int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt);
+// The metadata a checkpoint of this run at `step` carries.
+std::map<std::string, std::string> checkpoint_metadata(const train_options& opts, int64_t step,
+                                                       const std::string& data_name);
 
 class trainer {
  public:

@@ -12,7 +12,10 @@
 // in practice.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 
 #include "actors/parallel_trainer.hpp"
@@ -197,4 +200,46 @@ TEST_CASE("the scheduler refuses a memory budget no plan fits, naming the stage"
   actors::parallel_trainer tr(tiny(2), par, corpus());
   CHECK_THAT(tr.recompute_plan(),
              Catch::Contains("stage 0:") && Catch::Contains("stage 3: 0 segments"));
+}
+
+TEST_CASE("a parallel run's checkpoint resumes under another parallel layout and on one device",
+          "[actors][checkpoint]") {
+  const int64_t steps = 6;
+  static const auto reference = single_device_losses(steps);
+  auto dir = std::filesystem::temp_directory_path() /
+             ("merak_parallel_ckpt_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    auto o = tiny(steps);
+    o.save_dir = dir.string();
+    actors::parallel_options par;
+    par.dp = 2;
+    par.tp = 2;
+    par.micro_batches = 2;
+    actors::parallel_trainer tr(o, par, corpus());
+    for (int s = 0; s < 3; ++s) REQUIRE(tr.train_step().loss == Approx(reference[s]).epsilon(1e-5));
+    tr.save();
+  }
+  {
+    auto o = tiny(steps);
+    o.load = dir.string();
+    actors::parallel_options par;
+    par.pp = 2;
+    par.tp = 4;
+    par.micro_batches = 2;
+    actors::parallel_trainer tr(o, par, corpus());
+    CHECK(tr.step() == 3);
+    for (int s = 3; s < steps; ++s) {
+      INFO("step " << s + 1);
+      CHECK(tr.train_step().loss == Approx(reference[s]).epsilon(1e-5));
+    }
+  }
+  {
+    auto o = tiny(steps);
+    o.load = dir.string();
+    model::trainer tr(o, corpus());
+    CHECK(tr.step() == 3);
+    for (int s = 3; s < steps; ++s) CHECK(tr.train_step().loss == Approx(reference[s]).epsilon(1e-5));
+  }
+  std::filesystem::remove_all(dir);
 }
