@@ -161,14 +161,16 @@ struct codec_stats {
 
 // Averages the row-sparse gradient `grad` (n, d) over the ranks of `t` in
 // place with codec `c`. Collective: every rank calls it with the same n, d,
-// codec config and step; before reducing, the ranks all-gather a small
-// header (codec, n, d, sketch shape, step) and a mismatch fails on every rank
-// with a merak::error naming both shapes and the peer rank. All its
-// collectives use the one user tag `tag` (< kmax_collective_tag, see
-// collectives.hpp): successive calls may reuse a tag, and collectives on
-// other tags never see its messages. A group of one returns at once (the average of one gradient is
-// itself). `stats` (optional) receives the timings and bytes of this call. Failures of the
-// transport (timeouts, dead peers) propagate as merak::error.
+// codec config and step. First the ranks all-gather a small header (codec,
+// n, d, gradient size, sketch shape, step); a mismatch, or a gradient that
+// does not hold n·d floats, fails on every rank with a merak::error naming
+// both headers and the peer rank. All its collectives use the one user tag
+// `tag` (< kmax_collective_tag, see collectives.hpp): successive calls may
+// reuse a tag, and collectives on other tags never see its messages. A
+// group of one returns at once (the average of one gradient is itself; the
+// codec does not run). `stats` (optional) receives this call's timings and
+// bytes. Transport failures (timeouts, dead peers) propagate as
+// merak::error; the ranks' codecs are then out of step and must be remade.
 void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64_t d, tag_t tag,
                  codec_stats* stats = nullptr);
 
