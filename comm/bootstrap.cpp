@@ -9,9 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -24,6 +26,7 @@ using clock_type = std::chrono::steady_clock;
 constexpr char kmagic[8] = {'M', 'E', 'R', 'A', 'K', 'B', 'S', '1'};
 constexpr uint64_t kmax_hello = 4096;               // before the peer is admitted
 constexpr uint64_t kmax_frame = uint64_t{1} << 30;  // after
+constexpr uint64_t knotice = uint64_t{1} << 63;     // length field of a notice
 
 // Owner of a file descriptor.
 class unique_fd {
@@ -164,7 +167,38 @@ class tcp_bootstrap final : public bootstrap {
   int rank() const override { return o_.rank; }
   int size() const override { return o_.world_size; }
 
+  int dead_peer() override {
+    if (dead_ >= 0 || o_.world_size == 1) return dead_;
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return dead_;
+    if (o_.rank == 0) {
+      for (int k = 1; k < o_.world_size; ++k)
+        if (peers_[k] && closed(peers_[k].get())) {
+          dead_ = k;
+          // Best effort: tell the others, who cannot see rank k's sockets.
+          for (int j = 1; j < o_.world_size; ++j) {
+            if (j == k || !peers_[j]) continue;
+            std::string f;
+            put_u64(f, knotice | uint64_t(k));
+            ::send(peers_[j].get(), f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          }
+          break;
+        }
+    } else if (root_) {
+      // A notice precedes rank 0's own end of stream: read it first.
+      char b[8];
+      if (::recv(root_.get(), b, 8, MSG_PEEK | MSG_DONTWAIT) == 8 && (get_le(b, 8) & knotice)) {
+        ::recv(root_.get(), b, 8, MSG_DONTWAIT);
+        dead_ = static_cast<int>(get_le(b, 8) & ~knotice);
+      } else if (closed(root_.get())) {
+        dead_ = 0;
+      }
+    }
+    return dead_;
+  }
+
   std::vector<std::string> allgather(const std::string& mine) override {
+    std::lock_guard lock(mu_);
     const int P = o_.world_size;
     if (P == 1) return {mine};
     const auto deadline = clock_type::now() + o_.timeout;
@@ -182,7 +216,7 @@ class tcp_bootstrap final : public bootstrap {
       return all;
     }
     send_frame(root_.get(), mine, deadline, self_, root_name());
-    std::string in = recv_frame(root_.get(), kmax_frame, deadline, self_, root_name());
+    std::string in = recv_checked(root_.get(), deadline, root_name());
     size_t pos = 0;
     for (int k = 0; k < P; ++k) {
       if (in.size() - pos < 8) fail("{}: malformed all-gather reply from rank 0", self_);
@@ -316,8 +350,34 @@ class tcp_bootstrap final : public bootstrap {
            v.size() > 1 ? v.substr(1) : std::string("no reason given"));
   }
 
+  // True when the peer's end of `fd` is closed (EOF or reset), without
+  // consuming data.
+  static bool closed(int fd) {
+    char c;
+    const ssize_t k = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+
+  // Reads a frame, turning rank 0's notice into an error naming the rank.
+  std::string recv_checked(int fd, clock_type::time_point deadline, const std::string& who) {
+    char len[8];
+    read_all(fd, len, 8, deadline, self_, who);
+    const uint64_t n = get_le(len, 8);
+    if (n & knotice) {
+      dead_ = static_cast<int>(n & ~knotice);
+      fail("{}: rank {} went away (reported by rank 0)", self_, dead_);
+    }
+    if (n > kmax_frame)
+      fail("{}: {} sent a frame of {} bytes (at most {} allowed)", self_, who, n, kmax_frame);
+    std::string body(n, '\0');
+    read_all(fd, body.data(), n, deadline, self_, who);
+    return body;
+  }
+
   bootstrap_options o_;
   std::string self_, where_;
+  std::mutex mu_;  // allgather vs dead_peer
+  std::atomic<int> dead_{-1};
   std::vector<unique_fd> peers_;  // rank 0: connection to each rank
   unique_fd root_;                // ranks > 0: connection to rank 0
 };

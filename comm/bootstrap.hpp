@@ -11,6 +11,7 @@
 //   verdict (rank 0 -> rank k) = u8 accepted (1/0), then the reason if refused
 //   gather  (rank k -> rank 0) = the blob; (rank 0 -> rank k) = for each rank
 //           in rank order: u64 length, blob.
+//   notice  (rank 0 -> rank k, unsolicited) = u64 (2^63 | r): rank r went away
 // A peer with the wrong token, a different world size, a rank out of range or
 // a rank already taken is refused with a verdict that says why and is
 // dropped; rank 0 goes on waiting for the right peers until the timeout.
@@ -59,6 +60,15 @@ class bootstrap {
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;
   // Returns once every rank has called it.
   void barrier() { allgather({}); }
+
+  // Liveness, for a transport's wait loop (never blocks): a rank whose
+  // process is known to have gone away, or -1. Rank 0 sees every rank's
+  // connection close and tells the others (a notice frame, see above); the
+  // other ranks see rank 0's connection close or read that notice. Sticky:
+  // once a rank is known dead it is returned again. May be called from
+  // another thread than allgather's; it then skips the check while an
+  // allgather runs.
+  virtual int dead_peer() = 0;
 };
 
 // Joins the job described by `o` (resolved): rank 0 listens and admits the

@@ -67,6 +67,10 @@ struct ucx_state {
     ucs_status_t status = UCS_OK;  // set by the error handler
   };
   std::vector<std::unique_ptr<peer_slot>> peers;
+  // Optional: the job's bootstrap, whose connections close when a process
+  // goes away (bootstrap::dead_peer), checked every kwatch_period of a wait.
+  std::shared_ptr<bootstrap> watch;
+  static constexpr std::chrono::milliseconds kwatch_period{50};
 
   ~ucx_state() { close_endpoints(); }
 
@@ -80,16 +84,29 @@ struct ucx_state {
   template <typename Done>
   void wait(Done&& done, int peer, clock_type::time_point deadline, const std::string& what) {
     const auto spin_end = clock_type::now() + spin;
+    auto next_watch = clock_type::now() + kwatch_period;
     for (;;) {
       progress();
       if (done()) return;
       // Any failed peer ends the wait: the job cannot complete without it,
-      // and the peer we wait for may itself be stuck behind it.
+      // and the peer we wait for may itself be stuck behind it. The
+      // bootstrap's watch knows the root cause best (a survivor that exits on
+      // its error makes UCX report it too), so it is asked first.
+      const ucx_state::peer_slot* failed = nullptr;
       for (const auto& ps : peers)
-        if (ps->status != UCS_OK)
-          fail("{}: connection to peer {} failed: {} (did it exit?)", what, ps->peer,
-               ucs_status_string(ps->status));
+        if (ps->status != UCS_OK) {
+          failed = ps.get();
+          break;
+        }
       const auto now = clock_type::now();
+      if (watch && (failed || now >= next_watch)) {
+        next_watch = now + kwatch_period;
+        if (const int dead = watch->dead_peer(); dead >= 0)
+          fail("{}: peer {} went away (its process exited or closed the job)", what, dead);
+      }
+      if (failed)
+        fail("{}: connection to peer {} failed: {} (did it exit?)", what, failed->peer,
+             ucs_status_string(failed->status));
       if (now >= deadline) fail("{}: timed out (peer {} did not complete it)", what, peer);
       if (now < spin_end) continue;
       const ucs_status_t st = ucp_worker_arm(worker.get());
@@ -246,7 +263,9 @@ class ucx_recv final : public operation {
 
 class ucx_transport final : public transport {
  public:
-  ucx_transport(bootstrap& b, const ucx_options& o) : s_(std::make_shared<ucx_state>()) {
+  ucx_transport(bootstrap& b, const ucx_options& o, std::shared_ptr<bootstrap> watch)
+      : s_(std::make_shared<ucx_state>()) {
+    s_->watch = std::move(watch);
     timeout_ = o.timeout;
     s_->rank = b.rank();
     s_->size = b.size();
@@ -290,10 +309,15 @@ class ucx_transport final : public transport {
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep.address = reinterpret_cast<const ucp_address_t*>(addrs[p].data());
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_mode = o.error_mode == ucx_error_mode::none ? UCP_ERR_HANDLING_MODE_NONE
+                                                         : UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = on_peer_error;
       ep.err_handler.arg = s_->peers.back().get();
-      const ucs_status_t st = ucp_ep_create(w, &ep, &s_->eps[p]);
+      ucs_status_t st = ucp_ep_create(w, &ep, &s_->eps[p]);
+      if (st == UCS_ERR_UNREACHABLE && o.error_mode == ucx_error_mode::automatic) {
+        ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        st = ucp_ep_create(w, &ep, &s_->eps[p]);
+      }
       if (st != UCS_OK)
         fail("ucx rank {}: cannot open an endpoint to peer {}: {} (UCX_TLS={})", rank, p,
              ucs_status_string(st), ucx_tls_setting());
@@ -357,7 +381,20 @@ class ucx_transport final : public transport {
 
 std::unique_ptr<transport> make_ucx_transport(bootstrap& b, const ucx_options& o) {
   if (b.size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b.size());
-  return std::make_unique<ucx_transport>(b, o);
+  return std::make_unique<ucx_transport>(b, o, nullptr);
+}
+
+std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<bootstrap> b, const ucx_options& o) {
+  if (!b) fail("ucx: no bootstrap");
+  if (b->size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b->size());
+  return std::make_unique<ucx_transport>(*b, o, b);
+}
+
+ucx_error_mode parse_ucx_error_mode(const std::string& text) {
+  if (text == "automatic") return ucx_error_mode::automatic;
+  if (text == "peer") return ucx_error_mode::peer;
+  if (text == "none") return ucx_error_mode::none;
+  fail("ucx error mode '{}': expected automatic, peer or none", text);
 }
 
 std::string ucx_tls_setting() {

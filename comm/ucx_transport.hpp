@@ -9,12 +9,13 @@
 //   2^20.
 // - Set-up: every rank creates a UCP worker, all-gathers the worker addresses
 //   through the bootstrap and opens an endpoint to every rank (itself
-//   included), with peer error handling so that a dead peer's operations fail.
+//   included), in the error mode of ucx_options (see ucx_error_mode).
 // - Progress: the waiting thread progresses the worker. It spins for a short
 //   while (options.spin), then arms the worker and sleeps on its event fd, so
 //   an idle wait burns no core. Every wait ends by the transport's timeout and
-//   throws merak::error naming this rank, the peer and the tag; a peer whose
-//   connection failed is named at once.
+//   throws merak::error naming this rank, the peer and the tag; a peer known
+//   to have failed (UCX peer errors, or the bootstrap's watch) is named at
+//   once.
 // - Transports: UCX reads UCX_TLS (and the other UCX_* variables) from the
 //   environment, e.g. UCX_TLS=posix,cma,self (shared memory) or UCX_TLS=tcp,self.
 // - Threads: the endpoint is used by one thread at a time (worker in
@@ -33,17 +34,39 @@
 
 namespace merak::comm {
 
+// Whether UCX reports a failed peer (UCP_ERR_HANDLING_MODE_PEER). UCX 1.13
+// supports it only on transports that can detect failures: with shared
+// memory only (UCX_TLS=sm or posix) endpoints cannot be opened in that mode,
+// and with the default UCX_TLS peer mode moves the data over TCP loopback
+// (measured 2.5-4x slower for 16 MiB all-reduces); UCX 1.13 also hit
+// internal assertions in its TCP transport when a peer died in this mode.
+// Hence the default `none`: a dead peer is found through the bootstrap
+// (make_ucx_transport with a shared_ptr) or by the wait's timeout, both
+// naming a peer. `automatic` asks for peer mode and falls back to none for
+// endpoints that cannot have it.
+enum class ucx_error_mode { automatic, peer, none };
+
 struct ucx_options {
   std::chrono::milliseconds timeout{60000};  // bound of every wait
   // Busy-poll this long before sleeping on the event fd: latency for short
   // waits, no core burnt for long ones.
   std::chrono::microseconds spin{200};
+  ucx_error_mode error_mode = ucx_error_mode::none;
 };
+
+// "automatic" | "peer" | "none"; throws merak::error naming the text.
+ucx_error_mode parse_ucx_error_mode(const std::string& text);
 
 // Collective over `b`: every rank of the bootstrap calls it. The transport
 // has b.rank() and b.size(); `b` is needed only during the call. Throws
 // merak::error naming the UCX call and status on failure.
 std::unique_ptr<transport> make_ucx_transport(bootstrap& b, const ucx_options& o = {});
+
+// The same, and the transport keeps `b` to watch the job's processes: a wait
+// fails within ~50 ms of the bootstrap learning that a peer's process went
+// away (bootstrap::dead_peer), naming that peer, whatever the UCX error mode.
+std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<bootstrap> b,
+                                              const ucx_options& o = {});
 
 // UCX_TLS as UCX will read it ("default" when unset), for benchmark reports.
 std::string ucx_tls_setting();

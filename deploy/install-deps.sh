@@ -8,7 +8,8 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
           libcaf-dev libucx-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
-          nlohmann-json3-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev)
+          nlohmann-json3-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev
+          libopenmpi-dev openmpi-bin)  # MPI: only merak_mpi_allreduce (the bench anchor)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch liblinear-tools)
 fi

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <string>
@@ -159,4 +160,26 @@ TEST_CASE("an all-gather names the rank that went away", "[comm][bootstrap]") {
   });
   CHECK_THAT(errors[0], Catch::Contains("rank 2") && Catch::Contains("closed"));
   CHECK_THAT(errors[1], Catch::Contains("rank 0"));
+}
+
+TEST_CASE("the bootstrap learns that a rank's process went away and tells every rank",
+          "[comm][bootstrap]") {
+  const int port = pick_free_port();
+  std::atomic<int> left{0};
+  std::vector<int> seen(3, -1);
+  auto errors = join_all(job(3, port, "t", 3000ms), [&](bootstrap& b) {
+    CHECK(b.dead_peer() == -1);
+    b.barrier();
+    if (b.rank() == 2) {
+      left = 1;
+      return;  // its connection closes as if the process had exited
+    }
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (b.dead_peer() < 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    seen[b.rank()] = b.dead_peer();
+  });
+  for (int r = 0; r < 3; ++r) CHECK(errors[r] == "");
+  CHECK(seen[0] == 2);
+  CHECK(seen[1] == 2);
 }

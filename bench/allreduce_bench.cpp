@@ -1,0 +1,216 @@
+#include "bench/allreduce_bench.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "comm/codec.hpp"
+#include "comm/codec_bench.hpp"
+#include "comm/collectives.hpp"
+#include "comm/inproc.hpp"
+#include "comm/launcher.hpp"
+#ifdef MERAK_WITH_UCX
+#include "comm/ucx_transport.hpp"
+#endif
+#include "core/error.hpp"
+
+namespace merak::bench {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string env_or(const char* var, const char* fallback) {
+  const char* s = std::getenv(var);
+  return s && *s ? s : fallback;
+}
+
+std::chrono::milliseconds wait_bound(const allreduce_bench_options& o) {
+  return std::chrono::milliseconds(1000 * std::min(o.timeout_s, 60));
+}
+
+comm::codec_run_options run_options(const allreduce_bench_options& o) {
+  comm::codec_run_options r;
+  r.config.kind = comm::parse_codec_kind(o.method);
+  r.config.sketch_rows = o.sketch_rows;
+  r.config.sketch_ratio = o.sketch_ratio;
+  r.config.feedback = comm::parse_error_feedback(o.error_feedback);
+  r.config.seed = o.seed;
+  r.n = o.rows;
+  r.d = o.cols;
+  r.density = o.row_density;
+  r.iters = o.iters;
+  r.seed = o.seed;
+  r.known_rows = o.known_rows;
+  return r;
+}
+
+nlohmann::json finish(const comm::codec_bench_result& r, const allreduce_bench_options& o,
+                      const char* launcher) {
+  auto j = nlohmann::json::parse(r.to_json());
+  j["bench"] = "allreduce";
+  j["procs"] = o.procs;
+  j["ucx_tls"] = env_or("UCX_TLS", "default");
+  j["launcher"] = launcher;
+  j["buffer_mib"] = double(o.rows) * double(o.cols) * 4 / (1 << 20);
+  return j;
+}
+
+// One process of a multi-process run: join, build the transport, measure.
+nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher) {
+  comm::bootstrap_options bo;
+  bo.timeout = wait_bound(o);
+  std::shared_ptr<comm::bootstrap> b = comm::connect_bootstrap(comm::resolve_bootstrap(bo));
+  std::unique_ptr<comm::transport> t;
+  if (o.transport == "ucx") {
+#ifdef MERAK_WITH_UCX
+    t = comm::make_ucx_transport(b, {.timeout = wait_bound(o)});
+#else
+    fail("bench allreduce: this build has no UCX transport (MERAK_WITH_UCX)");
+#endif
+  } else {
+    fail(
+        "bench allreduce: transport '{}' cannot span processes (use ucx, or inproc without "
+        "a launcher)",
+        o.transport);
+  }
+  auto res = comm::bench_codec_over(*t, run_options(o));
+  b->barrier();  // nobody closes while another still receives
+  if (b->rank() != 0) return nullptr;
+  auto j = finish(res, o, launcher);
+  if (const char* out = std::getenv("MERAK_BENCH_OUT")) {
+    std::ofstream f(out);
+    f << j.dump() << "\n";
+    if (!f) fail("bench allreduce: cannot write {}", out);
+    return nullptr;
+  }
+  return j;
+}
+
+// Threads of this process over the in-process transport.
+nlohmann::json run_inproc(const allreduce_bench_options& o) {
+  auto group = comm::make_inproc_group(o.procs, wait_bound(o));
+  const auto ro = run_options(o);
+  std::vector<comm::codec_bench_result> res(o.procs);
+  std::vector<std::string> errors(o.procs);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.procs; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        res[r] = comm::bench_codec_over(*group[r], ro);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < o.procs; ++r)
+    if (!errors[r].empty()) fail("bench allreduce: rank {}: {}", r, errors[r]);
+  return finish(res[0], o, "threads");
+}
+
+std::vector<std::string> own_argv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string a;
+  while (std::getline(in, a, '\0')) args.push_back(a);
+  if (args.empty()) fail("bench allreduce: cannot read /proc/self/cmdline");
+  args[0] = comm::self_executable();
+  return args;
+}
+
+// Starts o.procs workers of this binary and returns rank 0's result.
+nlohmann::json run_launcher(const allreduce_bench_options& o) {
+  char path[] = "/tmp/merak-allreduce-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) fail("bench allreduce: cannot create a temporary file");
+  ::close(fd);
+  comm::launch_options lo;
+  lo.procs = o.procs;
+  lo.argv = own_argv();
+  lo.env["MERAK_BENCH_WORKER"] = "1";
+  lo.env["MERAK_BENCH_OUT"] = path;
+  lo.grace = wait_bound(o) + 5s;
+  lo.timeout = std::chrono::seconds(o.timeout_s);
+  const auto res = comm::launch_local(lo);
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  std::filesystem::remove(path);
+  if (!res.ok()) fail("bench allreduce: {}", res.message);
+  if (line.empty()) fail("bench allreduce: rank 0 wrote no result");
+  return nlohmann::json::parse(line);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Open MPI's MPI_Allreduce on the same buffers, in merak_mpi_allreduce.
+nlohmann::json run_mpi(const allreduce_bench_options& o) {
+  const auto dir = std::filesystem::path(comm::self_executable()).parent_path();
+  const auto worker = dir / "merak_mpi_allreduce";
+  if (!std::filesystem::exists(worker))
+    fail(
+        "bench allreduce: method mpi needs {} (built when CMake finds MPI; Debian: "
+        "libopenmpi-dev)",
+        worker.string());
+  std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(o.procs);
+  if (std::getenv("UCX_TLS")) cmd += " -x UCX_TLS";
+  if (!o.mpi_args.empty()) cmd += " " + o.mpi_args;
+  cmd += " " + shell_quote(worker.string()) +
+         fmt::format(
+             " --rows {} --cols {} --iters {} "
+             "--row-density {} --seed {}",
+             o.rows, o.cols, o.iters, o.row_density, o.seed);
+  cmd += fmt::format(" --timeout-s {}", o.timeout_s);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) fail("bench allreduce: cannot run {}", cmd);
+  std::string out, last;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = ::pclose(p);
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);)
+    if (!l.empty() && l[0] == '{') last = l;
+  if (rc != 0 || last.empty())
+    fail("bench allreduce: '{}' failed (status {}): {}", cmd, rc, out.substr(0, 2000));
+  auto j = nlohmann::json::parse(last);
+  j["launcher"] = "mpirun";
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json run_allreduce_bench(const allreduce_bench_options& o) {
+  if (o.procs < 1) fail("bench allreduce: --procs {} must be at least 1", o.procs);
+  if (o.rows < 1 || o.cols < 1) fail("bench allreduce: --rows and --cols must be positive");
+  if (o.iters < 1) fail("bench allreduce: --iters {} must be at least 1", o.iters);
+  if (o.row_density < 0 || o.row_density > 1)
+    fail("bench allreduce: --row-density {} must be in [0, 1]", o.row_density);
+  if (o.transport != "ucx" && o.transport != "inproc")
+    fail("bench allreduce: --transport '{}' (ucx or inproc)", o.transport);
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  const bool worker = std::getenv("MERAK_BENCH_WORKER") != nullptr;
+  if (o.method == "mpi") {
+    if (under_mpirun || worker)
+      fail(
+          "bench allreduce: run --method mpi without mpirun; it starts merak_mpi_allreduce "
+          "under mpirun itself");
+    return run_mpi(o);
+  }
+  (void)comm::parse_codec_kind(o.method);  // fails naming a bad method
+  if (worker) return run_worker(o, "merak");
+  if (under_mpirun) return run_worker(o, "mpirun");
+  if (o.transport == "inproc") return run_inproc(o);
+  return run_launcher(o);
+}
+
+}  // namespace merak::bench
