@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "core/error.hpp"
@@ -19,6 +20,20 @@ std::pair<size_t, size_t> split(size_t n, size_t parts, size_t k) {
 
 int mod(int a, int p) {
   return ((a % p) + p) % p;
+}
+
+// Per-thread scratch memory of at least `n` elements of T (grows, never
+// shrinks; freed at thread exit). Valid until the next call on this thread.
+template <typename T>
+T* scratch(size_t n) {
+  static thread_local std::unique_ptr<std::byte[]> buf;
+  static thread_local size_t cap = 0;
+  const size_t bytes = n * sizeof(T);
+  if (bytes > cap) {
+    buf.reset(new std::byte[bytes]);
+    cap = bytes;
+  }
+  return reinterpret_cast<T*>(buf.get());
 }
 
 // Runs `body`, prefixing a transport error with the collective's context.
@@ -62,8 +77,13 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
     return std::pair<size_t, size_t>{sb + cb, sb + ce};
   };
 
-  std::vector<T> temp(W * std::min(chunk_elems, max_seg));
+  // Receive slots for the reduce-scatter chunks: W in flight at most, and no
+  // more than there are reduce-scatter items. Scratch memory of this thread,
+  // kept between calls: allocating and faulting in fresh pages for every
+  // all-reduce cost more than the transfer on a loaded machine.
   const size_t slot_elems = std::min(chunk_elems, max_seg);
+  const size_t slots = std::min(W, static_cast<size_t>(P - 1) * nc);
+  T* temp = scratch<T>(slots * slot_elems);
   std::vector<completion> sends(total), recvs(total);
   std::vector<char> sent(total, 0), posted(total, 0);
 
@@ -81,7 +101,7 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
     auto [b, e] = chunk(recv_seg(s), j);
     if (s < P - 1) {
       if (e > b)
-        recvs[i] = t.irecv(left, wire_tag, temp.data() + (i % W) * slot_elems, (e - b) * sizeof(T));
+        recvs[i] = t.irecv(left, wire_tag, temp + (i % slots) * slot_elems, (e - b) * sizeof(T));
     } else {
       sends[static_cast<size_t>(s - (P - 1)) * nc + j].wait();
       if (e > b) recvs[i] = t.irecv(left, wire_tag, data.data() + b, (e - b) * sizeof(T));
@@ -109,7 +129,7 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
     const size_t j = cur % nc;
     if (s < P - 1) {
       auto [b, e] = chunk(recv_seg(s), j);
-      const T* src = temp.data() + (cur % W) * slot_elems;
+      const T* src = temp + (cur % slots) * slot_elems;
       T* dst = data.data() + b;
       for (size_t k = 0; k < e - b; ++k) dst[k] = op(dst[k], src[k]);
     }

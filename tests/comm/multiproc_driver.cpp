@@ -116,6 +116,8 @@ int worker(const std::string& scenario) {
     ucx_options uo;
     if (const char* m = std::getenv("MERAK_UCX_ERROR_MODE"))
       uo.error_mode = parse_ucx_error_mode(m);
+    if (const char* m = std::getenv("MERAK_UCX_SPIN_US"))
+      uo.spin = std::chrono::microseconds(std::atol(m));
     uo.timeout = scenario == "peer_dies" ? 5000ms : 30000ms;
     auto t = make_ucx_transport(b, uo);
     if (scenario == "allreduce") {
@@ -124,19 +126,30 @@ int worker(const std::string& scenario) {
       return 0;
     }
     if (scenario == "speed") {
-      // Not a test: median time of a 16 MiB allreduce_sum (tuning aid).
-      std::vector<float> x(size_t{4} << 20, 1.0f);
+      // Not a test: median time of an allreduce_sum (tuning aid; MERAK_MP_MIB,
+      // MERAK_MP_CHUNK_KIB, MERAK_MP_WINDOW).
+      auto env_int = [](const char* v, long d) {
+        const char* s = std::getenv(v);
+        return s ? std::atol(s) : d;
+      };
+      const size_t mib = size_t(env_int("MERAK_MP_MIB", 16));
+      ring_options ro;
+      ro.chunk_bytes = size_t(env_int("MERAK_MP_CHUNK_KIB", 1024)) << 10;
+      ro.window = int(env_int("MERAK_MP_WINDOW", 4));
+      std::vector<float> x(mib << 18, 1.0f);
       std::vector<double> ms;
       for (int it = 0; it < 12; ++it) {
         b->barrier();
         auto t0 = std::chrono::steady_clock::now();
-        allreduce_sum(*t, x, 8);
+        allreduce_sum(*t, x, 8, ro);
         ms.push_back(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());
       }
       std::sort(ms.begin(), ms.end());
-      if (rank == 0) std::cout << "16 MiB allreduce_sum median " << ms[ms.size() / 2] << " ms\n";
+      if (rank == 0)
+        std::cout << mib << " MiB allreduce_sum median " << ms[ms.size() / 2] << " ms min " << ms[0]
+                  << " ms\n";
       b->barrier();
       return 0;
     }
