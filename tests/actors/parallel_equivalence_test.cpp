@@ -174,6 +174,25 @@ TEST_CASE("a stage that fails ends the run with its coordinate, promptly", "[act
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
 }
 
+TEST_CASE("a tensor-parallel shard that fails ends the run promptly, its peers too",
+          "[actors][failure][tp]") {
+  auto o = tiny(3);
+  o.model.vocab = 64;
+  actors::parallel_options par;
+  par.pp = 2;
+  par.tp = 2;
+  par.dp = 2;
+  par.micro_batches = 2;
+  par.timeout_s = 30;
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    actors::parallel_trainer tr(o, par, corpus());
+    CHECK_THROWS_WITH(tr.train_step(), Catch::Contains("stage actor (dp=") &&
+                                           Catch::Contains("outside [0, 64)"));
+  }  // the trainer's end waits for every actor
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+}
+
 TEST_CASE("bad parallel options are refused by name", "[actors]") {
   actors::parallel_options par;
   par.dp = 3;
