@@ -46,7 +46,7 @@ struct group {
 
 }  // namespace
 
-TEST_CASE("buckets fall in [0, w), signs are +-1, and w >= n*d makes the buckets the identity",
+TEST_CASE("buckets fall below w, signs are +-1, and w >= n*d makes the buckets the identity",
           "[s2]") {
   count_sketch narrow(3, 97, 100, 10, 5);
   CHECK_FALSE(narrow.injective());
@@ -174,10 +174,8 @@ TEST_CASE("a median over more sketch rows lowers the error at the same total siz
   CHECK(e5 < e1);
 }
 
-TEST_CASE(
-    "contractive error feedback keeps the accumulated error bounded; plain feedback "
-    "diverges",
-    "[s2]") {
+TEST_CASE("contractive error feedback keeps the accumulated error bounded, plain diverges",
+          "[s2]") {
   // The accumulated error A_T = Σ_t (exact average_t − applied_t) equals the
   // ranks' mean residual under contractive feedback (r = 1), so it must stay
   // bounded; plain feedback amplifies it by ~√ω each step when ω =
