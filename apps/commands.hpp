@@ -18,6 +18,7 @@ action add_train_command(CLI::App& parent);
 action add_bench_command(CLI::App& parent);
 action add_svm_command(CLI::App& parent);
 action add_schedule_command(CLI::App& parent);
+action add_plan_command(CLI::App& parent);
 
 // Replaces `SUBCOMMAND ... --config FILE` in args (argv without the program
 // name) by the flags the TOML or JSON file holds, placed right after the

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       {"train", ma::add_train_command(app)},
       {"bench", ma::add_bench_command(app)},
       {"schedule", ma::add_schedule_command(app)},
+      {"plan", ma::add_plan_command(app)},
       {"svm", ma::add_svm_command(app)},
   };
   try {

@@ -28,7 +28,14 @@ std::vector<int> cut_points(const model::graph& g) {
 }
 
 std::vector<int> balanced_stages(const model::graph& g, int pp) {
+  std::vector<double> flops;
+  for (auto& node : g.nodes()) flops.push_back(node.flops_per_token);
+  return balanced_stages(g, pp, flops);
+}
+
+std::vector<int> balanced_stages(const model::graph& g, int pp, const std::vector<double>& node_cost) {
   const int n = int(g.nodes().size());
+  MERAK_CHECK(int(node_cost.size()) == n, "{} node costs for {} nodes", node_cost.size(), n);
   if (pp < 1) fail("--pp must be at least 1 (got {})", pp);
   std::vector<int> pos{0};
   for (int c : cut_points(g)) pos.push_back(c);
@@ -37,7 +44,7 @@ std::vector<int> balanced_stages(const model::graph& g, int pp) {
   if (pp > k - 1)
     fail("the model can be split into at most {} pipeline stages (--pp {})", k - 1, pp);
   std::vector<double> prefix(n + 1, 0);
-  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + g.nodes()[i].flops_per_token;
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + node_cost[i];
   auto cost = [&](int a, int b) { return prefix[pos[b]] - prefix[pos[a]]; };
   const double inf = std::numeric_limits<double>::infinity();
   // best[s][j]: smallest max-stage cost covering pos[0..j] with s stages.

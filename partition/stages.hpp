@@ -17,5 +17,7 @@ std::vector<int> cut_points(const model::graph& g);
 // Throws merak::error naming pp and the number of cut points when the graph
 // cannot be split that many ways.
 std::vector<int> balanced_stages(const model::graph& g, int pp);
+// The same with a cost per node (e.g. measured forward + backward seconds).
+std::vector<int> balanced_stages(const model::graph& g, int pp, const std::vector<double>& node_cost);
 
 }  // namespace merak::partition

@@ -1,0 +1,98 @@
+// `merak plan`: the automatic 3D-parallel plan for a GPT model on N devices
+// (partition/planner.hpp), as text or one JSON object.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "apps/commands.hpp"
+#include "apps/plan_output.hpp"
+#include "core/error.hpp"
+#include "partition/planner.hpp"
+
+namespace merak::apps {
+namespace {
+
+struct plan_flags {
+  std::string model = "gpt";
+  partition::plan_request req;
+  std::string device_type = "cpu";
+  std::string device_file;
+  std::string cache;
+  bool json = false;
+  int cores = 0;
+  std::vector<std::string> schedules, recomputes;
+};
+
+int run_plan(plan_flags& f) {
+  if (f.model != "gpt") fail("--model must be gpt (got '{}')", f.model);
+  f.req.model.validate();
+  f.req.device = partition::find_device(f.device_type, f.device_file);
+  for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
+  for (auto& s : f.recomputes) {
+    if (s == "none")
+      f.req.recomputes.push_back(partition::recompute_kind::none);
+    else if (s == "full")
+      f.req.recomputes.push_back(partition::recompute_kind::full);
+    else if (s == "stage-aware")
+      f.req.recomputes.push_back(partition::recompute_kind::stage_aware);
+    else
+      fail("unknown --recompute '{}' (expected none, full or stage-aware)", s);
+  }
+  int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
+  auto costs = partition::costs_for(f.req, cores, f.cache.empty() ? default_profile_cache() : f.cache);
+  auto res = partition::search_plans(f.req, *costs);
+  if (f.json) {
+    std::printf("%s\n", plan_json(f.req, res).dump().c_str());
+  } else {
+    print_plan(f.req, res, stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+action add_plan_command(CLI::App& parent) {
+  auto f = std::make_shared<plan_flags>();
+  auto* c = parent.add_subcommand("plan", "Choose a dp x tp x pp plan for a model and N devices");
+  auto& m = f->req.model;
+  m.max_seq = 1024;
+  c->add_option("--model", f->model, "Model family (gpt)")->capture_default_str();
+  c->add_option("--layers", m.layers, "Transformer blocks (L)")->capture_default_str();
+  c->add_option("--dim", m.dim, "Channels (C)")->capture_default_str();
+  c->add_option("--heads", m.heads, "Attention heads (NH)")->capture_default_str();
+  c->add_option("--seq", m.max_seq, "Sequence length (T)")->capture_default_str();
+  c->add_option("--vocab", m.vocab, "Vocabulary (V)")->capture_default_str();
+  c->add_option("--global-batch-size", f->req.global_batch, "Sequences per step")
+      ->capture_default_str();
+  c->add_option("--devices", f->req.devices, "Devices (GPUs, or actor devices on this CPU)")
+      ->capture_default_str();
+  c->add_option("--nodes", f->req.nodes, "Hosts the devices are spread over")->capture_default_str();
+  c->add_option("--device-type", f->device_type,
+                "a100-40gb, a100-80gb, h100-80gb, cpu, or one from --device-file")
+      ->capture_default_str();
+  c->add_option("--device-file", f->device_file, "JSON file of more device types");
+  c->add_option("--memory-budget", f->req.memory_budget, "Bytes per device (0: its memory)")
+      ->capture_default_str();
+  c->add_option("--max-micro-batches", f->req.max_micro_batches, "Largest micro-batch count tried")
+      ->capture_default_str();
+  c->add_option("--dp", f->req.dp, "Fix dp (0: search)");
+  c->add_option("--tp", f->req.tp, "Fix tp (0: search)");
+  c->add_option("--pp", f->req.pp, "Fix pp (0: search)");
+  c->add_option("--micro-batches", f->req.micro_batches, "Fix the micro-batch count (0: search)");
+  c->add_option("--schedule", f->schedules, "Only these schedules (gpipe, 1f1b, shifted)");
+  c->add_option("--recompute", f->recomputes, "Only these: none, full, stage-aware");
+  c->add_option("--tp-overlap", f->req.tp_overlap, "Fix the TP overlap level (-1: search)");
+  c->add_option("--cores", f->cores, "Cores of this machine the actor devices share (cpu)");
+  c->add_option("--profile-cache", f->cache, "Where the CPU profile is cached");
+  c->add_flag("--json", f->json, "Print one JSON object");
+  return [f] { return run_plan(*f); };
+}
+
+}  // namespace merak::apps

@@ -1,0 +1,112 @@
+#include "partition/device.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace merak::partition {
+namespace {
+
+device_spec gpu(std::string name, double tflops, double mem_gb, double mem_bw_tbs, double nvlink_gbs,
+                double ib_gbs) {
+  device_spec d;
+  d.name = std::move(name);
+  d.peak_flops = tflops * 1e12;
+  d.matmul_efficiency = 0.6;
+  d.memory_bytes = mem_gb * 1e9;
+  d.memory_bw = mem_bw_tbs * 1e12;
+  d.intra_bw = nvlink_gbs * 1e9;
+  d.intra_latency = 10e-6;
+  d.inter_bw = ib_gbs * 1e9;
+  d.inter_latency = 20e-6;
+  d.devices_per_node = 8;
+  return d;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+const std::vector<device_spec>& builtin_devices() {
+  static const std::vector<device_spec> all = [] {
+    std::vector<device_spec> v;
+    // bf16 dense tensor-core peaks; NVLink all-reduce bus bandwidth per GPU
+    // (A100: 600 GB/s NVLink 3, about 230 GB/s achieved by a ring; H100:
+    // 900 GB/s NVLink 4, about 370); one 200 / 400 Gb/s HCA per GPU.
+    v.push_back(gpu("a100-40gb", 312, 40, 1.555, 230, 25));
+    v.push_back(gpu("a100-80gb", 312, 80, 2.039, 230, 25));
+    v.push_back(gpu("h100-80gb", 989, 80, 3.35, 370, 50));
+    device_spec cpu;
+    cpu.name = "cpu";
+    cpu.profiled = true;
+    cpu.peak_flops = 0;  // from the profile
+    cpu.memory_bytes = 16e9;
+    cpu.memory_bw = 10e9;
+    cpu.intra_bw = 5e9;  // one memcpy per ring step between threads
+    cpu.intra_latency = 30e-6;  // a message between detached actors (measured)
+    cpu.inter_bw = 1e9;
+    cpu.inter_latency = 100e-6;
+    cpu.devices_per_node = 1 << 20;
+    v.push_back(cpu);
+    return v;
+  }();
+  return all;
+}
+
+device_spec find_device(const std::string& name, const std::string& file) {
+  std::vector<device_spec> all = builtin_devices();
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) fail("cannot read device file '{}'", file);
+    nlohmann::json j;
+    try {
+      in >> j;
+    } catch (const std::exception& e) {
+      fail("device file '{}': {}", file, e.what());
+    }
+    if (!j.contains("devices") || !j["devices"].is_array())
+      fail("device file '{}': expected {{\"devices\": [...]}}", file);
+    int i = 0;
+    for (auto& e : j["devices"]) {
+      auto need = [&](const char* key) -> double {
+        if (!e.contains(key) || !e[key].is_number())
+          fail("device file '{}': devices[{}] needs a number '{}'", file, i, key);
+        return e[key].get<double>();
+      };
+      device_spec d;
+      if (!e.contains("name") || !e["name"].is_string())
+        fail("device file '{}': devices[{}] needs a string 'name'", file, i);
+      d.name = e["name"].get<std::string>();
+      d.peak_flops = need("peak_tflops") * 1e12;
+      d.memory_bytes = need("memory_gb") * 1e9;
+      d.memory_bw = need("memory_bw_gbs") * 1e9;
+      d.intra_bw = need("intra_bw_gbs") * 1e9;
+      d.intra_latency = need("intra_latency_us") * 1e-6;
+      d.inter_bw = need("inter_bw_gbs") * 1e9;
+      d.inter_latency = need("inter_latency_us") * 1e-6;
+      d.devices_per_node = int(need("devices_per_node"));
+      if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency");
+      if (d.peak_flops <= 0 || d.memory_bytes <= 0 || d.devices_per_node < 1)
+        fail("device file '{}': devices[{}] ('{}') has a non-positive rate or size", file, i,
+             d.name);
+      all.push_back(d);
+      ++i;
+    }
+  }
+  for (auto it = all.rbegin(); it != all.rend(); ++it)  // the file overrides built-ins
+    if (lower(it->name) == lower(name)) return *it;
+  std::string known;
+  for (auto& d : all) known += (known.empty() ? "" : ", ") + d.name;
+  fail("unknown --device-type '{}' (known: {})", name, known);
+}
+
+}  // namespace merak::partition

@@ -1,0 +1,93 @@
+#pragma once
+// Automatic 3D-parallel plans: the search behind `merak plan` and
+// `merak train --devices N`.
+//
+// For a GPT model, a global batch and N devices, every dp x tp x pp that
+// fits the rules below is tried with each micro-batch count, schedule
+// (GPipe, 1F1B, shifted), recomputation (none, full, stage-aware: the least
+// that fits the memory budget) and TP overlap level. Stage boundaries
+// minimise the slowest stage's measured/modelled time (forward + backward +
+// recomputation + TP communication) over the graph's cut points, by dynamic
+// programming. Each candidate is scored by the event simulator running the
+// same schedule policies as the actor runtime, plus the exposed
+// data-parallel all-reduce and the optimizer step.
+//
+// Rules, reported by name when they reject candidates: "tp divides heads
+// and features", "tp within a node", "dp x tp x pp = devices",
+// "global batch divides into dp x micro-batches", "pp within cut points",
+// "shifted needs pp >= 3", "memory budget".
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/gpt.hpp"
+#include "partition/cost_model.hpp"
+#include "partition/device.hpp"
+#include "partition/schedule.hpp"
+
+namespace merak::partition {
+
+enum class recompute_kind { none, full, stage_aware };
+const char* recompute_kind_name(recompute_kind k);  // "none", "full", "stage-aware"
+
+struct plan_request {
+  model::gpt_config model;
+  int64_t global_batch = 8;  // sequences per step
+  int devices = 1;
+  int nodes = 1;             // hosts; devices spread evenly
+  device_spec device;
+  int64_t memory_budget = 0;  // bytes per device; 0: the device's memory
+  int max_micro_batches = 64;
+  // Restrict the search (0 / empty: free).
+  int dp = 0, tp = 0, pp = 0, micro_batches = 0;
+  std::vector<schedule_kind> schedules;  // empty: all
+  std::vector<recompute_kind> recomputes;
+  int tp_overlap = -1;  // -1: all levels
+};
+
+struct stage_plan {
+  int first = 0, last = 0;  // nodes of the single-device graph
+  std::string first_layer, last_layer;
+  int recompute_segments = 0, segments = 0;
+  int64_t memory_bytes = 0;
+  double forward_s = 0, backward_s = 0;  // one micro-batch
+};
+
+struct plan {
+  int dp = 1, tp = 1, pp = 1, micro_batches = 1;
+  schedule_kind schedule = schedule_kind::one_f_one_b;
+  recompute_kind recompute = recompute_kind::none;
+  int tp_overlap = 0;
+  std::vector<stage_plan> stages;
+  double step_time_s = 0, tokens_per_s = 0, mfu = 0;
+  double pipeline_s = 0, dp_exposed_s = 0, optimizer_s = 0;  // parts of step_time_s
+  std::string str() const;  // one line
+};
+
+struct plan_result {
+  plan best;
+  std::vector<plan> runners_up;         // next best, fastest first
+  std::map<std::string, int> rejected;  // rule -> candidates it rejected
+  int evaluated = 0;
+};
+
+// Searches the plans; throws merak::error naming the rules when none fits.
+plan_result search_plans(const plan_request& r, const cost_model& costs);
+
+// The cost model a request plans with: analytic for a device model; for
+// "cpu", a measured profile of this machine (micro-batches of
+// max(1, global batch / devices) sequences, cores / devices threads per
+// actor, slower by devices / cores when actors outnumber cores), cached in
+// `cache_file`.
+std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
+                                      const std::string& cache_file);
+
+// Scores one plan (stage split and recomputation chosen as in the search);
+// throws merak::error naming the rule it breaks.
+plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int tp, int pp, int m,
+                   schedule_kind kind, recompute_kind rc, int tp_overlap);
+
+}  // namespace merak::partition
