@@ -55,7 +55,6 @@ nlohmann::json finish(const comm::codec_bench_result& r, const allreduce_bench_o
                       const char* launcher) {
   auto j = nlohmann::json::parse(r.to_json());
   j["bench"] = "allreduce";
-  j["procs"] = o.procs;
   j["ucx_tls"] = env_or("UCX_TLS", "default");
   j["launcher"] = launcher;
   j["buffer_mib"] = double(o.rows) * double(o.cols) * 4 / (1 << 20);
@@ -184,6 +183,7 @@ nlohmann::json run_mpi(const allreduce_bench_options& o) {
     fail("bench allreduce: '{}' failed (status {}): {}", cmd, rc, out.substr(0, 2000));
   auto j = nlohmann::json::parse(last);
   j["launcher"] = "mpirun";
+  j["mpi_args"] = o.mpi_args;  // e.g. the BTL: Open MPI ignores UCX_TLS with its default ob1
   return j;
 }
 
