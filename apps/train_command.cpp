@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include <fmt/ranges.h>
@@ -13,6 +15,8 @@
 
 #include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
+#include "apps/plan_output.hpp"
+#include "partition/planner.hpp"
 #include "core/error.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
@@ -30,8 +34,11 @@ struct train_flags {
   std::string gemm;
   int64_t eval_interval = 0;
   double bucket_mb = 4;
+  int devices = 0;  // > 0: plan dp/tp/pp automatically
   std::string sparse_reducer = "none";
   std::string error_feedback = "off";
+  std::string tokenizer = "bytes";
+  bool untied_head = false;
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -50,6 +57,44 @@ class metrics_writer {
   std::ofstream out_;
 };
 
+// --devices N: the planner chooses dp x tp x pp, micro-batches, schedule,
+// recomputation and TP overlap for N actor devices sharing this machine's
+// cores, and the run uses its choice.
+void plan_devices(train_flags& f) {
+  auto& p = f.par;
+  if (p.dp != 1 || p.tp != 1 || p.pp != 1 || p.micro_batches != 1)
+    fail("--devices {} plans dp/tp/pp and micro-batches itself: drop --dp/--tp/--pp/--micro-batches",
+         f.devices);
+  partition::plan_request r;
+  r.model = f.opts.model;
+  r.global_batch = f.opts.batch;
+  r.devices = f.devices;
+  r.device = partition::find_device("cpu");
+  r.memory_budget = p.memory_budget;
+  int cores = f.threads > 0 ? f.threads : int(std::thread::hardware_concurrency());
+  auto costs = partition::costs_for(r, cores, default_profile_cache());
+  auto res = partition::search_plans(r, *costs);
+  print_plan(r, res, stderr);
+  auto& b = res.best;
+  p.dp = b.dp;
+  p.tp = b.tp;
+  p.pp = b.pp;
+  p.micro_batches = b.micro_batches;
+  p.schedule = b.schedule;
+  p.tp_overlap = b.tp_overlap;
+  f.schedule = std::string(partition::schedule_name(b.schedule));
+  bool any = false;
+  for (auto& st : b.stages) any = any || st.recompute_segments > 0;
+  if (b.recompute == partition::recompute_kind::full) {
+    p.recompute = actors::recompute_mode::full;
+  } else if (any) {  // the least recomputation that fits the budget
+    p.recompute = actors::recompute_mode::stage_aware;
+    if (p.memory_budget == 0) p.memory_budget = int64_t(r.device.memory_bytes);
+  } else {
+    p.recompute = actors::recompute_mode::none;
+  }
+}
+
 // Runs the step loop of either trainer (single-device or actor runtime).
 template <typename Trainer>
 int train_loop(train_flags& f, Trainer& tr) {
@@ -67,6 +112,7 @@ int train_loop(train_flags& f, Trainer& tr) {
       if (f.par.dp > 1) line["dp_bytes_per_rank"] = c.dp_bytes_per_rank;
       if (f.par.sparse.kind != comm::codec_kind::dense)
         line["sparse_union_rows"] = c.sparse_union_rows;
+      if (f.par.measure_sparse_error) line["sparse_rel_error"] = c.sparse_rel_error;
     }
     bool eval = tr.done() || (f.eval_interval > 0 && r.step % f.eval_interval == 0);
     if (eval) line["val_loss"] = tr.validation_loss();
@@ -109,9 +155,14 @@ int run_train(train_flags& f) {
   else if (f.error_feedback != "off")
     fail("--error-feedback must be on or off (got '{}')", f.error_feedback);
   f.par.sparse.seed = f.opts.seed;
+  f.opts.tokens = model::parse_tokenizer(f.tokenizer);
+  f.opts.model.tied_head = !f.untied_head;
+  if (f.par.measure_sparse_error && f.sparse_reducer == "none")
+    fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   if (f.sparse_reducer != "none" && f.par.dp < 2)
     fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)",
          f.sparse_reducer);
+  if (f.devices > 0) plan_devices(f);
   const bool parallel = f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
                         !f.par.trace_path.empty() ||
                         f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
@@ -146,7 +197,7 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--dim", o.model.dim, "Channels (C)")->capture_default_str();
   c->add_option("--heads", o.model.heads, "Attention heads (NH)")->capture_default_str();
   c->add_option("--seq", o.model.max_seq, "Sequence length (T)")->capture_default_str();
-  c->add_option("--vocab", o.model.vocab, "Vocabulary size (byte-level: 256)")
+  c->add_option("--vocab", o.model.vocab, "Vocabulary size (bytes: 256; words: the hash range)")
       ->capture_default_str();
   c->add_option("--batch", o.batch, "Global batch size (B)")->capture_default_str();
   c->add_option("--steps", o.steps, "Total optimizer steps")->capture_default_str();
@@ -186,6 +237,17 @@ action add_train_command(CLI::App& parent) {
       ->capture_default_str();
   c->add_option("--error-feedback", f->error_feedback,
                 "S2 error feedback: off|on (the contractive form)")
+      ->capture_default_str();
+  c->add_option("--tokenizer", f->tokenizer,
+                "bytes (vocabulary 256) or words (hashed words into [0, --vocab))")
+      ->capture_default_str();
+  c->add_flag("--untied-head", f->untied_head,
+              "LM head with its own weight, not the token embedding (a row-sparse embedding "
+              "gradient)");
+  c->add_flag("--measure-sparse-error", f->par.measure_sparse_error,
+              "Also average the embedding gradient exactly; metrics report sparse_rel_error");
+  c->add_option("--devices", f->devices,
+                "Plan dp/tp/pp, micro-batches, schedule and recomputation for N actor devices")
       ->capture_default_str();
   c->add_option("--tp", f->par.tp, "Tensor-parallel shards per stage (actors)")
       ->capture_default_str();

@@ -296,8 +296,15 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
     fail("no plan for {} devices fits; rules that rejected candidates: {}", r.devices,
          why.empty() ? "none (no candidate)" : why);
   }
-  std::sort(all.begin(), all.end(),
-            [](const plan& a, const plan& b) { return a.step_time_s < b.step_time_s; });
+  // Fastest first; among equals (within 0.1%), the simpler plan: fewer
+  // micro-batches, less recomputation, less overlap machinery.
+  std::stable_sort(all.begin(), all.end(), [](const plan& a, const plan& b) {
+    if (std::abs(a.step_time_s - b.step_time_s) > 1e-3 * std::min(a.step_time_s, b.step_time_s))
+      return a.step_time_s < b.step_time_s;
+    if (a.micro_batches != b.micro_batches) return a.micro_batches < b.micro_batches;
+    if (a.recompute != b.recompute) return a.recompute < b.recompute;
+    return a.tp_overlap < b.tp_overlap;
+  });
   res.best = all.front();
   for (size_t i = 1; i < all.size() && res.runners_up.size() < 5; ++i) {
     // Runners-up differ in layout, not only in the overlap level.

@@ -105,6 +105,26 @@ assert all(0 <= l["bubble"] < 1 for l in m), m
 print("ok: trace with", len(ev), "slices; bubble", m[-1]["bubble"])
 PY
     ;;
+  plan_json)
+    "$merak" plan --model gpt --layers 24 --dim 2048 --heads 16 --seq 1024 --vocab 50257 \
+      --global-batch-size 64 --devices 16 --nodes 2 --device-type a100-40gb --max-micro-batches 8 \
+      --json > "$work/plan.json"
+    python3 - "$work/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for k in ("dp", "tp", "pp", "micro_batches", "schedule", "stages", "step_time_s", "tokens_per_s", "mfu"):
+    assert k in p, k
+assert p["dp"] * p["tp"] * p["pp"] == 16, p
+assert len(p["stages"]) == p["pp"]
+assert all(s["memory_bytes"] <= 40e9 for s in p["stages"])
+assert p["runners_up"] and all(r["step_time_s"] >= p["step_time_s"] for r in p["runners_up"])
+print("ok:", p["dp"], p["tp"], p["pp"], p["micro_batches"], p["schedule"], p["tokens_per_s"])
+PY
+    ;;
+  plan_errors)
+    expect_error "unknown --device-type 'tpu'" plan --device-type tpu --devices 2
+    expect_error "\"memory budget\"" plan --layers 24 --dim 2048 --heads 16 --devices 8 --device-type a100-40gb --memory-budget 1000
+    expect_error "--devices 2 plans dp/tp/pp" train --data "$work/text.txt" "${tiny[@]}" --devices 2 --dp 2 --steps 1 ;;
   parallel_bad_split)
     expect_error "error: --batch 4 does not split into --dp 3" train --data "$work/text.txt" "${tiny[@]}" --batch 4 --dp 3 --steps 1
     expect_error "unknown schedule 'zigzag'" train --data "$work/text.txt" "${tiny[@]}" --pp 2 --schedule zigzag --steps 1
