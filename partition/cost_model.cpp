@@ -29,7 +29,8 @@ class analytic final : public cost_model {
       t.forward_s = n.flops_per_token * double(tokens) / (d_.peak_flops * d_.matmul_efficiency);
     } else {
       // Read the input, write the output (activation bytes per token).
-      t.forward_s = 2.0 * double(n.activation_bytes_per_token) * double(tokens) / d_.memory_bw;
+      t.forward_s = 2.0 * double(n.activation_bytes_per_token) * double(d_.activation_bytes) / 4.0 *
+                    double(tokens) / d_.memory_bw;
     }
     t.backward_s = (n.params.empty() && !is_matmul(n) ? 1.0 : 2.0) * t.forward_s;
     if (n.kind == "attention") t.backward_s = 2.5 * t.forward_s;  // recomputes scores

@@ -26,6 +26,7 @@ device_spec gpu(std::string name, double tflops, double mem_gb, double mem_bw_tb
   d.inter_bw = ib_gbs * 1e9;
   d.inter_latency = 20e-6;
   d.devices_per_node = 8;
+  d.activation_bytes = 2;  // bf16 mixed precision (weights: 16 bytes per parameter either way)
   return d;
 }
 
@@ -95,6 +96,7 @@ device_spec find_device(const std::string& name, const std::string& file) {
       d.inter_latency = need("inter_latency_us") * 1e-6;
       d.devices_per_node = int(need("devices_per_node"));
       if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency");
+      d.activation_bytes = e.contains("activation_bytes") ? int(need("activation_bytes")) : 2;
       if (d.peak_flops <= 0 || d.memory_bytes <= 0 || d.devices_per_node < 1)
         fail("device file '{}': devices[{}] ('{}') has a non-positive rate or size", file, i,
              d.name);

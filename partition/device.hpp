@@ -29,6 +29,7 @@ struct device_spec {
   double inter_bw = 0;            // bytes/s per device between nodes
   double inter_latency = 0;
   int devices_per_node = 8;
+  int activation_bytes = 4;       // per element: 2 for bf16 training on GPUs, 4 for fp32
   bool profiled = false;          // "cpu": op times come from a measured profile
 };
 

@@ -61,7 +61,8 @@ plan evaluate(const plan_request& r, const cost_model& costs, const model::graph
   const bool tp_intra = tp <= std::min(per_node, d.devices_per_node);
   if (!tp_intra) throw rule_error{"tp within a node", fmt::format("tp {} > {}", tp, per_node)};
   // Node times of the shard's graph, with the TP sums it waits for.
-  const double act_bytes = double(tokens) * r.model.dim * 4.0;
+  const double act_scale = double(d.activation_bytes) / 4.0;  // the graph counts f32
+  const double act_bytes = double(tokens) * r.model.dim * d.activation_bytes;
   const double tp_ar =
       ring_time(act_bytes, tp, d.intra_bw, d.intra_latency) * exposed_share(overlap);
   const auto& nodes = tg.graph.nodes();
@@ -99,6 +100,9 @@ plan evaluate(const plan_request& r, const cost_model& costs, const model::graph
     auto& pol = policies[s];
     int in_flight = pol.limited ? std::max(pol.warm, pol.steady) : m;
     mem.push_back(describe_stage(tg.graph, s, a, b, tokens, in_flight));
+    for (auto& x : mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
+    for (auto& x : mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
+    mem.back().input_bytes = int64_t(double(mem.back().input_bytes) * act_scale);
     stage_plan sp;
     sp.first = bounds[s];
     sp.last = bounds[s + 1];
