@@ -14,6 +14,9 @@
 //   peer_dies  rank 1 is killed (SIGKILL) in the middle of a run of
 //              all-reduces; every other rank must fail within its timeout
 //              with an error naming peer 1 (exit 42), never hang.
+//   peer_hangs rank 1 stops taking part (alive, sleeping); every other rank
+//              must fail with "timed out" naming a peer within about its
+//              1 s timeout (exit 42); rank 1 is then killed by the launcher.
 // The driver exits 0 when the scenario behaved as described, else 1.
 
 #include <signal.h>
@@ -26,6 +29,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/bootstrap.hpp"
@@ -118,7 +122,7 @@ int worker(const std::string& scenario) {
       uo.error_mode = parse_ucx_error_mode(m);
     if (const char* m = std::getenv("MERAK_UCX_SPIN_US"))
       uo.spin = std::chrono::microseconds(std::atol(m));
-    uo.timeout = scenario == "peer_dies" ? 5000ms : 30000ms;
+    uo.timeout = scenario == "peer_dies" ? 5000ms : scenario == "peer_hangs" ? 1000ms : 30000ms;
     auto t = make_ucx_transport(b, uo);
     if (scenario == "allreduce") {
       worker_allreduce(*b, *t);
@@ -152,6 +156,28 @@ int worker(const std::string& scenario) {
                   << " ms\n";
       b->barrier();
       return 0;
+    }
+    if (scenario == "peer_hangs") {
+      std::vector<float> x(100000, 1.0f);
+      for (int it = 0; it < 1000000; ++it) {
+        if (it == 3 && rank == 1) std::this_thread::sleep_for(60s);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          allreduce_sum(*t, x, 7);
+        } catch (const std::exception& e) {
+          const double s =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::cerr << "[expected? rank " << rank << " after " << s << " s] " << e.what() << "\n";
+          const std::string msg = e.what();
+          // Each rank waits at most a few timeouts (its own, then what its
+          // left neighbour's failure costs it).
+          return msg.find("timed out") != std::string::npos &&
+                         msg.find("peer ") != std::string::npos && s < 5.0
+                     ? kexpected_failure
+                     : 1;
+        }
+      }
+      return 1;
     }
     if (scenario == "peer_dies") {
       std::vector<float> x(100000, 1.0f);
@@ -189,7 +215,7 @@ int main(int argc, char** argv) {
   try {
     if (const char* s = std::getenv("MERAK_MP_WORKER")) return worker(s);
     if (argc != 3) {
-      std::cerr << "usage: " << argv[0] << " allreduce|bad_token|peer_dies <procs>\n";
+      std::cerr << "usage: " << argv[0] << " allreduce|bad_token|peer_dies|peer_hangs <procs>\n";
       return 2;
     }
     const std::string scenario = argv[1];
@@ -198,6 +224,7 @@ int main(int argc, char** argv) {
     lo.argv = {self_executable()};
     lo.env["MERAK_MP_WORKER"] = scenario;
     lo.grace = 20000ms;  // let the survivors report, within their timeouts
+    if (scenario == "peer_hangs") lo.grace = 8000ms;  // then end the sleeper
     lo.timeout = 100000ms;
     if (scenario == "bad_token")
       lo.rank_env = [&](int r, std::map<std::string, std::string>& env) {
@@ -216,6 +243,10 @@ int main(int argc, char** argv) {
     } else if (scenario == "bad_token") {
       pass = true;
       for (int r = 0; r < lo.procs; ++r) pass = pass && res.exit_code[r] == kexpected_failure;
+    } else if (scenario == "peer_hangs") {
+      pass = res.signal[1] == SIGKILL;
+      for (int r = 0; r < lo.procs; ++r)
+        if (r != 1) pass = pass && res.exit_code[r] == kexpected_failure;
     } else if (scenario == "peer_dies") {
       // Rank 1 dies first; the launcher may reap a survivor's exit in the
       // same pass, so which rank it names first is not checked.
