@@ -118,7 +118,8 @@ struct ucx_state {
     }
   }
 
-  // Closes every endpoint: flushing for a second, then by force.
+  // Closes every endpoint (flushing those whose peer did not fail, by force
+  // the others), waiting at most a second in all.
   void close_endpoints() {
     if (!worker) return;
     std::vector<void*> reqs;
