@@ -1,9 +1,10 @@
 #pragma once
 // Bootstrap: how the processes of one job find each other before any data
-// moves. Rank 0 listens on a TCP socket; every other rank connects to it and
-// presents the job token. Afterwards the bootstrap offers an all-gather of
-// small blobs (the UCX transport swaps worker addresses through it) and a
-// barrier. It carries kilobytes, not tensors.
+// moves (docs/comm-transport.md). Rank 0 listens on a TCP socket; every
+// other rank connects to it and presents the job token. Afterwards the
+// bootstrap offers an all-gather of small blobs (the UCX transport swaps
+// worker addresses through it), a barrier, and a watch on the job's
+// processes (dead_peer). It carries kilobytes, not tensors.
 //
 // Wire format (all integers little-endian, every message one frame):
 //   frame   = u64 length, then `length` bytes

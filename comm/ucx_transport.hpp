@@ -1,6 +1,7 @@
 #pragma once
 // UCX transport: host memory between processes (and hosts), with UCP tagged
-// messages (see transport.hpp for the contract). Built only when UCX is found
+// messages (see transport.hpp for the contract; docs/comm-transport.md for
+// the measurements behind the choices below). Built only when UCX is found
 // (MERAK_WITH_UCX).
 //
 // - Tag layout: the 64-bit UCX tag is (source rank << 44) | user tag, matched
