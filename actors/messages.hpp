@@ -65,8 +65,10 @@ using grad_atom = caf::atom_constant<caf::atom("grad")>;    // (mb, value, tenso
 using op_atom = caf::atom_constant<caf::atom("op")>;      // (kind, mb): TP leader -> followers
 using run_atom = caf::atom_constant<caf::atom("run")>;      // () to self: pick the next op
 using tie_atom = caf::atom_constant<caf::atom("tie")>;      // (name, tensor): tied-weight gradient
-using reduce_atom = caf::atom_constant<caf::atom("reduce")>;    // (dp rank, flat gradients)
-using reduced_atom = caf::atom_constant<caf::atom("reduced")>;  // (flat summed gradients)
+// (bucket, flat gradients, rows, cols, known rows): stage -> reducer
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
+// (bucket, flat summed gradients, bytes, union rows, rel error, slice)
+using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // (lr, clip factor)
 using wire_atom =
     caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
@@ -76,7 +78,8 @@ using load_atom =
     caf::atom_constant<caf::atom("load")>;  // (names, values, m, v, adam t): whole tensors
 // To the coordinator.
 using loss_atom = caf::atom_constant<caf::atom("loss")>;    // (dp, mb, loss)
-using ready_atom = caf::atom_constant<caf::atom("ready")>;  // (dp, stage, sum of squares, busy s)
+// (dp, stage, tp, sum of squares, busy s, bytes, union rows, sparse rel error)
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;  // (dp, stage)
 using failed_atom = caf::atom_constant<caf::atom("failed")>;    // (what)
 using trace_atom =

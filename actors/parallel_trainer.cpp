@@ -71,6 +71,7 @@ struct parallel_trainer::impl {
       : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)) {
     opts.validate();
     par.validate(opts.batch);
+    model::check_corpus_vocab(corpus, opts.model);
     graph = model::build_gpt(opts.model);
     bounds = partition::balanced_stages(graph, par.pp);
     for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));
@@ -157,6 +158,8 @@ struct parallel_trainer::impl {
             group[r]->set_timeout(timeout());
             rs.link = std::shared_ptr<comm::transport>(std::move(group[r]));
             rs.sparse = par.sparse;
+            rs.measure_error =
+                par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
             rs.where = fmt::format("reducer actor (dp={}, pp={}, tp={})", r, s, t);
             auto a = spawn_reducer(*sys, rs);
             names[a.address()] = rs.where;
@@ -309,10 +312,13 @@ struct parallel_trainer::impl {
             ++losses;
           },
           [&](ready_atom, int r, int s, int t, double sq, double busy_s, uint64_t bytes,
-              int64_t union_rows) {
+              int64_t union_rows, double rel_error) {
             if (r == 0) {
               comm.dp_bytes_per_rank += bytes;
-              if (s == 0 && t == 0) comm.sparse_union_rows = union_rows;
+              if (s == 0 && t == 0) {
+                comm.sparse_union_rows = union_rows;
+                comm.sparse_rel_error = rel_error;
+              }
               sumsq[s * TP + t] = sq;  // shards: their slices, and shard 0 the rest
               if (t == 0) busy[s] = busy_s;
             }
@@ -498,7 +504,8 @@ struct parallel_trainer::impl {
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par)
     : parallel_trainer(opts, par,
-                       model::text_corpus(opts.data, opts.model.max_seq, opts.val_fraction)) {}
+                       model::text_corpus(opts.data, opts.model.max_seq, opts.val_fraction,
+                                          opts.tokens, opts.model.vocab)) {}
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
                                    model::text_corpus corpus)

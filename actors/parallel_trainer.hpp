@@ -47,6 +47,10 @@ struct parallel_options {
   // through `sparse` instead (kind dense: the ring too).
   int64_t bucket_bytes = int64_t(4) << 20;
   comm::codec_config sparse;
+  // Diagnostic (costs a dense ring of the embedding per step): the reducers
+  // also average the embedding's gradient exactly and report the codec's
+  // relative L2 error (comm_stats::sparse_rel_error).
+  bool measure_sparse_error = false;
 
   // Throws merak::error naming the flag when the options do not fit the
   // batch (batch must divide into dp x micro-batches).
@@ -73,6 +77,11 @@ class parallel_trainer {
   struct comm_stats {
     uint64_t dp_bytes_per_rank = 0;
     int64_t sparse_union_rows = 0;
+    // ||codec result - exact mean|| / ||exact mean|| of the token embedding's
+    // gradient on replica 0's first stage (measure_sparse_error; else -1).
+    // With error feedback the result includes the fed-back residual and the
+    // 1/(1+ω) scaling: it is the error of the gradient actually applied.
+    double sparse_rel_error = -1;
   };
   comm_stats last_comm() const;
   // Writes a checkpoint of the current step in the single-device format

@@ -1,5 +1,8 @@
 #include "actors/reducer_actor.hpp"
 
+#include <cmath>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "actors/messages.hpp"
@@ -13,27 +16,58 @@ struct reducer_state {
   reducer_setup cfg;
   std::unique_ptr<comm::codec> codec;  // for the sparse bucket; null: dense
   comm::codec_stats last;              // of the last sparse bucket
+  uint64_t diagnostic_bytes = 0;       // sent by the exact rings of measure_error
+  std::vector<float> exact;            // measure_error: the bucket's exact average
+  std::vector<uint32_t> known;
 };
+
+// ||a - b|| / ||b|| in double (0 when b is zero).
+double rel_l2(std::span<const float> a, std::span<const float> b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : 0.0;
+}
 
 caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup setup) {
   self->state.cfg = std::move(setup);
   if (self->state.cfg.sparse.kind != comm::codec_kind::dense)
     self->state.codec = comm::make_codec(self->state.cfg.sparse);
   return {
-      [=](reduce_atom, int bucket, tensor_ref flat, int64_t rows, int64_t cols) {
+      [=](reduce_atom, int bucket, tensor_ref flat, int64_t rows, int64_t cols,
+          const std::vector<int>& known_rows) {
         auto& st = self->state;
         auto stage = caf::actor_cast<caf::actor>(self->current_sender());
         double t0 = trace_now();
+        double rel_error = -1;
         try {
           auto data = flat.t->span_f32();
           auto& link = *st.cfg.link;
           if (rows > 0 && st.codec) {
             MERAK_CHECK(rows * cols == int64_t(data.size()), "sparse bucket of {} x {} floats",
                         rows, cols);
-            comm::reduce_rows(*st.codec, link, data, rows, cols, comm::tag_t(bucket), &st.last);
+            if (!known_rows.empty()) {
+              st.known.assign(known_rows.begin(), known_rows.end());
+              st.codec->set_known_rows(st.known);
+            }
+            if (st.cfg.measure_error) st.exact.assign(data.begin(), data.end());
+            const auto tag = comm::tag_t(bucket);
+            comm::reduce_rows(*st.codec, link, data, rows, cols, tag, &st.last);
+            const float P = float(link.size());
+            if (st.cfg.measure_error) {
+              // The same tag after the codec: every replica runs the same
+              // collectives in the same order on it.
+              uint64_t before = link.bytes_sent();
+              comm::allreduce_sum(link, std::span<float>(st.exact), tag);
+              st.diagnostic_bytes += link.bytes_sent() - before;
+              for (auto& x : st.exact) x /= P;
+              rel_error = rel_l2(data, st.exact);
+            }
             // The codec returns the mean over replicas; the ring returns the
             // sum, which is what the stages' 1/dp loss scaling expects.
-            const float P = float(link.size());
             for (auto& x : data) x *= P;
           } else {
             comm::allreduce_sum(link, data, comm::tag_t(bucket));
@@ -47,8 +81,9 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup se
         // "name start end;" for the trace (the stage forwards it).
         auto slice = fmt::format("{}{} {:.6f} {:.6f};", rows > 0 && st.codec ? "sparse" : "allreduce",
                                  bucket, t0, trace_now());
-        self->send(stage, reduced_atom::value, bucket, flat, st.cfg.link->bytes_sent(),
-                   st.last.union_rows, slice);
+        self->send(stage, reduced_atom::value, bucket, flat,
+                   st.cfg.link->bytes_sent() - st.diagnostic_bytes, st.last.union_rows, rel_error,
+                   slice);
       },
   };
 }

@@ -3,10 +3,20 @@
 // of one (pp, tp) group across the dp replicas form a ring over comm/.
 // Included only by actors/*.cpp.
 //
-//   stage --reduce(bucket, flat, rows, cols)--> its reducer
+//   stage --reduce(bucket, flat, rows, cols, known rows)--> its reducer
 //   reducers of the group: ring all-reduce of the bucket (or, for the sparse
 //     bucket, the configured codec: coo, union or S2), tag = bucket id
-//   reducer --reduced(bucket, flat)--> stage
+//   reducer --reduced(bucket, flat, bytes sent, union rows, rel error,
+//     trace slice)--> stage
+//
+// Known rows (sparse bucket only; empty: the codec scans): rows that hold
+// every non-zero of the bucket, increasing (the token ids of the replica's
+// micro-batches), handed to codec::set_known_rows.
+// With `measure_error`, the reducer also averages a copy of the sparse bucket
+// exactly (a dense ring on the same tag, after the codec) and reports the
+// relative L2 error ||result - exact mean|| / ||exact mean|| of the codec's
+// result (-1 when not measured; 0 when the exact mean is zero). The
+// diagnostic's own traffic is not counted in the reported bytes.
 //
 // A stage hands over a bucket as soon as the backward of its last
 // micro-batch has finished every gradient in it, and goes on computing:
@@ -30,6 +40,7 @@ struct reducer_setup {
   // Codec for buckets sent with rows > 0 (the token embedding's gradient);
   // dense: the ring, like every other bucket.
   comm::codec_config sparse;
+  bool measure_error = false;  // exact dense average of the sparse bucket too
   std::string where;  // "reducer actor (dp=.., pp=.., tp=..)", for errors
 };
 

@@ -104,6 +104,13 @@ struct stage_state {
   uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
   uint64_t reducer_bytes_reported = 0;
   int64_t sparse_union_rows = 0;
+  double sparse_rel_error = -1;  // of the last sparse bucket (-1: not measured)
+  // The sparse parameter's non-zero rows are exactly the token ids of this
+  // step's micro-batches (it is used here only by the embedding, unsharded):
+  // they go to the codec so that it skips its scan. Marks per row.
+  bool known_rows_ok = false;
+  int tokens_value = -1;
+  std::vector<uint8_t> token_seen;
   double busy_s = 0;
   std::string trace;          // "name start end;" per op (trace_now() seconds)
   std::string reducer_trace;  // the reducer's slices, this step
@@ -132,6 +139,19 @@ void setup_state(stage_state& st, stage_setup cfg) {
     st.exec->set_tp(st.tp.get(), st.cfg.tp_overlap);
   }
   for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
+  if (st.cfg.dp > 1 && !st.cfg.sparse_param.empty()) {
+    int users = 0, embeddings = 0;
+    for (int n = st.cfg.first; n < st.cfg.last; ++n)
+      for (auto& spec : st.cfg.graph->nodes()[n].params)
+        if (spec.name == st.cfg.sparse_param) {
+          ++users;
+          if (st.cfg.graph->nodes()[n].kind == "embedding" && !spec.shard.sharded()) ++embeddings;
+        }
+    st.tokens_value = st.cfg.graph->find_value("tokens");
+    auto& ins = st.exec->input_values();
+    st.known_rows_ok = users == 1 && embeddings == 1 &&
+                       std::find(ins.begin(), ins.end(), st.tokens_value) != ins.end();
+  }
   // A parameter's gradient is final once the backward of the first node
   // (in forward order) that uses it ran: backward visits nodes in reverse.
   auto& all = st.store->all();
@@ -208,7 +228,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
 // reducer (the buffer is reused once the reducer has let go of it: a fresh
 // one costs a page fault per 4 KiB every step).
 void ship(caf::stateful_actor<stage_state>* self, std::vector<int> params, int64_t rows,
-          int64_t cols) {
+          int64_t cols, std::vector<int> known_rows = {}) {
   auto& st = self->state;
   auto& all = st.store->all();
   int id = st.shipped++;
@@ -226,7 +246,8 @@ void ship(caf::stateful_actor<stage_state>* self, std::vector<int> params, int64
   b.params = std::move(params);
   b.rows = rows;
   b.cols = cols;
-  self->send(st.reducer, reduce_atom::value, id, tensor_ref{b.flat}, rows, cols);
+  self->send(st.reducer, reduce_atom::value, id, tensor_ref{b.flat}, rows, cols,
+             std::move(known_rows));
 }
 
 // Called as the last micro-batch's backward finishes node `n`.
@@ -239,7 +260,12 @@ void node_finished(caf::stateful_actor<stage_state>* self, int n) {
     auto& prm = *all[p];
     if (!st.cfg.sparse_param.empty() && prm.spec.name == st.cfg.sparse_param &&
         prm.grad.rank() == 2) {
-      ship(self, {p}, prm.grad.dim(0), prm.grad.dim(1));  // alone, through the codec
+      std::vector<int> known;
+      if (st.known_rows_ok && int64_t(st.token_seen.size()) == prm.grad.dim(0))
+        for (size_t k = 0; k < st.token_seen.size(); ++k)
+          if (st.token_seen[k]) known.push_back(int(k));
+      // alone, through the codec
+      ship(self, {p}, prm.grad.dim(0), prm.grad.dim(1), std::move(known));
       continue;
     }
     st.open.push_back(p);
@@ -271,8 +297,9 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank,
                st.trace, st.reducer_trace, st.tp ? st.tp->take_trace() : std::string());
   self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank, sumsq,
-             st.busy_s, st.reducer_bytes - std::exchange(st.reducer_bytes_reported, st.reducer_bytes),
-             st.sparse_union_rows);
+             st.busy_s,
+             st.reducer_bytes - std::exchange(st.reducer_bytes_reported, st.reducer_bytes),
+             st.sparse_union_rows, st.sparse_rel_error);
 }
 
 void after_ties(caf::stateful_actor<stage_state>* self) {
@@ -464,6 +491,8 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.busy_s = 0;
           st.trace.clear();
           st.reducer_trace.clear();
+          if (st.known_rows_ok)
+            st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->value.dim(0)), 0);
           st.step_start = clock::now();
           pump(self);
         });
@@ -476,6 +505,14 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           MERAK_CHECK(it != ins.end(), "input for value {} that this stage does not read", value);
           auto& slot = st.inputs[mb];
           if (slot.empty()) slot.resize(ins.size());
+          if (st.known_rows_ok && value == st.tokens_value) {
+            const int32_t* ids = x.t->data<int32_t>();
+            for (int64_t i = 0; i < x.t->numel(); ++i) {
+              MERAK_CHECK(ids[i] >= 0 && size_t(ids[i]) < st.token_seen.size(),
+                          "token id {} outside [0, {})", ids[i], st.token_seen.size());
+              st.token_seen[size_t(ids[i])] = 1;
+            }
+          }
           slot[it - ins.begin()] = x.take();
           if (++st.inputs_seen[mb] == int(ins.size())) {
             st.inputs_seen.erase(mb);
@@ -539,7 +576,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
         });
       },
       [=](reduced_atom, int id, tensor_ref sum, uint64_t bytes_sent, int64_t union_rows,
-          const std::string& slice) {
+          double rel_error, const std::string& slice) {
         guarded(self, [&] {
           auto& st = self->state;
           if (st.cfg.trace) st.reducer_trace += slice;
@@ -550,7 +587,10 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
             src += all[p]->grad.numel();
           }
           st.reducer_bytes = bytes_sent;
-          if (st.buckets[id].rows > 0) st.sparse_union_rows = union_rows;
+          if (st.buckets[id].rows > 0) {
+            st.sparse_union_rows = union_rows;
+            st.sparse_rel_error = rel_error;
+          }
           if (++st.reduced == st.shipped && st.finishing) settle_ties(self);
         });
       },

@@ -12,12 +12,14 @@
 //   downstream, input gradients upstream and per-micro-batch losses to the
 //   coordinator;
 //     [dp > 1]  during the last micro-batch's backward, as gradients become
-//               final: stage --reduce(bucket, flat, rows, cols)--> its reducer
-//               --reduced(bucket, sum, bytes, union rows)--> stage
+//               final: stage --reduce(bucket, flat, rows, cols, known rows)-->
+//               its reducer --reduced(bucket, sum, bytes, union rows, rel
+//               error, slice)--> stage
 //               (reducer_actor.hpp; the rest of backward runs meanwhile)
 //   when every backward is done and every bucket is back:
 //     [tied weights]  non-owner --tie(name, g)--> owner --tie(name, sum)--> non-owner
-//     stage --ready(dp, s, tp, sum of squares, busy)--> coordinator
+//     stage --ready(dp, s, tp, sum of squares, busy, bytes, union rows,
+//                   sparse rel error)--> coordinator
 //   coordinator --apply(lr, clip)--> stage --applied--> coordinator
 //
 // Tensor parallelism: the shards of a stage sum partial results over comm/

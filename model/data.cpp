@@ -10,33 +10,90 @@
 namespace merak::model {
 namespace {
 constexpr uint64_t kTrainStream = 0x7472'6169'6e00ull;  // "train"
+
+bool word_byte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '\'';
+}
+bool space_byte(unsigned char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f';
+}
+}  // namespace
+
+std::string_view tokenizer_name(tokenizer t) {
+  return t == tokenizer::words ? "words" : "bytes";
 }
 
-text_corpus::text_corpus(const std::string& path, int seq, double val_fraction)
-    : seq_(seq), name_(path) {
+tokenizer parse_tokenizer(std::string_view text) {
+  if (text == "bytes") return tokenizer::bytes;
+  if (text == "words") return tokenizer::words;
+  fail("unknown --tokenizer '{}' (expected bytes or words)", text);
+}
+
+std::vector<int32_t> tokenize_hashed_words(std::string_view text, int vocab) {
+  if (vocab < 2) fail("the words tokenizer needs --vocab of at least 2 (got {})", vocab);
+  constexpr uint64_t kOffset = 0xcbf29ce484222325ull, kPrime = 0x100000001b3ull;  // FNV-1a 64
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 4);
+  const uint64_t V = uint64_t(vocab);
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (space_byte(c)) {
+      ++i;
+      continue;
+    }
+    uint64_t h = kOffset;
+    if (word_byte(c)) {
+      for (; i < text.size() && word_byte(static_cast<unsigned char>(text[i])); ++i) {
+        auto w = static_cast<unsigned char>(text[i]);
+        if (w >= 'A' && w <= 'Z') w = static_cast<unsigned char>(w - 'A' + 'a');
+        h = (h ^ w) * kPrime;
+      }
+    } else {
+      h = (h ^ c) * kPrime;
+      ++i;
+    }
+    ids.push_back(int32_t(h % V));
+  }
+  return ids;
+}
+
+text_corpus::text_corpus(const std::string& path, int seq, double val_fraction, tokenizer tok,
+                         int vocab)
+    : seq_(seq), tok_(tok), vocab_(vocab), name_(path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot open data file '{}'", path);
-  bytes_.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>{});
   if (f.bad()) fail("error reading data file '{}'", path);
-  init(val_fraction);
+  init(std::move(bytes), val_fraction);
 }
 
-text_corpus::text_corpus(std::vector<uint8_t> bytes, int seq, double val_fraction, std::string name)
-    : bytes_(std::move(bytes)), seq_(seq), name_(std::move(name)) {
-  init(val_fraction);
+text_corpus::text_corpus(std::vector<uint8_t> bytes, int seq, double val_fraction, std::string name,
+                         tokenizer tok, int vocab)
+    : seq_(seq), tok_(tok), vocab_(vocab), name_(std::move(name)) {
+  init(std::move(bytes), val_fraction);
 }
 
-void text_corpus::init(double val_fraction) {
-  if (bytes_.empty()) fail("data file '{}' is empty", name_);
+void text_corpus::init(std::vector<uint8_t> bytes, double val_fraction) {
+  if (bytes.empty()) fail("data file '{}' is empty", name_);
   if (seq_ < 1) fail("--seq must be at least 1 (got {})", seq_);
   if (!(val_fraction > 0 && val_fraction < 1))
     fail("validation fraction must be in (0, 1) (got {})", val_fraction);
-  split_ = int64_t(double(bytes_.size()) * (1.0 - val_fraction));
-  if (split_ < seq_ + 1 || int64_t(bytes_.size()) - split_ < seq_ + 1)
+  const bool words = tok_ == tokenizer::words;
+  if (words) {
+    tokens_ = tokenize_hashed_words(
+        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), vocab_);
+  } else {
+    vocab_ = 256;
+    tokens_.assign(bytes.begin(), bytes.end());
+  }
+  split_ = int64_t(double(tokens_.size()) * (1.0 - val_fraction));
+  const char* unit = words ? "word tokens" : "bytes";
+  if (split_ < seq_ + 1 || int64_t(tokens_.size()) - split_ < seq_ + 1)
     fail(
-        "data file '{}' has {} bytes: too short for --seq {} (each of the training and validation "
-        "parts needs at least {} bytes)",
-        name_, bytes_.size(), seq_, seq_ + 1);
+        "data file '{}' has {} {}: too short for --seq {} (each of the training and validation "
+        "parts needs at least {} {})",
+        name_, tokens_.size(), unit, seq_, seq_ + 1, unit);
 }
 
 batch text_corpus::windows(const std::vector<int64_t>& starts) const {
@@ -46,8 +103,8 @@ batch text_corpus::windows(const std::vector<int64_t>& starts) const {
   int32_t* y = b.targets.data<int32_t>();
   for (int r = 0; r < B; ++r)
     for (int t = 0; t < T; ++t) {
-      x[r * T + t] = bytes_[starts[r] + t];
-      y[r * T + t] = bytes_[starts[r] + t + 1];
+      x[r * T + t] = tokens_[starts[r] + t];
+      y[r * T + t] = tokens_[starts[r] + t + 1];
     }
   return b;
 }

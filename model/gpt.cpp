@@ -19,7 +19,8 @@ void gpt_config::validate() const {
 }
 
 std::string gpt_config::str() const {
-  return fmt::format("L={} C={} NH={} V={} T={}", layers, dim, heads, vocab, max_seq);
+  return fmt::format("L={} C={} NH={} V={} T={}{}", layers, dim, heads, vocab, max_seq,
+                     tied_head ? "" : " untied-head");
 }
 
 graph build_gpt(const gpt_config& cfg) {
@@ -46,7 +47,7 @@ graph build_gpt(const gpt_config& cfg) {
     x = ly::residual(g, p + "res2", x, h, C);
   }
   x = ly::layernorm(g, "ln_f", x, C);
-  int logits = ly::lm_head(g, "lm_head", x, C, V, "wte");
+  int logits = ly::lm_head(g, "lm_head", x, C, V, cfg.tied_head ? "wte" : "lm_head.weight");
   g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V));
   return g;
 }

@@ -1,7 +1,10 @@
 #pragma once
 // The GPT-2 family, built through the public layer API (layers.hpp):
 // token + position embedding, L pre-LN blocks of causal self-attention and a
-// GELU MLP, a final layer norm and an LM head tied to the token embedding.
+// GELU MLP, a final layer norm and an LM head tied to the token embedding
+// (or, with tied_head = false, a weight of its own, "lm_head.weight": the
+// token embedding's gradient is then non-zero only on the rows of the
+// batch's tokens, which is what the sparse gradient codecs exploit).
 
 #include <string>
 
@@ -15,6 +18,7 @@ struct gpt_config {
   int layers = 6;     // L
   int dim = 384;      // C
   int heads = 6;      // NH
+  bool tied_head = true;  // LM head shares "wte"; false: its own (V, C) weight
 
   // Throws merak::error naming the field when the shape is inconsistent.
   void validate() const;

@@ -12,12 +12,19 @@ namespace merak::model {
 namespace {
 
 std::string model_json(const gpt_config& c) {
-  return nlohmann::json{{"family", "gpt"},    {"vocab", c.vocab}, {"seq", c.max_seq},
-                        {"layers", c.layers}, {"dim", c.dim},     {"heads", c.heads}}
-      .dump();
+  nlohmann::json j{{"family", "gpt"},    {"vocab", c.vocab}, {"seq", c.max_seq},
+                   {"layers", c.layers}, {"dim", c.dim},     {"heads", c.heads}};
+  if (!c.tied_head) j["tied_head"] = false;  // absent: tied (checkpoints before the option)
+  return j.dump();
 }
 
 }  // namespace
+
+void check_corpus_vocab(const text_corpus& corpus, const gpt_config& model) {
+  if (corpus.tokens_kind() == tokenizer::words && corpus.vocab() > model.vocab)
+    fail("corpus '{}' has word ids below {} but the model's --vocab is {}", corpus.name(),
+         corpus.vocab(), model.vocab);
+}
 
 void train_options::validate() const {
   model.validate();
@@ -41,7 +48,7 @@ lr_schedule train_options::schedule() const {
 
 trainer::trainer(train_options opts)
     : opts_((opts.validate(), std::move(opts))),
-      corpus_(opts_.data, opts_.model.max_seq, opts_.val_fraction),
+      corpus_(opts_.data, opts_.model.max_seq, opts_.val_fraction, opts_.tokens, opts_.model.vocab),
       store_(opts_.seed) {
   init();
 }
@@ -51,6 +58,7 @@ trainer::trainer(train_options opts, text_corpus corpus)
   if (corpus_.seq() != opts_.model.max_seq)
     fail("corpus windows are {} tokens but the model's --seq is {}", corpus_.seq(),
          opts_.model.max_seq);
+  check_corpus_vocab(corpus_, opts_.model);
   init();
 }
 
@@ -71,6 +79,11 @@ int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& op
   auto expect = model_json(opts.model);
   if (meta["merak.model"] != expect)
     fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"], expect);
+  // Checkpoints from before the option were all byte-level.
+  std::string tok = meta.count("merak.tokenizer") ? meta["merak.tokenizer"] : "bytes";
+  if (tok != tokenizer_name(opts.tokens))
+    fail("checkpoint '{}' was trained with --tokenizer {} but this run uses --tokenizer {}", dir,
+         tok, tokenizer_name(opts.tokens));
   load_checkpoint(dir, store, opt);
   int64_t step = 0;
   try {
@@ -93,7 +106,8 @@ metadata_map checkpoint_metadata(const train_options& opts, int64_t step,
           {"merak.seed", std::to_string(opts.seed)},
           // The data stream is keyed by (seed, step): the step is the position.
           {"merak.data_position", std::to_string(step)},
-          {"merak.data", data_name}};
+          {"merak.data", data_name},
+          {"merak.tokenizer", std::string(tokenizer_name(opts.tokens))}};
 }
 
 std::map<std::string, std::string> trainer::metadata() const {

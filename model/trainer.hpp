@@ -21,6 +21,7 @@ namespace merak::model {
 
 struct train_options {
   std::string data;     // corpus file
+  tokenizer tokens = tokenizer::bytes;  // words: hashed words into [0, model.vocab)
   gpt_config model;     // model.max_seq is the training sequence length T
   int batch = 8;        // B, the global batch of a step
   int64_t steps = 100;  // total steps (a resumed run ends at the same step)
@@ -58,7 +59,12 @@ struct step_result {
 // single-device and the parallel trainers. Throws merak::error naming the
 // checkpoint.
 int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt);
-// The metadata a checkpoint of this run at `step` carries.
+// Fails naming the corpus when a words corpus has more ids than the model's
+// vocabulary (a bytes corpus is not checked: the embedding refuses a byte
+// above the vocabulary itself).
+void check_corpus_vocab(const text_corpus& corpus, const gpt_config& model);
+// The metadata a checkpoint of this run at `step` carries (model, seed, data
+// position, data file, tokenizer).
 std::map<std::string, std::string> checkpoint_metadata(const train_options& opts, int64_t step,
                                                        const std::string& data_name);
 
