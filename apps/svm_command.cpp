@@ -1,4 +1,4 @@
-// `merak svm train | predict`: penalised linear SVMs by ADMM (svm/).
+// `merak svm train | path | predict`: penalised linear SVMs by ADMM (svm/).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -14,15 +14,20 @@
 #include "svm/data_reader.hpp"
 #include "svm/fit.hpp"
 #include "svm/objective.hpp"
+#include "svm/path.hpp"
 
 namespace merak::apps {
 namespace {
 
 struct svm_train_flags {
   std::string data, format = "auto", penalty = "l1", model, solver = "auto";
-  double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4;
+  std::string nonconvex = "lla";
+  double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4, relax = 1.0;
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
   bool json = false, no_standardize = false;
+  // svm path only:
+  std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
+  bool cold = false;
 };
 
 struct svm_predict_flags {
@@ -47,6 +52,10 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   o.admm.abs_tol = f.tol / 10;
   o.admm.max_iter = f.max_iter;
   o.admm.method = svm::parse_w_method(f.solver);
+  o.admm.relaxation = f.relax;
+  if (f.nonconvex != "lla" && f.nonconvex != "direct")
+    fail("--nonconvex must be lla or direct (got '{}')", f.nonconvex);
+  o.lla = f.nonconvex == "lla";
   o.standardize = !f.no_standardize;
   o.workers = f.workers;
   // K > 1: one CAF worker actor per row shard.
@@ -116,6 +125,72 @@ int run_svm_train(const svm_train_flags& f) {
   return 0;
 }
 
+std::vector<double> parse_lambdas(const std::string& text) {
+  std::vector<double> out;
+  size_t a = 0;
+  while (a <= text.size()) {
+    size_t b = text.find(',', a);
+    if (b == std::string::npos) b = text.size();
+    const std::string item = text.substr(a, b - a);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      fail("--lambdas: '{}' is not a number (expected a comma-separated list)", item);
+    out.push_back(v);
+    a = b + 1;
+  }
+  return out;
+}
+
+int run_svm_path(const svm_train_flags& f) {
+  svm::path_options o;
+  o.fit = make_fit_options(f);
+  o.lambdas = parse_lambdas(f.lambdas);
+  o.folds = f.folds;
+  o.warm = !f.cold;
+  svm::set_solver_threads(f.threads);
+  if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
+  svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
+  if (!f.json)
+    std::printf("%-10s %-12s %8s %6s %9s %9s %-10s%s\n", "lambda", "objective", "iters", "nnz",
+                "accuracy", "time_s", "converged", f.folds ? "  cv_accuracy cv_mean_nnz" : "");
+  svm::fit_path(d, o, [&](const svm::path_point& pt) {
+    if (f.json) {
+      nlohmann::json j{{"data", f.data},
+                       {"penalty", svm::penalty_name(o.fit.pen.kind)},
+                       {"lambda", pt.lambda},
+                       {"theta", o.fit.pen.theta},
+                       {"objective", pt.objective},
+                       {"iterations", pt.iterations},
+                       {"converged", pt.converged},
+                       {"nnz", pt.nnz},
+                       {"accuracy", pt.accuracy},
+                       {"time_s", pt.time_s},
+                       {"warm", o.warm}};
+      if (f.folds >= 2) {
+        j["folds"] = f.folds;
+        j["cv_accuracy"] = pt.cv_accuracy;
+        j["cv_mean_nnz"] = pt.cv_mean_nnz;
+        j["cv_time_s"] = pt.cv_time_s;
+      }
+      std::cout << j.dump() << std::endl;
+    } else {
+      std::printf("%-10g %-12.6g %8d %6lld %9.4f %9.4f %-10s", pt.lambda, pt.objective,
+                  pt.iterations, (long long)pt.nnz, pt.accuracy, pt.time_s,
+                  pt.converged ? "yes" : "no");
+      if (f.folds >= 2) std::printf("  %11.4f %11.1f", pt.cv_accuracy, pt.cv_mean_nnz);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  });
+  return 0;
+}
+
 int run_svm_predict(const svm_predict_flags& f) {
   svm::linear_model m = svm::read_model(f.model);
   svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data), m.features());
@@ -168,6 +243,12 @@ action add_svm_command(CLI::App& parent) {
   t->add_option("--tol", tf->tol, "Relative residual tolerance (absolute: tol/10)")
       ->capture_default_str();
   t->add_option("--max-iter", tf->max_iter, "Iteration cap")->capture_default_str();
+  t->add_option("--relax", tf->relax, "ADMM over-relaxation alpha in [1, 2)")
+      ->capture_default_str();
+  t->add_option("--nonconvex", tf->nonconvex,
+                "Nonconvex penalties: lla (reweighted L1 from the L1 fit) or direct (ADMM with "
+                "the nonconvex prox)")
+      ->capture_default_str();
   t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
       ->capture_default_str();
   t->add_option("--folds", tf->folds, "Cross-validate with F folds (sample i in fold i mod F)");
@@ -179,6 +260,36 @@ action add_svm_command(CLI::App& parent) {
                 "Write the model here (.json: JSON, otherwise LIBLINEAR-like text)");
   t->add_flag("--json", tf->json, "Print one JSON object");
 
+  auto hf = std::make_shared<svm_train_flags>();
+  auto* h = s->add_subcommand(
+      "path", "Fit a lambda grid, each fit warm-started from the last; one line per lambda");
+  h->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  h->add_option("--data", hf->data, "Training data (LIBSVM text or CSV, label first)")->required();
+  h->add_option("--format", hf->format, "libsvm, csv or auto (by file name)")
+      ->capture_default_str();
+  h->add_option("--penalty", hf->penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
+  h->add_option("--lambdas", hf->lambdas, "Comma-separated grid (walked from the largest down)")
+      ->capture_default_str();
+  h->add_option("--theta", hf->theta,
+                "Second penalty parameter (default: SCAD 3.7, MCP 3, LSP 1, capped-l1 1)");
+  h->add_option("--rho1", hf->rho1, "ADMM penalty of w = z (default: automatic)");
+  h->add_option("--rho2", hf->rho2, "ADMM penalty of the hinge split (default: automatic)");
+  h->add_option("--tol", hf->tol, "Relative residual tolerance (absolute: tol/10)")
+      ->capture_default_str();
+  h->add_option("--max-iter", hf->max_iter, "Iteration cap per lambda")->capture_default_str();
+  h->add_option("--relax", hf->relax, "ADMM over-relaxation alpha in [1, 2)")
+      ->capture_default_str();
+  h->add_option("--nonconvex", hf->nonconvex, "Nonconvex penalties: lla or direct")
+      ->capture_default_str();
+  h->add_option("--folds", hf->folds,
+                "Cross-validate each lambda with F folds (i in fold i mod F)");
+  h->add_option("--solver", hf->solver, "w-step: auto, cholesky, woodbury or cg")
+      ->capture_default_str();
+  h->add_flag("--no-standardize", hf->no_standardize, "Fit on the features as they are");
+  h->add_flag("--cold", hf->cold, "Start every lambda from zero (no warm start)");
+  h->add_option("--threads", hf->threads, "Threads for the matrix products (default: all cores)");
+  h->add_flag("--json", hf->json, "One JSON object per lambda");
+
   auto pf = std::make_shared<svm_predict_flags>();
   auto* p = s->add_subcommand("predict", "Accuracy of a model on labelled data");
   p->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -189,8 +300,9 @@ action add_svm_command(CLI::App& parent) {
   p->add_option("--output", pf->output, "Write one predicted label per line here");
   p->add_flag("--json", pf->json, "Print one JSON object");
 
-  return [s, t, p, tf, pf] {
+  return [s, t, h, p, tf, hf, pf] {
     if (s->got_subcommand(t)) return run_svm_train(*tf);
+    if (s->got_subcommand(h)) return run_svm_path(*hf);
     if (s->got_subcommand(p)) return run_svm_predict(*pf);
     return 1;
   };

@@ -37,19 +37,40 @@ void check_inputs(const design_matrix& x, const Eigen::VectorXd& y, const penalt
     fail("--rho1 and --rho2 must be positive (got {}, {})", o.rho1, o.rho2);
   if (!(o.abs_tol >= 0) || !(o.rel_tol >= 0)) fail("--tol must not be negative");
   if (o.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.max_iter);
+  if (!(o.relaxation >= 1 && o.relaxation < 2))
+    fail("--relax must be in [1, 2) (got {})", o.relaxation);
+  if (o.l1_weights.size() != 0) {
+    if (pen.kind != penalty_kind::l1) fail("l1_weights need the l1 penalty");
+    if (o.l1_weights.size() != x.cols())
+      fail("{} l1_weights for {} features", o.l1_weights.size(), x.cols());
+    if (!(o.l1_weights.array() >= 0).all()) fail("l1_weights must not be negative");
+  }
+}
+
+// z = prox of the weighted L1 penalty sum_j lambda w_j |z_j| at weight rho.
+void weighted_soft(const Eigen::VectorXd& v, const Eigen::VectorXd& weight, double tau,
+                   Eigen::VectorXd& z) {
+  z = v.array().sign() * (v.array().abs() - tau * weight.array()).max(0.0);
 }
 
 }  // namespace
 
 admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                       const admm_options& o, const admm_monitor& monitor) {
+                       const admm_options& o, const admm_monitor& monitor,
+                       const admm_state* start) {
   check_inputs(x, y, pen, o);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n = x.rows(), p = x.cols();
+  const bool warm = start && !start->empty();
+  if (warm && (start->z.size() != p || start->u1.size() != p || start->r.size() != n ||
+               start->u2.size() != n || !(start->rho1 > 0) || !(start->rho2 > 0)))
+    fail("warm start of size ({}, {}) for data of {} samples x {} features", start->r.size(),
+         start->z.size(), n, p);
   double rho1 = o.rho1, rho2 = o.rho2;
   {
     double d1, d2;
     default_rhos(n, p, pen, d1, d2);
+    if (warm) d1 = std::max(start->rho1, pen.rho_threshold() * 1.0001), d2 = start->rho2;
     if (rho1 == 0) rho1 = d1;
     if (rho2 == 0) rho2 = d2;
   }
@@ -59,7 +80,14 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
 
   Eigen::VectorXd w = Eigen::VectorXd::Zero(p), z = w, u1 = w, z_prev(p);                  // (p)
   Eigen::VectorXd r = Eigen::VectorXd::Ones(n), u2 = Eigen::VectorXd::Zero(n), r_prev(n);  // (n)
-  Eigen::VectorXd t(n), q(p), xw(n), m(n), v(n);
+  Eigen::VectorXd t(n), q(p), xw(n), m(n), v(n), w_hat(p), m_hat(n);
+  if (warm) {
+    // The scaled duals u = y / rho follow the rhos actually used.
+    z = start->z, u1 = start->u1 * (start->rho1 / rho1);
+    r = start->r, u2 = start->u2 * (start->rho2 / rho2);
+  }
+  const double alpha = o.relaxation;
+  const bool weighted = o.l1_weights.size() != 0;
   double b = 0;
   const double sqrt_dim = std::sqrt(double(n + p));
   admm_result res;
@@ -86,12 +114,22 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
     // r, z: the second block (separable).
     r_prev.swap(r);
     z_prev.swap(z);
-    v = 1.0 - m.array() - u2.array();
+    // Over-relaxed copies of the first block's output (alpha = 1: w, m).
+    if (alpha != 1) {
+      w_hat = alpha * w + (1 - alpha) * z_prev;
+      m_hat = alpha * m.array() + (1 - alpha) * (1.0 - r_prev.array());
+    }
+    const Eigen::VectorXd& wh = alpha != 1 ? w_hat : w;
+    const Eigen::VectorXd& mh = alpha != 1 ? m_hat : m;
+    v = 1.0 - mh.array() - u2.array();
     hinge_prox(v, 1.0 / (double(n) * rho2), r);
-    active.prox(w + u1, rho1, z);
+    if (weighted && !l1_phase)
+      weighted_soft(wh + u1, o.l1_weights, pen.lambda / rho1, z);
+    else
+      active.prox(wh + u1, rho1, z);
     // Scaled duals.
-    u1 += w - z;
-    u2.array() += r.array() + m.array() - 1.0;
+    u1 += wh - z;
+    u2.array() += r.array() + mh.array() - 1.0;
 
     const double pri =
         std::sqrt((w - z).squaredNorm() + (r.array() + m.array() - 1.0).matrix().squaredNorm());
@@ -127,13 +165,16 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
   res.rho_changes = control.changes();
   res.method = solver->method();
   res.cg_iterations = solver->inner_iterations();
+  res.state.z = z, res.state.u1 = std::move(u1), res.state.r = std::move(r);
+  res.state.u2 = std::move(u2), res.state.rho1 = rho1, res.state.rho2 = rho2;
   res.w = std::move(z);
   res.b = b;
   if (o.polish_bias) {
     x.times(res.w, xw);
     res.b = best_bias(y, xw, b);
   }
-  res.objective = objective(x, y, res.w, res.b, pen);
+  res.objective = weighted ? weighted_objective(x, y, res.w, res.b, pen.lambda, o.l1_weights)
+                           : objective(x, y, res.w, res.b, pen);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -30,6 +30,22 @@ struct admm_options {
   bool l1_start = false;
   // Finish with the exact best bias for the returned z (never worsens F).
   bool polish_bias = true;
+  // Over-relaxation alpha in [1, 2) (Boyd et al. 3.4.3): the z- and r-steps
+  // see alpha (w, m) + (1 - alpha)(z_prev, 1 - r_prev). 1: plain ADMM.
+  double relaxation = 1.0;
+  // Weighted L1 (used by lla_solve): with pen.kind == l1 and this non-empty
+  // (p entries >= 0), coordinate j is penalised by lambda * l1_weights[j].
+  Eigen::VectorXd l1_weights;
+};
+
+// Where an ADMM run stopped: enough to continue it (a warm start along a
+// lambda path, or between reweighted L1 solves). The scaled duals belong to
+// the rhos stored with them.
+struct admm_state {
+  Eigen::VectorXd z, u1;  // (p)
+  Eigen::VectorXd r, u2;  // (n)
+  double rho1 = 0, rho2 = 0;
+  bool empty() const { return z.size() == 0; }
 };
 
 struct admm_result {
@@ -44,6 +60,7 @@ struct admm_result {
   int64_t cg_iterations = 0;
   double time_s = 0;
   int rho_changes = 0;
+  admm_state state;  // for a warm start of a related problem
   int64_t nnz() const { return (w.array() != 0).count(); }
 };
 
@@ -56,10 +73,14 @@ void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double
 // return false to stop early.
 using admm_monitor = std::function<bool(int iter, double primal, double dual)>;
 
-// x: (n, p), y: (n) in {-1, +1}. Throws merak::error for empty data, labels
-// other than +-1, or invalid options.
+// x: (n, p), y: (n) in {-1, +1}. start: a state of an earlier run on the
+// same x, y (any penalty or lambda) to continue from, with its rhos unless
+// o.rho1 / o.rho2 are set; nullptr or empty: cold start at zero. Throws
+// merak::error for empty data, labels other than +-1, a start of the wrong
+// size, or invalid options.
 admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                       const admm_options& o, const admm_monitor& monitor = {});
+                       const admm_options& o, const admm_monitor& monitor = {},
+                       const admm_state* start = nullptr);
 
 // r = argmin (1/n)(r)_+ + (rho2/2)(r - v)^2 elementwise, tau = 1/(n rho2):
 // v - tau if v > tau; 0 if 0 <= v <= tau; v if v < 0.

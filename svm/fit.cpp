@@ -29,7 +29,8 @@ fit_result fit(const dataset& d, const fit_options& o) {
   fit_result r;
   Eigen::VectorXd w;
   if (o.workers <= 1) {
-    admm_result a = admm_solve(data->x, data->y, o.pen, o.admm);
+    admm_result a = o.lla ? lla_solve(data->x, data->y, o.pen, o.admm, o.lla_opts)
+                          : admm_solve(data->x, data->y, o.pen, o.admm);
     w = std::move(a.w);
     r.model.b = a.b;
     r.objective = a.objective, r.iterations = a.iterations, r.converged = a.converged;

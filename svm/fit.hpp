@@ -10,6 +10,7 @@
 #include "svm/admm.hpp"
 #include "svm/consensus.hpp"
 #include "svm/linear_model.hpp"
+#include "svm/lla.hpp"
 
 namespace merak::svm {
 
@@ -18,6 +19,11 @@ struct fit_options {
   admm_options admm;
   bool standardize = true;
   int workers = 1;  // > 1: consensus ADMM over `workers` row shards
+  // Nonconvex penalties on one machine: reweighted L1 from the L1 fit
+  // (lla.hpp) when true, the direct nonconvex ADMM otherwise. Consensus
+  // fits are always direct.
+  bool lla = true;
+  lla_options lla_opts;
   // Runs the consensus fit; empty: svm::consensus_fit (a plain loop). The
   // command line plugs in actors::consensus_fit_actors here.
   std::function<consensus_result(const dataset&, int, const penalty&, const consensus_options&)>

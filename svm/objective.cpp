@@ -30,6 +30,15 @@ double objective(const design_matrix& x, const Eigen::VectorXd& y, const Eigen::
   return mean_hinge(y, m) + p.value(w);
 }
 
+double weighted_objective(const design_matrix& x, const Eigen::VectorXd& y,
+                          const Eigen::VectorXd& w, double b, double lambda,
+                          const Eigen::VectorXd& weights) {
+  Eigen::VectorXd m;
+  x.times(w, m);
+  m.array() += b;
+  return mean_hinge(y, m) + lambda * weights.cwiseProduct(w.cwiseAbs()).sum();
+}
+
 Eigen::VectorXd predict_labels(const design_matrix& x, const Eigen::VectorXd& w, double b) {
   Eigen::VectorXd m;
   x.times(w, m);

@@ -11,6 +11,10 @@ namespace merak::svm {
 double mean_hinge(const Eigen::VectorXd& y, const Eigen::VectorXd& margin);
 double objective(const design_matrix& x, const Eigen::VectorXd& y, const Eigen::VectorXd& w,
                  double b, const penalty& p);
+// The same with the weighted L1 penalty lambda sum_j weights_j |w_j|.
+double weighted_objective(const design_matrix& x, const Eigen::VectorXd& y,
+                          const Eigen::VectorXd& w, double b, double lambda,
+                          const Eigen::VectorXd& weights);
 
 // Predicted label: +1 when x^T w + b >= 0 (sign(0) is +1), else -1.
 Eigen::VectorXd predict_labels(const design_matrix& x, const Eigen::VectorXd& w, double b);

@@ -158,6 +158,23 @@ double penalty::value(double t) const {
   return 0;
 }
 
+double penalty::slope(double t) const {
+  const double u = std::abs(t), l = lambda;
+  switch (kind) {
+    case penalty_kind::l1:
+      return l;
+    case penalty_kind::scad:
+      return u <= l ? l : u <= theta * l ? (theta * l - u) / (theta - 1) : 0.0;
+    case penalty_kind::mcp:
+      return std::max(l - u / theta, 0.0);
+    case penalty_kind::lsp:
+      return l / (theta + u);
+    case penalty_kind::capped_l1:
+      return u < theta ? l : 0.0;
+  }
+  return l;
+}
+
 double penalty::value(const Eigen::VectorXd& w) const {
   double s = 0;
   for (Eigen::Index j = 0; j < w.size(); ++j) s += value(w[j]);

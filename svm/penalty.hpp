@@ -32,6 +32,11 @@ struct penalty {
 
   // P(t).
   double value(double t) const;
+  // d/du P(u) at u = |t| >= 0, from the right (P is concave and
+  // non-decreasing in |t|, so this is a supergradient; at capped-L1's kink
+  // |t| = theta it is 0). The weights of the local linear approximation
+  // (lla.hpp).
+  double slope(double t) const;
   // Sum_j P(w_j).
   double value(const Eigen::VectorXd& w) const;
   // prox_{P/rho}(v), rho > 0. Ties between equally good minimisers (capped-L1

@@ -1,0 +1,82 @@
+#include "svm/path.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "core/error.hpp"
+#include "svm/lla.hpp"
+#include "svm/objective.hpp"
+#include "svm/standardize.hpp"
+
+namespace merak::svm {
+namespace {
+
+// The fits of one data set along the grid, warm-started; visit(i, result,
+// scale) sees lambda i's result on the scaled data and the column scaling.
+void walk(const dataset& d, const path_options& o,
+          const std::function<void(size_t, const admm_result&, const Eigen::VectorXd&)>& visit) {
+  dataset scaled = d;
+  Eigen::VectorXd scale = Eigen::VectorXd::Ones(d.cols());
+  if (o.fit.standardize) {
+    scale = scaling_from_stats(compute_column_stats(d.x));
+    scaled.x.scale_columns(scale);
+  }
+  admm_state state;
+  for (size_t i = 0; i < o.lambdas.size(); ++i) {
+    penalty pen = o.fit.pen;
+    pen.lambda = o.lambdas[i];
+    const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
+    admm_result r = o.fit.lla
+                        ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
+                        : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
+    visit(i, r, scale);
+    state = std::move(r.state);
+  }
+}
+
+}  // namespace
+
+std::vector<path_point> fit_path(const dataset& d, const path_options& in,
+                                 const std::function<void(const path_point&)>& on_point) {
+  path_options o = in;
+  if (o.lambdas.empty()) fail("--lambdas: the grid is empty");
+  for (double l : o.lambdas)
+    if (!(l > 0) || !std::isfinite(l)) fail("--lambdas: {} is not a positive number", l);
+  if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);
+  std::sort(o.lambdas.begin(), o.lambdas.end(), std::greater<>());
+  o.fit.pen.lambda = o.lambdas.front();
+  o.fit.pen.validate();
+  std::vector<path_point> pts(o.lambdas.size());
+  for (size_t i = 0; i < pts.size(); ++i) pts[i].lambda = o.lambdas[i];
+
+  if (o.folds != 0) {
+    const int64_t n = d.rows();
+    if (o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
+    if (o.folds > n) fail("--folds {} exceeds the {} samples", o.folds, n);
+    std::vector<int64_t> right(pts.size(), 0);
+    for (int f = 0; f < o.folds; ++f) {
+      std::vector<int64_t> train, test;
+      for (int64_t i = 0; i < n; ++i) (i % o.folds == f ? test : train).push_back(i);
+      const dataset tr = d.select_rows(train), te = d.select_rows(test);
+      walk(tr, o, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
+        const Eigen::VectorXd w = r.w.cwiseProduct(scale);
+        const Eigen::VectorXd pred = predict_labels(te.x, w, r.b);
+        right[i] += int64_t(std::llround(accuracy(te.y, pred) * double(te.rows())));
+        pts[i].cv_mean_nnz += double(r.nnz()) / o.folds;
+        pts[i].cv_time_s += r.time_s;
+      });
+    }
+    for (size_t i = 0; i < pts.size(); ++i) pts[i].cv_accuracy = double(right[i]) / double(n);
+  }
+  walk(d, o, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
+    path_point& pt = pts[i];
+    pt.objective = r.objective, pt.iterations = r.iterations, pt.converged = r.converged;
+    pt.nnz = r.nnz(), pt.time_s = r.time_s;
+    pt.accuracy = accuracy(d.y, predict_labels(d.x, r.w.cwiseProduct(scale), r.b));
+    if (on_point) on_point(pt);
+  });
+  return pts;
+}
+
+}  // namespace merak::svm

@@ -1,0 +1,44 @@
+#pragma once
+// A regularisation path: one fit per lambda of a grid on one machine, each
+// warm-started from the ADMM state of the previous lambda (the grid is
+// walked from the largest lambda down: sparse fits first, each a small step
+// from the last). Optionally cross-validated: every fold runs its own
+// warm-started path on its training part (standardised on that part), and
+// each lambda's held-out predictions are pooled.
+
+#include <functional>
+#include <vector>
+
+#include "svm/fit.hpp"
+
+namespace merak::svm {
+
+struct path_point {
+  double lambda = 0;
+  double objective = 0;  // F on the (standardised) full data
+  int iterations = 0;
+  bool converged = false;
+  int64_t nnz = 0;
+  double accuracy = 0;  // on the training data
+  double time_s = 0;    // this lambda's solve (warm-started)
+  // With folds >= 2:
+  double cv_accuracy = -1;  // pooled over the held-out samples
+  double cv_mean_nnz = 0;
+  double cv_time_s = 0;  // this lambda's solves over all folds
+};
+
+struct path_options {
+  fit_options fit;  // pen.lambda is ignored; workers must be 1
+  std::vector<double> lambdas;
+  int folds = 0;     // 0: no cross-validation; otherwise >= 2 (fold of i: i mod folds)
+  bool warm = true;  // false: every lambda from a cold start (for comparison)
+};
+
+// Returns one point per lambda, largest lambda first; on_point (when set) is
+// called with each full-data point as soon as it is known (after all folds).
+// Throws merak::error for an empty or non-positive grid, workers > 1, or
+// what fit / cross_validate would reject.
+std::vector<path_point> fit_path(const dataset& d, const path_options& o,
+                                 const std::function<void(const path_point&)>& on_point = {});
+
+}  // namespace merak::svm

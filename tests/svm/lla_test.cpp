@@ -1,0 +1,105 @@
+#include <catch2/catch.hpp>
+
+#include "svm/admm.hpp"
+#include "svm/lla.hpp"
+#include "svm/objective.hpp"
+#include "tests/svm/stationarity.hpp"
+#include "tests/svm/svm_test_util.hpp"
+
+using namespace merak::svm;
+
+namespace {
+
+// The default tolerances: a reweighted step with zero weights (coordinates
+// past SCAD's a lambda or MCP's gamma lambda are unpenalised) converges
+// slowly and does not reach 1e-5 in 20000 iterations on these data.
+admm_options tight() {
+  admm_options o;
+  o.max_iter = 20000;
+  return o;
+}
+
+// As in consensus_test.cpp: margins within 1e-2 of 1 may take any hinge
+// subgradient; a violation below 2% of lambda counts as stationary.
+constexpr double kMarginTol = 1e-2;
+
+}  // namespace
+
+TEST_CASE("LLA reaches stationary points that are no worse than the L1 fit", "[svm][lla]") {
+  for (bool sparse : {false, true}) {
+    dataset d = test::synthetic({.n = 160, .p = 24, .density = sparse ? 0.4 : 1.0, .seed = 21});
+    for (auto kind : {penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp}) {
+      penalty pen{kind, 0.02, default_theta(kind)};
+      const admm_result l1 = admm_solve(d.x, d.y, {penalty_kind::l1, pen.lambda, 0}, tight());
+      const admm_result r = lla_solve(d.x, d.y, pen, tight());
+      const double viol = test::stationarity_violation(d, r.w, r.b, pen, kMarginTol);
+      INFO(penalty_name(kind) << " sparse=" << sparse << " violation=" << viol
+                              << " F=" << r.objective << " iterations=" << r.iterations);
+      CHECK(r.converged);
+      CHECK(viol <= 0.02 * pen.lambda);
+      CHECK(r.objective == Approx(objective(d.x, d.y, r.w, r.b, pen)));
+      CHECK(r.objective <= objective(d.x, d.y, l1.w, l1.b, pen) + 1e-9);
+      // The L1 fit itself is not stationary for these penalties.
+      CHECK(test::stationarity_violation(d, l1.w, l1.b, pen, kMarginTol) > 0.1 * pen.lambda);
+    }
+  }
+}
+
+TEST_CASE("LLA on golub-like data (n < p) keeps fewer weights than L1", "[svm][lla]") {
+  dataset d = test::synthetic({.n = 40, .p = 300, .informative = 4, .flip = 0.0, .seed = 9});
+  const penalty l1{penalty_kind::l1, 0.05, 0}, mcp{penalty_kind::mcp, 0.05, 2};
+  const admm_result a = admm_solve(d.x, d.y, l1, tight()), m = lla_solve(d.x, d.y, mcp, tight());
+  INFO("l1 nnz " << a.nnz() << " mcp nnz " << m.nnz());
+  CHECK(m.nnz() < a.nnz());
+  CHECK(m.objective <= objective(d.x, d.y, a.w, a.b, mcp) + 1e-9);
+}
+
+TEST_CASE("weighted L1 with unit weights is L1, and zero weights leave a weight free",
+          "[svm][lla]") {
+  dataset d = test::synthetic({.n = 120, .p = 15, .seed = 5});
+  penalty l1{penalty_kind::l1, 0.05, 0};
+  admm_options o = tight();
+  const admm_result plain = admm_solve(d.x, d.y, l1, o);
+  o.l1_weights = Eigen::VectorXd::Ones(d.cols());
+  const admm_result unit = admm_solve(d.x, d.y, l1, o);
+  CHECK(unit.objective == Approx(plain.objective).epsilon(1e-4));
+  o.l1_weights.setZero();
+  const admm_result free = admm_solve(d.x, d.y, l1, o);
+  CHECK(free.objective == Approx(mean_hinge(d.y, [&] {
+          Eigen::VectorXd m;
+          d.x.times(free.w, m);
+          return Eigen::VectorXd(m.array() + free.b);
+        }())));
+  CHECK(free.objective < plain.objective);
+  o.l1_weights = Eigen::VectorXd::Ones(3);
+  CHECK_THROWS_WITH(admm_solve(d.x, d.y, l1, o), Catch::Contains("3 l1_weights for 15 features"));
+}
+
+TEST_CASE("a warm start from a converged state stops at once with the same fit", "[svm][admm]") {
+  dataset d = test::synthetic({.n = 100, .p = 30, .seed = 7});
+  for (auto kind : {penalty_kind::l1, penalty_kind::mcp}) {
+    penalty pen{kind, 0.02, default_theta(kind)};
+    const admm_result cold = admm_solve(d.x, d.y, pen, tight());
+    const admm_result warm = admm_solve(d.x, d.y, pen, tight(), {}, &cold.state);
+    INFO(penalty_name(kind) << " cold " << cold.iterations << " warm " << warm.iterations);
+    CHECK(warm.iterations <= 20);
+    CHECK(warm.objective == Approx(cold.objective).epsilon(1e-4));
+  }
+  admm_state bad;
+  bad.z = Eigen::VectorXd::Zero(3);
+  CHECK_THROWS_WITH(admm_solve(d.x, d.y, {}, tight(), {}, &bad),
+                    Catch::Contains("warm start of size"));
+}
+
+TEST_CASE("over-relaxed ADMM reaches the same L1 optimum", "[svm][admm]") {
+  dataset d = test::synthetic({.n = 150, .p = 20, .seed = 1});
+  penalty l1{penalty_kind::l1, 0.01, 0};
+  admm_options o = tight();
+  const admm_result plain = admm_solve(d.x, d.y, l1, o);
+  o.relaxation = 1.6;
+  const admm_result relaxed = admm_solve(d.x, d.y, l1, o);
+  CHECK(relaxed.converged);
+  CHECK(relaxed.objective == Approx(plain.objective).epsilon(1e-4));
+  o.relaxation = 2.0;
+  CHECK_THROWS_WITH(admm_solve(d.x, d.y, l1, o), Catch::Contains("--relax must be in [1, 2)"));
+}

@@ -1,0 +1,79 @@
+#include <catch2/catch.hpp>
+
+#include "svm/fit.hpp"
+#include "svm/path.hpp"
+#include "tests/svm/svm_test_util.hpp"
+
+using namespace merak::svm;
+
+namespace {
+
+path_options grid(penalty_kind kind) {
+  path_options o;
+  o.fit.pen = {kind, 0.01, default_theta(kind)};
+  o.fit.admm.max_iter = 20000;
+  o.lambdas = {0.003, 0.1, 0.03, 0.01};  // walked from the largest down
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a warm-started path matches cold fits with fewer iterations", "[svm][path]") {
+  // n < p (the Woodbury w-step), as golub and westbc.
+  dataset d = test::synthetic({.n = 40, .p = 200, .informative = 4, .seed = 11});
+  for (auto kind : {penalty_kind::l1, penalty_kind::mcp}) {
+    path_options o = grid(kind);
+    const auto warm = fit_path(d, o);
+    o.warm = false;
+    const auto cold = fit_path(d, o);
+    REQUIRE(warm.size() == 4);
+    int it_warm = 0, it_cold = 0;
+    for (size_t i = 0; i < warm.size(); ++i) {
+      INFO(penalty_name(kind) << " lambda " << warm[i].lambda);
+      CHECK(warm[i].lambda == cold[i].lambda);
+      if (i > 0) CHECK(warm[i].lambda < warm[i - 1].lambda);
+      CHECK(warm[i].converged);
+      // At the default tolerance a cold fit stops up to ~1% above the
+      // optimum (L1) or at another stationary point (MCP); the warm path
+      // must be no worse.
+      CHECK(warm[i].objective <= cold[i].objective * (kind == penalty_kind::l1 ? 1.001 : 1.01));
+      if (kind == penalty_kind::l1)
+        CHECK(warm[i].objective == Approx(cold[i].objective).epsilon(0.02));
+      it_warm += warm[i].iterations, it_cold += cold[i].iterations;
+    }
+    INFO("iterations warm " << it_warm << " cold " << it_cold);
+    CHECK(it_warm < it_cold);
+  }
+}
+
+TEST_CASE("the path's cross-validation agrees with cross_validate at each lambda", "[svm][path]") {
+  dataset d = test::synthetic({.n = 90, .p = 12, .seed = 12});
+  path_options o = grid(penalty_kind::l1);
+  o.folds = 3;
+  std::vector<double> seen;
+  const auto pts = fit_path(d, o, [&](const path_point& p) { seen.push_back(p.lambda); });
+  CHECK(seen == std::vector<double>{0.1, 0.03, 0.01, 0.003});
+  for (const auto& p : pts) {
+    fit_options f = o.fit;
+    f.pen.lambda = p.lambda;
+    const cv_result cv = cross_validate(d, 3, f);
+    INFO("lambda " << p.lambda);
+    CHECK(std::abs(p.cv_accuracy - cv.accuracy) <= 1.0 / 90 + 1e-12);
+    CHECK(std::abs(p.cv_mean_nnz - cv.mean_nnz) <= 1.0);
+  }
+}
+
+TEST_CASE("path errors name the flag", "[svm][path]") {
+  dataset d = test::synthetic({.n = 20, .p = 4});
+  path_options o = grid(penalty_kind::l1);
+  o.lambdas = {};
+  CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--lambdas: the grid is empty"));
+  o.lambdas = {0.1, -1};
+  CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--lambdas: -1 is not a positive number"));
+  o.lambdas = {0.1};
+  o.folds = 1;
+  CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--folds must be at least 2"));
+  o.folds = 0;
+  o.fit.workers = 2;
+  CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--workers 2"));
+}
