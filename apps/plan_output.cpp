@@ -28,7 +28,7 @@ nlohmann::json plan_json(const partition::plan& p) {
           {"pp", p.pp},
           {"micro_batches", p.micro_batches},
           {"schedule", std::string(partition::schedule_name(p.schedule))},
-          {"recompute", partition::recompute_kind_name(p.recompute)},
+          {"recompute", p.recompute_name()},
           {"tp_overlap", p.tp_overlap},
           {"stages", stages},
           {"step_time_s", p.step_time_s},

@@ -15,8 +15,8 @@
 
 #include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
+#include "actors/auto_plan.hpp"
 #include "apps/plan_output.hpp"
-#include "partition/planner.hpp"
 #include "core/error.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
@@ -65,34 +65,16 @@ void plan_devices(train_flags& f) {
   if (p.dp != 1 || p.tp != 1 || p.pp != 1 || p.micro_batches != 1)
     fail("--devices {} plans dp/tp/pp and micro-batches itself: drop --dp/--tp/--pp/--micro-batches",
          f.devices);
+  p.threads = f.threads;
+  auto plan = actors::plan_for_devices(f.opts, f.devices, p, default_profile_cache());
   partition::plan_request r;
   r.model = f.opts.model;
   r.global_batch = f.opts.batch;
   r.devices = f.devices;
   r.device = partition::find_device("cpu");
-  r.memory_budget = p.memory_budget;
-  int cores = f.threads > 0 ? f.threads : int(std::thread::hardware_concurrency());
-  auto costs = partition::costs_for(r, cores, default_profile_cache());
-  auto res = partition::search_plans(r, *costs);
-  print_plan(r, res, stderr);
-  auto& b = res.best;
-  p.dp = b.dp;
-  p.tp = b.tp;
-  p.pp = b.pp;
-  p.micro_batches = b.micro_batches;
-  p.schedule = b.schedule;
-  p.tp_overlap = b.tp_overlap;
-  f.schedule = std::string(partition::schedule_name(b.schedule));
-  bool any = false;
-  for (auto& st : b.stages) any = any || st.recompute_segments > 0;
-  if (b.recompute == partition::recompute_kind::full) {
-    p.recompute = actors::recompute_mode::full;
-  } else if (any) {  // the least recomputation that fits the budget
-    p.recompute = actors::recompute_mode::stage_aware;
-    if (p.memory_budget == 0) p.memory_budget = int64_t(r.device.memory_bytes);
-  } else {
-    p.recompute = actors::recompute_mode::none;
-  }
+  print_plan(r, plan.search, stderr);
+  p = plan.options;
+  f.schedule = std::string(partition::schedule_name(p.schedule));
 }
 
 // Runs the step loop of either trainer (single-device or actor runtime).

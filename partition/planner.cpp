@@ -212,11 +212,18 @@ const char* recompute_kind_name(recompute_kind k) {
   return "?";
 }
 
+const char* plan::recompute_name() const {
+  int segments = 0;
+  for (auto& s : stages) segments += s.recompute_segments;
+  if (recompute == recompute_kind::stage_aware && segments == 0) return "none";
+  return recompute_kind_name(recompute);
+}
+
 std::string plan::str() const {
   return fmt::format(
       "dp={} tp={} pp={} m={} {} recompute={} tp-overlap={}: {:.4g} s/step, {:.0f} tokens/s, "
       "MFU {:.1f}%",
-      dp, tp, pp, micro_batches, schedule_name(schedule), recompute_kind_name(recompute),
+      dp, tp, pp, micro_batches, schedule_name(schedule), recompute_name(),
       tp_overlap, step_time_s, tokens_per_s, 100 * mfu);
 }
 

@@ -65,6 +65,8 @@ struct plan {
   double step_time_s = 0, tokens_per_s = 0, mfu = 0;
   double pipeline_s = 0, dp_exposed_s = 0, optimizer_s = 0;  // parts of step_time_s
   std::string str() const;  // one line
+  // What the run does: "stage-aware" that recomputes nothing is "none".
+  const char* recompute_name() const;
 };
 
 struct plan_result {
