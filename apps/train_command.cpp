@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
-#include <thread>
 #include <nlohmann/json.hpp>
 
 #include <fmt/ranges.h>
