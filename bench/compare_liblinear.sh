@@ -6,32 +6,44 @@
 #   MERAK_BINARY  default build/bin/merak
 #   DATA_DIR      default ../shared/data (heart_scale.libsvm, golub.csv,
 #                 westbc_nodal.csv, sonar.csv, ionosphere.csv; missing ones
-#                 are skipped)
+#                 are skipped; DATASETS overrides the list)
 #   FOLDS         default 5; sample i (0-based, in file order) is in fold
-#                 i mod FOLDS, which is what `merak svm train --folds` does.
+#                 i mod FOLDS, which is what `merak svm train|path --folds` do.
 # Needs liblinear-train / liblinear-predict (Debian liblinear-tools:
 # deploy/install-deps.sh --bench) and python3.
 #
 # Both tools read one file per data set: the features z-scored over the whole
 # file (so LIBLINEAR, which does not standardise, sees the same scale merak
-# does). Each tool picks its regularisation from a small grid by the CV
-# accuracy on these folds (no nested CV: optimistic for both alike; ties go
-# to the sparser fit), and the
-# table reports CV accuracy, mean non-zero weights per fold fit, and mean
-# seconds per fold fit (merak: solver time; LIBLINEAR: the liblinear-train
-# process, which includes reading its file). Output: a Markdown table on
-# stdout, one JSON line per (data set, method) in $OUT (default
-# compare_liblinear.jsonl). Environment: LAMBDAS, COSTS (the grids), TOL
-# (merak's --tol, default 1e-4).
+# does). Selection, the same rule for every method: each (lambda, theta) or C
+# of the grids is scored by its CV accuracy on these folds (no nested CV:
+# optimistic for all alike); of those within TOLERANCE (default 0.01, one
+# point) of the method's best CV accuracy the one with the fewest mean
+# non-zero weights wins (ties: the larger lambda / smaller C). merak scores
+# its grid with `merak svm path --folds` (each fold's lambda path
+# warm-started); nonconvex penalties also choose theta from a small grid.
+# The table reports, for the chosen setting, CV accuracy, mean non-zero
+# weights per fold fit, the method's best CV accuracy over its grid, and
+# seconds per fold fit: "cold" is one `merak svm train --folds` at the chosen
+# setting (solver time / folds; LIBLINEAR: the liblinear-train process, which
+# includes reading its file), "path" the same fit inside the warm-started
+# path. Output: a Markdown table on stdout, one JSON line per (data set,
+# method) in $OUT (default compare_liblinear.jsonl). Environment: LAMBDAS,
+# COSTS (the grids), TOL (merak's --tol, default 1e-4), TOLERANCE, EXTRA
+# (more merak flags, e.g. "--nonconvex direct").
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 merak=${1:-$root/build/bin/merak}
 data_dir=${2:-$root/../shared/data}
 folds=${3:-5}
 out=${OUT:-compare_liblinear.jsonl}
-lambdas=(${LAMBDAS:-0.001 0.003 0.01 0.03 0.1})
-costs=(${COSTS:-0.01 0.03 0.1 0.3 1 3})
+lambdas=${LAMBDAS:-0.3,0.2,0.1,0.07,0.05,0.04,0.03,0.02,0.01,0.005,0.003,0.001}
+costs=(${COSTS:-0.01 0.03 0.1 0.3 1 3 10})
 tol=${TOL:-1e-4}  # merak --tol
+tolerance=${TOLERANCE:-0.01}
+extra=(${EXTRA:-})
+datasets=(${DATASETS:-heart_scale.libsvm sonar.csv ionosphere.csv golub.csv westbc_nodal.csv})
+# theta grids of the nonconvex penalties (SCAD a, MCP gamma, LSP theta, cap)
+declare -A thetas=([l1]="0" [scad]="2.5 3.7" [mcp]="1.5 2 3" [lsp]="0.1 1" [capped-l1]="0.1 0.3 1")
 command -v liblinear-train >/dev/null || { echo "liblinear-train not found (apt-get install liblinear-tools)" >&2; exit 1; }
 [[ -x $merak ]] || { echo "merak binary '$merak' not found (build first)" >&2; exit 1; }
 work=$(mktemp -d)
@@ -101,9 +113,23 @@ liblinear_cv() {
   python3 -c "print($right / $total, $nnz / $folds, $secs / $folds)"
 }
 
-printf '| data (n x p) | method | best lambda / C | CV accuracy | mean nnz | s per fit |\n'
-printf '|---|---|---|---|---|---|\n'
-for name in heart_scale.libsvm sonar.csv ionosphere.csv golub.csv westbc_nodal.csv; do
+# select: reads "score nnz key..." lines on stdin, prints the chosen line
+# (fewest nnz within $tolerance of the best score; ties keep the first, so
+# feed candidates from the sparsest-regularised end) and the best score.
+select_best() {
+  python3 -c '
+import sys
+tol = float(sys.argv[1])
+rows = [l.split() for l in sys.stdin if l.strip()]
+best = max(float(r[0]) for r in rows)
+ok = [r for r in rows if float(r[0]) >= best - tol - 1e-12]
+pick = min(ok, key=lambda r: float(r[1]))
+print(" ".join(pick), best)' "$tolerance"
+}
+
+printf '| data (n x p) | method | chosen | CV accuracy | mean nnz | best CV acc. (grid) | s per fit cold | s per fit path |\n'
+printf '|---|---|---|---|---|---|---|---|\n'
+for name in "${datasets[@]}"; do
   src=$data_dir/$name
   [[ -f $src ]] || { echo "skipping $name (not in $data_dir)" >&2; continue; }
   file=$work/${name%.*}.libsvm
@@ -111,25 +137,38 @@ for name in heart_scale.libsvm sonar.csv ionosphere.csv golub.csv westbc_nodal.c
   split_folds "$file"
   n=$(wc -l <"$file")
   p=$(awk '{ for (i = 2; i <= NF; i++) { split($i, a, ":"); if (a[1] + 0 > m) m = a[1] + 0 } } END { print m }' "$file")
-  best=""
+  cands=""
   for c in "${costs[@]}"; do
     read -r acc nnz secs < <(liblinear_cv "$c")
-    # C ascends: on a tie in accuracy the earlier (sparser) fit wins.
-    if [[ -z $best ]] || python3 -c "import sys; sys.exit(0 if $acc > ${best%% *} else 1)"; then best="$acc $nnz $secs $c"; fi
+    cands+="$acc $nnz $secs $c"$'\n'
   done
-  read -r acc nnz secs c <<<"$best"
-  printf '| %s (%s x %s) | LIBLINEAR -s 5 | C=%s | %.4f | %.1f | %.4f |\n' "${name%.*}" "$n" "$p" "$c" "$acc" "$nnz" "$secs"
-  echo "{\"data\":\"${name%.*}\",\"method\":\"liblinear-s5\",\"C\":$c,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"fit_s\":$secs}" >>"$out"
+  read -r acc nnz secs c bestacc < <(printf '%s' "$cands" | select_best)
+  printf '| %s (%s x %s) | LIBLINEAR -s 5 | C=%s | %.4f | %.1f | %.4f | %.4f | - |\n' "${name%.*}" "$n" "$p" "$c" "$acc" "$nnz" "$bestacc" "$secs"
+  echo "{\"data\":\"${name%.*}\",\"method\":\"liblinear-s5\",\"C\":$c,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs}" >>"$out"
   for pen in l1 scad mcp lsp capped-l1; do
-    best=""
-    for l in "${lambdas[@]}"; do
-      j=$("$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" --tol "$tol" --folds "$folds" --json --log-level warn)
-      read -r acc nnz secs < <(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds)" "$j")
-      # lambda ascends: on a tie in accuracy the later (sparser) fit wins.
-      if [[ -z $best ]] || python3 -c "import sys; sys.exit(0 if $acc >= ${best%% *} else 1)"; then best="$acc $nnz $secs $l"; fi
+    cands=""
+    for th in ${thetas[$pen]}; do
+      theta_flag=()
+      [[ $pen != l1 ]] && theta_flag=(--theta "$th")
+      cands+=$("$merak" svm path --data "$file" --format libsvm --penalty "$pen" "${theta_flag[@]}" \
+                 --lambdas "$lambdas" --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}" |
+               python3 -c "
+import json, sys
+for l in sys.stdin:
+    d = json.loads(l)
+    print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds, d['lambda'], $th)")$'\n'
     done
-    read -r acc nnz secs l <<<"$best"
-    printf '| %s | merak %s | lambda=%s | %.4f | %.1f | %.4f |\n' "${name%.*}" "$pen" "$l" "$acc" "$nnz" "$secs"
-    echo "{\"data\":\"${name%.*}\",\"method\":\"merak-$pen\",\"lambda\":$l,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"fit_s\":$secs}" >>"$out"
+    read -r acc nnz path_s l th bestacc < <(printf '%s' "$cands" | select_best)
+    theta_flag=()
+    [[ $pen != l1 ]] && theta_flag=(--theta "$th")
+    j=$("$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" "${theta_flag[@]}" \
+          --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}")
+    read -r cacc cnnz secs < <(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds)" "$j")
+    chosen="lambda=$l"
+    [[ $pen != l1 ]] && chosen+=", theta=$th"
+    # The cold fit's accuracy / nnz can differ a little from the path's
+    # (another start); the table shows the path's, which chose.
+    printf '| %s | merak %s | %s | %.4f | %.1f | %.4f | %.4f | %.4f |\n' "${name%.*}" "$pen" "$chosen" "$acc" "$nnz" "$bestacc" "$secs" "$path_s"
+    echo "{\"data\":\"${name%.*}\",\"method\":\"merak-$pen\",\"lambda\":$l,\"theta\":$th,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs,\"path_fit_s\":$path_s,\"cold_cv_accuracy\":$cacc,\"cold_mean_nnz\":$cnnz}" >>"$out"
   done
 done

@@ -51,6 +51,28 @@ assert len(labels) == 120 and set(labels) <= {"1", "-1"}, labels[:5]
 print("ok: train, cv, predict for every penalty; workers 4")
 PY
     ;;
+  path)
+    "$merak" svm path --data "$work/train.libsvm" --penalty mcp --lambdas 0.01,0.1,0.03 --folds 4 \
+      --json >"$work/path.jsonl"
+    "$merak" svm path --data "$work/train.csv" --penalty l1 --lambdas 0.1,0.01 >"$work/path.txt"
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{d}/path.jsonl")]
+assert [r["lambda"] for r in rows] == [0.1, 0.03, 0.01], rows
+for r in rows:
+    for k in ("objective", "iterations", "nnz", "accuracy", "cv_accuracy", "cv_mean_nnz", "time_s"):
+        assert k in r, (k, r)
+    assert r["penalty"] == "mcp" and r["warm"] and r["cv_accuracy"] > 0.7, r
+# Smaller lambda: no fewer non-zeros on this data, and a lower objective.
+assert rows[0]["objective"] > rows[2]["objective"], rows
+lines = open(f"{d}/path.txt").read().splitlines()
+assert lines[0].split()[0] == "lambda" and len(lines) == 3, lines
+print("ok: path json and text")
+PY
+    expect_error "--lambdas: 'x' is not a number" svm path --data "$work/train.libsvm" --lambdas 0.1,x
+    expect_error "--lambdas: -1 is not a positive number" svm path --data "$work/train.libsvm" --lambdas 0.1,-1
+    ;;
   bench_json)
     "$merak" bench svm --n 200 --p 500 --density 0.05 --penalty scad --folds 3 >"$work/b.json"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['benchmark']=='svm' and 'time_s' in d and 'cv_accuracy' in d and d['sparse'], d; print('ok: bench', d['time_s'])" "$work/b.json" ;;
@@ -66,7 +88,9 @@ PY
     expect_error "--lambda must be >= 0" svm train --data "$work/train.libsvm" --lambda -1
     expect_error "--folds must be at least 2" svm train --data "$work/train.libsvm" --folds 1
     expect_error "--workers 500 exceeds the 120 samples" svm train --data "$work/train.libsvm" --workers 500
-    expect_error "unknown --format 'xml'" svm train --data "$work/train.libsvm" --format xml ;;
+    expect_error "unknown --format 'xml'" svm train --data "$work/train.libsvm" --format xml
+    expect_error "--relax must be in \[1, 2\)" svm train --data "$work/train.libsvm" --relax 2.5
+    expect_error "--nonconvex must be lla or direct" svm train --data "$work/train.libsvm" --nonconvex x ;;
   bad_model)
     printf 'nr_feature 8\nbias 1\nw\n1\n' >"$work/short.model"
     expect_error "error: model file '$work/short.model': 1 weights after 'w', expected 9" \
