@@ -14,15 +14,15 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/scheduler_actor.hpp"
 #include "actors/reducer_actor.hpp"
+#include "actors/scheduler_actor.hpp"
 #include "actors/stage_actor.hpp"
+#include "comm/inproc.hpp"
 #include "core/error.hpp"
+#include "model/checkpoint.hpp"
 #include "model/executor.hpp"
 #include "model/gemm.hpp"
-#include "model/checkpoint.hpp"
 #include "model/gpt.hpp"
-#include "comm/inproc.hpp"
 #include "partition/stages.hpp"
 #include "partition/tp_rewrite.hpp"
 
@@ -40,13 +40,12 @@ void parallel_options::validate(int batch) const {
   if (timeout_s <= 0) fail("the step timeout must be positive (got {})", timeout_s);
 }
 
-
 struct parallel_trainer::impl {
   model::train_options opts;
   parallel_options par;
   model::text_corpus corpus;
-  model::graph graph;        // the single-device model
-  std::vector<int> bounds;   // its stages
+  model::graph graph;                       // the single-device model
+  std::vector<int> bounds;                  // its stages
   std::vector<partition::tp_graph> shards;  // its TP rewrite, per TP rank
   std::vector<int> shard_bounds;            // the stages in the rewrite
   std::string plan_summary;
@@ -59,7 +58,7 @@ struct parallel_trainer::impl {
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
   std::vector<std::vector<std::vector<caf::actor>>> stages;  // [dp][pp][tp]
-  std::vector<caf::actor> reducers;  // one per stage actor with dp > 1
+  std::vector<caf::actor> reducers;                          // one per stage actor with dp > 1
   std::map<caf::actor_addr, std::string> names;
   std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
   // Validation: a single-device copy, refreshed from the stages.
@@ -286,8 +285,8 @@ struct parallel_trainer::impl {
     for (int r = 0; r < D; ++r)
       for (int mb = 0; mb < M; ++mb) {
         // This micro-batch's rows of the single-device run's global batch.
-        model::batch b =
-            corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb, rows_per_mb);
+        model::batch b = corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb,
+                                            rows_per_mb);
         for (int s = 0; s < P; ++s)
           for (int v : graph_inputs_of[s]) {
             MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
@@ -406,8 +405,8 @@ struct parallel_trainer::impl {
     if (eval_exec) return;
     eval_store = std::make_unique<model::parameter_store>(opts.seed);
     eval_exec = std::make_unique<model::executor>(graph, *eval_store);
-    eval_opt = std::make_unique<model::adamw>(model::adamw_config{.weight_decay = opts.weight_decay},
-                                              eval_store->all());
+    eval_opt = std::make_unique<model::adamw>(
+        model::adamw_config{.weight_decay = opts.weight_decay}, eval_store->all());
   }
 
   // Gathers every parameter (and, with moments, AdamW's state) of replica 0

@@ -79,8 +79,9 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup se
           return;
         }
         // "name start end;" for the trace (the stage forwards it).
-        auto slice = fmt::format("{}{} {:.6f} {:.6f};", rows > 0 && st.codec ? "sparse" : "allreduce",
-                                 bucket, t0, trace_now());
+        auto slice =
+            fmt::format("{}{} {:.6f} {:.6f};", rows > 0 && st.codec ? "sparse" : "allreduce",
+                        bucket, t0, trace_now());
         self->send(stage, reduced_atom::value, bucket, flat,
                    st.cfg.link->bytes_sent() - st.diagnostic_bytes, st.last.union_rows, rel_error,
                    slice);

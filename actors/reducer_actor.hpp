@@ -41,7 +41,7 @@ struct reducer_setup {
   // dense: the ring, like every other bucket.
   comm::codec_config sparse;
   bool measure_error = false;  // exact dense average of the sparse bucket too
-  std::string where;  // "reducer actor (dp=.., pp=.., tp=..)", for errors
+  std::string where;           // "reducer actor (dp=.., pp=.., tp=..)", for errors
 };
 
 caf::actor spawn_reducer(caf::actor_system& sys, reducer_setup setup);

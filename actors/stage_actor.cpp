@@ -6,8 +6,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -72,7 +72,7 @@ struct stage_state {
   std::unique_ptr<model::executor> exec;
   std::unique_ptr<model::adamw> opt;
   std::unique_ptr<partition::stage_scheduler> sched;
-  std::vector<caf::actor> stages;  // of this replica and TP rank, by stage index
+  std::vector<caf::actor> stages;    // of this replica and TP rank, by stage index
   std::vector<caf::actor> tp_peers;  // the shards of this stage, by TP rank
   caf::actor reducer, coordinator;
   // TP followers: the leader's ops not run yet, and what has arrived.
@@ -100,8 +100,8 @@ struct stage_state {
   int shipped = 0, reduced = 0;  // buckets this step
   std::vector<int> open;         // finished, not shipped
   int64_t open_bytes = 0;
-  std::vector<bool> in_bucket;   // per parameter, this step
-  uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
+  std::vector<bool> in_bucket;  // per parameter, this step
+  uint64_t reducer_bytes = 0;   // bytes the reducer has sent, all steps
   uint64_t reducer_bytes_reported = 0;
   int64_t sparse_union_rows = 0;
   double sparse_rel_error = -1;  // of the last sparse bucket (-1: not measured)
@@ -159,7 +159,8 @@ void setup_state(stage_state& st, stage_setup cfg) {
   for (size_t i = 0; i < all.size(); ++i)
     for (int n = st.cfg.first; n < st.cfg.last; ++n) {
       bool uses = false;
-      for (auto& spec : st.cfg.graph->nodes()[n].params) uses = uses || spec.name == all[i]->spec.name;
+      for (auto& spec : st.cfg.graph->nodes()[n].params)
+        uses = uses || spec.name == all[i]->spec.name;
       if (uses) {
         st.finished_by[n - st.cfg.first].push_back(int(i));
         break;
@@ -286,7 +287,7 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     bool duplicate = false;
     for (auto& t : st.cfg.ties)
       if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
-    if (duplicate) continue;  // counted once, by its owner
+    if (duplicate) continue;                                         // counted once, by its owner
     if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
     double s = 0;
     for (float g : prm->grad.span_f32()) s += double(g) * g;

@@ -46,7 +46,8 @@ int run_plan(plan_flags& f) {
       fail("unknown --recompute '{}' (expected none, full or stage-aware)", s);
   }
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
-  auto costs = partition::costs_for(f.req, cores, f.cache.empty() ? default_profile_cache() : f.cache);
+  auto costs =
+      partition::costs_for(f.req, cores, f.cache.empty() ? default_profile_cache() : f.cache);
   auto res = partition::search_plans(f.req, *costs);
   if (f.json) {
     std::printf("%s\n", plan_json(f.req, res).dump().c_str());
@@ -73,7 +74,8 @@ action add_plan_command(CLI::App& parent) {
       ->capture_default_str();
   c->add_option("--devices", f->req.devices, "Devices (GPUs, or actor devices on this CPU)")
       ->capture_default_str();
-  c->add_option("--nodes", f->req.nodes, "Hosts the devices are spread over")->capture_default_str();
+  c->add_option("--nodes", f->req.nodes, "Hosts the devices are spread over")
+      ->capture_default_str();
   c->add_option("--device-type", f->device_type,
                 "a100-40gb, a100-80gb, h100-80gb, cpu, or one from --device-file")
       ->capture_default_str();

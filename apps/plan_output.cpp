@@ -9,7 +9,8 @@ namespace merak::apps {
 std::string default_profile_cache() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
     return std::string(x) + "/merak/cpu-profile.json";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/merak/cpu-profile.json";
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.cache/merak/cpu-profile.json";
   return "";
 }
 
@@ -60,16 +61,18 @@ void print_plan(const partition::plan_request& r, const partition::plan_result& 
   std::fprintf(out, "plan: %s\n", b.str().c_str());
   for (size_t s = 0; s < b.stages.size(); ++s) {
     auto& st = b.stages[s];
-    std::fprintf(out, "  stage %zu: %s .. %s, recompute %d/%d segments, %.1f MB, F %.3g s B %.3g s\n",
-                 s, st.first_layer.c_str(), st.last_layer.c_str(), st.recompute_segments,
-                 st.segments, double(st.memory_bytes) / (1 << 20), st.forward_s, st.backward_s);
+    std::fprintf(out,
+                 "  stage %zu: %s .. %s, recompute %d/%d segments, %.1f MB, F %.3g s B %.3g s\n", s,
+                 st.first_layer.c_str(), st.last_layer.c_str(), st.recompute_segments, st.segments,
+                 double(st.memory_bytes) / (1 << 20), st.forward_s, st.backward_s);
   }
   std::fprintf(out, "  step: pipeline %.4g s + exposed dp all-reduce %.4g s + optimizer %.4g s\n",
                b.pipeline_s, b.dp_exposed_s, b.optimizer_s);
   for (auto& p : res.runners_up) std::fprintf(out, "runner-up: %s\n", p.str().c_str());
   if (!res.rejected.empty()) {
     std::string why;
-    for (auto& [rule, n] : res.rejected) why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", rule, n);
+    for (auto& [rule, n] : res.rejected)
+      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", rule, n);
     std::fprintf(out, "rejected by rule: %s\n", why.c_str());
   }
 }

@@ -12,9 +12,9 @@
 #include <fstream>
 #include <memory>
 
+#include "actors/auto_plan.hpp"
 #include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
-#include "actors/auto_plan.hpp"
 #include "apps/plan_output.hpp"
 #include "core/error.hpp"
 #include "model/gemm.hpp"
@@ -62,8 +62,9 @@ class metrics_writer {
 void plan_devices(train_flags& f) {
   auto& p = f.par;
   if (p.dp != 1 || p.tp != 1 || p.pp != 1 || p.micro_batches != 1)
-    fail("--devices {} plans dp/tp/pp and micro-batches itself: drop --dp/--tp/--pp/--micro-batches",
-         f.devices);
+    fail(
+        "--devices {} plans dp/tp/pp and micro-batches itself: drop --dp/--tp/--pp/--micro-batches",
+        f.devices);
   p.threads = f.threads;
   auto plan = actors::plan_for_devices(f.opts, f.devices, p, default_profile_cache());
   partition::plan_request r;
@@ -141,8 +142,7 @@ int run_train(train_flags& f) {
   if (f.par.measure_sparse_error && f.sparse_reducer == "none")
     fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   if (f.sparse_reducer != "none" && f.par.dp < 2)
-    fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)",
-         f.sparse_reducer);
+    fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)", f.sparse_reducer);
   if (f.devices > 0) plan_devices(f);
   const bool parallel = f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
                         !f.par.trace_path.empty() ||

@@ -52,8 +52,8 @@ class measured final : public cost_model {
     auto it = p_.seconds_per_flop.find(n.kind);
     auto rate = it != p_.seconds_per_flop.end() ? it->second : fallback_;
     // TP helper nodes have no FLOPs: a copy of the activation.
-    double flops = n.flops_per_token > 0 ? n.flops_per_token
-                                         : double(n.activation_bytes_per_token) / 4.0;
+    double flops =
+        n.flops_per_token > 0 ? n.flops_per_token : double(n.activation_bytes_per_token) / 4.0;
     double f = flops * double(tokens);
     return {f * rate.first * slowdown_, f * rate.second * slowdown_};
   }
@@ -87,8 +87,8 @@ std::unique_ptr<cost_model> measured_costs(cpu_profile p, double slowdown) {
 
 cpu_profile profile_cpu(const model::gpt_config& cfg, int64_t rows, int threads,
                         const std::string& cache_file) {
-  const std::string key = fmt::format("{}|{}|rows={}|threads={}", cpu_name(), cfg.str(), rows,
-                                      threads);
+  const std::string key =
+      fmt::format("{}|{}|rows={}|threads={}", cpu_name(), cfg.str(), rows, threads);
   nlohmann::json cache = nlohmann::json::object();
   if (!cache_file.empty() && std::filesystem::exists(cache_file)) {
     try {

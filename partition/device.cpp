@@ -13,8 +13,8 @@
 namespace merak::partition {
 namespace {
 
-device_spec gpu(std::string name, double tflops, double mem_gb, double mem_bw_tbs, double nvlink_gbs,
-                double ib_gbs) {
+device_spec gpu(std::string name, double tflops, double mem_gb, double mem_bw_tbs,
+                double nvlink_gbs, double ib_gbs) {
   device_spec d;
   d.name = std::move(name);
   d.peak_flops = tflops * 1e12;
@@ -52,7 +52,7 @@ const std::vector<device_spec>& builtin_devices() {
     cpu.peak_flops = 0;  // from the profile
     cpu.memory_bytes = 16e9;
     cpu.memory_bw = 10e9;
-    cpu.intra_bw = 5e9;  // one memcpy per ring step between threads
+    cpu.intra_bw = 5e9;         // one memcpy per ring step between threads
     cpu.intra_latency = 30e-6;  // a message between detached actors (measured)
     cpu.inter_bw = 1e9;
     cpu.inter_latency = 100e-6;

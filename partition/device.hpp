@@ -20,17 +20,17 @@ namespace merak::partition {
 
 struct device_spec {
   std::string name;
-  double peak_flops = 0;          // dense matmul FLOP/s
-  double matmul_efficiency = 0.6; // share of peak a transformer's GEMMs reach
+  double peak_flops = 0;           // dense matmul FLOP/s
+  double matmul_efficiency = 0.6;  // share of peak a transformer's GEMMs reach
   double memory_bytes = 0;
-  double memory_bw = 0;           // bytes/s, for memory-bound ops and the optimizer
-  double intra_bw = 0;            // bytes/s per device inside a node (all-reduce bus bandwidth)
-  double intra_latency = 0;       // s per message
-  double inter_bw = 0;            // bytes/s per device between nodes
+  double memory_bw = 0;      // bytes/s, for memory-bound ops and the optimizer
+  double intra_bw = 0;       // bytes/s per device inside a node (all-reduce bus bandwidth)
+  double intra_latency = 0;  // s per message
+  double inter_bw = 0;       // bytes/s per device between nodes
   double inter_latency = 0;
   int devices_per_node = 8;
-  int activation_bytes = 4;       // per element: 2 for bf16 training on GPUs, 4 for fp32
-  bool profiled = false;          // "cpu": op times come from a measured profile
+  int activation_bytes = 4;  // per element: 2 for bf16 training on GPUs, 4 for fp32
+  bool profiled = false;     // "cpu": op times come from a measured profile
 };
 
 // The built-in devices.

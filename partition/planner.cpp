@@ -137,9 +137,8 @@ plan evaluate(const plan_request& r, const cost_model& costs, const model::graph
     out.stages[s].recompute_segments = k[s];
     out.stages[s].memory_bytes = stage_bytes(mem[s], k[s]);
     if (out.stages[s].memory_bytes > budget)
-      throw rule_error{"memory budget",
-                       fmt::format("stage {} needs {} bytes, more than {}", s,
-                                   out.stages[s].memory_bytes, budget)};
+      throw rule_error{"memory budget", fmt::format("stage {} needs {} bytes, more than {}", s,
+                                                    out.stages[s].memory_bytes, budget)};
   }
   // The step: the pipeline by simulation, then the exposed dp all-reduce
   // and the optimizer.
@@ -180,8 +179,8 @@ plan evaluate(const plan_request& r, const cost_model& costs, const model::graph
   out.step_time_s = out.pipeline_s + out.dp_exposed_s + out.optimizer_s;
   const double tokens_step = double(r.global_batch) * r.model.max_seq;
   out.tokens_per_s = tokens_step / out.step_time_s;
-  out.mfu = 3.0 * g.flops_per_token() * tokens_step /
-            (out.step_time_s * r.devices * costs.peak_flops());
+  out.mfu =
+      3.0 * g.flops_per_token() * tokens_step / (out.step_time_s * r.devices * costs.peak_flops());
   return out;
 }
 
@@ -223,8 +222,8 @@ std::string plan::str() const {
   return fmt::format(
       "dp={} tp={} pp={} m={} {} recompute={} tp-overlap={}: {:.4g} s/step, {:.0f} tokens/s, "
       "MFU {:.1f}%",
-      dp, tp, pp, micro_batches, schedule_name(schedule), recompute_name(),
-      tp_overlap, step_time_s, tokens_per_s, 100 * mfu);
+      dp, tp, pp, micro_batches, schedule_name(schedule), recompute_name(), tp_overlap, step_time_s,
+      tokens_per_s, 100 * mfu);
 }
 
 std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
@@ -273,17 +272,19 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
       for (int m = 1; m <= r.max_micro_batches; ++m) {
         if (r.micro_batches && m != r.micro_batches) continue;
         if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
-        for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted}) {
+        for (auto kind :
+             {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted}) {
           if (pp == 1 && kind != schedule_kind::one_f_one_b) continue;
           if (!r.schedules.empty() &&
               std::find(r.schedules.begin(), r.schedules.end(), kind) == r.schedules.end())
             continue;
-          for (auto rc : {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full}) {
+          for (auto rc :
+               {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full}) {
             // stage-aware with a budget keeps everything when it fits, so it
             // stands for `none` unless none is asked for by name.
-            if (r.recomputes.empty() ? rc == recompute_kind::none
-                                     : std::find(r.recomputes.begin(), r.recomputes.end(), rc) ==
-                                           r.recomputes.end())
+            if (r.recomputes.empty()
+                    ? rc == recompute_kind::none
+                    : std::find(r.recomputes.begin(), r.recomputes.end(), rc) == r.recomputes.end())
               continue;
             if (pp == 1 && rc == recompute_kind::full && r.recomputes.empty()) continue;
             for (int ov : {0, 1, 2}) {
@@ -303,7 +304,8 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
   }
   if (all.empty()) {
     std::string why;
-    for (auto& [rule, n] : res.rejected) why += fmt::format("{}\"{}\" ({}x)", why.empty() ? "" : ", ", rule, n);
+    for (auto& [rule, n] : res.rejected)
+      why += fmt::format("{}\"{}\" ({}x)", why.empty() ? "" : ", ", rule, n);
     fail("no plan for {} devices fits; rules that rejected candidates: {}", r.devices,
          why.empty() ? "none (no candidate)" : why);
   }
@@ -323,9 +325,9 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
     for (auto& p : res.runners_up)
       dup = dup || (p.dp == all[i].dp && p.tp == all[i].tp && p.pp == all[i].pp &&
                     p.micro_batches == all[i].micro_batches && p.schedule == all[i].schedule);
-    if (!dup && !(all[i].dp == res.best.dp && all[i].tp == res.best.tp &&
-                  all[i].pp == res.best.pp && all[i].micro_batches == res.best.micro_batches &&
-                  all[i].schedule == res.best.schedule))
+    if (!dup &&
+        !(all[i].dp == res.best.dp && all[i].tp == res.best.tp && all[i].pp == res.best.pp &&
+          all[i].micro_batches == res.best.micro_batches && all[i].schedule == res.best.schedule))
       res.runners_up.push_back(all[i]);
   }
   return res;

@@ -37,7 +37,7 @@ struct plan_request {
   model::gpt_config model;
   int64_t global_batch = 8;  // sequences per step
   int devices = 1;
-  int nodes = 1;             // hosts; devices spread evenly
+  int nodes = 1;  // hosts; devices spread evenly
   device_spec device;
   int64_t memory_budget = 0;  // bytes per device; 0: the device's memory
   int max_micro_batches = 64;
@@ -64,7 +64,7 @@ struct plan {
   std::vector<stage_plan> stages;
   double step_time_s = 0, tokens_per_s = 0, mfu = 0;
   double pipeline_s = 0, dp_exposed_s = 0, optimizer_s = 0;  // parts of step_time_s
-  std::string str() const;  // one line
+  std::string str() const;                                   // one line
   // What the run does: "stage-aware" that recomputes nothing is "none".
   const char* recompute_name() const;
 };

@@ -100,7 +100,8 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
   out.pairs = npairs;
   auto& ng = out.graph;
   std::vector<int> vmap(values.size(), -1);
-  for (int v : g.inputs()) vmap[v] = ng.add_input(values[v].name, values[v].features, values[v].type);
+  for (int v : g.inputs())
+    vmap[v] = ng.add_input(values[v].name, values[v].features, values[v].type);
   auto shard = [&](const model::param_spec& spec, int dim, int grp) {
     model::param_spec s = spec;
     s.shard.dim = dim;
@@ -111,7 +112,9 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
     s.shape[dim] /= tp;
     return s;
   };
-  auto features_of = [&](int v) { return values[v].features.empty() ? 0 : values[v].features.back(); };
+  auto features_of = [&](int v) {
+    return values[v].features.empty() ? 0 : values[v].features.back();
+  };
   for (int n = 0; n < N; ++n) {
     out.node_map.push_back(int(ng.nodes().size()));
     model::node_info node = nodes[n];

@@ -83,10 +83,10 @@ TEST_CASE("the shifted schedule wins over 1F1B with full recomputation in the si
           "[planner]") {
   auto r = gpu_request(32, 2560, 32, 8);
   auto costs = analytic_costs(r.device);
-  auto shifted = evaluate_plan(r, *costs, 1, 1, 8, 16, schedule_kind::shifted,
-                               recompute_kind::full, 0);
-  auto base = evaluate_plan(r, *costs, 1, 1, 8, 16, schedule_kind::one_f_one_b,
-                            recompute_kind::full, 0);
+  auto shifted =
+      evaluate_plan(r, *costs, 1, 1, 8, 16, schedule_kind::shifted, recompute_kind::full, 0);
+  auto base =
+      evaluate_plan(r, *costs, 1, 1, 8, 16, schedule_kind::one_f_one_b, recompute_kind::full, 0);
   CHECK(shifted.pipeline_s < base.pipeline_s);
 }
 
@@ -101,8 +101,8 @@ TEST_CASE("device files add devices and bad ones are refused by field", "[planne
   auto d = find_device("MY-GPU", good);
   CHECK(d.peak_flops == Approx(100e12));
   CHECK(d.devices_per_node == 4);
-  CHECK_THROWS_WITH(find_device("x", bad), Catch::Contains("bad.json") &&
-                                               Catch::Contains("peak_tflops"));
+  CHECK_THROWS_WITH(find_device("x", bad),
+                    Catch::Contains("bad.json") && Catch::Contains("peak_tflops"));
   CHECK_THROWS_WITH(find_device("tpu-v9"), Catch::Contains("a100-40gb"));
   std::filesystem::remove_all(dir);
 }
