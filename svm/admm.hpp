@@ -36,6 +36,9 @@ struct admm_options {
   // Weighted L1 (used by lla_solve): with pen.kind == l1 and this non-empty
   // (p entries >= 0), coordinate j is penalised by lambda * l1_weights[j].
   Eigen::VectorXd l1_weights;
+  // Woodbury w-step on dense data: carry X_c z and X_c u1 between iterations
+  // instead of forming X_c (z - u1) (one dense product per iteration less).
+  bool track_products = true;
 };
 
 // Where an ADMM run stopped: enough to continue it (a warm start along a

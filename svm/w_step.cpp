@@ -59,6 +59,12 @@ class woodbury_solver final : public w_solver {
   void solve_split(const Eigen::VectorXd& a, const Eigen::VectorXd& t, Eigen::VectorXd& w,
                    Eigen::VectorXd& mw, double) override {
     m_.times(a, ma_);  // (n)
+    solve_split_given(a, ma_, t, w, mw);
+  }
+  void solve_split_given(const Eigen::VectorXd& a, const Eigen::VectorXd& ma,
+                         const Eigen::VectorXd& t, Eigen::VectorXd& w, Eigen::VectorXd& mw,
+                         double = 0) override {
+    if (&ma != &ma_) ma_ = ma;
     g_.noalias() = gram_.selfadjointView<Eigen::Lower>() * t;
     g_ = rho1_ * ma_ + rho2_ * g_;  // M q
     g_ = llt_.solve(g_);            // C^-1 M q

@@ -41,6 +41,15 @@ class w_solver {
   // it into one product with M and one with M^T, using its cached M M^T.
   virtual void solve_split(const Eigen::VectorXd& a, const Eigen::VectorXd& t, Eigen::VectorXd& w,
                            Eigen::VectorXd& mw, double tol_hint = 0);
+  // solve_split with ma = M a supplied by the caller (who may know it
+  // cheaply); by default ignores ma. Woodbury then needs one product with
+  // M^T and none with M per call.
+  virtual void solve_split_given(const Eigen::VectorXd& a, const Eigen::VectorXd& ma,
+                                 const Eigen::VectorXd& t, Eigen::VectorXd& w, Eigen::VectorXd& mw,
+                                 double tol_hint = 0) {
+    (void)ma;
+    solve_split(a, t, w, mw, tol_hint);
+  }
   virtual w_method method() const = 0;
   // Iterations of the inner solver so far (CG); 0 for direct solvers.
   virtual int64_t inner_iterations() const { return 0; }
