@@ -15,6 +15,19 @@ void set_solver_threads(int n) {
   if (n > 0) Eigen::setNbThreads(n);
 }
 
+namespace {
+bool worth_densifying(const design_matrix& x) {
+  const double entries = double(x.rows()) * double(x.cols());
+  return x.is_sparse() && entries <= double(1 << 24) && double(x.nnz()) >= 0.5 * entries;
+}
+}  // namespace
+
+bool densify_if_dense(design_matrix& x) {
+  if (!worth_densifying(x)) return false;
+  x = design_matrix(dense_matrix(x.sparse()));
+  return true;
+}
+
 fit_result fit(const dataset& d, const fit_options& o) {
   o.pen.validate();
   dataset scaled_storage;
@@ -25,6 +38,10 @@ fit_result fit(const dataset& d, const fit_options& o) {
     scaled_storage = d;
     scaled_storage.x.scale_columns(scale);
     data = &scaled_storage;
+  }
+  if (o.workers <= 1 && worth_densifying(data->x)) {
+    if (data != &scaled_storage) scaled_storage = d;
+    if (densify_if_dense(scaled_storage.x)) data = &scaled_storage;
   }
   fit_result r;
   Eigen::VectorXd w;

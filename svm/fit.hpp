@@ -43,6 +43,13 @@ struct fit_result {
 
 fit_result fit(const dataset& d, const fit_options& o);
 
+// Stores x densely when at least half its entries are non-zero and it has at
+// most 2^24 entries (128 MB): LIBSVM text is read as CSR even when every
+// feature is present (z-scored golub / westbc), and dense products are both
+// faster and what the Woodbury step's carried products need. Returns whether
+// it converted. fit() and fit_path() apply it to their working copy.
+bool densify_if_dense(design_matrix& x);
+
 // Threads of the solver's matrix products (Eigen's OpenMP pool); n <= 0
 // keeps the default (all cores). One thread is faster on a machine that is
 // already busy: OpenMP barriers wait on descheduled peers (measured on the

@@ -22,6 +22,7 @@ void walk(const dataset& d, const path_options& o,
     scale = scaling_from_stats(compute_column_stats(d.x));
     scaled.x.scale_columns(scale);
   }
+  densify_if_dense(scaled.x);
   admm_state state;
   for (size_t i = 0; i < o.lambdas.size(); ++i) {
     penalty pen = o.fit.pen;
