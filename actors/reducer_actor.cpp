@@ -21,17 +21,6 @@ struct reducer_state {
   std::vector<uint32_t> known;
 };
 
-// ||a - b|| / ||b|| in double (0 when b is zero).
-double rel_l2(std::span<const float> a, std::span<const float> b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    double d = double(a[i]) - double(b[i]);
-    num += d * d;
-    den += double(b[i]) * double(b[i]);
-  }
-  return den > 0 ? std::sqrt(num / den) : 0.0;
-}
-
 caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup setup) {
   self->state.cfg = std::move(setup);
   if (self->state.cfg.sparse.kind != comm::codec_kind::dense)
@@ -64,7 +53,7 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup se
               comm::allreduce_sum(link, std::span<float>(st.exact), tag);
               st.diagnostic_bytes += link.bytes_sent() - before;
               for (auto& x : st.exact) x /= P;
-              rel_error = rel_l2(data, st.exact);
+              rel_error = comm::relative_l2_error(data, st.exact);
             }
             // The codec returns the mean over replicas; the ring returns the
             // sum, which is what the stages' 1/dp loss scaling expects.

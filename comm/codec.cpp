@@ -3,8 +3,10 @@
 
 #include <cstring>
 
+#include <cmath>
 #include "comm/row_sparse.hpp"
 #include "comm/s2.hpp"
+
 #include "core/error.hpp"
 
 namespace merak::comm {
@@ -21,6 +23,18 @@ std::string_view codec_kind_name(codec_kind k) {
       return "s2";
   }
   return "?";
+}
+
+double relative_l2_error(std::span<const float> estimate, std::span<const float> exact) {
+  MERAK_CHECK(estimate.size() == exact.size(), "{} estimated values for {} exact ones",
+              estimate.size(), exact.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < estimate.size(); ++i) {
+    const double e = double(estimate[i]) - double(exact[i]);
+    num += e * e;
+    den += double(exact[i]) * double(exact[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 codec_kind parse_codec_kind(std::string_view text) {

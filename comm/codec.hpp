@@ -132,6 +132,11 @@ class codec {
   bool has_known_ = false;
 };
 
+// ||estimate - exact|| / ||exact|| accumulated in double (the absolute
+// error when exact is zero): the error every codec benchmark and the
+// reducer's diagnostic report.
+double relative_l2_error(std::span<const float> estimate, std::span<const float> exact);
+
 // Fails on a bad config (r out of range, negative width or ratio).
 std::unique_ptr<codec> make_codec(const codec_config& config);
 

@@ -28,16 +28,6 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-double rel_l2(const std::vector<float>& est, const std::vector<float>& exact) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < est.size(); ++i) {
-    const double e = double(est[i]) - double(exact[i]);
-    num += e * e;
-    den += double(exact[i]) * double(exact[i]);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 codec_bench_result describe(const codec_config& c, int ranks, int64_t n, int64_t d, double density,
                             int iters) {
   codec_bench_result r;
@@ -156,7 +146,7 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
       res.time_ms = median(tot);
       res.time_min_ms = *std::min_element(tot.begin(), tot.end());
       res.time_max_ms = *std::max_element(tot.begin(), tot.end());
-      res.rel_error = rel_l2(work[0], exact);
+      res.rel_error = relative_l2_error(work[0], exact);
       res.own_rows = codecs[0]->own_rows(), res.union_rows = codecs[0]->union_rows();
       out.push_back(res);
     }
@@ -197,7 +187,7 @@ codec_bench_result bench_codec_over(transport& t, const codec_run_options& o) {
   res.time_min_ms = *std::min_element(tot.begin(), tot.end());
   res.time_max_ms = *std::max_element(tot.begin(), tot.end());
   res.bytes_per_rank = median(bytes);
-  res.rel_error = rel_l2(work, exact);
+  res.rel_error = relative_l2_error(work, exact);
   return res;
 }
 

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "comm/codec.hpp"
 #include "core/rng.hpp"
 
 namespace merak::comm::testing {
@@ -36,16 +37,6 @@ inline std::vector<float> rank_order_average(const std::vector<std::vector<float
     for (size_t i = 0; i < s.size(); ++i) s[i] += g[r][i];
   for (float& v : s) v /= float(g.size());
   return s;
-}
-
-inline double rel_l2(std::span<const float> est, std::span<const float> exact) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < est.size(); ++i) {
-    const double e = double(est[i]) - double(exact[i]);
-    num += e * e;
-    den += double(exact[i]) * double(exact[i]);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 }  // namespace merak::comm::testing

@@ -14,8 +14,8 @@
 
 using namespace merak;
 using namespace merak::comm;
+using merak::comm::relative_l2_error;
 using merak::comm::testing::rank_order_average;
-using merak::comm::testing::rel_l2;
 using merak::comm::testing::row_sparse_gradient;
 
 namespace {
@@ -112,7 +112,7 @@ TEST_CASE("a narrow S2 sketch is noisy but zero outside the union and exact in t
   nonzero_rows(out[0], n, d, out_rows);
   CHECK(out_rows == ref_rows);
   CHECK(grp.codecs[0]->union_rows() == int64_t(ref_rows.size()));
-  const double e = rel_l2(out[0], ref);
+  const double e = relative_l2_error(out[0], ref);
   CHECK(e > 0.1);  // w = 640 buckets for ~1,700 non-zeros: collisions
   CHECK(e < 5);
   for (size_t r = 1; r < out.size(); ++r) CHECK(out[r] == out[0]);  // same on every rank
@@ -167,8 +167,8 @@ TEST_CASE("a median over more sketch rows lowers the error at the same total siz
     group one({.kind = codec_kind::s2, .sketch_ratio = 0.4, .seed = uint64_t(s)}, 2);
     group five({.kind = codec_kind::s2, .sketch_rows = 5, .sketch_ratio = 0.4, .seed = uint64_t(s)},
                2);
-    e1 += rel_l2(one.step(g, n, d)[0], ref);
-    e5 += rel_l2(five.step(g, n, d)[0], ref);
+    e1 += relative_l2_error(one.step(g, n, d)[0], ref);
+    e5 += relative_l2_error(five.step(g, n, d)[0], ref);
   }
   INFO("r=1 " << e1 / 20 << " r=5 " << e5 / 20);
   CHECK(e5 < e1);
