@@ -114,12 +114,16 @@ struct stage_state {
   double busy_s = 0;
   std::string trace;          // "name start end;" per op (trace_now() seconds)
   std::string reducer_trace;  // the reducer's slices, this step
-  std::chrono::steady_clock::time_point step_start;
 };
 
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+// A time point as trace_now() reports it.
+double seconds(clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
 
 std::string where(const stage_state& st) {
   return fmt::format("stage actor (dp={}, pp={}, tp={})", st.cfg.dp_rank, st.cfg.stage,
@@ -176,7 +180,6 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
   auto& st = self->state;
   auto& ex = *st.exec;
   auto t0 = clock::now();
-  double trace_t0 = st.cfg.trace ? trace_now() : 0;
   switch (o.kind) {
     case partition::op_kind::F:
     case partition::op_kind::Fpc: {
@@ -222,7 +225,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
   auto t1 = clock::now();
   st.busy_s += std::chrono::duration<double>(t1 - t0).count();
   if (st.cfg.trace)
-    st.trace += fmt::format("{} {:.6f} {:.6f};", partition::op_name(o), trace_t0, trace_now());
+    st.trace += fmt::format("{} {:.6f} {:.6f};", partition::op_name(o), seconds(t0), seconds(t1));
 }
 
 // Copies the bucket's gradients into its flat buffer and hands it to the
@@ -494,7 +497,6 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.reducer_trace.clear();
           if (st.known_rows_ok)
             st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->value.dim(0)), 0);
-          st.step_start = clock::now();
           pump(self);
         });
       },
