@@ -182,6 +182,7 @@ codec_bench_result bench_codec_over(transport& t, const codec_run_options& o) {
         dec.push_back(st.decode_s * 1e3), bytes.push_back(double(st.bytes_sent));
     res.own_rows = st.own_rows, res.union_rows = st.union_rows;
   }
+  barrier(t, o.tag + 1);  // every send done before the caller blocks elsewhere (transport.hpp)
   res.encode_ms = median(enc), res.comm_ms = median(com), res.decode_ms = median(dec);
   res.time_ms = median(tot);
   res.time_min_ms = *std::min_element(tot.begin(), tot.end());

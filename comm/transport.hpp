@@ -21,6 +21,11 @@
 //   naming the peer. Never hangs.
 // - bytes_sent() counts the payload bytes this endpoint has handed to the
 //   network (measured by the transport, not estimated).
+// - A send may complete only while its receiver keeps waiting on its own
+//   transport (UCX's rendezvous needs the receiver's progress): a rank that
+//   is done receiving must not block elsewhere (a socket, a sleep) while a
+//   peer still waits for a send to it. End a phase of traffic with
+//   comm::barrier over the transport before blocking outside it.
 // - An endpoint is used by one thread at a time (its owner); different
 //   endpoints of an in-process group are used by different threads.
 

@@ -82,6 +82,11 @@ int worker_allreduce(bootstrap& b, transport& t) {
     const double expect = 2.0 * (P - 1) / P * n * 4;
     require(std::abs(double(t.bytes_sent()) - expect) <= 2.0 * (P - 1) * 4,
             fmt::format("bytes sent {} vs {}", t.bytes_sent(), expect));
+    // UCX completes a large (rendezvous) send only when its receiver keeps
+    // progressing the worker; a rank whose receives are done must not block
+    // in the bootstrap's sockets while a peer still waits for that. A
+    // barrier over the transport ends the phase with everyone progressing.
+    barrier(t, 5);
     const uint64_t h = fnv(x.data(), n * 4);
     for (auto& o : b.allgather(std::string(reinterpret_cast<const char*>(&h), sizeof h)))
       require(o == std::string(reinterpret_cast<const char*>(&h), sizeof h),
@@ -107,6 +112,7 @@ int worker_allreduce(bootstrap& b, transport& t) {
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = int(i);
   broadcast(t, buf.data(), buf.size() * sizeof(int), P - 1, 4, 1 << 16);
   for (size_t i = 0; i < buf.size(); i += 997) require(buf[i] == int(i), "broadcast");
+  barrier(t, 6);  // as above: the chain's last sends finish before the bootstrap barrier
   return 0;
 }
 
