@@ -1,31 +1,131 @@
 // The consensus ADMM worker actor: one behaviour, no phases of its own; the
-// consensus side drives it (actors/svm_consensus.cpp).
+// consensus side drives it (actors/svm_consensus.cpp, actors/svm_remote.cpp).
 #include "actors/svm_worker_actor.hpp"
 
 #include "actors/svm_messages.hpp"
+#include "core/error.hpp"
+#include "svm/standardize.hpp"
 
 namespace merak::actors {
 namespace {
 
-caf::behavior svm_worker(caf::event_based_actor*, std::shared_ptr<svm::consensus_worker> w) {
+using svm_tick_atom = caf::atom_constant<caf::atom("svmtick")>;  // to self: idle check
+
+struct svm_worker_state {
+  int rank = 0;
+  svm::dataset shard;  // worker processes: the rows as read, until svm_setup
+  std::unique_ptr<svm::consensus_worker> w;
+  std::chrono::steady_clock::time_point last_message = std::chrono::steady_clock::now();
+};
+
+// Runs `f` and returns its reply, or (svm_fail, rank, what) when it throws.
+template <class F>
+caf::message guarded(svm_worker_state& s, const char* phase, bool needs_setup, F&& f) {
+  s.last_message = std::chrono::steady_clock::now();
+  try {
+    if (needs_setup && !s.w) fail("'{}' before svm_setup", phase);
+    caf::message reply = f();
+    s.last_message = std::chrono::steady_clock::now();  // a long step is not idle time
+    return reply;
+  } catch (const std::exception& e) {
+    return caf::make_message(svm_fail_atom::value, int32_t(s.rank), std::string(e.what()));
+  }
+}
+
+caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worker_state> s,
+                         caf::actor consensus, std::chrono::milliseconds idle) {
+  if (consensus) {
+    self->monitor(consensus);
+    self->set_down_handler([self, consensus](caf::down_msg& dm) {
+      if (dm.source == consensus.address())
+        self->quit(caf::make_error(
+            caf::sec::runtime_error,
+            "the consensus side went away (" + self->system().render(dm.reason) + ")"));
+    });
+  }
+  if (idle.count() > 0) self->delayed_send(self, idle / 4, svm_tick_atom::value);
+  const int32_t k = s->rank;
   return {
-      [w](svm_local_atom, const std::vector<double>& zeta) {
-        return to_vector(w->local_step(to_eigen(zeta)));
+      [s, k](svm_local_atom, const svm_vector& zeta) {
+        return guarded(*s, "local", true, [&] {
+          return caf::make_message(svm_local_atom::value, k,
+                                   to_vector(s->w->local_step(to_eigen(zeta))));
+        });
       },
-      [w](svm_dual_atom, const std::vector<double>& zeta) {
-        return pack(w->dual_step(to_eigen(zeta)));
+      [s, k](svm_dual_atom, const svm_vector& zeta) {
+        return guarded(*s, "dual", true, [&] {
+          return caf::make_message(svm_dual_atom::value, k, pack(s->w->dual_step(to_eigen(zeta))));
+        });
       },
-      [w](svm_rho_atom, double factor) {
-        w->scale_rho(factor);
-        return caf::atom("ok");
+      [s, k](svm_rho_atom, double factor) {
+        return guarded(*s, "rho", true, [&] {
+          s->w->scale_rho(factor);
+          return caf::make_message(svm_rho_atom::value, k);
+        });
+      },
+      [s, k](svm_stats_atom) {
+        return guarded(*s, "stats", false, [&] {
+          const svm::column_stats st = svm::compute_column_stats(s->shard.x);
+          svm_vector sums;
+          sums.v.assign(st.sum.data(), st.sum.data() + st.sum.size());
+          sums.v.insert(sums.v.end(), st.sq_sum.data(), st.sq_sum.data() + st.sq_sum.size());
+          return caf::make_message(svm_stats_atom::value, k, int64_t(s->shard.rows()),
+                                   int64_t(s->shard.cols()), std::move(sums));
+        });
+      },
+      [s, k](svm_setup_atom, const svm_vector& scale, int64_t n_total, int64_t p, double rho1,
+             double rho2, int32_t method, int64_t dense_limit) {
+        return guarded(*s, "setup", false, [&] {
+          if (s->w) fail("svm_setup sent twice");
+          if (p < s->shard.cols() || int64_t(scale.v.size()) != p)
+            fail("svm_setup for {} features ({} scales); this shard has {}", p, scale.v.size(),
+                 s->shard.cols());
+          s->shard.x.resize_cols(p);
+          s->shard.x.scale_columns(to_eigen(scale));
+          s->w = std::make_unique<svm::consensus_worker>(std::move(s->shard), n_total, rho1, rho2,
+                                                         svm::w_method(method), dense_limit);
+          s->shard = {};
+          return caf::make_message(svm_setup_atom::value, k);
+        });
+      },
+      [s, k](svm_eval_atom, const svm_vector& w) {
+        return guarded(*s, "eval", true, [&] {
+          const svm::dataset& d = s->w->shard();
+          if (int64_t(w.v.size()) != d.cols())
+            fail("svm_eval with {} weights for {} features", w.v.size(), d.cols());
+          Eigen::VectorXd xw;
+          d.x.times(to_eigen(w), xw);
+          return caf::make_message(svm_eval_atom::value, k, to_vector(xw), to_vector(d.y));
+        });
+      },
+      [self](svm_done_atom) { self->quit(); },
+      [self, s, idle](svm_tick_atom) {
+        if (std::chrono::steady_clock::now() - s->last_message > idle)
+          self->quit(caf::make_error(
+              caf::sec::runtime_error,
+              fmt::format("no message from the consensus side for {} ms", idle.count())));
+        else
+          self->delayed_send(self, idle / 4, svm_tick_atom::value);
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_svm_worker(caf::actor_system& sys, std::unique_ptr<svm::consensus_worker> w) {
-  return sys.spawn(svm_worker, std::shared_ptr<svm::consensus_worker>(std::move(w)));
+caf::actor spawn_svm_worker(caf::actor_system& sys, int rank,
+                            std::unique_ptr<svm::consensus_worker> w) {
+  auto s = std::make_shared<svm_worker_state>();
+  s->rank = rank;
+  s->w = std::move(w);
+  return sys.spawn(svm_worker, std::move(s), caf::actor{}, std::chrono::milliseconds(0));
+}
+
+caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, svm::dataset shard,
+                                  caf::actor consensus, std::chrono::milliseconds idle) {
+  auto s = std::make_shared<svm_worker_state>();
+  s->rank = rank;
+  s->shard = std::move(shard);
+  return sys.spawn(svm_worker, std::move(s), std::move(consensus), idle);
 }
 
 }  // namespace merak::actors

@@ -1,16 +1,29 @@
 #pragma once
-// Spawns a consensus ADMM worker actor around one shard's svm state. The
-// actor answers the phases in actors/svm_messages.hpp; an exception in the
-// maths ends the actor (its requester sees the error).
+// Spawns a consensus ADMM worker actor around one row shard. It answers the
+// phases in actors/svm_messages.hpp with replies that carry its rank; an
+// exception in the maths becomes a (svm_fail, rank, what) reply, so the
+// consensus side names the worker and the cause.
 
 #include <caf/fwd.hpp>
 
+#include <chrono>
 #include <memory>
 
 #include "svm/consensus.hpp"
 
 namespace merak::actors {
 
-caf::actor spawn_svm_worker(caf::actor_system& sys, std::unique_ptr<svm::consensus_worker> w);
+// In one process: the shard is already scaled and factored.
+caf::actor spawn_svm_worker(caf::actor_system& sys, int rank,
+                            std::unique_ptr<svm::consensus_worker> w);
+
+// In a worker process: `shard` holds this rank's rows as read; the consensus
+// side asks for its column statistics, then sends the scaling and the rhos
+// (svm_setup), after which it works as above. The actor stops on svm_done
+// (exit reason normal), when `consensus` (the published rendezvous actor of
+// the consensus side) goes down, or after `idle` without a message
+// (0: never); the exit reason then says which.
+caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, svm::dataset shard,
+                                  caf::actor consensus, std::chrono::milliseconds idle);
 
 }  // namespace merak::actors

@@ -143,18 +143,26 @@ consensus_setup plan_consensus(const dataset& d, int workers, const penalty& pen
   pen.validate();
   if (o.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.max_iter);
   consensus_setup s;
+  consensus_rhos(n, p, workers, pen, o, s.rho1, s.rho2);
+  for (int k = 0; k < workers; ++k) s.rows.push_back(consensus_shard_rows(n, workers, k));
+  return s;
+}
+
+std::vector<int64_t> consensus_shard_rows(int64_t n, int workers, int k) {
+  MERAK_CHECK(workers >= 1 && k >= 0 && k < workers);
+  std::vector<int64_t> rows;
+  for (int64_t i = n * k / workers; i < n * (k + 1) / workers; ++i) rows.push_back(i);
+  return rows;
+}
+
+void consensus_rhos(int64_t n, int64_t p, int workers, const penalty& pen,
+                    const consensus_options& o, double& rho1, double& rho2) {
   double d1, d2;
   default_rhos(n, p, pen, d1, d2);
   // The consensus prox runs at K rho1: dividing by K gives it the same
   // weight as the single-machine prox (and the same dynamics of z).
-  s.rho1 = o.rho1 != 0 ? o.rho1 : d1 / workers;
-  s.rho2 = o.rho2 != 0 ? o.rho2 : d2;
-  for (int k = 0; k < workers; ++k) {
-    std::vector<int64_t> rows;
-    for (int64_t i = n * k / workers; i < n * (k + 1) / workers; ++i) rows.push_back(i);
-    s.rows.push_back(std::move(rows));
-  }
-  return s;
+  rho1 = o.rho1 != 0 ? o.rho1 : d1 / workers;
+  rho2 = o.rho2 != 0 ? o.rho2 : d2;
 }
 
 void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& o,

@@ -120,6 +120,12 @@ struct consensus_setup {
 };
 consensus_setup plan_consensus(const dataset& d, int workers, const penalty& pen,
                                const consensus_options& o);
+// The pieces of plan_consensus for a consensus side that holds no data
+// (worker processes read their own rows): the rows of worker k of K over n
+// samples, [n k / K, n (k + 1) / K), and the rhos for n samples of p features.
+std::vector<int64_t> consensus_shard_rows(int64_t n, int workers, int k);
+void consensus_rhos(int64_t n, int64_t p, int workers, const penalty& pen,
+                    const consensus_options& o, double& rho1, double& rho2);
 
 struct consensus_result {
   Eigen::VectorXd w;  // (p)
