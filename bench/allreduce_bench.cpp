@@ -187,6 +187,48 @@ nlohmann::json run_mpi(const allreduce_bench_options& o) {
   return j;
 }
 
+// NCCL's all-reduce on GPU memory, in merak_nccl_allreduce: --procs copies
+// (one per GPU) started by the local launcher; rank 0 writes the JSON.
+nlohmann::json run_nccl(const allreduce_bench_options& o) {
+  const auto dir = std::filesystem::path(comm::self_executable()).parent_path();
+  const auto worker = dir / "merak_nccl_allreduce";
+  if (!std::filesystem::exists(worker))
+    fail(
+        "bench allreduce: method nccl needs {} (built when CMake finds CUDA with NCCL, "
+        "MERAK_WITH_CUDA)",
+        worker.string());
+  char path[] = "/tmp/merak-nccl-allreduce-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) fail("bench allreduce: cannot create a temporary file");
+  ::close(fd);
+  comm::launch_options lo;
+  lo.procs = o.procs;
+  lo.argv = {worker.string(),
+             "--rows",
+             std::to_string(o.rows),
+             "--cols",
+             std::to_string(o.cols),
+             "--iters",
+             std::to_string(o.iters),
+             "--row-density",
+             fmt::format("{}", o.row_density),
+             "--seed",
+             std::to_string(o.seed),
+             "--timeout-s",
+             std::to_string(o.timeout_s)};
+  lo.env["MERAK_BENCH_OUT"] = path;
+  lo.grace = wait_bound(o) + 5s;
+  lo.timeout = std::chrono::seconds(o.timeout_s);
+  const auto res = comm::launch_local(lo);
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  std::filesystem::remove(path);
+  if (!res.ok()) fail("bench allreduce: method nccl: {}", res.message);
+  if (line.empty()) fail("bench allreduce: method nccl: rank 0 wrote no result");
+  return nlohmann::json::parse(line);
+}
+
 }  // namespace
 
 nlohmann::json run_allreduce_bench(const allreduce_bench_options& o) {
@@ -205,6 +247,11 @@ nlohmann::json run_allreduce_bench(const allreduce_bench_options& o) {
           "bench allreduce: run --method mpi without mpirun; it starts merak_mpi_allreduce "
           "under mpirun itself");
     return run_mpi(o);
+  }
+  if (o.method == "nccl") {
+    if (under_mpirun || worker)
+      fail("bench allreduce: run --method nccl without a launcher; it starts its own workers");
+    return run_nccl(o);
   }
   (void)comm::parse_codec_kind(o.method);  // fails naming a bad method
   if (worker) return run_worker(o, "merak");

@@ -11,7 +11,9 @@
 // result. Under mpirun (OMPI_COMM_WORLD_SIZE set; pass MASTER_PORT with -x)
 // each process is a worker directly. The mpi method runs
 //   mpirun --allow-run-as-root --oversubscribe -np N merak_mpi_allreduce ...
-// from the directory of the merak binary.
+// from the directory of the merak binary. The nccl method (GPU memory, one
+// process per GPU) starts --procs copies of merak_nccl_allreduce, built only
+// with CUDA and NCCL, from the same directory with the local launcher.
 //
 // Output: one JSON object, the fields of comm::codec_bench_result (time_ms is
 // the median end-to-end time of rank 0, time_min_ms/time_max_ms the spread,
@@ -28,7 +30,7 @@ namespace merak::bench {
 
 struct allreduce_bench_options {
   int procs = 2;
-  std::string method = "dense";      // dense | coo | union | s2 | mpi
+  std::string method = "dense";      // dense | coo | union | s2 | mpi | nccl
   std::string transport = "ucx";     // ucx | inproc
   int64_t rows = 4096, cols = 1024;  // n, d: 16 MiB by default
   double row_density = 1.0;          // share of non-zero rows per rank
