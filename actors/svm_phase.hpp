@@ -64,8 +64,11 @@ void svm_phase(caf::actor_system& sys, caf::scoped_actor& self, const std::vecto
           },
           [&](caf::down_msg& dm) {
             const int k = svm_rank_of(ws, dm.source);
-            fail("svm worker {} failed in {}: it went down ({})", k,
-                 svm_phase_name(phase, iteration), sys.render(dm.reason));
+            fail("svm worker {} failed in {}: it went down ({}{})", k,
+                 svm_phase_name(phase, iteration), sys.render(dm.reason),
+                 dm.reason == caf::exit_reason::remote_link_unreachable
+                     ? ": its process died or its connection broke"
+                     : "");
           },
           caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
                      std::chrono::milliseconds(1)) >>

@@ -10,6 +10,7 @@
 
 #include "actors/svm_consensus.hpp"
 #include "apps/commands.hpp"
+#include "apps/svm_remote_command.hpp"
 #include "core/error.hpp"
 #include "svm/data_reader.hpp"
 #include "svm/fit.hpp"
@@ -25,6 +26,10 @@ struct svm_train_flags {
   double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4, relax = 1.0;
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
   bool json = false, no_standardize = false;
+  // svm train across processes (apps/svm_remote_command.hpp):
+  int procs = 0;
+  std::string listen, token;
+  double timeout_s = 60;
   // svm path only:
   std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
   bool cold = false;
@@ -70,6 +75,20 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
 
 int run_svm_train(const svm_train_flags& f) {
   const svm::fit_options o = make_fit_options(f);
+  if (f.procs != 0 || !f.listen.empty()) {
+    if (f.procs < 1) fail("--listen needs --procs K (the number of worker processes to wait for)");
+    if (f.workers > 1)
+      fail(
+          "--workers (actor workers in this process) and --procs (worker processes) exclude "
+          "each other");
+    if (f.folds != 0) fail("--folds is not available with --procs (use --workers K)");
+    svm_remote_train t;
+    t.data = f.data, t.format = f.format, t.fit = o, t.procs = f.procs, t.listen = f.listen;
+    t.token = f.token, t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
+    t.model = f.model;
+    return run_svm_train_remote(t);
+  }
+  if (f.data.empty()) fail("--data is required");
   svm::set_solver_threads(f.threads);
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
   const auto t0 = std::chrono::steady_clock::now();
@@ -231,7 +250,8 @@ action add_svm_command(CLI::App& parent) {
   auto tf = std::make_shared<svm_train_flags>();
   auto* t = s->add_subcommand("train", "Fit a model; optionally cross-validate");
   t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  t->add_option("--data", tf->data, "Training data (LIBSVM text or CSV, label first)")->required();
+  t->add_option("--data", tf->data,
+                "Training data (LIBSVM text or CSV, label first); required unless --listen");
   t->add_option("--format", tf->format, "libsvm, csv or auto (by file name)")
       ->capture_default_str();
   t->add_option("--penalty", tf->penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
@@ -250,6 +270,17 @@ action add_svm_command(CLI::App& parent) {
                 "the nonconvex prox)")
       ->capture_default_str();
   t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
+      ->capture_default_str();
+  t->add_option("--procs", tf->procs,
+                "Consensus ADMM over K worker processes (merak svm worker), started here on "
+                "loopback unless --listen");
+  t->add_option("--listen", tf->listen,
+                "With --procs: listen on HOST[:PORT] for workers started elsewhere");
+  t->add_option("--token", tf->token,
+                "With --procs: the job token workers must present (default: MERAK_JOB_TOKEN, "
+                "else random)");
+  t->add_option("--timeout-s", tf->timeout_s,
+                "With --procs: bound on workers joining and on each phase of an iteration")
       ->capture_default_str();
   t->add_option("--folds", tf->folds, "Cross-validate with F folds (sample i in fold i mod F)");
   t->add_option("--solver", tf->solver, "w-step: auto, cholesky, woodbury or cg")
@@ -300,8 +331,11 @@ action add_svm_command(CLI::App& parent) {
   p->add_option("--output", pf->output, "Write one predicted label per line here");
   p->add_flag("--json", pf->json, "Print one JSON object");
 
-  return [s, t, h, p, tf, hf, pf] {
+  action worker = add_svm_worker_command(*s);
+
+  return [s, t, h, p, tf, hf, pf, worker] {
     if (s->got_subcommand(t)) return run_svm_train(*tf);
+    if (s->got_subcommand("worker")) return worker();
     if (s->got_subcommand(h)) return run_svm_path(*hf);
     if (s->got_subcommand(p)) return run_svm_predict(*pf);
     return 1;

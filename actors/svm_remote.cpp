@@ -1,0 +1,279 @@
+// Consensus ADMM across processes: the consensus side (join, stats, setup,
+// the shared iterations, eval, done) and the worker process.
+//
+//   consensus side:  publish rendezvous --> join (hello + token, per rank)
+//        --> stats --> setup --> iterations (drive_consensus) --> eval --> done
+//   worker process:  connect --> hello --> [verdict "" ?] --> serve until done
+#include "actors/svm_remote.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <memory>
+#include <thread>
+
+#include "actors/svm_messages.hpp"
+#include "actors/svm_phase.hpp"
+#include "actors/svm_worker_actor.hpp"
+#include "core/error.hpp"
+#include "svm/objective.hpp"
+#include "svm/standardize.hpp"
+
+namespace merak::actors {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Compares in time independent of where the tokens differ.
+bool same_token(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// The published actor: checks each hello and tells the consensus side who
+// joined. Holds no data; only the token, the world size and the ranks taken.
+caf::behavior svm_rendezvous(caf::event_based_actor* self, std::string token, int world,
+                             caf::actor consensus) {
+  auto taken = std::make_shared<std::vector<bool>>(size_t(world), false);
+  return {
+      [=](svm_hello_atom, const std::string& t, int32_t rank, int32_t w,
+          const caf::actor& worker) -> std::string {
+        std::string why;
+        if (!same_token(t, token))
+          why = "wrong job token";
+        else if (w != world)
+          why = fmt::format("it was started for {} workers, the consensus side runs {}", w, world);
+        else if (rank < 0 || rank >= world)
+          why = fmt::format("rank {} is out of range for {} workers", rank, world);
+        else if ((*taken)[size_t(rank)])
+          why = fmt::format("rank {} has already joined", rank);
+        else if (!worker)
+          why = "its hello carries no worker actor";
+        if (!why.empty()) {
+          self->send(consensus, svm_refused_atom::value, fmt::format("rank {}: {}", rank, why));
+          return why;
+        }
+        (*taken)[size_t(rank)] = true;
+        self->send(consensus, svm_joined_atom::value, rank, worker);
+        return std::string();
+      },
+  };
+}
+
+void configure(caf::actor_system_config& cfg) {
+  add_svm_message_types(cfg);
+  cfg.load<caf::io::middleman>();
+  // Round trips over loopback are ~3x shorter than with work stealing
+  // (shared/notes/dependencies.md).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("logger.console", caf::atom("none"));
+}
+
+std::string rank_list(const std::vector<caf::actor>& ws) {
+  std::string s;
+  for (size_t k = 0; k < ws.size(); ++k)
+    if (!ws[k]) s += (s.empty() ? "" : ", ") + std::to_string(k);
+  return s;
+}
+
+}  // namespace
+
+svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
+                                       const svm_remote_options& o) {
+  if (workers < 1) fail("--procs must be at least 1 (got {})", workers);
+  if (o.token.empty()) fail("no job token for the svm workers");
+  pen.validate();
+  if (o.admm.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.admm.max_iter);
+  caf::actor_system_config cfg;
+  configure(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  const size_t K = size_t(workers);
+  std::vector<caf::actor> ws(K);
+  caf::actor rendezvous = sys.spawn(svm_rendezvous, o.token, workers, caf::actor{self});
+  // On every way out: stop the rendezvous (the actor system waits for it)
+  // and the workers (a worker process then exits).
+  bool done = false;
+  auto stop = [&] {
+    for (auto& w : ws)
+      if (w) {
+        if (done)
+          self->send(w, svm_done_atom::value);
+        else
+          self->send_exit(w, caf::exit_reason::user_shutdown);
+      }
+    self->send_exit(rendezvous, caf::exit_reason::user_shutdown);
+  };
+  std::unique_ptr<decltype(stop), void (*)(decltype(stop)*)> stopper(
+      &stop, [](decltype(stop)* f) { (*f)(); });
+
+  auto port = sys.middleman().publish(rendezvous, o.port, o.host.c_str(), true);
+  if (!port)
+    fail("svm consensus side: cannot listen on {}:{}: {}", o.host, o.port,
+         sys.render(port.error()));
+  const auto t_listen = clock_type::now();
+  if (o.on_listening) o.on_listening(*port);
+
+  // Join: every rank presents the token (checked by the rendezvous).
+  std::string refused;
+  size_t joined = 0;
+  const auto join_deadline = t_listen + o.timeout;
+  while (joined < K) {
+    if (o.abort_check)
+      if (std::string why = o.abort_check(); !why.empty())
+        fail("svm worker processes ended before all {} joined ({} missing: {}): {}", K, K - joined,
+             rank_list(ws), why);
+    const auto now = clock_type::now();
+    if (now >= join_deadline)
+      fail("svm worker{} {} did not join the consensus side at {}:{} within {} ms{}",
+           K - joined > 1 ? "s" : "", rank_list(ws), o.host, *port, o.timeout.count(),
+           refused.empty() ? "" : " (refused: " + refused + ")");
+    self->receive(
+        [&](svm_joined_atom, int32_t k, caf::actor& w) {
+          ws[size_t(k)] = w;
+          self->monitor(w);
+          ++joined;
+        },
+        [&](svm_refused_atom, std::string& why) {
+          spdlog::warn("svm consensus side: refused a worker: {}", why);
+          refused += (refused.empty() ? "" : "; ") + why;
+        },
+        [&](caf::down_msg& dm) {
+          fail("svm worker {} went down before the fit started ({})",
+               detail::svm_rank_of(ws, dm.source), sys.render(dm.reason));
+        },
+        caf::after(
+            std::min<clock_type::duration>(std::chrono::milliseconds(200), join_deadline - now)) >>
+            [] {});
+  }
+  svm_remote_result out;
+  const auto t0 = clock_type::now();
+  out.join_s = std::chrono::duration<double>(t0 - t_listen).count();
+
+  // Stats: rows, features and column sums of every shard.
+  std::vector<int64_t> rows(K), cols(K);
+  std::vector<svm_vector> sums(K);
+  detail::svm_phase<svm_stats_atom, int64_t, int64_t, svm_vector>(
+      sys, self, ws, o.timeout, "stats", 0,
+      [&](int k, int64_t n_k, int64_t p_k, svm_vector& s) {
+        if (n_k < 1)
+          fail("svm worker {} holds no rows (its data has fewer samples than {} workers?)", k, K);
+        if (p_k < 0 || int64_t(s.v.size()) != 2 * p_k)
+          fail("svm worker {} sent {} column sums for {} features", k, s.v.size(), p_k);
+        rows[size_t(k)] = n_k, cols[size_t(k)] = p_k, sums[size_t(k)] = std::move(s);
+      },
+      svm_stats_atom::value);
+  int64_t n = 0, p = 0;
+  for (size_t k = 0; k < K; ++k) n += rows[k], p = std::max(p, cols[k]);
+  svm::column_stats all;
+  all.n = n;
+  all.sum = Eigen::VectorXd::Zero(p), all.sq_sum = Eigen::VectorXd::Zero(p);
+  for (size_t k = 0; k < K; ++k) {
+    const Eigen::Index pk = Eigen::Index(cols[k]);
+    all.sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data(), pk);
+    all.sq_sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data() + pk, pk);
+  }
+  out.samples = n, out.features = p;
+  out.scale = o.standardize ? svm::scaling_from_stats(all) : Eigen::VectorXd::Ones(p);
+
+  // Setup: each worker scales its rows and factors its system.
+  double rho1 = 0, rho2 = 0;
+  svm::consensus_rhos(n, p, workers, pen, o.admm, rho1, rho2);
+  detail::svm_phase<svm_setup_atom>(
+      sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value, to_vector(out.scale),
+      n, p, rho1, rho2, int32_t(o.admm.method), o.admm.dense_limit);
+
+  svm::consensus_reducer red(p, n, workers, pen, rho1, rho2, o.admm);
+  svm_actor_options ao;
+  ao.admm = o.admm;
+  ao.timeout = o.timeout;
+  svm::consensus_result& res = out.fit;
+  detail::drive_consensus(sys, self, ws, p, red, ao, res);
+
+  // Eval: the margins X_k w of every shard give the polished bias, the
+  // objective and the training accuracy over all rows (in rank order).
+  res.rho1 = red.rho1(), res.rho2 = red.rho2();
+  res.w = red.zeta().head(p);
+  res.b = red.zeta()[p];
+  Eigen::VectorXd xw(n), y(n);
+  std::vector<int64_t> offset(K + 1, 0);
+  for (size_t k = 0; k < K; ++k) offset[k + 1] = offset[k] + rows[k];
+  detail::svm_phase<svm_eval_atom, svm_vector, svm_vector>(
+      sys, self, ws, o.timeout, "eval", 0,
+      [&](int k, svm_vector& m, svm_vector& yk) {
+        const int64_t n_k = rows[size_t(k)];
+        if (int64_t(m.v.size()) != n_k || int64_t(yk.v.size()) != n_k)
+          fail("svm worker {} sent {} margins and {} labels for its {} rows", k, m.v.size(),
+               yk.v.size(), n_k);
+        xw.segment(offset[size_t(k)], n_k) = to_eigen(m);
+        y.segment(offset[size_t(k)], n_k) = to_eigen(yk);
+      },
+      svm_eval_atom::value, to_vector(res.w));
+  if (o.admm.polish_bias) res.b = svm::best_bias(y, xw, res.b);
+  const Eigen::VectorXd margin = xw.array() + res.b;
+  res.objective = svm::mean_hinge(y, margin) + pen.value(res.w);
+  out.accuracy =
+      double(((margin.array() >= 0).cast<double>() * 2 - 1 == y.array()).count()) / double(n);
+  res.time_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  done = true;
+  return out;
+}
+
+void run_svm_worker_process(svm::dataset shard, const svm_worker_process_options& o) {
+  if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
+    fail("svm worker: --rank {} is out of range for --world {}", o.rank, o.world);
+  if (o.token.empty())
+    fail("svm worker {}: no job token (pass --token or set MERAK_JOB_TOKEN)", o.rank);
+  caf::actor_system_config cfg;
+  configure(cfg);
+  caf::actor_system sys{cfg};
+  caf::actor consensus;
+  const auto deadline = clock_type::now() + o.timeout;
+  for (;;) {
+    auto x = sys.middleman().remote_actor(o.host, o.port);
+    if (x) {
+      consensus = std::move(*x);
+      break;
+    }
+    if (clock_type::now() >= deadline)
+      fail("svm worker {}: cannot reach the consensus side at {}:{} within {} ms ({})", o.rank,
+           o.host, o.port, o.timeout.count(), sys.render(x.error()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto idle = o.idle.count() > 0 ? o.idle : 2 * o.timeout;
+  caf::actor worker = spawn_svm_shard_worker(sys, o.rank, std::move(shard), consensus, idle);
+  caf::scoped_actor self{sys};
+  self->monitor(worker);
+  std::string verdict, error;
+  bool answered = false;
+  self->request(consensus, o.timeout, svm_hello_atom::value, o.token, int32_t(o.rank),
+                int32_t(o.world), worker)
+      .receive(
+          [&](std::string& v) {
+            verdict = std::move(v);
+            answered = true;
+          },
+          [&](caf::error& e) { error = sys.render(e); });
+  if (!answered || !verdict.empty()) {
+    self->send_exit(worker, caf::exit_reason::user_shutdown);
+    if (!answered)
+      fail("svm worker {}: no answer to its hello from the consensus side at {}:{}: {}", o.rank,
+           o.host, o.port, error);
+    fail("svm worker {}: the consensus side at {}:{} refused it: {}", o.rank, o.host, o.port,
+         verdict);
+  }
+  caf::error reason;
+  self->receive([&](caf::down_msg& dm) { reason = dm.reason; });
+  if (reason == caf::exit_reason::user_shutdown)
+    fail(
+        "svm worker {}: the consensus side stopped the fit before it finished (its own error "
+        "says why)",
+        o.rank);
+  if (reason && reason != caf::exit_reason::normal)
+    fail("svm worker {}: {}", o.rank, sys.render(reason));
+}
+
+}  // namespace merak::actors

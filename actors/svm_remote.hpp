@@ -1,0 +1,74 @@
+#pragma once
+// Consensus ADMM across processes (docs/svm.md, "Multi-process consensus").
+// The consensus side publishes a rendezvous actor with CAF's network layer
+// (caf::io middleman); each worker process reads its own rows, connects,
+// presents the job token in a hello and is refused unless it matches; only
+// then does data flow. The iterations are the in-process ones
+// (actors/svm_consensus.cpp) over remote worker handles; the column
+// statistics for standardising, and the final margins for the objective and
+// the bias, are gathered from the workers, so the consensus side never reads
+// the data. Messages: actors/svm_messages.hpp.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "svm/consensus.hpp"
+
+namespace merak::actors {
+
+struct svm_remote_options {
+  svm::consensus_options admm;
+  bool standardize = true;                   // scale columns by 1/sd over all workers' rows
+  std::string host = "127.0.0.1";            // where to listen; loopback unless told otherwise
+  uint16_t port = 0;                         // 0: a free port (the kernel's pick)
+  std::string token;                         // the job token every worker must present; not empty
+  std::chrono::milliseconds timeout{60000};  // for all workers to join, and for each phase
+  // Called once, when the consensus side listens, with the port: start the
+  // worker processes here (or tell the user where to point them).
+  std::function<void(uint16_t port)> on_listening;
+  // Polled while workers join: a non-empty text ends the wait with an error
+  // that quotes it (a launcher whose worker processes exited early).
+  std::function<std::string()> abort_check;
+};
+
+struct svm_remote_result {
+  svm::consensus_result fit;  // w, b and objective on the standardised features
+  Eigen::VectorXd scale;      // (p): weights in the data's units are w_j * scale_j
+  int64_t samples = 0, features = 0;
+  double accuracy = 0;  // training data, predicted +1 when x^T w + b >= 0
+  double join_s = 0;    // from listening until every worker joined
+};
+
+// Runs the consensus side of a fit over `workers` worker processes (ranks
+// 0..workers-1, each started with run_svm_worker_process). Returns when the
+// fit is done and the workers were told to stop. Throws merak::error: the
+// address cannot be bound; a worker did not join within the timeout (naming
+// the missing ranks and any refused peers); a worker failed, went down or
+// did not answer a phase in time (naming its rank, the phase and the
+// iteration); the workers' data disagree. Blocks the calling thread, which
+// must not be a CAF worker thread; runs its own actor system.
+svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
+                                       const svm_remote_options& o);
+
+struct svm_worker_process_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  int rank = 0, world = 1;
+  std::string token;
+  // Bound on reaching the consensus side (retried every 100 ms meanwhile).
+  std::chrono::milliseconds timeout{60000};
+  // The worker gives up after this long without a message from the
+  // consensus side (0: twice `timeout`).
+  std::chrono::milliseconds idle{0};
+};
+
+// The worker side: joins the consensus side at host:port with `shard` (this
+// rank's rows as read) and serves it until it says the fit is done. Throws
+// merak::error: the consensus side cannot be reached in time, refuses the
+// hello (the reason: wrong token, rank taken, ...), goes away, or stays
+// silent past `idle`. Blocks; runs its own actor system.
+void run_svm_worker_process(svm::dataset shard, const svm_worker_process_options& o);
+
+}  // namespace merak::actors

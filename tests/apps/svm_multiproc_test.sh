@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Consensus ADMM across processes: `merak svm train --procs K` starts K
+# `merak svm worker` processes on loopback (CAF's network layer, job token),
+# or waits for workers started by hand with --listen. Real processes, label
+# multiproc. Usage: svm_multiproc_test.sh MERAK_BINARY CASE
+#
+#   objective_l1, objective_mcp  K = 2, 4 processes: the same iterations and
+#       objective as the in-process actors (--workers K, same maths), and
+#       within 1e-3 relative of the single-machine objective; the model file
+#       predicts as the fit reported
+#   scad         K = 2: equals the in-process consensus (whose stationarity
+#                tests/svm/consensus_test.cpp checks), within 2% of one machine
+#   bad_token    a worker with the wrong token is refused with a message that
+#                says so; the consensus side names the rank that never joined
+#   never_joins  no worker comes: a bounded wait naming the missing ranks
+#   worker_killed  SIGKILL of rank 2 mid-fit ends the fit within seconds with
+#                an error naming worker 2; no worker process is left behind
+#   bad_flags    flag errors are one line and exit 1
+set -euo pipefail
+merak=$1
+case_name=$2
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Two overlapping clusters (generated, no shared data).
+python3 - "$work" <<'PY'
+import random, sys
+random.seed(7)
+with open(sys.argv[1] + "/train.libsvm", "w") as a:
+    for i in range(120):
+        y = 1 if i % 2 else -1
+        x = [random.gauss(0.8 * y if j < 3 else 0, 1) for j in range(8)]
+        a.write(("+1" if y > 0 else "-1") + " " + " ".join(f"{j+1}:{v:.6f}" for j, v in enumerate(x)) + "\n")
+PY
+
+source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
+
+# compare PENALTY TOL_SINGLE K...: --procs K against --workers K and one machine.
+compare() {
+  local pen=$1 tol=$2
+  shift 2
+  "$merak" svm train --data "$work/train.libsvm" --penalty "$pen" --lambda 0.02 --nonconvex direct \
+    --json >"$work/single.json"
+  for k in "$@"; do
+    "$merak" svm train --data "$work/train.libsvm" --penalty "$pen" --lambda 0.02 --procs "$k" \
+      --model "$work/procs$k.model" --json >"$work/procs$k.json"
+    "$merak" svm train --data "$work/train.libsvm" --penalty "$pen" --lambda 0.02 --workers "$k" \
+      --json >"$work/actors$k.json"
+    "$merak" svm predict --model "$work/procs$k.model" --data "$work/train.libsvm" --json \
+      >"$work/pred$k.json"
+    python3 - "$work" "$k" "$tol" <<'PY'
+import json, sys
+d, k, tol = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+s = json.load(open(f"{d}/single.json"))
+p = json.load(open(f"{d}/procs{k}.json"))
+a = json.load(open(f"{d}/actors{k}.json"))
+q = json.load(open(f"{d}/pred{k}.json"))
+assert p["procs"] == k and p["transport"] == "caf-io" and p["samples"] == 120 and p["features"] == 8, p
+assert p["converged"] and a["converged"], (p, a)
+# The same maths in the same order: same iterations, objective to rounding.
+assert p["iterations"] == a["iterations"], (p, a)
+assert abs(p["objective"] - a["objective"]) <= 1e-9 * abs(a["objective"]), (p, a)
+rel = abs(p["objective"] - s["objective"]) / abs(s["objective"])
+assert rel <= tol, (rel, p, s)
+assert abs(q["accuracy"] - p["accuracy"]) < 1e-12, (q, p)
+print(f"ok: {p['penalty']} procs {k}: objective {p['objective']:.8g} (actors {a['objective']:.8g}, "
+      f"one machine {s['objective']:.8g}, rel {rel:.1e}), {p['iterations']} iterations, {p['time_s']:.2f} s")
+PY
+  done
+}
+
+case "$case_name" in
+  objective_l1) compare l1 1e-3 2 4 ;;
+  objective_mcp) compare mcp 1e-3 2 4 ;;
+  scad) compare scad 0.02 2 ;;
+  bad_token)
+    "$merak" svm train --data "$work/train.libsvm" --procs 2 --listen 127.0.0.1 --token good \
+      --timeout-s 4 >"$work/c.out" 2>"$work/c.err" &
+    cpid=$!
+    pids+=("$cpid")
+    for _ in $(seq 100); do grep -q "waiting for" "$work/c.err" && break; sleep 0.05; done
+    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/c.err" | head -n 1 | cut -d: -f2)
+    [[ -n "$port" ]] || { echo "FAIL: no port in: $(cat "$work/c.err")"; exit 1; }
+    "$merak" svm worker --connect "127.0.0.1:$port" --rank 0 --world 2 --token good \
+      --data "$work/train.libsvm" >/dev/null 2>"$work/w0.err" &
+    pids+=("$!")
+    expect_error "svm worker 1: the consensus side at 127.0.0.1:$port refused it: wrong job token" \
+      svm worker --connect "127.0.0.1:$port" --rank 1 --world 2 --token bad --data "$work/train.libsvm"
+    # A right token for a rank already taken is refused too.
+    expect_error "refused it: rank 0 has already joined" \
+      svm worker --connect "127.0.0.1:$port" --rank 0 --world 2 --token good --data "$work/train.libsvm"
+    set +e
+    wait "$cpid"
+    rc=$?
+    set -e
+    ((rc == 1)) || { echo "FAIL: consensus side exit $rc"; cat "$work/c.err"; exit 1; }
+    grep -q "svm worker 1 did not join the consensus side at 127.0.0.1:$port within 4000 ms (refused: rank 1: wrong job token; rank 0: rank 0 has already joined)" "$work/c.err" ||
+      { echo "FAIL: consensus side's error:"; cat "$work/c.err"; exit 1; }
+    echo "ok: $(tail -n 1 "$work/c.err")"
+    ;;
+  never_joins)
+    start=$(date +%s.%N)
+    expect_error "svm workers 0, 1, 2 did not join the consensus side at 127.0.0.1:[0-9]+ within 1000 ms" \
+      svm train --procs 3 --listen 127.0.0.1 --timeout-s 1
+    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 10, t; print(f'ok: gave up after {t:.1f} s')" "$start"
+    expect_error "svm worker 0: cannot reach the consensus side at 127.0.0.1:1 within 500 ms" \
+      svm worker --connect 127.0.0.1:1 --rank 0 --world 1 --token t --data "$work/train.libsvm" --timeout-s 0.5
+    ;;
+  worker_killed)
+    # A fit that never converges on its own (tolerance 1e-300).
+    "$merak" svm train --data "$work/train.libsvm" --penalty mcp --procs 4 --tol 1e-300 \
+      --max-iter 100000000 --timeout-s 30 >"$work/k.out" 2>"$work/k.err" &
+    cpid=$!
+    pids+=("$cpid")
+    sleep 2
+    victim=""
+    for c in $(pgrep -P "$cpid"); do
+      if tr '\0' '\n' <"/proc/$c/environ" | grep -qx RANK=2; then victim=$c; fi
+    done
+    [[ -n "$victim" ]] || { echo "FAIL: no rank 2 process under $cpid"; cat "$work/k.err"; exit 1; }
+    start=$(date +%s.%N)
+    kill -9 "$victim"
+    set +e
+    wait "$cpid"
+    rc=$?
+    set -e
+    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 10, t; print(f'ok: the fit ended {t:.2f} s after the SIGKILL')" "$start"
+    ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/k.err"; exit 1; }
+    grep -Eq "error: svm worker 2 (failed in '[a-z]+' of iteration [0-9]+: it went down|went down before the fit started)" "$work/k.err" ||
+      { echo "FAIL: the error does not name worker 2:"; cat "$work/k.err"; exit 1; }
+    grep -m1 "svm worker 2" "$work/k.err"
+    sleep 0.5
+    if pgrep -P "$cpid" >/dev/null; then echo "FAIL: worker processes left"; exit 1; fi
+    ;;
+  bad_flags)
+    expect_error "--workers \(actor workers in this process\) and --procs \(worker processes\) exclude each other" \
+      svm train --data "$work/train.libsvm" --procs 2 --workers 2
+    expect_error "--folds is not available with --procs" svm train --data "$work/train.libsvm" --procs 2 --folds 3
+    expect_error "--listen needs --procs K" svm train --listen 127.0.0.1:7000
+    expect_error "--listen '127.0.0.1:x': expected HOST:PORT" svm train --procs 2 --listen 127.0.0.1:x
+    expect_error "--connect '127.0.0.1': expected HOST:PORT" svm worker --connect 127.0.0.1 --data "$work/train.libsvm"
+    MERAK_JOB_TOKEN= expect_error "svm worker 0: no job token \(pass --token or set MERAK_JOB_TOKEN\)" \
+      svm worker --connect 127.0.0.1:9 --rank 0 --world 2 --data "$work/train.libsvm"
+    expect_error "svm worker 1: cannot open data file" svm worker --connect 127.0.0.1:9 --rank 1 --world 2 \
+      --token t --data "$work/none.libsvm"
+    expect_error "svm worker processes ended before all 2 joined .*: rank [01] failed with exit code 1" \
+      svm train --data "$work/none.libsvm" --procs 2
+    ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
