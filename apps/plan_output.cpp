@@ -47,6 +47,7 @@ nlohmann::json plan_json(const partition::plan_request& r, const partition::plan
   j["model"] = r.model.str();
   j["global_batch_size"] = r.global_batch;
   j["evaluated"] = res.evaluated;
+  j["simulated"] = res.simulated;
   j["rejected"] = res.rejected;
   j["runners_up"] = nlohmann::json::array();
   for (auto& p : res.runners_up) j["runners_up"].push_back(plan_json(p));

@@ -17,7 +17,10 @@ trap 'rm -rf "$work"' EXIT
 # dp tp pp micro-batches schedule recompute tp-overlap
 plans=("1 1 1 1 1f1b none 0" "2 1 1 1 1f1b none 0" "1 1 2 8 1f1b none 0" "1 2 1 1 1f1b none 0"
        "1 2 1 1 1f1b none 2" "1 1 2 8 1f1b full 0" "2 1 2 4 1f1b none 0" "1 1 4 8 shifted full 0")
-for p in "${plans[@]}"; do
+# PLANS="0 3 5" runs only those (0-based) entries, to keep each timed run short.
+sel=${PLANS:-$(seq -s' ' 0 $((${#plans[@]} - 1)))}
+for i in $sel; do
+  p=${plans[$i]}
   read -r dp tp pp m sched rc ov <<<"$p"
   devices=$((dp * tp * pp))
   pred=$("$merak" plan --model gpt "${model[@]}" --global-batch-size $batch --devices $devices \
@@ -34,6 +37,7 @@ plan, pred = sys.argv[1], json.loads(sys.argv[2])
 m = [json.loads(l) for l in open(sys.argv[3])][2:]
 measured = statistics.median(x["step_s"] for x in m)
 print(json.dumps({"plan": plan, "predicted_s": round(pred["step_time_s"], 4),
+                  "predicted_parts": {k: round(pred.get(k, 0), 4) for k in ("pipeline_s", "dp_exposed_s", "optimizer_s")},
                   "measured_s": round(measured, 4),
                   "ratio": round(pred["step_time_s"] / measured, 3)}))
 PY

@@ -2,15 +2,19 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "model/adamw.hpp"
 #include "model/executor.hpp"
 
 namespace merak::partition {
@@ -18,6 +22,10 @@ namespace {
 
 bool is_matmul(const model::node_info& n) {
   return n.kind == "linear" || n.kind == "attention";
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 class analytic final : public cost_model {
@@ -37,32 +45,71 @@ class analytic final : public cost_model {
     return t;
   }
   double peak_flops() const override { return d_.peak_flops; }
+  // Reads and writes parameter, gradient and two moments (28 bytes each).
+  double optimizer_s(double params) const override { return params * 28.0 / d_.memory_bw; }
 
  private:
   device_spec d_;
 };
 
+// Profiles by row count, measured on demand (or given).
 class measured final : public cost_model {
  public:
-  measured(cpu_profile p, double slowdown) : p_(std::move(p)), slowdown_(slowdown) {
-    auto it = p_.seconds_per_flop.find("residual");
-    fallback_ = it != p_.seconds_per_flop.end() ? it->second : std::pair{1e-9, 1e-9};
+  measured(model::gpt_config cfg, int threads, int cores, int64_t nominal_rows,
+           std::string cache_file)
+      : cfg_(std::move(cfg)),
+        threads_(threads),
+        cores_(cores),
+        nominal_rows_(nominal_rows),
+        cache_file_(std::move(cache_file)),
+        on_demand_(true) {}
+  measured(std::vector<cpu_profile> given, int max_seq, int cores) : cores_(cores) {
+    MERAK_CHECK(!given.empty(), "no CPU profiles");
+    cfg_.max_seq = max_seq;
+    threads_ = given.front().threads;
+    nominal_rows_ = given.front().rows;
+    for (auto& p : given) profiles_[p.rows] = std::move(p);
   }
   node_time time(const model::node_info& n, int64_t tokens) const override {
-    auto it = p_.seconds_per_flop.find(n.kind);
-    auto rate = it != p_.seconds_per_flop.end() ? it->second : fallback_;
+    const cpu_profile& p = at(tokens);
+    auto it = p.seconds_per_flop.find(n.kind);
+    if (it == p.seconds_per_flop.end()) it = p.seconds_per_flop.find("residual");
+    auto rate = it != p.seconds_per_flop.end() ? it->second : std::pair{1e-9, 1e-9};
     // TP helper nodes have no FLOPs: a copy of the activation.
     double flops =
         n.flops_per_token > 0 ? n.flops_per_token : double(n.activation_bytes_per_token) / 4.0;
     double f = flops * double(tokens);
-    return {f * rate.first * slowdown_, f * rate.second * slowdown_};
+    return {f * rate.first, f * rate.second};
   }
-  double peak_flops() const override { return p_.matmul_flops; }
+  double peak_flops() const override { return at(nominal_rows_ * cfg_.max_seq).matmul_flops; }
+  double optimizer_s(double params) const override {
+    return params * at(nominal_rows_ * cfg_.max_seq).optimizer_s_per_param;
+  }
+  sharing_model sharing(int64_t tokens) const override {
+    return {cores_, threads_, std::max(1.0, at(tokens).contention)};
+  }
 
  private:
-  cpu_profile p_;
-  double slowdown_;
-  std::pair<double, double> fallback_;
+  const cpu_profile& at(int64_t tokens) const {
+    int64_t rows = std::max<int64_t>(1, tokens / std::max(1, cfg_.max_seq));
+    if (auto it = profiles_.find(rows); it != profiles_.end()) return it->second;
+    if (on_demand_) return profiles_[rows] = profile_cpu(cfg_, rows, threads_, cores_, cache_file_);
+    // The nearest profiled shape (in log rows).
+    const cpu_profile* best = nullptr;
+    double d = 0;
+    for (auto& [r, p] : profiles_) {
+      double x = std::abs(std::log(double(r)) - std::log(double(rows)));
+      if (!best || x < d) best = &p, d = x;
+    }
+    return *best;
+  }
+
+  model::gpt_config cfg_;
+  int threads_ = 1, cores_ = 0;
+  int64_t nominal_rows_ = 1;
+  std::string cache_file_;
+  bool on_demand_ = false;
+  mutable std::map<int64_t, cpu_profile> profiles_;
 };
 
 std::string cpu_name() {
@@ -73,44 +120,18 @@ std::string cpu_name() {
   return "unknown cpu";
 }
 
-}  // namespace
+// Per-kind forward and backward seconds of `reps` passes after two warm-up
+// passes, and the passes' wall time.
+struct pass_times {
+  std::map<std::string, model::executor::kind_time> kinds;
+  double wall_s = 0;
+};
 
-std::unique_ptr<cost_model> analytic_costs(const device_spec& d) {
-  if (d.peak_flops <= 0 || d.memory_bw <= 0)
-    fail("device '{}' has no FLOP rate or memory bandwidth for analytic costs", d.name);
-  return std::make_unique<analytic>(d);
-}
-
-std::unique_ptr<cost_model> measured_costs(cpu_profile p, double slowdown) {
-  return std::make_unique<measured>(std::move(p), slowdown);
-}
-
-cpu_profile profile_cpu(const model::gpt_config& cfg, int64_t rows, int threads,
-                        const std::string& cache_file) {
-  const std::string key =
-      fmt::format("{}|{}|rows={}|threads={}", cpu_name(), cfg.str(), rows, threads);
-  nlohmann::json cache = nlohmann::json::object();
-  if (!cache_file.empty() && std::filesystem::exists(cache_file)) {
-    try {
-      std::ifstream in(cache_file);
-      in >> cache;
-    } catch (const std::exception&) {
-      cache = nlohmann::json::object();  // a damaged cache is rebuilt
-    }
-    if (cache.contains(key)) {
-      cpu_profile p;
-      p.threads = threads;
-      p.matmul_flops = cache[key]["matmul_flops"].get<double>();
-      for (auto& [k, v] : cache[key]["seconds_per_flop"].items())
-        p.seconds_per_flop[k] = {v[0].get<double>(), v[1].get<double>()};
-      return p;
-    }
-  }
+pass_times run_passes(const model::gpt_config& cfg, int64_t rows, int threads, int reps) {
   model::graph g = model::build_gpt(cfg);
   model::parameter_store store(1);
   model::executor ex(g, store);
   ex.set_profiling(true);
-  const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   auto inputs = [&] {
     std::vector<model::tensor> in;
@@ -127,26 +148,133 @@ cpu_profile profile_cpu(const model::gpt_config& cfg, int64_t rows, int threads,
     ex.backward(0, {});
   }
   auto before = ex.profile();
-  const int reps = 3;
+  double t0 = now_s();
   for (int i = 0; i < reps; ++i) {
     ex.forward(0, inputs());
     ex.backward(0, {});
   }
-  omp_set_num_threads(saved);
-  std::map<std::string, double> flops;  // forward FLOPs per pass, by kind
-  for (auto& n : g.nodes()) flops[n.kind] += n.flops_per_token * double(rows * cfg.max_seq);
-  cpu_profile p;
-  p.threads = threads;
+  pass_times out;
+  out.wall_s = now_s() - t0;
   for (auto& [kind, t] : ex.profile()) {
     auto b = before.count(kind) ? before.at(kind) : model::executor::kind_time{};
+    out.kinds[kind] = {t.forward_s - b.forward_s, t.backward_s - b.backward_s};
+  }
+  return out;
+}
+
+double total(const pass_times& p) {
+  double s = 0;
+  for (auto& [k, t] : p.kinds) s += t.forward_s + t.backward_s;
+  return s;
+}
+
+// Seconds per parameter of AdamW's step plus zeroing the gradients.
+double optimizer_rate(const model::gpt_config& cfg, int threads) {
+  model::graph g = model::build_gpt(cfg);
+  model::parameter_store store(1);
+  model::executor ex(g, store);  // materialises the parameters
+  omp_set_num_threads(threads);
+  model::adamw opt({}, store.all());
+  double params = 0;
+  for (auto& p : store.all()) params += double(p->value.numel());
+  opt.step(1e-4f);  // warm-up: the moments' pages
+  store.zero_grads();
+  const int reps = 3;
+  double t0 = now_s();
+  for (int i = 0; i < reps; ++i) {
+    opt.step(1e-4f);
+    store.zero_grads();
+  }
+  return (now_s() - t0) / (reps * params);
+}
+
+}  // namespace
+
+std::unique_ptr<cost_model> analytic_costs(const device_spec& d) {
+  if (d.peak_flops <= 0 || d.memory_bw <= 0)
+    fail("device '{}' has no FLOP rate or memory bandwidth for analytic costs", d.name);
+  return std::make_unique<analytic>(d);
+}
+
+std::unique_ptr<cost_model> measured_costs(const model::gpt_config& cfg, int threads, int cores,
+                                           int64_t nominal_rows, std::string cache_file) {
+  return std::make_unique<measured>(cfg, std::max(1, threads), std::max(1, cores),
+                                    std::max<int64_t>(1, nominal_rows), std::move(cache_file));
+}
+
+std::unique_ptr<cost_model> measured_costs(std::vector<cpu_profile> profiles, int max_seq,
+                                           int cores) {
+  return std::make_unique<measured>(std::move(profiles), max_seq, cores);
+}
+
+cpu_profile profile_cpu(const model::gpt_config& full, int64_t rows, int threads, int cores,
+                        const std::string& cache_file) {
+  model::gpt_config cfg = full;
+  cfg.layers = std::min(cfg.layers, 2);
+  threads = std::max(1, threads);
+  cores = std::max(1, cores);
+  const std::string key =
+      fmt::format("{}|{}|rows={}|threads={}|cores={}", cpu_name(), cfg.str(), rows, threads, cores);
+  nlohmann::json cache = nlohmann::json::object();
+  if (!cache_file.empty() && std::filesystem::exists(cache_file)) {
+    try {
+      std::ifstream in(cache_file);
+      in >> cache;
+      if (cache.contains(key)) {
+        auto& e = cache[key];
+        cpu_profile p;
+        p.threads = threads;
+        p.rows = rows;
+        p.matmul_flops = e.at("matmul_flops").get<double>();
+        p.contention = e.at("contention").get<double>();
+        p.optimizer_s_per_param = e.at("optimizer_s_per_param").get<double>();
+        for (auto& [k, v] : e.at("seconds_per_flop").items())
+          p.seconds_per_flop[k] = {v.at(0).get<double>(), v.at(1).get<double>()};
+        return p;
+      }
+    } catch (const std::exception&) {
+      cache = nlohmann::json::object();  // a damaged cache is rebuilt
+    }
+  }
+  const int saved = omp_get_max_threads();
+  const int reps = 3;
+  pass_times alone = run_passes(cfg, rows, threads, reps);
+  // Every core busy: cores / threads copies at once, each on its own thread
+  // (as actors are); copy 0's times against the lone run's.
+  double contention = 1;
+  if (int copies = cores / threads; copies > 1) {
+    std::vector<pass_times> packed(static_cast<size_t>(copies));
+    std::vector<std::thread> th;
+    for (int c = 0; c < copies; ++c)
+      th.emplace_back([&, c] { packed[size_t(c)] = run_passes(cfg, rows, threads, reps); });
+    for (auto& t : th) t.join();
+    double sum = 0;
+    for (auto& p : packed) sum += total(p);
+    contention = std::max(1.0, sum / copies / total(alone));
+  }
+  cpu_profile p;
+  p.threads = threads;
+  p.rows = rows;
+  p.contention = contention;
+  p.optimizer_s_per_param = optimizer_rate(cfg, threads);
+  omp_set_num_threads(saved);
+  // Time outside the nodes' clocks (stash bookkeeping, buffers) is spread
+  // over the kinds in proportion.
+  const double outside = std::max(1.0, alone.wall_s / total(alone));
+  model::graph g = model::build_gpt(cfg);
+  std::map<std::string, double> flops;  // forward FLOPs per pass, by kind
+  for (auto& n : g.nodes()) flops[n.kind] += n.flops_per_token * double(rows * cfg.max_seq);
+  for (auto& [kind, t] : alone.kinds) {
     double f = flops[kind] * reps;
     if (f <= 0) continue;
-    p.seconds_per_flop[kind] = {(t.forward_s - b.forward_s) / f, (t.backward_s - b.backward_s) / f};
+    p.seconds_per_flop[kind] = {t.forward_s * outside / f, t.backward_s * outside / f};
   }
   if (p.seconds_per_flop.count("linear")) p.matmul_flops = 1.0 / p.seconds_per_flop["linear"].first;
   if (!cache_file.empty()) {
     nlohmann::json e;
     e["matmul_flops"] = p.matmul_flops;
+    e["contention"] = p.contention;
+    e["optimizer_s_per_param"] = p.optimizer_s_per_param;
     for (auto& [k, v] : p.seconds_per_flop) e["seconds_per_flop"][k] = {v.first, v.second};
     cache[key] = e;
     std::error_code ec;

@@ -9,14 +9,21 @@
 //   and written); backward costs twice forward for nodes with parameters
 //   (input and weight gradients), once for the rest.
 // - measured (profile_cpu): this machine's seconds per FLOP for each layer
-//   kind, forward and backward, measured by running the model at the plan's
-//   micro-batch shape with the thread count each actor gets; cached per
-//   (CPU, kind, shape, threads) in a JSON file so a plan does not profile
-//   twice.
+//   kind, forward and backward, measured by running the model at the
+//   micro-batch shape the plan implies (each shape profiled when a plan first
+//   asks for it) with the thread count each actor gets; cached per (CPU,
+//   shape, threads, cores) in a JSON file so a plan does not profile twice.
+//   The profile also measures the optimizer step and how much slower an op
+//   runs when every core is busy (memory bandwidth shared).
+//
+// Actor "devices" on one CPU share its cores: sharing() says how many, and
+// the simulator slows ops down while more threads are busy than there are
+// cores (simulator.hpp, core_sharing).
 
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/gpt.hpp"
 #include "model/graph.hpp"
@@ -28,32 +35,59 @@ struct node_time {
   double forward_s = 0, backward_s = 0;
 };
 
+// How devices share hardware (0 cores: each device is its own).
+struct sharing_model {
+  int cores = 0;          // cores the devices share
+  int threads = 1;        // compute threads per device (actor)
+  double contention = 1;  // op time with every core busy / alone, >= 1
+};
+
 class cost_model {
  public:
   virtual ~cost_model() = default;
   virtual node_time time(const model::node_info& n, int64_t tokens) const = 0;
   // Matrix-product FLOP/s one device reaches (the MFU denominator).
   virtual double peak_flops() const = 0;
+  // One device's optimizer step (AdamW, gradient zeroing) over `params`
+  // parameters, alone on its hardware.
+  virtual double optimizer_s(double params) const = 0;
+  // How the devices share hardware at micro-batches of `tokens` tokens.
+  virtual sharing_model sharing(int64_t tokens) const {
+    (void)tokens;
+    return {};
+  }
 };
 
 std::unique_ptr<cost_model> analytic_costs(const device_spec& d);
 
-// Seconds per forward FLOP per layer kind (forward, backward).
+// Seconds per forward FLOP per layer kind (forward, backward), at one shape.
 struct cpu_profile {
   std::map<std::string, std::pair<double, double>> seconds_per_flop;
   int threads = 1;
-  double matmul_flops = 0;  // FLOP/s of the linear layers, forward
+  int64_t rows = 1;                  // sequences per micro-batch
+  double matmul_flops = 0;           // FLOP/s of the linear layers, forward
+  double contention = 1;             // op time with cores / threads copies running at once / alone
+  double optimizer_s_per_param = 0;  // AdamW step + gradient zeroing, per parameter
 };
 
-// Profiles `cfg` at micro-batches of `rows` sequences with `threads` OpenMP
-// threads (2 warm-up and 3 measured forward+backward passes), or reads the
-// result from `cache_file` when it holds this (CPU, shape, threads); writes
-// it there otherwise ("" : no cache).
-cpu_profile profile_cpu(const model::gpt_config& cfg, int64_t rows, int threads,
+// Profiles `cfg` (at most two of its blocks: the rates per FLOP do not
+// depend on depth) at micro-batches of `rows` sequences with `threads`
+// OpenMP threads: 2 warm-up and 3 measured forward+backward passes alone,
+// the same with cores / threads copies at once (contention), and the
+// optimizer step. Reads the result from `cache_file` when it holds this
+// (CPU, shape, threads, cores); writes it there otherwise ("" : no cache).
+cpu_profile profile_cpu(const model::gpt_config& cfg, int64_t rows, int threads, int cores,
                         const std::string& cache_file);
 
-// Costs from a profile; `slowdown` multiplies every time (N actors sharing
-// fewer cores).
-std::unique_ptr<cost_model> measured_costs(cpu_profile p, double slowdown);
+// Costs from profiles of `cfg` taken on demand, one per micro-batch shape
+// (tokens / cfg.max_seq sequences), with `threads` per device on `cores`
+// shared cores; `nominal_rows` is the shape whose matmul rate is the MFU
+// denominator.
+std::unique_ptr<cost_model> measured_costs(const model::gpt_config& cfg, int threads, int cores,
+                                           int64_t nominal_rows, std::string cache_file);
+// Costs from given profiles (tests): each shape uses the profile of the
+// nearest row count.
+std::unique_ptr<cost_model> measured_costs(std::vector<cpu_profile> profiles, int max_seq,
+                                           int cores);
 
 }  // namespace merak::partition

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -32,17 +34,119 @@ double exposed_share(int level) {
   return level == 0 ? 1.0 : level == 1 ? 0.5 : 0.25;
 }
 
+// What candidates with the same tp, pp, micro-batch size and overlap level
+// share: node times, the stage split and the stages' memory (one micro-batch
+// in flight; the schedule sets the count).
+struct layout {
+  std::string rule, detail;  // the split failed: the rule it broke
+  std::vector<int> bounds;
+  std::vector<stage_memory> mem;
+  std::vector<std::vector<double>> seg_fwd;  // forward seconds per segment
+  std::vector<stage_plan> stages;
+  double act_bytes = 0;
+};
+
 // What the search reuses across candidates with the same tp.
 struct tp_context {
   int tp = 1;
   tp_graph tg;
+  std::map<std::tuple<int, int64_t, int>, layout> layouts;  // (pp, rows, overlap)
 };
 
-plan evaluate(const plan_request& r, const cost_model& costs, const model::graph& g,
-              const tp_context& ctx, int dp, int pp, int m, schedule_kind kind, recompute_kind rc,
-              int overlap) {
+const layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
+                         tp_context& ctx, int pp, int64_t rows, int overlap) {
+  auto key = std::make_tuple(pp, rows, overlap);
+  if (auto it = ctx.layouts.find(key); it != ctx.layouts.end()) return it->second;
+  layout& L = ctx.layouts[key];
   const int tp = ctx.tp;
   const auto& tg = ctx.tg;
+  const auto& d = r.device;
+  const int64_t tokens = rows * r.model.max_seq;
+  // Node times of the shard's graph, with the TP sums it waits for.
+  const double act_scale = double(d.activation_bytes) / 4.0;  // the graph counts f32
+  L.act_bytes = double(tokens) * r.model.dim * d.activation_bytes;
+  const double tp_ar =
+      ring_time(L.act_bytes, tp, d.intra_bw, d.intra_latency) * exposed_share(overlap);
+  const auto& nodes = tg.graph.nodes();
+  std::vector<node_time> t(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    t[n] = costs.time(nodes[n], tokens);
+    if (nodes[n].comm == model::tp_comm::reduce) t[n].forward_s += tp_ar;
+    if (nodes[n].comm == model::tp_comm::copy) t[n].backward_s += tp_ar;
+  }
+  // Stage split on the single-device graph by time.
+  const int N0 = int(g.nodes().size());
+  std::vector<double> cost0(N0, 0);
+  for (int n = 0; n < N0; ++n)
+    for (int k = tg.node_map[n]; k < tg.node_map[n + 1]; ++k)
+      cost0[n] += t[k].forward_s + t[k].backward_s;
+  try {
+    L.bounds = balanced_stages(g, pp, cost0);
+  } catch (const error& e) {
+    L.rule = "pp within cut points";
+    L.detail = e.what();
+    return L;
+  }
+  for (int s = 0; s < pp; ++s) {
+    int a = tg.node_map[L.bounds[s]], b = tg.node_map[L.bounds[s + 1]];
+    L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1));
+    for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
+    for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
+    L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
+    stage_plan sp;
+    sp.first = L.bounds[s];
+    sp.last = L.bounds[s + 1];
+    sp.first_layer = g.nodes()[L.bounds[s]].name;
+    sp.last_layer = g.nodes()[L.bounds[s + 1] - 1].name;
+    sp.segments = int(L.mem.back().segment_nodes.size());
+    L.seg_fwd.emplace_back();
+    int n = a;
+    for (int len : L.mem.back().segment_nodes) {
+      double f = 0;
+      for (int k = n; k < n + len; ++k) f += t[k].forward_s;
+      L.seg_fwd.back().push_back(f);
+      n += len;
+    }
+    for (int k = a; k < b; ++k) {
+      sp.forward_s += t[k].forward_s;
+      sp.backward_s += t[k].backward_s;
+    }
+    L.stages.push_back(sp);
+  }
+  return L;
+}
+
+// A candidate that fits every rule, before (or after) its simulation.
+struct candidate {
+  plan out;
+  std::vector<stage_policy> policies;
+  std::vector<double> prefix;  // per stage: forward seconds of its checkpointed segments
+  core_sharing sharing;
+  double act_delay = 0;    // one activation or gradient between stages
+  double lower_bound = 0;  // no simulation can give a shorter step
+  int order = 0;           // enumeration order (ties keep it)
+};
+
+double op_seconds(const candidate& c, int s, const op& o, bool rib) {
+  const auto& sp = c.out.stages[s];
+  switch (o.kind) {
+    case op_kind::F:
+    case op_kind::Fpc:
+    case op_kind::R:
+      return sp.forward_s;
+    case op_kind::B:
+      if (rib) return sp.backward_s + sp.forward_s;
+      if (c.policies[s].pre.count(o.mb)) return sp.backward_s;
+      return sp.backward_s + c.prefix[s];
+  }
+  return 0.0;
+}
+
+// Checks the rules and prices everything but the pipeline (throws rule_error).
+candidate prepare(const plan_request& r, const cost_model& costs, const model::graph& g,
+                  tp_context& ctx, int dp, int pp, int m, schedule_kind kind, recompute_kind rc,
+                  int overlap) {
+  const int tp = ctx.tp;
   const auto& d = r.device;
   if (dp * tp * pp != r.devices)
     throw rule_error{"dp x tp x pp = devices",
@@ -60,34 +164,12 @@ plan evaluate(const plan_request& r, const cost_model& costs, const model::graph
   const int per_node = std::max(1, r.devices / std::max(1, r.nodes));
   const bool tp_intra = tp <= std::min(per_node, d.devices_per_node);
   if (!tp_intra) throw rule_error{"tp within a node", fmt::format("tp {} > {}", tp, per_node)};
-  // Node times of the shard's graph, with the TP sums it waits for.
-  const double act_scale = double(d.activation_bytes) / 4.0;  // the graph counts f32
-  const double act_bytes = double(tokens) * r.model.dim * d.activation_bytes;
-  const double tp_ar =
-      ring_time(act_bytes, tp, d.intra_bw, d.intra_latency) * exposed_share(overlap);
-  const auto& nodes = tg.graph.nodes();
-  std::vector<node_time> t(nodes.size());
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    t[n] = costs.time(nodes[n], tokens);
-    if (nodes[n].comm == model::tp_comm::reduce) t[n].forward_s += tp_ar;
-    if (nodes[n].comm == model::tp_comm::copy) t[n].backward_s += tp_ar;
-  }
-  // Stage split on the single-device graph by time.
-  const int N0 = int(g.nodes().size());
-  std::vector<double> cost0(N0, 0);
-  for (int n = 0; n < N0; ++n)
-    for (int k = tg.node_map[n]; k < tg.node_map[n + 1]; ++k)
-      cost0[n] += t[k].forward_s + t[k].backward_s;
-  std::vector<int> bounds;
-  try {
-    bounds = balanced_stages(g, pp, cost0);
-  } catch (const error& e) {
-    throw rule_error{"pp within cut points", e.what()};
-  }
-  auto policies = make_policies(kind, pp, m, rc == recompute_kind::full);
-  std::vector<stage_memory> mem;
-  std::vector<std::vector<double>> seg_fwd(pp);  // forward seconds per segment
-  plan out;
+  const layout& L = layout_for(r, costs, g, ctx, pp, rows, overlap);
+  if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
+  candidate c;
+  c.policies = make_policies(kind, pp, m, rc == recompute_kind::full);
+  auto mem = L.mem;
+  plan& out = c.out;
   out.dp = dp;
   out.tp = tp;
   out.pp = pp;
@@ -95,32 +177,10 @@ plan evaluate(const plan_request& r, const cost_model& costs, const model::graph
   out.schedule = kind;
   out.recompute = rc;
   out.tp_overlap = overlap;
+  out.stages = L.stages;
   for (int s = 0; s < pp; ++s) {
-    int a = tg.node_map[bounds[s]], b = tg.node_map[bounds[s + 1]];
-    auto& pol = policies[s];
-    int in_flight = pol.limited ? std::max(pol.warm, pol.steady) : m;
-    mem.push_back(describe_stage(tg.graph, s, a, b, tokens, in_flight));
-    for (auto& x : mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
-    for (auto& x : mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
-    mem.back().input_bytes = int64_t(double(mem.back().input_bytes) * act_scale);
-    stage_plan sp;
-    sp.first = bounds[s];
-    sp.last = bounds[s + 1];
-    sp.first_layer = g.nodes()[bounds[s]].name;
-    sp.last_layer = g.nodes()[bounds[s + 1] - 1].name;
-    sp.segments = int(mem.back().segment_nodes.size());
-    int n = a;
-    for (int len : mem.back().segment_nodes) {
-      double f = 0;
-      for (int k = n; k < n + len; ++k) f += t[k].forward_s;
-      seg_fwd[s].push_back(f);
-      n += len;
-    }
-    for (int k = a; k < b; ++k) {
-      sp.forward_s += t[k].forward_s;
-      sp.backward_s += t[k].backward_s;
-    }
-    out.stages.push_back(sp);
+    auto& pol = c.policies[s];
+    mem[s].in_flight = pol.limited ? std::max(pol.warm, pol.steady) : m;
   }
   const int64_t budget = r.memory_budget > 0 ? r.memory_budget : int64_t(d.memory_bytes);
   std::vector<int> k(pp, 0);
@@ -139,49 +199,61 @@ plan evaluate(const plan_request& r, const cost_model& costs, const model::graph
     if (out.stages[s].memory_bytes > budget)
       throw rule_error{"memory budget", fmt::format("stage {} needs {} bytes, more than {}", s,
                                                     out.stages[s].memory_bytes, budget)};
-  }
-  // The step: the pipeline by simulation, then the exposed dp all-reduce
-  // and the optimizer.
-  auto op_cost = [&](int s, const op& o, bool rib) {
-    const auto& sp = out.stages[s];
     double prefix = 0;
-    for (int i = 0; i < k[s]; ++i) prefix += seg_fwd[s][i];
-    switch (o.kind) {
-      case op_kind::F:
-      case op_kind::Fpc:
-        return sp.forward_s;
-      case op_kind::R:
-        return sp.forward_s;
-      case op_kind::B:
-        if (rib) return sp.backward_s + sp.forward_s;
-        if (policies[s].pre.count(o.mb)) return sp.backward_s;
-        return sp.backward_s + prefix;
-    }
-    return 0.0;
-  };
+    for (int i = 0; i < k[s]; ++i) prefix += L.seg_fwd[s][i];
+    c.prefix.push_back(prefix);
+  }
+  // Devices sharing cores (actor devices on this CPU): every busy stage
+  // keeps dp x tp actors busy.
+  const sharing_model sh = costs.sharing(tokens);
+  if (sh.cores > 0)
+    c.sharing = core_sharing{sh.cores, sh.threads, sh.threads * dp * tp, sh.contention};
   const bool pp_intra = tp * pp <= std::min(per_node, d.devices_per_node);
-  auto delay = [&](int, int, int) {
-    return pp_intra ? act_bytes / d.intra_bw + d.intra_latency
-                    : act_bytes / d.inter_bw + d.inter_latency;
-  };
-  auto trace = simulate_pipeline(policies, op_cost, delay);
-  MERAK_CHECK(!trace.deadlocked, "the simulated schedule deadlocked (pp {}, m {})", pp, m);
-  out.pipeline_s = trace.makespan;
+  c.act_delay = pp_intra ? L.act_bytes / d.intra_bw + d.intra_latency
+                         : L.act_bytes / d.inter_bw + d.inter_latency;
+  // The exposed dp all-reduce and the optimizer, after the pipeline.
   const bool dp_intra = r.devices <= std::min(per_node, d.devices_per_node);
+  std::vector<double> opt_work;
   for (int s = 0; s < pp; ++s) {
     double params = double(mem[s].weights_bytes) / 16.0;
     double ar = ring_time(params * 4.0, dp, dp_intra ? d.intra_bw : d.inter_bw,
                           dp_intra ? d.intra_latency : d.inter_latency);
     // Buckets leave during the last micro-batch's backward.
     out.dp_exposed_s = std::max(out.dp_exposed_s, std::max(0.0, ar - out.stages[s].backward_s));
-    out.optimizer_s = std::max(out.optimizer_s, params * 28.0 / d.memory_bw);
+    for (int i = 0; i < dp * tp; ++i) opt_work.push_back(costs.optimizer_s(params));
   }
+  out.optimizer_s = sh.cores > 0 ? shared_makespan(opt_work, sh.threads, sh.cores, sh.contention)
+                                 : *std::max_element(opt_work.begin(), opt_work.end());
+  // A stage runs one op at a time, never faster than alone: its ops' total
+  // bounds the pipeline from below.
+  double busiest = 0;
+  for (int s = 0; s < pp; ++s) {
+    const bool rib = c.policies[s].recompute_in_backward;
+    double sum = 0;
+    for (int mb = 0; mb < m; ++mb) {
+      sum += op_seconds(c, s, {op_kind::F, mb}, rib) + op_seconds(c, s, {op_kind::B, mb}, rib);
+      if (c.policies[s].pre.count(mb)) sum += op_seconds(c, s, {op_kind::R, mb}, rib);
+    }
+    busiest = std::max(busiest, sum);
+  }
+  c.lower_bound = busiest + out.dp_exposed_s + out.optimizer_s;
+  return c;
+}
+
+// The pipeline by simulation, and the step's totals.
+void finish(const plan_request& r, const cost_model& costs, const model::graph& g, candidate& c) {
+  plan& out = c.out;
+  auto cost = [&](int s, const op& o, bool rib) { return op_seconds(c, s, o, rib); };
+  auto delay = [&](int, int, int) { return c.act_delay; };
+  auto trace = simulate_pipeline(c.policies, cost, delay, c.sharing);
+  MERAK_CHECK(!trace.deadlocked, "the simulated schedule deadlocked (pp {}, m {})", out.pp,
+              out.micro_batches);
+  out.pipeline_s = trace.makespan;
   out.step_time_s = out.pipeline_s + out.dp_exposed_s + out.optimizer_s;
   const double tokens_step = double(r.global_batch) * r.model.max_seq;
   out.tokens_per_s = tokens_step / out.step_time_s;
   out.mfu =
       3.0 * g.flops_per_token() * tokens_step / (out.step_time_s * r.devices * costs.peak_flops());
-  return out;
 }
 
 std::vector<int> divisors(int n) {
@@ -194,7 +266,7 @@ std::vector<int> divisors(int n) {
 tp_context make_context(const model::graph& g, int tp) {
   if (auto e = tp_divisibility_error(g, tp); !e.empty())
     throw rule_error{"tp divides heads and features", e};
-  return {tp, rewrite_for_tp(g, tp, 0)};
+  return {tp, rewrite_for_tp(g, tp, 0), {}};
 }
 
 }  // namespace
@@ -230,17 +302,20 @@ std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
                                       const std::string& cache_file) {
   if (!r.device.profiled) return analytic_costs(r.device);
   cores = std::max(1, cores);
+  // As the runtime assigns them: cores / actors threads per actor, at least one.
   int threads = std::max(1, cores / std::max(1, r.devices));
   int64_t rows = std::max<int64_t>(1, r.global_batch / std::max(1, r.devices));
-  double slowdown = std::max(1.0, double(r.devices) / cores);
-  return measured_costs(profile_cpu(r.model, rows, threads, cache_file), slowdown);
+  return measured_costs(r.model, threads, cores, rows, cache_file);
 }
 
 plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int tp, int pp, int m,
                    schedule_kind kind, recompute_kind rc, int tp_overlap) {
   model::graph g = model::build_gpt(r.model);
   try {
-    return evaluate(r, costs, g, make_context(g, tp), dp, pp, m, kind, rc, tp_overlap);
+    tp_context ctx = make_context(g, tp);
+    candidate c = prepare(r, costs, g, ctx, dp, pp, m, kind, rc, tp_overlap);
+    finish(r, costs, g, c);
+    return c.out;
   } catch (const rule_error& e) {
     fail("plan dp={} tp={} pp={} m={} breaks the rule \"{}\": {}", dp, tp, pp, m, e.rule, e.detail);
   }
@@ -251,7 +326,7 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
   if (r.global_batch < 1) fail("--global-batch-size must be at least 1 (got {})", r.global_batch);
   model::graph g = model::build_gpt(r.model);
   plan_result res;
-  std::vector<plan> all;
+  std::vector<candidate> cands;
   for (int tp : divisors(r.devices)) {
     if (r.tp && tp != r.tp) continue;
     tp_context ctx;
@@ -291,8 +366,8 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
               if (tp == 1 && ov > 0) continue;
               if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
               try {
-                all.push_back(evaluate(r, costs, g, ctx, dp, pp, m, kind, rc, ov));
-                ++res.evaluated;
+                cands.push_back(prepare(r, costs, g, ctx, dp, pp, m, kind, rc, ov));
+                cands.back().order = res.evaluated++;
               } catch (const rule_error& e) {
                 ++res.rejected[e.rule];
               }
@@ -302,13 +377,39 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
       }
     }
   }
-  if (all.empty()) {
+  if (cands.empty()) {
     std::string why;
     for (auto& [rule, n] : res.rejected)
       why += fmt::format("{}\"{}\" ({}x)", why.empty() ? "" : ", ", rule, n);
     fail("no plan for {} devices fits; rules that rejected candidates: {}", r.devices,
          why.empty() ? "none (no candidate)" : why);
   }
+  // Simulate in the order of the lower bounds; once a bound is beyond the
+  // kept-th fastest step so far (with the tie margin of the sort below),
+  // no later candidate can be the plan or a runner-up.
+  std::vector<int> by_bound(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) by_bound[i] = int(i);
+  std::stable_sort(by_bound.begin(), by_bound.end(),
+                   [&](int a, int b) { return cands[a].lower_bound < cands[b].lower_bound; });
+  // Runners-up are 5 layouts besides the best; one layout has at most 3
+  // recomputations x 3 overlap levels.
+  const size_t kept = 6 * 9;
+  std::vector<double> fastest;  // the kept fastest step times, ascending
+  std::vector<char> simulated(cands.size(), 0);
+  for (int i : by_bound) {
+    if (!r.exhaustive && fastest.size() >= kept &&
+        cands[i].lower_bound > fastest.back() * (1 + 2e-3))
+      break;
+    finish(r, costs, g, cands[i]);
+    simulated[i] = 1;
+    ++res.simulated;
+    double t = cands[i].out.step_time_s;
+    fastest.insert(std::upper_bound(fastest.begin(), fastest.end(), t), t);
+    if (fastest.size() > kept) fastest.pop_back();
+  }
+  std::vector<plan> all;
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (simulated[i]) all.push_back(std::move(cands[i].out));
   // Fastest first; among equals (within 0.1%), the simpler plan: fewer
   // micro-batches, less recomputation, less overlap machinery.
   std::stable_sort(all.begin(), all.end(), [](const plan& a, const plan& b) {

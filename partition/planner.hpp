@@ -10,7 +10,11 @@
 // recomputation + TP communication) over the graph's cut points, by dynamic
 // programming. Each candidate is scored by the event simulator running the
 // same schedule policies as the actor runtime, plus the exposed
-// data-parallel all-reduce and the optimizer step.
+// data-parallel all-reduce and the optimizer step. Candidates sharing tp,
+// pp, micro-batch size and overlap share one stage split; candidates are
+// simulated in the order of a lower bound on their step (the busiest
+// stage's ops, never faster than alone) and those whose bound cannot reach
+// the best plan or a runner-up are not simulated.
 //
 // Rules, reported by name when they reject candidates: "tp divides heads
 // and features", "tp within a node", "dp x tp x pp = devices",
@@ -46,6 +50,9 @@ struct plan_request {
   std::vector<schedule_kind> schedules;  // empty: all
   std::vector<recompute_kind> recomputes;
   int tp_overlap = -1;  // -1: all levels
+  // Simulate every candidate (the search otherwise skips those whose lower
+  // bound cannot make the best plan or a runner-up; the choice is the same).
+  bool exhaustive = false;
 };
 
 struct stage_plan {
@@ -73,17 +80,18 @@ struct plan_result {
   plan best;
   std::vector<plan> runners_up;         // next best, fastest first
   std::map<std::string, int> rejected;  // rule -> candidates it rejected
-  int evaluated = 0;
+  int evaluated = 0;                    // candidates that fit every rule
+  int simulated = 0;  // of them, scored by the simulator (the rest were bounded out)
 };
 
 // Searches the plans; throws merak::error naming the rules when none fits.
 plan_result search_plans(const plan_request& r, const cost_model& costs);
 
 // The cost model a request plans with: analytic for a device model; for
-// "cpu", a measured profile of this machine (micro-batches of
-// max(1, global batch / devices) sequences, cores / devices threads per
-// actor, slower by devices / cores when actors outnumber cores), cached in
-// `cache_file`.
+// "cpu", profiles of this machine measured at each micro-batch shape a
+// candidate asks for, with cores / devices threads per actor (at least one,
+// as the runtime assigns them), cached in `cache_file`; the simulator shares
+// the cores between the actors that are busy at each moment.
 std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
                                       const std::string& cache_file);
 

@@ -1,6 +1,7 @@
 #include "partition/simulator.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <queue>
 
 #include "core/error.hpp"
@@ -54,8 +55,111 @@ std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m, bool f
   return v;
 }
 
+double core_sharing::speed(int busy_threads) const {
+  if (cores <= 0 || busy_threads <= 0) return 1.0;
+  double share =
+      cores > threads_per_actor
+          ? std::clamp(double(busy_threads - threads_per_actor) / double(cores - threads_per_actor),
+                       0.0, 1.0)
+          : 0.0;
+  return 1.0 / (std::max(1.0, double(busy_threads) / cores) *
+                (1.0 + (std::max(1.0, contention) - 1.0) * share));
+}
+
+double shared_makespan(std::vector<double> work, int threads, int cores, double contention) {
+  if (work.empty()) return 0;
+  if (cores <= 0) return *std::max_element(work.begin(), work.end());
+  core_sharing cs{cores, threads, threads, contention};
+  // Processor sharing: the shortest job ends first, all run at one speed.
+  std::sort(work.begin(), work.end());
+  double now = 0, done = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    int busy = int(work.size() - i) * threads;
+    now += (work[i] - done) / cs.speed(busy);
+    done = work[i];
+  }
+  return now;
+}
+
+namespace {
+
+// The simulation with shared cores: each busy stage has work left (in
+// alone-on-the-machine seconds) that drains at the speed the number of busy
+// threads allows; arrivals and completions are events.
+pipeline_trace simulate_shared(const std::vector<stage_policy>& policies, const op_cost_fn& cost,
+                               const link_delay_fn& delay, const core_sharing& sh) {
+  const int p = int(policies.size());
+  std::vector<stage_scheduler> sched;
+  for (auto& pol : policies) sched.emplace_back(pol);
+  std::vector<bool> busy(p, false);
+  std::vector<double> left(p, 0);
+  std::vector<op> running(p, op{op_kind::F, 0});
+  std::priority_queue<event, std::vector<event>, std::greater<>> q;  // arrivals only
+  int64_t seq = 0;
+  pipeline_trace tr;
+  tr.stages.resize(p);
+  double now = 0;
+  for (int mb = 0; mb < policies.front().micro_batches; ++mb) sched[0].activation_arrived(mb);
+  auto dispatch = [&] {
+    for (int s = 0; s < p; ++s) {
+      if (busy[s]) continue;
+      auto o = sched[s].next();
+      if (!o) continue;
+      busy[s] = true;
+      running[s] = *o;
+      left[s] = cost(s, *o, sched[s].policy().recompute_in_backward);
+      tr.stages[s].push_back({*o, now, now});
+    }
+  };
+  dispatch();
+  for (;;) {
+    int nbusy = 0;
+    for (int s = 0; s < p; ++s) nbusy += busy[s] ? 1 : 0;
+    if (nbusy == 0 && q.empty()) break;
+    const double v = sh.speed(nbusy * sh.threads_per_stage);
+    double next = std::numeric_limits<double>::infinity();
+    for (int s = 0; s < p; ++s)
+      if (busy[s]) next = std::min(next, now + left[s] / v);
+    if (!q.empty()) next = std::min(next, q.top().time);
+    for (int s = 0; s < p; ++s)
+      if (busy[s]) left[s] -= (next - now) * v;
+    now = next;
+    // Completions of this instant (up to rounding), then arrivals.
+    for (int s = 0; s < p; ++s) {
+      if (!busy[s] || left[s] > 1e-12 * std::max(1.0, now)) continue;
+      busy[s] = false;
+      const op o = running[s];
+      tr.stages[s].back().end = now;
+      sched[s].completed(o);
+      bool fwd = o.kind == op_kind::F || o.kind == op_kind::Fpc;
+      if (fwd && s + 1 < p)
+        q.push({now + delay(s, s + 1, o.mb), seq++, event::activation, s + 1, o});
+      if (o.kind == op_kind::B && s > 0)
+        q.push({now + delay(s, s - 1, o.mb), seq++, event::gradient, s - 1, o});
+      tr.makespan = std::max(tr.makespan, now);
+    }
+    while (!q.empty() && q.top().time <= now) {
+      event e = q.top();
+      q.pop();
+      if (e.kind == event::activation)
+        sched[e.stage].activation_arrived(e.what.mb);
+      else
+        sched[e.stage].gradient_arrived(e.what.mb);
+    }
+    dispatch();
+  }
+  for (int s = 0; s < p; ++s) {
+    tr.max_in_flight.push_back(sched[s].max_in_flight_seen());
+    if (!sched[s].done()) tr.deadlocked = true;
+  }
+  return tr;
+}
+
+}  // namespace
+
 pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, const op_cost_fn& cost,
-                                 const link_delay_fn& delay) {
+                                 const link_delay_fn& delay, const core_sharing& sharing) {
+  if (sharing.cores > 0) return simulate_shared(policies, cost, delay, sharing);
   const int p = int(policies.size());
   std::vector<stage_scheduler> sched;
   for (auto& pol : policies) sched.emplace_back(pol);

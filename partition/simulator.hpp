@@ -35,8 +35,28 @@ using op_cost_fn = std::function<double(int s, const op& o, bool recompute_in_ba
 // Delay of a message from stage `from` to stage `to` about micro-batch mb.
 using link_delay_fn = std::function<double(int from, int to, int mb)>;
 
+// Stages whose devices share `cores` cores (actor devices on one CPU).
+// While b threads are busy, each op runs at speed
+//   1 / (max(1, b / cores) x (1 + (contention - 1) x share)),
+// share = how far b is from one actor alone (0) to every core busy (1):
+// time-slicing once threads outnumber cores, memory bandwidth before.
+// cores == 0: no sharing, every op takes its cost.
+struct core_sharing {
+  int cores = 0;
+  int threads_per_actor = 1;
+  int threads_per_stage = 1;  // threads one busy stage occupies (all its dp x tp copies)
+  double contention = 1;
+  // Speed of every busy op while `busy_threads` threads compute.
+  double speed(int busy_threads) const;
+};
+
 pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, const op_cost_fn& cost,
-                                 const link_delay_fn& delay);
+                                 const link_delay_fn& delay, const core_sharing& sharing = {});
+
+// Time to run jobs of `work` seconds each (alone-on-the-machine times), all
+// started together on threads of `threads` each sharing `cores` cores as
+// core_sharing describes (cores == 0: the longest job).
+double shared_makespan(std::vector<double> work, int threads, int cores, double contention);
 
 // Uniform costs: F = Fpc = t_f, B = t_b (+ t_r when recomputing inside it),
 // R = t_r, free links.

@@ -15,13 +15,19 @@ std::vector<int> cut_points(const model::graph& g) {
   std::vector<int> last_use(values.size(), -1);
   for (int i = 0; i < n; ++i)
     for (int v : nodes[i].inputs) last_use[v] = std::max(last_use[v], i);
+  // A value produced by node p and last read by node u crosses every cut c
+  // with p < c <= u: count them with a difference array, O(nodes + values).
+  std::vector<int> delta(n + 2, 0);
+  for (size_t v = 0; v < values.size(); ++v) {
+    int p = values[v].producer;
+    if (p < 0 || last_use[v] <= p) continue;
+    ++delta[p + 1];
+    --delta[last_use[v] + 1];
+  }
   std::vector<int> cuts;
+  int crossing = 0;
   for (int c = 1; c < n; ++c) {
-    int crossing = 0;
-    for (size_t v = 0; v < values.size(); ++v) {
-      int p = values[v].producer;
-      if (p >= 0 && p < c && last_use[v] >= c) ++crossing;
-    }
+    crossing += delta[c];
     if (crossing == 1) cuts.push_back(c);
   }
   return cuts;
@@ -33,7 +39,8 @@ std::vector<int> balanced_stages(const model::graph& g, int pp) {
   return balanced_stages(g, pp, flops);
 }
 
-std::vector<int> balanced_stages(const model::graph& g, int pp, const std::vector<double>& node_cost) {
+std::vector<int> balanced_stages(const model::graph& g, int pp,
+                                 const std::vector<double>& node_cost) {
   const int n = int(g.nodes().size());
   MERAK_CHECK(int(node_cost.size()) == n, "{} node costs for {} nodes", node_cost.size(), n);
   if (pp < 1) fail("--pp must be at least 1 (got {})", pp);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "partition/planner.hpp"
+#include "partition/simulator.hpp"
 
 using namespace merak;
 using namespace merak::partition;
@@ -104,5 +105,115 @@ TEST_CASE("device files add devices and bad ones are refused by field", "[planne
   CHECK_THROWS_WITH(find_device("x", bad),
                     Catch::Contains("bad.json") && Catch::Contains("peak_tflops"));
   CHECK_THROWS_WITH(find_device("tpu-v9"), Catch::Contains("a100-40gb"));
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A profile of made-up rates (seconds per FLOP), as profile_cpu would give.
+cpu_profile fake_profile(int64_t rows, double scale) {
+  cpu_profile p;
+  p.rows = rows;
+  p.threads = 1;
+  p.contention = 1.2;
+  p.optimizer_s_per_param = 2e-9;
+  for (const char* k :
+       {"embedding", "layernorm", "attention", "linear", "gelu", "residual", "cross_entropy"})
+    p.seconds_per_flop[k] = {scale * 1e-11, scale * 2e-11};
+  p.seconds_per_flop["gelu"] = {scale * 3e-10, scale * 3e-10};
+  p.matmul_flops = 1.0 / (scale * 1e-11);
+  return p;
+}
+
+void same_choice(const plan_request& r, const cost_model& costs) {
+  plan_request ex = r;
+  ex.exhaustive = true;
+  auto fast = search_plans(r, costs), all = search_plans(ex, costs);
+  INFO("devices " << r.devices << ": pruned " << fast.best.str() << " exhaustive "
+                  << all.best.str());
+  CHECK(all.simulated == all.evaluated);
+  CHECK(fast.evaluated == all.evaluated);
+  CHECK(fast.best.str() == all.best.str());
+  CHECK(fast.best.step_time_s == all.best.step_time_s);
+  REQUIRE(fast.runners_up.size() == all.runners_up.size());
+  for (size_t i = 0; i < all.runners_up.size(); ++i)
+    CHECK(fast.runners_up[i].str() == all.runners_up[i].str());
+}
+
+}  // namespace
+
+TEST_CASE("the pruned search picks the plan and runners-up of the exhaustive one", "[planner]") {
+  for (int devices : {4, 8, 16}) {
+    auto r = gpu_request(12, 768, 12, devices);
+    r.global_batch = 32;
+    same_choice(r, *analytic_costs(r.device));
+  }
+  {  // a tight budget: recomputation and more model parallelism matter
+    auto r = gpu_request(24, 2048, 16, 8);
+    r.memory_budget = int64_t(12e9);
+    same_choice(r, *analytic_costs(r.device));
+  }
+  // Actor devices sharing two cores, costs from profiles of two shapes.
+  for (int devices : {2, 3, 4, 6}) {
+    plan_request r;
+    r.model = {.vocab = 256, .max_seq = 64, .layers = 6, .dim = 96, .heads = 6};
+    r.global_batch = 12;
+    r.devices = devices;
+    r.device = find_device("cpu");
+    r.max_micro_batches = 12;
+    auto costs = measured_costs({fake_profile(1, 1.5), fake_profile(4, 1.0)}, 64, 2);
+    same_choice(r, *costs);
+    // and the bound prunes something once there are enough candidates
+    if (devices == 6) CHECK(search_plans(r, *costs).simulated < search_plans(r, *costs).evaluated);
+  }
+}
+
+TEST_CASE("devices sharing cores: processor sharing in the simulator", "[planner]") {
+  // Jobs on shared cores: the shortest ends first.
+  CHECK(shared_makespan({1, 3}, 1, 1, 1.0) == Approx(4.0));
+  CHECK(shared_makespan({1, 1, 1, 1}, 1, 2, 1.0) == Approx(2.0));
+  CHECK(shared_makespan({1, 1}, 1, 2, 1.5) == Approx(1.5));  // both cores busy: contention
+  CHECK(shared_makespan({1, 1}, 1, 0, 1.5) == Approx(1.0));  // no sharing
+  core_sharing cs{2, 1, 1, 1.5};
+  CHECK(cs.speed(1) == Approx(1.0));
+  CHECK(cs.speed(2) == Approx(1 / 1.5));
+  CHECK(cs.speed(4) == Approx(0.5 / 1.5));
+  // One core under a 1F1B pipeline: never idle while any stage works, so the
+  // step is the total work; with no sharing the stages overlap.
+  auto pol = make_policies(schedule_kind::one_f_one_b, 4, 8);
+  auto no_delay = [](int, int, int) { return 0.0; };
+  auto one_core = simulate_pipeline(pol, uniform_costs(1, 2, 1), no_delay, {1, 1, 1, 1.0});
+  auto own = simulate_pipeline(pol, uniform_costs(1, 2, 1), no_delay);
+  CHECK_FALSE(one_core.deadlocked);
+  CHECK(one_core.makespan == Approx(4 * 8 * 3.0));
+  CHECK(own.makespan < one_core.makespan);
+  // Same policy, same emergent order of each stage as with dedicated cores
+  // only when nothing overlaps; the ops still all run.
+  for (int s = 0; s < 4; ++s) CHECK(one_core.stages[s].size() == own.stages[s].size());
+  // Enough cores: sharing changes nothing.
+  auto many = simulate_pipeline(pol, uniform_costs(1, 2, 1), no_delay, {64, 1, 1, 1.0});
+  CHECK(many.makespan == Approx(own.makespan));
+}
+
+TEST_CASE("a CPU profile is measured once and read back from its cache", "[planner]") {
+  auto dir = std::filesystem::temp_directory_path() / ("merak_prof_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto file = (dir / "profile.json").string();
+  model::gpt_config cfg{.vocab = 64, .max_seq = 16, .layers = 3, .dim = 32, .heads = 2};
+  auto a = profile_cpu(cfg, 2, 1, 2, file);
+  CHECK(std::filesystem::exists(file));
+  CHECK(a.rows == 2);
+  CHECK(a.contention >= 1.0);
+  CHECK(a.optimizer_s_per_param > 0);
+  CHECK(a.matmul_flops > 0);
+  REQUIRE(a.seconds_per_flop.count("linear") == 1);
+  auto b = profile_cpu(cfg, 2, 1, 2, file);  // from the cache: the same numbers
+  CHECK(b.seconds_per_flop == a.seconds_per_flop);
+  CHECK(b.contention == a.contention);
+  CHECK(b.optimizer_s_per_param == a.optimizer_s_per_param);
+  // A damaged cache is measured again, not an error.
+  std::ofstream(file, std::ios::trunc) << "{not json";
+  auto c = profile_cpu(cfg, 2, 1, 2, file);
+  CHECK(c.seconds_per_flop.count("linear") == 1);
   std::filesystem::remove_all(dir);
 }
