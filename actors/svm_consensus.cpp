@@ -1,9 +1,11 @@
 // Consensus ADMM driven over CAF actors. The consensus side lives in the
-// caller's scoped actor; each iteration is two or three phases, each sent to
-// every worker and gathered from every worker (actors/svm_phase.hpp):
+// caller's scoped actor; each iteration is one phase (two when rho changes),
+// sent to every worker and gathered from every worker (actors/svm_phase.hpp):
 //
-//   local (zeta) --> theta_k + U1_k --> combine --> dual (zeta) --> residuals
-//        --> finish: stop? rescale rho? --> [rho (factor) --> ok]
+//   [iteration 1: local (zeta) --> theta_k + U1_k]
+//   combine --> dual (zeta) --> residuals, next theta_k + U1_k (local step
+//        run by the worker right after its dual step, against the same zeta)
+//        --> finish: stop? rescale rho? --> [rho (factor) --> theta_k + U1_k redone]
 #include "actors/svm_consensus.hpp"
 
 #include <caf/all.hpp>
@@ -24,39 +26,42 @@ void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
                      const std::vector<caf::actor>& ws, int64_t p, svm::consensus_reducer& red,
                      const svm_actor_options& o, svm::consensus_result& res) {
   std::vector<Eigen::VectorXd> sent(ws.size());
+  auto take = [&](int k, svm_vector& v, int it) {
+    if (int64_t(v.v.size()) != p + 1)
+      fail("svm worker {} sent {} numbers in iteration {}, expected {}", k, v.v.size(), it, p + 1);
+    sent[size_t(k)] = to_eigen(v);
+  };
   for (;;) {
     const int it = red.iteration() + 1;
     if (o.kill_worker >= 0 && o.kill_worker < int(ws.size()) && it == o.kill_at)
       self->send_exit(ws[size_t(o.kill_worker)], caf::exit_reason::kill);
-    svm_phase<svm_local_atom, svm_vector>(
-        sys, self, ws, o.timeout, "local", it,
-        [&](int k, svm_vector& v) {
-          if (int64_t(v.v.size()) != p + 1)
-            fail("svm worker {} sent {} numbers in iteration {}, expected {}", k, v.v.size(), it,
-                 p + 1);
-          sent[size_t(k)] = to_eigen(v);
-        },
-        svm_local_atom::value, to_vector(red.zeta()));
+    // Later iterations' local steps come with the previous dual step.
+    if (it == 1)
+      svm_phase<svm_local_atom, svm_vector>(
+          sys, self, ws, o.timeout, "local", it, [&](int k, svm_vector& v) { take(k, v, it); },
+          svm_local_atom::value, to_vector(red.zeta()));
     const svm_vector zeta = to_vector(red.combine(sent));
     svm::worker_residuals sum;
-    svm_phase<svm_dual_atom, svm_vector>(
+    svm_phase<svm_dual_atom, svm_vector, svm_vector>(
         sys, self, ws, o.timeout, "dual", it,
-        [&](int k, svm_vector& v) {
+        [&](int k, svm_vector& v, svm_vector& next) {
           svm::worker_residuals r;
           if (!unpack(v, r))
             fail("svm worker {} sent {} residuals in iteration {}, expected 6", k, v.v.size(), it);
           sum.add(r);
+          take(k, next, it + 1);
         },
         svm_dual_atom::value, zeta);
     const svm::consensus_decision dec = red.finish(sum);
     res.primal_residual = dec.primal, res.dual_residual = dec.dual;
-    if (dec.rho_factor != 1)
-      svm_phase<svm_rho_atom>(
-          sys, self, ws, o.timeout, "rho", it, [](int) {}, svm_rho_atom::value, dec.rho_factor);
     if (dec.stop) {
       res.converged = dec.converged;
       break;
     }
+    if (dec.rho_factor != 1)
+      svm_phase<svm_rho_atom, svm_vector>(
+          sys, self, ws, o.timeout, "rho", it, [&](int k, svm_vector& v) { take(k, v, it + 1); },
+          svm_rho_atom::value, dec.rho_factor);
   }
   res.iterations = red.iteration();
 }

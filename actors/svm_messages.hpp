@@ -10,9 +10,11 @@
 // can gather them with plain sends and still watch each worker's `down`.
 //
 //   consensus -> worker k                        worker k -> consensus
-//   (svm_local, zeta)                            (svm_local, k, theta_k + U1_k)
-//   (svm_dual, zeta)                             (svm_dual, k, residuals: 6 numbers)
-//   (svm_rho, factor)                            (svm_rho, k): rhos scaled, duals rescaled
+//   (svm_local, zeta)   first iteration          (svm_local, k, theta_k + U1_k)
+//   (svm_dual, zeta)                             (svm_dual, k, residuals: 6 numbers,
+//                                                  next theta_k + U1_k against zeta)
+//   (svm_rho, factor)                            (svm_rho, k, theta_k + U1_k redone with
+//                                                  the rhos scaled, duals rescaled)
 //   worker processes only, before and after the iterations:
 //   (svm_stats)                                  (svm_stats, k, rows, cols, [sum; sq_sum])
 //   (svm_setup, scale, n, p, rho1, rho2,         (svm_setup, k): shard scaled, factored

@@ -15,6 +15,7 @@ struct svm_worker_state {
   int rank = 0;
   svm::dataset shard;  // worker processes: the rows as read, until svm_setup
   std::unique_ptr<svm::consensus_worker> w;
+  Eigen::VectorXd zeta;  // of the last dual step (a rho change reruns the local step with it)
   std::chrono::steady_clock::time_point last_message = std::chrono::steady_clock::now();
 };
 
@@ -52,15 +53,23 @@ caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worke
                                    to_vector(s->w->local_step(to_eigen(zeta))));
         });
       },
+      // The dual step, then at once the next iteration's local step against
+      // the same zeta: one round trip per iteration instead of two.
       [s, k](svm_dual_atom, const svm_vector& zeta) {
         return guarded(*s, "dual", true, [&] {
-          return caf::make_message(svm_dual_atom::value, k, pack(s->w->dual_step(to_eigen(zeta))));
+          s->zeta = to_eigen(zeta);
+          const svm_vector res = pack(s->w->dual_step(s->zeta));
+          return caf::make_message(svm_dual_atom::value, k, res,
+                                   to_vector(s->w->local_step(s->zeta)));
         });
       },
+      // A rho change between iterations: the local step sent with the dual
+      // step is void; rescale and redo it.
       [s, k](svm_rho_atom, double factor) {
         return guarded(*s, "rho", true, [&] {
+          s->w->retract_local_step();
           s->w->scale_rho(factor);
-          return caf::make_message(svm_rho_atom::value, k);
+          return caf::make_message(svm_rho_atom::value, k, to_vector(s->w->local_step(s->zeta)));
         });
       },
       [s, k](svm_stats_atom) {

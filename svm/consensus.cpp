@@ -39,6 +39,7 @@ const Eigen::VectorXd& consensus_worker::local_step(const Eigen::VectorXd& zeta)
   // M = [X 1], a = zeta - U1, t = Y (1 - r - U2); keep M theta for m_k.
   tmp_ = y.array() * (1.0 - r_.array() - u2_.array());
   q_ = zeta - u1_;
+  theta_start_ = theta_;
   solver_->solve_split(q_, tmp_, theta_, mtheta_);
   send_ = theta_ + u1_;
   return send_;

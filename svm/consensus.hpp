@@ -61,6 +61,11 @@ class consensus_worker {
   worker_residuals dual_step(const Eigen::VectorXd& zeta);
   // Multiplies both rhos by f (the scaled duals are divided by it).
   void scale_rho(double f);
+  // Undoes the last local_step's effect on later ones (the CG w-step starts
+  // from the last theta): for a caller that ran local_step ahead of a
+  // scale_rho and must run it again after (actors/svm_worker_actor.cpp
+  // overlaps the next local step with the dual step).
+  void retract_local_step() { theta_ = theta_start_; }
   const dataset& shard() const { return shard_; }
 
  private:
@@ -69,7 +74,7 @@ class consensus_worker {
   double rho1_, rho2_;
   std::unique_ptr<design_operator> a_;  // [X_k, 1]
   std::unique_ptr<w_solver> solver_;
-  Eigen::VectorXd theta_, u1_, r_, u2_, m_, mtheta_, send_, tmp_, q_;
+  Eigen::VectorXd theta_, u1_, r_, u2_, m_, mtheta_, send_, tmp_, q_, theta_start_;
 };
 
 // The consensus side: averages, proxes, and decides after each iteration

@@ -49,7 +49,7 @@ TEST_CASE("a worker that dies ends the fit with an error naming it, not a hang",
   o.timeout = std::chrono::milliseconds(5000);
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(actors::consensus_fit_actors(d, 4, {svm::penalty_kind::mcp, 0.02, 3.0}, o),
-                    Catch::Contains("svm worker 2 failed in 'local' of iteration 5"));
+                    Catch::Contains("svm worker 2 failed in 'dual' of iteration 5"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
 }
 
