@@ -13,19 +13,24 @@ admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const pe
   pen.validate();
   if (lo.max_steps < 0) fail("lla max_steps must not be negative (got {})", lo.max_steps);
   const auto t0 = std::chrono::steady_clock::now();
+  const int64_t p = x.cols();
   const penalty l1{penalty_kind::l1, pen.lambda, 0};
   admm_options wo = o;
   wo.l1_start = false;
+  // Step 0 is the LLA step from w = 0: every weight P'(0+) / lambda, which is
+  // 1 (the L1 fit at lambda) for SCAD, MCP and capped-L1 and 1/theta for LSP.
+  const double w0 = lo.start_from_zero ? pen.slope(0) / pen.lambda : 1.0;
+  Eigen::VectorXd weights = Eigen::VectorXd::Constant(p, w0);
+  if (w0 != 1.0) wo.l1_weights = weights;
   // The convex steps run at L1's rho defaults unless the caller fixed them.
   admm_result cur = admm_solve(x, y, l1, wo, {}, start);
   int iterations = cur.iterations;
   int64_t cg = cur.cg_iterations;
   double f = objective(x, y, cur.w, cur.b, pen);
   bool settled = false;
-  Eigen::VectorXd weights = Eigen::VectorXd::Ones(x.cols());
   for (int k = 0; k < lo.max_steps; ++k) {
-    Eigen::VectorXd next(x.cols());  // (p) P'(|w_j|) / lambda
-    for (Eigen::Index j = 0; j < next.size(); ++j) next[j] = pen.slope(cur.w[j]) / pen.lambda;
+    Eigen::VectorXd next(p);  // (p) P'(|w_j|) / lambda
+    for (Eigen::Index j = 0; j < p; ++j) next[j] = pen.slope(cur.w[j]) / pen.lambda;
     if ((next - weights).cwiseAbs().maxCoeff() == 0) {
       settled = true;
       break;

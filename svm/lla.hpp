@@ -6,8 +6,9 @@
 // majorises F at w_k. Each step solves that convex problem by the two-block
 // ADMM, warm-started from the previous step's ADMM state; F never increases
 // (up to the ADMM tolerance) and a fixed point is a stationary point of F.
-// Step 0 is the L1 fit with the same lambda (all weights lambda), so the
-// nonconvex fit starts where the convex one ends.
+// Step 0 is the LLA step from w = 0: the weighted L1 fit with every weight
+// P'(0+) (for SCAD, MCP and capped-L1 the L1 fit at the same lambda; for LSP,
+// whose slope at 0 is lambda / theta, the L1 fit at lambda / theta).
 //
 // Why not the direct nonconvex ADMM (admm_solve with the nonconvex prox)?
 // Measured on golub, westbc and sonar (docs/svm.md): from a cold start it
@@ -23,6 +24,9 @@ namespace merak::svm {
 struct lla_options {
   int max_steps = 20;     // reweighted L1 solves after the L1 one
   double rel_tol = 1e-4;  // stop when F falls by less than this share in a step
+  // Step 0 with every weight P'(0+) / lambda (the LLA step from w = 0)
+  // rather than the plain L1 fit at lambda; differs for LSP only (1/theta).
+  bool start_from_zero = true;
 };
 
 // x: (n, p), y: (n). The result's objective is F with `pen`; iterations and

@@ -121,3 +121,25 @@ TEST_CASE("the Woodbury step with carried products gives the same iterates", "[s
     CHECK((carried.w - plain.w).cwiseAbs().maxCoeff() <= 1e-6);
   }
 }
+
+TEST_CASE("LLA's step 0 is the weighted L1 step from w = 0 (LSP: lambda / theta)", "[svm][lla]") {
+  dataset d = test::synthetic({.n = 80, .p = 20, .seed = 4});
+  lla_options only_step0;
+  only_step0.max_steps = 0;
+  const penalty lsp{penalty_kind::lsp, 0.02, 0.5}, scad{penalty_kind::scad, 0.02, 3.7};
+  // LSP's slope at 0 is lambda / theta: its first LLA step is L1 at 0.04.
+  const admm_result l1_at_04 = admm_solve(d.x, d.y, {penalty_kind::l1, 0.04, 0}, tight());
+  const admm_result l1_at_02 = admm_solve(d.x, d.y, {penalty_kind::l1, 0.02, 0}, tight());
+  const admm_result a = lla_solve(d.x, d.y, lsp, tight(), only_step0);
+  CHECK((a.w - l1_at_04.w).cwiseAbs().maxCoeff() <= 1e-6);
+  CHECK(a.objective == Approx(objective(d.x, d.y, a.w, a.b, lsp)));
+  // The two starts are different fits (the check above has teeth).
+  REQUIRE((l1_at_04.w - l1_at_02.w).cwiseAbs().maxCoeff() > 1e-2);
+  only_step0.start_from_zero = false;
+  const admm_result old_start = lla_solve(d.x, d.y, lsp, tight(), only_step0);
+  CHECK((old_start.w - l1_at_02.w).cwiseAbs().maxCoeff() <= 1e-6);
+  // SCAD (slope lambda at 0) starts from the L1 fit at lambda either way.
+  only_step0.start_from_zero = true;
+  const admm_result s = lla_solve(d.x, d.y, scad, tight(), only_step0);
+  CHECK((s.w - l1_at_02.w).cwiseAbs().maxCoeff() <= 1e-6);
+}
