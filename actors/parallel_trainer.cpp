@@ -200,6 +200,8 @@ struct parallel_trainer::impl {
           su.tokens_per_micro_batch = tokens;
           su.loss_scale = 1.0f / float(D * par.micro_batches);
           su.threads = per_actor;
+          su.spin_us = par.idle_spin_us;
+          su.busy_threads = P * D * TP * per_actor;
           su.trace = !par.trace_path.empty();
           su.bucket_bytes = par.bucket_bytes;
           if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";

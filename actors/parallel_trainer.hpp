@@ -33,7 +33,7 @@ struct parallel_options {
   int dp = 1;
   int pp = 1;
   int tp = 1;
-  int tp_overlap = 0;  // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
+  int tp_overlap = 0;     // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
   int micro_batches = 1;  // per replica and step
   partition::schedule_kind schedule = partition::schedule_kind::one_f_one_b;
   recompute_mode recompute = recompute_mode::none;
@@ -41,7 +41,11 @@ struct parallel_options {
   int64_t memory_budget = 0;      // bytes per stage actor; 0: no limit
   int threads = 0;                // compute threads in all (0: every core)
   double timeout_s = 300;         // longest wait for any actor before the step fails
-  std::string trace_path;         // Chrome-trace JSON of the last step ("" = none)
+  // An idle stage polls its mailbox this long during a step before its thread
+  // blocks (a blocked thread takes 6-50 us to wake here); -1: automatic, 200 us
+  // when the stages' threads fit on the cores, else 0 (actors/idle_wait.hpp).
+  int idle_spin_us = -1;
+  std::string trace_path;  // Chrome-trace JSON of the last step ("" = none)
   // Data-parallel gradient reduction: buckets of this many bytes, ring
   // all-reduced as backward finishes them; the token embedding's gradient
   // through `sparse` instead (kind dense: the ring too).

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/idle_wait.hpp"
 #include "actors/messages.hpp"
 #include "comm/collectives.hpp"
 #include "core/error.hpp"
@@ -112,6 +113,10 @@ struct stage_state {
   int tokens_value = -1;
   std::vector<uint8_t> token_seen;
   double busy_s = 0;
+  // Between a step's start and the ready report a message is expected soon:
+  // an idle stage polls its mailbox this long before it blocks.
+  bool in_step = false;
+  std::chrono::microseconds spin{0};
   std::string trace;          // "name start end;" per op (trace_now() seconds)
   std::string reducer_trace;  // the reducer's slices, this step
 };
@@ -296,6 +301,7 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     for (float g : prm->grad.span_f32()) s += double(g) * g;
     sumsq += s;
   }
+  st.in_step = false;  // what comes next (the optimizer step) waits on every stage
   // The trace first: the coordinator stops listening once every stage is ready.
   if (st.cfg.trace)
     self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank,
@@ -434,10 +440,14 @@ void pump(caf::stateful_actor<stage_state>* self) {
   }
 }
 
+// Runs a handler; an exception ends the actor with a `failed` message naming
+// it. During a step the stage then polls for its next message (idle_wait.hpp).
 template <typename F>
 void guarded(caf::stateful_actor<stage_state>* self, F&& f) {
   try {
     f();
+    if (self->state.in_step)
+      spin_until([self] { return !self->mailbox().empty(); }, self->state.spin);
   } catch (const std::exception& e) {
     auto what = fmt::format("{}: {}", where(self->state), e.what());
     self->send(self->state.coordinator, failed_atom::value, what);
@@ -461,6 +471,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
         guarded(self, [&] {
           omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
           setup_state(st, setup);
+          st.spin = spin_budget(setup.spin_us, setup.busy_threads);
           if (st.cfg.dp_rank == 0 && st.cfg.tp_rank == 0) {  // one report per stage
             auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first,
                                                st.cfg.last, st.cfg.tokens_per_micro_batch, 1);
@@ -486,6 +497,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
         guarded(self, [&] {
           auto& st = self->state;
           st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
+          st.in_step = true;
           st.backward_done = st.finishing = false;
           st.backwards = 0;
           st.shipped = st.reduced = 0;

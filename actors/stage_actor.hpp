@@ -53,7 +53,7 @@ struct stage_setup {
   std::shared_ptr<comm::transport> tp_link;
   int tp_overlap = 0;
   const model::graph* graph = nullptr;  // this TP shard's rewrite of the model
-  int first = 0, last = 0;  // node range
+  int first = 0, last = 0;              // node range
   uint64_t seed = 0;
   model::adamw_config adam;
   partition::stage_policy
@@ -61,6 +61,10 @@ struct stage_setup {
   float loss_scale = 1;  // 1 / (dp x micro-batches): the global mean
   int64_t tokens_per_micro_batch = 0;  // for the memory report
   int threads = 1;
+  // Idle polling before blocking (idle_wait.hpp): -1 = automatic, from the
+  // number of threads of the whole run that want a core.
+  int spin_us = -1;
+  int busy_threads = 1;
   // Routing, by value id: which stage produces each input (-1: the
   // coordinator), which stages read each output.
   std::vector<int> input_producer;               // parallel to executor inputs

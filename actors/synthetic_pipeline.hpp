@@ -15,6 +15,7 @@ struct synthetic_pipeline_options {
   bool full_recompute = false;
   double t_f_us = 1000, t_b_us = 2000, t_r_us = 1000;  // op costs
   int steps = 5;
+  int spin_us = -1;  // idle polling before blocking; -1 = automatic (idle_wait.hpp)
 };
 
 struct synthetic_pipeline_result {

@@ -4,13 +4,13 @@
 #include <iostream>
 #include <memory>
 
+#include "actors/synthetic_pipeline.hpp"
 #include "apps/commands.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "bench/benchmarks.hpp"
-#include "actors/synthetic_pipeline.hpp"
 #include "bench/svm_bench.hpp"
-#include "partition/schedule.hpp"
 #include "core/error.hpp"
+#include "partition/schedule.hpp"
 
 namespace merak::apps {
 
@@ -27,7 +27,8 @@ action add_bench_command(CLI::App& parent) {
   g->add_option("--vocab", gpt->model.vocab)->capture_default_str();
   g->add_option("--batch", gpt->batch)->capture_default_str();
   g->add_option("--steps", gpt->steps, "Measured steps")->capture_default_str();
-  g->add_option("--warmup-steps", gpt->warmup_steps, "Unmeasured steps first")->capture_default_str();
+  g->add_option("--warmup-steps", gpt->warmup_steps, "Unmeasured steps first")
+      ->capture_default_str();
   g->add_option("--threads", gpt->threads, "Compute threads (default: all cores)");
   g->add_option("--gemm", gpt->gemm, "GEMM backend: onednn, openblas or eigen");
   g->add_flag("--profile", gpt->profile, "Add per-layer-kind times to the JSON");
@@ -44,38 +45,49 @@ action add_bench_command(CLI::App& parent) {
   auto svp = std::make_shared<std::string>("l1");
   auto svt = std::make_shared<double>(0.0);
   auto svs = std::make_shared<std::string>("auto");
-  auto* s = b->add_subcommand("svm", "ADMM SVM fit: time, iterations, non-zeros, CV accuracy, peak memory");
+  auto* s = b->add_subcommand(
+      "svm", "ADMM SVM fit: time, iterations, non-zeros, CV accuracy, peak memory");
   s->add_option("--data", sv->data, "LIBSVM or CSV file (default: synthetic data)");
   s->add_option("--format", sv->format, "libsvm, csv or auto")->capture_default_str();
   s->add_option("--n", sv->synthetic.n, "Synthetic samples")->capture_default_str();
   s->add_option("--p", sv->synthetic.p, "Synthetic features")->capture_default_str();
-  s->add_option("--density", sv->synthetic.density, "Synthetic share of non-zeros")->capture_default_str();
+  s->add_option("--density", sv->synthetic.density, "Synthetic share of non-zeros")
+      ->capture_default_str();
   s->add_option("--seed", sv->synthetic.seed, "Synthetic data seed")->capture_default_str();
   s->add_option("--penalty", *svp, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
   s->add_option("--lambda", sv->fit.pen.lambda)->capture_default_str();
   s->add_option("--theta", *svt, "Second penalty parameter (default per penalty)");
   s->add_option("--rho1", sv->fit.admm.rho1, "(default: automatic)");
   s->add_option("--rho2", sv->fit.admm.rho2, "(default: automatic)");
-  s->add_option("--tol", sv->fit.admm.rel_tol, "Relative tolerance (absolute: tol/10)")->capture_default_str();
+  s->add_option("--tol", sv->fit.admm.rel_tol, "Relative tolerance (absolute: tol/10)")
+      ->capture_default_str();
   s->add_option("--max-iter", sv->fit.admm.max_iter)->capture_default_str();
   s->add_option("--solver", *svs, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
-  s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")->capture_default_str();
-  s->add_option("--folds", sv->folds, "Also cross-validate with F folds (sample i in fold i mod F)");
+  s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")
+      ->capture_default_str();
+  s->add_option("--folds", sv->folds,
+                "Also cross-validate with F folds (sample i in fold i mod F)");
   s->add_option("--threads", sv->threads, "Threads for the matrix products (default: all cores)");
   s->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
   auto pipe = std::make_shared<actors::synthetic_pipeline_options>();
   auto pipe_schedule = std::make_shared<std::string>("1f1b");
-  auto* pl = b->add_subcommand("pipeline", "Stage actors running synthetic ops of known cost: "
-                                            "measured step and bubble against the simulator");
+  auto* pl = b->add_subcommand("pipeline",
+                               "Stage actors running synthetic ops of known cost: "
+                               "measured step and bubble against the simulator");
   pl->add_option("--pp", pipe->pp)->capture_default_str();
   pl->add_option("--micro-batches", pipe->micro_batches)->capture_default_str();
   pl->add_option("--schedule", *pipe_schedule, "gpipe, 1f1b or shifted")->capture_default_str();
   pl->add_flag("--full-recompute", pipe->full_recompute);
   pl->add_option("--t-f-us", pipe->t_f_us, "Forward cost (microseconds)")->capture_default_str();
   pl->add_option("--t-b-us", pipe->t_b_us, "Backward cost (microseconds)")->capture_default_str();
-  pl->add_option("--t-r-us", pipe->t_r_us, "Recomputation cost (microseconds)")->capture_default_str();
+  pl->add_option("--t-r-us", pipe->t_r_us, "Recomputation cost (microseconds)")
+      ->capture_default_str();
   pl->add_option("--steps", pipe->steps, "Steps (the median is reported)")->capture_default_str();
+  pl->add_option("--spin-us", pipe->spin_us,
+                 "Idle stages poll their mailbox this long before blocking; -1: automatic "
+                 "(200 when the stages fit on the cores, else 0)")
+      ->capture_default_str();
   pl->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
   auto ar = std::make_shared<bench::allreduce_bench_options>();
@@ -118,12 +130,21 @@ action add_bench_command(CLI::App& parent) {
     if (b->got_subcommand(pl)) {
       pipe->schedule = partition::parse_schedule(*pipe_schedule);
       auto r = actors::run_synthetic_pipeline(*pipe);
-      out = {{"benchmark", "pipeline"}, {"pp", pipe->pp}, {"micro_batches", pipe->micro_batches},
-             {"schedule", *pipe_schedule}, {"full_recompute", pipe->full_recompute},
-             {"t_f_us", pipe->t_f_us}, {"t_b_us", pipe->t_b_us}, {"t_r_us", pipe->t_r_us},
-             {"step_us", r.makespan_us}, {"simulated_step_us", r.simulated_makespan_us},
-             {"bubble", r.bubble}, {"simulated_bubble", r.simulated_bubble},
-             {"overhead_us_per_op", r.overhead_us_per_op}, {"orders_match_simulator", r.orders_match}};
+      out = {{"benchmark", "pipeline"},
+             {"pp", pipe->pp},
+             {"micro_batches", pipe->micro_batches},
+             {"schedule", *pipe_schedule},
+             {"full_recompute", pipe->full_recompute},
+             {"spin_us", pipe->spin_us},
+             {"t_f_us", pipe->t_f_us},
+             {"t_b_us", pipe->t_b_us},
+             {"t_r_us", pipe->t_r_us},
+             {"step_us", r.makespan_us},
+             {"simulated_step_us", r.simulated_makespan_us},
+             {"bubble", r.bubble},
+             {"simulated_bubble", r.simulated_bubble},
+             {"overhead_us_per_op", r.overhead_us_per_op},
+             {"orders_match_simulator", r.orders_match}};
     }
     if (b->got_subcommand(m)) out = bench::run_gemm_bench(*gemm);
     std::cout << out.dump() << std::endl;

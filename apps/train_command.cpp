@@ -250,6 +250,10 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--step-timeout", f->par.timeout_s,
                 "Seconds any actor may stay silent before the run fails")
       ->capture_default_str();
+  c->add_option("--idle-spin-us", f->par.idle_spin_us,
+                "An idle stage polls this long for its next message before blocking; "
+                "-1: automatic (200 when the stages fit on the cores, else 0)")
+      ->capture_default_str();
   return [f] { return run_train(*f); };
 }
 
