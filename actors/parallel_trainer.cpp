@@ -71,7 +71,17 @@ struct parallel_trainer::impl {
     opts.validate();
     par.validate(opts.batch);
     model::check_corpus_vocab(corpus, opts.model);
-    graph = model::build_gpt(opts.model);
+    graph = model::build_model(opts.model);
+    if (par.sparse.kind != comm::codec_kind::dense) {
+      bool has_wte = false;
+      for (auto& n : graph.nodes())
+        for (auto& spec : n.params) has_wte = has_wte || spec.name == "wte";
+      if (!has_wte)
+        fail(
+            "--sparse-reducer {} compresses the token embedding \"wte\", which this model "
+            "does not have (layers::embedding makes it)",
+            comm::codec_kind_name(par.sparse.kind));
+    }
     bounds = partition::balanced_stages(graph, par.pp);
     for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));
     for (int b : bounds) shard_bounds.push_back(shards[0].node_map[b]);

@@ -12,6 +12,7 @@ namespace merak::model {
 void gpt_config::validate() const {
   if (vocab < 2) fail("--vocab must be at least 2 (got {})", vocab);
   if (max_seq < 1) fail("--seq must be at least 1 (got {})", max_seq);
+  if (build) return;  // the rest is the custom model's business
   if (layers < 1) fail("--layers must be at least 1 (got {})", layers);
   if (dim < 1) fail("--dim must be at least 1 (got {})", dim);
   if (heads < 1) fail("--heads must be at least 1 (got {})", heads);
@@ -19,8 +20,31 @@ void gpt_config::validate() const {
 }
 
 std::string gpt_config::str() const {
-  return fmt::format("L={} C={} NH={} V={} T={}{}", layers, dim, heads, vocab, max_seq,
-                     tied_head ? "" : " untied-head");
+  return fmt::format("L={} C={} NH={} V={} T={}{}{}", layers, dim, heads, vocab, max_seq,
+                     tied_head ? "" : " untied-head", build ? " custom model" : "");
+}
+
+bool gpt_config::operator==(const gpt_config& o) const {
+  return vocab == o.vocab && max_seq == o.max_seq && layers == o.layers && dim == o.dim &&
+         heads == o.heads && tied_head == o.tied_head && bool(build) == bool(o.build);
+}
+
+graph build_model(const gpt_config& cfg) {
+  if (!cfg.build) return build_gpt(cfg);
+  cfg.validate();
+  graph g = cfg.build(cfg);
+  const char* want[2] = {"tokens", "targets"};
+  if (g.inputs().size() != 2)
+    fail("custom model: the graph has {} inputs; training feeds two, \"tokens\" and \"targets\"",
+         g.inputs().size());
+  for (int i = 0; i < 2; ++i) {
+    const auto& v = g.values()[size_t(g.inputs()[i])];
+    if (v.name != want[i] || v.type != dtype::i32)
+      fail("custom model: input {} is \"{}\" ({}); it must be \"{}\" (i32)", i, v.name,
+           dtype_name(v.type), want[i]);
+  }
+  if (g.loss() < 0) fail("custom model: the graph sets no loss (graph::set_loss)");
+  return g;
 }
 
 graph build_gpt(const gpt_config& cfg) {

@@ -6,6 +6,7 @@
 // token embedding's gradient is then non-zero only on the rows of the
 // batch's tokens, which is what the sparse gradient codecs exploit).
 
+#include <functional>
 #include <string>
 
 #include "model/graph.hpp"
@@ -13,21 +14,34 @@
 namespace merak::model {
 
 struct gpt_config {
-  int vocab = 256;    // V (byte-level by default)
-  int max_seq = 256;  // position table size; T <= max_seq
-  int layers = 6;     // L
-  int dim = 384;      // C
-  int heads = 6;      // NH
+  int vocab = 256;        // V (byte-level by default)
+  int max_seq = 256;      // position table size; T <= max_seq
+  int layers = 6;         // L
+  int dim = 384;          // C
+  int heads = 6;          // NH
   bool tied_head = true;  // LM head shares "wte"; false: its own (V, C) weight
+  // A model of your own instead of GPT-2, written for one device with the
+  // layer API (layers.hpp): it builds the graph from this config. vocab and
+  // max_seq are the data's (token ids in [0, vocab), max_seq positions); the
+  // other fields are the model's to use as it likes (the planner reads dim as
+  // the width of the activations between blocks). The graph's inputs must be
+  // "tokens" and "targets" (i32, one per position) and it must set a loss.
+  // Empty: build_gpt. merak partitions, shards and schedules either alike.
+  std::function<graph(const gpt_config&)> build;
 
   // Throws merak::error naming the field when the shape is inconsistent.
   void validate() const;
-  std::string str() const;  // "L=6 C=384 NH=6 V=256 T=256"
-  bool operator==(const gpt_config&) const = default;
+  std::string str() const;  // "L=6 C=384 NH=6 V=256 T=256" (+ " custom model")
+  // The shape fields, and whether both are custom (functions do not compare).
+  bool operator==(const gpt_config& o) const;
 };
 
 // Graph inputs are "tokens" and "targets" (B, T) i32; the loss value is the
 // per-token cross-entropy (B, T).
 graph build_gpt(const gpt_config& cfg);
+
+// cfg.build(cfg) when set, checked for the inputs and loss that training
+// feeds and reads (errors name the problem); else build_gpt(cfg).
+graph build_model(const gpt_config& cfg);
 
 }  // namespace merak::model

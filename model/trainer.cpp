@@ -12,7 +12,7 @@ namespace merak::model {
 namespace {
 
 std::string model_json(const gpt_config& c) {
-  nlohmann::json j{{"family", "gpt"},    {"vocab", c.vocab}, {"seq", c.max_seq},
+  nlohmann::json j{{"family", c.build ? "custom" : "gpt"},    {"vocab", c.vocab}, {"seq", c.max_seq},
                    {"layers", c.layers}, {"dim", c.dim},     {"heads", c.heads}};
   if (!c.tied_head) j["tied_head"] = false;  // absent: tied (checkpoints before the option)
   return j.dump();
@@ -63,7 +63,7 @@ trainer::trainer(train_options opts, text_corpus corpus)
 }
 
 void trainer::init() {
-  graph_ = build_gpt(opts_.model);
+  graph_ = build_model(opts_.model);
   exec_ = std::make_unique<executor>(graph_, store_);
   opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
   schedule_ = opts_.schedule();

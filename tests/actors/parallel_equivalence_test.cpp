@@ -15,10 +15,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 
 #include "actors/parallel_trainer.hpp"
+#include "model/layers.hpp"
 #include "model/trainer.hpp"
 #include "tests/model/test_util.hpp"
 
@@ -87,8 +88,9 @@ TEST_CASE("every dp x pp configuration, schedule and recomputation matches the s
       }
 }
 
-TEST_CASE("every configuration with tensor parallelism and dp x tp x pp <= 8 matches the single device",
-          "[actors][equivalence][tp]") {
+TEST_CASE(
+    "every configuration with tensor parallelism and dp x tp x pp <= 8 matches the single device",
+    "[actors][equivalence][tp]") {
   const int64_t steps = 20;
   static const auto reference = single_device_losses(steps);
   struct config {
@@ -187,8 +189,8 @@ TEST_CASE("a tensor-parallel shard that fails ends the run promptly, its peers t
   auto t0 = std::chrono::steady_clock::now();
   {
     actors::parallel_trainer tr(o, par, corpus());
-    CHECK_THROWS_WITH(tr.train_step(), Catch::Contains("stage actor (dp=") &&
-                                           Catch::Contains("outside [0, 64)"));
+    CHECK_THROWS_WITH(tr.train_step(),
+                      Catch::Contains("stage actor (dp=") && Catch::Contains("outside [0, 64)"));
   }  // the trainer's end waits for every actor
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
 }
@@ -258,7 +260,109 @@ TEST_CASE("a parallel run's checkpoint resumes under another parallel layout and
     o.load = dir.string();
     model::trainer tr(o, corpus());
     CHECK(tr.step() == 3);
-    for (int s = 3; s < steps; ++s) CHECK(tr.train_step().loss == Approx(reference[s]).epsilon(1e-5));
+    for (int s = 3; s < steps; ++s)
+      CHECK(tr.train_step().loss == Approx(reference[s]).epsilon(1e-5));
   }
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A model that is not GPT, written for one device with the layer API: an
+// attention-free language model of residual GELU-MLP blocks with a head of
+// its own, and parameter names of its own. merak must partition, shard and schedule it as it does
+// GPT.
+model::graph mlp_language_model(const model::gpt_config& c) {
+  namespace ly = model::layers;
+  model::graph g;
+  int tokens = g.add_input("tokens", {}, model::dtype::i32);
+  int targets = g.add_input("targets", {}, model::dtype::i32);
+  int x = ly::embedding(g, "embed", tokens, c.vocab, c.max_seq, c.dim, "tok_emb", "pos_emb");
+  for (int l = 0; l < c.layers; ++l) {
+    auto p = "block" + std::to_string(l) + ".";
+    int h = ly::layernorm(g, p + "norm", x, c.dim);
+    h = ly::linear(g, p + "up", h, c.dim, 2 * c.dim, model::tp_split::column);
+    h = ly::gelu(g, p + "act", h, 2 * c.dim);
+    h = ly::linear(g, p + "down", h, 2 * c.dim, c.dim, model::tp_split::row);
+    x = ly::residual(g, p + "res", x, h, c.dim);
+  }
+  x = ly::layernorm(g, "final_norm", x, c.dim);
+  int logits = ly::lm_head(g, "head", x, c.dim, c.vocab, "head.weight");
+  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, c.vocab));
+  return g;
+}
+
+model::train_options tiny_custom(int64_t steps) {
+  auto o = tiny(steps);
+  o.model.build = mlp_language_model;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a model of the user's own, built with the layer API, trains in parallel as on one device",
+    "[actors][equivalence][custom]") {
+  const int64_t steps = 12;
+  std::vector<double> reference;
+  {
+    model::trainer single(tiny_custom(steps), corpus());
+    bool custom = false;  // the custom graph, not GPT
+    for (auto& n : single.model_graph().nodes()) custom = custom || n.name == "block0.up";
+    REQUIRE(custom);
+    while (!single.done()) reference.push_back(single.train_step().loss);
+    REQUIRE(reference.back() < reference.front());  // it learns
+  }
+  struct config {
+    int dp, tp, pp, m;
+    schedule_kind kind;
+    actors::recompute_mode rc;
+  };
+  const config configs[] = {
+      {2, 1, 1, 1, schedule_kind::one_f_one_b, actors::recompute_mode::none},
+      {1, 2, 1, 1, schedule_kind::one_f_one_b, actors::recompute_mode::none},
+      {1, 1, 2, 4, schedule_kind::one_f_one_b, actors::recompute_mode::full},
+      {1, 1, 3, 4, schedule_kind::shifted, actors::recompute_mode::stage_aware},
+      {2, 2, 2, 2, schedule_kind::gpipe, actors::recompute_mode::none}};
+  for (auto c : configs) {
+    actors::parallel_options par;
+    par.dp = c.dp;
+    par.tp = c.tp;
+    par.pp = c.pp;
+    par.micro_batches = c.m;
+    par.schedule = c.kind;
+    par.recompute = c.rc;
+    par.timeout_s = 60;
+    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
+               << partition::schedule_name(c.kind) << " recompute=" << int(c.rc));
+    actors::parallel_trainer tr(tiny_custom(steps), par, corpus());
+    for (int64_t s = 0; s < steps; ++s) {
+      double loss = tr.train_step().loss;
+      INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+      REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
+    }
+  }
+}
+
+TEST_CASE("a custom model without the inputs training feeds is refused by name",
+          "[actors][custom]") {
+  auto o = tiny(1);
+  o.model.build = [](const model::gpt_config& c) {
+    model::graph g;
+    int tokens = g.add_input("ids", {}, model::dtype::i32);
+    int targets = g.add_input("targets", {}, model::dtype::i32);
+    int x = model::layers::embedding(g, "embed", tokens, c.vocab, c.max_seq, c.dim);
+    int logits = model::layers::lm_head(g, "head", x, c.dim, c.vocab, "head.weight");
+    g.set_loss(model::layers::cross_entropy(g, "loss", logits, targets, c.vocab));
+    return g;
+  };
+  REQUIRE_THROWS_WITH(model::trainer(o, corpus()),
+                      Catch::Contains("input 0 is \"ids\"") && Catch::Contains("\"tokens\""));
+  actors::parallel_options par;
+  par.dp = 2;
+  REQUIRE_THROWS_WITH(actors::parallel_trainer(o, par, corpus()), Catch::Contains("custom model"));
+  // The sparse codecs compress the token embedding; a model without one says so.
+  par.sparse.kind = comm::codec_kind::s2;
+  REQUIRE_THROWS_WITH(actors::parallel_trainer(tiny_custom(1), par, corpus()),
+                      Catch::Contains("\"wte\", which this model does not have"));
 }
