@@ -310,7 +310,7 @@ std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
 
 plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int tp, int pp, int m,
                    schedule_kind kind, recompute_kind rc, int tp_overlap) {
-  model::graph g = model::build_gpt(r.model);
+  model::graph g = model::build_model(r.model);
   try {
     tp_context ctx = make_context(g, tp);
     candidate c = prepare(r, costs, g, ctx, dp, pp, m, kind, rc, tp_overlap);
@@ -324,7 +324,7 @@ plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int t
 plan_result search_plans(const plan_request& r, const cost_model& costs) {
   if (r.devices < 1) fail("--devices must be at least 1 (got {})", r.devices);
   if (r.global_batch < 1) fail("--global-batch-size must be at least 1 (got {})", r.global_batch);
-  model::graph g = model::build_gpt(r.model);
+  model::graph g = model::build_model(r.model);
   plan_result res;
   std::vector<candidate> cands;
   for (int tp : divisors(r.devices)) {
