@@ -4,10 +4,10 @@
 // actors/svm_*.cpp.
 //
 // Vectors travel as svm_vector: in one process it is moved, not copied;
-// across processes its inspect() writes one block of bytes (dense, or sparse
-// when shorter; host byte order: little-endian hosts assumed, as everywhere
-// in merak), never element by element. Every worker reply names the worker's rank, so the consensus
-// side can gather them with plain sends and still watch each worker's `down`.
+// across processes its inspect() writes the doubles as one block of bytes
+// (little-endian hosts assumed, as everywhere in merak), not element by
+// element. Every worker reply names the worker's rank, so the consensus side
+// can gather them with plain sends and still watch each worker's `down`.
 //
 //   consensus -> worker k                        worker k -> consensus
 //   (svm_local, zeta)   first iteration          (svm_local, k, theta_k + U1_k)
@@ -29,8 +29,6 @@
 
 #include <caf/all.hpp>
 
-#include <cmath>
-#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -54,72 +52,16 @@ struct svm_vector {
   std::vector<double> v;
 };
 
-// Wire form of an svm_vector (one block of bytes, host byte order):
-//   'D' u64 n, n doubles                         dense
-//   'S' u64 n, u64 nnz, nnz u32 indices, nnz doubles   sparse: used when
-//       shorter, e.g. zeta after the prox (entries equal to +0.0 left out;
-//       -0.0 is kept, so the decoded vector is bit-identical)
-inline void encode_svm_vector(const std::vector<double>& v, std::vector<char>& out) {
-  const uint64_t n = v.size();
-  uint64_t nnz = 0;
-  for (double x : v) nnz += x != 0 || std::signbit(x);
-  auto put = [&out](const void* p, size_t bytes) {
-    const char* c = static_cast<const char*>(p);
-    out.insert(out.end(), c, c + bytes);
-  };
-  out.clear();
-  if (n <= UINT32_MAX && nnz * (sizeof(uint32_t) + sizeof(double)) + 8 < n * sizeof(double)) {
-    out.reserve(17 + nnz * 12);
-    out.push_back('S');
-    put(&n, 8);
-    put(&nnz, 8);
-    for (uint64_t i = 0; i < n; ++i)
-      if (v[i] != 0 || std::signbit(v[i])) {
-        const uint32_t k = uint32_t(i);
-        put(&k, 4);
-      }
-    for (double x : v)
-      if (x != 0 || std::signbit(x)) put(&x, 8);
-  } else {
-    out.reserve(9 + n * 8);
-    out.push_back('D');
-    put(&n, 8);
-    put(v.data(), n * 8);
-  }
-}
-
-// False when `in` is not a well-formed encoding.
-inline bool decode_svm_vector(const std::vector<char>& in, std::vector<double>& v) {
-  if (in.size() < 9) return false;
-  uint64_t n = 0, nnz = 0;
-  std::memcpy(&n, in.data() + 1, 8);
-  if (in[0] == 'D') {
-    if (in.size() != 9 + n * 8) return false;
-    v.resize(n);
-    if (n) std::memcpy(v.data(), in.data() + 9, n * 8);
-    return true;
-  }
-  if (in[0] != 'S' || in.size() < 17) return false;
-  std::memcpy(&nnz, in.data() + 9, 8);
-  if (nnz > n || in.size() != 17 + nnz * 12) return false;
-  v.assign(n, 0.0);
-  const char* idx = in.data() + 17;
-  const char* val = idx + nnz * 4;
-  for (uint64_t j = 0; j < nnz; ++j) {
-    uint32_t k = 0;
-    std::memcpy(&k, idx + j * 4, 4);
-    if (k >= n) return false;
-    std::memcpy(&v[k], val + j * 8, 8);
-  }
-  return true;
-}
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, svm_vector& x) {
   std::vector<char> bytes;
-  if (Inspector::reads_state) encode_svm_vector(x.v, bytes);
+  if (Inspector::reads_state)
+    bytes.assign(reinterpret_cast<const char*>(x.v.data()),
+                 reinterpret_cast<const char*>(x.v.data() + x.v.size()));
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (!decode_svm_vector(bytes, x.v)) return caf::sec::invalid_argument;
+    if (bytes.size() % sizeof(double) != 0) return caf::sec::invalid_argument;
+    x.v.resize(bytes.size() / sizeof(double));
+    if (!bytes.empty()) std::memcpy(x.v.data(), bytes.data(), bytes.size());
     return caf::none;
   });
   return f(caf::meta::type_name("merak.svm_vector"), bytes, load);

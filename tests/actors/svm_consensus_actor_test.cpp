@@ -1,11 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <cmath>
-#include <cstring>
 
 #include "actors/svm_consensus.hpp"
-#include "actors/svm_messages.hpp"
 #include "core/error.hpp"
 #include "svm/admm.hpp"
 #include "svm/synthetic.hpp"
@@ -60,35 +57,4 @@ TEST_CASE("bad consensus set-ups are refused before any actor starts", "[actors]
   svm::dataset d = svm::make_synthetic({.n = 6, .p = 3});
   CHECK_THROWS_WITH(actors::consensus_fit_actors(d, 7, {}, {}),
                     Catch::Contains("--workers 7 exceeds the 6 samples"));
-}
-
-TEST_CASE("svm vectors cross processes as dense or sparse bytes, bit for bit", "[actors][svm]") {
-  std::vector<std::vector<double>> cases = {
-      {}, {1.5}, {0, 0, 0, 0, 0, 0, 0, 2.5, 0, 0, 0, -0.0, 0, 0, 0, 0}, {1, -2, 3, 0, 5}};
-  for (size_t i = 0; i < 40; ++i) cases[3].push_back(double(i) * 0.25 - 3);
-  for (const auto& v : cases) {
-    std::vector<char> bytes;
-    actors::encode_svm_vector(v, bytes);
-    std::vector<double> back{7.0};
-    REQUIRE(actors::decode_svm_vector(bytes, back));
-    REQUIRE(back.size() == v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-      CHECK(back[i] == v[i]);
-      CHECK(std::signbit(back[i]) == std::signbit(v[i]));
-    }
-  }
-  // The mostly-zero vector took the sparse form: 17 bytes of header + 2 entries.
-  std::vector<char> sparse;
-  actors::encode_svm_vector(cases[2], sparse);
-  CHECK(sparse[0] == 'S');
-  CHECK(sparse.size() == 17 + 2 * 12);
-  // Malformed input is refused, not read past its end.
-  std::vector<double> out;
-  std::vector<char> cut(sparse.begin(), sparse.end() - 1);
-  CHECK_FALSE(actors::decode_svm_vector(cut, out));
-  std::vector<char> bad_index = sparse;
-  const uint32_t k = 99;
-  std::memcpy(bad_index.data() + 17, &k, 4);
-  CHECK_FALSE(actors::decode_svm_vector(bad_index, out));
-  CHECK_FALSE(actors::decode_svm_vector(std::vector<char>{'X', 0, 0, 0, 0, 0, 0, 0, 0}, out));
 }
