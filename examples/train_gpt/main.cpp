@@ -1,9 +1,11 @@
 // train_gpt: a program that uses merak as a library (find_package(merak)).
 //
-// It describes a GPT model as it would for one device, hands merak a device
-// count, and trains: the planner chooses data x tensor x pipeline
-// parallelism, micro-batches, schedule and recomputation for that many actor
-// "devices" on this machine, and the actor runtime runs the plan.
+// It writes its model as it would for one device, with merak's layer API (a
+// GPT whose blocks run attention and the MLP side by side, GPT-J style, which
+// is not merak's built-in GPT-2), hands merak a device count, and trains: the
+// planner chooses data x tensor x pipeline parallelism, micro-batches,
+// schedule and recomputation for that many actor "devices" on this machine,
+// and the actor runtime runs the plan.
 //
 // Usage: train_gpt CORPUS.txt [DEVICES] [STEPS]
 
@@ -16,6 +18,7 @@
 #include "actors/parallel_trainer.hpp"
 #include "core/log.hpp"
 #include "model/gpt.hpp"
+#include "model/layers.hpp"
 #include "model/trainer.hpp"
 
 namespace {
@@ -29,6 +32,36 @@ int positive_arg(int argc, char** argv, int i, int fallback) {
     std::exit(1);
   }
   return int(v);
+}
+
+// The model, for one device: x + attention(ln(x)) + mlp(ln(x)) per block.
+// Linear layers say how they may be split for tensor parallelism; merak finds
+// the column-then-row pairs, cuts the blocks into pipeline stages and
+// schedules them. Inputs "tokens" and "targets" and a loss are what training
+// needs.
+merak::model::graph parallel_block_gpt(const merak::model::gpt_config& c) {
+  namespace ly = merak::model::layers;
+  using merak::model::tp_split;
+  merak::model::graph g;
+  const int tokens = g.add_input("tokens", {}, merak::model::dtype::i32);
+  const int targets = g.add_input("targets", {}, merak::model::dtype::i32);
+  int x = ly::embedding(g, "embed", tokens, c.vocab, c.max_seq, c.dim);
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "block" + std::to_string(l) + ".";
+    const int h = ly::layernorm(g, p + "ln", x, c.dim);
+    int a = ly::linear(g, p + "attn.qkv", h, c.dim, 3 * c.dim, tp_split::column);
+    a = ly::causal_attention(g, p + "attn.core", a, c.dim, c.heads, c.max_seq);
+    a = ly::linear(g, p + "attn.proj", a, c.dim, c.dim, tp_split::row);
+    int m = ly::linear(g, p + "mlp.fc", h, c.dim, 4 * c.dim, tp_split::column);
+    m = ly::gelu(g, p + "mlp.gelu", m, 4 * c.dim);
+    m = ly::linear(g, p + "mlp.proj", m, 4 * c.dim, c.dim, tp_split::row);
+    x = ly::residual(g, p + "res.attn", x, a, c.dim);
+    x = ly::residual(g, p + "res.mlp", x, m, c.dim);
+  }
+  x = ly::layernorm(g, "ln_f", x, c.dim);
+  const int logits = ly::lm_head(g, "lm_head", x, c.dim, c.vocab, "wte");
+  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, c.vocab));
+  return g;
 }
 
 }  // namespace
@@ -49,10 +82,11 @@ int main(int argc, char** argv) {
     mm::train_options opts;
     opts.data = argv[1];  // any text file: byte-level tokens
     opts.model = {.vocab = 256, .max_seq = 32, .layers = 4, .dim = 64, .heads = 4};
+    opts.model.build = parallel_block_gpt;
     opts.batch = 16;  // the global batch of a step
     opts.steps = steps;
     opts.lr = 1e-3f;
-    const mm::graph g = mm::build_gpt(opts.model);  // the model graph the planner cuts
+    const mm::graph g = mm::build_model(opts.model);  // the model graph the planner cuts
     std::printf("model %s: %lld parameters, %zu graph nodes\n", opts.model.str().c_str(),
                 static_cast<long long>(g.parameter_count()), g.nodes().size());
 

@@ -61,7 +61,7 @@ s = ("Call me Ishmael. Some years ago, never mind how long precisely, having lit
 open(sys.argv[1], "w").write(s * 60)
 PY
     "$work/build/train_gpt" "$work/text.txt" 2 2 | tee "$work/out.txt"
-    expect '^model L=4 C=64 NH=4 V=256 T=32: [0-9]+ parameters'
+    expect '^model L=4 C=64 NH=4 V=256 T=32 custom model: [0-9]+ parameters'
     # dp x tp x pp = 2 devices
     expect '^plan for 2 devices: dp=(2 tp=1 pp=1|1 tp=2 pp=1|1 tp=1 pp=2) m=[0-9]+ '
     expect '^step 1/2 loss [0-9.]+$'
