@@ -72,7 +72,8 @@ struct cpu_profile {
 
 // Profiles `cfg` (at most two of its blocks: the rates per FLOP do not
 // depend on depth) at micro-batches of `rows` sequences with `threads`
-// OpenMP threads: 2 warm-up and 3 measured forward+backward passes alone,
+// OpenMP threads: 2 warm-up and 5 measured forward+backward passes alone
+// (the least time of each kind),
 // the same with cores / threads copies at once (contention), and the
 // optimizer step. Reads the result from `cache_file` when it holds this
 // (CPU, shape, threads, cores); writes it there otherwise ("" : no cache).
