@@ -159,9 +159,9 @@ int run_svm_train_remote(const svm_remote_train& t) {
   // The launcher thread must be joined on every way out; its workers exit
   // once the consensus side stops them or goes away. Should one not, it is
   // left to die with this process (the launcher sets PR_SET_PDEATHSIG).
-  auto join_launcher = [&] {
+  auto join_launcher = [&](std::chrono::seconds wait) {
     if (!launcher.joinable()) return;
-    if (launcher_done.wait_for(std::chrono::seconds(10)) == std::future_status::ready)
+    if (launcher_done.wait_for(wait) == std::future_status::ready)
       launcher.join();
     else
       launcher.detach();
@@ -170,10 +170,12 @@ int run_svm_train_remote(const svm_remote_train& t) {
   try {
     r = actors::consensus_fit_remote(t.procs, t.fit.pen, o);
   } catch (...) {
-    join_launcher();
+    // The workers were told to stop; one that is hung (SIGSTOP) is killed
+    // as this process exits.
+    join_launcher(std::chrono::seconds(3));
     throw;
   }
-  join_launcher();
+  join_launcher(std::chrono::seconds(10));
 
   svm::linear_model m;
   m.w = r.fit.w.cwiseProduct(r.scale);

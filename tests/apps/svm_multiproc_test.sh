@@ -15,6 +15,9 @@
 #   never_joins  no worker comes: a bounded wait naming the missing ranks
 #   worker_killed  SIGKILL of rank 2 mid-fit ends the fit within seconds with
 #                an error naming worker 2; no worker process is left behind
+#   worker_hangs rank 1 stopped (SIGSTOP) mid-fit: the phase timeout names it
+#   listen_presharded  --listen with two workers started here, each reading
+#                a file of its own rows (--presharded): the --procs 2 result
 #   bad_flags    flag errors are one line and exit 1
 set -euo pipefail
 merak=$1
@@ -136,6 +139,60 @@ case "$case_name" in
     grep -m1 "svm worker 2" "$work/k.err"
     sleep 0.5
     if pgrep -P "$cpid" >/dev/null; then echo "FAIL: worker processes left"; exit 1; fi
+    ;;
+  worker_hangs)
+    "$merak" svm train --data "$work/train.libsvm" --penalty mcp --procs 2 --tol 1e-300 \
+      --max-iter 100000000 --timeout-s 2 >"$work/h.out" 2>"$work/h.err" &
+    cpid=$!
+    pids+=("$cpid")
+    sleep 2
+    victim=""
+    for c in $(pgrep -P "$cpid"); do
+      if tr '\0' '\n' <"/proc/$c/environ" | grep -qx RANK=1; then victim=$c; fi
+    done
+    [[ -n "$victim" ]] || { echo "FAIL: no rank 1 process under $cpid"; cat "$work/h.err"; exit 1; }
+    pids+=("$victim")
+    start=$(date +%s.%N)
+    kill -STOP "$victim"
+    set +e
+    wait "$cpid"
+    rc=$?
+    set -e
+    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 15, t; print(f'ok: the fit ended {t:.2f} s after the SIGSTOP')" "$start"
+    ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/h.err"; exit 1; }
+    grep -Eq "error: svm worker 1 did not answer '[a-z]+' of iteration [0-9]+ within 2000 ms" "$work/h.err" ||
+      { echo "FAIL: the error does not name worker 1:"; cat "$work/h.err"; exit 1; }
+    grep -m1 "svm worker 1" "$work/h.err"
+    sleep 0.5
+    if kill -0 "$victim" 2>/dev/null; then echo "FAIL: the stopped worker is still there"; exit 1; fi
+    ;;
+  listen_presharded)
+    head -n 60 "$work/train.libsvm" >"$work/part0.libsvm"
+    tail -n 60 "$work/train.libsvm" >"$work/part1.libsvm"
+    "$merak" svm train --penalty mcp --lambda 0.02 --procs 2 --listen 127.0.0.1 --token tok \
+      --json >"$work/listen.json" 2>"$work/c.err" &
+    cpid=$!
+    pids+=("$cpid")
+    for _ in $(seq 100); do grep -q "waiting for" "$work/c.err" && break; sleep 0.05; done
+    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/c.err" | head -n 1 | cut -d: -f2)
+    [[ -n "$port" ]] || { echo "FAIL: no port in: $(cat "$work/c.err")"; exit 1; }
+    for r in 0 1; do
+      MERAK_JOB_TOKEN=tok RANK=$r WORLD_SIZE=2 "$merak" svm worker --connect "127.0.0.1:$port" \
+        --presharded --data "$work/part$r.libsvm" &
+      pids+=("$!")
+    done
+    wait "$cpid"
+    "$merak" svm train --data "$work/train.libsvm" --penalty mcp --lambda 0.02 --procs 2 \
+      --json >"$work/procs.json"
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+l = json.load(open(f"{d}/listen.json"))
+p = json.load(open(f"{d}/procs.json"))
+assert l["samples"] == 120 and l["features"] == 8 and l["procs"] == 2, l
+assert l["iterations"] == p["iterations"] and abs(l["objective"] - p["objective"]) <= 1e-12, (l, p)
+print(f"ok: --listen with presharded workers: objective {l['objective']:.8g}, {l['iterations']} iterations, as --procs 2")
+PY
     ;;
   bad_flags)
     expect_error "--workers \(actor workers in this process\) and --procs \(worker processes\) exclude each other" \
