@@ -69,7 +69,14 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
   std::unique_ptr<comm::transport> t;
   if (o.transport == "ucx") {
 #ifdef MERAK_WITH_UCX
-    t = comm::make_ucx_transport(b, {.timeout = wait_bound(o)});
+    comm::ucx_options uo{.timeout = wait_bound(o)};
+    // Tuning knobs: how long a wait busy-polls (then polls and yields)
+    // before sleeping on the event fd (ucx_options::spin, yield_spin).
+    if (const char* s = std::getenv("MERAK_UCX_SPIN_US"))
+      uo.spin = std::chrono::microseconds(std::atol(s));
+    if (const char* s = std::getenv("MERAK_UCX_YIELD_US"))
+      uo.yield_spin = std::chrono::microseconds(std::atol(s));
+    t = comm::make_ucx_transport(b, uo);
 #else
     fail("bench allreduce: this build has no UCX transport (MERAK_WITH_UCX)");
 #endif

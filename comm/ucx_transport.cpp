@@ -1,6 +1,7 @@
 #include "comm/ucx_transport.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <ucp/api/ucp.h>
 
 #include <cerrno>
@@ -56,7 +57,7 @@ class worker_address {
 // alive by every outstanding operation.
 struct ucx_state {
   int rank = 0, size = 0;
-  std::chrono::microseconds spin{200};
+  std::chrono::microseconds spin{2000}, yield_spin{0};
   context_ptr context;
   worker_ptr worker;  // destroyed before the context (member order)
   int efd = -1;       // owned by the worker
@@ -84,6 +85,7 @@ struct ucx_state {
   template <typename Done>
   void wait(Done&& done, int peer, clock_type::time_point deadline, const std::string& what) {
     const auto spin_end = clock_type::now() + spin;
+    const auto yield_end = spin_end + yield_spin;
     auto next_watch = clock_type::now() + kwatch_period;
     for (;;) {
       progress();
@@ -109,6 +111,10 @@ struct ucx_state {
              ucs_status_string(failed->status));
       if (now >= deadline) fail("{}: timed out (peer {} did not complete it)", what, peer);
       if (now < spin_end) continue;
+      if (now < yield_end) {  // poll on, but let a runnable peer have this core
+        sched_yield();
+        continue;
+      }
       const ucs_status_t st = ucp_worker_arm(worker.get());
       if (st == UCS_ERR_BUSY) continue;  // events pending: progress again
       check(st, "ucp_worker_arm", rank);
@@ -271,6 +277,7 @@ class ucx_transport final : public transport {
     s_->rank = b.rank();
     s_->size = b.size();
     s_->spin = o.spin;
+    s_->yield_spin = o.yield_spin;
     const int rank = s_->rank;
 
     ucp_config_t* cfg = nullptr;

@@ -12,7 +12,7 @@
 //   through the bootstrap and opens an endpoint to every rank (itself
 //   included), in the error mode of ucx_options (see ucx_error_mode).
 // - Progress: the waiting thread progresses the worker. It spins for a short
-//   while (options.spin), then arms the worker and sleeps on its event fd, so
+//   while (options.spin, 2 ms), then arms the worker and sleeps on its event fd, so
 //   an idle wait burns no core. Every wait ends by the transport's timeout and
 //   throws merak::error naming this rank, the peer and the tag; a peer known
 //   to have failed (UCX peer errors, or the bootstrap's watch) is named at
@@ -50,8 +50,15 @@ enum class ucx_error_mode { automatic, peer, none };
 struct ucx_options {
   std::chrono::milliseconds timeout{60000};  // bound of every wait
   // Busy-poll this long before sleeping on the event fd: latency for short
-  // waits, no core burnt for long ones.
-  std::chrono::microseconds spin{200};
+  // waits, no core burnt for long ones. 2 ms, not less: a wait that sleeps
+  // pays the event fd's wake-up, which measured 1-3 ms per 4 MiB all-reduce
+  // on this machine (median 3.5-4.6 ms with 200 µs of spinning against
+  // 1.1-1.6 ms with 2 ms over shared memory; docs/comm-transport.md).
+  std::chrono::microseconds spin{2000};
+  // Then poll this much longer yielding the core between polls
+  // (sched_yield) before sleeping. Default 0: measured no better than
+  // sleeping at once (4 MiB, shared memory, N = 2).
+  std::chrono::microseconds yield_spin{0};
   ucx_error_mode error_mode = ucx_error_mode::none;
 };
 

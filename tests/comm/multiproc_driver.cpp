@@ -148,8 +148,15 @@ int worker(const std::string& scenario) {
       ro.window = int(env_int("MERAK_MP_WINDOW", 4));
       std::vector<float> x(mib << 18, 1.0f);
       std::vector<double> ms;
+      // MERAK_MP_BARRIER=ucx: a barrier over the transport before each
+      // all-reduce (as bench_codec_over does) instead of the bootstrap's.
+      const bool ucx_barrier =
+          std::getenv("MERAK_MP_BARRIER") && std::string(std::getenv("MERAK_MP_BARRIER")) == "ucx";
       for (int it = 0; it < 12; ++it) {
-        b->barrier();
+        if (ucx_barrier)
+          barrier(*t, 9);
+        else
+          b->barrier();
         auto t0 = std::chrono::steady_clock::now();
         allreduce_sum(*t, x, 8, ro);
         ms.push_back(
