@@ -216,3 +216,73 @@ TEST_CASE("an S2 codec with error feedback refuses a step of another shape, nami
       grp.step({row_sparse_gradient(40, 10, 0.5, 1), row_sparse_gradient(40, 10, 0.5, 2)}, 40, 10),
       Catch::Contains("holds a gradient of n=50 d=8, this step has n=40 d=10"));
 }
+
+TEST_CASE("with w >= 1024 spans of 64 elements keep their order, and sketching matches the hashes",
+          "[s2]") {
+  const int64_t n = 300, d = 48;  // rows of 48: spans straddle rows
+  count_sketch s(2, 2048, n, d, 77);
+  REQUIRE_FALSE(s.injective());
+  std::vector<int> starts_seen(2048, 0);
+  for (uint32_t x = 0; x < uint32_t(n * d); ++x)
+    for (int j = 0; j < 2; ++j) {
+      REQUIRE(s.bucket(j, x) < 2048);
+      if (x % 64 != 0) REQUIRE(s.bucket(j, x) == s.bucket(j, x - 1) + 1);
+      ++starts_seen[s.bucket(j, x)];
+    }
+  int used = 0;
+  for (int h : starts_seen) used += h > 0;
+  CHECK(used > 1500);  // 450 spans of 64 per row spread over the table
+  // add_rows and estimate_into equal the definition through bucket()/sign().
+  const auto g = row_sparse_gradient(n, d, 0.3, 5);
+  std::vector<uint32_t> rows;
+  nonzero_rows(g, n, d, rows);
+  std::vector<float> table(2 * 2048, 0.0f), naive(2 * 2048, 0.0f);
+  s.add_rows(g, rows, table);
+  for (uint32_t k : rows)
+    for (int64_t c = 0; c < d; ++c) {
+      const uint32_t x = uint32_t(k * d + c);
+      for (int j = 0; j < 2; ++j) naive[size_t(j * 2048 + s.bucket(j, x))] += s.sign(j, x) * g[x];
+    }
+  for (size_t i = 0; i < table.size(); ++i) REQUIRE(table[i] == Approx(naive[i]).margin(1e-4));
+  std::vector<float> est(size_t(n * d), 0.0f);
+  s.estimate_into(table, rows, 1.0f, est);
+  const uint32_t x = uint32_t(rows[3] * d + 5);
+  const float e0 = s.sign(0, x) * table[s.bucket(0, x)];
+  const float e1 = s.sign(1, x) * table[2048 + s.bucket(1, x)];
+  CHECK(est[x] == Approx(0.5f * (e0 + e1)));  // r = 2: mean of the two
+}
+
+TEST_CASE("with spans (w >= 1024) the r = 1 estimate is still unbiased over seeds", "[s2]") {
+  // 4,096 non-zeros into w = 1,024 buckets: ~4 collisions per estimate.
+  const int64_t n = 128, d = 64;
+  const int S = 1500;
+  std::vector<std::vector<float>> g = {row_sparse_gradient(n, d, 0.5, 21),
+                                       row_sparse_gradient(n, d, 0.5, 22)};
+  for (auto& v : g[0]) v += v != 0 ? 1.0f : 0.0f;
+  const auto ref = rank_order_average(g);
+  std::vector<double> sum(ref.size(), 0), sum2(ref.size(), 0);
+  for (int s = 0; s < S; ++s) {
+    group grp({.kind = codec_kind::s2, .sketch_width = 1024, .seed = uint64_t(s) * 104729}, 2);
+    const auto out = grp.step(g, n, d);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double e = double(out[0][i]) - double(ref[i]);
+      sum[i] += e, sum2[i] += e * e;
+    }
+  }
+  double max_z = 0, mean_z2 = 0;
+  int counted = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double var = sum2[i] / S - (sum[i] / S) * (sum[i] / S);
+    if (var <= 0) continue;
+    const double z = (sum[i] / S) / std::sqrt(var / S);
+    max_z = std::max(max_z, std::abs(z));
+    mean_z2 += z * z;
+    ++counted;
+  }
+  mean_z2 /= counted;
+  INFO("elements " << counted << " max |z| " << max_z << " mean z^2 " << mean_z2);
+  CHECK(counted > 3000);
+  CHECK(max_z < 5.5);  // ~6,000 elements: max of |N(0,1)| is ~4
+  CHECK(mean_z2 > 0.8);
+  CHECK(mean_z2 < 1.25);
+}
