@@ -209,8 +209,10 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   if (sh.cores > 0)
     c.sharing = core_sharing{sh.cores, sh.threads, sh.threads * dp * tp, sh.contention};
   const bool pp_intra = tp * pp <= std::min(per_node, d.devices_per_node);
-  c.act_delay = pp_intra ? L.act_bytes / d.intra_bw + d.intra_latency
-                         : L.act_bytes / d.inter_bw + d.inter_latency;
+  // Actor devices in one process pass activations by reference: a message.
+  c.act_delay = d.profiled ? d.intra_latency
+                : pp_intra ? L.act_bytes / d.intra_bw + d.intra_latency
+                           : L.act_bytes / d.inter_bw + d.inter_latency;
   // The exposed dp all-reduce and the optimizer, after the pipeline.
   const bool dp_intra = r.devices <= std::min(per_node, d.devices_per_node);
   std::vector<double> opt_work;
