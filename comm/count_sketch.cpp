@@ -32,21 +32,6 @@ inline uint32_t sign_bit(uint32_t key, uint32_t x) {
   return mix32(x ^ key) & 0x80000000u;
 }
 
-// The bucket of element x when w >= kspan_min_width: a span of kspan
-// consecutive elements (x / kspan) lands at a hashed start in [0, w − kspan]
-// and keeps its order (start + x mod kspan). Two elements still share a
-// bucket with probability ~1/w whatever their offsets, and the sign stays
-// hashed per element, so the estimate stays unbiased with the same variance
-// in expectation; but sketching and decoding touch the table in runs of
-// kspan floats instead of at one random place per element (measured: see
-// docs/s2-reducer.md). Narrower tables hash each element on its own.
-constexpr uint32_t kspan = 64;
-constexpr int64_t kspan_min_width = 16 * int64_t(kspan);
-
-inline uint32_t span_bucket(uint32_t key, uint32_t x, uint64_t starts) {
-  return reduce_to(mix32((x / kspan) ^ key), starts) + x % kspan;
-}
-
 // Elements are hashed in blocks: indices and signed values are computed into
 // small arrays (vectorised), then scattered or gathered (scalar).
 constexpr int64_t block = 256;
@@ -69,9 +54,7 @@ count_sketch::count_sketch(int rows, int64_t width, int64_t n, int64_t d, uint64
 }
 
 uint32_t count_sketch::bucket(int j, uint32_t x) const {
-  if (injective()) return x;
-  if (w_ >= kspan_min_width) return span_bucket(bucket_key_[j], x, uint64_t(w_ - kspan + 1));
-  return reduce_to(mix32(x ^ bucket_key_[j]), uint64_t(w_));
+  return injective() ? x : reduce_to(mix32(x ^ bucket_key_[j]), uint64_t(w_));
 }
 
 float count_sketch::sign(int j, uint32_t x) const {
@@ -83,8 +66,8 @@ void count_sketch::add_rows(std::span<const float> g, std::span<const uint32_t> 
   MERAK_CHECK(int64_t(g.size()) == n_ * d_ && int64_t(table.size()) == r_ * w_);
   alignas(64) uint32_t idx[block];
   alignas(64) float val[block];
-  const bool ident = injective(), spans = !ident && w_ >= kspan_min_width;
-  const uint64_t w = uint64_t(w_), starts = uint64_t(w_ - kspan + 1);
+  const bool ident = injective();
+  const uint64_t w = uint64_t(w_);
   for (int j = 0; j < r_; ++j) {
     float* t = table.data() + j * w_;
     const uint32_t bk = bucket_key_[j], sk = sign_key_[j];
@@ -96,7 +79,7 @@ void count_sketch::add_rows(std::span<const float> g, std::span<const uint32_t> 
         const int64_t m = std::min(block, d_ - c0);
         for (int64_t c = 0; c < m; ++c) {
           const uint32_t x = base + uint32_t(c0 + c);
-          idx[c] = ident ? x : spans ? span_bucket(bk, x, starts) : reduce_to(mix32(x ^ bk), w);
+          idx[c] = ident ? x : reduce_to(mix32(x ^ bk), w);
           val[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(src[c0 + c]) ^ sign_bit(sk, x));
         }
         for (int64_t c = 0; c < m; ++c) {
@@ -126,8 +109,8 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
   alignas(64) uint32_t idx[block];
   alignas(64) float est[32][block];  // est[j][c]: row j's estimate of element c
   float vals[32];
-  const bool ident = injective(), spans = !ident && w_ >= kspan_min_width;
-  const uint64_t w = uint64_t(w_), starts = uint64_t(w_ - kspan + 1);
+  const bool ident = injective();
+  const uint64_t w = uint64_t(w_);
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint32_t k = rows[i];
     MERAK_CHECK(k < n_, "row {} of n={}", k, n_);
@@ -140,7 +123,7 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
         const uint32_t bk = bucket_key_[j], sk = sign_key_[j];
         for (int64_t c = 0; c < m; ++c) {
           const uint32_t x = base + uint32_t(c0 + c);
-          idx[c] = ident ? x : spans ? span_bucket(bk, x, starts) : reduce_to(mix32(x ^ bk), w);
+          idx[c] = ident ? x : reduce_to(mix32(x ^ bk), w);
         }
         for (int64_t c = 0; c < m; ++c) {
           const uint32_t x = base + uint32_t(c0 + c);

@@ -5,12 +5,7 @@
 // counter-based mixer of x and a key derived from (seed, j), so every rank
 // that uses the same seed gets the same hashes with no shared state. When
 // w >= n·d the bucket hash is the identity (h_j(x) = x): the sketch is then
-// injective and decoding is exact. When w >= 1024 the bucket hash places
-// spans of 64 consecutive elements (x / 64) at a hashed start and keeps
-// their order, h_j(x) = start_j(x / 64) + x mod 64: any two elements still
-// collide with probability ~1/w and the per-element sign keeps the estimate
-// unbiased, but the table is read and written in runs (cache lines) rather
-// than at one random place per element. Narrower tables hash every element.
+// injective and decoding is exact.
 //
 // The table T is r × w floats, row j at T[j·w]. Sketching is linear:
 // sketch(a) + sketch(b) = sketch(a + b) up to float rounding.
