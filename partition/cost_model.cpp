@@ -234,7 +234,7 @@ cpu_profile profile_cpu(const model::gpt_config& full, int64_t rows, int threads
   cfg.layers = std::min(cfg.layers, 2);
   threads = std::max(1, threads);
   cores = std::max(1, cores);
-  const std::string key = fmt::format("{}|{}|rows={}|threads={}|cores={}|v2", cpu_name(), cfg.str(),
+  const std::string key = fmt::format("{}|{}|rows={}|threads={}|cores={}|v3", cpu_name(), cfg.str(),
                                       rows, threads, cores);
   nlohmann::json cache = nlohmann::json::object();
   if (!cache_file.empty() && std::filesystem::exists(cache_file)) {
@@ -261,13 +261,15 @@ cpu_profile profile_cpu(const model::gpt_config& full, int64_t rows, int threads
   const int reps = 5;
   pass_times alone = run_passes(cfg, rows, threads, reps);
   // Every core busy: cores / threads copies at once, each on its own thread
-  // (as actors are); copy 0's times against the lone run's.
+  // (as actors are), against the lone run. Short passes are noisy: the
+  // copies run at least half a second each.
   double contention = 1;
   if (int copies = cores / threads; copies > 1) {
+    const int packed_reps = std::max(reps, int(std::ceil(0.5 / std::max(1e-3, alone.wall_s))));
     std::vector<pass_times> packed(static_cast<size_t>(copies));
     std::vector<std::thread> th;
     for (int c = 0; c < copies; ++c)
-      th.emplace_back([&, c] { packed[size_t(c)] = run_passes(cfg, rows, threads, reps); });
+      th.emplace_back([&, c] { packed[size_t(c)] = run_passes(cfg, rows, threads, packed_reps); });
     for (auto& t : th) t.join();
     double sum = 0;
     for (auto& p : packed) sum += total(p);

@@ -74,7 +74,8 @@ struct cpu_profile {
 // depend on depth) at micro-batches of `rows` sequences with `threads`
 // OpenMP threads: 2 warm-up and 5 measured forward+backward passes alone
 // (the least time of each kind),
-// the same with cores / threads copies at once (contention), and the
+// the same with cores / threads copies at once for at least half a second
+// (contention), and the
 // optimizer step. Reads the result from `cache_file` when it holds this
 // (CPU, shape, threads, cores); writes it there otherwise ("" : no cache).
 cpu_profile profile_cpu(const model::gpt_config& cfg, int64_t rows, int threads, int cores,
