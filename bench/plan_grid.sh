@@ -25,6 +25,7 @@ grid_4=("4 1 1 1 1f1b none 0" "2 1 2 2 1f1b none 0" "2 1 2 4 1f1b none 0" "1 1 4
 measure() {  # label, train args... -> one JSON line
   local label=$1
   shift
+  rm -f "$work/m.jsonl"
   "$merak" train --data "$data" "${model[@]}" --batch $batch --steps "$steps" "$@" \
     --metrics "$work/m.jsonl" --log-level warn >/dev/null 2>&1
   python3 - "$label" "$work/m.jsonl" <<'PY'
