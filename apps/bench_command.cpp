@@ -93,9 +93,10 @@ action add_bench_command(CLI::App& parent) {
   auto ar = std::make_shared<bench::allreduce_bench_options>();
   auto* a = b->add_subcommand("allreduce",
                               "All-reduce of an (n, d) gradient between --procs processes: "
-                              "dense ring, coo, union, s2 or MPI_Allreduce");
+                              "dense ring, coo, union, s2, MPI_Allreduce or NCCL");
   a->add_option("--procs", ar->procs)->capture_default_str();
-  a->add_option("--method", ar->method, "dense, coo, union, s2 or mpi")->capture_default_str();
+  a->add_option("--method", ar->method, "dense, coo, union, s2, mpi (MPI_Allreduce) or nccl (GPUs)")
+      ->capture_default_str();
   a->add_option("--transport", ar->transport, "ucx or inproc (threads)")->capture_default_str();
   a->add_option("--rows", ar->rows, "n")->capture_default_str();
   a->add_option("--cols", ar->cols, "d")->capture_default_str();
