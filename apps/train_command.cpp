@@ -170,7 +170,9 @@ int run_train(train_flags& f) {
 action add_train_command(CLI::App& parent) {
   auto f = std::make_shared<train_flags>();
   auto& o = f->opts;
-  auto* c = parent.add_subcommand("train", "Train a GPT model (single device)");
+  auto* c = parent.add_subcommand(
+      "train",
+      "Train a GPT model: on one device, or dp x tp x pp on actors (--devices N plans it)");
   c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   c->add_option("--config", "TOML or JSON file with the same keys as these flags");
   c->add_option("--data", o.data, "Training text file (bytes are tokens)")->required();
