@@ -271,37 +271,16 @@ namespace {
 
 // A model that is not GPT, written for one device with the layer API: an
 // attention-free language model of residual GELU-MLP blocks with a head of
-// its own, and parameter names of its own. merak must partition, shard and schedule it as it does
-// GPT.
-model::graph mlp_language_model(const model::gpt_config& c) {
+// its own, and parameter names of its own. merak must partition, shard and
+// schedule it as it does GPT. With `long_skip`, the embedding's output is
+// also added again before the head: no single tensor then crosses any cut
+// inside the blocks, and deeper pipelines carry it along as an extra tensor.
+model::graph mlp_model(const model::gpt_config& c, bool long_skip) {
   namespace ly = model::layers;
   model::graph g;
   int tokens = g.add_input("tokens", {}, model::dtype::i32);
   int targets = g.add_input("targets", {}, model::dtype::i32);
-  int x = ly::embedding(g, "embed", tokens, c.vocab, c.max_seq, c.dim, "tok_emb", "pos_emb");
-  for (int l = 0; l < c.layers; ++l) {
-    auto p = "block" + std::to_string(l) + ".";
-    int h = ly::layernorm(g, p + "norm", x, c.dim);
-    h = ly::linear(g, p + "up", h, c.dim, 2 * c.dim, model::tp_split::column);
-    h = ly::gelu(g, p + "act", h, 2 * c.dim);
-    h = ly::linear(g, p + "down", h, 2 * c.dim, c.dim, model::tp_split::row);
-    x = ly::residual(g, p + "res", x, h, c.dim);
-  }
-  x = ly::layernorm(g, "final_norm", x, c.dim);
-  int logits = ly::lm_head(g, "head", x, c.dim, c.vocab, "head.weight");
-  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, c.vocab));
-  return g;
-}
-
-// The same with a skip connection over the whole model: the embedding's
-// output is added again before the head, so no single tensor crosses any cut
-// inside the blocks and deeper pipelines carry it along as an extra tensor.
-model::graph long_skip_model(const model::gpt_config& c) {
-  namespace ly = model::layers;
-  model::graph g;
-  int tokens = g.add_input("tokens", {}, model::dtype::i32);
-  int targets = g.add_input("targets", {}, model::dtype::i32);
-  int e = ly::embedding(g, "embed", tokens, c.vocab, c.max_seq, c.dim);
+  const int e = ly::embedding(g, "embed", tokens, c.vocab, c.max_seq, c.dim, "tok_emb", "pos_emb");
   int x = e;
   for (int l = 0; l < c.layers; ++l) {
     auto p = "block" + std::to_string(l) + ".";
@@ -311,11 +290,30 @@ model::graph long_skip_model(const model::gpt_config& c) {
     h = ly::linear(g, p + "down", h, 2 * c.dim, c.dim, model::tp_split::row);
     x = ly::residual(g, p + "res", x, h, c.dim);
   }
-  x = ly::residual(g, "skip", x, e, c.dim);
+  if (long_skip) x = ly::residual(g, "skip", x, e, c.dim);
   x = ly::layernorm(g, "final_norm", x, c.dim);
-  int logits = ly::lm_head(g, "head", x, c.dim, c.vocab, "wte");
+  int logits = ly::lm_head(g, "head", x, c.dim, c.vocab, "head.weight");
   g.set_loss(ly::cross_entropy(g, "loss", logits, targets, c.vocab));
   return g;
+}
+
+model::graph mlp_language_model(const model::gpt_config& c) {
+  return mlp_model(c, false);
+}
+model::graph long_skip_model(const model::gpt_config& c) {
+  return mlp_model(c, true);
+}
+
+// Trains `opts` with `par` on the actors; every step's loss must equal the
+// single device's `reference` within the file's tolerance.
+void expect_reference_losses(const model::train_options& opts, const actors::parallel_options& par,
+                             const std::vector<double>& reference) {
+  actors::parallel_trainer tr(opts, par, corpus());
+  for (size_t s = 0; s < reference.size(); ++s) {
+    double loss = tr.train_step().loss;
+    INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+    REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
+  }
 }
 
 model::train_options tiny_custom(int64_t steps) {
@@ -361,12 +359,7 @@ TEST_CASE(
     par.timeout_s = 60;
     INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
                << partition::schedule_name(c.kind) << " recompute=" << int(c.rc));
-    actors::parallel_trainer tr(tiny_custom(steps), par, corpus());
-    for (int64_t s = 0; s < steps; ++s) {
-      double loss = tr.train_step().loss;
-      INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
-      REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
-    }
+    expect_reference_losses(tiny_custom(steps), par, reference);
   }
 }
 
@@ -404,12 +397,7 @@ TEST_CASE("a skip connection across every stage boundary travels as an extra ten
     par.recompute = actors::recompute_mode::full;
     par.timeout_s = 60;
     INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m);
-    actors::parallel_trainer tr(opts, par, corpus());
-    for (int64_t s = 0; s < steps; ++s) {
-      double loss = tr.train_step().loss;
-      INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
-      REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
-    }
+    expect_reference_losses(opts, par, reference);
   }
 }
 
