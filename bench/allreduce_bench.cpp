@@ -130,16 +130,15 @@ std::vector<std::string> own_argv() {
   return args;
 }
 
-// Starts o.procs workers of this binary and returns rank 0's result.
-nlohmann::json run_launcher(const allreduce_bench_options& o) {
+// Starts `lo` (its procs and argv set) with MERAK_BENCH_OUT naming a fresh
+// temporary file, and returns the JSON line rank 0 wrote there. `what` names
+// the run in errors.
+nlohmann::json launch_for_result(comm::launch_options lo, const allreduce_bench_options& o,
+                                 const std::string& what) {
   char path[] = "/tmp/merak-allreduce-XXXXXX";
   const int fd = ::mkstemp(path);
-  if (fd < 0) fail("bench allreduce: cannot create a temporary file");
+  if (fd < 0) fail("{}: cannot create a temporary file", what);
   ::close(fd);
-  comm::launch_options lo;
-  lo.procs = o.procs;
-  lo.argv = own_argv();
-  lo.env["MERAK_BENCH_WORKER"] = "1";
   lo.env["MERAK_BENCH_OUT"] = path;
   lo.grace = wait_bound(o) + 5s;
   lo.timeout = std::chrono::seconds(o.timeout_s);
@@ -148,9 +147,18 @@ nlohmann::json run_launcher(const allreduce_bench_options& o) {
   std::string line;
   std::getline(in, line);
   std::filesystem::remove(path);
-  if (!res.ok()) fail("bench allreduce: {}", res.message);
-  if (line.empty()) fail("bench allreduce: rank 0 wrote no result");
+  if (!res.ok()) fail("{}: {}", what, res.message);
+  if (line.empty()) fail("{}: rank 0 wrote no result", what);
   return nlohmann::json::parse(line);
+}
+
+// Starts o.procs workers of this binary and returns rank 0's result.
+nlohmann::json run_launcher(const allreduce_bench_options& o) {
+  comm::launch_options lo;
+  lo.procs = o.procs;
+  lo.argv = own_argv();
+  lo.env["MERAK_BENCH_WORKER"] = "1";
+  return launch_for_result(std::move(lo), o, "bench allreduce");
 }
 
 std::string shell_quote(const std::string& s) {
@@ -204,10 +212,6 @@ nlohmann::json run_nccl(const allreduce_bench_options& o) {
         "bench allreduce: method nccl needs {} (built when CMake finds CUDA with NCCL, "
         "MERAK_WITH_CUDA)",
         worker.string());
-  char path[] = "/tmp/merak-nccl-allreduce-XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) fail("bench allreduce: cannot create a temporary file");
-  ::close(fd);
   comm::launch_options lo;
   lo.procs = o.procs;
   lo.argv = {worker.string(),
@@ -223,17 +227,7 @@ nlohmann::json run_nccl(const allreduce_bench_options& o) {
              std::to_string(o.seed),
              "--timeout-s",
              std::to_string(o.timeout_s)};
-  lo.env["MERAK_BENCH_OUT"] = path;
-  lo.grace = wait_bound(o) + 5s;
-  lo.timeout = std::chrono::seconds(o.timeout_s);
-  const auto res = comm::launch_local(lo);
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  std::filesystem::remove(path);
-  if (!res.ok()) fail("bench allreduce: method nccl: {}", res.message);
-  if (line.empty()) fail("bench allreduce: method nccl: rank 0 wrote no result");
-  return nlohmann::json::parse(line);
+  return launch_for_result(std::move(lo), o, "bench allreduce: method nccl");
 }
 
 }  // namespace
