@@ -28,6 +28,11 @@ device_plan plan_for_devices(const model::train_options& opts, int devices, para
   p.micro_batches = b.micro_batches;
   p.schedule = b.schedule;
   p.tp_overlap = b.tp_overlap;
+  // The stages the planner balanced by measured time, not the runtime's
+  // default split by FLOPs.
+  p.stage_bounds.clear();
+  for (const auto& st : b.stages) p.stage_bounds.push_back(st.first);
+  if (!b.stages.empty()) p.stage_bounds.push_back(b.stages.back().last);
   bool any = false;
   for (const auto& st : b.stages) any = any || st.recompute_segments > 0;
   if (b.recompute == partition::recompute_kind::full) {

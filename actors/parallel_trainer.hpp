@@ -35,6 +35,11 @@ struct parallel_options {
   int tp = 1;
   int tp_overlap = 0;     // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
   int micro_batches = 1;  // per replica and step
+  // Stage s runs nodes [stage_bounds[s], stage_bounds[s+1]) of the
+  // single-device graph (pp + 1 entries, 0 first, the node count last; a
+  // planner's split). Empty: balanced by forward FLOPs
+  // (partition::balanced_stages).
+  std::vector<int> stage_bounds;
   partition::schedule_kind schedule = partition::schedule_kind::one_f_one_b;
   recompute_mode recompute = recompute_mode::none;
   double recompute_ratio = 0.75;  // stage 0's share of recomputed layers (stage_aware)

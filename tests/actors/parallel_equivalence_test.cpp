@@ -202,6 +202,11 @@ TEST_CASE("bad parallel options are refused by name", "[actors]") {
   CHECK_THROWS_WITH(actors::parallel_trainer(tiny(1), par, corpus()),
                     Catch::Contains("--batch 16 does not split into --dp 3"));
   par.dp = 1;
+  par.pp = 2;
+  par.stage_bounds = {0, 5};
+  CHECK_THROWS_WITH(actors::parallel_trainer(tiny(1), par, corpus()),
+                    Catch::Contains("stage bounds [0, 5] do not split"));
+  par.stage_bounds.clear();
   par.pp = 200;
   CHECK_THROWS_WITH(actors::parallel_trainer(tiny(1), par, corpus()), Catch::Contains("at most"));
 }
@@ -399,6 +404,17 @@ TEST_CASE("a skip connection across every stage boundary travels as an extra ten
     INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m);
     expect_reference_losses(opts, par, reference);
   }
+  // Stage bounds given by the caller (as a planner's plan gives them), here
+  // in the middle of a block.
+  actors::parallel_options par;
+  par.pp = 2;
+  par.micro_batches = 2;
+  par.timeout_s = 60;
+  const int n = int(g.nodes().size());
+  par.stage_bounds = {0, n / 2, n};
+  INFO("pp=2 with stage bounds 0, " << n / 2 << ", " << n);
+  CHECK(crossing[size_t(n / 2)] >= 2);
+  expect_reference_losses(opts, par, reference);
 }
 
 TEST_CASE("a custom model without the inputs training feeds is refused by name",
