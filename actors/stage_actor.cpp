@@ -301,7 +301,6 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     for (float g : prm->grad.span_f32()) s += double(g) * g;
     sumsq += s;
   }
-  st.in_step = false;  // what comes next (the optimizer step) waits on every stage
   // The trace first: the coordinator stops listening once every stage is ready.
   if (st.cfg.trace)
     self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank,
@@ -620,6 +619,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.store->zero_grads();
           self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage,
                      st.cfg.tp_rank, t0, trace_now());
+          st.in_step = false;  // the next step waits on the whole run's coordinator
         });
       },
       // Parameters and AdamW moments of this shard (copies), and AdamW's t.
