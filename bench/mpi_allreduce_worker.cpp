@@ -25,14 +25,7 @@
 
 #include "comm/codec_bench.hpp"
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-}  // namespace
+using merak::comm::median;
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -33,12 +33,9 @@
 #include "comm/nccl_transport.hpp"
 #include "core/error.hpp"
 
-namespace {
+using merak::comm::median;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+namespace {
 
 void cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) merak::fail("merak_nccl_allreduce: {}: {}", what, cudaGetErrorString(e));

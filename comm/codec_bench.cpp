@@ -21,13 +21,6 @@ double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 codec_bench_result describe(const codec_config& c, int ranks, int64_t n, int64_t d, double density,
                             int iters) {
   codec_bench_result r;
@@ -44,6 +37,13 @@ codec_bench_result describe(const codec_config& c, int ranks, int64_t n, int64_t
 }
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
 
 std::vector<float> bench_gradient(int64_t n, int64_t d, double density, uint64_t seed, int rank) {
   std::vector<float> g(size_t(n * d), 0.0f);

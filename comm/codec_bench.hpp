@@ -16,6 +16,9 @@
 
 namespace merak::comm {
 
+// The median of the benchmarks' per-iteration times (0 for none).
+double median(std::vector<double> v);
+
 // Rank `rank`'s test gradient (n·d floats).
 std::vector<float> bench_gradient(int64_t n, int64_t d, double density, uint64_t seed, int rank);
 

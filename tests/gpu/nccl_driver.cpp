@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "../comm/rank_values.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/launcher.hpp"
 #include "comm/nccl_transport.hpp"
@@ -85,18 +86,8 @@ class dbuf {
   size_t n_;
 };
 
-float value(int r, size_t i) {
-  uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(r) + 1) * 0xBF58476D1CE4E5B9ull;
-  h ^= h >> 29;
-  return static_cast<float>(static_cast<int64_t>(h % 2000001) - 1000000) * 1e-3f;
-}
-
-uint64_t fnv(const void* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i)
-    h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
-  return h;
-}
+using merak::comm::testing::fnv;
+using merak::comm::testing::value;
 
 // The collectives and a point-to-point ring on every rank of `t`.
 void check_collectives(bootstrap& b, nccl_transport& t) {
