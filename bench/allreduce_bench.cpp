@@ -48,6 +48,11 @@ comm::codec_run_options run_options(const allreduce_bench_options& o) {
   r.iters = o.iters;
   r.seed = o.seed;
   r.known_rows = o.known_rows;
+  // Tuning knobs for measurements: the ring's chunk size and receives in
+  // flight (ring_options; defaults 1 MiB and 4).
+  if (const char* s = std::getenv("MERAK_RING_CHUNK_KB"))
+    r.ring.chunk_bytes = size_t(std::atol(s)) << 10;
+  if (const char* s = std::getenv("MERAK_RING_WINDOW")) r.ring.window = std::atoi(s);
   return r;
 }
 

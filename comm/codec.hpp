@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/collectives.hpp"
 #include "comm/transport.hpp"
 
 namespace merak::comm {
@@ -174,9 +175,10 @@ struct codec_stats {
 // reuse a tag, and collectives on other tags never see its messages. A
 // group of one returns at once (the average of one gradient is itself; the
 // codec does not run). `stats` (optional) receives this call's timings and
-// bytes. Transport failures (timeouts, dead peers) propagate as
-// merak::error; the ranks' codecs are then out of step and must be remade.
+// bytes; `ring` sets the chunking of the all-reduces (equal on every rank). Transport failures
+// (timeouts, dead peers) propagate as merak::error; the ranks' codecs are then out of step and must
+// be remade.
 void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64_t d, tag_t tag,
-                 codec_stats* stats = nullptr);
+                 codec_stats* stats = nullptr, const ring_options& ring = {});
 
 }  // namespace merak::comm

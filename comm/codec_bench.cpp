@@ -176,7 +176,7 @@ codec_bench_result bench_codec_over(transport& t, const codec_run_options& o) {
     codec_stats st;
     const auto t0 = clock_type::now();
     if (o.known_rows) c->set_known_rows(rows);
-    reduce_rows(*c, t, work, n, d, o.tag + 2, &st);
+    reduce_rows(*c, t, work, n, d, o.tag + 2, &st, o.ring);
     tot.push_back(ms_since(t0));
     enc.push_back(st.encode_s * 1e3), com.push_back(st.comm_s * 1e3),
         dec.push_back(st.decode_s * 1e3), bytes.push_back(double(st.bytes_sent));

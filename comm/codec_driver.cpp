@@ -54,7 +54,7 @@ std::string describe(const step_header& h) {
 }  // namespace
 
 void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64_t d, tag_t tag,
-                 codec_stats* stats) {
+                 codec_stats* stats, const ring_options& ring) {
   codec_stats st;
   const uint64_t bytes0 = t.bytes_sent();
   const int p = t.size();
@@ -92,8 +92,8 @@ void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64
   // order, so a message cannot meet another collective's receive.
   for (;;) {
     t0 = clock_type::now();
-    if (!msg.bits.empty()) allreduce_or(t, msg.bits, tag);
-    if (!msg.sum.empty()) allreduce_sum(t, msg.sum, tag);
+    if (!msg.bits.empty()) allreduce_or(t, msg.bits, tag, ring);
+    if (!msg.sum.empty()) allreduce_sum(t, msg.sum, tag, ring);
     if (msg.has_gather)
       msg.gathered_sizes = allgatherv(t, msg.gather.data(), msg.gather.size(), msg.gathered, tag);
     st.comm_s += seconds_since(t0);
