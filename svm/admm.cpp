@@ -80,7 +80,7 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
 
   Eigen::VectorXd w = Eigen::VectorXd::Zero(p), z = w, u1 = w, z_prev(p);                  // (p)
   Eigen::VectorXd r = Eigen::VectorXd::Ones(n), u2 = Eigen::VectorXd::Zero(n), r_prev(n);  // (n)
-  Eigen::VectorXd t(n), q(p), xw(n), m(n), v(n), w_hat(p), m_hat(n);
+  Eigen::VectorXd t(n), q(p), xw(n), m(n), v(n), w_hat(p), m_hat(n), vp(p);
   if (warm) {
     // The scaled duals u = y / rho follow the rhos actually used.
     z = start->z, u1 = start->u1 * (start->rho1 / rho1);
@@ -94,8 +94,7 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
   const bool track = o.track_products && solver->method() == w_method::woodbury && !x.is_sparse();
   Eigen::VectorXd mz(n), mz_prev(n), mu1(n), mq(n);
   auto sparse_times = [&](const Eigen::VectorXd& zz, Eigen::VectorXd& out) {
-    int64_t nz = 0;
-    for (int64_t j = 0; j < p; ++j) nz += zz[j] != 0;
+    const int64_t nz = (zz.array() != 0).count();
     if (nz * 8 > p) {
       xc.times(zz, out);
       return;
@@ -149,10 +148,15 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
     const Eigen::VectorXd& mh = alpha != 1 ? m_hat : m;
     v = 1.0 - mh.array() - u2.array();
     hinge_prox(v, 1.0 / (double(n) * rho2), r);
+    // vp = wh + u1 once; L1 (weighted or not) vectorised: the scalar prox
+    // per element was 6% of a westbc fit.
+    vp = wh + u1;
     if (weighted && !l1_phase)
-      weighted_soft(wh + u1, o.l1_weights, pen.lambda / rho1, z);
+      weighted_soft(vp, o.l1_weights, pen.lambda / rho1, z);
+    else if (active.kind == penalty_kind::l1)
+      z = vp.array().sign() * (vp.array().abs() - pen.lambda / rho1).max(0.0);
     else
-      active.prox(wh + u1, rho1, z);
+      active.prox(vp, rho1, z);
     if (track) {
       // X_c u1 follows u1 += wh - z: X_c wh = alpha xw + (1 - alpha) X_c z_prev.
       mz_prev.swap(mz);
@@ -160,7 +164,7 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
       mu1 += (alpha != 1 ? (alpha * xw + (1 - alpha) * mz_prev).eval() : xw) - mz;
     }
     // Scaled duals.
-    u1 += wh - z;
+    u1 = vp - z;  // u1 + wh - z
     u2.array() += r.array() + mh.array() - 1.0;
 
     const double pri =
