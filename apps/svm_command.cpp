@@ -32,7 +32,7 @@ struct svm_train_flags {
   double timeout_s = 60;
   // svm path only:
   std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
-  bool cold = false;
+  bool cold = false, theta_per_lambda = false;
 };
 
 struct svm_predict_flags {
@@ -172,6 +172,7 @@ int run_svm_path(const svm_train_flags& f) {
   o.lambdas = parse_lambdas(f.lambdas);
   o.folds = f.folds;
   o.warm = !f.cold;
+  o.theta_per_lambda = f.theta_per_lambda;
   svm::set_solver_threads(f.threads);
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
   svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
@@ -183,7 +184,7 @@ int run_svm_path(const svm_train_flags& f) {
       nlohmann::json j{{"data", f.data},
                        {"penalty", svm::penalty_name(o.fit.pen.kind)},
                        {"lambda", pt.lambda},
-                       {"theta", o.fit.pen.theta},
+                       {"theta", pt.theta},
                        {"objective", pt.objective},
                        {"iterations", pt.iterations},
                        {"converged", pt.converged},
@@ -318,6 +319,8 @@ action add_svm_command(CLI::App& parent) {
       ->capture_default_str();
   h->add_flag("--no-standardize", hf->no_standardize, "Fit on the features as they are");
   h->add_flag("--cold", hf->cold, "Start every lambda from zero (no warm start)");
+  h->add_flag("--theta-per-lambda", hf->theta_per_lambda,
+              "--theta is a multiple of lambda (each lambda gets theta * lambda)");
   h->add_option("--threads", hf->threads, "Threads for the matrix products (default: all cores)");
   h->add_flag("--json", hf->json, "One JSON object per lambda");
 

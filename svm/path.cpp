@@ -27,6 +27,7 @@ void walk(const dataset& d, const path_options& o,
   for (size_t i = 0; i < o.lambdas.size(); ++i) {
     penalty pen = o.fit.pen;
     pen.lambda = o.lambdas[i];
+    if (o.theta_per_lambda) pen.theta = o.fit.pen.theta * o.lambdas[i];
     const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
     admm_result r = o.fit.lla
                         ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
@@ -49,7 +50,17 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& in,
   o.fit.pen.lambda = o.lambdas.front();
   o.fit.pen.validate();
   std::vector<path_point> pts(o.lambdas.size());
-  for (size_t i = 0; i < pts.size(); ++i) pts[i].lambda = o.lambdas[i];
+  for (size_t i = 0; i < pts.size(); ++i) {
+    pts[i].lambda = o.lambdas[i];
+    pts[i].theta = o.theta_per_lambda ? o.fit.pen.theta * o.lambdas[i] : o.fit.pen.theta;
+    penalty at = o.fit.pen;
+    at.lambda = pts[i].lambda, at.theta = pts[i].theta;
+    try {
+      at.validate();
+    } catch (const std::exception& e) {
+      fail("--theta-per-lambda: at lambda {}: {}", at.lambda, e.what());
+    }
+  }
 
   if (o.folds != 0) {
     const int64_t n = d.rows();

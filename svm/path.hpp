@@ -15,6 +15,7 @@ namespace merak::svm {
 
 struct path_point {
   double lambda = 0;
+  double theta = 0;      // the penalty's theta at this lambda
   double objective = 0;  // F on the (standardised) full data
   int iterations = 0;
   bool converged = false;
@@ -32,6 +33,10 @@ struct path_options {
   std::vector<double> lambdas;
   int folds = 0;     // 0: no cross-validation; otherwise >= 2 (fold of i: i mod folds)
   bool warm = true;  // false: every lambda from a cold start (for comparison)
+  // fit.pen.theta is a multiple of lambda: lambda i is fitted with theta =
+  // fit.pen.theta * lambdas[i] (e.g. capped-L1's cap at 2 lambda, the way
+  // SCAD's a and MCP's gamma place their knots at multiples of lambda).
+  bool theta_per_lambda = false;
 };
 
 // Returns one point per lambda, largest lambda first; on_point (when set) is

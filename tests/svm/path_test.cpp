@@ -77,3 +77,31 @@ TEST_CASE("path errors name the flag", "[svm][path]") {
   o.fit.workers = 2;
   CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--workers 2"));
 }
+
+TEST_CASE("theta_per_lambda fits each lambda with theta times lambda", "[svm][path]") {
+  dataset d = test::synthetic({.n = 40, .p = 120, .informative = 4, .seed = 13});
+  path_options o = grid(penalty_kind::capped_l1);
+  o.fit.pen.theta = 2;  // the cap at 2 lambda
+  o.theta_per_lambda = true;
+  o.warm = false;  // cold fits: comparable with single fits
+  const auto pts = fit_path(d, o);
+  REQUIRE(pts.size() == 4);
+  bool differs = false;
+  for (const auto& p : pts) {
+    INFO("lambda " << p.lambda);
+    CHECK(p.theta == Approx(2 * p.lambda));
+    fit_options f = o.fit;
+    f.pen.lambda = p.lambda, f.pen.theta = 2 * p.lambda;
+    const fit_result at = fit(d, f);
+    CHECK(p.objective == Approx(at.objective).epsilon(1e-9));
+    CHECK(p.nnz == at.model.nnz());
+    // A fixed cap of 2 (the flag ignored) is another problem.
+    f.pen.theta = 2;
+    differs = differs || std::abs(fit(d, f).objective - p.objective) > 1e-3 * p.objective;
+  }
+  CHECK(differs);
+  // Each lambda's theta is validated: SCAD needs a > 2 at every lambda.
+  o.fit.pen = {penalty_kind::scad, 0.01, 30};
+  CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--theta-per-lambda: at lambda 0.03: "
+                                                    "--theta (SCAD a) must be > 2 (got 0."));
+}
