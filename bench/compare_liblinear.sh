@@ -20,7 +20,8 @@
 # point) of the method's best CV accuracy the one with the fewest mean
 # non-zero weights wins (ties: the larger lambda / smaller C). merak scores
 # its grid with `merak svm path --folds` (each fold's lambda path
-# warm-started); nonconvex penalties also choose theta from a small grid.
+# warm-started); nonconvex penalties also choose theta from a small grid
+# (below: SCAD a, MCP gamma and the capped-L1 cap are multiples of lambda).
 # The table reports, for the chosen setting, CV accuracy, mean non-zero
 # weights per fold fit, the method's best CV accuracy over its grid, and
 # seconds per fold fit: "cold" is one `merak svm train --folds` at the chosen
@@ -42,8 +43,14 @@ tol=${TOL:-1e-4}  # merak --tol
 tolerance=${TOLERANCE:-0.01}
 extra=(${EXTRA:-})
 datasets=(${DATASETS:-heart_scale.libsvm sonar.csv ionosphere.csv golub.csv westbc_nodal.csv})
-# theta grids of the nonconvex penalties (SCAD a, MCP gamma, LSP theta, cap)
-declare -A thetas=([l1]="0" [scad]="2.5 3.7" [mcp]="1.5 2 3" [lsp]="0.1 1" [capped-l1]="0.1 0.3 1")
+# theta grids of the nonconvex penalties (SCAD a, MCP gamma, LSP theta, cap).
+# SCAD, MCP and capped-L1 become flat at a multiple of lambda: a lambda, gamma
+# lambda, and for capped-L1 the cap, given here as a multiple of lambda
+# (--theta-per-lambda: cap = theta * lambda; a fixed cap of 0.3 or 1 lay above
+# every standardised golub weight, so capped-L1 was the L1 fit there).
+# LSP's theta is a weight scale (its slope at 0 is lambda / theta).
+declare -A thetas=([l1]="0" [scad]="2.5 3.7" [mcp]="1.5 2 3" [lsp]="0.1 1" [capped-l1]="1.5 2 3")
+declare -A theta_per_lambda=([capped-l1]=1)
 command -v liblinear-train >/dev/null || { echo "liblinear-train not found (apt-get install liblinear-tools)" >&2; exit 1; }
 [[ -x $merak ]] || { echo "merak binary '$merak' not found (build first)" >&2; exit 1; }
 work=$(mktemp -d)
@@ -150,6 +157,7 @@ for name in "${datasets[@]}"; do
     for th in ${thetas[$pen]}; do
       theta_flag=()
       [[ $pen != l1 ]] && theta_flag=(--theta "$th")
+      [[ -n ${theta_per_lambda[$pen]:-} ]] && theta_flag+=(--theta-per-lambda)
       cands+=$("$merak" svm path --data "$file" --format libsvm --penalty "$pen" "${theta_flag[@]}" \
                  --lambdas "$lambdas" --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}" |
                python3 -c "
@@ -161,14 +169,17 @@ for l in sys.stdin:
     read -r acc nnz path_s l th bestacc < <(printf '%s' "$cands" | select_best)
     theta_flag=()
     [[ $pen != l1 ]] && theta_flag=(--theta "$th")
+    # The cold fit gets the cap itself: theta * lambda.
+    [[ -n ${theta_per_lambda[$pen]:-} ]] && theta_flag=(--theta "$(python3 -c "print($th * $l)")")
     j=$("$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" "${theta_flag[@]}" \
           --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}")
     read -r cacc cnnz secs < <(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds)" "$j")
     chosen="lambda=$l"
     [[ $pen != l1 ]] && chosen+=", theta=$th"
+    [[ -n ${theta_per_lambda[$pen]:-} ]] && chosen+=" lambda"
     # The cold fit's accuracy / nnz can differ a little from the path's
     # (another start); the table shows the path's, which chose.
     printf '| %s | merak %s | %s | %.4f | %.1f | %.4f | %.4f | %.4f |\n' "${name%.*}" "$pen" "$chosen" "$acc" "$nnz" "$bestacc" "$secs" "$path_s"
-    echo "{\"data\":\"${name%.*}\",\"method\":\"merak-$pen\",\"lambda\":$l,\"theta\":$th,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs,\"path_fit_s\":$path_s,\"cold_cv_accuracy\":$cacc,\"cold_mean_nnz\":$cnnz}" >>"$out"
+    echo "{\"data\":\"${name%.*}\",\"method\":\"merak-$pen\",\"lambda\":$l,\"theta\":$th,\"theta_times_lambda\":$([[ -n ${theta_per_lambda[$pen]:-} ]] && echo true || echo false),\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs,\"path_fit_s\":$path_s,\"cold_cv_accuracy\":$cacc,\"cold_mean_nnz\":$cnnz}" >>"$out"
   done
 done
