@@ -77,8 +77,8 @@ struct codec_run_options {
   // Hand the codec the non-zero rows (codec::set_known_rows) as a trainer
   // that knows its batch's token ids would, instead of letting it scan.
   bool known_rows = false;
-  tag_t tag = 900;    // uses tags tag .. tag + 2
-  ring_options ring;  // chunking of reduce_rows' all-reduces
+  tag_t tag = 900;         // uses tags tag .. tag + 2
+  ring_options ring = {};  // chunking of reduce_rows' all-reduces
 };
 
 // Over a transport: collective, every rank of `t` calls it with the same

@@ -92,8 +92,13 @@ void reduce_rows(codec& c, transport& t, std::span<float> grad, int64_t n, int64
   // order, so a message cannot meet another collective's receive.
   for (;;) {
     t0 = clock_type::now();
-    if (!msg.bits.empty()) allreduce_or(t, msg.bits, tag, ring);
-    if (!msg.sum.empty()) allreduce_sum(t, msg.sum, tag, ring);
+    if (!msg.bits.empty() && !msg.sum.empty() &&
+        reinterpret_cast<const void*>(msg.bits.data() + msg.bits.size()) == msg.sum.data()) {
+      allreduce_or_sum(t, msg.bits, msg.sum, tag, ring);  // one buffer: one ring
+    } else {
+      if (!msg.bits.empty()) allreduce_or(t, msg.bits, tag, ring);
+      if (!msg.sum.empty()) allreduce_sum(t, msg.sum, tag, ring);
+    }
     if (msg.has_gather)
       msg.gathered_sizes = allgatherv(t, msg.gather.data(), msg.gather.size(), msg.gathered, tag);
     st.comm_s += seconds_since(t0);

@@ -54,6 +54,8 @@ void with_context(const char* what, const transport& t, tag_t tag, F&& body) {
 // sends segment r+1-t and receives r-t (straight into data). The segment a
 // rank sends at step s+1 is the one it received at step s, so chunk j moves
 // on as soon as it arrived: steps pipeline over chunks.
+// `op(dst, src, count, offset)` reduces src into dst, the `count` elements
+// starting at element `offset` of data.
 template <typename T, typename Op>
 void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_options& o, Op op) {
   const int P = t.size(), r = t.rank();
@@ -129,9 +131,7 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
     const size_t j = cur % nc;
     if (s < P - 1) {
       auto [b, e] = chunk(recv_seg(s), j);
-      const T* src = temp + (cur % slots) * slot_elems;
-      T* dst = data.data() + b;
-      for (size_t k = 0; k < e - b; ++k) dst[k] = op(dst[k], src[k]);
+      op(data.data() + b, temp + (cur % slots) * slot_elems, e - b, b);
     }
     if (s + 1 < steps) post_send(static_cast<size_t>(s + 1) * nc + j);
   }
@@ -163,13 +163,48 @@ tag_t collective_tag(tag_t tag, uint32_t sub) {
 }
 
 void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o) {
-  with_context("allreduce_sum", t, tag,
-               [&] { ring_allreduce(t, data, tag, o, [](float a, float b) { return a + b; }); });
+  with_context("allreduce_sum", t, tag, [&] {
+    ring_allreduce(t, data, tag, o, [](float* dst, const float* src, size_t n, size_t) {
+      for (size_t k = 0; k < n; ++k) dst[k] += src[k];
+    });
+  });
 }
 
 void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o) {
   with_context("allreduce_or", t, tag, [&] {
-    ring_allreduce(t, data, tag, o, [](uint64_t a, uint64_t b) { return a | b; });
+    ring_allreduce(t, data, tag, o, [](uint64_t* dst, const uint64_t* src, size_t n, size_t) {
+      for (size_t k = 0; k < n; ++k) dst[k] |= src[k];
+    });
+  });
+}
+
+void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> sum, tag_t tag,
+                      const ring_options& o) {
+  if (!sum.empty() && !bits.empty() &&
+      reinterpret_cast<const void*>(bits.data() + bits.size()) != sum.data())
+    fail("allreduce_or_sum: the floats must follow the bitmap in memory");
+  with_context("allreduce_or_sum", t, tag, [&] {
+    // One ring over the 32-bit words of both: OR below `edge`, float SUM above it. The caller's buffer
+    // holds uint64_t and float objects, so values are moved with memcpy.
+    const size_t edge = bits.size() * 2;
+    auto* words = bits.empty() ? reinterpret_cast<uint32_t*>(sum.data())
+                               : reinterpret_cast<uint32_t*>(bits.data());
+    std::span<uint32_t> all(words, edge + sum.size());
+    ring_allreduce(t, all, tag, o, [edge](uint32_t* dst, const uint32_t* src, size_t n, size_t at) {
+      size_t k = 0;
+      for (; k < n && at + k < edge; ++k) {
+        uint32_t a, b;
+        std::memcpy(&a, dst + k, 4), std::memcpy(&b, src + k, 4);
+        a |= b;
+        std::memcpy(dst + k, &a, 4);
+      }
+      for (; k < n; ++k) {
+        float a, b;
+        std::memcpy(&a, dst + k, 4), std::memcpy(&b, src + k, 4);
+        a += b;
+        std::memcpy(dst + k, &a, 4);
+      }
+    });
   });
 }
 

@@ -64,6 +64,14 @@ void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_op
 // data <- bitwise OR over ranks (bitmaps of non-zero rows), same ring.
 void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o = {});
 
+// Both at once, in one ring (one round of messages instead of two): bits
+// <- OR over ranks, sum <- SUM over ranks. `sum` must start right after
+// `bits` in memory (one buffer); either may be empty. The floats are summed
+// in a fixed order as in allreduce_sum (bitwise equal on every rank), though
+// not necessarily the order allreduce_sum alone would use.
+void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> sum, tag_t tag,
+                      const ring_options& o = {});
+
 // all (P x bytes) <- every rank's `bytes` bytes from `mine`, rank order.
 // `mine` may alias all + rank*bytes.
 void allgather(transport& t, const void* mine, size_t bytes, void* all, tag_t tag);

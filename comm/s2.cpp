@@ -56,12 +56,19 @@ class s2_codec final : public codec {
                      std::back_inserter(merged_));
       own_rows_.swap(merged_);
     }
-    rows_to_bitmap(own_rows_, n, bits_);
+    // Bitmap and table in one buffer, so that the driver reduces both in one
+    // ring (allreduce_or_sum): [bitmap words][table floats].
     sketch_.emplace(config_.sketch_rows, s2_sketch_width(config_, n, d), n, d,
                     s2_step_seed(config_.seed, step_));
-    table_.assign(size_t(sketch_->rows() * sketch_->width()), 0.0f);
+    const size_t words = size_t(bitmap_words(n));
+    const size_t cells = size_t(sketch_->rows() * sketch_->width());
+    buf_.assign((words * 2 + cells) * 4, std::byte{0});  // bytes: storage for both
+    bits_ = std::span<uint64_t>(reinterpret_cast<uint64_t*>(buf_.data()), words);
+    table_ = std::span<float>(reinterpret_cast<float*>(buf_.data() + words * 8), cells);
+    for (uint32_t k : own_rows_) bits_[k >> 6] |= uint64_t(1) << (k & 63);
     sketch_->add_rows(grad, own_rows_, table_);
-    if (config_.feedback == error_feedback::contractive) own_table_ = table_;
+    if (config_.feedback == error_feedback::contractive)
+      own_table_.assign(table_.begin(), table_.end());
     msg.clear();
     msg.bits = bits_, msg.sum = table_;
   }
@@ -122,8 +129,10 @@ class s2_codec final : public codec {
   uint64_t step_ = 0;
   std::optional<count_sketch> sketch_;
   std::vector<uint32_t> own_rows_, union_, merged_;
-  std::vector<uint64_t> bits_;
-  std::vector<float> table_, own_table_;
+  std::vector<std::byte> buf_;  // storage: bitmap words, then the table (floats)
+  std::span<uint64_t> bits_;
+  std::span<float> table_;
+  std::vector<float> own_table_;
   // Error feedback E_i, non-zero only on err_rows_ (the last union), packed.
   std::vector<uint32_t> err_rows_;
   std::vector<float> err_;

@@ -97,6 +97,45 @@ TEST_CASE("allreduce_or is the union of every rank's bitmap", "[comm][collective
     }
 }
 
+TEST_CASE("allreduce_or_sum ORs the bitmap and sums the floats that follow it, in one ring",
+          "[comm][collectives]") {
+  for (int P = 1; P <= 5; ++P)
+    for (auto [words, floats] : {std::pair<size_t, size_t>{1, 1}, {3, 10}, {10, 101}, {0, 7}}) {
+      std::vector<std::vector<uint64_t>> bits_out(P);
+      std::vector<std::vector<float>> sum_out(P);
+      auto errors = run_ranks(P, [&](transport& t) {
+        const int r = t.rank();
+        // One buffer: `words` u64, then `floats` f32 (as S2 lays them out).
+        std::vector<std::byte> buf(words * 8 + floats * 4);
+        std::span<uint64_t> bits(reinterpret_cast<uint64_t*>(buf.data()), words);
+        std::span<float> sum(reinterpret_cast<float*>(buf.data() + words * 8), floats);
+        for (size_t i = 0; i < words; ++i) bits[i] = uint64_t{1} << ((i * 13 + r) % 64);
+        for (size_t i = 0; i < floats; ++i) sum[i] = 0.25f * float((i + 1) * (r + 1));
+        const uint64_t before = t.bytes_sent();
+        allreduce_or_sum(t, bits, sum, 4, ring_options{16, 2});  // many chunks across the edge
+        // One ring over both: 2(P-1)/P of the buffer, up to a word per segment.
+        const double ring = 2.0 * (P - 1) / P * double(buf.size());
+        CHECK(std::abs(double(t.bytes_sent() - before) - ring) <= 2.0 * (P - 1) * 4);
+        bits_out[r].assign(bits.begin(), bits.end());
+        sum_out[r].assign(sum.begin(), sum.end());
+        if (words > 1) {  // the floats must follow the bitmap
+          CHECK_THROWS_WITH(allreduce_or_sum(t, bits.first(1), sum, 5),
+                            Catch::Contains("must follow the bitmap"));
+        }
+      });
+      for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+      for (int r = 0; r < P; ++r) {
+        for (size_t i = 0; i < words; ++i) {
+          uint64_t ref = 0;
+          for (int k = 0; k < P; ++k) ref |= uint64_t{1} << ((i * 13 + k) % 64);
+          REQUIRE(bits_out[r][i] == ref);
+        }
+        for (size_t i = 0; i < floats; ++i)  // multiples of 1/4: exact in any order
+          REQUIRE(sum_out[r][i] == 0.25f * float((i + 1) * (P * (P + 1) / 2)));
+      }
+    }
+}
+
 TEST_CASE("allgather and allgatherv put every rank's block in rank order", "[comm][collectives]") {
   for (int P = 1; P <= 8; ++P) {
     std::vector<std::vector<int>> fixed(P);
