@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -72,6 +73,31 @@ struct ucx_state {
   // goes away (bootstrap::dead_peer), checked every kwatch_period of a wait.
   std::shared_ptr<bootstrap> watch;
   static constexpr std::chrono::milliseconds kwatch_period{50};
+  static constexpr int kroot_cause_polls = 40;  // x 5 ms
+  // Set once a wait or a call failed on a peer (UCX error, dead process,
+  // timeout): shutting down then no longer progresses the worker (see
+  // failed_job()).
+  bool failed = false;
+
+  // Whether the job has lost a peer: a failure seen by this transport, a
+  // UCX peer error, or a process the bootstrap saw go away. Shutting down
+  // such a job must not progress the worker: UCX 1.13's TCP transport can
+  // then handle the dead socket's events and abort the process on an
+  // internal assertion (tcp_ep.c:939 PUT_TX_WAITING_ACK, openucx/ucx#4676).
+  bool failed_job() {
+    if (failed) return true;
+    for (const auto& ps : peers)
+      if (ps->status != UCS_OK) return failed = true;
+    if (watch && watch->dead_peer() >= 0) return failed = true;
+    return false;
+  }
+
+  // Fails (merak::error) after marking the job failed.
+  template <typename... Args>
+  [[noreturn]] void fail_job(fmt::format_string<Args...> f, Args&&... args) {
+    failed = true;
+    fail(f, std::forward<Args>(args)...);
+  }
 
   ~ucx_state() { close_endpoints(); }
 
@@ -103,13 +129,18 @@ struct ucx_state {
       const auto now = clock_type::now();
       if (watch && (failed || now >= next_watch)) {
         next_watch = now + kwatch_period;
+        // A failed endpoint may be a secondary failure (a survivor that
+        // exited on its own error); give the bootstrap a moment to see the
+        // process that died first, so that the error names it.
+        for (int i = 0; failed && i < kroot_cause_polls && watch->dead_peer() < 0; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
         if (const int dead = watch->dead_peer(); dead >= 0)
-          fail("{}: peer {} went away (its process exited or closed the job)", what, dead);
+          fail_job("{}: peer {} went away (its process exited or closed the job)", what, dead);
       }
       if (failed)
-        fail("{}: connection to peer {} failed: {} (did it exit?)", what, failed->peer,
-             ucs_status_string(failed->status));
-      if (now >= deadline) fail("{}: timed out (peer {} did not complete it)", what, peer);
+        fail_job("{}: connection to peer {} failed: {} (did it exit?)", what, failed->peer,
+                 ucs_status_string(failed->status));
+      if (now >= deadline) fail_job("{}: timed out (peer {} did not complete it)", what, peer);
       if (now < spin_end) continue;
       if (now < yield_end) {  // poll on, but let a runnable peer have this core
         sched_yield();
@@ -125,22 +156,26 @@ struct ucx_state {
   }
 
   // Closes every endpoint (flushing those whose peer did not fail, by force
-  // the others), waiting at most a second in all.
+  // the others), waiting at most a second in all. In a failed job every
+  // endpoint is closed by force and the worker is not progressed at all
+  // (failed_job()); UCX then drops what was in flight with the worker.
   void close_endpoints() {
     if (!worker) return;
+    const bool abandon = failed_job();
     std::vector<void*> reqs;
     for (size_t p = 0; p < eps.size(); ++p) {
       if (!eps[p]) continue;
       ucp_request_param_t prm{};
       prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      prm.flags = peers[p]->status == UCS_OK ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      prm.flags = !abandon && peers[p]->status == UCS_OK ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
       void* r = ucp_ep_close_nbx(eps[p], &prm);
       if (UCS_PTR_IS_PTR(r)) reqs.push_back(r);
       eps[p] = nullptr;
     }
     const auto deadline = clock_type::now() + std::chrono::seconds(1);
     for (void* r : reqs) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_type::now() < deadline)
+      while (!abandon && ucp_request_check_status(r) == UCS_INPROGRESS &&
+             clock_type::now() < deadline)
         progress();
       ucp_request_free(r);  // UCX finishes it (or drops it with the worker)
     }
@@ -234,7 +269,7 @@ class ucx_recv final : public operation {
         // Withdraw it, so that UCX writes no more into the caller's buffer.
         ucp_request_cancel(s_->worker.get(), req_);
         const auto deadline = clock_type::now() + std::chrono::seconds(1);
-        while (!res_->done && clock_type::now() < deadline) s_->progress();
+        while (!res_->done && !s_->failed_job() && clock_type::now() < deadline) s_->progress();
       }
       ucp_request_free(req_);
       if (!res_->done) return;  // UCX may still call back: leak the result, not dangle
@@ -336,7 +371,9 @@ class ucx_transport final : public transport {
 
   ~ucx_transport() override {
     // Flush what this rank sent, bounded; the endpoints close in ~ucx_state
-    // once the last operation handle is gone.
+    // once the last operation handle is gone. Not in a failed job (see
+    // ucx_state::failed_job).
+    if (s_->failed_job()) return;
     ucp_request_param_t prm{};
     void* r = ucp_worker_flush_nbx(s_->worker.get(), &prm);
     if (UCS_PTR_IS_PTR(r)) {
@@ -371,15 +408,23 @@ class ucx_transport final : public transport {
   }
 
  private:
-  void check_args(int peer, tag_t tag, const char* what) const {
+  void check_args(int peer, tag_t tag, const char* what) {
     if (peer < 0 || peer >= s_->size)
       fail("ucx rank {}: {} peer {}: no such rank (group of {})", s_->rank, what, peer, s_->size);
     if (tag > kuser_tag_mask)
       fail("ucx rank {}: {} peer {}: tag {} does not fit in {} bits", s_->rank, what, peer, tag,
            ktag_bits);
-    if (s_->peers[peer]->status != UCS_OK)
-      fail("ucx rank {}: {} peer {}: its connection failed earlier: {}", s_->rank, what, peer,
-           ucs_status_string(s_->peers[peer]->status));
+    if (s_->peers[peer]->status != UCS_OK) {
+      // The bootstrap knows the root cause best (as in ucx_state::wait).
+      if (s_->watch)
+        if (const int dead = s_->watch->dead_peer(); dead >= 0)
+          s_->fail_job(
+              "ucx rank {}: {} peer {} (tag {}): peer {} went away (its process exited or "
+              "closed the job)",
+              s_->rank, what, peer, tag, dead);
+      s_->fail_job("ucx rank {}: {} peer {} (tag {}): the connection to peer {} failed earlier: {}",
+                   s_->rank, what, peer, tag, peer, ucs_status_string(s_->peers[peer]->status));
+    }
   }
 
   std::shared_ptr<ucx_state> s_;
