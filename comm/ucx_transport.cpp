@@ -92,6 +92,26 @@ struct ucx_state {
     return false;
   }
 
+  // An operation failed for `reason` (a UCX status, a failed endpoint):
+  // fails naming the process that died first if the bootstrap learns of one
+  // within kroot_cause_polls (the failure is often a consequence, e.g. of a
+  // survivor that exited on its own error and reset its connections), else
+  // the reason. Asking the bootstrap also makes rank 0 tell the others.
+  [[noreturn]] void fail_peer(const std::string& what, const std::string& reason) {
+    failed = true;
+    if (watch) {
+      for (int i = 0; i < kroot_cause_polls && watch->dead_peer() < 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (const int dead = watch->dead_peer(); dead >= 0)
+        fail("{}: peer {} went away (its process exited or closed the job; here: {})", what, dead,
+             reason);
+    }
+    fail("{}: {}", what, reason);
+  }
+  [[noreturn]] void fail_status(const std::string& what, ucs_status_t st) {
+    fail_peer(what, ucs_status_string(st));
+  }
+
   // Fails (merak::error) after marking the job failed.
   template <typename... Args>
   [[noreturn]] void fail_job(fmt::format_string<Args...> f, Args&&... args) {
@@ -127,19 +147,14 @@ struct ucx_state {
           break;
         }
       const auto now = clock_type::now();
-      if (watch && (failed || now >= next_watch)) {
+      if (failed)
+        fail_peer(what, fmt::format("connection to peer {} failed: {} (did it exit?)", failed->peer,
+                                    ucs_status_string(failed->status)));
+      if (watch && now >= next_watch) {
         next_watch = now + kwatch_period;
-        // A failed endpoint may be a secondary failure (a survivor that
-        // exited on its own error); give the bootstrap a moment to see the
-        // process that died first, so that the error names it.
-        for (int i = 0; failed && i < kroot_cause_polls && watch->dead_peer() < 0; ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
         if (const int dead = watch->dead_peer(); dead >= 0)
           fail_job("{}: peer {} went away (its process exited or closed the job)", what, dead);
       }
-      if (failed)
-        fail_job("{}: connection to peer {} failed: {} (did it exit?)", what, failed->peer,
-                 ucs_status_string(failed->status));
       if (now >= deadline) fail_job("{}: timed out (peer {} did not complete it)", what, peer);
       if (now < spin_end) continue;
       if (now < yield_end) {  // poll on, but let a runnable peer have this core
@@ -209,7 +224,7 @@ class ucx_send final : public operation {
     s_->wait([&] { return ucp_request_check_status(req_) != UCS_INPROGRESS; }, peer_, deadline,
              what);
     const ucs_status_t st = ucp_request_check_status(req_);
-    if (st != UCS_OK) fail("{}: {}", what, ucs_status_string(st));
+    if (st != UCS_OK) s_->fail_status(what, st);
   }
 
  private:
@@ -289,7 +304,7 @@ class ucx_recv final : public operation {
     if (!res_->done) s_->wait([&] { return res_->done; }, peer_, deadline, what);
     if (res_->status == UCS_ERR_MESSAGE_TRUNCATED)
       fail("{}: peer sent more than the {} bytes expected", what, bytes_);
-    if (res_->status != UCS_OK) fail("{}: {}", what, ucs_status_string(res_->status));
+    if (res_->status != UCS_OK) s_->fail_status(what, res_->status);
     if (res_->length != bytes_)
       fail("{}: peer sent {} bytes, {} expected", what, res_->length, bytes_);
   }
@@ -395,8 +410,7 @@ class ucx_transport final : public transport {
     prm.datatype = ucp_dt_make_contig(1);
     const uint64_t utag = uint64_t(s_->rank) << ktag_bits | tag;
     void* r = ucp_tag_send_nbx(s_->eps[peer], buf, bytes, utag, &prm);
-    if (UCS_PTR_IS_ERR(r))
-      fail("{}: {}", describe(*s_, "send to", peer, tag), ucs_status_string(UCS_PTR_STATUS(r)));
+    if (UCS_PTR_IS_ERR(r)) s_->fail_status(describe(*s_, "send to", peer, tag), UCS_PTR_STATUS(r));
     if (peer != s_->rank) count_sent(bytes);
     if (r == nullptr) return {};
     return {std::make_shared<ucx_send>(s_, r, peer, tag), timeout_};
@@ -414,17 +428,10 @@ class ucx_transport final : public transport {
     if (tag > kuser_tag_mask)
       fail("ucx rank {}: {} peer {}: tag {} does not fit in {} bits", s_->rank, what, peer, tag,
            ktag_bits);
-    if (s_->peers[peer]->status != UCS_OK) {
-      // The bootstrap knows the root cause best (as in ucx_state::wait).
-      if (s_->watch)
-        if (const int dead = s_->watch->dead_peer(); dead >= 0)
-          s_->fail_job(
-              "ucx rank {}: {} peer {} (tag {}): peer {} went away (its process exited or "
-              "closed the job)",
-              s_->rank, what, peer, tag, dead);
-      s_->fail_job("ucx rank {}: {} peer {} (tag {}): the connection to peer {} failed earlier: {}",
-                   s_->rank, what, peer, tag, peer, ucs_status_string(s_->peers[peer]->status));
-    }
+    if (s_->peers[peer]->status != UCS_OK)
+      s_->fail_peer(fmt::format("ucx rank {}: {} peer {} (tag {})", s_->rank, what, peer, tag),
+                    fmt::format("the connection to peer {} failed earlier: {}", peer,
+                                ucs_status_string(s_->peers[peer]->status)));
   }
 
   std::shared_ptr<ucx_state> s_;
