@@ -22,7 +22,10 @@
 // - Threads: the endpoint is used by one thread at a time (worker in
 //   serialized mode), e.g. its owner or a comm_stream.
 // - Shut-down: the destructor flushes outstanding sends and closes the
-//   endpoints, each step bounded by one second. Call bootstrap::barrier()
+//   endpoints, each step bounded by one second. After a failure (a peer
+//   lost, a timeout) it does neither: it closes the endpoints by force without
+//   progressing the worker (UCX 1.13's TCP transport could abort the process
+//   while progressing a dead peer's socket). Call bootstrap::barrier()
 //   before destroying the transports of a job, so that no rank closes while
 //   another still receives from it.
 
