@@ -140,6 +140,9 @@ struct parallel_trainer::impl {
     const auto& sb = shard_bounds;
     int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
     int per_actor = std::max(1, cores / (P * D * TP));
+    std::shared_ptr<core_pool> pool;
+    if (par.lend_cores && TP == 1 && cores > per_actor)
+      pool = std::make_shared<core_pool>(cores, P * D, per_actor);
     // Which stage produces each value, and who reads it.
     std::vector<int> stage_of_node(sg.nodes().size());
     for (int s = 0; s < P; ++s)
@@ -223,6 +226,9 @@ struct parallel_trainer::impl {
           su.threads = per_actor;
           su.spin_us = par.idle_spin_us;
           su.busy_threads = P * D * TP * per_actor;
+          su.cores = pool;
+          su.core_index = r * P + s;
+          su.max_borrow = cores - per_actor;
           su.trace = !par.trace_path.empty();
           su.bucket_bytes = par.bucket_bytes;
           if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";

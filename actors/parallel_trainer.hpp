@@ -50,6 +50,10 @@ struct parallel_options {
   // blocks (a blocked thread takes 6-50 us to wake here); -1: automatic, 200 us
   // when the stages' threads fit on the cores, else 0 (actors/idle_wait.hpp).
   int idle_spin_us = -1;
+  // A stage starting an op may borrow the cores of idle stages for it (the
+  // pipeline's fill and drain, waits between unequal stages): see
+  // actors/core_pool.hpp. Off with tensor parallelism (shards run in step).
+  bool lend_cores = true;
   std::string trace_path;  // Chrome-trace JSON of the last step ("" = none)
   // Data-parallel gradient reduction: buckets of this many bytes, ring
   // all-reduced as backward finishes them; the token embedding's gradient

@@ -180,22 +180,61 @@ void setup_state(stage_state& st, stage_setup cfg) {
 void pump(caf::stateful_actor<stage_state>* self);
 void node_finished(caf::stateful_actor<stage_state>* self, int n);
 
-// Runs one op from the schedule.
-void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
+// The cores an op computes on (core_pool.hpp): the stage's own, plus idle
+// stages' cores until the compute is done. Then the stage's own go back too
+// if it has nothing else to run now, before the outputs are handed on.
+class core_loan {
+ public:
+  explicit core_loan(const stage_setup& cfg)
+      : pool_(cfg.cores.get()), me_(cfg.core_index), own_(cfg.threads) {
+    if (!pool_) return;
+    pool_->wake(me_);
+    extra_ = pool_->borrow(cfg.max_borrow);
+    if (extra_ > 0) omp_set_num_threads(own_ + extra_);  // this thread's team only
+  }
+  core_loan(const core_loan&) = delete;
+  core_loan& operator=(const core_loan&) = delete;
+  ~core_loan() { compute_done(false); }
+  // `more_work`: the stage has another op it can run now.
+  void compute_done(bool more_work) {
+    if (!pool_) return;
+    if (extra_ > 0) omp_set_num_threads(own_);
+    pool_->give(extra_);
+    if (!more_work) pool_->sleep(me_);
+    pool_ = nullptr;
+  }
+
+ private:
+  core_pool* pool_;
+  int me_, own_, extra_ = 0;
+};
+
+// Work is about to be handed to stage `s` of this replica.
+void waking(const stage_state& st, int s) {
+  if (st.cfg.cores) st.cfg.cores->wake(st.cfg.core_index - st.cfg.stage + s);
+}
+
+// `computed` runs between the op's compute and the hand-off of its outputs
+// and returns whether the stage has another op it can run now.
+template <typename Computed>
+void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Computed&& computed) {
   auto& st = self->state;
   auto& ex = *st.exec;
   auto t0 = clock::now();
+  core_loan cores(st.cfg);
   switch (o.kind) {
     case partition::op_kind::F:
     case partition::op_kind::Fpc: {
       auto in = std::move(st.inputs[o.mb]);
       st.inputs.erase(o.mb);
       auto r = ex.forward(o.mb, std::move(in), o.kind == partition::op_kind::F);
+      cores.compute_done(computed());
       for (size_t i = 0; i < r.outputs.size(); ++i) {
         auto& readers = st.cfg.output_readers[i];
         int v = ex.output_values()[i];
         for (size_t k = 0; k < readers.size(); ++k) {
           auto x = k + 1 == readers.size() ? std::move(r.outputs[i]) : r.outputs[i].clone();
+          waking(st, readers[k]);
           self->send(st.stages[readers[k]], input_atom::value, o.mb, v,
                      tensor_ref::make(std::move(x)));
         }
@@ -206,6 +245,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
     }
     case partition::op_kind::R:
       ex.recompute(o.mb);
+      cores.compute_done(computed());
       break;
     case partition::op_kind::B: {
       std::vector<model::tensor> g;
@@ -218,9 +258,11 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
       if (st.cfg.dp > 1 && o.mb == st.cfg.policy.micro_batches - 1)
         done = [self](int n) { node_finished(self, n); };
       auto dx = ex.backward(o.mb, std::move(g), st.cfg.loss_scale, done);
+      cores.compute_done(computed());
       for (size_t i = 0; i < dx.size(); ++i) {
         int producer = st.cfg.input_producer[i];
         if (producer < 0 || !dx[i].defined()) continue;
+        waking(st, producer);
         self->send(st.stages[producer], grad_atom::value, o.mb, ex.input_values()[i],
                    tensor_ref::make(std::move(dx[i])));
       }
@@ -298,7 +340,10 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
     if (duplicate) continue;                                         // counted once, by its owner
     if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
     double s = 0;
-    for (float g : prm->grad.span_f32()) s += double(g) * g;
+    const float* g = prm->grad.f32();
+    const int64_t n = prm->grad.numel();
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < n; ++j) s += double(g[j]) * g[j];
     sumsq += s;
   }
   // The trace first: the coordinator stops listening once every stage is ready.
@@ -411,7 +456,7 @@ void pump(caf::stateful_actor<stage_state>* self) {
     while (!st.commanded.empty() && can_run(st, st.commanded.front())) {
       auto o = st.commanded.front();
       st.commanded.pop_front();
-      run_op(self, o);
+      run_op(self, o, [] { return false; });
       after_op(self, o);
     }
     if (st.backwards == st.cfg.policy.micro_batches) {
@@ -423,9 +468,11 @@ void pump(caf::stateful_actor<stage_state>* self) {
   while (auto o = st.sched->next()) {
     for (size_t t = 1; t < st.tp_peers.size(); ++t)
       self->send(st.tp_peers[t], op_atom::value, int(o->kind), o->mb);
-    run_op(self, *o);
+    run_op(self, *o, [&] {
+      st.sched->completed(*o);
+      return st.sched->has_eligible();
+    });
     after_op(self, *o);
-    st.sched->completed(*o);
     // Arrivals may change the next choice: let them in first. With an empty
     // mailbox, go on directly (a message to self costs a few microseconds).
     if (!self->mailbox().empty()) {
@@ -433,6 +480,7 @@ void pump(caf::stateful_actor<stage_state>* self) {
       return;
     }
   }
+  if (st.cfg.cores) st.cfg.cores->sleep(st.cfg.core_index);  // nothing to run now
   if (st.sched->done()) {
     st.finishing = true;
     finish_backward(self);
@@ -612,11 +660,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
         guarded(self, [&] {
           auto& st = self->state;
           double t0 = trace_now();
-          if (clip != 1.0f)
-            for (auto& prm : st.store->all())
-              for (auto& g : prm->grad.span_f32()) g *= clip;
-          st.opt->step(lr);
-          st.store->zero_grads();
+          st.opt->step(lr, clip, true);  // gradients scaled, used and zeroed in one pass
           self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage,
                      st.cfg.tp_rank, t0, trace_now());
           st.in_step = false;  // the next step waits on the whole run's coordinator

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/core_pool.hpp"
 #include "comm/transport.hpp"
 #include "model/adamw.hpp"
 #include "model/graph.hpp"
@@ -65,6 +66,11 @@ struct stage_setup {
   // number of threads of the whole run that want a core.
   int spin_us = -1;
   int busy_threads = 1;
+  // Idle cores of the process this stage may borrow for an op (core_pool.hpp;
+  // null: never), and at most how many.
+  std::shared_ptr<core_pool> cores;
+  int core_index = 0;  // dp_rank x pp + stage
+  int max_borrow = 0;
   // Routing, by value id: which stage produces each input (-1: the
   // coordinator), which stages read each output.
   std::vector<int> input_producer;               // parallel to executor inputs

@@ -15,25 +15,27 @@ adamw::adamw(adamw_config cfg, std::vector<parameter_ptr> params)
   }
 }
 
-void adamw::step(float lr) {
+void adamw::step(float lr, float grad_scale, bool zero_grads) {
   ++t_;
   const float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps;
   const float c1 = 1.0f / (1.0f - std::pow(b1, float(t_)));
   const float c2 = 1.0f / (1.0f - std::pow(b2, float(t_)));
   for (size_t i = 0; i < params_.size(); ++i) {
     float* w = params_[i]->value.f32();
-    const float* g = params_[i]->grad.f32();
+    float* g = params_[i]->grad.f32();
     float* m = m_[i].f32();
     float* v = v_[i].f32();
     const float wd = params_[i]->spec.decay ? cfg_.weight_decay : 0.f;
     const int64_t n = params_[i]->value.numel();
 #pragma omp parallel for simd schedule(static)
     for (int64_t j = 0; j < n; ++j) {
-      float mj = b1 * m[j] + (1.0f - b1) * g[j];
-      float vj = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+      const float gj = grad_scale == 1.0f ? g[j] : g[j] * grad_scale;
+      float mj = b1 * m[j] + (1.0f - b1) * gj;
+      float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
       m[j] = mj;
       v[j] = vj;
       w[j] -= lr * (mj * c1 / (std::sqrt(vj * c2) + eps) + wd * w[j]);
+      if (zero_grads) g[j] = 0.f;
     }
   }
 }
@@ -61,10 +63,14 @@ double global_grad_norm(const std::vector<parameter_ptr>& params) {
   return std::sqrt(total);
 }
 
+float clip_factor(double norm, double max_norm) {
+  return max_norm > 0 && norm > max_norm ? float(max_norm / (norm + 1e-6)) : 1.0f;
+}
+
 double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm) {
   double norm = global_grad_norm(params);
   if (max_norm > 0 && norm > max_norm) {
-    float f = float(max_norm / (norm + 1e-6));
+    float f = clip_factor(norm, max_norm);
     for (auto& p : params) {
       float* g = p->grad.f32();
       const int64_t n = p->grad.numel();

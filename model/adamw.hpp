@@ -22,7 +22,11 @@ class adamw {
 
   // One update with learning rate `lr`, using parameter::grad. Increments
   // the step count t (bias correction uses t after the increment).
-  void step(float lr);
+  void step(float lr) { step(lr, 1.0f, false); }
+  // The same with each gradient multiplied by `grad_scale` first (gradient
+  // clipping) and, with `zero_grads`, set to zero once used: one pass over
+  // the gradients instead of three.
+  void step(float lr, float grad_scale, bool zero_grads);
 
   const std::vector<parameter_ptr>& params() const { return params_; }
   std::vector<tensor>& first_moments() { return m_; }
@@ -44,6 +48,8 @@ double global_grad_norm(const std::vector<parameter_ptr>& params);
 // Scales all gradients so their global norm is at most max_norm (no-op when
 // max_norm <= 0 or the norm is below it). Returns the norm before clipping.
 double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm);
+// The factor clip_grad_norm scales the gradients by, for a global `norm`.
+float clip_factor(double norm, double max_norm);
 
 struct lr_schedule {
   float max_lr = 6e-4f;

@@ -12,8 +12,12 @@ namespace merak::model {
 namespace {
 
 std::string model_json(const gpt_config& c) {
-  nlohmann::json j{{"family", c.build ? "custom" : "gpt"},    {"vocab", c.vocab}, {"seq", c.max_seq},
-                   {"layers", c.layers}, {"dim", c.dim},     {"heads", c.heads}};
+  nlohmann::json j{{"family", c.build ? "custom" : "gpt"},
+                   {"vocab", c.vocab},
+                   {"seq", c.max_seq},
+                   {"layers", c.layers},
+                   {"dim", c.dim},
+                   {"heads", c.heads}};
   if (!c.tied_head) j["tied_head"] = false;  // absent: tied (checkpoints before the option)
   return j.dump();
 }
@@ -132,9 +136,9 @@ step_result trainer::train_step() {
   auto t2 = clock::now();
   exec_->backward(0, {});
   auto t3 = clock::now();
-  r.grad_norm = clip_grad_norm(store_.all(), opts_.grad_clip);
+  r.grad_norm = global_grad_norm(store_.all());
   r.lr = schedule_.at(step_);
-  opt_->step(r.lr);
+  opt_->step(r.lr, clip_factor(r.grad_norm, opts_.grad_clip), false);
   ++step_;
   r.step = step_;
   auto t4 = clock::now();

@@ -62,6 +62,8 @@ class stage_scheduler {
   // started: call completed() when it finishes. One op at a time.
   std::optional<op> next();
   void completed(const op& o);
+  // Whether next() would return an op now.
+  bool has_eligible() const { return !busy_ && (f_eligible() || b_eligible() || r_eligible()); }
 
   bool done() const;
   int in_flight() const { return forwarded_ - backwarded_; }

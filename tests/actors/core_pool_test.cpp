@@ -1,0 +1,58 @@
+// The accounting behind lending idle cores to a computing stage.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <thread>
+#include <vector>
+
+#include "actors/core_pool.hpp"
+
+using merak::actors::core_pool;
+
+TEST_CASE("a stage borrows only the cores of stages that are idle", "[core_pool]") {
+  core_pool pool(2, 2, 1);  // two stages of one core each
+  pool.wake(0);
+  CHECK(pool.borrow(1) == 1);  // stage 1 idle: its core is lent
+  CHECK(pool.free_cores() == 0);
+  pool.give(1);
+  pool.wake(1);  // work handed to stage 1: its core is taken back
+  CHECK(pool.borrow(1) == 0);
+  pool.wake(1);  // twice counts once
+  CHECK(pool.free_cores() == 0);
+  pool.sleep(1);
+  pool.sleep(1);  // and so does going idle
+  CHECK(pool.free_cores() == 1);
+  CHECK(pool.borrow(3) == 1);  // never more than are idle
+  pool.give(1);
+  pool.sleep(0);
+  CHECK(pool.free_cores() == 2);
+}
+
+TEST_CASE("with more stages than cores nothing is lent", "[core_pool]") {
+  core_pool pool(2, 4, 1);
+  for (int i = 0; i < 4; ++i) pool.wake(i);
+  CHECK(pool.free_cores() == -2);
+  CHECK(pool.borrow(1) == 0);
+  for (int i = 1; i < 4; ++i) pool.sleep(i);
+  CHECK(pool.borrow(2) == 1);
+}
+
+TEST_CASE("concurrent stages leave the count balanced", "[core_pool]") {
+  const int stages = 4;
+  core_pool pool(3, stages, 1);
+  std::vector<std::thread> threads;
+  std::vector<int> max_seen(stages, 0);
+  for (int s = 0; s < stages; ++s)
+    threads.emplace_back([&, s] {
+      for (int i = 0; i < 20000; ++i) {
+        pool.wake(s);
+        int got = pool.borrow(2);
+        max_seen[s] = std::max(max_seen[s], got);
+        pool.give(got);
+        if (i % 3 == 0) pool.sleep(s);
+      }
+      pool.sleep(s);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(pool.free_cores() == 3);
+  for (int m : max_seen) CHECK(m <= 2);
+}
