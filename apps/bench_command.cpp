@@ -8,6 +8,7 @@
 #include "apps/commands.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "bench/benchmarks.hpp"
+#include "bench/parallel_bench.hpp"
 #include "bench/svm_bench.hpp"
 #include "core/error.hpp"
 #include "partition/schedule.hpp"
@@ -114,8 +115,28 @@ action add_bench_command(CLI::App& parent) {
   a->add_option("--mpi-args", ar->mpi_args, "Extra mpirun arguments for --method mpi");
   a->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, pl, pipe, pipe_schedule, a, ar] {
+  auto par = std::make_shared<bench::parallel_bench_options>();
+  auto* pb = b->add_subcommand(
+      "parallel", "Parallel layouts' tokens/s against one thread, interleaved in rounds");
+  pb->add_option("--layers", par->model.layers)->capture_default_str();
+  pb->add_option("--dim", par->model.dim)->capture_default_str();
+  pb->add_option("--heads", par->model.heads)->capture_default_str();
+  pb->add_option("--seq", par->model.max_seq)->capture_default_str();
+  pb->add_option("--vocab", par->model.vocab)->capture_default_str();
+  pb->add_option("--batch", par->batch, "Global batch of a step (every layout)")
+      ->capture_default_str();
+  pb->add_option("--steps", par->steps, "Measured steps per run")->capture_default_str();
+  pb->add_option("--warmup-steps", par->warmup_steps)->capture_default_str();
+  pb->add_option("--rounds", par->rounds, "Baseline then every layout, this many times")
+      ->capture_default_str();
+  pb->add_option("--layout", par->layouts,
+                 "key=value,... of dp tp pp m schedule recompute overlap lend "
+                 "(default: pp=2,m=8 and dp=2)");
+  pb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+
+  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, pl, pipe, pipe_schedule, a, ar, pb, par] {
     nlohmann::json out;
+    if (b->got_subcommand(pb)) out = bench::run_parallel_bench(*par);
     if (b->got_subcommand(a)) {
       out = bench::run_allreduce_bench(*ar);
       if (out.is_null()) return 0;  // a worker that does not print
