@@ -1,13 +1,10 @@
 // The count sketch's kernels alone (docs/s2-reducer.md, "Fourth session"):
 // times count_sketch::add_rows (one rank's rows) and estimate_into (the
 // union of two ranks' rows) on the benchmark's 50,000 x 256 gradient, caches
-// flushed (64 MB touched) before each, best of 9. Not built by CMake:
+// flushed (64 MB touched) before each, best of 9. Built as
+// build/bin/merak_sketch_kernels:
 //
-//   g++ -std=c++20 -O3 -march=native -I. -Ibuild-comm bench/allreduce_sketch_kernels.cpp \
-//       comm/count_sketch.cpp comm/row_sparse.cpp comm/codec_bench.cpp \
-//       build-comm/lib/libmerak_comm.a build-comm/lib/libmerak_core.a -lfmt -lspdlog \
-//       -o /tmp/sketch_kernels
-//   /tmp/sketch_kernels DENSITY SKETCH_RATIO [R]      (defaults 0.05 0.01 1)
+//   build/bin/merak_sketch_kernels DENSITY SKETCH_RATIO [R]      (defaults 0.05 0.01 1)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
