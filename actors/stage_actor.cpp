@@ -470,7 +470,9 @@ void pump(caf::stateful_actor<stage_state>* self) {
       self->send(st.tp_peers[t], op_atom::value, int(o->kind), o->mb);
     run_op(self, *o, [&] {
       st.sched->completed(*o);
-      return st.sched->has_eligible();
+      // A message waiting may be work: keep the core rather than lend it
+      // for the moment until that message is read.
+      return st.sched->has_eligible() || !self->mailbox().empty();
     });
     after_op(self, *o);
     // Arrivals may change the next choice: let them in first. With an empty
