@@ -132,6 +132,23 @@ PY
     expect_error "error: --tp-overlap must be 0, 1 or 2" train --data "$work/text.txt" "${tiny[@]}" --tp 2 --tp-overlap 5 --steps 1
     expect_error "error: --sparse-reducer s2 needs --dp 2" train --data "$work/text.txt" "${tiny[@]}" --sparse-reducer s2 --steps 1
     expect_error "unknown" train --data "$work/text.txt" "${tiny[@]}" --dp 2 --sparse-reducer zip --steps 1 ;;
+  bench_parallel)
+    small=(--layers 1 --dim 32 --heads 2 --seq 16 --batch 4 --steps 1 --warmup-steps 0 --rounds 1)
+    expect_error "layout 'pp=2,mb=2': unknown key 'mb'" bench parallel "${small[@]}" --layout pp=2,mb=2
+    expect_error "layout 'pp=two': pp must be an integer .got 'two'" bench parallel "${small[@]}" --layout pp=two
+    expect_error "layout 'dp=2,lend=maybe': lend must be on or off" bench parallel "${small[@]}" --layout dp=2,lend=maybe
+    expect_error "error: --batch 4 does not split into --dp 1 x --micro-batches 3" bench parallel "${small[@]}" --layout pp=2,m=3
+    "$merak" bench parallel "${small[@]}" --layout pp=2,m=2 --layout dp=2,lend=off > "$work/par.json"
+    python3 - "$work/par.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["rounds"][0]
+assert r["single_1_thread_tokens_per_s"] > 0, r
+for name in ("pp=2,m=2", "dp=2,lend=off"):
+    assert r[name]["tokens_per_s"] > 0 and abs(r[name]["ratio"] * r["single_1_thread_tokens_per_s"] - r[name]["tokens_per_s"]) < 1e-6 * r[name]["tokens_per_s"], r[name]
+    assert d["ratio_to_1_thread"][name]["ratio_median"] == r[name]["ratio"]
+PY
+    ;;
   *)
     echo "unknown case $case_name"
     exit 2 ;;
