@@ -59,6 +59,11 @@ class core_pool {
   void give(int n) { free_.fetch_add(n, std::memory_order_acq_rel); }
 
   int free_cores() const { return free_.load(std::memory_order_acquire); }
+  // Whether stage `i` is idle and its cores are lent right now: then it
+  // should not poll for messages on them.
+  bool lent_away(int i) const {
+    return !busy_[i].load(std::memory_order_acquire) && free_cores() < own_;
+  }
 
  private:
   std::atomic<int> free_;

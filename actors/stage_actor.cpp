@@ -496,7 +496,14 @@ void guarded(caf::stateful_actor<stage_state>* self, F&& f) {
   try {
     f();
     if (self->state.in_step)
-      spin_until([self] { return !self->mailbox().empty(); }, self->state.spin);
+      // Polls while its core is its own; once an op elsewhere has borrowed
+      // the core, the stage blocks instead of taking time from that op.
+      spin_until(
+          [self] {
+            auto& cfg = self->state.cfg;
+            return !self->mailbox().empty() || (cfg.cores && cfg.cores->lent_away(cfg.core_index));
+          },
+          self->state.spin);
   } catch (const std::exception& e) {
     auto what = fmt::format("{}: {}", where(self->state), e.what());
     self->send(self->state.coordinator, failed_atom::value, what);

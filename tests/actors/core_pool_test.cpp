@@ -11,8 +11,11 @@ using merak::actors::core_pool;
 TEST_CASE("a stage borrows only the cores of stages that are idle", "[core_pool]") {
   core_pool pool(2, 2, 1);  // two stages of one core each
   pool.wake(0);
+  CHECK_FALSE(pool.lent_away(1));
   CHECK(pool.borrow(1) == 1);  // stage 1 idle: its core is lent
   CHECK(pool.free_cores() == 0);
+  CHECK(pool.lent_away(1));        // so stage 1 must not poll on it
+  CHECK_FALSE(pool.lent_away(0));  // the borrower is busy
   pool.give(1);
   pool.wake(1);  // work handed to stage 1: its core is taken back
   CHECK(pool.borrow(1) == 0);
