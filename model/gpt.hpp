@@ -27,7 +27,7 @@ struct gpt_config {
   // the width of the activations between blocks). The graph's inputs must be
   // "tokens" and "targets" (i32, one per position) and it must set a loss.
   // Empty: build_gpt. merak partitions, shards and schedules either alike.
-  std::function<graph(const gpt_config&)> build;
+  std::function<graph(const gpt_config&)> build = {};
 
   // Throws merak::error naming the field when the shape is inconsistent.
   void validate() const;
