@@ -29,9 +29,9 @@ int run_show(const schedule_flags& f) {
       simulate_pipeline(make_policies(kind, f.pp, f.micro_batches, f.full_recompute),
                         uniform_costs(f.t_f, f.t_b, f.t_r), [](int, int, int) { return 0.0; });
   for (int s = 0; s < f.pp; ++s) {
-    std::string line = "s" + std::to_string(s) + ":";
-    for (auto& o : tr.order(s)) line += " " + op_name(o);
-    std::printf("%s\n", line.c_str());
+    std::printf("s%d:", s);
+    for (auto& o : tr.order(s)) std::printf(" %s", op_name(o).c_str());
+    std::printf("\n");
   }
   if (f.stats)
     std::printf("makespan %.3g, bubble %.1f%%\n", tr.makespan, 100.0 * tr.bubble_fraction());
