@@ -24,6 +24,35 @@ merak=$1
 case_name=$2
 work=$(mktemp -d)
 pids=()
+# Starts a fit that never converges on its own (tolerance 1e-300) on $1
+# worker processes with --timeout-s $2, writing $3.out and $3.err; sets cpid
+# (the consensus side), victim (the worker process of rank $4) and start.
+start_endless_fit() {
+  "$merak" svm train --data "$work/train.libsvm" --penalty mcp --procs "$1" --tol 1e-300 \
+    --max-iter 100000000 --timeout-s "$2" >"$3.out" 2>"$3.err" &
+  cpid=$!
+  pids+=("$cpid")
+  sleep 2
+  victim=""
+  for c in $(pgrep -P "$cpid"); do
+    if tr '\0' '\n' <"/proc/$c/environ" | grep -qx "RANK=$4"; then victim=$c; fi
+  done
+  [[ -n "$victim" ]] || { echo "FAIL: no rank $4 process under $cpid"; cat "$3.err"; exit 1; }
+  start=$(date +%s.%N)
+}
+
+# The fit started by start_endless_fit ends with exit 1 within $1 s of start
+# (stderr in $2.err; $3 says what happened at start).
+expect_failed_within() {
+  local rc
+  set +e
+  wait "$cpid"
+  rc=$?
+  set -e
+  python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < float(sys.argv[2]), t; print(f'ok: the fit ended {t:.2f} s {sys.argv[3]}')" "$start" "$1" "$3"
+  ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$2.err"; exit 1; }
+}
+
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$work"
@@ -115,25 +144,9 @@ case "$case_name" in
       svm worker --connect 127.0.0.1:1 --rank 0 --world 1 --token t --data "$work/train.libsvm" --timeout-s 0.5
     ;;
   worker_killed)
-    # A fit that never converges on its own (tolerance 1e-300).
-    "$merak" svm train --data "$work/train.libsvm" --penalty mcp --procs 4 --tol 1e-300 \
-      --max-iter 100000000 --timeout-s 30 >"$work/k.out" 2>"$work/k.err" &
-    cpid=$!
-    pids+=("$cpid")
-    sleep 2
-    victim=""
-    for c in $(pgrep -P "$cpid"); do
-      if tr '\0' '\n' <"/proc/$c/environ" | grep -qx RANK=2; then victim=$c; fi
-    done
-    [[ -n "$victim" ]] || { echo "FAIL: no rank 2 process under $cpid"; cat "$work/k.err"; exit 1; }
-    start=$(date +%s.%N)
+    start_endless_fit 4 30 "$work/k" 2
     kill -9 "$victim"
-    set +e
-    wait "$cpid"
-    rc=$?
-    set -e
-    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 10, t; print(f'ok: the fit ended {t:.2f} s after the SIGKILL')" "$start"
-    ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/k.err"; exit 1; }
+    expect_failed_within 10 "$work/k" "after the SIGKILL"
     grep -Eq "error: svm worker 2 (failed in '[a-z]+' of iteration [0-9]+: it went down|went down before the fit started)" "$work/k.err" ||
       { echo "FAIL: the error does not name worker 2:"; cat "$work/k.err"; exit 1; }
     grep -m1 "svm worker 2" "$work/k.err"
@@ -141,25 +154,10 @@ case "$case_name" in
     if pgrep -P "$cpid" >/dev/null; then echo "FAIL: worker processes left"; exit 1; fi
     ;;
   worker_hangs)
-    "$merak" svm train --data "$work/train.libsvm" --penalty mcp --procs 2 --tol 1e-300 \
-      --max-iter 100000000 --timeout-s 2 >"$work/h.out" 2>"$work/h.err" &
-    cpid=$!
-    pids+=("$cpid")
-    sleep 2
-    victim=""
-    for c in $(pgrep -P "$cpid"); do
-      if tr '\0' '\n' <"/proc/$c/environ" | grep -qx RANK=1; then victim=$c; fi
-    done
-    [[ -n "$victim" ]] || { echo "FAIL: no rank 1 process under $cpid"; cat "$work/h.err"; exit 1; }
+    start_endless_fit 2 2 "$work/h" 1
     pids+=("$victim")
-    start=$(date +%s.%N)
     kill -STOP "$victim"
-    set +e
-    wait "$cpid"
-    rc=$?
-    set -e
-    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 15, t; print(f'ok: the fit ended {t:.2f} s after the SIGSTOP')" "$start"
-    ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/h.err"; exit 1; }
+    expect_failed_within 15 "$work/h" "after the SIGSTOP"
     grep -Eq "error: svm worker 1 did not answer '[a-z]+' of iteration [0-9]+ within 2000 ms" "$work/h.err" ||
       { echo "FAIL: the error does not name worker 1:"; cat "$work/h.err"; exit 1; }
     grep -m1 "svm worker 1" "$work/h.err"
