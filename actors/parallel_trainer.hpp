@@ -20,14 +20,14 @@
 
 #include "comm/codec.hpp"
 #include "model/trainer.hpp"
+#include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
 
 namespace merak::actors {
 
-// none: keep every activation; full: every stage but the last keeps only its
-// input (1F1B/GPipe with full recomputation); stage_aware: the spec's
-// per-stage plan (formula, or the least recomputation that fits a budget).
-enum class recompute_mode { none, full, stage_aware };
+// The planner's kinds (partition/recompute.hpp); stage_aware here takes the
+// formula, or the least recomputation that fits a memory budget.
+using recompute_mode = partition::recompute_kind;
 
 struct parallel_options {
   int dp = 1;

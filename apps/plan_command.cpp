@@ -35,16 +35,7 @@ int run_plan(plan_flags& f) {
   f.req.model.validate();
   f.req.device = partition::find_device(f.device_type, f.device_file);
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
-  for (auto& s : f.recomputes) {
-    if (s == "none")
-      f.req.recomputes.push_back(partition::recompute_kind::none);
-    else if (s == "full")
-      f.req.recomputes.push_back(partition::recompute_kind::full);
-    else if (s == "stage-aware")
-      f.req.recomputes.push_back(partition::recompute_kind::stage_aware);
-    else
-      fail("unknown --recompute '{}' (expected none, full or stage-aware)", s);
-  }
+  for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
   auto costs =
       partition::costs_for(f.req, cores, f.cache.empty() ? default_profile_cache() : f.cache);

@@ -119,14 +119,7 @@ int run_train(train_flags& f) {
   if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
   if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
   f.par.schedule = partition::parse_schedule(f.schedule);
-  if (f.recompute == "none")
-    f.par.recompute = actors::recompute_mode::none;
-  else if (f.recompute == "full")
-    f.par.recompute = actors::recompute_mode::full;
-  else if (f.recompute == "stage-aware")
-    f.par.recompute = actors::recompute_mode::stage_aware;
-  else
-    fail("unknown --recompute '{}' (expected none, full or stage-aware)", f.recompute);
+  f.par.recompute = partition::parse_recompute_kind(f.recompute);
   f.par.threads = f.threads;
   if (f.bucket_mb <= 0) fail("--bucket-mb must be positive (got {})", f.bucket_mb);
   f.par.bucket_bytes = int64_t(f.bucket_mb * 1048576.0);

@@ -56,16 +56,9 @@ actors::parallel_options parse_layout(const std::string& layout) {
       p.tp_overlap = number();
     else if (k == "schedule")
       p.schedule = partition::parse_schedule(v);
-    else if (k == "recompute") {
-      if (v == "none")
-        p.recompute = actors::recompute_mode::none;
-      else if (v == "full")
-        p.recompute = actors::recompute_mode::full;
-      else if (v == "stage-aware")
-        p.recompute = actors::recompute_mode::stage_aware;
-      else
-        fail("layout '{}': recompute must be none, full or stage-aware (got '{}')", layout, v);
-    } else if (k == "lend")
+    else if (k == "recompute")
+      p.recompute = partition::parse_recompute_kind(v);
+    else if (k == "lend")
       p.lend_cores = parse_on_off(layout, v);
     else
       fail("layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, recompute, overlap, lend)",

@@ -273,18 +273,6 @@ tp_context make_context(const model::graph& g, int tp) {
 
 }  // namespace
 
-const char* recompute_kind_name(recompute_kind k) {
-  switch (k) {
-    case recompute_kind::none:
-      return "none";
-    case recompute_kind::full:
-      return "full";
-    case recompute_kind::stage_aware:
-      return "stage-aware";
-  }
-  return "?";
-}
-
 const char* plan::recompute_name() const {
   int segments = 0;
   for (auto& s : stages) segments += s.recompute_segments;

@@ -30,12 +30,10 @@
 #include "model/gpt.hpp"
 #include "partition/cost_model.hpp"
 #include "partition/device.hpp"
+#include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
 
 namespace merak::partition {
-
-enum class recompute_kind { none, full, stage_aware };
-const char* recompute_kind_name(recompute_kind k);  // "none", "full", "stage-aware"
 
 struct plan_request {
   model::gpt_config model;

@@ -123,4 +123,22 @@ std::string recompute_plan::str() const {
   return s;
 }
 
+const char* recompute_kind_name(recompute_kind k) {
+  switch (k) {
+    case recompute_kind::none:
+      return "none";
+    case recompute_kind::full:
+      return "full";
+    case recompute_kind::stage_aware:
+      return "stage-aware";
+  }
+  return "?";
+}
+
+recompute_kind parse_recompute_kind(std::string_view name) {
+  for (auto k : {recompute_kind::none, recompute_kind::full, recompute_kind::stage_aware})
+    if (name == recompute_kind_name(k)) return k;
+  fail("unknown recompute mode '{}' (expected none, full or stage-aware)", name);
+}
+
 }  // namespace merak::partition

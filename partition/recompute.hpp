@@ -9,11 +9,19 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/graph.hpp"
 
 namespace merak::partition {
+
+// none: keep every activation; full: every stage but the last keeps only its
+// input (full recomputation); stage_aware: the spec's per-stage plan.
+enum class recompute_kind { none, full, stage_aware };
+const char* recompute_kind_name(recompute_kind k);  // "none", "full", "stage-aware"
+// The inverse of recompute_kind_name; anything else is an error naming it.
+recompute_kind parse_recompute_kind(std::string_view name);
 
 // Memory facts of one stage, as the stage reports them to the scheduler.
 struct stage_memory {
