@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "actors/parallel_trainer.hpp"
+#include "comm/codec_bench.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/gemm.hpp"
@@ -12,11 +13,6 @@
 
 namespace merak::bench {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 bool parse_on_off(const std::string& layout, const std::string& v) {
   if (v == "on") return true;
@@ -73,7 +69,7 @@ double measure(Trainer& tr, const parallel_bench_options& o) {
   for (int i = 0; i < o.warmup_steps; ++i) tr.train_step();
   std::vector<double> tps;
   for (int i = 0; i < o.steps; ++i) tps.push_back(tr.train_step().tokens_per_s);
-  return median(tps);
+  return comm::median(tps);
 }
 
 }  // namespace
@@ -135,10 +131,10 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
     auto v = ratios[i];
     std::sort(v.begin(), v.end());
     summary[layouts[i]] = {
-        {"ratio_median", median(v)}, {"ratio_min", v.front()}, {"ratio_max", v.back()}};
+        {"ratio_median", comm::median(v)}, {"ratio_min", v.front()}, {"ratio_max", v.back()}};
   }
   std::sort(all_ratios.begin(), all_ratios.end());
-  summary["single device, all threads"] = {{"ratio_median", median(all_ratios)},
+  summary["single device, all threads"] = {{"ratio_median", comm::median(all_ratios)},
                                            {"ratio_min", all_ratios.front()},
                                            {"ratio_max", all_ratios.back()}};
   return {{"benchmark", "parallel"},
