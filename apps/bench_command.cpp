@@ -107,6 +107,8 @@ action add_bench_command(CLI::App& parent) {
   a->add_option("--sketch-rows", ar->sketch_rows, "s2: r")->capture_default_str();
   a->add_option("--error-feedback", ar->error_feedback, "s2: off, contractive or plain")
       ->capture_default_str();
+  a->add_option("--sketch-hash", ar->sketch_hash, "s2: rows (contiguous runs) or elements")
+      ->capture_default_str();
   a->add_flag("--known-rows", ar->known_rows, "Hand the codec the non-zero rows (no scan)");
   a->add_option("--iters", ar->iters)->capture_default_str();
   a->add_option("--seed", ar->seed)->capture_default_str();

@@ -41,6 +41,7 @@ comm::codec_run_options run_options(const allreduce_bench_options& o) {
   r.config.sketch_rows = o.sketch_rows;
   r.config.sketch_ratio = o.sketch_ratio;
   r.config.feedback = comm::parse_error_feedback(o.error_feedback);
+  r.config.hash = comm::parse_sketch_hash(o.sketch_hash);
   r.config.seed = o.seed;
   r.n = o.rows;
   r.d = o.cols;

@@ -37,6 +37,7 @@ struct allreduce_bench_options {
   double sketch_ratio = 0.01;        // s2: r·w / (n·d)
   int sketch_rows = 1;               // s2: r
   std::string error_feedback = "off";
+  std::string sketch_hash = "rows";  // s2: rows | elements
   bool known_rows = false;
   int iters = 10;
   uint64_t seed = 1;

@@ -4,11 +4,13 @@
 // flushed (64 MB touched) before each, best of 9. Built as
 // build/bin/merak_sketch_kernels:
 //
-//   build/bin/merak_sketch_kernels DENSITY SKETCH_RATIO [R]      (defaults 0.05 0.01 1)
+//   build/bin/merak_sketch_kernels DENSITY SKETCH_RATIO [R [HASH]]  (defaults 0.05 0.01 1 rows;
+//   HASH rows | elements, see comm/codec.hpp)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 #include "comm/codec_bench.hpp"
 #include "comm/count_sketch.hpp"
@@ -19,13 +21,14 @@ int main(int argc, char** argv) {
   int64_t n = 50000, d = 256;
   double dens = argc > 1 ? atof(argv[1]) : 0.05, y = argc > 2 ? atof(argv[2]) : 0.01;
   int r = argc > 3 ? atoi(argv[3]) : 1;
+  const bool runs = !(argc > 4 && std::string(argv[4]) == "elements");
   auto g0 = bench_gradient(n, d, dens, 1, 0), g1 = bench_gradient(n, d, dens, 1, 1);
   std::vector<uint32_t> rows0, rows1, uni;
   nonzero_rows(g0, n, d, rows0);
   nonzero_rows(g1, n, d, rows1);
   std::set_union(rows0.begin(), rows0.end(), rows1.begin(), rows1.end(), std::back_inserter(uni));
   int64_t w = std::max<int64_t>(1, int64_t(y * n * d / r));
-  count_sketch s(r, w, n, d, 12345);
+  count_sketch s(r, w, n, d, 12345, runs);
   std::vector<float> t(size_t(r * w)), t1(size_t(r * w)), out(size_t(n * d));
   std::vector<float> big(64 << 20 >> 2);
   double be = 1e9, bz = 1e9, bd = 1e9;
@@ -58,8 +61,9 @@ int main(int argc, char** argv) {
       den += ex * ex;
     }
   printf(
-      "dens %g y %g r %d rows %zu union %zu: zero %.3f ms, add_rows %.3f ms (%.2f ns/el), estimate "
+      "%s dens %g y %g r %d rows %zu union %zu: zero %.3f ms, add_rows %.3f ms (%.2f ns/el), "
+      "estimate "
       "%.3f ms (%.2f ns/el) relerr %.4f\n",
-      dens, y, r, rows0.size(), uni.size(), bz, be, be * 1e6 / (rows0.size() * d), bd,
-      bd * 1e6 / (uni.size() * d), std::sqrt(num / den));
+      runs ? "rows" : "elements", dens, y, r, rows0.size(), uni.size(), bz, be,
+      be * 1e6 / (rows0.size() * d), bd, bd * 1e6 / (uni.size() * d), std::sqrt(num / den));
 }

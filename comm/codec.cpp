@@ -62,6 +62,16 @@ error_feedback parse_error_feedback(std::string_view text) {
   fail("unknown error feedback '{}' (expected off, contractive (on) or plain)", text);
 }
 
+std::string_view sketch_hash_name(sketch_hash h) {
+  return h == sketch_hash::rows ? "rows" : "elements";
+}
+
+sketch_hash parse_sketch_hash(std::string_view text) {
+  if (text == "rows") return sketch_hash::rows;
+  if (text == "elements") return sketch_hash::elements;
+  fail("unknown sketch hash '{}' (expected rows or elements)", text);
+}
+
 bool codec::find_rows(std::span<const float> grad, int64_t n, int64_t d,
                       std::vector<uint32_t>& rows) {
   if (!has_known_) {

@@ -50,6 +50,14 @@ enum class codec_kind { dense, coo, union_rows, s2 };
 // union; it exists to show that (tests, experiments), not for training.
 enum class error_feedback { off, contractive, plain };
 
+// S2's bucket hash (comm/count_sketch.hpp). `rows`: a gradient row lands as
+// one contiguous run of d buckets at a start hashed from the row (when
+// d <= w; narrower sketches hash elements); `elements`: every element is
+// hashed on its own. Same collision probability 1/w between rows, both
+// unbiased; rows makes sketching and decoding contiguous (docs/s2-reducer.md,
+// "Fifth session").
+enum class sketch_hash { rows, elements };
+
 // Everything a codec needs; equal on every rank (the driver checks).
 struct codec_config {
   codec_kind kind = codec_kind::dense;
@@ -58,6 +66,7 @@ struct codec_config {
   int64_t sketch_width = 0;    // w; 0: w = sketch_ratio · n·d / r (at least 1)
   double sketch_ratio = 0.01;  // r·w as a fraction of n·d, used when sketch_width = 0
   error_feedback feedback = error_feedback::off;
+  sketch_hash hash = sketch_hash::rows;
   uint64_t seed = 0;  // shared by all ranks; mixed with the step number
 };
 
@@ -66,6 +75,8 @@ std::string_view codec_kind_name(codec_kind k);
 codec_kind parse_codec_kind(std::string_view text);
 std::string_view error_feedback_name(error_feedback f);
 error_feedback parse_error_feedback(std::string_view text);  // "off|contractive|plain"
+std::string_view sketch_hash_name(sketch_hash h);
+sketch_hash parse_sketch_hash(std::string_view text);  // "rows|elements"
 
 // What a codec hands to the collectives in one round. The spans point into
 // the codec's buffers (or into the gradient itself for `dense`) and are

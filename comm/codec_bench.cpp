@@ -31,6 +31,7 @@ codec_bench_result describe(const codec_config& c, int ranks, int64_t n, int64_t
     r.sketch_width = s2_sketch_width(c, n, d);
     r.sketch_ratio = double(r.sketch_rows) * double(r.sketch_width) / (double(n) * double(d));
     r.feedback = std::string(error_feedback_name(c.feedback));
+    r.hash = std::string(sketch_hash_name(c.hash));
   }
   r.dense_bytes_per_rank = 2.0 * (ranks - 1) / ranks * double(n) * double(d) * 4;
   return r;
@@ -59,13 +60,14 @@ std::string codec_bench_result::to_json() const {
   return fmt::format(
       "{{\"bench\":\"codec\",\"method\":\"{}\",\"transport\":\"{}\",\"procs\":{},\"rows\":{},"
       "\"cols\":{},\"row_density\":{},\"sketch_ratio\":{},\"sketch_rows\":{},\"sketch_width\":{},"
-      "\"error_feedback\":\"{}\",\"known_rows\":{},\"iters\":{},\"time_ms\":{:.4f},\"time_min_ms\":"
+      "\"error_feedback\":\"{}\",\"sketch_hash\":\"{}\",\"known_rows\":{},\"iters\":{},\"time_ms\":"
+      "{:.4f},\"time_min_ms\":"
       "{:.4f},"
       "\"time_max_ms\":{:.4f},\"encode_ms\":{:.4f},\"comm_ms\":{:.4f},\"decode_ms\":{:.4f},"
       "\"bytes_per_rank\":{:.0f},\"dense_bytes_per_rank\":{:.0f},\"bytes_vs_dense\":{:.5f},"
       "\"rel_error\":{:.6g},\"own_rows\":{},\"union_rows\":{}}}",
       method, transport, ranks, n, d, density, sketch_ratio, sketch_rows, sketch_width, feedback,
-      known_rows, iters, time_ms, time_min_ms, time_max_ms, encode_ms, comm_ms, decode_ms,
+      hash, known_rows, iters, time_ms, time_min_ms, time_max_ms, encode_ms, comm_ms, decode_ms,
       bytes_per_rank, dense_bytes_per_rank,
       dense_bytes_per_rank > 0 ? bytes_per_rank / dense_bytes_per_rank : 0.0, rel_error, own_rows,
       union_rows);

@@ -32,6 +32,7 @@ struct codec_bench_result {
   int sketch_rows = 0;       // r, s2 only
   int64_t sketch_width = 0;  // w, s2 only
   std::string feedback = "off";
+  std::string hash;  // s2 only: rows | elements
   bool known_rows = false;
   int iters = 0;
   // Medians over iterations (ms); per rank. time_ms is end to end (encode +

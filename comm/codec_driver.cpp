@@ -39,16 +39,16 @@ step_header header_of(const codec& c, int64_t n, int64_t d, size_t floats) {
           int64_t(floats),
           s2 ? k.sketch_rows : 0,
           s2 && valid_shape(n, d, floats) ? s2_sketch_width(k, n, d) : 0,
-          s2 ? int64_t(k.feedback) : 0,
+          s2 ? int64_t(k.feedback) | int64_t(k.hash) << 8 : 0,  // feedback, hash << 8
           s2 ? k.seed : 0,
           c.step()};
 }
 
 std::string describe(const step_header& h) {
-  return fmt::format("codec {} n={} d={} ({} floats) r={} w={} feedback={} seed={} step={}",
+  return fmt::format("codec {} n={} d={} ({} floats) r={} w={} feedback={} hash={} seed={} step={}",
                      codec_kind_name(codec_kind(h.kind)), h.n, h.d, h.floats, h.sketch_rows,
-                     h.sketch_width, error_feedback_name(error_feedback(h.feedback)), h.seed,
-                     h.step);
+                     h.sketch_width, error_feedback_name(error_feedback(h.feedback & 0xff)),
+                     sketch_hash_name(sketch_hash(h.feedback >> 8)), h.seed, h.step);
 }
 
 }  // namespace

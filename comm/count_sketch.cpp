@@ -53,10 +53,25 @@ inline void prefetch_row(const float* p, int64_t d, bool write) {
   }
 }
 
+// Row runs: t[c] += s(x0 + c)·src[c] for c in [0, m) (vectorises).
+inline void add_run(float* __restrict t, const float* __restrict src, uint32_t x0, uint32_t sk,
+                    int64_t m) {
+  for (int64_t c = 0; c < m; ++c)
+    t[c] += std::bit_cast<float>(std::bit_cast<uint32_t>(src[c]) ^ sign_bit(sk, x0 + uint32_t(c)));
+}
+
+// Row runs: e[c] = s(x0 + c)·t[c] for c in [0, m).
+inline void load_run(float* __restrict e, const float* __restrict t, uint32_t x0, uint32_t sk,
+                     int64_t m) {
+  for (int64_t c = 0; c < m; ++c)
+    e[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(t[c]) ^ sign_bit(sk, x0 + uint32_t(c)));
+}
+
 }  // namespace
 
-count_sketch::count_sketch(int rows, int64_t width, int64_t n, int64_t d, uint64_t seed)
-    : r_(rows), w_(width), n_(n), d_(d) {
+count_sketch::count_sketch(int rows, int64_t width, int64_t n, int64_t d, uint64_t seed,
+                           bool row_runs)
+    : r_(rows), w_(width), n_(n), d_(d), runs_(false) {
   if (rows < 1 || rows > 32) fail("count sketch: rows r={} must be in 1..32", rows);
   if (width < 1 || width > (int64_t(1) << 32))
     fail("count sketch: width w={} must be in 1..2^32", width);
@@ -67,9 +82,19 @@ count_sketch::count_sketch(int rows, int64_t width, int64_t n, int64_t d, uint64
     bucket_key_.push_back(uint32_t(k));
     sign_key_.push_back(uint32_t(k >> 32));
   }
+  runs_ = row_runs && !injective() && w_ >= d_;
+}
+
+uint32_t count_sketch::run_start(int j, uint32_t k) const {
+  // Another key than the element hash's (k is a row, not an element).
+  return reduce_to(mix32(k ^ bucket_key_[j] ^ 0x9e3779b9u), uint64_t(w_));
 }
 
 uint32_t count_sketch::bucket(int j, uint32_t x) const {
+  if (runs_) {
+    const uint64_t b = uint64_t(run_start(j, uint32_t(x / d_))) + x % d_;
+    return uint32_t(b >= uint64_t(w_) ? b - uint64_t(w_) : b);
+  }
   return injective() ? x : reduce_to(mix32(x ^ bucket_key_[j]), uint64_t(w_));
 }
 
@@ -95,6 +120,16 @@ void count_sketch::add_rows(std::span<const float> g, std::span<const uint32_t> 
       prefetch_row(g.data() + int64_t(rows[i + kahead_rows]) * d_, d_, false);
     const float* src = g.data() + int64_t(k) * d_;
     const uint32_t base = uint32_t(int64_t(k) * d_);
+    if (runs_) {
+      for (int j = 0; j < r_; ++j) {
+        // Two contiguous pieces: [start, w) then [0, rest) of the table.
+        const int64_t start = run_start(j, k), first = std::min(d_, w_ - start);
+        add_run(table.data() + j * w_ + start, src, base, sign_key_[j], first);
+        add_run(table.data() + j * w_, src + first, base + uint32_t(first), sign_key_[j],
+                d_ - first);
+      }
+      continue;
+    }
     for (int j = 0; j < r_; ++j) {
       float* t = table.data() + j * w_;
       const uint32_t bk = bucket_key_[j], sk = sign_key_[j];
@@ -150,6 +185,14 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
       for (int j = 0; j < r_; ++j) {
         const float* t = table.data() + j * w_;
         const uint32_t bk = bucket_key_[j], sk = sign_key_[j];
+        if (runs_) {
+          int64_t at = int64_t(run_start(j, k)) + c0;
+          if (at >= w_) at -= w_;
+          const int64_t first = std::min(m, w_ - at);
+          load_run(est[j], t + at, base + uint32_t(c0), sk, first);
+          load_run(est[j] + first, t, base + uint32_t(c0 + first), sk, m - first);
+          continue;
+        }
         if (ident) {
           for (int64_t c = 0; c < m; ++c) idx[c] = base + uint32_t(c0 + c);
         } else {

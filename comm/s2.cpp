@@ -59,7 +59,7 @@ class s2_codec final : public codec {
     // Bitmap and table in one buffer, so that the driver reduces both in one
     // ring (allreduce_or_sum): [bitmap words][table floats].
     sketch_.emplace(config_.sketch_rows, s2_sketch_width(config_, n, d), n, d,
-                    s2_step_seed(config_.seed, step_));
+                    s2_step_seed(config_.seed, step_), config_.hash == sketch_hash::rows);
     const size_t words = size_t(bitmap_words(n));
     const size_t cells = size_t(sketch_->rows() * sketch_->width());
     buf_.assign((words * 2 + cells) * 4, std::byte{0});  // bytes: storage for both

@@ -205,6 +205,19 @@ TEST_CASE("ranks out of step or on different codecs fail instead of mixing resul
   CHECK_THAT(errors[1], Catch::Contains("peer rank 0 reduces codec coo"));
 }
 
+TEST_CASE("S2 ranks with different sketch hashes fail, naming the hash", "[codec][driver]") {
+  auto errors = run_ranks(2, [&](transport& t) {
+    auto g = row_sparse_gradient(64, 8, 0.2, 4);
+    auto c = make_codec(
+        {.kind = codec_kind::s2, .hash = t.rank() ? sketch_hash::elements : sketch_hash::rows});
+    reduce_rows(*c, t, g, 64, 8, 5);
+  });
+  CHECK_THAT(errors[0], Catch::Contains("peer rank 1 reduces codec s2") &&
+                            Catch::Contains("hash=elements") && Catch::Contains("hash=rows"));
+  CHECK_THAT(errors[1],
+             Catch::Contains("peer rank 0 reduces codec s2") && Catch::Contains("hash=rows"));
+}
+
 TEST_CASE("a group of one leaves the gradient as it is and sends nothing", "[codec][driver]") {
   for (codec_kind kind : all_kinds) {
     auto errors = run_ranks(1, [&](transport& t) {

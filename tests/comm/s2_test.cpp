@@ -1,6 +1,7 @@
 // The count sketch and the S2 codec, without a transport.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -65,12 +66,47 @@ TEST_CASE("buckets fall below w, signs are +-1, and w >= n*d makes the buckets t
   for (uint32_t x = 0; x < 1000; ++x) CHECK(wide.bucket(1, x) == x);
 }
 
+TEST_CASE("row runs: a row's elements take consecutive buckets mod w, each added with its sign",
+          "[s2]") {
+  const int64_t n = 30, d = 8, w = 50;
+  count_sketch s(2, w, n, d, 7, true);
+  REQUIRE(s.row_runs());
+  std::vector<int> starts;
+  for (uint32_t k = 0; k < n; ++k)
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t b0 = s.bucket(j, k * d);
+      starts.push_back(int(b0));
+      for (uint32_t c = 0; c < d; ++c) CHECK(s.bucket(j, k * d + c) == (b0 + c) % w);
+    }
+  std::sort(starts.begin(), starts.end());
+  CHECK(std::unique(starts.begin(), starts.end()) - starts.begin() > 20);  // hashed, not fixed
+  // One element at a time: add_rows puts s_j(x)·v at T[j][h_j(x)], nothing
+  // else, and estimate_into reads it back exactly (no collision).
+  for (uint32_t x : {0u, 7u, 13u, 100u, 239u}) {
+    std::vector<float> g(size_t(n * d), 0.0f), t(size_t(2 * w), 0.0f), out(g.size(), 0.0f);
+    g[x] = 3.0f;
+    const std::vector<uint32_t> row = {x / uint32_t(d)};
+    s.add_rows(g, row, t);
+    for (int j = 0; j < 2; ++j)
+      for (int64_t b = 0; b < w; ++b)
+        CHECK(t[size_t(j * w + b)] == (b == s.bucket(j, x) ? 3.0f * s.sign(j, x) : 0.0f));
+    s.estimate_into(t, row, 1.0f, out);
+    CHECK(out == g);
+  }
+  // Narrower than a row, or injective: elements are hashed on their own.
+  CHECK_FALSE(count_sketch(1, d - 1, n, d, 7, true).row_runs());
+  CHECK_FALSE(count_sketch(1, n * d, n, d, 7, true).row_runs());
+  CHECK_FALSE(count_sketch(1, w, n, d, 7, false).row_runs());
+}
+
 TEST_CASE("the sketch is linear: sketch(a) + sketch(b) equals sketch(a + b)", "[s2]") {
   const int64_t n = 200, d = 16;
   const auto a = row_sparse_gradient(n, d, 0.3, 1), b = row_sparse_gradient(n, d, 0.3, 2);
   std::vector<float> ab(a.size());
   for (size_t i = 0; i < a.size(); ++i) ab[i] = a[i] + b[i];
-  count_sketch s(3, 250, n, d, 42);  // 3200 elements in 250 buckets: many collisions
+  const bool runs = GENERATE(false, true);
+  count_sketch s(3, 250, n, d, 42, runs);  // 3200 elements in 250 buckets: many collisions
+  REQUIRE(s.row_runs() == runs);
   std::vector<float> ta(750, 0.0f), tb(750, 0.0f), tab(750, 0.0f);
   const auto rows = all_rows(n);
   s.add_rows(a, rows, ta);
@@ -124,13 +160,15 @@ TEST_CASE("the r = 1 estimate is unbiased: its mean over many seeds is the exact
   // its z-score must be small for every element and ~1 in mean square.
   const int64_t n = 64, d = 16;
   const int S = 3000;
+  const sketch_hash hash = GENERATE(sketch_hash::rows, sketch_hash::elements);
   std::vector<std::vector<float>> g = {row_sparse_gradient(n, d, 0.5, 11),
                                        row_sparse_gradient(n, d, 0.5, 12)};
   for (auto& v : g[0]) v += v != 0 ? 1.0f : 0.0f;  // non-zero mean: a missing sign hash shows
   const auto ref = rank_order_average(g);
   std::vector<double> sum(ref.size(), 0), sum2(ref.size(), 0);
   for (int s = 0; s < S; ++s) {
-    group grp({.kind = codec_kind::s2, .sketch_width = 256, .seed = uint64_t(s) * 7919}, 2);
+    group grp(
+        {.kind = codec_kind::s2, .sketch_width = 256, .hash = hash, .seed = uint64_t(s) * 7919}, 2);
     const auto out = grp.step(g, n, d);
     for (size_t i = 0; i < ref.size(); ++i) {
       const double e = double(out[0][i]) - double(ref[i]);
@@ -148,7 +186,8 @@ TEST_CASE("the r = 1 estimate is unbiased: its mean over many seeds is the exact
     ++counted;
   }
   mean_z2 /= counted;
-  INFO("elements " << counted << " max |z| " << max_z << " mean z^2 " << mean_z2);
+  INFO("hash " << sketch_hash_name(hash) << " elements " << counted << " max |z| " << max_z
+               << " mean z^2 " << mean_z2);
   CHECK(counted > 500);
   CHECK(max_z < 5.0);  // ~700 elements: max of |N(0,1)| is ~3.5
   CHECK(mean_z2 > 0.8);
