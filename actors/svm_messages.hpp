@@ -20,6 +20,11 @@
 //   (svm_setup, scale, n, p, rho1, rho2,         (svm_setup, k): shard scaled, factored
 //              method, dense_limit)
 //   (svm_eval, w)                                (svm_eval, k, X_k w, y_k)
+//   cross-validation (--procs K --folds F), before stats of each fit:
+//   (svm_select, folds, fold): train on fold     (svm_select, k, training rows, held-out rows)
+//              `fold`'s training rows (folds 0:
+//              all rows), hold out its others
+//   (svm_test, w in the data's units)            (svm_test, k, X_test_k w, y_test_k)
 //   (svm_done)                                   - (the worker stops)
 //   any phase, when the maths throw:             (svm_fail, k, what)
 //
@@ -43,6 +48,8 @@ using svm_stats_atom = caf::atom_constant<caf::atom("svmstats")>;
 using svm_setup_atom = caf::atom_constant<caf::atom("svmsetup")>;
 using svm_eval_atom = caf::atom_constant<caf::atom("svmeval")>;
 using svm_done_atom = caf::atom_constant<caf::atom("svmdone")>;
+using svm_select_atom = caf::atom_constant<caf::atom("svmselect")>;
+using svm_test_atom = caf::atom_constant<caf::atom("svmtest")>;
 using svm_fail_atom = caf::atom_constant<caf::atom("svmfail")>;
 using svm_hello_atom = caf::atom_constant<caf::atom("svmhello")>;
 using svm_joined_atom = caf::atom_constant<caf::atom("svmjoined")>;

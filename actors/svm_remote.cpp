@@ -150,79 +150,127 @@ svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
             [] {});
   }
   svm_remote_result out;
-  const auto t0 = clock_type::now();
-  out.join_s = std::chrono::duration<double>(t0 - t_listen).count();
+  out.join_s = std::chrono::duration<double>(clock_type::now() - t_listen).count();
 
-  // Stats: rows, features and column sums of every shard.
-  std::vector<int64_t> rows(K), cols(K);
-  std::vector<svm_vector> sums(K);
-  detail::svm_phase<svm_stats_atom, int64_t, int64_t, svm_vector>(
-      sys, self, ws, o.timeout, "stats", 0,
-      [&](int k, int64_t n_k, int64_t p_k, svm_vector& s) {
-        if (n_k < 1)
-          fail("svm worker {} holds no rows (its data has fewer samples than {} workers?)", k, K);
-        if (p_k < 0 || int64_t(s.v.size()) != 2 * p_k)
-          fail("svm worker {} sent {} column sums for {} features", k, s.v.size(), p_k);
-        rows[size_t(k)] = n_k, cols[size_t(k)] = p_k, sums[size_t(k)] = std::move(s);
-      },
-      svm_stats_atom::value);
-  int64_t n = 0, p = 0;
-  for (size_t k = 0; k < K; ++k) n += rows[k], p = std::max(p, cols[k]);
-  svm::column_stats all;
-  all.n = n;
-  all.sum = Eigen::VectorXd::Zero(p), all.sq_sum = Eigen::VectorXd::Zero(p);
-  for (size_t k = 0; k < K; ++k) {
-    const Eigen::Index pk = Eigen::Index(cols[k]);
-    all.sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data(), pk);
-    all.sq_sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data() + pk, pk);
+  // One consensus fit on the rows the workers hold now (after svm_select,
+  // if any): stats, setup, the iterations, eval. Fills `fit`, `scale`,
+  // samples, features and accuracy of `r`.
+  auto fit_once = [&](svm_remote_result& r) {
+    const auto t0 = clock_type::now();
+    // Stats: rows, features and column sums of every shard.
+    std::vector<int64_t> rows(K), cols(K);
+    std::vector<svm_vector> sums(K);
+    detail::svm_phase<svm_stats_atom, int64_t, int64_t, svm_vector>(
+        sys, self, ws, o.timeout, "stats", 0,
+        [&](int k, int64_t n_k, int64_t p_k, svm_vector& s) {
+          if (n_k < 1)
+            fail("svm worker {} holds no rows (its data has fewer samples than {} workers?)", k, K);
+          if (p_k < 0 || int64_t(s.v.size()) != 2 * p_k)
+            fail("svm worker {} sent {} column sums for {} features", k, s.v.size(), p_k);
+          rows[size_t(k)] = n_k, cols[size_t(k)] = p_k, sums[size_t(k)] = std::move(s);
+        },
+        svm_stats_atom::value);
+    int64_t n = 0, p = 0;
+    for (size_t k = 0; k < K; ++k) n += rows[k], p = std::max(p, cols[k]);
+    svm::column_stats all;
+    all.n = n;
+    all.sum = Eigen::VectorXd::Zero(p), all.sq_sum = Eigen::VectorXd::Zero(p);
+    for (size_t k = 0; k < K; ++k) {
+      const Eigen::Index pk = Eigen::Index(cols[k]);
+      all.sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data(), pk);
+      all.sq_sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data() + pk, pk);
+    }
+    r.samples = n, r.features = p;
+    r.scale = o.standardize ? svm::scaling_from_stats(all) : Eigen::VectorXd::Ones(p);
+
+    // Setup: each worker scales its rows and factors its system.
+    double rho1 = 0, rho2 = 0;
+    svm::consensus_rhos(n, p, workers, pen, o.admm, rho1, rho2);
+    detail::svm_phase<svm_setup_atom>(
+        sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value, to_vector(r.scale),
+        n, p, rho1, rho2, int32_t(o.admm.method), o.admm.dense_limit);
+
+    svm::consensus_reducer red(p, n, workers, pen, rho1, rho2, o.admm);
+    svm_actor_options ao;
+    ao.admm = o.admm;
+    ao.timeout = o.timeout;
+    svm::consensus_result& res = r.fit;
+    detail::drive_consensus(sys, self, ws, p, red, ao, res);
+
+    // Eval: the margins X_k w of every shard give the polished bias, the
+    // objective and the training accuracy over all rows (in rank order).
+    res.rho1 = red.rho1(), res.rho2 = red.rho2();
+    res.w = red.zeta().head(p);
+    res.b = red.zeta()[p];
+    Eigen::VectorXd xw(n), y(n);
+    std::vector<int64_t> offset(K + 1, 0);
+    for (size_t k = 0; k < K; ++k) offset[k + 1] = offset[k] + rows[k];
+    detail::svm_phase<svm_eval_atom, svm_vector, svm_vector>(
+        sys, self, ws, o.timeout, "eval", 0,
+        [&](int k, svm_vector& m, svm_vector& yk) {
+          const int64_t n_k = rows[size_t(k)];
+          if (int64_t(m.v.size()) != n_k || int64_t(yk.v.size()) != n_k)
+            fail("svm worker {} sent {} margins and {} labels for its {} rows", k, m.v.size(),
+                 yk.v.size(), n_k);
+          xw.segment(offset[size_t(k)], n_k) = to_eigen(m);
+          y.segment(offset[size_t(k)], n_k) = to_eigen(yk);
+        },
+        svm_eval_atom::value, to_vector(res.w));
+    if (o.admm.polish_bias) res.b = svm::best_bias(y, xw, res.b);
+    const Eigen::VectorXd margin = xw.array() + res.b;
+    res.objective = svm::mean_hinge(y, margin) + pen.value(res.w);
+    r.accuracy =
+        double(((margin.array() >= 0).cast<double>() * 2 - 1 == y.array()).count()) / double(n);
+    res.time_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  };
+
+  if (o.folds != 0) {
+    if (o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
+    // Cross-validation: per fold, the workers select their training and
+    // held-out rows, fit as above, and predict their held-out rows with the
+    // fold's model (weights in the data's units, +1 when x^T w + b >= 0).
+    int64_t right = 0, held_out = 0;
+    for (int f = 0; f < o.folds; ++f) {
+      const auto t0 = clock_type::now();
+      std::vector<int64_t> test_rows(K);
+      detail::svm_phase<svm_select_atom, int64_t, int64_t>(
+          sys, self, ws, o.timeout, "select", 0,
+          [&](int k, int64_t, int64_t t_k) { test_rows[size_t(k)] = t_k; }, svm_select_atom::value,
+          int32_t(o.folds), int32_t(f));
+      svm_remote_result r;
+      fit_once(r);
+      const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
+      int64_t fold_right = 0, fold_n = 0;
+      detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
+          sys, self, ws, o.timeout, "test", 0,
+          [&](int k, svm_vector& m, svm_vector& yk) {
+            if (int64_t(m.v.size()) != test_rows[size_t(k)] || yk.v.size() != m.v.size())
+              fail("svm worker {} sent {} held-out margins and {} labels for its {} held-out rows",
+                   k, m.v.size(), yk.v.size(), test_rows[size_t(k)]);
+            for (size_t i = 0; i < m.v.size(); ++i)
+              fold_right += ((m.v[i] + r.fit.b >= 0) ? 1.0 : -1.0) == yk.v[i];
+            fold_n += int64_t(m.v.size());
+          },
+          svm_test_atom::value, to_vector(w));
+      if (fold_n < 1) fail("fold {} of {} holds out no samples", f, o.folds);
+      right += fold_right, held_out += fold_n;
+      out.fold_accuracy.push_back(double(fold_right) / double(fold_n));
+      out.cv_mean_nnz += double((w.array() != 0).count()) / o.folds;
+      out.cv_mean_iterations += double(r.fit.iterations) / o.folds;
+      out.cv_time_s += std::chrono::duration<double>(clock_type::now() - t0).count();
+    }
+    out.cv_accuracy = double(right) / double(held_out);
+    // Back to every worker's block of all rows for the final fit.
+    detail::svm_phase<svm_select_atom, int64_t, int64_t>(
+        sys, self, ws, o.timeout, "select", 0, [](int, int64_t, int64_t) {}, svm_select_atom::value,
+        int32_t(0), int32_t(0));
   }
-  out.samples = n, out.features = p;
-  out.scale = o.standardize ? svm::scaling_from_stats(all) : Eigen::VectorXd::Ones(p);
-
-  // Setup: each worker scales its rows and factors its system.
-  double rho1 = 0, rho2 = 0;
-  svm::consensus_rhos(n, p, workers, pen, o.admm, rho1, rho2);
-  detail::svm_phase<svm_setup_atom>(
-      sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value, to_vector(out.scale),
-      n, p, rho1, rho2, int32_t(o.admm.method), o.admm.dense_limit);
-
-  svm::consensus_reducer red(p, n, workers, pen, rho1, rho2, o.admm);
-  svm_actor_options ao;
-  ao.admm = o.admm;
-  ao.timeout = o.timeout;
-  svm::consensus_result& res = out.fit;
-  detail::drive_consensus(sys, self, ws, p, red, ao, res);
-
-  // Eval: the margins X_k w of every shard give the polished bias, the
-  // objective and the training accuracy over all rows (in rank order).
-  res.rho1 = red.rho1(), res.rho2 = red.rho2();
-  res.w = red.zeta().head(p);
-  res.b = red.zeta()[p];
-  Eigen::VectorXd xw(n), y(n);
-  std::vector<int64_t> offset(K + 1, 0);
-  for (size_t k = 0; k < K; ++k) offset[k + 1] = offset[k] + rows[k];
-  detail::svm_phase<svm_eval_atom, svm_vector, svm_vector>(
-      sys, self, ws, o.timeout, "eval", 0,
-      [&](int k, svm_vector& m, svm_vector& yk) {
-        const int64_t n_k = rows[size_t(k)];
-        if (int64_t(m.v.size()) != n_k || int64_t(yk.v.size()) != n_k)
-          fail("svm worker {} sent {} margins and {} labels for its {} rows", k, m.v.size(),
-               yk.v.size(), n_k);
-        xw.segment(offset[size_t(k)], n_k) = to_eigen(m);
-        y.segment(offset[size_t(k)], n_k) = to_eigen(yk);
-      },
-      svm_eval_atom::value, to_vector(res.w));
-  if (o.admm.polish_bias) res.b = svm::best_bias(y, xw, res.b);
-  const Eigen::VectorXd margin = xw.array() + res.b;
-  res.objective = svm::mean_hinge(y, margin) + pen.value(res.w);
-  out.accuracy =
-      double(((margin.array() >= 0).cast<double>() * 2 - 1 == y.array()).count()) / double(n);
-  res.time_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  fit_once(out);
   done = true;
   return out;
 }
 
-void run_svm_worker_process(svm::dataset shard, const svm_worker_process_options& o) {
+void run_svm_worker_process(svm::dataset data, const svm_worker_process_options& o) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
     fail("svm worker: --rank {} is out of range for --world {}", o.rank, o.world);
   if (o.token.empty())
@@ -244,7 +292,8 @@ void run_svm_worker_process(svm::dataset shard, const svm_worker_process_options
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const auto idle = o.idle.count() > 0 ? o.idle : 2 * o.timeout;
-  caf::actor worker = spawn_svm_shard_worker(sys, o.rank, std::move(shard), consensus, idle);
+  caf::actor worker =
+      spawn_svm_shard_worker(sys, o.rank, o.world, std::move(data), o.whole_file, consensus, idle);
   caf::scoped_actor self{sys};
   self->monitor(worker);
   std::string verdict, error;

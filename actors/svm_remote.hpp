@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "svm/consensus.hpp"
 
@@ -31,6 +32,12 @@ struct svm_remote_options {
   // Polled while workers join: a non-empty text ends the wait with an error
   // that quotes it (a launcher whose worker processes exited early).
   std::function<std::string()> abort_check;
+  // >= 2: first cross-validate with this many folds (sample i held out in
+  // fold i mod folds), one consensus fit per fold on the same workers, each
+  // worker training on its block of the fold's training rows and predicting
+  // its block of the held-out rows (the split of --workers K --folds F);
+  // then the fit on all rows. Needs workers that read the whole file.
+  int folds = 0;
 };
 
 struct svm_remote_result {
@@ -39,6 +46,11 @@ struct svm_remote_result {
   int64_t samples = 0, features = 0;
   double accuracy = 0;  // training data, predicted +1 when x^T w + b >= 0
   double join_s = 0;    // from listening until every worker joined
+  // With folds >= 2 (as svm::cv_result): held-out accuracy pooled over all
+  // samples, per fold, the mean non-zeros and iterations of the fold fits,
+  // and their time (each from its row selection to its evaluation).
+  double cv_accuracy = 0, cv_mean_nnz = 0, cv_mean_iterations = 0, cv_time_s = 0;
+  std::vector<double> fold_accuracy;
 };
 
 // Runs the consensus side of a fit over `workers` worker processes (ranks
@@ -57,6 +69,10 @@ struct svm_worker_process_options {
   uint16_t port = 0;
   int rank = 0, world = 1;
   std::string token;
+  // `data` passed to run_svm_worker_process is the whole file (the worker
+  // takes rows [n R/K, n (R+1)/K) itself, and its fold rows when the
+  // consensus side cross-validates); false: it holds this rank's rows only.
+  bool whole_file = true;
   // Bound on reaching the consensus side (retried every 100 ms meanwhile).
   std::chrono::milliseconds timeout{60000};
   // The worker gives up after this long without a message from the
@@ -64,11 +80,11 @@ struct svm_worker_process_options {
   std::chrono::milliseconds idle{0};
 };
 
-// The worker side: joins the consensus side at host:port with `shard` (this
-// rank's rows as read) and serves it until it says the fit is done. Throws
+// The worker side: joins the consensus side at host:port with `data` (see
+// whole_file) and serves it until it says the fit is done. Throws
 // merak::error: the consensus side cannot be reached in time, refuses the
 // hello (the reason: wrong token, rank taken, ...), goes away, or stays
 // silent past `idle`. Blocks; runs its own actor system.
-void run_svm_worker_process(svm::dataset shard, const svm_worker_process_options& o);
+void run_svm_worker_process(svm::dataset data, const svm_worker_process_options& o);
 
 }  // namespace merak::actors

@@ -4,6 +4,7 @@
 
 #include "actors/svm_messages.hpp"
 #include "core/error.hpp"
+#include "svm/fit.hpp"
 #include "svm/standardize.hpp"
 
 namespace merak::actors {
@@ -13,7 +14,14 @@ using svm_tick_atom = caf::atom_constant<caf::atom("svmtick")>;  // to self: idl
 
 struct svm_worker_state {
   int rank = 0;
-  svm::dataset shard;  // worker processes: the rows as read, until svm_setup
+  // Worker processes: the rows as read (the whole file when whole_file,
+  // else this rank's rows only), kept for every fit of a cross-validation.
+  svm::dataset source;
+  bool whole_file = false;
+  int world = 1;
+  svm::dataset shard;  // the current fit's training rows, until svm_setup
+  bool have_shard = false;
+  svm::dataset test;  // the current fold's held-out rows of this rank
   std::unique_ptr<svm::consensus_worker> w;
   Eigen::VectorXd zeta;  // of the last dual step (a rho change reruns the local step with it)
   std::chrono::steady_clock::time_point last_message = std::chrono::steady_clock::now();
@@ -31,6 +39,39 @@ caf::message guarded(svm_worker_state& s, const char* phase, bool needs_setup, F
   } catch (const std::exception& e) {
     return caf::make_message(svm_fail_atom::value, int32_t(s.rank), std::string(e.what()));
   }
+}
+
+std::vector<int64_t> pick(const std::vector<int64_t>& rows, const std::vector<int64_t>& at) {
+  std::vector<int64_t> out;
+  out.reserve(at.size());
+  for (int64_t i : at) out.push_back(rows[size_t(i)]);
+  return out;
+}
+
+// This rank's rows for the next fit: with folds == 0 its block of all rows
+// (the shard of a plain fit); else its block of fold `fold`'s training rows
+// and its block of the held-out rows (cross_validate's split, then
+// consensus_shard_rows within each part: the shards of --workers K
+// --folds F).
+void select_rows(svm_worker_state& s, int folds, int fold) {
+  if (!s.whole_file)
+    fail(
+        "--folds needs workers that read the whole data file; this one holds only its own "
+        "rows (--presharded)");
+  s.w.reset();
+  const int64_t n = s.source.rows();
+  if (folds == 0) {
+    s.shard = s.source.select_rows(svm::consensus_shard_rows(n, s.world, s.rank));
+    s.test = s.source.select_rows({});
+  } else {
+    std::vector<int64_t> train, test;
+    svm::cv_split(n, folds, fold, train, test);
+    s.shard = s.source.select_rows(
+        pick(train, svm::consensus_shard_rows(int64_t(train.size()), s.world, s.rank)));
+    s.test = s.source.select_rows(
+        pick(test, svm::consensus_shard_rows(int64_t(test.size()), s.world, s.rank)));
+  }
+  s.have_shard = true;
 }
 
 caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worker_state> s,
@@ -72,8 +113,16 @@ caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worke
           return caf::make_message(svm_rho_atom::value, k, to_vector(s->w->local_step(s->zeta)));
         });
       },
+      [s, k](svm_select_atom, int32_t folds, int32_t fold) {
+        return guarded(*s, "select", false, [&] {
+          select_rows(*s, folds, fold);
+          return caf::make_message(svm_select_atom::value, k, int64_t(s->shard.rows()),
+                                   int64_t(s->test.rows()));
+        });
+      },
       [s, k](svm_stats_atom) {
         return guarded(*s, "stats", false, [&] {
+          if (!s->have_shard) fail("'stats' after svm_setup without a new svm_select");
           const svm::column_stats st = svm::compute_column_stats(s->shard.x);
           svm_vector sums;
           sums.v.assign(st.sum.data(), st.sum.data() + st.sum.size());
@@ -94,6 +143,7 @@ caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worke
           s->w = std::make_unique<svm::consensus_worker>(std::move(s->shard), n_total, rho1, rho2,
                                                          svm::w_method(method), dense_limit);
           s->shard = {};
+          s->have_shard = false;
           return caf::make_message(svm_setup_atom::value, k);
         });
       },
@@ -105,6 +155,18 @@ caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worke
           Eigen::VectorXd xw;
           d.x.times(to_eigen(w), xw);
           return caf::make_message(svm_eval_atom::value, k, to_vector(xw), to_vector(d.y));
+        });
+      },
+      // Held-out margins with the weights in the data's units (the held-out
+      // rows are not scaled).
+      [s, k](svm_test_atom, const svm_vector& w) {
+        return guarded(*s, "test", false, [&] {
+          const svm::dataset& d = s->test;
+          if (int64_t(w.v.size()) < d.cols())
+            fail("svm_test with {} weights for {} features", w.v.size(), d.cols());
+          Eigen::VectorXd xw = Eigen::VectorXd::Zero(d.rows());
+          if (d.rows() > 0) d.x.times(to_eigen(w).head(d.cols()), xw);
+          return caf::make_message(svm_test_atom::value, k, to_vector(xw), to_vector(d.y));
         });
       },
       [self](svm_done_atom) { self->quit(); },
@@ -129,11 +191,20 @@ caf::actor spawn_svm_worker(caf::actor_system& sys, int rank,
   return sys.spawn(svm_worker, std::move(s), caf::actor{}, std::chrono::milliseconds(0));
 }
 
-caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, svm::dataset shard,
-                                  caf::actor consensus, std::chrono::milliseconds idle) {
+caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, int world, svm::dataset data,
+                                  bool whole_file, caf::actor consensus,
+                                  std::chrono::milliseconds idle) {
   auto s = std::make_shared<svm_worker_state>();
   s->rank = rank;
-  s->shard = std::move(shard);
+  s->world = world;
+  s->whole_file = whole_file;
+  if (whole_file) {
+    s->source = std::move(data);
+    select_rows(*s, 0, 0);
+  } else {
+    s->shard = std::move(data);  // --presharded: one plain fit on these rows
+    s->have_shard = true;
+  }
   return sys.spawn(svm_worker, std::move(s), std::move(consensus), idle);
 }
 

@@ -81,11 +81,11 @@ int run_svm_train(const svm_train_flags& f) {
       fail(
           "--workers (actor workers in this process) and --procs (worker processes) exclude "
           "each other");
-    if (f.folds != 0) fail("--folds is not available with --procs (use --workers K)");
+    if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
     svm_remote_train t;
     t.data = f.data, t.format = f.format, t.fit = o, t.procs = f.procs, t.listen = f.listen;
     t.token = f.token, t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
-    t.model = f.model;
+    t.model = f.model, t.folds = f.folds;
     return run_svm_train_remote(t);
   }
   if (f.data.empty()) fail("--data is required");
@@ -104,6 +104,7 @@ int run_svm_train(const svm_train_flags& f) {
     out["folds"] = f.folds;
     out["cv_accuracy"] = cv.accuracy;
     out["cv_mean_nnz"] = cv.mean_nnz;
+    out["cv_mean_iterations"] = cv.mean_iterations;
     out["cv_time_s"] = cv.time_s;
   }
   svm::fit_result r = svm::fit(d, o);
@@ -167,6 +168,10 @@ std::vector<double> parse_lambdas(const std::string& text) {
 }
 
 int run_svm_path(const svm_train_flags& f) {
+  if (f.procs != 0)
+    fail(
+        "svm path does not run across processes (--procs): its lambdas are warm-started in one "
+        "process; use svm train --procs K --folds F per lambda");
   svm::path_options o;
   o.fit = make_fit_options(f);
   o.lambdas = parse_lambdas(f.lambdas);
@@ -323,6 +328,7 @@ action add_svm_command(CLI::App& parent) {
               "--theta is a multiple of lambda (each lambda gets theta * lambda)");
   h->add_option("--threads", hf->threads, "Threads for the matrix products (default: all cores)");
   h->add_flag("--json", hf->json, "One JSON object per lambda");
+  h->add_option("--procs", hf->procs, "Not available (svm path runs in one process)")->group("");
 
   auto pf = std::make_shared<svm_predict_flags>();
   auto* p = s->add_subcommand("predict", "Accuracy of a model on labelled data");

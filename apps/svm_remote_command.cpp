@@ -87,6 +87,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
   o.admm = consensus_options_of(t.fit);
   o.standardize = t.fit.standardize;
   o.timeout = timeout_ms(t.timeout_s, "--timeout-s");
+  o.folds = t.folds;
   if (!launch) {
     const endpoint e = parse_endpoint(t.listen, "--listen", true);
     o.host = e.host, o.port = uint16_t(e.port);
@@ -201,6 +202,13 @@ int run_svm_train_remote(const svm_remote_train& t) {
       {"nnz_percent", 100.0 * double(m.nnz()) / double(std::max<int64_t>(1, r.features))},
       {"accuracy", r.accuracy},
       {"time_s", r.fit.time_s}};
+  if (t.folds >= 2) {
+    out["folds"] = t.folds;
+    out["cv_accuracy"] = r.cv_accuracy;
+    out["cv_mean_nnz"] = r.cv_mean_nnz;
+    out["cv_mean_iterations"] = r.cv_mean_iterations;
+    out["cv_time_s"] = r.cv_time_s;
+  }
   if (!t.model.empty()) {
     svm::write_model(m, t.model);
     out["model"] = t.model;
@@ -219,6 +227,9 @@ int run_svm_train_remote(const svm_remote_train& t) {
   std::printf("nnz         %lld of %lld (%.2f%%)\n", (long long)m.nnz(), (long long)r.features,
               out["nnz_percent"].get<double>());
   std::printf("accuracy    %.4f (training data)\n", r.accuracy);
+  if (t.folds >= 2)
+    std::printf("cv_accuracy %.4f (%d folds, mean nnz %.1f, %.3f s)\n", r.cv_accuracy, t.folds,
+                r.cv_mean_nnz, r.cv_time_s);
   std::printf("time        %.3f s (after %.3f s for the workers to join)\n", r.fit.time_s,
               r.join_s);
   if (!t.model.empty()) std::printf("model       %s\n", t.model.c_str());
@@ -263,13 +274,11 @@ action add_svm_worker_command(CLI::App& svm) {
     } catch (const std::exception& x) {
       fail("svm worker {}: {}", b.rank, x.what());
     }
-    if (!f->presharded) {
-      if (b.world_size > d.rows())
-        fail("svm worker {}: {} has {} samples, fewer than --world {}", b.rank, f->data, d.rows(),
-             b.world_size);
-      d = d.select_rows(svm::consensus_shard_rows(d.rows(), b.world_size, b.rank));
-    }
+    if (!f->presharded && b.world_size > d.rows())
+      fail("svm worker {}: {} has {} samples, fewer than --world {}", b.rank, f->data, d.rows(),
+           b.world_size);
     actors::svm_worker_process_options o;
+    o.whole_file = !f->presharded;  // the worker keeps the file and takes its rows per fit
     o.host = e.host, o.port = uint16_t(e.port);
     o.rank = b.rank, o.world = b.world_size, o.token = b.token;
     o.timeout = timeout_ms(f->timeout_s, "--timeout-s");

@@ -18,6 +18,7 @@ struct svm_remote_train {
   std::string token;         // empty: MERAK_JOB_TOKEN, else a random one
   double timeout_s = 60;
   int threads = 0;
+  int folds = 0;  // >= 2: cross-validate across the worker processes first
   bool json = false;
   std::string model;
 };

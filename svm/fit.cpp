@@ -75,6 +75,15 @@ fit_result fit(const dataset& d, const fit_options& o) {
   return r;
 }
 
+void cv_split(int64_t n, int folds, int fold, std::vector<int64_t>& train,
+              std::vector<int64_t>& test) {
+  if (folds < 2) fail("--folds must be at least 2 (got {})", folds);
+  if (folds > n) fail("--folds {} exceeds the {} samples", folds, n);
+  if (fold < 0 || fold >= folds) fail("fold {} is out of range for {} folds", fold, folds);
+  train.clear(), test.clear();
+  for (int64_t i = 0; i < n; ++i) (i % folds == fold ? test : train).push_back(i);
+}
+
 cv_result cross_validate(const dataset& d, int folds, const fit_options& o) {
   const int64_t n = d.rows();
   if (folds < 2) fail("--folds must be at least 2 (got {})", folds);
@@ -83,7 +92,7 @@ cv_result cross_validate(const dataset& d, int folds, const fit_options& o) {
   int64_t right = 0;
   for (int f = 0; f < folds; ++f) {
     std::vector<int64_t> train, test;
-    for (int64_t i = 0; i < n; ++i) (i % folds == f ? test : train).push_back(i);
+    cv_split(n, folds, f, train, test);
     dataset tr = d.select_rows(train), te = d.select_rows(test);
     fit_result r = fit(tr, o);
     Eigen::VectorXd pred = predict_labels(te.x, r.model.w, r.model.b);

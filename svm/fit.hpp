@@ -68,4 +68,12 @@ struct cv_result {
 };
 cv_result cross_validate(const dataset& d, int folds, const fit_options& o);
 
+// The rows of fold `fold`'s training and held-out parts over n samples
+// (sample i is held out in fold i mod folds), in ascending order. Shared by
+// cross_validate and the worker processes of `svm train --procs K --folds F`
+// (actors/svm_worker_actor.cpp), so both split alike. Throws merak::error
+// for folds < 2, folds > n or a fold out of range.
+void cv_split(int64_t n, int folds, int fold, std::vector<int64_t>& train,
+              std::vector<int64_t>& test);
+
 }  // namespace merak::svm

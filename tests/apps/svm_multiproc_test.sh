@@ -17,8 +17,15 @@
 #                an error naming worker 2; no worker process is left behind
 #   worker_hangs rank 1 stopped (SIGSTOP) mid-fit: the phase timeout names it
 #   listen_presharded  --listen with two workers started here, each reading
-#                a file of its own rows (--presharded): the --procs 2 result
-#   bad_flags    flag errors are one line and exit 1
+#                a file of its own rows (--presharded): the --procs 2 result;
+#                with --folds such workers are refused by name
+#   folds        --procs K --folds F (K = 2, 3): each worker process takes its
+#                block of every fold's training and held-out rows; the same CV
+#                accuracy, mean non-zeros and mean iterations as the in-process
+#                --workers K --folds F, and the same final fit; another
+#                shard count gives different fold fits (the comparison has teeth)
+#   bad_flags    flag errors are one line and exit 1 (--folds 1, --folds beyond
+#                the samples, svm path --procs)
 set -euo pipefail
 merak=$1
 case_name=$2
@@ -191,11 +198,66 @@ assert l["samples"] == 120 and l["features"] == 8 and l["procs"] == 2, l
 assert l["iterations"] == p["iterations"] and abs(l["objective"] - p["objective"]) <= 1e-12, (l, p)
 print(f"ok: --listen with presharded workers: objective {l['objective']:.8g}, {l['iterations']} iterations, as --procs 2")
 PY
+    # Presharded workers hold only their rows: --folds is refused by name.
+    "$merak" svm train --penalty l1 --procs 2 --listen 127.0.0.1 --token tok --folds 3 \
+      >/dev/null 2>"$work/cf.err" &
+    cpid=$!
+    pids+=("$cpid")
+    for _ in $(seq 100); do grep -q "waiting for" "$work/cf.err" && break; sleep 0.05; done
+    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/cf.err" | head -n 1 | cut -d: -f2)
+    for r in 0 1; do
+      MERAK_JOB_TOKEN=tok RANK=$r WORLD_SIZE=2 "$merak" svm worker --connect "127.0.0.1:$port" \
+        --presharded --data "$work/part$r.libsvm" 2>/dev/null &
+      pids+=("$!")
+    done
+    set +e
+    wait "$cpid"
+    rc=$?
+    set -e
+    ((rc == 1)) || { echo "FAIL: exit $rc with --folds and presharded workers"; cat "$work/cf.err"; exit 1; }
+    grep -q "svm worker [01] failed in 'select': --folds needs workers that read the whole data file; this one holds only its own rows (--presharded)" "$work/cf.err" ||
+      { echo "FAIL: consensus side's error:"; cat "$work/cf.err"; exit 1; }
+    echo "ok: $(grep -m1 'failed in' "$work/cf.err")"
+    ;;
+  folds)
+    for k in 2 3; do
+      "$merak" svm train --data "$work/train.libsvm" --penalty l1 --lambda 0.02 --tol 1e-3 --procs "$k" \
+        --folds 4 --json >"$work/procs$k.json"
+      "$merak" svm train --data "$work/train.libsvm" --penalty l1 --lambda 0.02 --tol 1e-3 --workers "$k" \
+        --folds 4 --json >"$work/actors$k.json"
+    done
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+for k in (2, 3):
+    p = json.load(open(f"{d}/procs{k}.json"))
+    a = json.load(open(f"{d}/actors{k}.json"))
+    assert p["procs"] == k and p["folds"] == 4 and p["samples"] == 120, p
+    # The same rows per worker and fold: the same fold fits (iterations and
+    # non-zeros) and the same held-out predictions.
+    assert p["cv_accuracy"] == a["cv_accuracy"], (p, a)
+    assert abs(p["cv_mean_nnz"] - a["cv_mean_nnz"]) < 1e-9, (p, a)
+    assert abs(p["cv_mean_iterations"] - a["cv_mean_iterations"]) < 1e-9, (p, a)
+    assert p["iterations"] == a["iterations"], (p, a)
+    assert abs(p["objective"] - a["objective"]) <= 1e-9 * abs(a["objective"]), (p, a)
+    assert 0.5 < p["cv_accuracy"] < 1.0, p
+    print(f"ok: procs {k}, 4 folds: cv_accuracy {p['cv_accuracy']:.4f}, mean nnz {p['cv_mean_nnz']:.1f}, "
+          f"mean iterations {p['cv_mean_iterations']:.1f} (in-process: {a['cv_accuracy']:.4f}, "
+          f"{a['cv_mean_nnz']:.1f}, {a['cv_mean_iterations']:.1f}); cv {p['cv_time_s']:.2f} s")
+# Other shards give other fold fits, so the equalities above have teeth.
+p2, a3 = json.load(open(f"{d}/procs2.json")), json.load(open(f"{d}/actors3.json"))
+assert p2["cv_mean_iterations"] != a3["cv_mean_iterations"], (p2, a3)
+print(f"ok: 2 and 3 shards differ (mean iterations {p2['cv_mean_iterations']:.1f}, {a3['cv_mean_iterations']:.1f})")
+PY
     ;;
   bad_flags)
     expect_error "--workers \(actor workers in this process\) and --procs \(worker processes\) exclude each other" \
       svm train --data "$work/train.libsvm" --procs 2 --workers 2
-    expect_error "--folds is not available with --procs" svm train --data "$work/train.libsvm" --procs 2 --folds 3
+    expect_error "--folds must be at least 2 \(got 1\)" svm train --data "$work/train.libsvm" --procs 2 --folds 1
+    expect_error "svm worker [01] failed in 'select': --folds 500 exceeds the 120 samples" \
+      svm train --data "$work/train.libsvm" --procs 2 --folds 500
+    expect_error "svm path does not run across processes \(--procs\)" \
+      svm path --data "$work/train.libsvm" --procs 2
     expect_error "--listen needs --procs K" svm train --listen 127.0.0.1:7000
     expect_error "--listen '127.0.0.1:x': expected HOST:PORT" svm train --procs 2 --listen 127.0.0.1:x
     expect_error "--connect '127.0.0.1': expected HOST:PORT" svm worker --connect 127.0.0.1 --data "$work/train.libsvm"
