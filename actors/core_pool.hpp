@@ -58,6 +58,21 @@ class core_pool {
   // Borrowed cores back.
   void give(int n) { free_.fetch_add(n, std::memory_order_acq_rel); }
 
+  // A borrower holding `held` extra cores (at most `max`), between two
+  // pieces of its op: cores that went idle since are borrowed, and cores
+  // whose stage got work meanwhile (the count is below zero: the machine
+  // is oversubscribed) go back. Returns how many it holds now.
+  int rebalance(int held, int max) {
+    int left = free_.load(std::memory_order_acquire);
+    if (left < 0 && held > 0) {
+      int back = std::min(held, -left);
+      give(back);
+      return held - back;
+    }
+    if (left > 0 && held < max) return held + borrow(max - held);
+    return held;
+  }
+
   int free_cores() const { return free_.load(std::memory_order_acquire); }
   // Whether stage `i` is idle and its cores are lent right now: then it
   // should not poll for messages on them.

@@ -66,6 +66,8 @@ class stream_tp_group final : public model::tp_group {
   std::string trace_;
 };
 
+class core_loan;
+
 struct stage_state {
   stage_setup cfg;
   std::unique_ptr<stream_tp_group> tp;
@@ -117,6 +119,7 @@ struct stage_state {
   // an idle stage polls its mailbox this long before it blocks.
   bool in_step = false;
   std::chrono::microseconds spin{0};
+  core_loan* loan = nullptr;  // the running op's cores, while it computes
   std::string trace;          // "name start end;" per op (trace_now() seconds)
   std::string reducer_trace;  // the reducer's slices, this step
 };
@@ -135,6 +138,8 @@ std::string where(const stage_state& st) {
                      st.cfg.tp_rank);
 }
 
+void rebalance_loan(stage_state& st);
+
 void setup_state(stage_state& st, stage_setup cfg) {
   st.cfg = std::move(cfg);
   st.store = std::make_unique<model::parameter_store>(st.cfg.seed);
@@ -147,6 +152,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
     st.tp->tracing = st.cfg.trace;
     st.exec->set_tp(st.tp.get(), st.cfg.tp_overlap);
   }
+  if (st.cfg.cores) st.exec->set_node_hook([&st] { rebalance_loan(st); });
   for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
   if (st.cfg.dp > 1 && !st.cfg.sparse_param.empty()) {
     int users = 0, embeddings = 0;
@@ -180,24 +186,45 @@ void setup_state(stage_state& st, stage_setup cfg) {
 void pump(caf::stateful_actor<stage_state>* self);
 void node_finished(caf::stateful_actor<stage_state>* self, int n);
 
+}  // namespace
+
 // The cores an op computes on (core_pool.hpp): the stage's own, plus idle
 // stages' cores until the compute is done. Then the stage's own go back too
 // if it has nothing else to run now, before the outputs are handed on.
 class core_loan {
  public:
-  explicit core_loan(const stage_setup& cfg)
-      : pool_(cfg.cores.get()), me_(cfg.core_index), own_(cfg.threads) {
+  explicit core_loan(stage_state& st)
+      : st_(st),
+        pool_(st.cfg.cores.get()),
+        me_(st.cfg.core_index),
+        own_(st.cfg.threads),
+        max_(st.cfg.max_borrow) {
     if (!pool_) return;
     pool_->wake(me_);
-    extra_ = pool_->borrow(cfg.max_borrow);
+    extra_ = pool_->borrow(max_);
     if (extra_ > 0) omp_set_num_threads(own_ + extra_);  // this thread's team only
+    st_.loan = this;
   }
   core_loan(const core_loan&) = delete;
   core_loan& operator=(const core_loan&) = delete;
   ~core_loan() { compute_done(false); }
+
+  // Between two nodes of the op (the executor's node hook; core_pool::
+  // rebalance): a stage that runs out of work helps the computing one from
+  // the next node on, and gets its core back at the next node boundary
+  // when work reaches it, instead of at the op's end.
+  void rebalance() {
+    if (!pool_) return;
+    int held = pool_->rebalance(extra_, max_);
+    if (held == extra_) return;
+    extra_ = held;
+    omp_set_num_threads(own_ + extra_);
+  }
+
   // `more_work`: the stage has another op it can run now.
   void compute_done(bool more_work) {
     if (!pool_) return;
+    st_.loan = nullptr;
     if (extra_ > 0) omp_set_num_threads(own_);
     pool_->give(extra_);
     if (!more_work) pool_->sleep(me_);
@@ -205,9 +232,16 @@ class core_loan {
   }
 
  private:
+  stage_state& st_;
   core_pool* pool_;
-  int me_, own_, extra_ = 0;
+  int me_, own_, max_, extra_ = 0;
 };
+
+namespace {
+
+void rebalance_loan(stage_state& st) {
+  if (st.loan) st.loan->rebalance();
+}
 
 // Work is about to be handed to stage `s` of this replica.
 void waking(const stage_state& st, int s) {
@@ -221,7 +255,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
   auto& st = self->state;
   auto& ex = *st.exec;
   auto t0 = clock::now();
-  core_loan cores(st.cfg);
+  core_loan cores(st);
   switch (o.kind) {
     case partition::op_kind::F:
     case partition::op_kind::Fpc: {

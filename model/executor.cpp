@@ -111,6 +111,7 @@ void executor::run_node_forward(sub_batch& s, int n) {
   st.clear();
   auto& l = *layers_[n - first_];
   tensor out = pool_.acquire(l.output_shape({in_shapes, k}), out_info.type, false);
+  if (node_hook_) node_hook_();
   double t0 = profiling_ ? now_s() : 0;
   l.forward({in, k}, out, st);
   if (profiling_) profile_[node.kind].forward_s += now_s() - t0;
@@ -268,6 +269,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
       if (needs && !g[v].defined()) g[v] = pool_.acquire(sub.values[v].shape(), dtype::f32, true);
       din.push_back(needs ? &g[v] : nullptr);
     }
+    if (node_hook_) node_hook_();
     double t0 = profiling_ ? now_s() : 0;
     layers_[n - first_]->backward(in, g[out], din, sub.stashes[n - first_]);
     if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;

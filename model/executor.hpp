@@ -101,6 +101,11 @@ class executor {
     double forward_s = 0, backward_s = 0;
   };
   void set_profiling(bool on) { profiling_ = on; }
+
+  // Called before each node's forward and backward, on the calling thread
+  // (the stage actor resizes its OpenMP team there when cores are lent to
+  // it or wanted back mid-op). Empty: nothing is called.
+  void set_node_hook(std::function<void()> hook) { node_hook_ = std::move(hook); }
   const std::map<std::string, kind_time>& profile() const { return profile_; }
 
   const graph& model_graph() const { return graph_; }
@@ -145,6 +150,7 @@ class executor {
   tp_group* tp_ = nullptr;
   int tp_overlap_ = 0;
   bool profiling_ = false;
+  std::function<void()> node_hook_;
   std::map<std::string, kind_time> profile_;
 };
 

@@ -30,6 +30,34 @@ TEST_CASE("a stage borrows only the cores of stages that are idle", "[core_pool]
   CHECK(pool.free_cores() == 2);
 }
 
+TEST_CASE("mid-op, a borrower takes cores that went idle and returns wanted ones", "[core_pool]") {
+  core_pool pool(3, 3, 1);
+  pool.wake(0);
+  pool.wake(1);
+  int held = pool.borrow(2);  // stage 0 starts an op: only stage 2 is idle
+  CHECK(held == 1);
+  CHECK(pool.rebalance(held, 2) == 1);  // nothing changed
+  pool.sleep(1);                        // stage 1 runs out of work mid-op
+  held = pool.rebalance(held, 2);
+  CHECK(held == 2);
+  CHECK(pool.free_cores() == 0);
+  CHECK(pool.rebalance(held, 2) == 2);  // never more than max
+  pool.wake(2);                         // work reaches a lender
+  CHECK(pool.free_cores() == -1);
+  held = pool.rebalance(held, 2);
+  CHECK(held == 1);  // its core goes back at the next node
+  CHECK(pool.free_cores() == 0);
+  pool.wake(1);
+  held = pool.rebalance(held, 2);
+  CHECK(held == 0);
+  CHECK(pool.free_cores() == 0);
+  CHECK(pool.rebalance(held, 2) == 0);  // nothing held, nothing idle
+  pool.sleep(0);
+  pool.sleep(1);
+  pool.sleep(2);
+  CHECK(pool.free_cores() == 3);
+}
+
 TEST_CASE("with more stages than cores nothing is lent", "[core_pool]") {
   core_pool pool(2, 4, 1);
   for (int i = 0; i < 4; ++i) pool.wake(i);
@@ -49,6 +77,7 @@ TEST_CASE("concurrent stages leave the count balanced", "[core_pool]") {
       for (int i = 0; i < 20000; ++i) {
         pool.wake(s);
         int got = pool.borrow(2);
+        got = pool.rebalance(got, 2);  // mid-op
         max_seen[s] = std::max(max_seen[s], got);
         pool.give(got);
         if (i % 3 == 0) pool.sleep(s);
