@@ -31,6 +31,15 @@
 # method) in $OUT (default compare_liblinear.jsonl). Environment: LAMBDAS,
 # COSTS (the grids), TOL (merak's --tol, default 1e-4), TOLERANCE, EXTRA
 # (more merak flags, e.g. "--nonconvex direct").
+#
+# Repeated stratified CV (the same for every method, LIBLINEAR included):
+# SEED=S reorders the rows before the folds are cut, so that fold f holds a
+# random share of each class (each class shuffled with seed S, dealt to the
+# folds in turn; fold of a row = its new position mod FOLDS, as above).
+# CANDS=FILE appends every grid point's score (data, method, setting, seed,
+# cv_accuracy, mean_nnz) as one JSON line; COLD=0 skips the cold fits (their
+# time only matters once). Run SEED=1..R, then
+#   bench/compare_repeated.py FILE   (mean over the R repeats, the same rule).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 merak=${1:-$root/build/bin/merak}
@@ -43,6 +52,9 @@ tol=${TOL:-1e-4}  # merak --tol
 tolerance=${TOLERANCE:-0.01}
 extra=(${EXTRA:-})
 datasets=(${DATASETS:-heart_scale.libsvm sonar.csv ionosphere.csv golub.csv westbc_nodal.csv})
+seed=${SEED:-}
+cands_out=${CANDS:-}
+cold=${COLD:-1}
 # theta grids of the nonconvex penalties (SCAD a, MCP gamma, LSP theta, cap).
 # SCAD, MCP and capped-L1 become flat at a multiple of lambda: a lambda, gamma
 # lambda, and for capped-L1 the cap, given here as a multiple of lambda
@@ -93,6 +105,41 @@ with open(dst, "w") as o:
 PY
 }
 
+# stratify FILE SEED: reorders FILE's rows in place so that position i mod
+# FOLDS is a stratified random fold (each class shuffled with SEED and dealt
+# to the folds in turn).
+stratify() {
+  python3 - "$1" "$2" "$folds" <<'PY'
+import random, sys
+path, seed, F = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lines = [l for l in open(path) if l.strip()]
+rng = random.Random(seed)
+by_class = {}
+for l in lines:
+    by_class.setdefault(l.split()[0], []).append(l)
+order = []
+for c in sorted(by_class):
+    rng.shuffle(by_class[c])
+    order += by_class[c]
+# order[k] goes to fold k mod F; fold f fills positions f, f + F, ...
+n = len(order)
+out = [None] * n
+nxt = list(range(F))
+for k, l in enumerate(order):
+    f = k % F
+    out[nxt[f]] = l
+    nxt[f] += F
+assert all(l is not None for l in out)
+open(path, "w").writelines(out)
+PY
+}
+
+# cand METHOD SETTING_JSON ACC NNZ: one grid point to $cands_out.
+cand() {
+  [[ -n $cands_out ]] || return 0
+  echo "{\"data\":\"${name%.*}\",\"method\":\"$1\",$2,\"seed\":\"${seed:-none}\",\"folds\":$folds,\"cv_accuracy\":$3,\"mean_nnz\":$4}" >>"$cands_out"
+}
+
 # split FILE: fold files $work/fold.K.{train,test}.
 split_folds() {
   for ((k = 0; k < folds; ++k)); do
@@ -141,6 +188,7 @@ for name in "${datasets[@]}"; do
   [[ -f $src ]] || { echo "skipping $name (not in $data_dir)" >&2; continue; }
   file=$work/${name%.*}.libsvm
   to_libsvm "$src" "$file"
+  [[ -n $seed ]] && stratify "$file" "$seed"
   split_folds "$file"
   n=$(wc -l <"$file")
   p=$(awk '{ for (i = 2; i <= NF; i++) { split($i, a, ":"); if (a[1] + 0 > m) m = a[1] + 0 } } END { print m }' "$file")
@@ -148,6 +196,7 @@ for name in "${datasets[@]}"; do
   for c in "${costs[@]}"; do
     read -r acc nnz secs < <(liblinear_cv "$c")
     cands+="$acc $nnz $secs $c"$'\n'
+    cand liblinear-s5 "\"C\":$c" "$acc" "$nnz"
   done
   read -r acc nnz secs c bestacc < <(printf '%s' "$cands" | select_best)
   printf '| %s (%s x %s) | LIBLINEAR -s 5 | C=%s | %.4f | %.1f | %.4f | %.4f | - |\n' "${name%.*}" "$n" "$p" "$c" "$acc" "$nnz" "$bestacc" "$secs"
@@ -166,20 +215,30 @@ for l in sys.stdin:
     d = json.loads(l)
     print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds, d['lambda'], $th)")$'\n'
     done
+    if [[ -n $cands_out ]]; then
+      while read -r a z _ l t; do
+        [[ -n $a ]] && cand "merak-$pen" "\"lambda\":$l,\"theta\":$t" "$a" "$z"
+      done <<<"$cands"
+    fi
     read -r acc nnz path_s l th bestacc < <(printf '%s' "$cands" | select_best)
     theta_flag=()
     [[ $pen != l1 ]] && theta_flag=(--theta "$th")
     # The cold fit gets the cap itself: theta * lambda.
     [[ -n ${theta_per_lambda[$pen]:-} ]] && theta_flag=(--theta "$(python3 -c "print($th * $l)")")
-    j=$("$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" "${theta_flag[@]}" \
-          --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}")
-    read -r cacc cnnz secs < <(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds)" "$j")
+    cacc=null cnnz=null secs=0
+    if [[ $cold != 0 ]]; then
+      j=$("$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" "${theta_flag[@]}" \
+            --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}")
+      read -r cacc cnnz secs < <(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds)" "$j")
+    fi
     chosen="lambda=$l"
     [[ $pen != l1 ]] && chosen+=", theta=$th"
     [[ -n ${theta_per_lambda[$pen]:-} ]] && chosen+=" lambda"
     # The cold fit's accuracy / nnz can differ a little from the path's
     # (another start); the table shows the path's, which chose.
-    printf '| %s | merak %s | %s | %.4f | %.1f | %.4f | %.4f | %.4f |\n' "${name%.*}" "$pen" "$chosen" "$acc" "$nnz" "$bestacc" "$secs" "$path_s"
+    cold_s=-
+    [[ $cold != 0 ]] && cold_s=$(printf '%.4f' "$secs")
+    printf '| %s | merak %s | %s | %.4f | %.1f | %.4f | %s | %.4f |\n' "${name%.*}" "$pen" "$chosen" "$acc" "$nnz" "$bestacc" "$cold_s" "$path_s"
     echo "{\"data\":\"${name%.*}\",\"method\":\"merak-$pen\",\"lambda\":$l,\"theta\":$th,\"theta_times_lambda\":$([[ -n ${theta_per_lambda[$pen]:-} ]] && echo true || echo false),\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs,\"path_fit_s\":$path_s,\"cold_cv_accuracy\":$cacc,\"cold_mean_nnz\":$cnnz}" >>"$out"
   done
 done
