@@ -94,7 +94,7 @@ namespace {
 void divide_rows(std::span<float> g, std::span<const uint32_t> rows, int64_t d, float p) {
   for (uint32_t k : rows) {
     float* r = g.data() + int64_t(k) * d;
-    for (int64_t c = 0; c < d; ++c) r[c] /= p;
+    divide_floats(r, r, size_t(d), p);
   }
 }
 
@@ -112,8 +112,7 @@ class dense_codec final : public codec {
   }
   bool advance(codec_message&) override { return false; }
   void decode(codec_message& msg, std::span<float> grad) override {
-    const float p = float(ranks_);
-    for (float& v : grad) v /= p;
+    divide_floats(grad.data(), grad.data(), grad.size(), float(ranks_));
     ++step_;
     msg.clear();
   }
@@ -237,12 +236,9 @@ class union_codec final : public codec {
 
   void decode(codec_message& msg, std::span<float> grad) override {
     MERAK_CHECK(round_ == 2 && grad.data() == grad_.data());
-    const float p = float(ranks_);
-    for (size_t i = 0; i < union_.size(); ++i) {
-      float* dst = grad.data() + int64_t(union_[i]) * d_;
-      const float* src = packed_.data() + i * size_t(d_);
-      for (int64_t c = 0; c < d_; ++c) dst[c] = src[c] / p;
-    }
+    for (size_t i = 0; i < union_.size(); ++i)
+      divide_floats(grad.data() + int64_t(union_[i]) * d_, packed_.data() + i * size_t(d_),
+                    size_t(d_), float(ranks_));
     grad_ = {};
     ++step_;
     msg.clear();

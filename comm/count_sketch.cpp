@@ -208,15 +208,16 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
       }
       float* o = dst + c0;
       if (r_ == 1) {
-        for (int64_t c = 0; c < m; ++c) o[c] = est[0][c] / divisor;
+        divide_floats(o, est[0], size_t(m), divisor);
       } else if (r_ == 3) {
         // Median of three as a min/max network (vectorises): the same value
         // as sorting the three (no NaN among them).
         const float *a = est[0], *b = est[1], *e = est[2];
         for (int64_t c = 0; c < m; ++c) {
           const float lo = std::min(a[c], b[c]), hi = std::max(a[c], b[c]);
-          o[c] = std::max(lo, std::min(hi, e[c])) / divisor;
+          o[c] = std::max(lo, std::min(hi, e[c]));
         }
+        divide_floats(o, o, size_t(m), divisor);
       } else {
         for (int64_t c = 0; c < m; ++c) {
           for (int j = 0; j < r_; ++j) vals[j] = est[j][c];

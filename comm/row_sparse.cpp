@@ -1,6 +1,7 @@
 #include "comm/row_sparse.hpp"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -36,6 +37,29 @@ void bitmap_to_rows(std::span<const uint64_t> bits, std::vector<uint32_t>& rows)
   for (size_t w = 0; w < bits.size(); ++w)
     for (uint64_t b = bits[w]; b; b &= b - 1)
       rows.push_back(uint32_t(w * 64 + size_t(std::countr_zero(b))));
+}
+
+namespace {
+template <typename F>
+void map_floats(float* dst, const float* src, size_t n, F f) {
+  if (dst == src) {  // in place: no aliasing question for the vectoriser
+    for (size_t i = 0; i < n; ++i) dst[i] = f(dst[i]);
+  } else {
+    float* __restrict d = dst;
+    const float* __restrict s = src;
+    for (size_t i = 0; i < n; ++i) d[i] = f(s[i]);
+  }
+}
+}  // namespace
+
+void divide_floats(float* dst, const float* src, size_t n, float p) {
+  int e = 0;
+  if (std::isnormal(p) && std::frexp(p, &e) == 0.5f) {  // p = 2^(e-1): 1/p is exact
+    const float inv = 1.0f / p;
+    map_floats(dst, src, n, [inv](float v) { return v * inv; });
+  } else {
+    map_floats(dst, src, n, [p](float v) { return v / p; });
+  }
 }
 
 }  // namespace merak::comm

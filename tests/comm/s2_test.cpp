@@ -255,3 +255,19 @@ TEST_CASE("an S2 codec with error feedback refuses a step of another shape, nami
       grp.step({row_sparse_gradient(40, 10, 0.5, 1), row_sparse_gradient(40, 10, 0.5, 2)}, 40, 10),
       Catch::Contains("holds a gradient of n=50 d=8, this step has n=40 d=10"));
 }
+
+TEST_CASE("divide_floats gives the bits of a division by P, in place or not", "[codec]") {
+  std::vector<float> x = {1.0f, -3.0f, 1e-38f, 1.4e-45f, 3e38f, 0.1f, -0.0f, 7.0f / 3.0f};
+  for (int i = 0; i < 1000; ++i) x.push_back(float(i) * 0.37f - 100.0f);
+  for (float p : {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 8.0f, 64.0f}) {
+    std::vector<float> out(x.size()), in_place = x;
+    divide_floats(out.data(), x.data(), x.size(), p);
+    divide_floats(in_place.data(), in_place.data(), x.size(), p);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float ref = x[i] / p;
+      INFO("p=" << p << " x=" << x[i]);
+      REQUIRE(std::memcmp(&out[i], &ref, 4) == 0);
+      REQUIRE(std::memcmp(&in_place[i], &ref, 4) == 0);
+    }
+  }
+}
