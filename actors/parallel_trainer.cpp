@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -17,7 +18,11 @@
 #include "actors/reducer_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/stage_actor.hpp"
+#include "comm/bootstrap.hpp"
 #include "comm/inproc.hpp"
+#ifdef MERAK_WITH_UCX
+#include "comm/ucx_transport.hpp"
+#endif
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
 #include "model/executor.hpp"
@@ -38,6 +43,9 @@ void parallel_options::validate(int batch) const {
     fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
          micro_batches);
   if (timeout_s <= 0) fail("the step timeout must be positive (got {})", timeout_s);
+  if (processes && processes->size() != dp)
+    fail("{} processes run one data-parallel replica each: --dp must be {} (got {})",
+         processes->size(), processes->size(), dp);
 }
 
 struct parallel_trainer::impl {
@@ -57,8 +65,9 @@ struct parallel_trainer::impl {
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
-  std::vector<std::vector<std::vector<caf::actor>>> stages;  // [dp][pp][tp]
-  std::vector<caf::actor> reducers;                          // one per stage actor with dp > 1
+  std::vector<std::vector<std::vector<caf::actor>>> stages;  // [dp][pp][tp]; others' empty
+  std::vector<int> local;            // the replicas this process runs (all, or its rank's)
+  std::vector<caf::actor> reducers;  // one per stage actor with dp > 1
   std::map<caf::actor_addr, std::string> names;
   std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
   // Validation: a single-device copy, refreshed from the stages.
@@ -138,11 +147,17 @@ struct parallel_trainer::impl {
     const int P = par.pp, D = par.dp, TP = par.tp;
     const model::graph& sg = shards[0].graph;  // every shard has the same structure
     const auto& sb = shard_bounds;
+    local.clear();
+    if (par.processes)
+      local.push_back(par.processes->rank());
+    else
+      for (int r = 0; r < D; ++r) local.push_back(r);
+    const int LD = int(local.size());
     int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
-    int per_actor = std::max(1, cores / (P * D * TP));
+    int per_actor = std::max(1, cores / (P * LD * TP));
     std::shared_ptr<core_pool> pool;
     if (par.lend_cores && TP == 1 && cores > per_actor)
-      pool = std::make_shared<core_pool>(cores, P * D, per_actor);
+      pool = std::make_shared<core_pool>(cores, P * LD, per_actor);
     // Which stage produces each value, and who reads it.
     std::vector<int> stage_of_node(sg.nodes().size());
     for (int s = 0; s < P; ++s)
@@ -159,7 +174,7 @@ struct parallel_trainer::impl {
     scheduler_setup sch;
     sch.kind = par.schedule;
     sch.pp = P;
-    sch.dp = D * TP;  // every shard of every replica gets its stage's plan
+    sch.dp = LD * TP;  // every shard of every local replica gets its stage's plan
     sch.micro_batches = par.micro_batches;
     sch.full_recompute = par.recompute == recompute_mode::full;
     sch.stage_aware = par.recompute == recompute_mode::stage_aware;
@@ -175,11 +190,10 @@ struct parallel_trainer::impl {
     if (D > 1)
       for (int s = 0; s < P; ++s)
         for (int t = 0; t < TP; ++t) {
-          auto group = comm::make_inproc_group(D);
-          for (int r = 0; r < D; ++r) {
+          auto group = reducer_links();
+          for (int r : local) {
             reducer_setup rs;
-            group[r]->set_timeout(timeout());
-            rs.link = std::shared_ptr<comm::transport>(std::move(group[r]));
+            rs.link = std::move(group[size_t(r)]);
             rs.sparse = par.sparse;
             rs.measure_error =
                 par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
@@ -191,8 +205,9 @@ struct parallel_trainer::impl {
             reducer_of[r][s][t] = a;
           }
         }
-    stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
-    for (int r = 0; r < D; ++r)
+    stages.assign(D, {});
+    for (int r : local) {
+      stages[size_t(r)].assign(P, std::vector<caf::actor>(TP));
       for (int s = 0; s < P; ++s) {
         // The TP group of this stage of this replica.
         std::vector<std::shared_ptr<comm::transport>> links(TP);
@@ -225,9 +240,10 @@ struct parallel_trainer::impl {
           su.loss_scale = 1.0f / float(D * par.micro_batches);
           su.threads = per_actor;
           su.spin_us = par.idle_spin_us;
-          su.busy_threads = P * D * TP * per_actor;
+          su.busy_threads = P * LD * TP * per_actor;
           su.cores = pool;
-          su.core_index = r * P + s;
+          su.core_index = (r - local.front()) * P + s;
+          su.reports_memory = r == local.front() && t == 0;  // one report per stage
           su.max_borrow = cores - per_actor;
           su.trace = !par.trace_path.empty();
           su.bucket_bytes = par.bucket_bytes;
@@ -237,7 +253,7 @@ struct parallel_trainer::impl {
           for (int v : ins) {
             int producer = sg.values()[v].producer;
             su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
-            if (producer < 0 && r == 0 && t == 0) graph_inputs_of[s].push_back(v);
+            if (producer < 0 && r == local.front() && t == 0) graph_inputs_of[s].push_back(v);
           }
           for (int v : outs) {
             std::set<int> readers;
@@ -255,11 +271,12 @@ struct parallel_trainer::impl {
           stages[r][s][t] = a;
         }
       }
+    }
     std::vector<caf::actor> all;  // [dp x tp][pp], as the scheduler expects
-    for (int r = 0; r < D; ++r)
+    for (int r : local)
       for (int t = 0; t < TP; ++t)
         for (int s = 0; s < P; ++s) all.push_back(stages[r][s][t]);
-    for (int r = 0; r < D; ++r)
+    for (int r : local)
       for (int s = 0; s < P; ++s)
         for (int t = 0; t < TP; ++t) {
           std::vector<caf::actor> line(P);  // this replica's stages of shard t
@@ -277,6 +294,32 @@ struct parallel_trainer::impl {
         plan_summary = summary;
         planned = true;
       });
+  }
+
+  // One endpoint per replica of a new reducer group (null for replicas in
+  // other processes): an in-process group, or this process's endpoint of a
+  // UCX transport (a collective: every process creates its groups in the
+  // same order).
+  std::vector<std::shared_ptr<comm::transport>> reducer_links() {
+    std::vector<std::shared_ptr<comm::transport>> out(size_t(par.dp));
+    if (!par.processes) {
+      auto group = comm::make_inproc_group(par.dp);
+      for (int r = 0; r < par.dp; ++r) {
+        group[r]->set_timeout(timeout());
+        out[size_t(r)] = std::shared_ptr<comm::transport>(std::move(group[r]));
+      }
+      return out;
+    }
+#ifdef MERAK_WITH_UCX
+    comm::ucx_options uo;
+    uo.timeout = timeout();
+    out[size_t(par.processes->rank())] = comm::make_ucx_transport(par.processes, uo);
+    return out;
+#else
+    fail(
+        "data-parallel replicas in separate processes need the UCX transport, which this build "
+        "lacks (MERAK_WITH_UCX)");
+#endif
   }
 
   std::chrono::milliseconds timeout() const {
@@ -309,9 +352,10 @@ struct parallel_trainer::impl {
       for (auto& st : rep)
         for (auto& a : st) (*self)->send(a, step_atom::value, step);
     const int rows_per_mb = opts.batch / (D * M);
+    const int LD = int(local.size());
     const model::graph& sg = shards[0].graph;
     int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
-    for (int r = 0; r < D; ++r)
+    for (int r : local)
       for (int mb = 0; mb < M; ++mb) {
         // This micro-batch's rows of the single-device run's global batch.
         model::batch b = corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb,
@@ -331,17 +375,17 @@ struct parallel_trainer::impl {
     std::vector<double> sumsq(P * TP, 0), busy(P, 0);
     // Trace tracks by name: every stage actor, its reducer and its TP sums.
     std::map<std::string, std::string> traces;
-    while (losses < D * M || ready < D * P * TP) {
+    while (losses < LD * M || ready < LD * P * TP) {
       await(
-          fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
-                      ready, D * P * TP, step + 1),
+          fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, LD * M,
+                      ready, LD * P * TP, step + 1),
           [&](loss_atom, int, int, double l) {
             loss_sum += l;
             ++losses;
           },
           [&](ready_atom, int r, int s, int t, double sq, double busy_s, uint64_t bytes,
               int64_t union_rows, double rel_error) {
-            if (r == 0) {
+            if (r == local.front()) {
               comm.dp_bytes_per_rank += bytes;
               if (s == 0 && t == 0) {
                 comm.sparse_union_rows = union_rows;
@@ -374,8 +418,8 @@ struct parallel_trainer::impl {
     for (auto& rep : stages)
       for (auto& st : rep)
         for (auto& a : st) (*self)->send(a, apply_atom::value, lr, clip);
-    for (int applied = 0; applied < D * P * TP;)
-      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
+    for (int applied = 0; applied < LD * P * TP;)
+      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, LD * P * TP,
                         step + 1),
             [&](applied_atom, int r, int s, int t, double a, double b) {
               if (!par.trace_path.empty())
@@ -387,12 +431,28 @@ struct parallel_trainer::impl {
     ++step;
     model::step_result res;
     res.step = step;
+    if (par.processes) loss_sum = sum_over_processes(loss_sum);
     res.loss = loss_sum / double(D * M);
     res.lr = lr;
     res.grad_norm = norm;
     res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
     return res;
+  }
+
+  // The sum of `x` over the job's processes (through the bootstrap: a few
+  // bytes per step). Bit-for-bit the same on every process (rank order).
+  double sum_over_processes(double x) {
+    std::string mine(sizeof x, '\0');
+    std::memcpy(mine.data(), &x, sizeof x);
+    double sum = 0;
+    for (auto& blob : par.processes->allgather(mine)) {
+      MERAK_CHECK(blob.size() == sizeof x, "a process sent {} bytes for its loss", blob.size());
+      double y;
+      std::memcpy(&y, blob.data(), sizeof y);
+      sum += y;
+    }
+    return sum;
   }
 
   // Chrome-trace JSON (Perfetto): one track (tid) per actor, one slice per
@@ -453,7 +513,7 @@ struct parallel_trainer::impl {
             if (spec.shard.sharded()) split[spec.name] = spec.shard;
         bool ok = false;
         (*self)
-            ->request(stages[0][s][t], timeout(), gather_atom::value)
+            ->request(stages[size_t(local.front())][s][t], timeout(), gather_atom::value)
             .receive(
                 [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values,
                     std::vector<tensor_ref>& m, std::vector<tensor_ref>& v, int64_t adam_t) {

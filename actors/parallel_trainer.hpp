@@ -23,6 +23,10 @@
 #include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
 
+namespace merak::comm {
+class bootstrap;
+}
+
 namespace merak::actors {
 
 // The planner's kinds (partition/recompute.hpp); stage_aware here takes the
@@ -64,6 +68,14 @@ struct parallel_options {
   // also average the embedding's gradient exactly and report the codec's
   // relative L2 error (comm_stats::sparse_rel_error).
   bool measure_sparse_error = false;
+  // Data-parallel replicas as processes (merak launch, mpirun, Slurm; one
+  // replica per process): this process runs replica processes->rank() of
+  // dp == processes->size(), each (stage, shard) group of reducers rings
+  // over a UCX transport of its own, and the step's loss is summed over the
+  // processes through the bootstrap. Every process reads the same data and
+  // takes its replica's rows, so the run equals the in-process one. Null:
+  // every replica in this process (the in-process transport).
+  std::shared_ptr<comm::bootstrap> processes;
 
   // Throws merak::error naming the flag when the options do not fit the
   // batch (batch must divide into dp x micro-batches).

@@ -562,7 +562,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
           setup_state(st, setup);
           st.spin = spin_budget(setup.spin_us, setup.busy_threads);
-          if (st.cfg.dp_rank == 0 && st.cfg.tp_rank == 0) {  // one report per stage
+          if (st.cfg.reports_memory) {
             auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first,
                                                st.cfg.last, st.cfg.tokens_per_micro_batch, 1);
             self->send(scheduler, memory_atom::value, st.cfg.stage, m.weights_bytes,

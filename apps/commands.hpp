@@ -19,6 +19,9 @@ action add_bench_command(CLI::App& parent);
 action add_svm_command(CLI::App& parent);
 action add_schedule_command(CLI::App& parent);
 action add_plan_command(CLI::App& parent);
+action add_launch_command(CLI::App& parent);
+// `merak launch [--procs N] [--timeout S] COMMAND...`: args after "launch".
+int run_launch(std::vector<std::string> args);
 
 // Replaces `SUBCOMMAND ... --config FILE` in args (argv without the program
 // name) by the flags the TOML or JSON file holds, placed right after the

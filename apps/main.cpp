@@ -28,12 +28,19 @@ int main(int argc, char** argv) {
   namespace ma = merak::apps;
   // Each sub-command registers its flags and returns what to run.
   const std::pair<const char*, ma::action> commands[] = {
-      {"train", ma::add_train_command(app)},
-      {"bench", ma::add_bench_command(app)},
-      {"schedule", ma::add_schedule_command(app)},
-      {"plan", ma::add_plan_command(app)},
-      {"svm", ma::add_svm_command(app)},
+      {"train", ma::add_train_command(app)},       {"bench", ma::add_bench_command(app)},
+      {"schedule", ma::add_schedule_command(app)}, {"plan", ma::add_plan_command(app)},
+      {"svm", ma::add_svm_command(app)},           {"launch", ma::add_launch_command(app)},
   };
+  if (argc > 1 && std::string(argv[1]) == "launch") {
+    try {
+      merak::setup_logging(log_level);
+      return ma::run_launch({argv + 2, argv + argc});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "merak: error: %s\n", e.what());
+      return 1;
+    }
+  }
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     args = merak::apps::expand_config_files(app, std::move(args));

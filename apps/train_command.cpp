@@ -9,13 +9,17 @@
 #include <fmt/ranges.h>
 #include <cstdio>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "actors/auto_plan.hpp"
 #include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
 #include "apps/plan_output.hpp"
+#include "comm/bootstrap.hpp"
 #include "core/error.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
@@ -77,11 +81,25 @@ void plan_devices(train_flags& f) {
   f.schedule = std::string(partition::schedule_name(p.schedule));
 }
 
+// The multi-process job this process belongs to, when a launcher says so
+// (merak launch, torchrun-style RANK / WORLD_SIZE, mpirun, Slurm) and the
+// job has more than one process; null otherwise. Joins it (a collective).
+std::shared_ptr<comm::bootstrap> join_job() {
+  bool launched = false;
+  for (const char* v : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
+    if (const char* x = std::getenv(v); x && std::string(x) != "1") launched = true;
+  if (!launched) return nullptr;
+  auto o = comm::resolve_bootstrap({});
+  if (o.world_size <= 1) return nullptr;
+  return comm::connect_bootstrap(o);
+}
+
 // Runs the step loop of either trainer (single-device or actor runtime).
+// In a multi-process job only rank 0 (`lead`) writes metrics and checkpoints.
 template <typename Trainer>
-int train_loop(train_flags& f, Trainer& tr) {
-  metrics_writer metrics(f.metrics, !f.opts.load.empty());
-  const bool tty = ::isatty(STDERR_FILENO);
+int train_loop(train_flags& f, Trainer& tr, bool lead = true) {
+  metrics_writer metrics(lead ? f.metrics : std::string(), !f.opts.load.empty());
+  const bool tty = lead && ::isatty(STDERR_FILENO);
   const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
   while (!tr.done()) {
     auto r = tr.train_step();
@@ -103,18 +121,24 @@ int train_loop(train_flags& f, Trainer& tr) {
       std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s%s", (long long)r.step,
                    (long long)f.opts.steps, r.loss, r.lr, r.tokens_per_s, eval ? "" : "   ");
       if (eval) std::fprintf(stderr, "  val %.4f\n", line["val_loss"].get<double>());
-    } else if (eval || r.step % log_every == 0) {
+    } else if (lead && (eval || r.step % log_every == 0)) {
       spdlog::info("step {}/{} loss {:.4f} lr {:.2e} {:.0f} tok/s{}", r.step, f.opts.steps, r.loss,
                    r.lr, r.tokens_per_s,
                    eval ? fmt::format(" val_loss {:.4f}", line["val_loss"].get<double>()) : "");
     }
     if constexpr (requires { tr.save(); })
-      if (tr.checkpoint_due()) spdlog::info("saved checkpoint {}", tr.save());
+      if (lead && tr.checkpoint_due()) spdlog::info("saved checkpoint {}", tr.save());
   }
   return 0;
 }
 
 int run_train(train_flags& f) {
+  // Processes sharing this host share its cores (LOCAL_WORLD_SIZE: merak
+  // launch, torchrun).
+  if (const char* lw = std::getenv("LOCAL_WORLD_SIZE"); lw && f.threads == 0) {
+    int n = std::atoi(lw);
+    if (n > 1) f.threads = std::max(1, int(std::thread::hardware_concurrency()) / n);
+  }
   if (f.threads > 0) model::set_compute_threads(f.threads);
   if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
   if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
@@ -136,19 +160,31 @@ int run_train(train_flags& f) {
     fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   if (f.sparse_reducer != "none" && f.par.dp < 2)
     fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)", f.sparse_reducer);
+  f.par.processes = join_job();
+  const int world = f.par.processes ? f.par.processes->size() : 1;
+  if (world > 1 && f.devices > 0)
+    fail("--devices plans a layout inside one process; in a job of {} processes give --dp {}",
+         world, world);
+  if (world > 1 && f.par.dp != world)
+    fail("{} processes run one data-parallel replica each: --dp must be {} (got {})", world, world,
+         f.par.dp);
   if (f.devices > 0) plan_devices(f);
   const bool parallel = f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
                         !f.par.trace_path.empty() ||
                         f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
   if (parallel) {
+    const bool lead = !f.par.processes || f.par.processes->rank() == 0;
     actors::parallel_trainer tr(f.opts, f.par);
-    spdlog::info(
-        "model {} on dp={} tp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}, "
-        "tp-overlap {}",
-        f.opts.model.str(), f.par.dp, f.par.tp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
-        f.par.micro_batches, f.schedule, f.par.tp_overlap);
-    spdlog::info("recomputation: {}", tr.recompute_plan());
-    return train_loop(f, tr);
+    if (lead) {
+      spdlog::info(
+          "model {} on dp={} tp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}, "
+          "tp-overlap {}{}",
+          f.opts.model.str(), f.par.dp, f.par.tp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
+          f.par.micro_batches, f.schedule, f.par.tp_overlap,
+          world > 1 ? fmt::format(", {} processes (one replica each, UCX)", world) : "");
+      spdlog::info("recomputation: {}", tr.recompute_plan());
+    }
+    return train_loop(f, tr, lead);
   }
   model::trainer tr(f.opts);
   auto& g = tr.model_graph();

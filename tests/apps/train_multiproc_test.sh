@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Data-parallel training across processes: `merak launch --procs N train
+# --dp N` runs one replica per process, the gradient reducers of each
+# (stage, shard) group ringing over UCX between the processes. Real
+# processes, label multiproc. Usage: train_multiproc_test.sh MERAK CASE
+#
+#   dp2        2 processes x (1 stage): every step's loss, gradient norm and
+#              traffic and the validation loss equal the in-process --dp 2
+#              run's (lending off on both: the same kernels and thread
+#              counts, so equal to 1e-12 relative), and the single device's
+#              within 1e-5
+#   dp2_pp2    2 processes x 2 stages x 2 micro-batches (two UCX reducer
+#              groups per process, one per stage): as dp2, against the
+#              in-process --dp 2 --pp 2 run
+#   dp3_s2     3 processes with the S2 sparse reducer on the token embedding
+#              (untied head): equals the in-process --dp 3 S2 run
+#   bad_dp     a job of 2 processes with --dp 1 (or --devices) is refused
+#              with a message naming the process count and the flag
+#   rank_dies  SIGKILL of rank 1 mid-run: rank 0 fails within seconds with an
+#              error naming the peer, and the launcher names rank 1
+set -euo pipefail
+merak=$1
+case_name=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+data=$(dirname "$0")/../../data/moby_dick.txt
+model=(--data "$data" --layers 2 --dim 64 --heads 2 --seq 32 --batch 12 --eval-batches 2
+  --lend-cores off --step-timeout 30)
+
+# Compares the metrics files $1 (processes) and $2 (in-process) step by step
+# to relative tolerance $3 and $1 with the single-device run $4 to 1e-5.
+compare() {
+  python3 - "$@" <<'EOF'
+import json, sys
+def rows(p):
+    return [json.loads(l) for l in open(p)]
+mp, ip, tol, single = rows(sys.argv[1]), rows(sys.argv[2]), float(sys.argv[3]), rows(sys.argv[4])
+assert len(mp) == len(ip) == len(single) and mp, (len(mp), len(ip), len(single))
+def close(a, b, t):
+    return abs(a - b) <= t * max(abs(a), abs(b), 1e-12)
+for a, b, c in zip(mp, ip, single):
+    for k in ("loss", "grad_norm"):
+        assert close(a[k], b[k], tol), (a["step"], k, a[k], b[k])
+        assert close(a[k], c[k], 1e-5), (a["step"], k, "single device", a[k], c[k])
+    assert a["dp_bytes_per_rank"] == b["dp_bytes_per_rank"] > 0, (a["dp_bytes_per_rank"], b["dp_bytes_per_rank"])
+    if "val_loss" in b:
+        assert close(a["val_loss"], b["val_loss"], tol), (a["val_loss"], b["val_loss"])
+print(f"ok: {len(mp)} steps equal to {tol:g} (last loss {mp[-1]['loss']:.6f}); single device within 1e-5")
+EOF
+}
+
+# Runs the layout $1... as processes and in process, and the single device.
+run_pair() {
+  local procs=$1
+  shift
+  "$merak" launch --procs "$procs" --timeout 120 train "${model[@]}" --steps 5 --dp "$procs" "$@" \
+    --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+  grep -q "$procs processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+  "$merak" train "${model[@]}" --steps 5 --dp "$procs" "$@" --metrics "$work/ip.jsonl" 2>/dev/null
+  "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" \
+    $([[ " $* " == *" --untied-head "* ]] && echo --untied-head) 2>/dev/null
+}
+
+case $case_name in
+  dp2)
+    run_pair 2
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  dp2_pp2)
+    run_pair 2 --pp 2 --micro-batches 2
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  dp3_s2)
+    run_pair 3 --untied-head --sparse-reducer s2 --sketch-ratio 0.5
+    # S2 estimates the mean: the in-process run is the reference, exactly;
+    # the single device only loosely (the sketch's error).
+    python3 - "$work/mp.jsonl" "$work/ip.jsonl" <<'EOF'
+import json, sys
+mp = [json.loads(l) for l in open(sys.argv[1])]
+ip = [json.loads(l) for l in open(sys.argv[2])]
+assert len(mp) == len(ip) == 5
+for a, b in zip(mp, ip):
+    assert abs(a["loss"] - b["loss"]) <= 1e-12 * abs(b["loss"]), (a["loss"], b["loss"])
+    assert a["sparse_union_rows"] == b["sparse_union_rows"] > 0
+    assert a["dp_bytes_per_rank"] == b["dp_bytes_per_rank"]
+print("ok: S2 over 3 processes equals the in-process S2 run")
+EOF
+    ;;
+  bad_dp)
+    set +e
+    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 2 >"$work/o" 2>"$work/e"
+    rc=$?
+    set -e
+    ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
+    grep -q "2 processes run one data-parallel replica each: --dp must be 2 (got 1)" "$work/e" ||
+      { cat "$work/e"; exit 1; }
+    set +e
+    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 2 --devices 2 >"$work/o" 2>"$work/e"
+    rc=$?
+    set -e
+    ((rc == 1)) && grep -q "in a job of 2 processes give --dp 2" "$work/e" || { cat "$work/e"; exit 1; }
+    set +e
+    "$merak" launch --procs 0 train "${model[@]}" >"$work/o" 2>"$work/e"
+    rc=$?
+    set -e
+    ((rc == 1)) && grep -q "procs must be at least 1 (got 0)" "$work/e" || { cat "$work/e"; exit 1; }
+    echo "ok: bad layouts of a job are refused by name"
+    ;;
+  rank_dies)
+    "$merak" launch --procs 2 --timeout 100 train "${model[@]}" --layers 4 --dim 128 --steps 100000 \
+      --dp 2 --metrics "$work/m.jsonl" >"$work/o" 2>"$work/e" &
+    lpid=$!
+    victim=""
+    for _ in $(seq 100); do
+      for c in $(pgrep -P "$lpid" || true); do
+        if [[ -s "$work/m.jsonl" ]] &&
+          tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "RANK=1"; then victim=$c; fi
+      done
+      [[ -n "$victim" ]] && break
+      sleep 0.2
+    done
+    [[ -n "$victim" ]] || { echo "FAIL: no rank 1 process in training"; cat "$work/e"; kill "$lpid"; exit 1; }
+    start=$(date +%s.%N)
+    kill -KILL "$victim"
+    set +e
+    wait "$lpid"
+    rc=$?
+    set -e
+    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 20, t; print(f'ok: the job ended {t:.2f} s after rank 1 was killed')" "$start"
+    ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
+    grep -q "rank 1" "$work/e" || { echo "FAIL: rank 1 not named"; cat "$work/e"; exit 1; }
+    grep "merak: error" "$work/e" | head -3
+    ;;
+  *)
+    echo "unknown case $case_name"
+    exit 2
+    ;;
+esac
