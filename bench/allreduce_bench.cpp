@@ -82,6 +82,8 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
       uo.spin = std::chrono::microseconds(std::atol(s));
     if (const char* s = std::getenv("MERAK_UCX_YIELD_US"))
       uo.yield_spin = std::chrono::microseconds(std::atol(s));
+    // MERAK_UCX_CMA=1: let UCX use cma between processes (ucx_options::cma).
+    if (const char* s = std::getenv("MERAK_UCX_CMA")) uo.cma = std::atoi(s) != 0;
     t = comm::make_ucx_transport(b, uo);
 #else
     fail("bench allreduce: this build has no UCX transport (MERAK_WITH_UCX)");

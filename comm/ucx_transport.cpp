@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -338,6 +339,14 @@ class ucx_transport final : public transport {
     // on endpoints that carry no traffic; UCX_KEEPALIVE_INTERVAL overrides.
     if (!std::getenv("UCX_KEEPALIVE_INTERVAL"))
       ucp_config_modify(config.get(), "KEEPALIVE_INTERVAL", "1s");
+    // Shared memory without cma's rendezvous (ucx_options::cma).
+    if (!o.cma) {
+      const char* tls = std::getenv("UCX_TLS");
+      const std::string without = ucx_tls_without_cma(tls ? tls : "");
+      if (!without.empty())
+        check(ucp_config_modify(config.get(), "TLS", without.c_str()),
+              ("ucp_config_modify TLS=" + without).c_str(), rank);
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -455,6 +464,33 @@ ucx_error_mode parse_ucx_error_mode(const std::string& text) {
   if (text == "peer") return ucx_error_mode::peer;
   if (text == "none") return ucx_error_mode::none;
   fail("ucx error mode '{}': expected automatic, peer or none", text);
+}
+
+std::string ucx_tls_without_cma(std::string_view tls) {
+  if (tls.empty() || tls.front() == '^') return {};
+  std::vector<std::string> out;
+  bool changed = false;
+  auto add = [&](std::string_view t) {
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.emplace_back(t);
+  };
+  size_t at = 0;
+  while (at <= tls.size()) {
+    const size_t end = std::min(tls.find(',', at), tls.size());
+    const std::string_view t = tls.substr(at, end - at);
+    at = end + 1;
+    if (t == "sm" || t == "shm") {
+      add("posix"), changed = true;
+    } else if (t == "cma") {
+      changed = true;
+    } else if (!t.empty()) {
+      add(t);
+    }
+  }
+  if (!changed || std::all_of(out.begin(), out.end(), [](auto& t) { return t == "self"; }))
+    return {};
+  std::string joined;
+  for (auto& t : out) joined += (joined.empty() ? "" : ",") + t;
+  return joined;
 }
 
 std::string ucx_tls_setting() {

@@ -249,3 +249,20 @@ TEST_CASE("a comm_stream handle rethrows the collective's error", "[comm][collec
       200ms);
   CHECK_THAT(errors[0], Catch::Contains("peer 1"));
 }
+
+#ifdef MERAK_WITH_UCX
+#include "comm/ucx_transport.hpp"
+
+TEST_CASE("ucx_tls_without_cma swaps shared memory for posix and drops cma", "[ucx]") {
+  using merak::comm::ucx_tls_without_cma;
+  CHECK(ucx_tls_without_cma("sm,self") == "posix,self");
+  CHECK(ucx_tls_without_cma("shm,tcp,self") == "posix,tcp,self");
+  CHECK(ucx_tls_without_cma("posix,cma,self") == "posix,self");
+  CHECK(ucx_tls_without_cma("self,sm,posix") == "self,posix");  // no duplicate
+  CHECK(ucx_tls_without_cma("tcp,self").empty());               // nothing to change
+  CHECK(ucx_tls_without_cma("posix,self").empty());
+  CHECK(ucx_tls_without_cma("").empty());          // UCX's default is left alone
+  CHECK(ucx_tls_without_cma("^tcp").empty());      // exclusion lists too
+  CHECK(ucx_tls_without_cma("cma,self").empty());  // cma was all there was
+}
+#endif
