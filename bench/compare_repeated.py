@@ -15,7 +15,8 @@ chosen setting, its mean CV accuracy with the spread over the repeats (min to
 max), mean non-zeros, the method's best mean CV accuracy, and for the nonconvex
 penalties whether the issue's target holds against merak L1 on that set
 (mean accuracy at least L1's minus one point, non-zeros at most a third of
-L1's).
+L1's), and, as a bound rather than a selection, the best mean accuracy any
+of the method's settings reaches with at most a third of L1's non-zeros.
 """
 import json
 import sys
@@ -58,8 +59,8 @@ def main():
         if len(f) != 1:
             sys.exit(f"{data}: runs with different fold counts {sorted(f)}")
     print("| data | method | chosen | mean CV accuracy (min-max over repeats) | mean nnz "
-          "| best mean CV acc. | repeats | target vs L1 |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| best mean CV acc. | repeats | target vs L1 | best acc. / nnz at <= L1 nnz / 3 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     chosen = {}
     for (data, method), per in scores.items():
         want = seeds[data]
@@ -71,18 +72,27 @@ def main():
             nnzs = [by_seed[s][1] for s in sorted(want)]
             cands.append((sum(accs) / len(accs), sum(nnzs) / len(nnzs), min(accs), max(accs), key))
         if not cands:
-            sys.exit(f"{data} {method}: no setting scored by every seed {sorted(want)}")
+            print(f"{data} {method}: no setting scored by every seed {sorted(want)}; skipped",
+                  file=sys.stderr)
+            continue
         best = max(c[0] for c in cands)
         ok = [c for c in cands if c[0] >= best - tol - 1e-12]
         pick = min(ok, key=lambda c: c[1])  # first of the fewest: grid order
         chosen[(data, method)] = pick
-        target = ""
+        target = sparse = ""
         l1 = chosen.get((data, "merak-l1"))
         if method not in ("merak-l1", "liblinear-s5") and l1 is not None:
             met = pick[0] >= l1[0] - 0.01 - 1e-12 and pick[1] <= l1[1] / 3 + 1e-12
             target = ("met" if met else "missed") + f" (needs >= {l1[0] - 0.01:.4f}, <= {l1[1] / 3:.1f})"
+            # Not a selection, a bound: the best mean accuracy any setting of
+            # the grid reaches with at most a third of L1's non-zeros.
+            few = [c for c in cands if c[1] <= l1[1] / 3 + 1e-12]
+            if few:
+                b = max(few, key=lambda c: c[0])
+                sparse = f"{b[0]:.4f} / {b[1]:.1f} ({setting_text(method, b[4])})"
         print(f"| {data} | {method} | {setting_text(method, pick[4])} | {pick[0]:.4f} "
-              f"({pick[2]:.4f}-{pick[3]:.4f}) | {pick[1]:.1f} | {best:.4f} | {len(want)} | {target} |")
+              f"({pick[2]:.4f}-{pick[3]:.4f}) | {pick[1]:.1f} | {best:.4f} | {len(want)} | {target} "
+              f"| {sparse} |")
 
 
 if __name__ == "__main__":
