@@ -18,7 +18,8 @@
 //   to have failed (UCX peer errors, or the bootstrap's watch) is named at
 //   once.
 // - Transports: UCX reads UCX_TLS (and the other UCX_* variables) from the
-//   environment, e.g. UCX_TLS=posix,cma,self (shared memory) or UCX_TLS=tcp,self.
+//   environment, e.g. UCX_TLS=sm,self (shared memory; asked for without cma
+//   unless ucx_options::cma) or UCX_TLS=tcp,self.
 // - Threads: the endpoint is used by one thread at a time (worker in
 //   serialized mode), e.g. its owner or a comm_stream.
 // - Shut-down: the destructor flushes outstanding sends and closes the
