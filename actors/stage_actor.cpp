@@ -243,6 +243,26 @@ void rebalance_loan(stage_state& st) {
   if (st.loan) st.loan->rebalance();
 }
 
+// A stage working outside its ops (summing reduced buckets into its
+// gradients, the optimizer step): its own cores are busy meanwhile, so a
+// stage that borrowed them while it was idle hands them back at its next
+// node (core_pool::rebalance), and free again afterwards.
+class core_busy {
+ public:
+  explicit core_busy(const stage_state& st) : pool_(st.cfg.cores.get()), me_(st.cfg.core_index) {
+    if (pool_) pool_->wake(me_);
+  }
+  core_busy(const core_busy&) = delete;
+  core_busy& operator=(const core_busy&) = delete;
+  ~core_busy() {
+    if (pool_) pool_->sleep(me_);
+  }
+
+ private:
+  core_pool* pool_;
+  int me_;
+};
+
 // Work is about to be handed to stage `s` of this replica.
 void waking(const stage_state& st, int s) {
   if (st.cfg.cores) st.cfg.cores->wake(st.cfg.core_index - st.cfg.stage + s);
@@ -684,6 +704,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           double rel_error, const std::string& slice) {
         guarded(self, [&] {
           auto& st = self->state;
+          core_busy busy(st);
           if (st.cfg.trace) st.reducer_trace += slice;
           auto& all = st.store->all();
           const float* src = sum.t->f32();
@@ -702,6 +723,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
       [=](apply_atom, float lr, float clip) {
         guarded(self, [&] {
           auto& st = self->state;
+          core_busy busy(st);
           double t0 = trace_now();
           st.opt->step(lr, clip, true);  // gradients scaled, used and zeroed in one pass
           self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage,

@@ -15,8 +15,10 @@
 //              all-reduces; every other rank must fail within its timeout
 //              with an error naming peer 1 (exit 42), never hang.
 //   peer_hangs rank 1 stops taking part (alive, sleeping); every other rank
-//              must fail with "timed out" naming a peer within about its
-//              1 s timeout (exit 42); rank 1 is then killed by the launcher.
+//              must fail with "timed out" naming a peer within a few of its
+//              2 s timeouts (exit 42; with 1 s and a 5 s bound the test
+//              failed once under ctest -j2 on a loaded 2-core machine);
+//              rank 1 is then killed by the launcher.
 // The driver exits 0 when the scenario behaved as described, else 1.
 
 #include <signal.h>
@@ -119,7 +121,7 @@ int worker(const std::string& scenario) {
       uo.error_mode = parse_ucx_error_mode(m);
     if (const char* m = std::getenv("MERAK_UCX_SPIN_US"))
       uo.spin = std::chrono::microseconds(std::atol(m));
-    uo.timeout = scenario == "peer_dies" ? 5000ms : scenario == "peer_hangs" ? 1000ms : 30000ms;
+    uo.timeout = scenario == "peer_dies" ? 5000ms : scenario == "peer_hangs" ? 2000ms : 30000ms;
     auto t = make_ucx_transport(b, uo);
     if (scenario == "allreduce") {
       worker_allreduce(*b, *t);
@@ -176,7 +178,7 @@ int worker(const std::string& scenario) {
           // Each rank waits at most a few timeouts (its own, then what its
           // left neighbour's failure costs it).
           return msg.find("timed out") != std::string::npos &&
-                         msg.find("peer ") != std::string::npos && s < 5.0
+                         msg.find("peer ") != std::string::npos && s < 10.0
                      ? kexpected_failure
                      : 1;
         }
@@ -228,7 +230,7 @@ int main(int argc, char** argv) {
     lo.argv = {self_executable()};
     lo.env["MERAK_MP_WORKER"] = scenario;
     lo.grace = 20000ms;  // let the survivors report, within their timeouts
-    if (scenario == "peer_hangs") lo.grace = 8000ms;  // then end the sleeper
+    if (scenario == "peer_hangs") lo.grace = 14000ms;  // then end the sleeper
     lo.timeout = 100000ms;
     if (scenario == "bad_token")
       lo.rank_env = [&](int r, std::map<std::string, std::string>& env) {
