@@ -3,11 +3,13 @@
 #include <poll.h>
 #include <sched.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -319,6 +321,16 @@ class ucx_recv final : public operation {
   recv_result* res_;  // owned; see the destructor
 };
 
+// This host and boot (hostname and the kernel's boot id): ranks with equal
+// identities share memory.
+std::string host_identity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(name) + "/" + boot;
+}
+
 class ucx_transport final : public transport {
  public:
   ucx_transport(bootstrap& b, const ucx_options& o, std::shared_ptr<bootstrap> watch)
@@ -339,13 +351,21 @@ class ucx_transport final : public transport {
     // on endpoints that carry no traffic; UCX_KEEPALIVE_INTERVAL overrides.
     if (!std::getenv("UCX_KEEPALIVE_INTERVAL"))
       ucp_config_modify(config.get(), "KEEPALIVE_INTERVAL", "1s");
-    // Shared memory without cma's rendezvous (ucx_options::cma).
+    // Shared memory without cma's rendezvous (ucx_options::cma). With
+    // UCX_TLS unset and every rank on this host, UCX's own choice includes
+    // cma: ask for posix shared memory instead (a collective: every rank
+    // swaps its host identity here, in the same order).
     if (!o.cma) {
       const char* tls = std::getenv("UCX_TLS");
-      const std::string without = ucx_tls_without_cma(tls ? tls : "");
-      if (!without.empty())
-        check(ucp_config_modify(config.get(), "TLS", without.c_str()),
-              ("ucp_config_modify TLS=" + without).c_str(), rank);
+      std::string chosen = ucx_tls_without_cma(tls ? tls : "");
+      if ((!tls || !*tls) && o.error_mode != ucx_error_mode::peer) {
+        const auto hosts = b.allgather(host_identity());
+        if (std::all_of(hosts.begin(), hosts.end(), [&](auto& h) { return h == hosts.front(); }))
+          chosen = "posix,self";
+      }
+      if (!chosen.empty())
+        check(ucp_config_modify(config.get(), "TLS", chosen.c_str()),
+              ("ucp_config_modify TLS=" + chosen).c_str(), rank);
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
