@@ -412,8 +412,7 @@ struct parallel_trainer::impl {
     double norm = 0;
     for (double x : sumsq) norm += x;
     norm = std::sqrt(norm);
-    float clip = 1.0f;
-    if (opts.grad_clip > 0 && norm > opts.grad_clip) clip = float(opts.grad_clip / (norm + 1e-6));
+    const float clip = model::clip_factor(norm, opts.grad_clip);
     float lr = schedule.at(step);
     for (auto& rep : stages)
       for (auto& st : rep)

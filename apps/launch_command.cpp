@@ -29,12 +29,11 @@ constexpr const char* kabout =
     "Run a merak command as N processes of one job on this host, e.g. merak launch --procs 2 "
     "train --data FILE --dp 2 (one data-parallel replica per process, reducers over UCX)";
 
-CLI::App* add_flags(CLI::App& c, launch_flags& f) {
+void add_flags(CLI::App& c, launch_flags& f) {
   c.add_option("--procs", f.procs, "Processes (ranks) of the job")->capture_default_str();
   c.add_option("--timeout", f.timeout_s, "Seconds the whole job may take (0: no limit)")
       ->capture_default_str();
   c.prefix_command();  // from the first non-flag on, everything is the command's
-  return &c;
 }
 
 }  // namespace

@@ -165,11 +165,11 @@ int run_train(train_flags& f) {
   if (world > 1 && f.devices > 0)
     fail("--devices plans a layout inside one process; in a job of {} processes give --dp {}",
          world, world);
-  if (world > 1 && f.par.dp != world)
-    fail("{} processes run one data-parallel replica each: --dp must be {} (got {})", world, world,
-         f.par.dp);
   if (f.devices > 0) plan_devices(f);
-  const bool parallel = f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
+  // A job of several processes runs on the actors whatever its layout
+  // (parallel_options::validate then checks --dp against the processes).
+  const bool parallel = f.par.processes ||
+                        f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
                         !f.par.trace_path.empty() ||
                         f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
   if (parallel) {

@@ -60,6 +60,18 @@ expect_failed_within() {
   ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$2.err"; exit 1; }
 }
 
+# Waits for the consensus side ($cpid): it must exit 1 with the grep pattern
+# $2 in its stderr file $1.
+consensus_fails_with() {
+  local rc
+  set +e
+  wait "$cpid"
+  rc=$?
+  set -e
+  ((rc == 1)) || { echo "FAIL: consensus side exit $rc"; cat "$1"; exit 1; }
+  grep -q "$2" "$1" || { echo "FAIL: consensus side's error:"; cat "$1"; exit 1; }
+}
+
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$work"
@@ -133,13 +145,8 @@ case "$case_name" in
     # A right token for a rank already taken is refused too.
     expect_error "refused it: rank 0 has already joined" \
       svm worker --connect "127.0.0.1:$port" --rank 0 --world 2 --token good --data "$work/train.libsvm"
-    set +e
-    wait "$cpid"
-    rc=$?
-    set -e
-    ((rc == 1)) || { echo "FAIL: consensus side exit $rc"; cat "$work/c.err"; exit 1; }
-    grep -q "svm worker 1 did not join the consensus side at 127.0.0.1:$port within 4000 ms (refused: rank 1: wrong job token; rank 0: rank 0 has already joined)" "$work/c.err" ||
-      { echo "FAIL: consensus side's error:"; cat "$work/c.err"; exit 1; }
+    consensus_fails_with "$work/c.err" \
+      "svm worker 1 did not join the consensus side at 127.0.0.1:$port within 4000 ms (refused: rank 1: wrong job token; rank 0: rank 0 has already joined)"
     echo "ok: $(tail -n 1 "$work/c.err")"
     ;;
   never_joins)
@@ -210,13 +217,8 @@ PY
         --presharded --data "$work/part$r.libsvm" 2>/dev/null &
       pids+=("$!")
     done
-    set +e
-    wait "$cpid"
-    rc=$?
-    set -e
-    ((rc == 1)) || { echo "FAIL: exit $rc with --folds and presharded workers"; cat "$work/cf.err"; exit 1; }
-    grep -q "svm worker [01] failed in 'select': --folds needs workers that read the whole data file; this one holds only its own rows (--presharded)" "$work/cf.err" ||
-      { echo "FAIL: consensus side's error:"; cat "$work/cf.err"; exit 1; }
+    consensus_fails_with "$work/cf.err" \
+      "svm worker [01] failed in 'select': --folds needs workers that read the whole data file; this one holds only its own rows (--presharded)"
     echo "ok: $(grep -m1 'failed in' "$work/cf.err")"
     ;;
   folds)
