@@ -13,7 +13,15 @@ find_package(ucx CONFIG QUIET)
 # GEMM backends. oneDNN's sgemm dispatches on the CPU's instruction set
 # (AVX-512 here) and measured fastest on the GPT shapes (bench/gemm_bench.cpp);
 # OpenBLAS is the fallback and a comparison point.
-find_package(dnnl CONFIG QUIET)
+# Debian's oneDNN package config demands OpenCL (its GPU runtime) and fails
+# the whole configure without it: look for OpenCL first, and without it build
+# on OpenBLAS and Eigen only.
+find_package(OpenCL QUIET)
+if(OpenCL_FOUND)
+  find_package(dnnl CONFIG QUIET)
+else()
+  message(WARNING "merak: OpenCL development files missing (ocl-icd-opencl-dev): oneDNN GEMM off")
+endif()
 find_package(BLAS)
 set(MERAK_GEMM_BACKENDS "")
 if(dnnl_FOUND)
