@@ -20,8 +20,11 @@ action add_svm_command(CLI::App& parent);
 action add_schedule_command(CLI::App& parent);
 action add_plan_command(CLI::App& parent);
 action add_launch_command(CLI::App& parent);
-// `merak launch [--procs N] [--timeout S] COMMAND...`: args after "launch".
+action add_node_command(CLI::App& parent);
+// `merak launch [--procs N | --hostfile F] ... COMMAND...`: args after "launch".
 int run_launch(std::vector<std::string> args);
+// `merak node [--procs K --first-rank R --world-size W ...] COMMAND...`: args after "node".
+int run_node(std::vector<std::string> args);
 
 // Replaces `SUBCOMMAND ... --config FILE` in args (argv without the program
 // name) by the flags the TOML or JSON file holds, placed right after the

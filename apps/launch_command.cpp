@@ -1,18 +1,36 @@
-// `merak launch`: runs a merak command as the N processes of one job on this
-// host, the way torchrun does (comm/launcher.hpp): each process gets RANK,
-// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, a job token, LOCAL_RANK and
-// LOCAL_WORLD_SIZE. `merak train` in such a job runs one data-parallel
-// replica per process, its gradient reducers over UCX.
+// `merak launch` and `merak node`: run a merak command as the processes of
+// one job (comm/launcher.hpp). Each process gets RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, a job token, LOCAL_RANK and LOCAL_WORLD_SIZE;
+// `merak train` in such a job runs one data-parallel replica per process,
+// its gradient reducers over UCX.
+//
+//   merak launch --procs N COMMAND...       N processes on this host
+//   merak launch --hostfile F COMMAND...    `merak node` on every host of F,
+//                                           started through ssh (--rsh)
+//   merak node --procs K --first-rank R --world-size W --master-addr A
+//              --master-port P --token T COMMAND...
+//                                           this host's K ranks of a job of
+//                                           W (by hand, or from a launcher)
+//
+// A launcher hands each node its job token and forwarded variables on the
+// node's stdin (`--from-launcher`), never on a command line that `ps` shows,
+// and keeps that stream open: when the launcher (or its ssh) goes away the
+// node reads end of file and kills its ranks.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "apps/commands.hpp"
+#include "comm/bootstrap.hpp"
 #include "comm/launcher.hpp"
 #include "core/error.hpp"
 
@@ -23,58 +41,279 @@ namespace {
 struct launch_flags {
   int procs = 2;
   double timeout_s = 0;
+  std::string hostfile;
+  std::string rsh = "ssh -o BatchMode=yes";
+  std::string master_addr;
+  int master_port = 0;
+  std::string remote_merak;
+  std::vector<std::string> env;
 };
 
-constexpr const char* kabout =
-    "Run a merak command as N processes of one job on this host, e.g. merak launch --procs 2 "
-    "train --data FILE --dp 2 (one data-parallel replica per process, reducers over UCX)";
+struct node_flags {
+  int procs = 1;
+  int first_rank = 0;
+  int world_size = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string token;
+  double timeout_s = 0;
+  bool from_launcher = false;
+};
+
+constexpr const char* klaunch_about =
+    "Run a merak command as the processes of one job: N on this host (--procs), or `merak node` "
+    "on every host of a hostfile through ssh (--hostfile), e.g. merak launch --procs 2 train "
+    "--data FILE --dp 2 (one data-parallel replica per process, reducers over UCX)";
+constexpr const char* knode_about =
+    "Run this host's share of a job: K processes, ranks R..R+K-1 of W, meeting rank 0 at "
+    "--master-addr:--master-port with a shared --token (one `merak node` per host, by hand or "
+    "from merak launch --hostfile)";
+
+// Variables a hostfile launch forwards to every node besides --env names:
+// merak's, UCX's and NCCL's settings.
+bool forwarded_by_default(const std::string& name) {
+  for (const char* p : {"MERAK_", "UCX_", "NCCL_"})
+    if (name.rfind(p, 0) == 0) return name != "MERAK_JOB_TOKEN";
+  return false;
+}
 
 void add_flags(CLI::App& c, launch_flags& f) {
-  c.add_option("--procs", f.procs, "Processes (ranks) of the job")->capture_default_str();
+  c.add_option("--procs", f.procs, "Processes (ranks) of the job on this host")
+      ->capture_default_str();
+  c.add_option("--hostfile", f.hostfile,
+               "Hosts of the job, one per line: HOST [slots=K] (ranks in file order)");
+  c.add_option("--rsh", f.rsh, "With --hostfile: the command that runs a command on a host")
+      ->capture_default_str();
+  c.add_option("--master-addr", f.master_addr,
+               "With --hostfile: the address at which the other hosts reach rank 0 (default: "
+               "the first host's name)");
+  c.add_option("--master-port", f.master_port,
+               "With --hostfile: rank 0's rendezvous port (default: a free one when the first "
+               "host is this one, else 29500)");
+  c.add_option("--remote-merak", f.remote_merak,
+               "With --hostfile: the merak program on the hosts (default: this one's path)");
+  c.add_option("--env", f.env,
+               "With --hostfile: a variable to forward to every host, besides MERAK_*, UCX_* "
+               "and NCCL_* (repeatable)");
   c.add_option("--timeout", f.timeout_s, "Seconds the whole job may take (0: no limit)")
       ->capture_default_str();
   c.prefix_command();  // from the first non-flag on, everything is the command's
 }
 
+void add_flags(CLI::App& c, node_flags& f) {
+  c.add_option("--procs", f.procs, "Processes of the job on this host")->capture_default_str();
+  c.add_option("--first-rank", f.first_rank, "Rank of this host's first process")
+      ->capture_default_str();
+  c.add_option("--world-size", f.world_size, "Ranks in the whole job (default: --procs)");
+  c.add_option("--master-addr", f.master_addr, "Where rank 0 listens (its host)")
+      ->capture_default_str();
+  c.add_option("--master-port", f.master_port,
+               "Rank 0's rendezvous port (needed when the job spans hosts)");
+  c.add_option("--token", f.token,
+               "Job token, the same on every host (default: MERAK_JOB_TOKEN)");
+  c.add_option("--timeout", f.timeout_s, "Seconds this node's ranks may take (0: no limit)")
+      ->capture_default_str();
+  c.add_flag("--from-launcher", f.from_launcher,
+             "Read the token and variables from stdin (KEY=VALUE lines, then an empty line) and "
+             "end the ranks when stdin closes (set by merak launch --hostfile)");
+  c.prefix_command();
+}
+
+// Parses `args` (after the sub-command's name) into flags and the command.
+template <typename Flags>
+std::vector<std::string> parse(std::vector<std::string> args, Flags& f, const char* about,
+                               const char* name, int& exit_code) {
+  CLI::App app{about, name};
+  add_flags(app, f);
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last-first
+  exit_code = -1;
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    exit_code = app.exit(e);
+    return {};
+  }
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty())
+    fail("{}: no command given (e.g. {} ... train --data FILE --dp 2)", name, name);
+  if (rest.front() == "launch" || rest.front() == "node")
+    fail("{}: the command must not be launch or node itself", name);
+  return rest;
+}
+
+std::chrono::milliseconds seconds_flag(const char* who, double s) {
+  if (s < 0) fail("{}: --timeout must not be negative (got {})", who, s);
+  return std::chrono::milliseconds(int64_t(s * 1000));
+}
+
+// Reads KEY=VALUE lines from stdin up to an empty line (byte by byte: what
+// follows stays unread, and the stream is then watched for its end).
+std::map<std::string, std::string> read_launcher_env() {
+  std::map<std::string, std::string> env;
+  std::string line;
+  for (;;) {
+    char c;
+    ssize_t n = ::read(STDIN_FILENO, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("merak node: the launcher's input ended before its empty line");
+    if (c != '\n') {
+      line += c;
+      continue;
+    }
+    if (line.empty()) break;
+    auto eq = line.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail("merak node: the launcher sent '{}', not KEY=VALUE", line);
+    env[line.substr(0, eq)] = line.substr(eq + 1);
+    line.clear();
+  }
+  return env;
+}
+
+bool names_this_host(const std::string& h) {
+  if (h == "localhost" || h.rfind("127.", 0) == 0) return true;
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && h == name;
+}
+
+int launch_hosts(const launch_flags& f, const std::vector<std::string>& command) {
+  const auto hosts = comm::read_hostfile(f.hostfile);
+  int world = 0;
+  for (auto& h : hosts) world += h.slots;
+  const std::string addr = f.master_addr.empty() ? hosts.front().name : f.master_addr;
+  int port = f.master_port;
+  if (port <= 0) port = names_this_host(addr) ? comm::pick_free_port("127.0.0.1") : 29500;
+  std::vector<std::string> rsh;
+  {
+    std::istringstream words(f.rsh);
+    for (std::string w; words >> w;) rsh.push_back(w);
+  }
+  if (rsh.empty()) fail("merak launch: --rsh is empty");
+
+  const auto env = comm::launcher_environment();
+  std::string feed = "MERAK_JOB_TOKEN=" + comm::random_token() + "\n";
+  for (auto& [k, v] : env) {
+    const bool asked = std::find(f.env.begin(), f.env.end(), k) != f.env.end();
+    if ((asked || forwarded_by_default(k)) && v.find('\n') == std::string::npos)
+      feed += k + "=" + v + "\n";
+  }
+  for (auto& k : f.env)
+    if (!env.count(k)) fail("merak launch: --env {}: no such variable here", k);
+  feed += "\n";
+
+  const std::string merak = f.remote_merak.empty() ? comm::self_executable() : f.remote_merak;
+  std::vector<comm::child_spec> nodes;
+  int first = 0;
+  for (auto& h : hosts) {
+    std::vector<std::string> remote = {merak,
+                                       "node",
+                                       "--procs",
+                                       std::to_string(h.slots),
+                                       "--first-rank",
+                                       std::to_string(first),
+                                       "--world-size",
+                                       std::to_string(world),
+                                       "--master-addr",
+                                       addr,
+                                       "--master-port",
+                                       std::to_string(port),
+                                       "--from-launcher",
+                                       "--"};
+    remote.insert(remote.end(), command.begin(), command.end());
+    std::string line;
+    for (auto& a : remote) line += (line.empty() ? "" : " ") + comm::shell_quote(a);
+    comm::child_spec c;
+    c.name = h.slots == 1 ? fmt::format("host {} (rank {})", h.name, first)
+                          : fmt::format("host {} (ranks {}-{})", h.name, first,
+                                        first + h.slots - 1);
+    c.argv = rsh;
+    c.argv.push_back(h.name);
+    c.argv.push_back(line);
+    c.env = env;
+    c.stdin_text = feed;
+    nodes.push_back(std::move(c));
+    first += h.slots;
+  }
+  comm::supervise_options so;
+  so.timeout = seconds_flag("merak launch", f.timeout_s);
+  so.grace = std::chrono::milliseconds(10000);  // a node reports its own failed rank first
+  auto r = comm::supervise(nodes, so);
+  if (!r.ok()) fail("merak launch: {}", r.message);
+  return 0;
+}
+
 }  // namespace
 
-// Registered for `merak --help` only: main() hands `merak launch ...` to
-// run_launch before the sub-commands are parsed, since the launched
-// command's own flags must not be parsed here.
+// Registered for `merak --help` only: main() hands `merak launch|node ...`
+// to run_launch / run_node before the sub-commands are parsed, since the
+// launched command's own flags must not be parsed here.
 action add_launch_command(CLI::App& parent) {
   static launch_flags unused;
-  add_flags(*parent.add_subcommand("launch", kabout), unused);
+  add_flags(*parent.add_subcommand("launch", klaunch_about), unused);
+  return [] { return 0; };
+}
+
+action add_node_command(CLI::App& parent) {
+  static node_flags unused;
+  add_flags(*parent.add_subcommand("node", knode_about), unused);
   return [] { return 0; };
 }
 
 int run_launch(std::vector<std::string> args) {
   launch_flags f;
-  CLI::App app{kabout, "merak launch"};
-  add_flags(app, f);
-  std::reverse(args.begin(), args.end());  // CLI11 takes them last-first
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  std::vector<std::string> rest = app.remaining();
-  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (rest.empty())
-    fail("merak launch: no command given (e.g. merak launch --procs 2 train --data FILE --dp 2)");
+  int code = -1;
+  auto command = parse(std::move(args), f, klaunch_about, "merak launch", code);
+  if (code >= 0) return code;
+  if (!f.hostfile.empty()) return launch_hosts(f, command);
   if (f.procs < 1) fail("merak launch: --procs must be at least 1 (got {})", f.procs);
-  if (f.timeout_s < 0) fail("merak launch: --timeout must not be negative (got {})", f.timeout_s);
-  if (rest.front() == "launch") fail("merak launch: the command must not be launch itself");
   comm::launch_options lo;
   lo.procs = f.procs;
   lo.argv.push_back(comm::self_executable());
-  lo.argv.insert(lo.argv.end(), rest.begin(), rest.end());
-  lo.env["LOCAL_WORLD_SIZE"] = std::to_string(f.procs);
-  lo.rank_env = [](int rank, std::map<std::string, std::string>& env) {
-    env["LOCAL_RANK"] = std::to_string(rank);
-  };
-  lo.timeout = std::chrono::milliseconds(int64_t(f.timeout_s * 1000));
+  lo.argv.insert(lo.argv.end(), command.begin(), command.end());
+  lo.timeout = seconds_flag("merak launch", f.timeout_s);
   auto r = comm::launch_local(lo);
   if (!r.ok()) fail("merak launch: {}", r.message);
+  return 0;
+}
+
+int run_node(std::vector<std::string> args) {
+  node_flags f;
+  int code = -1;
+  auto command = parse(std::move(args), f, knode_about, "merak node", code);
+  if (code >= 0) return code;
+  comm::launch_options lo;
+  if (f.from_launcher) {
+    lo.env = read_launcher_env();
+    lo.watch_fd = STDIN_FILENO;
+  }
+  if (f.procs < 1) fail("merak node: --procs must be at least 1 (got {})", f.procs);
+  lo.procs = f.procs;
+  lo.first_rank = f.first_rank;
+  lo.world_size = f.world_size > 0 ? f.world_size : f.procs;
+  if (f.first_rank < 0 || f.first_rank + f.procs > lo.world_size)
+    fail("merak node: ranks {}..{} (--first-rank {}, --procs {}) do not fit --world-size {}",
+         f.first_rank, f.first_rank + f.procs - 1, f.first_rank, f.procs, lo.world_size);
+  lo.master_addr = f.master_addr;
+  lo.master_port = f.master_port;
+  if (lo.world_size > f.procs && f.master_port <= 0)
+    fail("merak node: a job of {} ranks with {} on this host needs --master-port (rank 0's port)",
+         lo.world_size, f.procs);
+  if (lo.env.count("MERAK_JOB_TOKEN")) {
+    lo.token = lo.env["MERAK_JOB_TOKEN"];
+  } else if (!f.token.empty()) {
+    lo.token = f.token;
+  } else if (const char* t = std::getenv("MERAK_JOB_TOKEN"); t && *t) {
+    lo.token = t;
+  } else if (lo.world_size > f.procs) {
+    fail("merak node: a job spread over hosts needs the same --token (or MERAK_JOB_TOKEN) on "
+         "every host");
+  }
+  lo.argv.push_back(comm::self_executable());
+  lo.argv.insert(lo.argv.end(), command.begin(), command.end());
+  lo.timeout = seconds_flag("merak node", f.timeout_s);
+  auto r = comm::launch_local(lo);
+  if (!r.ok()) fail("merak node: {}", r.message);
   return 0;
 }
 

@@ -31,11 +31,15 @@ int main(int argc, char** argv) {
       {"train", ma::add_train_command(app)},       {"bench", ma::add_bench_command(app)},
       {"schedule", ma::add_schedule_command(app)}, {"plan", ma::add_plan_command(app)},
       {"svm", ma::add_svm_command(app)},           {"launch", ma::add_launch_command(app)},
+      {"node", ma::add_node_command(app)},
   };
-  if (argc > 1 && std::string(argv[1]) == "launch") {
+  // The launchers' own flags end where the launched command begins: they
+  // parse their arguments themselves.
+  if (argc > 1 && (std::string(argv[1]) == "launch" || std::string(argv[1]) == "node")) {
     try {
       merak::setup_logging(log_level);
-      return ma::run_launch({argv + 2, argv + argc});
+      std::vector<std::string> rest(argv + 2, argv + argc);
+      return std::string(argv[1]) == "launch" ? ma::run_launch(rest) : ma::run_node(rest);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "merak: error: %s\n", e.what());
       return 1;

@@ -1,6 +1,8 @@
 #include "comm/launcher.hpp"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
+#include <utility>
 
 #include "comm/bootstrap.hpp"
 #include "core/error.hpp"
@@ -33,118 +37,236 @@ std::string random_token() {
   return s;
 }
 
-launch_result launch_local(const launch_options& o) {
-  if (o.procs < 1) fail("launcher: --procs {} must be at least 1", o.procs);
-  if (o.argv.empty()) fail("launcher: no program to run");
-  using clock_type = std::chrono::steady_clock;
+std::vector<host_entry> read_hostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot open the hostfile: {}", path, std::strerror(errno));
+  std::vector<host_entry> hosts;
+  std::map<std::string, int> seen;
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line) {
+    if (auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
+    std::istringstream words(text);
+    host_entry h;
+    h.line = line;
+    if (!(words >> h.name)) continue;
+    for (std::string w; words >> w;) {
+      const auto eq = w.find('=');
+      const std::string key = w.substr(0, eq);
+      if (eq == std::string::npos || (key != "slots" && key != "max_slots"))
+        fail("{}:{}: unknown field '{}' (a line is: HOST [slots=K])", path, line, w);
+      if (key == "max_slots") continue;  // Open MPI's cap; merak starts `slots`
+      const std::string v = w.substr(eq + 1);
+      size_t used = 0;
+      long k = 0;
+      try {
+        k = std::stol(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || v.empty() || k < 1 || k > 4096)
+        fail("{}:{}: slots must be a whole number from 1 to 4096 (got '{}')", path, line, v);
+      h.slots = static_cast<int>(k);
+    }
+    if (auto [it, fresh] = seen.emplace(h.name, line); !fresh)
+      fail("{}:{}: host {} is listed twice (first on line {}); give it slots=K instead", path, line,
+           h.name, it->second);
+    hosts.push_back(h);
+  }
+  if (hosts.empty()) fail("{}: the hostfile names no host", path);
+  return hosts;
+}
 
-  std::map<std::string, std::string> common;
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::map<std::string, std::string> launcher_environment() {
+  std::map<std::string, std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');
-    if (eq != std::string::npos) common[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  // A launcher's own rank variables must not leak into its workers.
-  for (const char* v :
-       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
-    common.erase(v);
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "RANK", "WORLD_SIZE",
+                        "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
+    env.erase(v);
+  return env;
+}
+
+launch_result launch_local(const launch_options& o) {
+  if (o.procs < 1) fail("launcher: --procs {} must be at least 1", o.procs);
+  if (o.argv.empty()) fail("launcher: no program to run");
+  const int world = o.world_size > 0 ? o.world_size : o.procs;
+  if (o.first_rank < 0 || o.first_rank + o.procs > world)
+    fail("launcher: ranks {}..{} do not fit a job of {} ranks", o.first_rank,
+         o.first_rank + o.procs - 1, world);
+  if (world > o.procs && o.master_port <= 0)
+    fail("launcher: a job of {} ranks with {} here needs the rendezvous port of rank 0", world,
+         o.procs);
+  auto common = launcher_environment();
   for (auto& [k, v] : o.env) common[k] = v;
-  common["WORLD_SIZE"] = std::to_string(o.procs);
-  common["MASTER_ADDR"] = "127.0.0.1";
-  common["MASTER_PORT"] = std::to_string(pick_free_port("127.0.0.1"));
-  common["MERAK_JOB_TOKEN"] = random_token();
+  const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  common["WORLD_SIZE"] = std::to_string(world);
+  common["MASTER_ADDR"] = addr;
+  common["MASTER_PORT"] = std::to_string(o.master_port > 0 ? o.master_port : pick_free_port(addr));
+  common["MERAK_JOB_TOKEN"] = o.token.empty() ? random_token() : o.token;
+  common["LOCAL_WORLD_SIZE"] = std::to_string(o.procs);
+
+  std::vector<child_spec> children(o.procs);
+  for (int r = 0; r < o.procs; ++r) {
+    const int rank = o.first_rank + r;
+    auto& c = children[r];
+    c.name = fmt::format("rank {}", rank);
+    c.argv = o.argv;
+    c.env = common;
+    c.env["RANK"] = std::to_string(rank);
+    c.env["LOCAL_RANK"] = std::to_string(r);
+    if (o.rank_env) o.rank_env(rank, c.env);
+  }
+  return supervise(children, {o.grace, o.timeout, o.watch_fd});
+}
+
+namespace {
+
+// True once `fd` reads end of file (or fails); data read is dropped.
+bool input_closed(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  char buf[256];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+}  // namespace
+
+launch_result supervise(const std::vector<child_spec>& children, const supervise_options& o) {
+  using clock_type = std::chrono::steady_clock;
+  const int n = static_cast<int>(children.size());
+  if (n == 0) fail("launcher: no process to start");
 
   // Everything a child needs is built before fork: after it, only
-  // async-signal-safe calls.
-  std::vector<char*> argv;
-  for (auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<std::vector<std::string>> envs(o.procs);
-  std::vector<std::vector<char*>> envps(o.procs);
-  for (int r = 0; r < o.procs; ++r) {
-    auto env = common;
-    env["RANK"] = std::to_string(r);
-    if (o.rank_env) o.rank_env(r, env);
-    for (auto& [k, v] : env) envs[r].push_back(k + "=" + v);
-    for (auto& s : envs[r]) envps[r].push_back(s.data());
-    envps[r].push_back(nullptr);
+  // async-signal-safe calls (and execvpe's PATH search).
+  std::vector<std::vector<char*>> argvs(n), envps(n);
+  std::vector<std::vector<std::string>> envs(n);
+  for (int i = 0; i < n; ++i) {
+    if (children[i].argv.empty()) fail("launcher: {} has no program to run", children[i].name);
+    for (auto& a : children[i].argv) argvs[i].push_back(const_cast<char*>(a.c_str()));
+    argvs[i].push_back(nullptr);
+    for (auto& [k, v] : children[i].env) envs[i].push_back(k + "=" + v);
+    for (auto& s : envs[i]) envps[i].push_back(s.data());
+    envps[i].push_back(nullptr);
   }
 
   const pid_t parent = ::getpid();
-  std::vector<pid_t> pids(o.procs, -1);
+  std::vector<pid_t> pids(n, -1);
+  std::vector<int> feeds(n, -1);  // our end of a child's stdin, open until the end
   launch_result res;
-  res.exit_code.assign(o.procs, 0);
-  res.signal.assign(o.procs, 0);
-  std::vector<bool> running(o.procs, false);
+  res.exit_code.assign(n, 0);
+  res.signal.assign(n, 0);
+  std::vector<bool> running(n, false);
   auto kill_running = [&] {
-    for (int r = 0; r < o.procs; ++r)
-      if (running[r]) ::kill(pids[r], SIGKILL);
+    for (int i = 0; i < n; ++i)
+      if (running[i]) ::kill(pids[i], SIGKILL);
   };
-  for (int r = 0; r < o.procs; ++r) {
+  auto close_feeds = [&] {
+    for (int& f : feeds)
+      if (f >= 0) ::close(std::exchange(f, -1));
+  };
+  for (int i = 0; i < n; ++i) {
+    // A socket pair, not a pipe: send() with MSG_NOSIGNAL cannot raise
+    // SIGPIPE in this process when the child is already gone.
+    int sv[2] = {-1, -1};
+    const bool feed = !children[i].stdin_text.empty();
+    if (feed && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      kill_running();
+      close_feeds();
+      fail("launcher: socketpair for {}: {}", children[i].name, std::strerror(errno));
+    }
     pid_t pid = ::fork();
     if (pid < 0) {
       kill_running();
-      fail("launcher: fork for rank {}: {}", r, std::strerror(errno));
+      close_feeds();
+      fail("launcher: fork for {}: {}", children[i].name, std::strerror(errno));
     }
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
-      ::execve(argv[0], argv.data(), envps[r].data());
+      if (feed && ::dup2(sv[1], STDIN_FILENO) < 0) ::_exit(127);
+      ::execvpe(argvs[i][0], argvs[i].data(), envps[i].data());
       ::_exit(127);
     }
-    pids[r] = pid;
-    running[r] = true;
+    pids[i] = pid;
+    running[i] = true;
+    if (feed) {
+      ::close(sv[1]);
+      feeds[i] = sv[0];
+      const std::string& text = children[i].stdin_text;
+      // A few hundred bytes: the socket's buffer takes them whole.
+      (void)::send(sv[0], text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
   }
 
   const auto start = clock_type::now();
   clock_type::time_point kill_at = clock_type::time_point::max();
   if (o.timeout.count() > 0) kill_at = start + o.timeout;
-  int left = o.procs;
+  int left = n;
   bool timed_out = false;
+  bool orphaned = false;
+  int first_killed = -1;  // by us, at the timeout or when orphaned
   while (left > 0) {
     bool reaped = false;
-    for (int r = 0; r < o.procs; ++r) {
-      if (!running[r]) continue;
+    for (int i = 0; i < n; ++i) {
+      if (!running[i]) continue;
       int st = 0;
-      pid_t p = ::waitpid(pids[r], &st, WNOHANG);
+      pid_t p = ::waitpid(pids[i], &st, WNOHANG);
       if (p == 0) continue;
-      running[r] = false;
+      running[i] = false;
       --left;
       reaped = true;
       if (p < 0) {
-        res.exit_code[r] = -1;
+        res.exit_code[i] = -1;
       } else if (WIFEXITED(st)) {
-        res.exit_code[r] = WEXITSTATUS(st);
+        res.exit_code[i] = WEXITSTATUS(st);
       } else if (WIFSIGNALED(st)) {
-        res.exit_code[r] = -1;
-        res.signal[r] = WTERMSIG(st);
+        res.exit_code[i] = -1;
+        res.signal[i] = WTERMSIG(st);
       }
-      const bool failed = res.exit_code[r] != 0;
-      if (failed && res.first_failed < 0) {
-        res.first_failed = r;
-        res.message = res.signal[r]
-                          ? fmt::format("rank {} was killed by signal {} ({})", r, res.signal[r],
-                                        strsignal(res.signal[r]))
-                          : fmt::format("rank {} failed with exit code {}", r, res.exit_code[r]);
+      const bool failed = res.exit_code[i] != 0;
+      if (failed && (timed_out || orphaned)) {
+        if (first_killed < 0) first_killed = i;
+      } else if (failed && res.first_failed < 0) {
+        res.first_failed = i;
+        const auto& name = children[i].name;
+        res.message = res.signal[i] ? fmt::format("{} was killed by signal {} ({})", name,
+                                                  res.signal[i], strsignal(res.signal[i]))
+                                    : fmt::format("{} failed with exit code {}", name,
+                                                  res.exit_code[i]);
         kill_at = std::min(kill_at, clock_type::now() + o.grace);
       }
     }
     if (left == 0) break;
+    if (o.watch_fd >= 0 && !orphaned && input_closed(o.watch_fd)) {
+      orphaned = true;
+      kill_running();
+    }
     if (clock_type::now() >= kill_at) {
-      if (res.first_failed < 0) timed_out = true;
+      timed_out = res.first_failed < 0;  // else: the grace after a failure ran out
       kill_running();
       kill_at = clock_type::time_point::max();
     }
     if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (timed_out && res.first_failed < 0) {
-    for (int r = 0; r < o.procs; ++r)
-      if (res.signal[r] == SIGKILL) {
-        res.first_failed = r;
-        break;
-      }
-    res.message = fmt::format("the job did not finish within {} ms; its ranks were killed",
-                              o.timeout.count());
+  close_feeds();
+  if (res.first_failed < 0 && (orphaned || timed_out)) {
+    res.first_failed = std::max(first_killed, 0);
+    res.message = orphaned ? "the launcher that started this node went away (its input closed); "
+                             "the ranks were killed"
+                           : fmt::format("the job did not finish within {} ms; its processes "
+                                         "were killed",
+                                         o.timeout.count());
   }
   return res;
 }

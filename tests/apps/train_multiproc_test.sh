@@ -18,6 +18,19 @@
 #              with a message naming the process count and the flag
 #   rank_dies  SIGKILL of rank 1 mid-run: rank 0 fails within seconds with an
 #              error naming the peer, and the launcher names rank 1
+#   (hostfile and node_by_hand: one node per "host" sees LOCAL_WORLD_SIZE 1,
+#   so --threads 1 gives each rank the thread count of dp2's processes)
+#   hostfile   merak launch --hostfile over two "hosts" (localhost and
+#              127.0.0.1, reached through tests/apps/local_rsh.sh, which runs
+#              the command as sshd would: a shell, a clean environment):
+#              equal to the in-process --dp 2 run, as dp2
+#   node_by_hand  two `merak node` processes started by hand with a shared
+#              port and token: equal to the in-process run
+#   bad_hosts  hostfiles and node flags that cannot work are refused naming
+#              the file and line or the flag
+#   host_fails a host whose merak cannot start: the launcher names that host
+#   launcher_dies  SIGKILL of the hostfile launcher mid-run: every node sees
+#              its input close and kills its ranks; no process is left
 set -euo pipefail
 merak=$1
 case_name=$2
@@ -26,6 +39,7 @@ trap 'rm -rf "$work"' EXIT
 # Text of the repository's own documents: tests need no downloaded data.
 data=$work/text.txt
 cat "$(dirname "$0")"/../../README.md "$(dirname "$0")"/../../docs/*.md >"$data"
+rsh=$(dirname "$0")/local_rsh.sh
 model=(--data "$data" --layers 2 --dim 64 --heads 2 --seq 32 --batch 12 --eval-batches 2
   --lend-cores off --step-timeout 30)
 
@@ -132,6 +146,101 @@ EOF
     ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
     grep -q "rank 1" "$work/e" || { echo "FAIL: rank 1 not named"; cat "$work/e"; exit 1; }
     grep "merak: error" "$work/e" | head -3
+    ;;
+  hostfile)
+    printf 'localhost  # rank 0 here\n127.0.0.1 slots=1\n' >"$work/hosts"
+    RSH_LOG=$work/rsh.log "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --timeout 120 \
+      train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" 2>"$work/mp.err" ||
+      { cat "$work/mp.err"; exit 1; }
+    grep -q "2 processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    [[ "$(tr '\n' ' ' <"$work/rsh.log")" == "localhost 127.0.0.1 " ]] || { cat "$work/rsh.log"; exit 1; }
+    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  node_by_hand)
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    node=(--world-size 2 --master-addr 127.0.0.1 --master-port "$port" --token by-hand --timeout 120)
+    "$merak" node --first-rank 1 "${node[@]}" train "${model[@]}" --steps 5 --dp 2 --threads 1 2>"$work/n1.err" &
+    n1=$!
+    "$merak" node --first-rank 0 "${node[@]}" train "${model[@]}" --steps 5 --dp 2 --threads 1 \
+      --metrics "$work/mp.jsonl" 2>"$work/n0.err" || { cat "$work/n0.err" "$work/n1.err"; exit 1; }
+    wait "$n1" || { cat "$work/n1.err"; exit 1; }
+    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  bad_hosts)
+    # refused CASE_TEXT EXPECTED ARGS...: merak ARGS exits 1 naming EXPECTED.
+    refused() {
+      local expected=$1
+      shift
+      set +e
+      "$merak" "$@" >"$work/o" 2>"$work/e"
+      local rc=$?
+      set -e
+      ((rc == 1)) && grep -qF -- "$expected" "$work/e" ||
+        { echo "FAIL (exit $rc): merak $* should say: $expected"; cat "$work/e"; exit 1; }
+    }
+    cmd=(train "${model[@]}" --steps 1 --dp 2)
+    printf 'a\nb slots=0\n' >"$work/h1"
+    refused "$work/h1:2: slots must be a whole number from 1 to 4096 (got '0')" \
+      launch --hostfile "$work/h1" "${cmd[@]}"
+    printf 'a slot=2\n' >"$work/h2"
+    refused "$work/h2:1: unknown field 'slot=2'" launch --hostfile "$work/h2" "${cmd[@]}"
+    printf 'a\n\nb\na slots=2\n' >"$work/h3"
+    refused "$work/h3:4: host a is listed twice (first on line 1)" \
+      launch --hostfile "$work/h3" "${cmd[@]}"
+    printf '# nobody\n\n' >"$work/h4"
+    refused "$work/h4: the hostfile names no host" launch --hostfile "$work/h4" "${cmd[@]}"
+    refused "$work/none: cannot open the hostfile" launch --hostfile "$work/none" "${cmd[@]}"
+    printf 'localhost\n' >"$work/h5"
+    refused "--env NO_SUCH_VARIABLE_HERE: no such variable here" \
+      launch --hostfile "$work/h5" --env NO_SUCH_VARIABLE_HERE "${cmd[@]}"
+    refused "needs --master-port (rank 0's port)" node --world-size 2 "${cmd[@]}"
+    refused "do not fit --world-size 2" node --procs 2 --first-rank 1 --world-size 2 \
+      --master-port 1 "${cmd[@]}"
+    MERAK_JOB_TOKEN= refused "needs the same --token (or MERAK_JOB_TOKEN) on every host" \
+      node --world-size 2 --master-port 1 "${cmd[@]}"
+    refused "no command given" node --procs 1
+    echo "ok: bad hostfiles and node flags are refused by file, line and flag"
+    ;;
+  host_fails)
+    printf 'localhost\n127.0.0.1\n' >"$work/hosts"
+    set +e
+    "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --remote-merak /nonexistent/merak \
+      --timeout 60 train "${model[@]}" --steps 2 --dp 2 >"$work/o" 2>"$work/e"
+    rc=$?
+    set -e
+    ((rc == 1)) && grep -qE "merak launch: host (localhost|127.0.0.1) \(rank [01]\) failed with exit code 127" "$work/e" ||
+      { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
+    grep "merak launch" "$work/e"
+    ;;
+  launcher_dies)
+    printf 'localhost\n127.0.0.1\n' >"$work/hosts"
+    marker=$work/m.jsonl
+    "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --timeout 100 train "${model[@]}" \
+      --layers 4 --dim 128 --steps 100000 --dp 2 --metrics "$marker" >"$work/o" 2>"$work/e" &
+    lpid=$!
+    for _ in $(seq 150); do
+      [[ -s "$marker" ]] && break
+      sleep 0.2
+    done
+    [[ -s "$marker" ]] || { echo "FAIL: the job did not start training"; cat "$work/e"; kill "$lpid"; exit 1; }
+    (($(pgrep -f -- "$marker" | wc -l) >= 4)) || { echo "FAIL: expected 2 nodes and 2 ranks"; pgrep -af -- "$marker"; exit 1; }
+    kill -KILL "$lpid"
+    wait "$lpid" 2>/dev/null || true
+    start=$(date +%s)
+    while pgrep -f -- "$marker" >/dev/null; do
+      if (($(date +%s) - start > 20)); then
+        echo "FAIL: processes left 20 s after the launcher died:"
+        pgrep -af -- "$marker"
+        pkill -KILL -f -- "$marker"
+        exit 1
+      fi
+      sleep 0.2
+    done
+    echo "ok: every node and rank ended $(($(date +%s) - start)) s after the launcher was killed"
     ;;
   *)
     echo "unknown case $case_name"
