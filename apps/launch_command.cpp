@@ -181,7 +181,9 @@ int launch_hosts(const launch_flags& f, const std::vector<std::string>& command)
   const auto hosts = comm::read_hostfile(f.hostfile);
   int world = 0;
   for (auto& h : hosts) world += h.slots;
-  const std::string addr = f.master_addr.empty() ? hosts.front().name : f.master_addr;
+  // ssh takes USER@HOST; the other hosts reach rank 0 at HOST.
+  std::string addr = f.master_addr;
+  if (addr.empty()) addr = hosts.front().name.substr(hosts.front().name.find('@') + 1);
   int port = f.master_port;
   if (port <= 0) port = names_this_host(addr) ? comm::pick_free_port("127.0.0.1") : 29500;
   std::vector<std::string> rsh;

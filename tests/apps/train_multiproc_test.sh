@@ -148,12 +148,12 @@ EOF
     grep "merak: error" "$work/e" | head -3
     ;;
   hostfile)
-    printf 'localhost  # rank 0 here\n127.0.0.1 slots=1\n' >"$work/hosts"
+    printf '%s@localhost  # rank 0 here\n127.0.0.1 slots=1\n' "$(id -un)" >"$work/hosts"
     RSH_LOG=$work/rsh.log "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --timeout 120 \
       train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" 2>"$work/mp.err" ||
       { cat "$work/mp.err"; exit 1; }
     grep -q "2 processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
-    [[ "$(tr '\n' ' ' <"$work/rsh.log")" == "localhost 127.0.0.1 " ]] || { cat "$work/rsh.log"; exit 1; }
+    [[ "$(tr '\n' ' ' <"$work/rsh.log")" == "$(id -un)@localhost 127.0.0.1 " ]] || { cat "$work/rsh.log"; exit 1; }
     "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
     "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
