@@ -153,7 +153,8 @@ EOF
       train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" 2>"$work/mp.err" ||
       { cat "$work/mp.err"; exit 1; }
     grep -q "2 processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
-    [[ "$(tr '\n' ' ' <"$work/rsh.log")" == "$(id -un)@localhost 127.0.0.1 " ]] || { cat "$work/rsh.log"; exit 1; }
+    [[ "$(sort "$work/rsh.log" | tr '\n' ' ')" == "127.0.0.1 $(id -un)@localhost " ]] ||
+      { echo "FAIL: hosts reached:"; cat "$work/rsh.log"; exit 1; }
     "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
     "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
