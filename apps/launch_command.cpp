@@ -78,23 +78,31 @@ bool forwarded_by_default(const std::string& name) {
 }
 
 void add_flags(CLI::App& c, launch_flags& f) {
-  c.add_option("--procs", f.procs, "Processes (ranks) of the job on this host")
-      ->capture_default_str();
-  c.add_option("--hostfile", f.hostfile,
-               "Hosts of the job, one per line: HOST [slots=K] (ranks in file order)");
+  auto* procs = c.add_option("--procs", f.procs, "Processes (ranks) of the job on this host")
+                    ->capture_default_str();
+  auto* hostfile = c.add_option("--hostfile", f.hostfile,
+                                "Hosts of the job, one per line: HOST [slots=K] (ranks in file "
+                                "order)");
+  procs->excludes(hostfile);  // a hostfile says how many ranks each host runs
   c.add_option("--rsh", f.rsh, "With --hostfile: the command that runs a command on a host")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(hostfile);
   c.add_option("--master-addr", f.master_addr,
                "With --hostfile: the address at which the other hosts reach rank 0 (default: "
-               "the first host's name)");
+               "the first host's name)")
+      ->needs(hostfile);
   c.add_option("--master-port", f.master_port,
                "With --hostfile: rank 0's rendezvous port (default: a free one when the first "
-               "host is this one, else 29500)");
+               "host is this one, else 29500)")
+      ->needs(hostfile);
   c.add_option("--remote-merak", f.remote_merak,
-               "With --hostfile: the merak program on the hosts (default: this one's path)");
+               "With --hostfile: the merak program on the hosts (default: this one's path)")
+      ->needs(hostfile);
   c.add_option("--env", f.env,
                "With --hostfile: a variable to forward to every host, besides MERAK_*, UCX_* "
-               "and NCCL_* (repeatable)");
+               "and NCCL_* (repeatable)")
+      ->allow_extra_args(false)  // one name a flag: the command that follows is not a name
+      ->needs(hostfile);
   c.add_option("--timeout", f.timeout_s, "Seconds the whole job may take (0: no limit)")
       ->capture_default_str();
   c.prefix_command();  // from the first non-flag on, everything is the command's

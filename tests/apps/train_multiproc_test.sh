@@ -149,7 +149,7 @@ EOF
     ;;
   hostfile)
     printf '%s@localhost  # rank 0 here\n127.0.0.1 slots=1\n' "$(id -un)" >"$work/hosts"
-    RSH_LOG=$work/rsh.log "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --timeout 120 \
+    RSH_LOG=$work/rsh.log "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --env HOME --timeout 120 \
       train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" 2>"$work/mp.err" ||
       { cat "$work/mp.err"; exit 1; }
     grep -q "2 processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
@@ -204,6 +204,14 @@ EOF
     MERAK_JOB_TOKEN= refused "needs the same --token (or MERAK_JOB_TOKEN) on every host" \
       node --world-size 2 --master-port 1 "${cmd[@]}"
     refused "no command given" node --procs 1
+    for flags in "--procs 2 --hostfile $work/h5" "--master-port 5" "--rsh ssh"; do
+      set +e
+      "$merak" launch $flags "${cmd[@]}" >"$work/o" 2>"$work/e"
+      rc=$?
+      set -e
+      ((rc != 0)) && grep -qE "excludes --hostfile|requires --hostfile" "$work/e" ||
+        { echo "FAIL (exit $rc): launch $flags"; cat "$work/e"; exit 1; }
+    done
     echo "ok: bad hostfiles and node flags are refused by file, line and flag"
     ;;
   host_fails)
