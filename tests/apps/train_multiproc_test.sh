@@ -40,6 +40,7 @@ trap 'rm -rf "$work"' EXIT
 data=$work/text.txt
 cat "$(dirname "$0")"/../../README.md "$(dirname "$0")"/../../docs/*.md >"$data"
 rsh=$(dirname "$0")/local_rsh.sh
+source "$(dirname "$0")/expect_error.sh"
 model=(--data "$data" --layers 2 --dim 64 --heads 2 --seq 32 --batch 12 --eval-batches 2
   --lend-cores off --step-timeout 30)
 
@@ -172,17 +173,8 @@ EOF
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
     ;;
   bad_hosts)
-    # refused CASE_TEXT EXPECTED ARGS...: merak ARGS exits 1 naming EXPECTED.
-    refused() {
-      local expected=$1
-      shift
-      set +e
-      "$merak" "$@" >"$work/o" 2>"$work/e"
-      local rc=$?
-      set -e
-      ((rc == 1)) && grep -qF -- "$expected" "$work/e" ||
-        { echo "FAIL (exit $rc): merak $* should say: $expected"; cat "$work/e"; exit 1; }
-    }
+    # refused TEXT ARGS...: merak ARGS fails with an error that contains TEXT.
+    refused() { expect_error "$(printf '%s' "$1" | sed 's/[][\\.*^$(){}+?|]/\\&/g')" "${@:2}"; }
     cmd=(train "${model[@]}" --steps 1 --dp 2)
     printf 'a\nb slots=0\n' >"$work/h1"
     refused "$work/h1:2: slots must be a whole number from 1 to 4096 (got '0')" \
@@ -205,12 +197,7 @@ EOF
       node --world-size 2 --master-port 1 "${cmd[@]}"
     refused "no command given" node --procs 1
     for flags in "--procs 2 --hostfile $work/h5" "--master-port 5" "--rsh ssh"; do
-      set +e
-      "$merak" launch $flags "${cmd[@]}" >"$work/o" 2>"$work/e"
-      rc=$?
-      set -e
-      ((rc != 0)) && grep -qE "excludes --hostfile|requires --hostfile" "$work/e" ||
-        { echo "FAIL (exit $rc): launch $flags"; cat "$work/e"; exit 1; }
+      expect_error "excludes --hostfile|requires --hostfile" launch $flags "${cmd[@]}"
     done
     echo "ok: bad hostfiles and node flags are refused by file, line and flag"
     ;;
