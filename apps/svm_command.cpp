@@ -25,6 +25,7 @@ struct svm_train_flags {
   std::string nonconvex = "lla";
   double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4, relax = 1.0;
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
+  int lla_steps = 20;  // reweighted L1 steps after step 0 (lla_options::max_steps)
   bool json = false, no_standardize = false;
   // svm train across processes (apps/svm_remote_command.hpp):
   int procs = 0;
@@ -32,7 +33,7 @@ struct svm_train_flags {
   double timeout_s = 60;
   // svm path only:
   std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
-  bool cold = false, theta_per_lambda = false;
+  bool cold = false, theta_per_lambda = false, cv_only = false, l1_path_start = false;
 };
 
 struct svm_predict_flags {
@@ -61,6 +62,8 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   if (f.nonconvex != "lla" && f.nonconvex != "direct")
     fail("--nonconvex must be lla or direct (got '{}')", f.nonconvex);
   o.lla = f.nonconvex == "lla";
+  if (f.lla_steps < 0) fail("--lla-steps must not be negative (got {})", f.lla_steps);
+  o.lla_opts.max_steps = f.lla_steps;
   o.standardize = !f.no_standardize;
   o.workers = f.workers;
   // K > 1: one CAF worker actor per row shard.
@@ -178,10 +181,15 @@ int run_svm_path(const svm_train_flags& f) {
   o.folds = f.folds;
   o.warm = !f.cold;
   o.theta_per_lambda = f.theta_per_lambda;
+  o.full_fit = !f.cv_only;
+  o.l1_path_start = f.l1_path_start;
+  if (f.cv_only && f.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   svm::set_solver_threads(f.threads);
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
   svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
-  if (!f.json)
+  if (!f.json && f.cv_only)
+    std::printf("%-10s %11s %11s\n", "lambda", "cv_accuracy", "cv_mean_nnz");
+  else if (!f.json)
     std::printf("%-10s %-12s %8s %6s %9s %9s %-10s%s\n", "lambda", "objective", "iters", "nnz",
                 "accuracy", "time_s", "converged", f.folds ? "  cv_accuracy cv_mean_nnz" : "");
   svm::fit_path(d, o, [&](const svm::path_point& pt) {
@@ -190,13 +198,15 @@ int run_svm_path(const svm_train_flags& f) {
                        {"penalty", svm::penalty_name(o.fit.pen.kind)},
                        {"lambda", pt.lambda},
                        {"theta", pt.theta},
-                       {"objective", pt.objective},
-                       {"iterations", pt.iterations},
-                       {"converged", pt.converged},
-                       {"nnz", pt.nnz},
-                       {"accuracy", pt.accuracy},
-                       {"time_s", pt.time_s},
                        {"warm", o.warm}};
+      if (o.full_fit) {
+        j["objective"] = pt.objective;
+        j["iterations"] = pt.iterations;
+        j["converged"] = pt.converged;
+        j["nnz"] = pt.nnz;
+        j["accuracy"] = pt.accuracy;
+        j["time_s"] = pt.time_s;
+      }
       if (f.folds >= 2) {
         j["folds"] = f.folds;
         j["cv_accuracy"] = pt.cv_accuracy;
@@ -204,6 +214,9 @@ int run_svm_path(const svm_train_flags& f) {
         j["cv_time_s"] = pt.cv_time_s;
       }
       std::cout << j.dump() << std::endl;
+    } else if (!o.full_fit) {
+      std::printf("%-10g %11.4f %11.1f\n", pt.lambda, pt.cv_accuracy, pt.cv_mean_nnz);
+      std::fflush(stdout);
     } else {
       std::printf("%-10g %-12.6g %8d %6lld %9.4f %9.4f %-10s", pt.lambda, pt.objective,
                   pt.iterations, (long long)pt.nnz, pt.accuracy, pt.time_s,
@@ -275,6 +288,9 @@ action add_svm_command(CLI::App& parent) {
                 "Nonconvex penalties: lla (reweighted L1 from the L1 fit) or direct (ADMM with "
                 "the nonconvex prox)")
       ->capture_default_str();
+  t->add_option("--lla-steps", tf->lla_steps,
+                 "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
+      ->capture_default_str();
   t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
       ->capture_default_str();
   t->add_option("--procs", tf->procs,
@@ -324,6 +340,15 @@ action add_svm_command(CLI::App& parent) {
       ->capture_default_str();
   h->add_flag("--no-standardize", hf->no_standardize, "Fit on the features as they are");
   h->add_flag("--cold", hf->cold, "Start every lambda from zero (no warm start)");
+  h->add_option("--lla-steps", hf->lla_steps,
+                "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
+      ->capture_default_str();
+  h->add_flag("--l1-path-start", hf->l1_path_start,
+              "Nonconvex (lla): each lambda's L1 step starts from the previous lambda's L1 step "
+              "(default: from its final fit)");
+  h->add_flag("--cv-only", hf->cv_only,
+              "With --folds: only the fold paths (no fit on all the data; lines carry the CV "
+              "fields)");
   h->add_flag("--theta-per-lambda", hf->theta_per_lambda,
               "--theta is a multiple of lambda (each lambda gets theta * lambda)");
   h->add_option("--threads", hf->threads, "Threads for the matrix products (default: all cores)");

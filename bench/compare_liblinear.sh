@@ -30,7 +30,13 @@
 # path. Output: a Markdown table on stdout, one JSON line per (data set,
 # method) in $OUT (default compare_liblinear.jsonl). Environment: LAMBDAS,
 # COSTS (the grids), TOL (merak's --tol, default 1e-4), TOLERANCE, EXTRA
-# (more merak flags, e.g. "--nonconvex direct").
+# (more merak flags, e.g. "--nonconvex direct" or "--lla-steps 2"), METHODS
+# (default "liblinear l1 scad mcp lsp capped-l1"), SCAD_THETAS, MCP_THETAS,
+# LSP_THETAS, CAPPED_THETAS (space-separated theta grids, defaults below).
+# CHOSEN=FILE (an OUT file of an earlier run): no grid search; each method is
+# run at the setting FILE chose for it on that data set (LIBLINEAR at its C),
+# e.g. to time the choices of a long run under an exclusive lock (the CV
+# columns are then those of a one-lambda path, i.e. of cold fits).
 #
 # Repeated stratified CV (the same for every method, LIBLINEAR included):
 # SEED=S reorders the rows before the folds are cut, so that fold f holds a
@@ -46,7 +52,9 @@ merak=${1:-$root/build/bin/merak}
 data_dir=${2:-$root/../shared/data}
 folds=${3:-5}
 out=${OUT:-compare_liblinear.jsonl}
-lambdas=${LAMBDAS:-0.3,0.2,0.1,0.07,0.05,0.04,0.03,0.02,0.01,0.005,0.003,0.001}
+# The sixth session's grid (finer between 0.1 and 0.01, where golub's
+# nonconvex fits go from ~4 to ~15 weights); the same for every method.
+lambdas=${LAMBDAS:-0.3,0.2,0.15,0.1,0.07,0.06,0.05,0.045,0.04,0.035,0.03,0.025,0.02,0.015,0.01,0.005,0.003,0.001}
 costs=(${COSTS:-0.01 0.03 0.1 0.3 1 3 10})
 tol=${TOL:-1e-4}  # merak --tol
 tolerance=${TOLERANCE:-0.01}
@@ -55,13 +63,16 @@ datasets=(${DATASETS:-heart_scale.libsvm sonar.csv ionosphere.csv golub.csv west
 seed=${SEED:-}
 cands_out=${CANDS:-}
 cold=${COLD:-1}
+chosen_in=${CHOSEN:-}
+methods=(${METHODS:-liblinear l1 scad mcp lsp capped-l1})
 # theta grids of the nonconvex penalties (SCAD a, MCP gamma, LSP theta, cap).
 # SCAD, MCP and capped-L1 become flat at a multiple of lambda: a lambda, gamma
 # lambda, and for capped-L1 the cap, given here as a multiple of lambda
 # (--theta-per-lambda: cap = theta * lambda; a fixed cap of 0.3 or 1 lay above
 # every standardised golub weight, so capped-L1 was the L1 fit there).
 # LSP's theta is a weight scale (its slope at 0 is lambda / theta).
-declare -A thetas=([l1]="0" [scad]="2.5 3.7" [mcp]="1.5 2 3" [lsp]="0.1 1" [capped-l1]="1.5 2 3")
+declare -A thetas=([l1]="0" [scad]="${SCAD_THETAS:-2.2 2.5 3 3.7 5}" [mcp]="${MCP_THETAS:-1.2 1.5 2 3 5}"
+                   [lsp]="${LSP_THETAS:-0.03 0.1 0.3 1}" [capped-l1]="${CAPPED_THETAS:-1.2 1.5 2 3 5}")
 declare -A theta_per_lambda=([capped-l1]=1)
 command -v liblinear-train >/dev/null || { echo "liblinear-train not found (apt-get install liblinear-tools)" >&2; exit 1; }
 [[ -x $merak ]] || { echo "merak binary '$merak' not found (build first)" >&2; exit 1; }
@@ -181,6 +192,20 @@ pick = min(ok, key=lambda r: float(r[1]))
 print(" ".join(pick), best)' "$tolerance"
 }
 
+# chosen_setting METHOD FIELD: FIELD of METHOD's line for this data set in $chosen_in.
+chosen_setting() {
+  python3 - "$chosen_in" "${name%.*}" "$1" "$2" <<'PY'
+import json, sys
+path, data, method, field = sys.argv[1:5]
+for l in open(path):
+    d = json.loads(l)
+    if d["data"] == data and d["method"] == method:
+        print(d[field]); break
+else:
+    sys.exit(f"{path}: no {method} line for {data}")
+PY
+}
+
 printf '| data (n x p) | method | chosen | CV accuracy | mean nnz | best CV acc. (grid) | s per fit cold | s per fit path |\n'
 printf '|---|---|---|---|---|---|---|---|\n'
 for name in "${datasets[@]}"; do
@@ -193,22 +218,29 @@ for name in "${datasets[@]}"; do
   n=$(wc -l <"$file")
   p=$(awk '{ for (i = 2; i <= NF; i++) { split($i, a, ":"); if (a[1] + 0 > m) m = a[1] + 0 } } END { print m }' "$file")
   cands=""
-  for c in "${costs[@]}"; do
+  [[ -n $chosen_in ]] && costs=($(chosen_setting liblinear-s5 C))
+  [[ " ${methods[*]} " == *" liblinear "* ]] && for c in "${costs[@]}"; do
     read -r acc nnz secs < <(liblinear_cv "$c")
     cands+="$acc $nnz $secs $c"$'\n'
     cand liblinear-s5 "\"C\":$c" "$acc" "$nnz"
   done
-  read -r acc nnz secs c bestacc < <(printf '%s' "$cands" | select_best)
+  [[ -n $cands ]] && read -r acc nnz secs c bestacc < <(printf '%s' "$cands" | select_best) &&
   printf '| %s (%s x %s) | LIBLINEAR -s 5 | C=%s | %.4f | %.1f | %.4f | %.4f | - |\n' "${name%.*}" "$n" "$p" "$c" "$acc" "$nnz" "$bestacc" "$secs"
-  echo "{\"data\":\"${name%.*}\",\"method\":\"liblinear-s5\",\"C\":$c,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs}" >>"$out"
+  [[ -n $cands ]] && echo "{\"data\":\"${name%.*}\",\"method\":\"liblinear-s5\",\"C\":$c,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs}" >>"$out"
   for pen in l1 scad mcp lsp capped-l1; do
+    [[ " ${methods[*]} " == *" $pen "* ]] || continue
     cands=""
-    for th in ${thetas[$pen]}; do
+    pen_thetas=${thetas[$pen]} pen_lambdas=$lambdas
+    if [[ -n $chosen_in ]]; then
+      pen_lambdas=$(chosen_setting "merak-$pen" lambda)
+      [[ $pen != l1 ]] && pen_thetas=$(chosen_setting "merak-$pen" theta)
+    fi
+    for th in $pen_thetas; do
       theta_flag=()
       [[ $pen != l1 ]] && theta_flag=(--theta "$th")
       [[ -n ${theta_per_lambda[$pen]:-} ]] && theta_flag+=(--theta-per-lambda)
       cands+=$("$merak" svm path --data "$file" --format libsvm --penalty "$pen" "${theta_flag[@]}" \
-                 --lambdas "$lambdas" --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}" |
+                 --lambdas "$pen_lambdas" --tol "$tol" --folds "$folds" --cv-only --json --log-level warn "${extra[@]}" |
                python3 -c "
 import json, sys
 for l in sys.stdin:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Repeated stratified CV for bench/compare_liblinear.sh.
 
-Usage: bench/compare_repeated.py CANDS.jsonl [TOLERANCE]
+Usage: bench/compare_repeated.py CANDS.jsonl [TOLERANCE] [--curve K1,K2,...]
 
 CANDS.jsonl holds the grid points that compare_liblinear.sh wrote with
 CANDS=FILE over several SEED=S runs (one line per data set, method, setting
@@ -17,6 +17,9 @@ penalties whether the issue's target holds against merak L1 on that set
 (mean accuracy at least L1's minus one point, non-zeros at most a third of
 L1's), and, as a bound rather than a selection, the best mean accuracy any
 of the method's settings reaches with at most a third of L1's non-zeros.
+--curve K1,K2,... adds a second table: per data set and method, the best
+mean accuracy of any setting with at most K mean non-zeros (the
+accuracy / sparsity curve that the grid samples; a bound, not a selection).
 """
 import json
 import sys
@@ -41,12 +44,20 @@ def setting_text(method, key):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    curve = []
+    if "--curve" in args:
+        i = args.index("--curve")
+        if i + 1 >= len(args):
+            sys.exit("--curve needs K1,K2,...")
+        curve = [float(k) for k in args[i + 1].split(",")]
+        del args[i:i + 2]
+    if not args:
         sys.exit(__doc__)
-    tol = float(sys.argv[2]) if len(sys.argv) > 2 else 0.01
-    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    tol = float(args[1]) if len(args) > 1 else 0.01
+    rows = [json.loads(l) for l in open(args[0]) if l.strip()]
     if not rows:
-        sys.exit(f"{sys.argv[1]}: no grid points")
+        sys.exit(f"{args[0]}: no grid points")
     seeds = OrderedDict()  # data -> set of seeds
     scores = OrderedDict()  # (data, method) -> OrderedDict(key -> {seed: (acc, nnz)})
     folds = {}
@@ -62,6 +73,7 @@ def main():
           "| best mean CV acc. | repeats | target vs L1 | best acc. / nnz at <= L1 nnz / 3 |")
     print("|---|---|---|---|---|---|---|---|---|")
     chosen = {}
+    all_cands = OrderedDict()
     for (data, method), per in scores.items():
         want = seeds[data]
         cands = []
@@ -75,12 +87,18 @@ def main():
             print(f"{data} {method}: no setting scored by every seed {sorted(want)}; skipped",
                   file=sys.stderr)
             continue
+        all_cands[(data, method)] = cands
         best = max(c[0] for c in cands)
         ok = [c for c in cands if c[0] >= best - tol - 1e-12]
         pick = min(ok, key=lambda c: c[1])  # first of the fewest: grid order
-        chosen[(data, method)] = pick
+        chosen[(data, method)] = (pick, best)
+    # Printed after every choice is known: the target needs L1's, wherever
+    # its lines are in the file.
+    for (data, method), (pick, best) in chosen.items():
+        cands = all_cands[(data, method)]
+        want = seeds[data]
         target = sparse = ""
-        l1 = chosen.get((data, "merak-l1"))
+        l1 = chosen.get((data, "merak-l1"), (None, None))[0]
         if method not in ("merak-l1", "liblinear-s5") and l1 is not None:
             met = pick[0] >= l1[0] - 0.01 - 1e-12 and pick[1] <= l1[1] / 3 + 1e-12
             target = ("met" if met else "missed") + f" (needs >= {l1[0] - 0.01:.4f}, <= {l1[1] / 3:.1f})"
@@ -93,6 +111,21 @@ def main():
         print(f"| {data} | {method} | {setting_text(method, pick[4])} | {pick[0]:.4f} "
               f"({pick[2]:.4f}-{pick[3]:.4f}) | {pick[1]:.1f} | {best:.4f} | {len(want)} | {target} "
               f"| {sparse} |")
+
+    if curve:
+        print()
+        print("| data | method | " + " | ".join(f"<= {k:g} nnz" for k in curve) + " |")
+        print("|---|---|" + "---|" * len(curve))
+        for (data, method), cands in all_cands.items():
+            cells = []
+            for k in curve:
+                few = [c for c in cands if c[1] <= k + 1e-12]
+                if not few:
+                    cells.append("-")
+                    continue
+                b = max(few, key=lambda c: (c[0], -c[1]))
+                cells.append(f"{b[0]:.4f} / {b[1]:.1f} ({setting_text(method, b[4])})")
+            print(f"| {data} | {method} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -23,15 +23,19 @@ void walk(const dataset& d, const path_options& o,
     scaled.x.scale_columns(scale);
   }
   densify_if_dense(scaled.x);
-  admm_state state;
+  admm_state state, step0;
+  const bool l1_path = o.l1_path_start && o.fit.lla;
   for (size_t i = 0; i < o.lambdas.size(); ++i) {
     penalty pen = o.fit.pen;
     pen.lambda = o.lambdas[i];
     if (o.theta_per_lambda) pen.theta = o.fit.pen.theta * o.lambdas[i];
-    const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
-    admm_result r = o.fit.lla
-                        ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
-                        : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
+    const admm_state& from = l1_path ? step0 : state;
+    const admm_state* start = o.warm && !from.empty() ? &from : nullptr;
+    admm_state next0;
+    admm_result r = o.fit.lla ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts,
+                                          start, l1_path ? &next0 : nullptr)
+                              : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
+    if (l1_path) step0 = std::move(next0);
     visit(i, r, scale);
     state = std::move(r.state);
   }
@@ -45,6 +49,7 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& in,
   if (o.lambdas.empty()) fail("--lambdas: the grid is empty");
   for (double l : o.lambdas)
     if (!(l > 0) || !std::isfinite(l)) fail("--lambdas: {} is not a positive number", l);
+  if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);
   std::sort(o.lambdas.begin(), o.lambdas.end(), std::greater<>());
   o.fit.pen.lambda = o.lambdas.front();
@@ -80,6 +85,11 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& in,
       });
     }
     for (size_t i = 0; i < pts.size(); ++i) pts[i].cv_accuracy = double(right[i]) / double(n);
+  }
+  if (!o.full_fit) {
+    if (on_point)
+      for (const path_point& pt : pts) on_point(pt);
+    return pts;
   }
   walk(d, o, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
     path_point& pt = pts[i];

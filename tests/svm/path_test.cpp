@@ -105,3 +105,65 @@ TEST_CASE("theta_per_lambda fits each lambda with theta times lambda", "[svm][pa
   CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--theta-per-lambda: at lambda 0.03: "
                                                     "--theta (SCAD a) must be > 2 (got 0."));
 }
+
+TEST_CASE("full_fit false gives the same CV fields without the fit on all the data",
+          "[svm][path]") {
+  dataset d = test::synthetic({.n = 60, .p = 80, .informative = 4, .seed = 14});
+  path_options o = grid(penalty_kind::mcp);
+  o.folds = 3;
+  const auto full = fit_path(d, o);
+  o.full_fit = false;
+  std::vector<double> seen;
+  const auto cv = fit_path(d, o, [&](const path_point& p) { seen.push_back(p.lambda); });
+  CHECK(seen == std::vector<double>{0.1, 0.03, 0.01, 0.003});
+  REQUIRE(cv.size() == full.size());
+  for (size_t i = 0; i < cv.size(); ++i) {
+    INFO("lambda " << cv[i].lambda);
+    CHECK(cv[i].cv_accuracy == full[i].cv_accuracy);
+    CHECK(cv[i].cv_mean_nnz == full[i].cv_mean_nnz);
+    // No fit on all the data: its fields stay at their defaults.
+    CHECK(full[i].iterations > 0);
+    CHECK(cv[i].iterations == 0);
+    CHECK(cv[i].nnz == 0);
+  }
+  o.folds = 0;
+  CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--cv-only needs --folds"));
+}
+
+TEST_CASE("l1_path_start starts each lambda's LLA from the previous lambda's L1 step",
+          "[svm][path]") {
+  dataset d = test::synthetic({.n = 40, .p = 300, .informative = 6, .flip = 0.05, .seed = 15});
+  path_options o = grid(penalty_kind::mcp);
+  o.fit.standardize = false;  // the path then fits d itself, as lla_solve below
+  o.fit.pen.theta = 1.5;
+  // At a loose tolerance the step-0 L1 fit stops near where it started, so
+  // the start shows.
+  o.fit.admm.rel_tol = 1e-3, o.fit.admm.abs_tol = 1e-4;
+  const auto plain = fit_path(d, o);
+  o.l1_path_start = true;
+  const auto l1p = fit_path(d, o);
+  // The same steps by hand: an L1 path (warm-started) gives each lambda's
+  // start; the MCP fit at lambda k starts from the L1 state of lambda k - 1.
+  const std::vector<double> lambdas{0.1, 0.03, 0.01, 0.003};
+  admm_state l1_state;
+  bool differs = false;
+  for (size_t i = 0; i < lambdas.size(); ++i) {
+    penalty pen = o.fit.pen;
+    pen.lambda = lambdas[i];
+    admm_state step0;
+    const admm_result r = lla_solve(d.x, d.y, pen, o.fit.admm, o.fit.lla_opts,
+                                    l1_state.empty() ? nullptr : &l1_state, &step0);
+    INFO("lambda " << lambdas[i]);
+    REQUIRE(l1p[i].lambda == lambdas[i]);
+    CHECK(l1p[i].objective == Approx(r.objective).epsilon(1e-12));
+    CHECK(l1p[i].nnz == r.nnz());
+    // step0 is the L1 fit at lambda from the previous L1 state.
+    const admm_result l1 = admm_solve(d.x, d.y, {penalty_kind::l1, lambdas[i], 0}, o.fit.admm, {},
+                                      l1_state.empty() ? nullptr : &l1_state);
+    CHECK((step0.z - l1.state.z).cwiseAbs().maxCoeff() == 0);
+    l1_state = step0;
+    differs = differs || std::abs(plain[i].objective - l1p[i].objective) > 1e-9;
+  }
+  // From the previous final (MCP) state instead, the path goes elsewhere.
+  CHECK(differs);
+}
