@@ -32,4 +32,8 @@ void bitmap_to_rows(std::span<const uint64_t> bits, std::vector<uint32_t>& rows)
 // without the vector division's throughput limit (~2 ms for 51 MB here).
 void divide_floats(float* dst, const float* src, size_t n, float p);
 
+// True, with inv = 1/p, when p is a power of two (then x·inv rounds exactly
+// as x/p does): the test divide_floats makes, for kernels that fuse it.
+bool exact_inverse(float p, float& inv);
+
 }  // namespace merak::comm

@@ -55,6 +55,31 @@ TEST_CASE("the row scan finds exactly the rows that hold a value other than zero
   CHECK(rows == std::vector<uint32_t>{1, 4, 6});
 }
 
+TEST_CASE("the row scan agrees with a value-by-value check in the vector blocks and the tail",
+          "[codec]") {
+  // Widths below, at and past the scan's 64-value blocks; one value per row
+  // at every column in turn, and rows of -0, NaN and denormals.
+  for (int64_t d : {1, 15, 63, 64, 65, 128, 133, 256, 257}) {
+    const int64_t n = 3 * d + 4;
+    std::vector<float> g(size_t(n * d), 0.0f);
+    for (int64_t c = 0; c < d; ++c) {
+      g[size_t((3 * c) * d + c)] = 1e-42f;     // denormal: non-zero
+      g[size_t((3 * c + 1) * d + c)] = -0.0f;  // zero
+      g[size_t((3 * c + 2) * d + c)] = c % 2 ? -3.0f : std::numeric_limits<float>::quiet_NaN();
+    }
+    for (int64_t c = 0; c < d; ++c) g[size_t((n - 1) * d + c)] = -0.0f;  // a row of -0
+    std::vector<uint32_t> expect, rows;
+    for (int64_t k = 0; k < n; ++k) {
+      bool any = false;
+      for (int64_t c = 0; c < d; ++c) any |= !(g[size_t(k * d + c)] == 0.0f);
+      if (any) expect.push_back(uint32_t(k));
+    }
+    nonzero_rows(g, n, d, rows);
+    CHECK(rows == expect);
+    CHECK(rows.size() == size_t(2 * d));
+  }
+}
+
 TEST_CASE("the OR of the ranks' bitmaps is the union of their non-zero rows", "[codec]") {
   const int64_t n = 1000, d = 3;
   std::set<uint32_t> expect;
@@ -96,6 +121,68 @@ TEST_CASE("exact codecs equal the rank-order average bit for bit", "[codec]") {
       }
     }
   }
+}
+
+TEST_CASE("coo sums each union row in rank order from +0 on its own rows, keeping signed zeros",
+          "[codec]") {
+  // Rows with some -0 values, ranks whose zero rows hold -0: the decode must
+  // give the bits of "zero this rank's rows, add every rank's rows in rank
+  // order, divide the union rows by P", whatever the sign of the zeros.
+  const int64_t n = 40, d = 70;
+  for (int P = 1; P <= 4; ++P) {
+    std::vector<std::vector<float>> g;
+    for (int r = 0; r < P; ++r) {
+      auto gr = row_sparse_gradient(n, d, 0.3, 900 + 10 * P + r);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t c = (k + r) % 3; c < d; c += 3) {
+          float& v = gr[size_t(k * d + c)];
+          v = v == 0.0f ? -0.0f : (c % 2 ? -0.0f : v);  // -0 in zero rows and non-zero ones
+        }
+      g.push_back(gr);
+    }
+    std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(P));
+    std::set<uint32_t> u;
+    for (int r = 0; r < P; ++r) {
+      nonzero_rows(g[size_t(r)], n, d, rows[size_t(r)]);
+      u.insert(rows[size_t(r)].begin(), rows[size_t(r)].end());
+    }
+    std::vector<std::vector<float>> expect;
+    for (int me = 0; me < P; ++me) {
+      std::vector<float> e = g[size_t(me)];
+      for (uint32_t k : rows[size_t(me)])
+        for (int64_t c = 0; c < d; ++c) e[size_t(k * d + c)] = 0.0f;
+      for (int r = 0; r < P; ++r)
+        for (uint32_t k : rows[size_t(r)])
+          for (int64_t c = 0; c < d; ++c) e[size_t(k * d + c)] += g[size_t(r)][size_t(k * d + c)];
+      for (uint32_t k : u)
+        for (int64_t c = 0; c < d; ++c) e[size_t(k * d + c)] /= float(P);
+      expect.push_back(e);
+    }
+    std::vector<int64_t> unions;
+    const auto out = run_pure({.kind = codec_kind::coo}, g, n, d, &unions);
+    INFO("P=" << P);
+    for (int r = 0; r < P; ++r) {
+      CHECK(bitwise_equal(out[size_t(r)], expect[size_t(r)]));
+      CHECK(unions[size_t(r)] == int64_t(u.size()));
+    }
+  }
+}
+
+TEST_CASE("coo refuses a block whose rows do not increase, naming the rank", "[codec]") {
+  const int64_t n = 10, d = 2;
+  std::vector<float> g(size_t(n * d), 0.0f);
+  g[2 * d] = 1.0f;
+  auto c = make_codec({.kind = codec_kind::coo});
+  codec_message msg;
+  c->encode(g, n, d, 2, msg);
+  // Rank 0 sends rows 5 then 3; rank 1 (this one) its row 2.
+  std::vector<std::byte> blocks(4 * 3 * 3);
+  const uint32_t bad[2] = {5, 3}, mine = 2;
+  std::memcpy(blocks.data(), bad, 8);
+  std::memcpy(blocks.data() + 24, &mine, 4);
+  msg.gathered = blocks;
+  msg.gathered_sizes = {24, 12};
+  CHECK_THROWS_WITH(c->decode(msg, g), Catch::Contains("rank 0 sent rows out of order"));
 }
 
 TEST_CASE("every codec returns zeros when no rank has a non-zero row", "[codec]") {
