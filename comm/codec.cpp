@@ -91,13 +91,6 @@ bool codec::find_rows(std::span<const float> grad, int64_t n, int64_t d,
 
 namespace {
 
-void divide_rows(std::span<float> g, std::span<const uint32_t> rows, int64_t d, float p) {
-  for (uint32_t k : rows) {
-    float* r = g.data() + int64_t(k) * d;
-    divide_floats(r, r, size_t(d), p);
-  }
-}
-
 // dense: one SUM of the whole gradient, in place; decode divides by P.
 class dense_codec final : public codec {
  public:
@@ -151,38 +144,64 @@ class coo_codec final : public codec {
   }
   bool advance(codec_message&) override { return false; }
 
+  // The blocks' row lists are increasing, so the union is their merge: each
+  // union row is summed over the blocks that hold it (rank order) and divided
+  // by P in one visit, while it is in cache. Same operations as zeroing this
+  // rank's rows, adding every block in turn and dividing the union rows after
+  // (the earlier decode, three passes over the rows): the same bits.
   void decode(codec_message& msg, std::span<float> grad) override {
     if (int(msg.gathered_sizes.size()) != ranks_)
       fail("coo codec: the all-gather returned {} blocks for {} ranks", msg.gathered_sizes.size(),
            ranks_);
     const int64_t d = d_;
     const size_t row_bytes = 4 * size_t(1 + d);
-    for (uint32_t k : own_) std::memset(grad.data() + int64_t(k) * d, 0, size_t(d) * 4);
-    seen_.assign(size_t(bitmap_words(n_)), 0);
+    const auto R = size_t(ranks_);
+    rows_at_.resize(R), vals_at_.resize(R), count_.resize(R), next_.assign(R, 0);
     const std::byte* p = msg.gathered.data();
-    for (int r = 0; r < ranks_; ++r) {
-      const size_t bytes = msg.gathered_sizes[size_t(r)];
+    for (size_t r = 0; r < R; ++r) {
+      const size_t bytes = msg.gathered_sizes[r];
       if (bytes % row_bytes)
         fail("coo codec: rank {} sent {} bytes, not a whole number of rows of d={}", r, bytes, d);
-      const size_t m = bytes / row_bytes;
-      const std::byte* vals = p + m * 4;
-      for (size_t i = 0; i < m; ++i) {
-        uint32_t k;
-        std::memcpy(&k, p + i * 4, 4);
-        if (k >= n_) fail("coo codec: rank {} sent row {} of a gradient with n={}", r, k, n_);
-        seen_[k >> 6] |= uint64_t(1) << (k & 63);
-        float* dst = grad.data() + int64_t(k) * d;
-        float row[256];
-        for (int64_t c0 = 0; c0 < d; c0 += 256) {  // copied: the block is unaligned bytes
-          const int64_t n = std::min<int64_t>(256, d - c0);
-          std::memcpy(row, vals + (i * size_t(d) + size_t(c0)) * 4, size_t(n) * 4);
-          for (int64_t c = 0; c < n; ++c) dst[c0 + c] += row[c];
-        }
-      }
+      count_[r] = bytes / row_bytes;
+      rows_at_[r] = p, vals_at_[r] = p + count_[r] * 4;
       p += bytes;
     }
-    bitmap_to_rows(seen_, union_);
-    divide_rows(grad, union_, d, float(ranks_));
+    auto row_of = [&](size_t r, size_t i) {
+      uint32_t k;
+      std::memcpy(&k, rows_at_[r] + i * 4, 4);
+      return k;
+    };
+    union_.clear();
+    size_t own_at = 0;
+    const float fp = float(ranks_);
+    for (;;) {
+      bool more = false;  // the next union row k: the least row at any cursor
+      uint32_t k = 0;
+      for (size_t r = 0; r < R; ++r)
+        if (next_[r] < count_[r]) {
+          const uint32_t kr = row_of(r, next_[r]);
+          k = more ? std::min(k, kr) : kr;
+          more = true;
+        }
+      if (!more) break;
+      if (k >= n_) fail("coo codec: a rank sent row {} of a gradient with n={}", k, n_);
+      float* dst = grad.data() + int64_t(k) * d;
+      // This rank's own rows start from zero, the others from what they hold (±0).
+      const bool own = own_at < own_.size() && own_[own_at] == k;
+      if (own) ++own_at;
+      bool first = own;
+      for (size_t r = 0; r < R; ++r) {
+        if (next_[r] >= count_[r] || row_of(r, next_[r]) != k) continue;
+        const std::byte* src = vals_at_[r] + next_[r] * size_t(d) * 4;
+        if (++next_[r] < count_[r] && row_of(r, next_[r]) <= k)
+          fail("coo codec: rank {} sent rows out of order ({} after {})", r, row_of(r, next_[r]),
+               k);
+        add_bytes(dst, src, d, first);
+        first = false;
+      }
+      divide_floats(dst, dst, size_t(d), fp);
+      union_.push_back(k);
+    }
     ++step_;
     msg.clear();
   }
@@ -191,13 +210,32 @@ class coo_codec final : public codec {
   uint64_t step() const override { return step_; }
 
  private:
+  // dst[c] := dst[c] (+0 instead when `from_zero`) + the c-th of the m floats
+  // at src (4-aligned bytes of the gathered buffer, read with memcpy).
+  static void add_bytes(float* __restrict dst, const std::byte* __restrict src, int64_t m,
+                        bool from_zero) {
+    auto at = [src](int64_t c) {
+      float v;
+      std::memcpy(&v, src + c * 4, 4);
+      return v;
+    };
+    if (from_zero) {
+      for (int64_t c = 0; c < m; ++c) dst[c] = 0.0f + at(c);
+    } else {
+      for (int64_t c = 0; c < m; ++c) dst[c] += at(c);
+    }
+  }
+
   codec_config config_;
   int64_t n_ = 0, d_ = 0;
   int ranks_ = 1;
   uint64_t step_ = 0;
   std::vector<uint32_t> own_, union_;
-  std::vector<uint64_t> seen_;
   std::vector<std::byte> block_;
+  // Merge cursors of decode, per rank: its row list, its values, its row
+  // count and the next row to take.
+  std::vector<const std::byte*> rows_at_, vals_at_;
+  std::vector<size_t> count_, next_;
 };
 
 // union (OmniReduce-style):
