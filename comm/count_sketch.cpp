@@ -67,6 +67,20 @@ inline void load_run(float* __restrict e, const float* __restrict t, uint32_t x0
     e[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(t[c]) ^ sign_bit(sk, x0 + uint32_t(c)));
 }
 
+// Row runs, r = 1: o[c] = s(x0 + c)·t[c] / p for c in [0, m), rounded as
+// divide_floats rounds (x·inv when `exact`, i.e. inv = 1/p exactly).
+inline void load_run_divided(float* __restrict o, const float* __restrict t, uint32_t x0,
+                             uint32_t sk, int64_t m, float p, float inv, bool exact) {
+  auto signed_value = [&](int64_t c) {
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(t[c]) ^ sign_bit(sk, x0 + uint32_t(c)));
+  };
+  if (exact) {
+    for (int64_t c = 0; c < m; ++c) o[c] = signed_value(c) * inv;
+  } else {
+    for (int64_t c = 0; c < m; ++c) o[c] = signed_value(c) / p;
+  }
+}
+
 }  // namespace
 
 count_sketch::count_sketch(int rows, int64_t width, int64_t n, int64_t d, uint64_t seed,
@@ -171,6 +185,8 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
   float vals[32];
   const bool ident = injective();
   const uint64_t w = uint64_t(w_);
+  float inv = 0;
+  const bool exact = exact_inverse(divisor, inv);
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint32_t k = rows[i];
     MERAK_CHECK(k < n_, "row {} of n={}", k, n_);
@@ -180,6 +196,15 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
     }
     float* dst = out + (packed ? int64_t(i) : int64_t(k)) * d_;
     const uint32_t base = uint32_t(int64_t(k) * d_);
+    if (runs_ && r_ == 1) {
+      // The common case in one pass: signed loads of the run, divided, straight
+      // into the row (no per-block copy through est).
+      const int64_t start = run_start(0, k), first = std::min(d_, w_ - start);
+      load_run_divided(dst, table.data() + start, base, sign_key_[0], first, divisor, inv, exact);
+      load_run_divided(dst + first, table.data(), base + uint32_t(first), sign_key_[0], d_ - first,
+                       divisor, inv, exact);
+      continue;
+    }
     for (int64_t c0 = 0; c0 < d_; c0 += block) {
       const int64_t m = std::min(block, d_ - c0);
       for (int j = 0; j < r_; ++j) {
