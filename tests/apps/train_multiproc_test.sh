@@ -18,6 +18,9 @@
 #              with a message naming the process count and the flag
 #   rank_dies  SIGKILL of rank 1 mid-run: rank 0 fails within seconds with an
 #              error naming the peer, and the launcher names rank 1
+#   resume     a job that saved at step 4 of 8, resumed by a new job of 2
+#              processes and by the in-process --dp 2 run: steps 5-8 equal
+#              the uninterrupted job's to 1e-12
 #   (hostfile and node_by_hand: one node per "host" sees LOCAL_WORLD_SIZE 1,
 #   so --threads 1 gives each rank the thread count of dp2's processes)
 #   hostfile   merak launch --hostfile over two "hosts" (localhost and
@@ -171,6 +174,28 @@ EOF
     "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
     "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  resume)
+    run8=(train "${model[@]}" --steps 8 --dp 2)
+    "$merak" launch --procs 2 --timeout 120 "${run8[@]}" --save "$work/ck" --save-interval 4 \
+      --metrics "$work/whole.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
+    "$merak" launch --procs 2 --timeout 120 "${run8[@]}" --load "$work/ck/step_00000004" \
+      --metrics "$work/mp.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
+    "$merak" "${run8[@]}" --load "$work/ck/step_00000004" --metrics "$work/ip.jsonl" 2>"$work/e" ||
+      { cat "$work/e"; exit 1; }
+    python3 - "$work/whole.jsonl" "$work/mp.jsonl" "$work/ip.jsonl" <<'EOF2'
+import json, sys
+whole, mp, ip = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [r["step"] for r in whole] == list(range(1, 9)), whole
+for name, run in (("processes", mp), ("in process", ip)):
+    assert [r["step"] for r in run] == list(range(5, 9)), (name, run)
+    for a, b in zip(run, whole[4:]):
+        for k in ("loss", "grad_norm"):
+            assert abs(a[k] - b[k]) <= 1e-12 * abs(b[k]), (name, a["step"], k, a[k], b[k])
+    assert abs(run[-1]["val_loss"] - whole[-1]["val_loss"]) <= 1e-12 * whole[-1]["val_loss"]
+print(f"ok: resumed at step 4 by 2 processes and in process, steps 5-8 equal the whole job's "
+      f"(last loss {whole[-1]['loss']:.6f})")
+EOF2
     ;;
   bad_hosts)
     # refused TEXT ARGS...: merak ARGS fails with an error that contains TEXT.
