@@ -192,6 +192,12 @@ int launch_hosts(const launch_flags& f, const std::vector<std::string>& command)
   // ssh takes USER@HOST; the other hosts reach rank 0 at HOST.
   std::string addr = f.master_addr;
   if (addr.empty()) addr = hosts.front().name.substr(hosts.front().name.find('@') + 1);
+  const bool loopback = addr == "localhost" || addr.rfind("127.", 0) == 0;
+  for (auto& h : hosts)
+    if (loopback && !names_this_host(h.name.substr(h.name.find('@') + 1)))
+      fail("{}:{}: host {} cannot reach rank 0 at {}: name the first host by an address the "
+           "others reach, or give --master-addr",
+           f.hostfile, h.line, h.name, addr);
   int port = f.master_port;
   if (port <= 0) port = names_this_host(addr) ? comm::pick_free_port("127.0.0.1") : 29500;
   std::vector<std::string> rsh;

@@ -213,6 +213,9 @@ EOF2
     refused "$work/h4: the hostfile names no host" launch --hostfile "$work/h4" "${cmd[@]}"
     refused "$work/none: cannot open the hostfile" launch --hostfile "$work/none" "${cmd[@]}"
     printf 'localhost\n' >"$work/h5"
+    printf 'localhost\nsome-other-host.invalid\n' >"$work/h6"
+    refused "$work/h6:2: host some-other-host.invalid cannot reach rank 0 at localhost" \
+      launch --hostfile "$work/h6" "${cmd[@]}"
     refused "--env NO_SUCH_VARIABLE_HERE: no such variable here" \
       launch --hostfile "$work/h5" --env NO_SUCH_VARIABLE_HERE "${cmd[@]}"
     refused "needs --master-port (rank 0's port)" node --world-size 2 "${cmd[@]}"
