@@ -33,7 +33,7 @@ struct svm_train_flags {
   double timeout_s = 60;
   // svm path only:
   std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
-  bool cold = false, theta_per_lambda = false, cv_only = false, l1_path_start = false;
+  bool cold = false, theta_per_lambda = false, cv_only = false;
 };
 
 struct svm_predict_flags {
@@ -182,7 +182,6 @@ int run_svm_path(const svm_train_flags& f) {
   o.warm = !f.cold;
   o.theta_per_lambda = f.theta_per_lambda;
   o.full_fit = !f.cv_only;
-  o.l1_path_start = f.l1_path_start;
   if (f.cv_only && f.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   svm::set_solver_threads(f.threads);
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
@@ -343,9 +342,6 @@ action add_svm_command(CLI::App& parent) {
   h->add_option("--lla-steps", hf->lla_steps,
                 "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
       ->capture_default_str();
-  h->add_flag("--l1-path-start", hf->l1_path_start,
-              "Nonconvex (lla): each lambda's L1 step starts from the previous lambda's L1 step "
-              "(default: from its final fit)");
   h->add_flag("--cv-only", hf->cv_only,
               "With --folds: only the fold paths (no fit on all the data; lines carry the CV "
               "fields)");

@@ -8,13 +8,8 @@
 namespace merak::svm {
 
 admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                      const admm_options& o, const lla_options& lo, const admm_state* start,
-                      admm_state* step0_state) {
-  if (pen.kind == penalty_kind::l1 || pen.lambda == 0) {
-    admm_result r = admm_solve(x, y, pen, o, {}, start);
-    if (step0_state) *step0_state = r.state;
-    return r;
-  }
+                      const admm_options& o, const lla_options& lo, const admm_state* start) {
+  if (pen.kind == penalty_kind::l1 || pen.lambda == 0) return admm_solve(x, y, pen, o, {}, start);
   pen.validate();
   if (lo.max_steps < 0) fail("lla max_steps must not be negative (got {})", lo.max_steps);
   const auto t0 = std::chrono::steady_clock::now();
@@ -29,7 +24,6 @@ admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const pe
   if (w0 != 1.0) wo.l1_weights = weights;
   // The convex steps run at L1's rho defaults unless the caller fixed them.
   admm_result cur = admm_solve(x, y, l1, wo, {}, start);
-  if (step0_state) *step0_state = cur.state;
   int iterations = cur.iterations;
   int64_t cg = cur.cg_iterations;
   double f = objective(x, y, cur.w, cur.b, pen);

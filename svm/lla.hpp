@@ -33,11 +33,9 @@ struct lla_options {
 // time add up all ADMM runs; converged: the last ADMM run converged and the
 // weights (or F) settled within max_steps. start: as admm_solve (a state of
 // an earlier fit on the same data, e.g. the previous lambda of a path).
-// step0_state (when set) receives the ADMM state of step 0 (the L1 /
-// weighted-L1 fit from w = 0), e.g. to start the next lambda's step 0 of a
-// path from it. Throws as admm_solve. For pen.kind == l1 this is admm_solve.
+// Throws as admm_solve. For pen.kind == l1 this is admm_solve.
 admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
                       const admm_options& o, const lla_options& lo = {},
-                      const admm_state* start = nullptr, admm_state* step0_state = nullptr);
+                      const admm_state* start = nullptr);
 
 }  // namespace merak::svm

@@ -23,19 +23,15 @@ void walk(const dataset& d, const path_options& o,
     scaled.x.scale_columns(scale);
   }
   densify_if_dense(scaled.x);
-  admm_state state, step0;
-  const bool l1_path = o.l1_path_start && o.fit.lla;
+  admm_state state;
   for (size_t i = 0; i < o.lambdas.size(); ++i) {
     penalty pen = o.fit.pen;
     pen.lambda = o.lambdas[i];
     if (o.theta_per_lambda) pen.theta = o.fit.pen.theta * o.lambdas[i];
-    const admm_state& from = l1_path ? step0 : state;
-    const admm_state* start = o.warm && !from.empty() ? &from : nullptr;
-    admm_state next0;
-    admm_result r = o.fit.lla ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts,
-                                          start, l1_path ? &next0 : nullptr)
-                              : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
-    if (l1_path) step0 = std::move(next0);
+    const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
+    admm_result r = o.fit.lla
+                        ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
+                        : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
     visit(i, r, scale);
     state = std::move(r.state);
   }

@@ -41,10 +41,6 @@ struct path_options {
   // only lambda, theta and the CV fields (what a CV comparison needs: a
   // sixth less work with 5 folds).
   bool full_fit = true;
-  // Nonconvex penalties by LLA: start each lambda's step 0 (the L1 fit) from
-  // the previous lambda's step-0 state, so that the steps 0 follow the L1
-  // path, instead of from the previous lambda's final (nonconvex) state.
-  bool l1_path_start = false;
 };
 
 // Returns one point per lambda, largest lambda first; on_point (when set) is
