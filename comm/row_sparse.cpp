@@ -16,35 +16,17 @@ void check_rows_shape(std::span<const float> g, int64_t n, int64_t d, const char
     fail("{}: gradient holds {} floats, but n={} d={} needs {}", who, g.size(), n, d, n * d);
 }
 
-namespace {
-
-// Whether one of the m values at p is not ±0 (NaN counts): the OR of the
-// values' bits shifted left by one, which drops the sign. Blocks of 64
-// values go into four independent 16-lane accumulators (vectorised): with
-// one accumulator the OR chain bounded the loop and the scan of a 51 MB
-// gradient ran at about half the rate of a plain read of it.
-inline bool any_nonzero(const float* p, int64_t m) {
-  constexpr int lanes = 16, ways = 4;
-  uint32_t acc[ways][lanes] = {};
-  int64_t c = 0;
-  for (; c + lanes * ways <= m; c += lanes * ways)
-    for (int w = 0; w < ways; ++w)
-      for (int l = 0; l < lanes; ++l)
-        acc[w][l] |= std::bit_cast<uint32_t>(p[c + w * lanes + l]) << 1;
-  uint32_t all = 0;
-  for (int w = 0; w < ways; ++w)
-    for (int l = 0; l < lanes; ++l) all |= acc[w][l];
-  for (; c < m; ++c) all |= std::bit_cast<uint32_t>(p[c]) << 1;
-  return all != 0;
-}
-
-}  // namespace
-
 void nonzero_rows(std::span<const float> g, int64_t n, int64_t d, std::vector<uint32_t>& rows) {
   rows.clear();
   const float* p = g.data();
-  for (int64_t k = 0; k < n; ++k, p += d)
-    if (any_nonzero(p, d)) rows.push_back(uint32_t(k));
+  for (int64_t k = 0; k < n; ++k, p += d) {
+    // OR of the magnitude bits: non-zero iff some value is not ±0. (Four
+    // independent 16-lane accumulators instead of this one measured 1.0-1.4
+    // ms slower per 51 MB scan end to end: sixth session, s2-reducer.md.)
+    uint32_t acc = 0;
+    for (int64_t c = 0; c < d; ++c) acc |= std::bit_cast<uint32_t>(p[c]) & 0x7fffffffu;
+    if (acc) rows.push_back(uint32_t(k));
+  }
 }
 
 void rows_to_bitmap(std::span<const uint32_t> rows, int64_t n, std::vector<uint64_t>& bits) {
