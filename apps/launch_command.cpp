@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -46,6 +47,7 @@ struct launch_flags {
   std::string master_addr;
   int master_port = 0;
   std::string remote_merak;
+  std::string remote_dir;
   std::vector<std::string> env;
 };
 
@@ -58,6 +60,7 @@ struct node_flags {
   std::string token;
   double timeout_s = 0;
   bool from_launcher = false;
+  std::string chdir;
 };
 
 constexpr const char* klaunch_about =
@@ -95,6 +98,10 @@ void add_flags(CLI::App& c, launch_flags& f) {
                "With --hostfile: rank 0's rendezvous port (default: a free one when the first "
                "host is this one, else 29500)")
       ->needs(hostfile);
+  c.add_option("--remote-dir", f.remote_dir,
+               "With --hostfile: the directory the command runs in on every host, where its "
+               "relative paths resolve (default: this one's current directory)")
+      ->needs(hostfile);
   c.add_option("--remote-merak", f.remote_merak,
                "With --hostfile: the merak program on the hosts (default: this one's path)")
       ->needs(hostfile);
@@ -121,6 +128,8 @@ void add_flags(CLI::App& c, node_flags& f) {
                "Job token, the same on every host (default: MERAK_JOB_TOKEN)");
   c.add_option("--timeout", f.timeout_s, "Seconds this node's ranks may take (0: no limit)")
       ->capture_default_str();
+  c.add_option("--chdir", f.chdir,
+               "Run the command in this directory (merak launch --hostfile passes its own)");
   c.add_flag("--from-launcher", f.from_launcher,
              "Read the token and variables from stdin (KEY=VALUE lines, then an empty line) and "
              "end the ranks when stdin closes (set by merak launch --hostfile)");
@@ -219,6 +228,14 @@ int launch_hosts(const launch_flags& f, const std::vector<std::string>& command)
   feed += "\n";
 
   const std::string merak = f.remote_merak.empty() ? comm::self_executable() : f.remote_merak;
+  // ssh starts the node in the home directory: the command's relative paths
+  // (--data, --metrics) must mean what they mean here.
+  std::string dir = f.remote_dir;
+  if (dir.empty()) {
+    std::error_code ec;
+    dir = std::filesystem::current_path(ec).string();
+    if (ec) fail("merak launch: cannot read the current directory: {}", ec.message());
+  }
   std::vector<comm::child_spec> nodes;
   int first = 0;
   for (auto& h : hosts) {
@@ -234,6 +251,8 @@ int launch_hosts(const launch_flags& f, const std::vector<std::string>& command)
                                        addr,
                                        "--master-port",
                                        std::to_string(port),
+                                       "--chdir",
+                                       dir,
                                        "--from-launcher",
                                        "--"};
     remote.insert(remote.end(), command.begin(), command.end());
@@ -304,6 +323,13 @@ int run_node(std::vector<std::string> args) {
     lo.watch_fd = STDIN_FILENO;
   }
   if (f.procs < 1) fail("merak node: --procs must be at least 1 (got {})", f.procs);
+  if (!f.chdir.empty() && ::chdir(f.chdir.c_str()) != 0) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    fail("merak node on {}: cannot enter {}: {} (a directory the launcher's host has; give merak "
+         "launch --remote-dir)",
+         host, f.chdir, std::strerror(errno));
+  }
   lo.procs = f.procs;
   lo.first_rank = f.first_rank;
   lo.world_size = f.world_size > 0 ? f.world_size : f.procs;

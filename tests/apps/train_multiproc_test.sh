@@ -35,14 +35,14 @@
 #   launcher_dies  SIGKILL of the hostfile launcher mid-run: every node sees
 #              its input close and kills its ranks; no process is left
 set -euo pipefail
-merak=$1
+merak=$(realpath "$1")  # absolute: a case runs from another directory
 case_name=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Text of the repository's own documents: tests need no downloaded data.
 data=$work/text.txt
 cat "$(dirname "$0")"/../../README.md "$(dirname "$0")"/../../docs/*.md >"$data"
-rsh=$(dirname "$0")/local_rsh.sh
+rsh=$(cd "$(dirname "$0")" && pwd)/local_rsh.sh
 source "$(dirname "$0")/expect_error.sh"
 model=(--data "$data" --layers 2 --dim 64 --heads 2 --seq 32 --batch 12 --eval-batches 2
   --lend-cores off --step-timeout 30)
@@ -153,9 +153,11 @@ EOF
     ;;
   hostfile)
     printf '%s@localhost  # rank 0 here\n127.0.0.1 slots=1\n' "$(id -un)" >"$work/hosts"
-    RSH_LOG=$work/rsh.log "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --env HOME --timeout 120 \
-      train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" 2>"$work/mp.err" ||
-      { cat "$work/mp.err"; exit 1; }
+    # From $work with relative paths: the nodes start in $HOME (as under
+    # sshd) and must run the command in the launcher's directory.
+    (cd "$work" && RSH_LOG=rsh.log "$merak" launch --hostfile hosts --rsh "bash $rsh" --env HOME \
+      --timeout 120 train "${model[@]/#$work\//}" --steps 5 --dp 2 --threads 1 --metrics mp.jsonl) \
+      2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     grep -q "2 processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     [[ "$(sort "$work/rsh.log" | tr '\n' ' ')" == "127.0.0.1 $(id -un)@localhost " ]] ||
       { echo "FAIL: hosts reached:"; cat "$work/rsh.log"; exit 1; }
@@ -239,6 +241,15 @@ EOF2
     ((rc == 1)) && grep -qE "merak launch: host (localhost|127.0.0.1) \(rank [01]\) failed with exit code 127" "$work/e" ||
       { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
     grep "merak launch" "$work/e"
+    set +e
+    "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --remote-dir /nonexistent/dir \
+      --timeout 60 train "${model[@]}" --steps 2 --dp 2 >"$work/o" 2>"$work/e"
+    rc=$?
+    set -e
+    ((rc == 1)) && grep -q "merak node on .*: cannot enter /nonexistent/dir: No such file or directory" "$work/e" &&
+      grep -qE "merak launch: host .* failed with exit code 1" "$work/e" ||
+      { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
+    grep "cannot enter" "$work/e" | head -1
     ;;
   launcher_dies)
     printf 'localhost\n127.0.0.1\n' >"$work/hosts"
