@@ -188,8 +188,10 @@ std::map<std::string, std::string> read_launcher_env() {
   return env;
 }
 
+bool loopback_name(const std::string& h) { return h == "localhost" || h.rfind("127.", 0) == 0; }
+
 bool names_this_host(const std::string& h) {
-  if (h == "localhost" || h.rfind("127.", 0) == 0) return true;
+  if (loopback_name(h)) return true;
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 && h == name;
 }
@@ -199,11 +201,11 @@ int launch_hosts(const launch_flags& f, const std::vector<std::string>& command)
   int world = 0;
   for (auto& h : hosts) world += h.slots;
   // ssh takes USER@HOST; the other hosts reach rank 0 at HOST.
-  std::string addr = f.master_addr;
-  if (addr.empty()) addr = hosts.front().name.substr(hosts.front().name.find('@') + 1);
-  const bool loopback = addr == "localhost" || addr.rfind("127.", 0) == 0;
+  auto address = [](const comm::host_entry& h) { return h.name.substr(h.name.find('@') + 1); };
+  const std::string addr = f.master_addr.empty() ? address(hosts.front()) : f.master_addr;
+  const bool loopback = loopback_name(addr);
   for (auto& h : hosts)
-    if (loopback && !names_this_host(h.name.substr(h.name.find('@') + 1)))
+    if (loopback && !names_this_host(address(h)))
       fail("{}:{}: host {} cannot reach rank 0 at {}: name the first host by an address the "
            "others reach, or give --master-addr",
            f.hostfile, h.line, h.name, addr);
