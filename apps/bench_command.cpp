@@ -64,6 +64,9 @@ action add_bench_command(CLI::App& parent) {
       ->capture_default_str();
   s->add_option("--max-iter", sv->fit.admm.max_iter)->capture_default_str();
   s->add_option("--solver", *svs, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
+  s->add_option("--screening", sv->fit.admm.screening,
+                "Working sets for wide data (L1 and LLA steps): on or off")
+      ->capture_default_str();
   s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")
       ->capture_default_str();
   s->add_option("--folds", sv->folds,

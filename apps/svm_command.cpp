@@ -24,6 +24,7 @@ struct svm_train_flags {
   std::string data, format = "auto", penalty = "l1", model, solver = "auto";
   std::string nonconvex = "lla";
   double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4, relax = 1.0;
+  std::string screening = "on";
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
   int lla_steps = 20;  // reweighted L1 steps after step 0 (lla_options::max_steps)
   bool json = false, no_standardize = false;
@@ -59,6 +60,9 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   o.admm.max_iter = f.max_iter;
   o.admm.method = svm::parse_w_method(f.solver);
   o.admm.relaxation = f.relax;
+  if (f.screening != "on" && f.screening != "off")
+    fail("--screening must be on or off (got '{}')", f.screening);
+  o.admm.screening = f.screening == "on";
   if (f.nonconvex != "lla" && f.nonconvex != "direct")
     fail("--nonconvex must be lla or direct (got '{}')", f.nonconvex);
   o.lla = f.nonconvex == "lla";
@@ -123,6 +127,8 @@ int run_svm_train(const svm_train_flags& f) {
     out["solver"] = svm::w_method_name(r.method);
     out["rho1"] = r.rho1;
     out["rho2"] = r.rho2;
+    out["screen_rounds"] = r.screen_rounds;
+    out["working_set"] = r.working_set;
   }
   if (!f.model.empty()) {
     svm::write_model(r.model, f.model);
@@ -283,6 +289,10 @@ action add_svm_command(CLI::App& parent) {
   t->add_option("--max-iter", tf->max_iter, "Iteration cap")->capture_default_str();
   t->add_option("--relax", tf->relax, "ADMM over-relaxation alpha in [1, 2)")
       ->capture_default_str();
+  t->add_option("--screening", tf->screening,
+                "Wide data, (weighted) L1 steps: ADMM over working sets of columns checked by "
+                "the KKT conditions (on) or over every column (off)")
+      ->capture_default_str();
   t->add_option("--nonconvex", tf->nonconvex,
                 "Nonconvex penalties: lla (reweighted L1 from the L1 fit) or direct (ADMM with "
                 "the nonconvex prox)")
@@ -330,6 +340,10 @@ action add_svm_command(CLI::App& parent) {
       ->capture_default_str();
   h->add_option("--max-iter", hf->max_iter, "Iteration cap per lambda")->capture_default_str();
   h->add_option("--relax", hf->relax, "ADMM over-relaxation alpha in [1, 2)")
+      ->capture_default_str();
+  h->add_option("--screening", hf->screening,
+                "Wide data, (weighted) L1 steps: ADMM over working sets of columns checked by "
+                "the KKT conditions (on) or over every column (off)")
       ->capture_default_str();
   h->add_option("--nonconvex", hf->nonconvex, "Nonconvex penalties: lla or direct")
       ->capture_default_str();

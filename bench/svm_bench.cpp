@@ -51,6 +51,8 @@ nlohmann::json run_svm_bench(const svm_bench_options& o) {
     out["cg_iterations"] = r.cg_iterations;
     out["rho1"] = r.rho1;
     out["rho2"] = r.rho2;
+    out["screen_rounds"] = r.screen_rounds;
+    out["working_set"] = r.working_set;
   }
   out["threads"] = Eigen::nbThreads();
   out["peak_rss_mb"] = double(peak_rss_bytes()) / (1 << 20);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 #include "core/error.hpp"
 #include "svm/objective.hpp"
@@ -47,19 +48,26 @@ void check_inputs(const design_matrix& x, const Eigen::VectorXd& y, const penalt
   }
 }
 
-}  // namespace
+// What the stopping rule of a working set's ADMM adds for the columns left
+// out, so that it stops where the whole problem's would: their count (in the
+// absolute tolerance's sqrt(n + p)) and rho1^2 |u1|^2 over them.
+// `check`, when set, is called every check_every iterations with the
+// current u2 and rho2; it returns true when the working set must grow (the
+// run then stops, not converged, with its state).
+struct left_out {
+  int64_t cols = 0;
+  double dual_sq = 0;
+  int check_every = 0;
+  std::function<bool(const Eigen::VectorXd& u2, double rho2)> check;
+};
 
-admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                       const admm_options& o, const admm_monitor& monitor,
-                       const admm_state* start) {
-  check_inputs(x, y, pen, o);
+// ADMM over every column of x.
+admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+                      const admm_options& o, const admm_monitor& monitor,
+                      const admm_state* start, const left_out& out = {}) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n = x.rows(), p = x.cols();
   const bool warm = start && !start->empty();
-  if (warm && (start->z.size() != p || start->u1.size() != p || start->r.size() != n ||
-               start->u2.size() != n || !(start->rho1 > 0) || !(start->rho2 > 0)))
-    fail("warm start of size ({}, {}) for data of {} samples x {} features", start->r.size(),
-         start->z.size(), n, p);
   double rho1 = o.rho1, rho2 = o.rho2;
   {
     double d1, d2;
@@ -105,7 +113,7 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
   const Eigen::VectorXd unit_weights =
       weighted && !o.l1_start ? Eigen::VectorXd() : Eigen::VectorXd::Ones(p);
   double b = 0;
-  const double sqrt_dim = std::sqrt(double(n + p));
+  const double sqrt_dim = std::sqrt(double(n + p + out.cols));
   admm_result res;
   rho_control control(o.rho_control, pen.rho_threshold());
   // Nonconvex penalties start from the L1 fit with the same lambda (phase 1),
@@ -196,9 +204,11 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
                               std::sqrt(double(n))});
     const double eps_dual =
         sqrt_dim * o.abs_tol +
-        o.rel_tol * std::sqrt(rho1 * rho1 * s_u1 + rho2 * rho2 * u2.squaredNorm());
+        o.rel_tol *
+            std::sqrt(rho1 * rho1 * s_u1 + out.dual_sq + rho2 * rho2 * u2.squaredNorm());
     res.primal_residual = pri, res.dual_residual = dual;
     if (monitor && !monitor(it, pri, dual)) break;
+    if (out.check && it % out.check_every == 0 && out.check(u2, rho2)) break;
     if (pri <= eps_pri && dual <= eps_dual) {
       if (!l1_phase) {
         res.converged = true;
@@ -232,6 +242,146 @@ admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const p
   res.objective = weighted ? weighted_objective(x, y, res.w, res.b, pen.lambda, o.l1_weights)
                            : objective(x, y, res.w, res.b, pen);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+// Screening (admm_options::screening): ADMM over a working set of columns,
+// then the KKT conditions of the whole problem on the columns left out.
+// At an optimum of the hinge split, rho2 u2 = -s/n with s the hinge
+// subgradients, and the hinge term's gradient is g = rho2 X_c^T (y .* u2); a
+// column j held at zero is optimal iff |g_j| <= lambda_j. The columns that
+// violate it (by more than screen_slack) join the set and ADMM continues
+// from where it stopped (their z = 0 and their u1 = -g/rho1, the value the
+// w-step's optimality gives them).
+admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+                           const admm_options& o, const admm_monitor& monitor,
+                           const admm_state* start) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = x.rows(), p = x.cols();
+  const bool weighted = o.l1_weights.size() != 0;
+  const auto limit = [&](int64_t j) { return pen.lambda * (weighted ? o.l1_weights[j] : 1.0); };
+  const design_operator xc(x, x.col_sums() / double(n), false);
+  const int64_t batch = std::max<int64_t>(2 * n, 64);  // columns added per round at most
+
+  // The state of the whole problem, kept between rounds.
+  admm_state full;
+  bool have_state = start && !start->empty();
+  if (have_state) full = *start;
+  Eigen::VectorXd g(p), v(n);  // g: the hinge term's gradient (p)
+  // Before any ADMM: from the start's duals, or at w = 0 where (with |b| < 1)
+  // every margin is below 1 (s = 1).
+  if (have_state)
+    v = full.rho2 * y.cwiseProduct(full.u2);
+  else
+    v = -y / double(n);
+  xc.transpose_times(v, g);
+
+  std::vector<char> in(size_t(p), 0);
+  std::vector<int64_t> set;
+  // Adds the (at most `count`) left-out columns of largest |g_j| / lambda_j
+  // that pass `admit`.
+  const auto add_top = [&](int64_t count, const auto& admit) {
+    std::vector<std::pair<double, int64_t>> cand;
+    for (int64_t j = 0; j < p; ++j) {
+      if (in[size_t(j)]) continue;
+      const double lj = limit(j), a = std::abs(g[j]);
+      const double score = lj > 0 ? a / lj : (a > 0 ? HUGE_VAL : 0.0);
+      if (admit(score)) cand.emplace_back(-score, j);
+    }
+    const auto k = std::min<size_t>(cand.size(), size_t(count));
+    std::partial_sort(cand.begin(), cand.begin() + int64_t(k), cand.end());
+    for (size_t i = 0; i < k; ++i) in[size_t(cand[i].second)] = 1, set.push_back(cand[i].second);
+    std::sort(set.begin(), set.end());
+    return k;
+  };
+  if (have_state)
+    for (int64_t j = 0; j < p; ++j)
+      if (full.z[j] != 0) in[size_t(j)] = 1, set.push_back(j);
+  add_top(batch, [](double) { return true; });
+
+  admm_result res;
+  int iterations = 0, rounds = 0, rho_changes = 0;
+  int64_t cg = 0;
+  for (;;) {
+    ++rounds;
+    const int64_t k = int64_t(set.size());
+    const design_matrix sub = x.select_cols(set);
+    admm_options so = o;
+    so.screening = false;
+    so.max_iter = o.max_iter - iterations;
+    if (weighted)
+      for (int64_t i = 0; i < k; ++i) so.l1_weights[i] = o.l1_weights[set[size_t(i)]];
+    if (weighted) so.l1_weights.conservativeResize(k);
+    admm_state s0;
+    if (have_state) {
+      s0.z.resize(k), s0.u1.resize(k);
+      for (int64_t i = 0; i < k; ++i) s0.z[i] = full.z[set[size_t(i)]], s0.u1[i] = full.u1[set[size_t(i)]];
+      s0.r = full.r, s0.u2 = full.u2, s0.rho1 = full.rho1, s0.rho2 = full.rho2;
+    }
+    left_out lo;
+    lo.cols = p - k;
+    if (have_state)
+      for (int64_t j = 0; j < p; ++j)
+        if (!in[size_t(j)]) lo.dual_sq += std::pow(full.rho1 * full.u1[j], 2);
+    // During the run, every check_every iterations: stop as soon as a
+    // left-out column violates its condition (no iterations spent on a set
+    // that must grow anyway).
+    bool grow = false;
+    lo.check_every = screen_check_every;
+    lo.check = [&](const Eigen::VectorXd& u2, double rho2) {
+      v = rho2 * y.cwiseProduct(u2);
+      xc.transpose_times(v, g);
+      for (int64_t j = 0; j < p && !grow; ++j)
+        grow = !in[size_t(j)] && std::abs(g[j]) > limit(j) * (1 + screen_slack);
+      return grow;
+    };
+    res = solve_all(sub, y, pen, so, monitor, have_state ? &s0 : nullptr, lo);
+    iterations += res.iterations, cg += res.cg_iterations, rho_changes += res.rho_changes;
+    // Back to the whole problem: left-out columns are zero, their scaled dual
+    // follows from the w-step's optimality rho1 u1 + g = 0 (clipped to the
+    // range the z-step allows).
+    full.rho1 = res.state.rho1, full.rho2 = res.state.rho2;
+    full.r = std::move(res.state.r), full.u2 = std::move(res.state.u2);
+    v = full.rho2 * y.cwiseProduct(full.u2);
+    xc.transpose_times(v, g);
+    full.z = Eigen::VectorXd::Zero(p);
+    full.u1.resize(p);
+    for (int64_t j = 0; j < p; ++j) {
+      const double c = limit(j) / full.rho1;
+      full.u1[j] = std::clamp(-g[j] / full.rho1, -c, c);
+    }
+    for (int64_t i = 0; i < k; ++i)
+      full.z[set[size_t(i)]] = res.state.z[i], full.u1[set[size_t(i)]] = res.state.u1[i];
+    have_state = true;
+    if ((!res.converged && !grow) || iterations >= o.max_iter || k == p) break;
+    if (add_top(batch, [](double score) { return score > 1 + screen_slack; }) == 0) break;
+  }
+  res.iterations = iterations, res.cg_iterations = cg, res.rho_changes = rho_changes;
+  res.screen_rounds = rounds;
+  res.working_set = int64_t(set.size());
+  res.w = full.z;
+  res.state = std::move(full);
+  res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace
+
+admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+                       const admm_options& o, const admm_monitor& monitor,
+                       const admm_state* start) {
+  check_inputs(x, y, pen, o);
+  const int64_t n = x.rows(), p = x.cols();
+  if (start && !start->empty() &&
+      (start->z.size() != p || start->u1.size() != p || start->r.size() != n ||
+       start->u2.size() != n || !(start->rho1 > 0) || !(start->rho2 > 0)))
+    fail("warm start of size ({}, {}) for data of {} samples x {} features", start->r.size(),
+         start->z.size(), n, p);
+  if (o.screening && pen.kind == penalty_kind::l1 && !o.l1_start &&
+      double(p) >= o.screen_ratio * double(n) && p > 4 * std::max<int64_t>(2 * n, 64))
+    return solve_screened(x, y, pen, o, monitor, start);
+  admm_result res = solve_all(x, y, pen, o, monitor, start);
+  res.working_set = p;
   return res;
 }
 

@@ -105,6 +105,29 @@ design_matrix design_matrix::select_rows(const std::vector<int64_t>& rows) const
   return design_matrix(std::move(s));
 }
 
+design_matrix design_matrix::select_cols(const std::vector<int64_t>& cols) const {
+  const int64_t p = this->cols();
+  for (int64_t c : cols) MERAK_CHECK(c >= 0 && c < p, "column {} of {}", c, p);
+  if (!sparse_data_) {
+    dense_matrix d(rows(), int64_t(cols.size()));
+    for (int64_t i = 0; i < rows(); ++i) {
+      const double* src = dense_.row(i).data();
+      double* dst = d.row(i).data();
+      for (size_t k = 0; k < cols.size(); ++k) dst[k] = src[cols[k]];
+    }
+    return design_matrix(std::move(d));
+  }
+  std::vector<int64_t> where(size_t(p), -1);  // old column -> new, or -1
+  for (size_t k = 0; k < cols.size(); ++k) where[size_t(cols[k])] = int64_t(k);
+  std::vector<Eigen::Triplet<double, int64_t>> t;
+  for (int64_t i = 0; i < sparse_.outerSize(); ++i)
+    for (sparse_matrix::InnerIterator it(sparse_, i); it; ++it)
+      if (const int64_t k = where[size_t(it.col())]; k >= 0) t.emplace_back(i, k, it.value());
+  sparse_matrix s(rows(), int64_t(cols.size()));
+  s.setFromTriplets(t.begin(), t.end());
+  return design_matrix(std::move(s));
+}
+
 void design_matrix::resize_cols(int64_t p) {
   MERAK_CHECK(p >= cols());
   if (p == cols()) return;

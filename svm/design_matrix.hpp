@@ -44,6 +44,8 @@ class design_matrix {
   void scale_columns(const Eigen::VectorXd& s);
   // The given rows, in the given order.
   design_matrix select_rows(const std::vector<int64_t>& rows) const;
+  // The given columns, in the given order.
+  design_matrix select_cols(const std::vector<int64_t>& cols) const;
   // Adds zero columns up to p (data files may not mention the last features).
   void resize_cols(int64_t p);
 

@@ -53,6 +53,7 @@ fit_result fit(const dataset& d, const fit_options& o) {
     r.objective = a.objective, r.iterations = a.iterations, r.converged = a.converged;
     r.time_s = a.time_s, r.method = a.method, r.rho1 = a.rho1, r.rho2 = a.rho2;
     r.cg_iterations = a.cg_iterations;
+    r.screen_rounds = a.screen_rounds, r.working_set = a.working_set;
   } else {
     consensus_options c;
     c.rho1 = o.admm.rho1, c.rho2 = o.admm.rho2;

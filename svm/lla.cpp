@@ -26,6 +26,7 @@ admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const pe
   admm_result cur = admm_solve(x, y, l1, wo, {}, start);
   int iterations = cur.iterations;
   int64_t cg = cur.cg_iterations;
+  int rounds = cur.screen_rounds;
   double f = objective(x, y, cur.w, cur.b, pen);
   bool settled = false;
   for (int k = 0; k < lo.max_steps; ++k) {
@@ -40,6 +41,7 @@ admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const pe
     admm_result step = admm_solve(x, y, l1, wo, {}, &cur.state);
     iterations += step.iterations;
     cg += step.cg_iterations;
+    rounds += step.screen_rounds;
     const double f_step = objective(x, y, step.w, step.b, pen);
     // The majoriser is only minimised to the ADMM tolerance: keep the better.
     const bool better = f_step <= f;
@@ -52,6 +54,7 @@ admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const pe
   }
   cur.iterations = iterations;
   cur.cg_iterations = cg;
+  cur.screen_rounds = rounds;
   cur.converged = cur.converged && settled;
   cur.objective = f;
   cur.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -54,6 +54,23 @@ TEST_CASE("LLA on golub-like data (n < p) keeps fewer weights than L1", "[svm][l
   CHECK(m.objective <= objective(d.x, d.y, a.w, a.b, mcp) + 1e-9);
 }
 
+TEST_CASE("LLA with screened steps on wide data reaches stationary points", "[svm][lla]") {
+  dataset d = test::synthetic({.n = 40, .p = 1200, .informative = 4, .seed = 22});
+  for (auto kind : {penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp,
+                    penalty_kind::capped_l1}) {
+    penalty pen{kind, 0.03, kind == penalty_kind::lsp ? 0.3 : default_theta(kind)};
+    const admm_result l1 = admm_solve(d.x, d.y, {penalty_kind::l1, pen.lambda, 0}, tight());
+    const admm_result r = lla_solve(d.x, d.y, pen, tight());
+    const double viol = test::stationarity_violation(d, r.w, r.b, pen, kMarginTol);
+    INFO(penalty_name(kind) << " violation=" << viol << " F=" << r.objective << " rounds="
+                            << r.screen_rounds << " set=" << r.working_set << " nnz=" << r.nnz());
+    CHECK(r.converged);
+    CHECK(r.working_set < d.cols());
+    CHECK(viol <= 0.02 * pen.lambda);
+    CHECK(r.objective <= objective(d.x, d.y, l1.w, l1.b, pen) + 1e-9);
+  }
+}
+
 TEST_CASE("weighted L1 with unit weights is L1, and zero weights leave a weight free",
           "[svm][lla]") {
   dataset d = test::synthetic({.n = 120, .p = 15, .seed = 5});
