@@ -27,14 +27,27 @@ inline uint32_t reduce_to(uint32_t h, uint64_t w) {
   return uint32_t((uint64_t(h) * w) >> 32);
 }
 
-// The sign hash as a bit to XOR into a float's sign.
-inline uint32_t sign_bit(uint32_t key, uint32_t x) {
-  return mix32(x ^ key) & 0x80000000u;
-}
-
-// Elements are hashed in blocks: indices and signed values are computed into
-// small arrays (vectorised), then scattered or gathered (scalar).
+// Elements are hashed in blocks of columns: indices and signs are computed
+// into small arrays (vectorised), then used by the add / load loops.
 constexpr int64_t block = 256;
+
+// The sign hash (docs/s2-reducer.md, "S2 details"): a row's columns are cut
+// into groups of 32; element x = k·d + c takes bit c mod 32 of the word
+// mix32(g ^ key) of its group, g = k·d + 32·⌊c/32⌋ (the group's first
+// element, unique per group). One mix per 32 elements instead of one per
+// element: the per-element mix was a third of the kernels' time.
+constexpr int64_t kgroup = 32;
+
+// sgn[i] = the sign bit (0 or 0x80000000, to XOR into a float) of column
+// c0 + i of the row whose element 0 is x_row, for i < m; c0 a multiple of 32.
+// Writes whole groups: sgn holds at least m rounded up to 32 entries.
+inline void fill_signs(uint32_t* __restrict sgn, uint32_t x_row, int64_t c0, int64_t m,
+                       uint32_t key) {
+  for (int64_t q = 0; q < m; q += kgroup) {
+    const uint32_t word = mix32((x_row + uint32_t(c0 + q)) ^ key);
+    for (int64_t i = 0; i < kgroup; ++i) sgn[q + i] = (word >> i) << 31;
+  }
+}
 
 // Rows prefetched ahead of the one being sketched or estimated.
 constexpr size_t kahead_rows = 2;
@@ -53,32 +66,46 @@ inline void prefetch_row(const float* p, int64_t d, bool write) {
   }
 }
 
-// Row runs: t[c] += s(x0 + c)·src[c] for c in [0, m) (vectorises).
-inline void add_run(float* __restrict t, const float* __restrict src, uint32_t x0, uint32_t sk,
-                    int64_t m) {
+// t[c] += s[c]·src[c] for c in [0, m), the sign bits from fill_signs
+// (vectorises).
+inline void add_signed(float* __restrict t, const float* __restrict src,
+                       const uint32_t* __restrict sgn, int64_t m) {
   for (int64_t c = 0; c < m; ++c)
-    t[c] += std::bit_cast<float>(std::bit_cast<uint32_t>(src[c]) ^ sign_bit(sk, x0 + uint32_t(c)));
+    t[c] += std::bit_cast<float>(std::bit_cast<uint32_t>(src[c]) ^ sgn[c]);
 }
 
-// Row runs: e[c] = s(x0 + c)·t[c] for c in [0, m).
-inline void load_run(float* __restrict e, const float* __restrict t, uint32_t x0, uint32_t sk,
-                     int64_t m) {
+// e[c] = s[c]·t[c] for c in [0, m).
+inline void load_signed(float* __restrict e, const float* __restrict t,
+                        const uint32_t* __restrict sgn, int64_t m) {
   for (int64_t c = 0; c < m; ++c)
-    e[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(t[c]) ^ sign_bit(sk, x0 + uint32_t(c)));
+    e[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(t[c]) ^ sgn[c]);
 }
 
-// Row runs, r = 1: o[c] = s(x0 + c)·t[c] / p for c in [0, m), rounded as
-// divide_floats rounds (x·inv when `exact`, i.e. inv = 1/p exactly).
-inline void load_run_divided(float* __restrict o, const float* __restrict t, uint32_t x0,
-                             uint32_t sk, int64_t m, float p, float inv, bool exact) {
+// r = 1: o[c] = s[c]·t[c] / p for c in [0, m), rounded as divide_floats
+// rounds (x·inv when `exact`, i.e. inv = 1/p exactly).
+inline void load_signed_divided(float* __restrict o, const float* __restrict t,
+                                const uint32_t* __restrict sgn, int64_t m, float p, float inv,
+                                bool exact) {
   auto signed_value = [&](int64_t c) {
-    return std::bit_cast<float>(std::bit_cast<uint32_t>(t[c]) ^ sign_bit(sk, x0 + uint32_t(c)));
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(t[c]) ^ sgn[c]);
   };
   if (exact) {
     for (int64_t c = 0; c < m; ++c) o[c] = signed_value(c) * inv;
   } else {
     for (int64_t c = 0; c < m; ++c) o[c] = signed_value(c) / p;
   }
+}
+
+// Row runs: the columns [c0, c0 + m) of a row whose run starts at bucket
+// `start` are the buckets [at, at + first) and then [0, m - first) of the
+// table row (at most one wrap, since m <= d <= w).
+struct run_piece {
+  int64_t at, first;
+};
+inline run_piece piece_of(int64_t start, int64_t c0, int64_t m, int64_t w) {
+  int64_t at = start + c0;
+  if (at >= w) at -= w;
+  return {at, std::min(m, w - at)};
 }
 
 }  // namespace
@@ -113,14 +140,15 @@ uint32_t count_sketch::bucket(int j, uint32_t x) const {
 }
 
 float count_sketch::sign(int j, uint32_t x) const {
-  return sign_bit(sign_key_[j], x) ? -1.0f : 1.0f;
+  const uint32_t c = uint32_t(x % uint64_t(d_)) % uint32_t(kgroup);  // bit of its group's word
+  return (mix32((x - c) ^ sign_key_[j]) >> c) & 1u ? -1.0f : 1.0f;
 }
 
 void count_sketch::add_rows(std::span<const float> g, std::span<const uint32_t> rows,
                             std::span<float> table) const {
   MERAK_CHECK(int64_t(g.size()) == n_ * d_ && int64_t(table.size()) == r_ * w_);
   alignas(64) uint32_t idx[block];
-  alignas(64) float val[block];
+  alignas(64) uint32_t sgn[block];
   const bool ident = injective();
   const uint64_t w = uint64_t(w_);
   // Row-major over the gradient: each row is read from memory once for all r
@@ -134,32 +162,27 @@ void count_sketch::add_rows(std::span<const float> g, std::span<const uint32_t> 
       prefetch_row(g.data() + int64_t(rows[i + kahead_rows]) * d_, d_, false);
     const float* src = g.data() + int64_t(k) * d_;
     const uint32_t base = uint32_t(int64_t(k) * d_);
-    if (runs_) {
-      for (int j = 0; j < r_; ++j) {
-        // Two contiguous pieces: [start, w) then [0, rest) of the table.
-        const int64_t start = run_start(j, k), first = std::min(d_, w_ - start);
-        add_run(table.data() + j * w_ + start, src, base, sign_key_[j], first);
-        add_run(table.data() + j * w_, src + first, base + uint32_t(first), sign_key_[j],
-                d_ - first);
-      }
-      continue;
-    }
     for (int j = 0; j < r_; ++j) {
       float* t = table.data() + j * w_;
-      const uint32_t bk = bucket_key_[j], sk = sign_key_[j];
+      const uint32_t bk = bucket_key_[j];
+      const int64_t start = runs_ ? int64_t(run_start(j, k)) : 0;
       for (int64_t c0 = 0; c0 < d_; c0 += block) {
         const int64_t m = std::min(block, d_ - c0);
+        fill_signs(sgn, base, c0, m, sign_key_[j]);
+        if (runs_) {  // one contiguous run, at most two pieces
+          const run_piece p = piece_of(start, c0, m, w_);
+          add_signed(t + p.at, src + c0, sgn, p.first);
+          add_signed(t, src + c0 + p.first, sgn + p.first, m - p.first);
+          continue;
+        }
         if (ident) {
           for (int64_t c = 0; c < m; ++c) idx[c] = base + uint32_t(c0 + c);
         } else {
           for (int64_t c = 0; c < m; ++c)
             idx[c] = reduce_to(mix32((base + uint32_t(c0 + c)) ^ bk), w);
         }
-        for (int64_t c = 0; c < m; ++c) {
-          const uint32_t x = base + uint32_t(c0 + c);
-          val[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(src[c0 + c]) ^ sign_bit(sk, x));
-        }
-        for (int64_t c = 0; c < m; ++c) t[idx[c]] += val[c];
+        for (int64_t c = 0; c < m; ++c)
+          t[idx[c]] += std::bit_cast<float>(std::bit_cast<uint32_t>(src[c0 + c]) ^ sgn[c]);
       }
     }
   }
@@ -181,6 +204,7 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
                             float divisor, float* out, bool packed) const {
   MERAK_CHECK(int64_t(table.size()) == r_ * w_);
   alignas(64) uint32_t idx[block];
+  alignas(64) uint32_t sgn[block];
   alignas(64) float est[32][block];  // est[j][c]: row j's estimate of element c
   float vals[32];
   const bool ident = injective();
@@ -196,40 +220,39 @@ void count_sketch::estimate(std::span<const float> table, std::span<const uint32
     }
     float* dst = out + (packed ? int64_t(i) : int64_t(k)) * d_;
     const uint32_t base = uint32_t(int64_t(k) * d_);
-    if (runs_ && r_ == 1) {
-      // The common case in one pass: signed loads of the run, divided, straight
-      // into the row (no per-block copy through est).
-      const int64_t start = run_start(0, k), first = std::min(d_, w_ - start);
-      load_run_divided(dst, table.data() + start, base, sign_key_[0], first, divisor, inv, exact);
-      load_run_divided(dst + first, table.data(), base + uint32_t(first), sign_key_[0], d_ - first,
-                       divisor, inv, exact);
-      continue;
-    }
+    const int64_t start0 = runs_ ? int64_t(run_start(0, k)) : 0;
     for (int64_t c0 = 0; c0 < d_; c0 += block) {
       const int64_t m = std::min(block, d_ - c0);
+      if (runs_ && r_ == 1) {
+        // The common case in one pass: signed loads of the run, divided, straight
+        // into the row (no per-block copy through est).
+        fill_signs(sgn, base, c0, m, sign_key_[0]);
+        const run_piece p = piece_of(start0, c0, m, w_);
+        load_signed_divided(dst + c0, table.data() + p.at, sgn, p.first, divisor, inv, exact);
+        load_signed_divided(dst + c0 + p.first, table.data(), sgn + p.first, m - p.first, divisor,
+                            inv, exact);
+        continue;
+      }
       for (int j = 0; j < r_; ++j) {
         const float* t = table.data() + j * w_;
-        const uint32_t bk = bucket_key_[j], sk = sign_key_[j];
+        fill_signs(sgn, base, c0, m, sign_key_[j]);
         if (runs_) {
-          int64_t at = int64_t(run_start(j, k)) + c0;
-          if (at >= w_) at -= w_;
-          const int64_t first = std::min(m, w_ - at);
-          load_run(est[j], t + at, base + uint32_t(c0), sk, first);
-          load_run(est[j] + first, t, base + uint32_t(c0 + first), sk, m - first);
+          const run_piece p = piece_of(int64_t(run_start(j, k)), c0, m, w_);
+          load_signed(est[j], t + p.at, sgn, p.first);
+          load_signed(est[j] + p.first, t, sgn + p.first, m - p.first);
           continue;
         }
         if (ident) {
           for (int64_t c = 0; c < m; ++c) idx[c] = base + uint32_t(c0 + c);
         } else {
+          const uint32_t bk = bucket_key_[j];
           for (int64_t c = 0; c < m; ++c)
             idx[c] = reduce_to(mix32((base + uint32_t(c0 + c)) ^ bk), w);
         }
         float* e = est[j];
         for (int64_t c = 0; c < m; ++c) e[c] = t[idx[c]];
-        for (int64_t c = 0; c < m; ++c) {
-          const uint32_t x = base + uint32_t(c0 + c);
-          e[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(e[c]) ^ sign_bit(sk, x));
-        }
+        for (int64_t c = 0; c < m; ++c)
+          e[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(e[c]) ^ sgn[c]);
       }
       float* o = dst + c0;
       if (r_ == 1) {

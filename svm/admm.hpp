@@ -80,8 +80,9 @@ struct admm_result {
 };
 
 // rho defaults for standardised data with n samples: rho2 = 10/n clamped to
-// 0.01-0.1 (the spec's advice for a hinge scaled by 1/n); rho1 = 10 for L1,
-// max(1, twice the prox threshold) for the nonconvex penalties.
+// 0.01-0.1 (the spec's advice for a hinge scaled by 1/n); rho1 for L1 (and
+// LLA's steps) 10 when n < p, 3 when n >= p; max(1, twice the prox
+// threshold) for the nonconvex penalties' direct ADMM.
 void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double& rho2);
 
 // The KKT violation threshold of screening: a left-out column j whose

@@ -99,6 +99,54 @@ TEST_CASE("row runs: a row's elements take consecutive buckets mod w, each added
   CHECK_FALSE(count_sketch(1, w, n, d, 7, false).row_runs());
 }
 
+TEST_CASE("every element of rows wider than a sign group is added and read with sign(j, x)",
+          "[s2]") {
+  // Signs come one bit per element from a word per group of 32 columns: d =
+  // 70 is two whole groups and a partial one, and w = 97 makes many runs
+  // wrap. Each element alone: add_rows puts s_j(x)·v at T[j][h_j(x)] and
+  // nothing else, and estimate_into reads it back exactly (row runs; with
+  // element buckets the row's other elements may collide with it).
+  const int64_t n = 40, d = 70, w = 97;
+  for (bool runs : {true, false}) {
+    count_sketch s(2, w, n, d, 11, runs);
+    REQUIRE(s.row_runs() == runs);
+    for (uint32_t k : {0u, 17u, 39u})
+      for (uint32_t c = 0; c < d; ++c) {
+        const uint32_t x = k * uint32_t(d) + c;
+        std::vector<float> g(size_t(n * d), 0.0f), t(size_t(2 * w), 0.0f), out(g.size(), 0.0f);
+        g[x] = 1.5f;
+        const std::vector<uint32_t> row = {k};
+        s.add_rows(g, row, t);
+        INFO("runs " << runs << " row " << k << " column " << c);
+        for (int j = 0; j < 2; ++j)
+          for (int64_t b = 0; b < w; ++b)
+            REQUIRE(t[size_t(j * w + b)] == (b == s.bucket(j, x) ? 1.5f * s.sign(j, x) : 0.0f));
+        s.estimate_into(t, row, 1.0f, out);
+        if (runs)
+          REQUIRE(out == g);  // a run has no collision within its row
+        else
+          REQUIRE(out[x] == g[x]);  // other elements of the row may share its buckets
+      }
+  }
+  // The signs are balanced and vary within a row and within a group.
+  count_sketch s(1, w, n, d, 12, true);
+  int negative = 0, constant_rows = 0, constant_groups = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    int row_neg = 0;
+    for (uint32_t c = 0; c < d; ++c) row_neg += s.sign(0, k * uint32_t(d) + c) < 0;
+    negative += row_neg;
+    constant_rows += row_neg == 0 || row_neg == d;
+    for (uint32_t g0 = 0; g0 + 32 <= d; g0 += 32) {
+      int group_neg = 0;
+      for (uint32_t c = g0; c < g0 + 32; ++c) group_neg += s.sign(0, k * uint32_t(d) + c) < 0;
+      constant_groups += group_neg == 0 || group_neg == 32;
+    }
+  }
+  CHECK(std::abs(double(negative) / double(n * d) - 0.5) < 0.05);  // 2,800 signs: sd 0.0095
+  CHECK(constant_rows == 0);
+  CHECK(constant_groups == 0);
+}
+
 TEST_CASE("the sketch is linear: sketch(a) + sketch(b) equals sketch(a + b)", "[s2]") {
   const int64_t n = 200, d = 16;
   const auto a = row_sparse_gradient(n, d, 0.3, 1), b = row_sparse_gradient(n, d, 0.3, 2);
