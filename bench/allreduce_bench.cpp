@@ -54,6 +54,10 @@ comm::codec_run_options run_options(const allreduce_bench_options& o) {
   if (const char* s = std::getenv("MERAK_RING_CHUNK_KB"))
     r.ring.chunk_bytes = size_t(std::atol(s)) << 10;
   if (const char* s = std::getenv("MERAK_RING_WINDOW")) r.ring.window = std::atoi(s);
+  // All-reduces of at most this many KiB by recursive doubling
+  // (ring_options::doubling_max_bytes).
+  if (const char* s = std::getenv("MERAK_DOUBLING_KB"))
+    r.ring.doubling_max_bytes = size_t(std::atol(s)) << 10;
   return r;
 }
 

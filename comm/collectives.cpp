@@ -54,8 +54,9 @@ void with_context(const char* what, const transport& t, tag_t tag, F&& body) {
 // sends segment r+1-t and receives r-t (straight into data). The segment a
 // rank sends at step s+1 is the one it received at step s, so chunk j moves
 // on as soon as it arrived: steps pipeline over chunks.
-// `op(dst, src, count, offset)` reduces src into dst, the `count` elements
-// starting at element `offset` of data.
+// `op(dst, a, b, count, offset)` sets dst = a ⊕ b for the `count` elements
+// starting at element `offset` of data (dst may be a or b); the ring reduces
+// the received chunk into its own: op(own, own, received).
 template <typename T, typename Op>
 void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_options& o, Op op) {
   const int P = t.size(), r = t.rank();
@@ -131,11 +132,62 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
     const size_t j = cur % nc;
     if (s < P - 1) {
       auto [b, e] = chunk(recv_seg(s), j);
-      op(data.data() + b, temp + (cur % slots) * slot_elems, e - b, b);
+      op(data.data() + b, data.data() + b, temp + (cur % slots) * slot_elems, e - b, b);
     }
     if (s + 1 < steps) post_send(static_cast<size_t>(s + 1) * nc + j);
   }
   for (auto& c : sends) c.wait();
+}
+
+// Recursive doubling (buffers of at most ring_options::doubling_max_bytes):
+// with p2 the largest power of two <= P, ranks p2..P-1 first hand their
+// buffer to rank r - p2, which reduces it into its own (fold); then in round
+// m = 1, 2, 4, ... < p2 rank r exchanges its whole buffer with r ^ m and
+// both reduce it, the lower rank's value first, so that the partners hold the
+// same bits; last, ranks r < P - p2 send the result back to r + p2.
+// log2(p2) rounds instead of the ring's 2(P-1) steps; each sends the whole
+// buffer (n·4 bytes per round, plus the fold: see collectives.hpp).
+template <typename T, typename Op>
+void doubling_allreduce(transport& t, std::span<T> data, tag_t tag, Op op) {
+  const int P = t.size(), r = t.rank();
+  if (P == 1 || data.empty()) return;
+  const size_t n = data.size(), bytes = n * sizeof(T);
+  int p2 = 1;
+  while (p2 * 2 <= P) p2 *= 2;
+  const int extra = P - p2;
+  const tag_t wire_tag = collective_tag(tag, 0);
+  T* own = data.data();
+  if (r >= p2) {  // folded: hand the buffer over, then wait for the result
+    t.isend(r - p2, wire_tag, own, bytes).wait();
+    t.irecv(r - p2, wire_tag, own, bytes).wait();
+    return;
+  }
+  T* temp = scratch<T>(n);
+  if (r < extra) {
+    t.irecv(r + p2, wire_tag, temp, bytes).wait();
+    op(own, own, temp, n, 0);  // the lower rank's value first
+  }
+  for (int m = 1; m < p2; m <<= 1) {
+    const int peer = r ^ m;
+    completion rc = t.irecv(peer, wire_tag, temp, bytes);
+    completion sc = t.isend(peer, wire_tag, own, bytes);
+    rc.wait();
+    sc.wait();  // own is overwritten next
+    if (r < peer)
+      op(own, own, temp, n, 0);
+    else
+      op(own, temp, own, n, 0);
+  }
+  if (r < extra) t.isend(r + p2, wire_tag, own, bytes).wait();
+}
+
+// The all-reduce of `data` by ring or, when small, by recursive doubling.
+template <typename T, typename Op>
+void allreduce_by_size(transport& t, std::span<T> data, tag_t tag, const ring_options& o, Op op) {
+  if (data.size() * sizeof(T) <= o.doubling_max_bytes)
+    doubling_allreduce(t, data, tag, op);
+  else
+    ring_allreduce(t, data, tag, o, op);
 }
 
 // Ring all-gather of blocks at offsets[k], sizes[k] in `all`; this rank's
@@ -164,17 +216,19 @@ tag_t collective_tag(tag_t tag, uint32_t sub) {
 
 void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o) {
   with_context("allreduce_sum", t, tag, [&] {
-    ring_allreduce(t, data, tag, o, [](float* dst, const float* src, size_t n, size_t) {
-      for (size_t k = 0; k < n; ++k) dst[k] += src[k];
-    });
+    allreduce_by_size(t, data, tag, o,
+                      [](float* dst, const float* a, const float* b, size_t n, size_t) {
+                        for (size_t k = 0; k < n; ++k) dst[k] = a[k] + b[k];
+                      });
   });
 }
 
 void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o) {
   with_context("allreduce_or", t, tag, [&] {
-    ring_allreduce(t, data, tag, o, [](uint64_t* dst, const uint64_t* src, size_t n, size_t) {
-      for (size_t k = 0; k < n; ++k) dst[k] |= src[k];
-    });
+    allreduce_by_size(t, data, tag, o,
+                      [](uint64_t* dst, const uint64_t* a, const uint64_t* b, size_t n, size_t) {
+                        for (size_t k = 0; k < n; ++k) dst[k] = a[k] | b[k];
+                      });
   });
 }
 
@@ -184,27 +238,29 @@ void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> s
       reinterpret_cast<const void*>(bits.data() + bits.size()) != sum.data())
     fail("allreduce_or_sum: the floats must follow the bitmap in memory");
   with_context("allreduce_or_sum", t, tag, [&] {
-    // One ring over the 32-bit words of both: OR below `edge`, float SUM above it. The caller's buffer
-    // holds uint64_t and float objects, so values are moved with memcpy.
+    // One all-reduce over the 32-bit words of both: OR below `edge`, float SUM above it. The
+    // caller's buffer holds uint64_t and float objects, so values are moved with memcpy.
     const size_t edge = bits.size() * 2;
     auto* words = bits.empty() ? reinterpret_cast<uint32_t*>(sum.data())
                                : reinterpret_cast<uint32_t*>(bits.data());
     std::span<uint32_t> all(words, edge + sum.size());
-    ring_allreduce(t, all, tag, o, [edge](uint32_t* dst, const uint32_t* src, size_t n, size_t at) {
-      size_t k = 0;
-      for (; k < n && at + k < edge; ++k) {
-        uint32_t a, b;
-        std::memcpy(&a, dst + k, 4), std::memcpy(&b, src + k, 4);
-        a |= b;
-        std::memcpy(dst + k, &a, 4);
-      }
-      for (; k < n; ++k) {
-        float a, b;
-        std::memcpy(&a, dst + k, 4), std::memcpy(&b, src + k, 4);
-        a += b;
-        std::memcpy(dst + k, &a, 4);
-      }
-    });
+    allreduce_by_size(
+        t, all, tag, o,
+        [edge](uint32_t* dst, const uint32_t* a, const uint32_t* b, size_t n, size_t at) {
+          size_t k = 0;
+          for (; k < n && at + k < edge; ++k) {
+            uint32_t x, y;
+            std::memcpy(&x, a + k, 4), std::memcpy(&y, b + k, 4);
+            x |= y;
+            std::memcpy(dst + k, &x, 4);
+          }
+          for (; k < n; ++k) {
+            float x, y;
+            std::memcpy(&x, a + k, 4), std::memcpy(&y, b + k, 4);
+            x += y;
+            std::memcpy(dst + k, &x, 4);
+          }
+        });
   });
 }
 

@@ -53,18 +53,33 @@ struct ring_options {
   size_t chunk_bytes = size_t{1} << 20;
   // Receives posted ahead (the temporary memory is window x chunk_bytes).
   int window = 4;
+  // All-reduces of at most this many bytes use recursive doubling instead
+  // of the ring: log2(p2) rounds of whole-buffer exchanges (p2 the largest
+  // power of two <= P) instead of 2(P-1) steps, i.e. latency instead of
+  // bandwidth, as MPI and NCCL choose by size. Bytes sent per rank:
+  // log2(p2)·n·b, plus n·b for ranks below P - p2 (they return the result
+  // to a folded rank) — equal to the ring's at P = 2, more at P > 2. 0: the
+  // ring always. 256 KiB: at P = 2 over UCX shared memory doubling measured
+  // as fast or faster up to 256 KiB (e.g. 57 KB: 12.7-15.5 against
+  // 14.4-19.8 µs) and slower from 512 KiB (1 MiB: 0.23 against 0.19 ms);
+  // docs/s2-reducer.md, "Seventh session". Not timed at P > 2 (2 cores).
+  size_t doubling_max_bytes = size_t{256} << 10;
 };
 
 // data <- sum over ranks of data, as a ring: reduce-scatter then all-gather,
 // 2(P-1)/P x n x 4 bytes sent per rank. Each element is summed in one fixed
 // order (around the ring) on one rank and then copied, so the result is
-// bitwise identical on every rank. Any length, including n < P.
+// bitwise identical on every rank. Any length, including n < P. Buffers of
+// at most o.doubling_max_bytes go by recursive doubling instead (same
+// guarantee: partners add the lower rank's value first, so every rank holds
+// the same bits; the summation order differs from the ring's).
 void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o = {});
 
-// data <- bitwise OR over ranks (bitmaps of non-zero rows), same ring.
+// data <- bitwise OR over ranks (bitmaps of non-zero rows), same ring (or
+// recursive doubling when small).
 void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o = {});
 
-// Both at once, in one ring (one round of messages instead of two): bits
+// Both at once, in one ring or recursive doubling (one all-reduce instead of two): bits
 // <- OR over ranks, sum <- SUM over ranks. `sum` must start right after
 // `bits` in memory (one buffer); either may be empty. The floats are summed
 // in a fixed order as in allreduce_sum (bitwise equal on every rank), though

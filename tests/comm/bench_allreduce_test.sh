@@ -6,16 +6,25 @@ set -euo pipefail
 merak=$1
 case_name=$2
 
-check_json() {  # $1: JSON, $2: procs, $3: method, $4: n*d
-  python3 - "$1" "$2" "$3" "$4" <<'PY'
+check_json() {  # $1: JSON, $2: procs, $3: method, $4: n*d, [$5: doubling: all-reduce by recursive doubling]
+  python3 - "$1" "$2" "$3" "$4" "${5:-ring}" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
-P, method, nd = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+P, method, nd, alg = int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
 for k in ("bytes_per_rank", "time_ms", "encode_ms", "comm_ms", "decode_ms", "time_min_ms",
           "time_max_ms", "rel_error", "rows", "cols", "procs", "method", "transport", "ucx_tls"):
     assert k in j, f"missing {k}: {j}"
 assert j["procs"] == P and j["method"] == method, j
-if method == "dense":
+if method == "dense" and alg == "doubling":
+    # rank 0: the whole buffer in each of log2(p2) rounds, and once more when
+    # it returns the result to a folded rank (P > p2); plus the shape header
+    p2 = 1
+    while p2 * 2 <= P:
+        p2 *= 2
+    sent = (p2.bit_length() - 1 + (1 if P > p2 else 0)) * nd * 4
+    assert sent <= j["bytes_per_rank"] <= sent + 4096, (j["bytes_per_rank"], sent)
+    assert j["rel_error"] < 1e-6, j
+elif method == "dense":
     ring = 2 * (P - 1) / P * nd * 4
     # the ring plus the codec's small shape header, counted by the transport
     assert ring <= j["bytes_per_rank"] <= ring + 4096, (j["bytes_per_rank"], ring)
@@ -26,13 +35,21 @@ PY
 
 case "$case_name" in
   dense_ucx)
+    # MERAK_DOUBLING_KB: all-reduces of at most that many KiB by recursive
+    # doubling (0: the ring); the buffer is 20 KB.
     for P in 2 3; do
-      out=$("$merak" bench allreduce --procs $P --method dense --rows 300 --cols 17 --iters 3 --json)
+      out=$(MERAK_DOUBLING_KB=0 "$merak" bench allreduce --procs $P --method dense --rows 300 --cols 17 --iters 3 --json)
       check_json "$out" $P dense $((300 * 17))
+      out=$(MERAK_DOUBLING_KB=64 "$merak" bench allreduce --procs $P --method dense --rows 300 --cols 17 --iters 3 --json)
+      check_json "$out" $P dense $((300 * 17)) doubling
     done ;;
   dense_inproc)
-    out=$("$merak" bench allreduce --procs 4 --transport inproc --method dense --rows 300 --cols 17 --iters 3)
-    check_json "$out" 4 dense $((300 * 17)) ;;
+    for P in 3 4; do
+      out=$(MERAK_DOUBLING_KB=0 "$merak" bench allreduce --procs $P --transport inproc --method dense --rows 300 --cols 17 --iters 3)
+      check_json "$out" $P dense $((300 * 17))
+      out=$(MERAK_DOUBLING_KB=64 "$merak" bench allreduce --procs $P --transport inproc --method dense --rows 300 --cols 17 --iters 3)
+      check_json "$out" $P dense $((300 * 17)) doubling
+    done ;;
   bad_method)
     if err=$("$merak" bench allreduce --method nope 2>&1); then echo "accepted a bad method"; exit 1; fi
     echo "$err" | grep -q "nope" || { echo "error does not name the method: $err"; exit 1; } ;;

@@ -8,8 +8,10 @@
 
 #include "comm/collectives.hpp"
 #include "comm_test_util.hpp"
+#include "rank_values.hpp"
 
 using namespace merak::comm;
+using merak::comm::testing::doubling_bytes;
 using merak::comm::testing::run_ranks;
 using namespace std::chrono_literals;
 
@@ -45,16 +47,36 @@ void check_allreduce(int P, size_t n, const ring_options& o) {
   }
   for (int r = 1; r < P; ++r)
     REQUIRE((n == 0 || std::memcmp(out[r].data(), out[0].data(), n * sizeof(float)) == 0));
-  // Each rank sends P-1 segments in each phase; segments differ by at most one
-  // element: 2(P-1)/P n 4 bytes up to rounding.
-  if (P > 1)
+  if (P == 1 || n == 0) {
+    for (int r = 0; r < P; ++r) REQUIRE(sent[r] == 0);
+  } else if (n * 4 <= o.doubling_max_bytes) {  // recursive doubling: exact
+    for (int r = 0; r < P; ++r) REQUIRE(sent[r] == doubling_bytes(P, r, n * 4));
+  } else {
+    // Ring: each rank sends P-1 segments in each phase; segments differ by at
+    // most one element: 2(P-1)/P n 4 bytes up to rounding.
     for (int r = 0; r < P; ++r) {
       const double expect = 2.0 * (P - 1) / P * n * 4;
       REQUIRE(std::abs(double(sent[r]) - expect) <= 2.0 * (P - 1) * 4);
     }
-  else
-    REQUIRE(sent[0] == 0);
+  }
 }
+
+// Every rank's result of allreduce_sum with options `o`, values exact in any
+// summation order (multiples of 1/4, small): different algorithms must agree
+// bit for bit.
+std::vector<std::vector<float>> exact_sums(int P, size_t n, const ring_options& o) {
+  std::vector<std::vector<float>> out(P);
+  auto errors = run_ranks(P, [&](transport& t) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = 0.25f * float(int((i * 7 + 3 * t.rank()) % 41) - 20);
+    allreduce_sum(t, x, 12, o);
+    out[t.rank()] = std::move(x);
+  });
+  for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+  return out;
+}
+
+constexpr size_t kalways = ~size_t{0};  // doubling_max_bytes: recursive doubling at every size
 
 }  // namespace
 
@@ -64,76 +86,149 @@ TEST_CASE("ring allreduce_sum matches the reference sum with equal bits on every
     for (size_t n : {size_t{0}, size_t{1}, size_t(P > 1 ? P - 1 : 1), size_t{7}, size_t{1000},
                      size_t{12347}}) {
       INFO("P = " << P << ", n = " << n);
-      check_allreduce(P, n, {});
+      check_allreduce(P, n, ring_options{.doubling_max_bytes = 0});
       // Small chunks: many chunks per segment, pipelined over steps.
-      check_allreduce(P, n, ring_options{64, 3});
+      check_allreduce(P, n, ring_options{64, 3, 0});
     }
+}
+
+TEST_CASE("recursive doubling matches the reference sum with equal bits on every rank",
+          "[comm][collectives]") {
+  // P = 1..5: powers of two and the fold of P - p2 extra ranks (3, 5).
+  for (int P = 1; P <= 5; ++P)
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{12347}}) {
+      INFO("P = " << P << ", n = " << n);
+      check_allreduce(P, n, ring_options{.doubling_max_bytes = kalways});
+    }
+}
+
+TEST_CASE("recursive doubling gives the ring's result, and at P = 2 the ring's exact bits",
+          "[comm][collectives]") {
+  for (int P = 1; P <= 5; ++P)
+    for (size_t n : {size_t{1}, size_t{5}, size_t{999}}) {
+      INFO("P = " << P << ", n = " << n);
+      const auto ring = exact_sums(P, n, ring_options{64, 3, 0});
+      const auto doubling = exact_sums(P, n, ring_options{64, 3, kalways});
+      for (int r = 0; r < P; ++r) REQUIRE(doubling[r] == ring[r]);
+    }
+  // Arbitrary values: at P = 2 both add the two ranks' values once (float
+  // addition commutes), so even rounding agrees.
+  for (size_t n : {size_t{1}, size_t{1000}}) {
+    std::vector<std::vector<float>> got[2];
+    for (int alg = 0; alg < 2; ++alg) {
+      got[alg].resize(2);
+      auto errors = run_ranks(2, [&](transport& t) {
+        std::vector<float> x(n);
+        for (size_t i = 0; i < n; ++i) x[i] = value(t.rank(), i);
+        allreduce_sum(t, x, 13, ring_options{.doubling_max_bytes = alg ? kalways : 0});
+        got[alg][t.rank()] = std::move(x);
+      });
+      REQUIRE(errors[0] == "");
+      REQUIRE(errors[1] == "");
+    }
+    for (int r = 0; r < 2; ++r)
+      REQUIRE(std::memcmp(got[0][r].data(), got[1][r].data(), n * 4) == 0);
+  }
+}
+
+TEST_CASE("buffers up to doubling_max_bytes go by recursive doubling, larger ones by the ring",
+          "[comm][collectives]") {
+  // At P = 3 the two differ in bytes: rank 0 sends 2·n·4 by doubling (a round
+  // and the result back to rank 2), 4/3·n·4 by the ring.
+  const int P = 3;
+  const size_t limit = 4000;  // bytes: 1,000 floats
+  for (size_t n : {size_t{1000}, size_t{1001}}) {
+    std::vector<uint64_t> sent(P);
+    std::vector<std::vector<float>> out(P);
+    auto errors = run_ranks(P, [&](transport& t) {
+      std::vector<float> x(n, 1.0f);
+      allreduce_sum(t, x, 14, ring_options{.doubling_max_bytes = limit});
+      sent[t.rank()] = t.bytes_sent();
+      out[t.rank()] = std::move(x);
+    });
+    for (int r = 0; r < P; ++r) {
+      REQUIRE(errors[r] == "");
+      REQUIRE(out[r] == std::vector<float>(n, 3.0f));
+    }
+    INFO("n = " << n << ", rank 0 sent " << sent[0]);
+    if (n * 4 <= limit)
+      CHECK(sent[0] == 2 * n * 4);
+    else
+      CHECK(std::abs(double(sent[0]) - 4.0 / 3.0 * double(n) * 4) <= 16);
+  }
 }
 
 TEST_CASE("ring allreduce_sum of a large buffer sends 2(P-1)/P n 4 bytes per rank",
           "[comm][collectives]") {
   for (int P : {2, 3, 4}) {
     INFO("P = " << P);
-    check_allreduce(P, (size_t{1} << 20) + 13, ring_options{1 << 16, 4});
+    check_allreduce(P, (size_t{1} << 20) + 13, ring_options{1 << 16, 4, 0});
   }
 }
 
 TEST_CASE("allreduce_or is the union of every rank's bitmap", "[comm][collectives]") {
-  for (int P = 1; P <= 8; ++P)
-    for (size_t n : {size_t{1}, size_t{3}, size_t{100}}) {
-      std::vector<std::vector<uint64_t>> out(P);
-      auto errors = run_ranks(P, [&](transport& t) {
-        std::vector<uint64_t> bits(n, 0);
-        for (size_t i = 0; i < n; ++i) bits[i] = uint64_t{1} << ((i * 7 + t.rank()) % 64);
-        allreduce_or(t, bits, 3, ring_options{16, 2});
-        out[t.rank()] = bits;
-      });
-      for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
-      for (size_t i = 0; i < n; ++i) {
-        uint64_t ref = 0;
-        for (int r = 0; r < P; ++r) ref |= uint64_t{1} << ((i * 7 + r) % 64);
-        for (int r = 0; r < P; ++r) REQUIRE(out[r][i] == ref);
+  for (size_t doubling : {size_t{0}, kalways})
+    for (int P = 1; P <= 8; ++P)
+      for (size_t n : {size_t{1}, size_t{3}, size_t{100}}) {
+        std::vector<std::vector<uint64_t>> out(P);
+        auto errors = run_ranks(P, [&](transport& t) {
+          std::vector<uint64_t> bits(n, 0);
+          for (size_t i = 0; i < n; ++i) bits[i] = uint64_t{1} << ((i * 7 + t.rank()) % 64);
+          allreduce_or(t, bits, 3, ring_options{16, 2, doubling});
+          out[t.rank()] = bits;
+        });
+        for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+        for (size_t i = 0; i < n; ++i) {
+          uint64_t ref = 0;
+          for (int r = 0; r < P; ++r) ref |= uint64_t{1} << ((i * 7 + r) % 64);
+          for (int r = 0; r < P; ++r) REQUIRE(out[r][i] == ref);
+        }
       }
-    }
 }
 
 TEST_CASE("allreduce_or_sum ORs the bitmap and sums the floats that follow it, in one ring",
           "[comm][collectives]") {
-  for (int P = 1; P <= 5; ++P)
-    for (auto [words, floats] : {std::pair<size_t, size_t>{1, 1}, {3, 10}, {10, 101}, {0, 7}}) {
-      std::vector<std::vector<uint64_t>> bits_out(P);
-      std::vector<std::vector<float>> sum_out(P);
-      auto errors = run_ranks(P, [&](transport& t) {
-        const int r = t.rank();
-        // One buffer: `words` u64, then `floats` f32 (as S2 lays them out).
-        std::vector<std::byte> buf(words * 8 + floats * 4);
-        std::span<uint64_t> bits(reinterpret_cast<uint64_t*>(buf.data()), words);
-        std::span<float> sum(reinterpret_cast<float*>(buf.data() + words * 8), floats);
-        for (size_t i = 0; i < words; ++i) bits[i] = uint64_t{1} << ((i * 13 + r) % 64);
-        for (size_t i = 0; i < floats; ++i) sum[i] = 0.25f * float((i + 1) * (r + 1));
-        const uint64_t before = t.bytes_sent();
-        allreduce_or_sum(t, bits, sum, 4, ring_options{16, 2});  // many chunks across the edge
-        // One ring over both: 2(P-1)/P of the buffer, up to a word per segment.
-        const double ring = 2.0 * (P - 1) / P * double(buf.size());
-        CHECK(std::abs(double(t.bytes_sent() - before) - ring) <= 2.0 * (P - 1) * 4);
-        bits_out[r].assign(bits.begin(), bits.end());
-        sum_out[r].assign(sum.begin(), sum.end());
-        if (words > 1) {  // the floats must follow the bitmap
-          CHECK_THROWS_WITH(allreduce_or_sum(t, bits.first(1), sum, 5),
-                            Catch::Contains("must follow the bitmap"));
+  for (size_t doubling : {size_t{0}, kalways})
+    for (int P = 1; P <= 5; ++P)
+      for (auto [words, floats] : {std::pair<size_t, size_t>{1, 1}, {3, 10}, {10, 101}, {0, 7}}) {
+        std::vector<std::vector<uint64_t>> bits_out(P);
+        std::vector<std::vector<float>> sum_out(P);
+        auto errors = run_ranks(P, [&](transport& t) {
+          const int r = t.rank();
+          // One buffer: `words` u64, then `floats` f32 (as S2 lays them out).
+          std::vector<std::byte> buf(words * 8 + floats * 4);
+          std::span<uint64_t> bits(reinterpret_cast<uint64_t*>(buf.data()), words);
+          std::span<float> sum(reinterpret_cast<float*>(buf.data() + words * 8), floats);
+          for (size_t i = 0; i < words; ++i) bits[i] = uint64_t{1} << ((i * 13 + r) % 64);
+          for (size_t i = 0; i < floats; ++i) sum[i] = 0.25f * float((i + 1) * (r + 1));
+          const uint64_t before = t.bytes_sent();
+          allreduce_or_sum(t, bits, sum, 4,
+                           ring_options{16, 2, doubling});  // chunks across the edge
+          const double sent = double(t.bytes_sent() - before);
+          if (doubling) {  // one all-reduce of the whole buffer
+            CHECK(sent == double(doubling_bytes(P, r, buf.size())));
+          } else {  // one ring over both: 2(P-1)/P of the buffer, up to a word per segment
+            const double ring = 2.0 * (P - 1) / P * double(buf.size());
+            CHECK(std::abs(sent - ring) <= 2.0 * (P - 1) * 4);
+          }
+          bits_out[r].assign(bits.begin(), bits.end());
+          sum_out[r].assign(sum.begin(), sum.end());
+          if (words > 1) {  // the floats must follow the bitmap
+            CHECK_THROWS_WITH(allreduce_or_sum(t, bits.first(1), sum, 5),
+                              Catch::Contains("must follow the bitmap"));
+          }
+        });
+        for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+        for (int r = 0; r < P; ++r) {
+          for (size_t i = 0; i < words; ++i) {
+            uint64_t ref = 0;
+            for (int k = 0; k < P; ++k) ref |= uint64_t{1} << ((i * 13 + k) % 64);
+            REQUIRE(bits_out[r][i] == ref);
+          }
+          for (size_t i = 0; i < floats; ++i)  // multiples of 1/4: exact in any order
+            REQUIRE(sum_out[r][i] == 0.25f * float((i + 1) * (P * (P + 1) / 2)));
         }
-      });
-      for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
-      for (int r = 0; r < P; ++r) {
-        for (size_t i = 0; i < words; ++i) {
-          uint64_t ref = 0;
-          for (int k = 0; k < P; ++k) ref |= uint64_t{1} << ((i * 13 + k) % 64);
-          REQUIRE(bits_out[r][i] == ref);
-        }
-        for (size_t i = 0; i < floats; ++i)  // multiples of 1/4: exact in any order
-          REQUIRE(sum_out[r][i] == 0.25f * float((i + 1) * (P * (P + 1) / 2)));
       }
-    }
 }
 
 TEST_CASE("allgather and allgatherv put every rank's block in rank order", "[comm][collectives]") {
@@ -188,20 +283,22 @@ TEST_CASE("broadcast copies the root's buffer to every rank, for every root",
 TEST_CASE("a rank that never joins makes allreduce fail within the timeout, naming the peer",
           "[comm][collectives]") {
   const auto timeout = 300ms;
+  const size_t doubling = GENERATE(size_t{0}, kalways);
   auto t0 = std::chrono::steady_clock::now();
   auto errors = run_ranks(
       3,
       [&](transport& t) {
         if (t.rank() == 2) return;  // never sends; its endpoint stays open
         std::vector<float> x(100, 1.0f);
-        allreduce_sum(t, x, 4);
+        allreduce_sum(t, x, 4, ring_options{.doubling_max_bytes = doubling});
       },
       timeout);
   // Keep this below the default test time-outs: each waiting rank fails
   // after at most a few timeouts, never hangs.
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   CHECK(errors[2] == "");
-  // Rank 0 receives from rank 2 (its left neighbour) at the first step.
+  // Rank 0 receives from rank 2 first: its left neighbour in the ring, the
+  // rank it folds in by recursive doubling.
   CHECK_THAT(errors[0], Catch::Contains("allreduce_sum") && Catch::Contains("rank 0") &&
                             Catch::Contains("peer 2") && Catch::Contains("timed out"));
   CHECK_THAT(errors[1], Catch::Contains("rank 1") && Catch::Contains("timed out"));

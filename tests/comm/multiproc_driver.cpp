@@ -49,6 +49,7 @@ namespace {
 
 constexpr int kexpected_failure = 42;
 
+using merak::comm::testing::doubling_bytes;
 using merak::comm::testing::fnv;
 using merak::comm::testing::value;
 
@@ -58,34 +59,38 @@ void require(bool ok, const std::string& what) {
 
 int worker_allreduce(bootstrap& b, transport& t) {
   const int P = t.size(), r = t.rank();
-  for (size_t n :
-       {size_t{1}, size_t(P > 1 ? P - 1 : 1), size_t{1000}, size_t{12347}, (size_t{1} << 20) + 3}) {
-    std::vector<float> x(n);
-    for (size_t i = 0; i < n; ++i) x[i] = value(r, i);
-    t.reset_bytes_sent();
-    allreduce_sum(t, x, 1, ring_options{size_t{1} << 16, 4});
-    for (size_t i = 0; i < n; ++i) {
-      double ref = 0, mag = 0;
-      for (int k = 0; k < P; ++k) {
-        ref += value(k, i);
-        mag += std::abs(value(k, i));
+  // The ring, then recursive doubling (every size: ring_options::doubling_max_bytes).
+  for (size_t doubling : {size_t{0}, ~size_t{0}})
+    for (size_t n : {size_t{1}, size_t(P > 1 ? P - 1 : 1), size_t{1000}, size_t{12347},
+                     (size_t{1} << 20) + 3}) {
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = value(r, i);
+      t.reset_bytes_sent();
+      allreduce_sum(t, x, 1, ring_options{size_t{1} << 16, 4, doubling});
+      for (size_t i = 0; i < n; ++i) {
+        double ref = 0, mag = 0;
+        for (int k = 0; k < P; ++k) {
+          ref += value(k, i);
+          mag += std::abs(value(k, i));
+        }
+        require(std::abs(x[i] - ref) <= P * 6e-8 * mag,
+                fmt::format("n {} element {}: {} vs reference {}", n, i, x[i], ref));
       }
-      require(std::abs(x[i] - ref) <= P * 6e-8 * mag,
-              fmt::format("n {} element {}: {} vs reference {}", n, i, x[i], ref));
+      const double expect =
+          doubling ? double(doubling_bytes(P, r, n * 4)) : 2.0 * (P - 1) / P * n * 4;
+      require(
+          std::abs(double(t.bytes_sent()) - expect) <= (doubling ? 0 : 2.0 * (P - 1) * 4),
+          fmt::format("bytes sent {} vs {} (doubling {})", t.bytes_sent(), expect, doubling != 0));
+      // UCX completes a large (rendezvous) send only when its receiver keeps
+      // progressing the worker; a rank whose receives are done must not block
+      // in the bootstrap's sockets while a peer still waits for that. A
+      // barrier over the transport ends the phase with everyone progressing.
+      barrier(t, 5);
+      const uint64_t h = fnv(x.data(), n * 4);
+      for (auto& o : b.allgather(std::string(reinterpret_cast<const char*>(&h), sizeof h)))
+        require(o == std::string(reinterpret_cast<const char*>(&h), sizeof h),
+                fmt::format("n {}: ranks hold different bits", n));
     }
-    const double expect = 2.0 * (P - 1) / P * n * 4;
-    require(std::abs(double(t.bytes_sent()) - expect) <= 2.0 * (P - 1) * 4,
-            fmt::format("bytes sent {} vs {}", t.bytes_sent(), expect));
-    // UCX completes a large (rendezvous) send only when its receiver keeps
-    // progressing the worker; a rank whose receives are done must not block
-    // in the bootstrap's sockets while a peer still waits for that. A
-    // barrier over the transport ends the phase with everyone progressing.
-    barrier(t, 5);
-    const uint64_t h = fnv(x.data(), n * 4);
-    for (auto& o : b.allgather(std::string(reinterpret_cast<const char*>(&h), sizeof h)))
-      require(o == std::string(reinterpret_cast<const char*>(&h), sizeof h),
-              fmt::format("n {}: ranks hold different bits", n));
-  }
   std::vector<uint64_t> bits(77, 0);
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = uint64_t{1} << ((i + r) % 64);
   allreduce_or(t, bits, 2);
@@ -182,9 +187,8 @@ int worker(const std::string& scenario) {
           // before its own timeout: also a failure naming the peer.
           const bool named = msg.find("timed out") != std::string::npos ||
                              msg.find("went away") != std::string::npos;
-          return named && msg.find("peer ") != std::string::npos && s < 10.0
-                     ? kexpected_failure
-                     : 1;
+          return named && msg.find("peer ") != std::string::npos && s < 10.0 ? kexpected_failure
+                                                                             : 1;
         }
       }
       return 1;

@@ -16,6 +16,19 @@ inline float value(int r, size_t i) {
   return static_cast<float>(static_cast<int64_t>(h % 2000001) - 1000000) * 1e-3f;
 }
 
+// Bytes rank r of P sends in a recursive-doubling all-reduce of `bytes`
+// (comm/collectives.hpp, ring_options::doubling_max_bytes): with p2 the
+// largest power of two <= P, a folded rank (r >= p2) sends its buffer once;
+// the others send it in each of log2(p2) rounds, and ranks below P - p2 once
+// more (the result, back to r + p2).
+inline uint64_t doubling_bytes(int P, int r, uint64_t bytes) {
+  if (P == 1) return 0;
+  int p2 = 1, rounds = 0;
+  while (p2 * 2 <= P) p2 *= 2, ++rounds;
+  if (r >= p2) return bytes;
+  return bytes * uint64_t(rounds + (r < P - p2 ? 1 : 0));
+}
+
 // FNV-1a over n bytes: equal results on every rank are checked by hash.
 inline uint64_t fnv(const void* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
