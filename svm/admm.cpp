@@ -358,7 +358,12 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
       full.z[set[size_t(i)]] = res.state.z[i], full.u1[set[size_t(i)]] = res.state.u1[i];
     have_state = true;
     if ((!res.converged && !grow) || iterations >= o.max_iter || k == p) break;
-    if (add_top(batch, [](double score) { return score > 1 + screen_slack; }) == 0) break;
+    // No violator left: done when the run converged; a run stopped by the
+    // check found violators in this same state, so this is only a guard
+    // (continue on the same set).
+    if (add_top(batch, [](double score) { return score > 1 + screen_slack; }) == 0 &&
+        res.converged)
+      break;
   }
   res.iterations = iterations, res.cg_iterations = cg, res.rho_changes = rho_changes;
   res.screen_rounds = rounds;
