@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Repeated stratified CV for bench/compare_liblinear.sh.
 
-Usage: bench/compare_repeated.py CANDS.jsonl [TOLERANCE] [--curve K1,K2,...]
+Usage: bench/compare_repeated.py CANDS.jsonl [TOLERANCE] [--curve K1,K2,...] [--chosen OUT]
 
 CANDS.jsonl holds the grid points that compare_liblinear.sh wrote with
 CANDS=FILE over several SEED=S runs (one line per data set, method, setting
@@ -20,6 +20,9 @@ of the method's settings reaches with at most a third of L1's non-zeros.
 --curve K1,K2,... adds a second table: per data set and method, the best
 mean accuracy of any setting with at most K mean non-zeros (the
 accuracy / sparsity curve that the grid samples; a bound, not a selection).
+--chosen OUT writes each chosen setting as a line of compare_liblinear.sh's
+OUT format, so that `CHOSEN=OUT bench/compare_liblinear.sh ...` times the
+repeated-CV choices (e.g. under an exclusive lock).
 """
 import json
 import sys
@@ -46,6 +49,13 @@ def setting_text(method, key):
 def main():
     args = sys.argv[1:]
     curve = []
+    chosen_out = None
+    if "--chosen" in args:
+        i = args.index("--chosen")
+        if i + 1 >= len(args):
+            sys.exit("--chosen needs a file name")
+        chosen_out = args[i + 1]
+        del args[i:i + 2]
     if "--curve" in args:
         i = args.index("--curve")
         if i + 1 >= len(args):
@@ -111,6 +121,18 @@ def main():
         print(f"| {data} | {method} | {setting_text(method, pick[4])} | {pick[0]:.4f} "
               f"({pick[2]:.4f}-{pick[3]:.4f}) | {pick[1]:.1f} | {best:.4f} | {len(want)} | {target} "
               f"| {sparse} |")
+
+    if chosen_out:
+        with open(chosen_out, "w") as f:
+            for (data, method), (pick, _) in chosen.items():
+                key = pick[4]
+                line = {"data": data, "method": method}
+                if key[0] == "C":
+                    line["C"] = key[1]
+                else:
+                    line["lambda"], line["theta"] = key[1], key[2]
+                    line["theta_times_lambda"] = method == "merak-capped-l1"
+                f.write(json.dumps(line) + "\n")
 
     if curve:
         print()
