@@ -58,6 +58,9 @@ comm::codec_run_options run_options(const allreduce_bench_options& o) {
   // (ring_options::doubling_max_bytes).
   if (const char* s = std::getenv("MERAK_DOUBLING_KB"))
     r.ring.doubling_max_bytes = size_t(std::atol(s)) << 10;
+  // MERAK_BENCH_HUGE_PAGES=1: the reduced gradient on transparent huge pages
+  // (codec_run_options::huge_pages).
+  if (const char* s = std::getenv("MERAK_BENCH_HUGE_PAGES")) r.huge_pages = std::atoi(s) != 0;
   return r;
 }
 

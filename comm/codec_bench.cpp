@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "comm/collectives.hpp"
 #include "comm/row_sparse.hpp"
@@ -36,6 +41,30 @@ codec_bench_result describe(const codec_config& c, int ranks, int64_t n, int64_t
   r.dense_bytes_per_rank = 2.0 * (ranks - 1) / ranks * double(n) * double(d) * 4;
   return r;
 }
+
+// n floats, 2 MiB aligned, advised to be backed by huge pages when `huge`
+// (before the first touch, so that the kernel can fault them in as such).
+struct float_buffer {
+  struct free_deleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], free_deleter> data;
+  std::span<float> view;
+  float_buffer(size_t n, bool huge) {
+    constexpr size_t kalign = size_t{2} << 20;
+    const size_t bytes =
+        std::max<size_t>(kalign, (n * sizeof(float) + kalign - 1) / kalign * kalign);
+    data.reset(static_cast<float*>(std::aligned_alloc(kalign, bytes)));
+    if (!data) fail("codec bench: cannot allocate {} bytes", bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (huge) madvise(data.get(), bytes, MADV_HUGEPAGE);  // advice: refused is fine
+#else
+    (void)huge;
+#endif
+    view = std::span<float>(data.get(), n);
+    std::fill(view.begin(), view.end(), 0.0f);
+  }
+};
 
 }  // namespace
 
@@ -170,7 +199,8 @@ codec_bench_result bench_codec_over(transport& t, const codec_run_options& o) {
   allreduce_sum(t, exact, o.tag);
   for (float& v : exact) v /= float(P);
   auto c = make_codec(o.config);
-  std::vector<float> work(mine.size());
+  float_buffer buffer(mine.size(), o.huge_pages);
+  std::span<float> work = buffer.view;
   std::vector<double> enc, com, dec, tot, bytes;
   for (int it = 0; it < o.iters; ++it) {
     std::memcpy(work.data(), mine.data(), mine.size() * sizeof(float));

@@ -80,6 +80,11 @@ struct codec_run_options {
   bool known_rows = false;
   tag_t tag = 900;         // uses tags tag .. tag + 2
   ring_options ring = {};  // chunking of reduce_rows' all-reduces
+  // Back the gradient being reduced with transparent huge pages (2 MiB,
+  // madvise; Linux only, ignored elsewhere or when refused): the rows of a
+  // sparse step are scattered over n·d floats, one TLB miss each with 4 KiB
+  // pages. A condition of the measurement, for every method alike.
+  bool huge_pages = false;
 };
 
 // Over a transport: collective, every rank of `t` calls it with the same
