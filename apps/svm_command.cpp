@@ -143,6 +143,9 @@ int run_svm_train(const svm_train_flags& f) {
   std::printf("penalty     %s\n", o.pen.str().c_str());
   std::printf("objective   %.8g\n", r.objective);
   std::printf("iterations  %d%s\n", r.iterations, r.converged ? "" : " (iteration cap reached)");
+  if (o.workers == 1 && r.working_set < d.cols())
+    std::printf("working set %lld of %lld columns (%d ADMM runs)\n", (long long)r.working_set,
+                (long long)d.cols(), r.screen_rounds);
   std::printf("nnz         %lld of %lld (%.2f%%)\n", (long long)r.model.nnz(), (long long)d.cols(),
               out["nnz_percent"].get<double>());
   std::printf("accuracy    %.4f (training data)\n", acc);
