@@ -60,8 +60,8 @@ struct ring_options {
   // log2(p2)·n·b, plus n·b for ranks below P - p2 (they return the result
   // to a folded rank) — equal to the ring's at P = 2, more at P > 2. 0: the
   // ring always. 256 KiB: at P = 2 over UCX shared memory doubling measured
-  // as fast or faster up to 256 KiB (e.g. 57 KB: 12.7-15.5 against
-  // 14.4-19.8 µs) and slower from 512 KiB (1 MiB: 0.23 against 0.19 ms);
+  // faster than the ring or within its noise up to 384 KiB (256 KiB: 48-50
+  // against 54 µs) and slower from 512 KiB (1 MiB: 0.26 against 0.22 ms);
   // docs/s2-reducer.md, "Seventh session". Not timed at P > 2 (2 cores).
   size_t doubling_max_bytes = size_t{256} << 10;
 };
