@@ -83,9 +83,17 @@ std::string rank_list(const std::vector<caf::actor>& ws) {
 
 svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
                                        const svm_remote_options& o) {
+  return consensus_path_remote(workers, {pen}, o).front();
+}
+
+std::vector<svm_remote_result> consensus_path_remote(int workers,
+                                                     const std::vector<svm::penalty>& pens,
+                                                     const svm_remote_options& o) {
   if (workers < 1) fail("--procs must be at least 1 (got {})", workers);
   if (o.token.empty()) fail("no job token for the svm workers");
-  pen.validate();
+  if (pens.empty()) fail("no lambda to fit");
+  for (const auto& pen : pens) pen.validate();
+  if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.admm.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.admm.max_iter);
   caf::actor_system_config cfg;
   configure(cfg);
@@ -149,13 +157,14 @@ svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
             std::min<clock_type::duration>(std::chrono::milliseconds(200), join_deadline - now)) >>
             [] {});
   }
-  svm_remote_result out;
-  out.join_s = std::chrono::duration<double>(clock_type::now() - t_listen).count();
+  std::vector<svm_remote_result> outs(pens.size());
+  const double join_s = std::chrono::duration<double>(clock_type::now() - t_listen).count();
+  for (auto& out : outs) out.join_s = join_s;
 
   // One consensus fit on the rows the workers hold now (after svm_select,
   // if any): stats, setup, the iterations, eval. Fills `fit`, `scale`,
   // samples, features and accuracy of `r`.
-  auto fit_once = [&](svm_remote_result& r) {
+  auto fit_once = [&](const svm::penalty& pen, svm_remote_result& r) {
     const auto t0 = clock_type::now();
     // Stats: rows, features and column sums of every shard.
     std::vector<int64_t> rows(K), cols(K);
@@ -227,47 +236,64 @@ svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
   if (o.folds != 0) {
     if (o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
     // Cross-validation: per fold, the workers select their training and
-    // held-out rows, fit as above, and predict their held-out rows with the
-    // fold's model (weights in the data's units, +1 when x^T w + b >= 0).
-    int64_t right = 0, held_out = 0;
+    // held-out rows and fit as above (each penalty of the path in turn, cold),
+    // and predict their held-out rows with each fit's model (weights in the
+    // data's units, +1 when x^T w + b >= 0).
+    std::vector<int64_t> right(pens.size(), 0);
+    int64_t held_out = 0;
     for (int f = 0; f < o.folds; ++f) {
-      const auto t0 = clock_type::now();
-      std::vector<int64_t> test_rows(K);
-      detail::svm_phase<svm_select_atom, int64_t, int64_t>(
-          sys, self, ws, o.timeout, "select", 0,
-          [&](int k, int64_t, int64_t t_k) { test_rows[size_t(k)] = t_k; }, svm_select_atom::value,
-          int32_t(o.folds), int32_t(f));
-      svm_remote_result r;
-      fit_once(r);
-      const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
-      int64_t fold_right = 0, fold_n = 0;
-      detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
-          sys, self, ws, o.timeout, "test", 0,
-          [&](int k, svm_vector& m, svm_vector& yk) {
-            if (int64_t(m.v.size()) != test_rows[size_t(k)] || yk.v.size() != m.v.size())
-              fail("svm worker {} sent {} held-out margins and {} labels for its {} held-out rows",
-                   k, m.v.size(), yk.v.size(), test_rows[size_t(k)]);
-            for (size_t i = 0; i < m.v.size(); ++i)
-              fold_right += ((m.v[i] + r.fit.b >= 0) ? 1.0 : -1.0) == yk.v[i];
-            fold_n += int64_t(m.v.size());
-          },
-          svm_test_atom::value, to_vector(w));
-      if (fold_n < 1) fail("fold {} of {} holds out no samples", f, o.folds);
-      right += fold_right, held_out += fold_n;
-      out.fold_accuracy.push_back(double(fold_right) / double(fold_n));
-      out.cv_mean_nnz += double((w.array() != 0).count()) / o.folds;
-      out.cv_mean_iterations += double(r.fit.iterations) / o.folds;
-      out.cv_time_s += std::chrono::duration<double>(clock_type::now() - t0).count();
+      int64_t fold_n = 0;
+      for (size_t i = 0; i < pens.size(); ++i) {
+        // A worker takes each fit's rows anew (its protocol: select, stats,
+        // setup, ...), so every penalty selects the fold again.
+        const auto t0 = clock_type::now();
+        std::vector<int64_t> test_rows(K);
+        detail::svm_phase<svm_select_atom, int64_t, int64_t>(
+            sys, self, ws, o.timeout, "select", 0,
+            [&](int k, int64_t, int64_t t_k) { test_rows[size_t(k)] = t_k; },
+            svm_select_atom::value, int32_t(o.folds), int32_t(f));
+        svm_remote_result r;
+        fit_once(pens[i], r);
+        const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
+        int64_t fold_right = 0;
+        fold_n = 0;
+        detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
+            sys, self, ws, o.timeout, "test", 0,
+            [&](int k, svm_vector& m, svm_vector& yk) {
+              if (int64_t(m.v.size()) != test_rows[size_t(k)] || yk.v.size() != m.v.size())
+                fail(
+                    "svm worker {} sent {} held-out margins and {} labels for its {} held-out "
+                    "rows",
+                    k, m.v.size(), yk.v.size(), test_rows[size_t(k)]);
+              for (size_t j = 0; j < m.v.size(); ++j)
+                fold_right += ((m.v[j] + r.fit.b >= 0) ? 1.0 : -1.0) == yk.v[j];
+              fold_n += int64_t(m.v.size());
+            },
+            svm_test_atom::value, to_vector(w));
+        if (fold_n < 1) fail("fold {} of {} holds out no samples", f, o.folds);
+        svm_remote_result& out = outs[i];
+        right[i] += fold_right;
+        out.fold_accuracy.push_back(double(fold_right) / double(fold_n));
+        out.cv_mean_nnz += double((w.array() != 0).count()) / o.folds;
+        out.cv_mean_iterations += double(r.fit.iterations) / o.folds;
+        out.cv_time_s += std::chrono::duration<double>(clock_type::now() - t0).count();
+      }
+      held_out += fold_n;
     }
-    out.cv_accuracy = double(right) / double(held_out);
-    // Back to every worker's block of all rows for the final fit.
-    detail::svm_phase<svm_select_atom, int64_t, int64_t>(
-        sys, self, ws, o.timeout, "select", 0, [](int, int64_t, int64_t) {}, svm_select_atom::value,
-        int32_t(0), int32_t(0));
+    for (size_t i = 0; i < pens.size(); ++i)
+      outs[i].cv_accuracy = double(right[i]) / double(held_out);
   }
-  fit_once(out);
+  if (o.full_fit)
+    for (size_t i = 0; i < pens.size(); ++i) {
+      // Every worker's block of all rows (after folds, or between fits).
+      if (o.folds != 0 || i > 0)
+        detail::svm_phase<svm_select_atom, int64_t, int64_t>(
+            sys, self, ws, o.timeout, "select", 0, [](int, int64_t, int64_t) {},
+            svm_select_atom::value, int32_t(0), int32_t(0));
+      fit_once(pens[i], outs[i]);
+    }
   done = true;
-  return out;
+  return outs;
 }
 
 void run_svm_worker_process(svm::dataset data, const svm_worker_process_options& o) {

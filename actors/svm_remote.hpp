@@ -38,6 +38,9 @@ struct svm_remote_options {
   // its block of the held-out rows (the split of --workers K --folds F);
   // then the fit on all rows. Needs workers that read the whole file.
   int folds = 0;
+  // false (with folds >= 2, consensus_path_remote): no fit on all rows; the
+  // results carry only the CV fields.
+  bool full_fit = true;
 };
 
 struct svm_remote_result {
@@ -63,6 +66,16 @@ struct svm_remote_result {
 // must not be a CAF worker thread; runs its own actor system.
 svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
                                        const svm_remote_options& o);
+
+// A path over the same worker processes: one cold consensus fit per
+// penalty (e.g. a lambda grid), in the given order; with o.folds >= 2 each
+// fold's rows are selected once and every penalty is fitted and scored on
+// them, so each result's CV fields equal those of consensus_fit_remote with
+// that penalty alone. Results in the order of `pens`. Throws as
+// consensus_fit_remote, and for an empty list or full_fit false without folds.
+std::vector<svm_remote_result> consensus_path_remote(int workers,
+                                                     const std::vector<svm::penalty>& pens,
+                                                     const svm_remote_options& o);
 
 struct svm_worker_process_options {
   std::string host = "127.0.0.1";

@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -180,10 +182,6 @@ std::vector<double> parse_lambdas(const std::string& text) {
 }
 
 int run_svm_path(const svm_train_flags& f) {
-  if (f.procs != 0)
-    fail(
-        "svm path does not run across processes (--procs): its lambdas are warm-started in one "
-        "process; use svm train --procs K --folds F per lambda");
   svm::path_options o;
   o.fit = make_fit_options(f);
   o.lambdas = parse_lambdas(f.lambdas);
@@ -192,21 +190,46 @@ int run_svm_path(const svm_train_flags& f) {
   o.theta_per_lambda = f.theta_per_lambda;
   o.full_fit = !f.cv_only;
   if (f.cv_only && f.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
-  svm::set_solver_threads(f.threads);
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
-  svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
+  const bool remote = f.procs != 0 || !f.listen.empty();
+  std::vector<svm::penalty> pens;  // --procs: one cold consensus fit per lambda
+  if (remote) {
+    if (f.procs < 1) fail("--listen needs --procs K (the number of worker processes to wait for)");
+    if (f.workers > 1)
+      fail("--workers (actor workers in this process) and --procs (worker processes) exclude each other");
+    if (o.lambdas.empty()) fail("--lambdas: no lambda given");
+    std::vector<double> grid = o.lambdas;
+    std::sort(grid.begin(), grid.end(), std::greater<>());  // as fit_path: largest first
+    for (double l : grid) {
+      if (!(l > 0)) fail("--lambdas: {} is not positive", l);
+      svm::penalty pen = o.fit.pen;
+      pen.lambda = l;
+      if (o.theta_per_lambda) pen.theta = o.fit.pen.theta * l;
+      try {
+        pen.validate();
+      } catch (const std::exception& e) {
+        fail("lambda {}: {}", l, e.what());
+      }
+      pens.push_back(pen);
+    }
+  } else {
+    svm::set_solver_threads(f.threads);
+  }
+  svm::dataset d;
+  if (!remote) d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
   if (!f.json && f.cv_only)
     std::printf("%-10s %11s %11s\n", "lambda", "cv_accuracy", "cv_mean_nnz");
   else if (!f.json)
     std::printf("%-10s %-12s %8s %6s %9s %9s %-10s%s\n", "lambda", "objective", "iters", "nnz",
                 "accuracy", "time_s", "converged", f.folds ? "  cv_accuracy cv_mean_nnz" : "");
-  svm::fit_path(d, o, [&](const svm::path_point& pt) {
+  const auto print_point = [&](const svm::path_point& pt) {
     if (f.json) {
       nlohmann::json j{{"data", f.data},
                        {"penalty", svm::penalty_name(o.fit.pen.kind)},
                        {"lambda", pt.lambda},
                        {"theta", pt.theta},
-                       {"warm", o.warm}};
+                       {"warm", o.warm && !remote}};
+      if (remote) j["procs"] = f.procs;
       if (o.full_fit) {
         j["objective"] = pt.objective;
         j["iterations"] = pt.iterations;
@@ -233,7 +256,16 @@ int run_svm_path(const svm_train_flags& f) {
       std::printf("\n");
       std::fflush(stdout);
     }
-  });
+  };
+  if (remote) {
+    svm_remote_train t;
+    t.data = f.data, t.format = f.format, t.fit = o.fit, t.procs = f.procs, t.listen = f.listen;
+    t.token = f.token, t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
+    t.folds = f.folds;
+    for (const auto& pt : run_svm_path_remote(t, pens, o.full_fit)) print_point(pt);
+    return 0;
+  }
+  svm::fit_path(d, o, print_point);
   return 0;
 }
 
@@ -265,6 +297,20 @@ int run_svm_predict(const svm_predict_flags& f) {
     std::printf("accuracy %.4f (%lld samples)\n", acc, (long long)d.rows());
   }
   return 0;
+}
+
+// --procs (with `procs_help`), --listen, --token, --timeout-s: the flags of
+// a consensus fit across worker processes (svm train and svm path).
+void add_process_flags(CLI::App* c, svm_train_flags& f, const char* procs_help) {
+  c->add_option("--procs", f.procs, procs_help);
+  c->add_option("--listen", f.listen,
+                "With --procs: listen on HOST[:PORT] for workers started elsewhere");
+  c->add_option("--token", f.token,
+                "With --procs: the job token workers must present (default: MERAK_JOB_TOKEN, "
+                "else random)");
+  c->add_option("--timeout-s", f.timeout_s,
+                "With --procs: bound on workers joining and on each phase of an iteration")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -305,17 +351,9 @@ action add_svm_command(CLI::App& parent) {
       ->capture_default_str();
   t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
       ->capture_default_str();
-  t->add_option("--procs", tf->procs,
-                "Consensus ADMM over K worker processes (merak svm worker), started here on "
-                "loopback unless --listen");
-  t->add_option("--listen", tf->listen,
-                "With --procs: listen on HOST[:PORT] for workers started elsewhere");
-  t->add_option("--token", tf->token,
-                "With --procs: the job token workers must present (default: MERAK_JOB_TOKEN, "
-                "else random)");
-  t->add_option("--timeout-s", tf->timeout_s,
-                "With --procs: bound on workers joining and on each phase of an iteration")
-      ->capture_default_str();
+  add_process_flags(t, *tf,
+                    "Consensus ADMM over K worker processes (merak svm worker), started here on "
+                    "loopback unless --listen");
   t->add_option("--folds", tf->folds, "Cross-validate with F folds (sample i in fold i mod F)");
   t->add_option("--solver", tf->solver, "w-step: auto, cholesky, woodbury or cg")
       ->capture_default_str();
@@ -366,7 +404,9 @@ action add_svm_command(CLI::App& parent) {
               "--theta is a multiple of lambda (each lambda gets theta * lambda)");
   h->add_option("--threads", hf->threads, "Threads for the matrix products (default: all cores)");
   h->add_flag("--json", hf->json, "One JSON object per lambda");
-  h->add_option("--procs", hf->procs, "Not available (svm path runs in one process)")->group("");
+  add_process_flags(h, *hf,
+                    "Fit every lambda by consensus ADMM over K worker processes (merak svm "
+                    "worker, started here on loopback unless --listen); cold fits, no warm start");
 
   auto pf = std::make_shared<svm_predict_flags>();
   auto* p = s->add_subcommand("predict", "Accuracy of a model on labelled data");

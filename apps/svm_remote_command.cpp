@@ -77,9 +77,11 @@ svm::consensus_options consensus_options_of(const svm::fit_options& f) {
   return c;
 }
 
-}  // namespace
-
-int run_svm_train_remote(const svm_remote_train& t) {
+// Runs `consensus(o)` (the consensus side) with the options of t; without
+// --listen it first starts the workers (this program, `svm worker`) on
+// loopback, and joins their launcher on every way out.
+template <class F>
+auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
   if (t.procs < 1) fail("--procs must be at least 1 (got {})", t.procs);
   const bool launch = t.listen.empty();
   if (launch && t.data.empty()) fail("--data is required (the workers read it)");
@@ -88,6 +90,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
   o.standardize = t.fit.standardize;
   o.timeout = timeout_ms(t.timeout_s, "--timeout-s");
   o.folds = t.folds;
+  o.full_fit = full_fit;
   if (!launch) {
     const endpoint e = parse_endpoint(t.listen, "--listen", true);
     o.host = e.host, o.port = uint16_t(e.port);
@@ -167,9 +170,9 @@ int run_svm_train_remote(const svm_remote_train& t) {
     else
       launcher.detach();
   };
-  actors::svm_remote_result r;
+  decltype(consensus(o)) r;
   try {
-    r = actors::consensus_fit_remote(t.procs, t.fit.pen, o);
+    r = consensus(o);
   } catch (...) {
     // The workers were told to stop; one that is hung (SIGSTOP) is killed
     // as this process exits.
@@ -177,6 +180,40 @@ int run_svm_train_remote(const svm_remote_train& t) {
     throw;
   }
   join_launcher(std::chrono::seconds(10));
+  return r;
+}
+
+}  // namespace
+
+std::vector<svm::path_point> run_svm_path_remote(const svm_remote_train& t,
+                                                 const std::vector<svm::penalty>& pens,
+                                                 bool full_fit) {
+  const std::vector<actors::svm_remote_result> rs =
+      with_workers(t, full_fit, [&](const actors::svm_remote_options& o) {
+        return actors::consensus_path_remote(t.procs, pens, o);
+      });
+  std::vector<svm::path_point> points;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const actors::svm_remote_result& r = rs[i];
+    svm::path_point pt;
+    pt.lambda = pens[i].lambda, pt.theta = pens[i].theta;
+    if (full_fit) {
+      pt.objective = r.fit.objective, pt.iterations = r.fit.iterations;
+      pt.converged = r.fit.converged, pt.nnz = (r.fit.w.array() != 0).count();
+      pt.accuracy = r.accuracy, pt.time_s = r.fit.time_s;
+    }
+    if (t.folds >= 2)
+      pt.cv_accuracy = r.cv_accuracy, pt.cv_mean_nnz = r.cv_mean_nnz, pt.cv_time_s = r.cv_time_s;
+    points.push_back(pt);
+  }
+  return points;
+}
+
+int run_svm_train_remote(const svm_remote_train& t) {
+  const actors::svm_remote_result r =
+      with_workers(t, true, [&](const actors::svm_remote_options& o) {
+        return actors::consensus_fit_remote(t.procs, t.fit.pen, o);
+      });
 
   svm::linear_model m;
   m.w = r.fit.w.cwiseProduct(r.scale);

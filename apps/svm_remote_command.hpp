@@ -4,9 +4,11 @@
 // "Multi-process consensus"). Internal to apps/svm_*.cpp.
 
 #include <string>
+#include <vector>
 
 #include "apps/commands.hpp"
 #include "svm/fit.hpp"
+#include "svm/path.hpp"
 
 namespace merak::apps {
 
@@ -27,6 +29,14 @@ struct svm_remote_train {
 // program, `svm worker`) on loopback and waits for them. Prints like
 // `svm train`. Throws merak::error (apps/main.cpp prints it, exit 1).
 int run_svm_train_remote(const svm_remote_train& t);
+
+// `svm path --procs K`: one cold consensus fit per penalty of `pens` (a
+// lambda grid, largest first) over the same worker processes; with t.folds
+// each fold's rows are selected once and every lambda is scored on them.
+// t.fit.pen is ignored. Returns the points (without full_fit: CV fields only).
+std::vector<svm::path_point> run_svm_path_remote(const svm_remote_train& t,
+                                                 const std::vector<svm::penalty>& pens,
+                                                 bool full_fit);
 
 // Registers `svm worker` on the `svm` sub-command.
 action add_svm_worker_command(CLI::App& svm);

@@ -24,8 +24,11 @@
 #                accuracy, mean non-zeros and mean iterations as the in-process
 #                --workers K --folds F, and the same final fit; another
 #                shard count gives different fold fits (the comparison has teeth)
+#   path         svm path --procs 2 [--folds 3] [--cv-only]: every lambda's point
+#                equals svm train --procs 2 at that lambda (same workers reused)
 #   bad_flags    flag errors are one line and exit 1 (--folds 1, --folds beyond
-#                the samples, svm path --procs)
+#                the samples, svm path --listen without --procs, --cv-only
+#                without --folds, a theta out of range at one lambda)
 set -euo pipefail
 merak=$1
 case_name=$2
@@ -252,14 +255,48 @@ assert p2["cv_mean_iterations"] != a3["cv_mean_iterations"], (p2, a3)
 print(f"ok: 2 and 3 shards differ (mean iterations {p2['cv_mean_iterations']:.1f}, {a3['cv_mean_iterations']:.1f})")
 PY
     ;;
+  path)
+    # svm path --procs 2: one cold consensus fit per lambda on the same two
+    # worker processes (and with --folds every lambda scored per fold);
+    # each point equals svm train --procs 2 at that lambda alone.
+    "$merak" svm path --data "$work/train.libsvm" --penalty mcp --theta 2 --lambdas 0.01,0.05 \
+      --tol 1e-3 --procs 2 --folds 3 --json >"$work/path.jsonl"
+    "$merak" svm path --data "$work/train.libsvm" --penalty mcp --theta 2 --lambdas 0.05,0.01 \
+      --tol 1e-3 --procs 2 --folds 3 --cv-only --json >"$work/cv.jsonl"
+    for l in 0.05 0.01; do
+      "$merak" svm train --data "$work/train.libsvm" --penalty mcp --theta 2 --lambda $l --tol 1e-3 \
+        --procs 2 --folds 3 --json >"$work/train$l.json"
+    done
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+path = [json.loads(l) for l in open(f"{d}/path.jsonl")]
+cv = [json.loads(l) for l in open(f"{d}/cv.jsonl")]
+assert [p["lambda"] for p in path] == [0.05, 0.01], path  # largest first
+assert [p["lambda"] for p in cv] == [0.05, 0.01], cv
+for p, c in zip(path, cv):
+    t = json.load(open(f"{d}/train{p['lambda']:g}.json"))
+    assert p["procs"] == 2 and p["warm"] is False, p
+    assert p["iterations"] == t["iterations"] and p["nnz"] == t["nnz"], (p, t)
+    assert abs(p["objective"] - t["objective"]) <= 1e-12 * abs(t["objective"]), (p, t)
+    for k in ("cv_accuracy", "cv_mean_nnz"):
+        assert p[k] == t[k] and c[k] == t[k], (k, p, c, t)
+    assert "objective" not in c, c
+    print(f"ok: lambda {p['lambda']}: objective {p['objective']:.8g}, {p['iterations']} iterations, "
+          f"cv {p['cv_accuracy']:.4f} / {p['cv_mean_nnz']:.2f} nnz, as svm train --procs 2")
+assert path[0]["objective"] != path[1]["objective"]
+PY
+    ;;
   bad_flags)
     expect_error "--workers \(actor workers in this process\) and --procs \(worker processes\) exclude each other" \
       svm train --data "$work/train.libsvm" --procs 2 --workers 2
     expect_error "--folds must be at least 2 \(got 1\)" svm train --data "$work/train.libsvm" --procs 2 --folds 1
     expect_error "svm worker [01] failed in 'select': --folds 500 exceeds the 120 samples" \
       svm train --data "$work/train.libsvm" --procs 2 --folds 500
-    expect_error "svm path does not run across processes \(--procs\)" \
-      svm path --data "$work/train.libsvm" --procs 2
+    expect_error "--listen needs --procs K" svm path --data "$work/train.libsvm" --listen 127.0.0.1:7000
+    expect_error "--cv-only needs --folds F" svm path --data "$work/train.libsvm" --procs 2 --cv-only
+    expect_error "lambda 0.1: .*" svm path --data "$work/train.libsvm" --penalty scad --theta 10 \
+      --theta-per-lambda --lambdas 0.3,0.1 --procs 2
     expect_error "--listen needs --procs K" svm train --listen 127.0.0.1:7000
     expect_error "--listen '127.0.0.1:x': expected HOST:PORT" svm train --procs 2 --listen 127.0.0.1:x
     expect_error "--connect '127.0.0.1': expected HOST:PORT" svm worker --connect 127.0.0.1 --data "$work/train.libsvm"
