@@ -215,6 +215,7 @@ int run_svm_path(const svm_train_flags& f) {
   } else {
     svm::set_solver_threads(f.threads);
   }
+  if (f.data.empty() && f.listen.empty()) fail("--data is required");
   svm::dataset d;
   if (!remote) d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
   if (!f.json && f.cv_only)
@@ -367,7 +368,8 @@ action add_svm_command(CLI::App& parent) {
   auto* h = s->add_subcommand(
       "path", "Fit a lambda grid, each fit warm-started from the last; one line per lambda");
   h->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  h->add_option("--data", hf->data, "Training data (LIBSVM text or CSV, label first)")->required();
+  h->add_option("--data", hf->data,
+                "Training data (LIBSVM text or CSV, label first); required unless --listen");
   h->add_option("--format", hf->format, "libsvm, csv or auto (by file name)")
       ->capture_default_str();
   h->add_option("--penalty", hf->penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
