@@ -86,9 +86,9 @@ svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
   return consensus_path_remote(workers, {pen}, o).front();
 }
 
-std::vector<svm_remote_result> consensus_path_remote(int workers,
-                                                     const std::vector<svm::penalty>& pens,
-                                                     const svm_remote_options& o) {
+std::vector<svm_remote_result> consensus_path_remote(
+    int workers, const std::vector<svm::penalty>& pens, const svm_remote_options& o,
+    const std::function<void(size_t, const svm_remote_result&)>& on_point) {
   if (workers < 1) fail("--procs must be at least 1 (got {})", workers);
   if (o.token.empty()) fail("no job token for the svm workers");
   if (pens.empty()) fail("no lambda to fit");
@@ -233,19 +233,18 @@ std::vector<svm_remote_result> consensus_path_remote(int workers,
     res.time_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   };
 
-  if (o.folds != 0) {
-    if (o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
-    // Cross-validation: per fold, the workers select their training and
-    // held-out rows and fit as above (each penalty of the path in turn, cold),
-    // and predict their held-out rows with each fit's model (weights in the
-    // data's units, +1 when x^T w + b >= 0).
-    std::vector<int64_t> right(pens.size(), 0);
-    int64_t held_out = 0;
-    for (int f = 0; f < o.folds; ++f) {
-      int64_t fold_n = 0;
-      for (size_t i = 0; i < pens.size(); ++i) {
-        // A worker takes each fit's rows anew (its protocol: select, stats,
-        // setup, ...), so every penalty selects the fold again.
+  if (o.folds != 0 && o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
+  // One penalty after the other, each finished (and handed to on_point)
+  // before the next. Cross-validation: per fold, the workers select their
+  // training and held-out rows, fit as above (cold) and predict their
+  // held-out rows with the fit's model (weights in the data's units, +1 when
+  // x^T w + b >= 0). A worker takes each fit's rows anew (its protocol:
+  // select, stats, setup, ...), so every fit selects its rows.
+  auto run_penalty = [&](size_t i) {
+    svm_remote_result& out = outs[i];
+    if (o.folds != 0) {
+      int64_t right = 0, held_out = 0;
+      for (int f = 0; f < o.folds; ++f) {
         const auto t0 = clock_type::now();
         std::vector<int64_t> test_rows(K);
         detail::svm_phase<svm_select_atom, int64_t, int64_t>(
@@ -255,8 +254,7 @@ std::vector<svm_remote_result> consensus_path_remote(int workers,
         svm_remote_result r;
         fit_once(pens[i], r);
         const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
-        int64_t fold_right = 0;
-        fold_n = 0;
+        int64_t fold_right = 0, fold_n = 0;
         detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
             sys, self, ws, o.timeout, "test", 0,
             [&](int k, svm_vector& m, svm_vector& yk) {
@@ -271,27 +269,35 @@ std::vector<svm_remote_result> consensus_path_remote(int workers,
             },
             svm_test_atom::value, to_vector(w));
         if (fold_n < 1) fail("fold {} of {} holds out no samples", f, o.folds);
-        svm_remote_result& out = outs[i];
-        right[i] += fold_right;
+        right += fold_right, held_out += fold_n;
         out.fold_accuracy.push_back(double(fold_right) / double(fold_n));
         out.cv_mean_nnz += double((w.array() != 0).count()) / o.folds;
         out.cv_mean_iterations += double(r.fit.iterations) / o.folds;
         out.cv_time_s += std::chrono::duration<double>(clock_type::now() - t0).count();
       }
-      held_out += fold_n;
+      out.cv_accuracy = double(right) / double(held_out);
     }
-    for (size_t i = 0; i < pens.size(); ++i)
-      outs[i].cv_accuracy = double(right[i]) / double(held_out);
-  }
-  if (o.full_fit)
-    for (size_t i = 0; i < pens.size(); ++i) {
-      // Every worker's block of all rows (after folds, or between fits).
+    if (o.full_fit) {
+      // Every worker's block of all rows (after folds, or after a fit).
       if (o.folds != 0 || i > 0)
         detail::svm_phase<svm_select_atom, int64_t, int64_t>(
             sys, self, ws, o.timeout, "select", 0, [](int, int64_t, int64_t) {},
             svm_select_atom::value, int32_t(0), int32_t(0));
-      fit_once(pens[i], outs[i]);
+      fit_once(pens[i], out);
     }
+  };
+  for (size_t i = 0; i < pens.size(); ++i) {
+    if (pens.size() == 1) {
+      run_penalty(i);
+    } else {
+      try {
+        run_penalty(i);
+      } catch (const std::exception& e) {
+        fail("lambda {}: {}", pens[i].lambda, e.what());
+      }
+    }
+    if (on_point) on_point(i, outs[i]);
+  }
   done = true;
   return outs;
 }

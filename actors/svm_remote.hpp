@@ -68,14 +68,16 @@ svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
                                        const svm_remote_options& o);
 
 // A path over the same worker processes: one cold consensus fit per
-// penalty (e.g. a lambda grid), in the given order; with o.folds >= 2 each
-// fold's rows are selected once and every penalty is fitted and scored on
-// them, so each result's CV fields equal those of consensus_fit_remote with
-// that penalty alone. Results in the order of `pens`. Throws as
-// consensus_fit_remote, and for an empty list or full_fit false without folds.
-std::vector<svm_remote_result> consensus_path_remote(int workers,
-                                                     const std::vector<svm::penalty>& pens,
-                                                     const svm_remote_options& o);
+// penalty (e.g. a lambda grid), in the given order, each penalty finished
+// (its folds, then its fit on all rows) before the next; every fit selects
+// its rows anew, so each result equals consensus_fit_remote with that
+// penalty alone. on_point (when set) gets each result as soon as it is
+// known. Returns the results in the order of `pens`. Throws as
+// consensus_fit_remote (with more than one penalty the message starts with
+// "lambda L: "), and for an empty list or full_fit false without folds.
+std::vector<svm_remote_result> consensus_path_remote(
+    int workers, const std::vector<svm::penalty>& pens, const svm_remote_options& o,
+    const std::function<void(size_t, const svm_remote_result&)>& on_point = {});
 
 struct svm_worker_process_options {
   std::string host = "127.0.0.1";

@@ -54,16 +54,19 @@ std::vector<int64_t> pick(const std::vector<int64_t>& rows, const std::vector<in
 // consensus_shard_rows within each part: the shards of --workers K
 // --folds F).
 void select_rows(svm_worker_state& s, int folds, int fold) {
+  // A presharded worker's rows go into its one fit (scaled in place there, so
+  // that such a worker holds its data once): it cannot select again.
   if (!s.whole_file && folds != 0)
     fail(
         "--folds needs workers that read the whole data file; this one holds only its own "
         "rows (--presharded)");
+  if (!s.whole_file)
+    fail(
+        "svm path needs workers that read the whole data file; this one holds only its own "
+        "rows (--presharded) and serves one fit");
   s.w.reset();
   const int64_t n = s.source.rows();
-  if (!s.whole_file) {
-    s.shard = s.source;  // --presharded: all of its rows, for every fit
-    s.test = s.source.select_rows({});
-  } else if (folds == 0) {
+  if (folds == 0) {
     s.shard = s.source.select_rows(svm::consensus_shard_rows(n, s.world, s.rank));
     s.test = s.source.select_rows({});
   } else {
@@ -205,8 +208,8 @@ caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, int world, s
     s->source = std::move(data);
     select_rows(*s, 0, 0);
   } else {
-    s->source = std::move(data);  // --presharded: these rows, for each fit
-    select_rows(*s, 0, 0);
+    s->shard = std::move(data);  // --presharded: one plain fit on these rows
+    s->have_shard = true;
   }
   return sys.spawn(svm_worker, std::move(s), std::move(consensus), idle);
 }

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -195,13 +196,11 @@ int run_svm_path(const svm_train_flags& f) {
   std::vector<svm::penalty> pens;  // --procs: one cold consensus fit per lambda
   if (remote) {
     if (f.procs < 1) fail("--listen needs --procs K (the number of worker processes to wait for)");
-    if (f.workers > 1)
-      fail("--workers (actor workers in this process) and --procs (worker processes) exclude each other");
     if (o.lambdas.empty()) fail("--lambdas: no lambda given");
     std::vector<double> grid = o.lambdas;
     std::sort(grid.begin(), grid.end(), std::greater<>());  // as fit_path: largest first
     for (double l : grid) {
-      if (!(l > 0)) fail("--lambdas: {} is not positive", l);
+      if (!(l > 0) || !std::isfinite(l)) fail("--lambdas: {} is not a positive number", l);
       svm::penalty pen = o.fit.pen;
       pen.lambda = l;
       if (o.theta_per_lambda) pen.theta = o.fit.pen.theta * l;
@@ -263,7 +262,7 @@ int run_svm_path(const svm_train_flags& f) {
     t.data = f.data, t.format = f.format, t.fit = o.fit, t.procs = f.procs, t.listen = f.listen;
     t.token = f.token, t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
     t.folds = f.folds;
-    for (const auto& pt : run_svm_path_remote(t, pens, o.full_fit)) print_point(pt);
+    run_svm_path_remote(t, pens, o.full_fit, print_point);
     return 0;
   }
   svm::fit_path(d, o, print_point);

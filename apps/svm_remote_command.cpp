@@ -185,16 +185,10 @@ auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
 
 }  // namespace
 
-std::vector<svm::path_point> run_svm_path_remote(const svm_remote_train& t,
-                                                 const std::vector<svm::penalty>& pens,
-                                                 bool full_fit) {
-  const std::vector<actors::svm_remote_result> rs =
-      with_workers(t, full_fit, [&](const actors::svm_remote_options& o) {
-        return actors::consensus_path_remote(t.procs, pens, o);
-      });
-  std::vector<svm::path_point> points;
-  for (size_t i = 0; i < rs.size(); ++i) {
-    const actors::svm_remote_result& r = rs[i];
+void run_svm_path_remote(const svm_remote_train& t, const std::vector<svm::penalty>& pens,
+                         bool full_fit,
+                         const std::function<void(const svm::path_point&)>& on_point) {
+  const auto to_point = [&](size_t i, const actors::svm_remote_result& r) {
     svm::path_point pt;
     pt.lambda = pens[i].lambda, pt.theta = pens[i].theta;
     if (full_fit) {
@@ -204,9 +198,11 @@ std::vector<svm::path_point> run_svm_path_remote(const svm_remote_train& t,
     }
     if (t.folds >= 2)
       pt.cv_accuracy = r.cv_accuracy, pt.cv_mean_nnz = r.cv_mean_nnz, pt.cv_time_s = r.cv_time_s;
-    points.push_back(pt);
-  }
-  return points;
+    on_point(pt);
+  };
+  with_workers(t, full_fit, [&](const actors::svm_remote_options& o) {
+    return actors::consensus_path_remote(t.procs, pens, o, to_point);
+  });
 }
 
 int run_svm_train_remote(const svm_remote_train& t) {

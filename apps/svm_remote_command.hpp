@@ -3,6 +3,7 @@
 // consensus ADMM across processes (actors/svm_remote.hpp, docs/svm.md
 // "Multi-process consensus"). Internal to apps/svm_*.cpp.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,13 @@ struct svm_remote_train {
 int run_svm_train_remote(const svm_remote_train& t);
 
 // `svm path --procs K`: one cold consensus fit per penalty of `pens` (a
-// lambda grid, largest first) over the same worker processes; with t.folds
-// each fold's rows are selected once and every lambda is scored on them.
-// t.fit.pen is ignored. Returns the points (without full_fit: CV fields only).
-std::vector<svm::path_point> run_svm_path_remote(const svm_remote_train& t,
-                                                 const std::vector<svm::penalty>& pens,
-                                                 bool full_fit);
+// lambda grid, largest first) over the same worker processes, each penalty
+// finished (its folds with t.folds >= 2, then the fit on all rows unless
+// !full_fit) before the next and handed to on_point at once. t.fit.pen is
+// ignored. Throws merak::error naming the lambda.
+void run_svm_path_remote(const svm_remote_train& t, const std::vector<svm::penalty>& pens,
+                         bool full_fit,
+                         const std::function<void(const svm::path_point&)>& on_point);
 
 // Registers `svm worker` on the `svm` sub-command.
 action add_svm_worker_command(CLI::App& svm);

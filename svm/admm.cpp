@@ -61,6 +61,7 @@ void check_inputs(const design_matrix& x, const Eigen::VectorXd& y, const penalt
 struct left_out {
   int64_t cols = 0;
   double dual_sq = 0;
+  int iteration_offset = 0;  // earlier runs' iterations, for the monitor
   int check_every = 0;
   std::function<bool(const Eigen::VectorXd& u2, double rho2)> check;
 };
@@ -211,7 +212,7 @@ admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const pe
         o.rel_tol *
             std::sqrt(rho1 * rho1 * s_u1 + out.dual_sq + rho2 * rho2 * u2.squaredNorm());
     res.primal_residual = pri, res.dual_residual = dual;
-    if (monitor && !monitor(it, pri, dual)) break;
+    if (monitor && !monitor(out.iteration_offset + it, pri, dual)) break;
     if (out.check && it % out.check_every == 0 && out.check(u2, rho2)) break;
     if (pri <= eps_pri && dual <= eps_dual) {
       if (!l1_phase) {
@@ -255,8 +256,8 @@ admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const pe
 // subgradients, and the hinge term's gradient is g = rho2 X_c^T (y .* u2); a
 // column j held at zero is optimal iff |g_j| <= lambda_j. The columns that
 // violate it (by more than screen_slack) join the set and ADMM continues
-// from where it stopped (their z = 0 and their u1 = -g/rho1, the value the
-// w-step's optimality gives them).
+// from where it stopped (their z = 0 and their u1 = -g/rho1 clipped to
+// +-lambda_j/rho1: the w-step's optimality within the z-step's range).
 admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
                            const admm_options& o, const admm_monitor& monitor,
                            const admm_state* start) {
@@ -305,11 +306,11 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
 
   admm_result res;
   int iterations = 0, rounds = 0, rho_changes = 0;
-  int64_t cg = 0;
+  int64_t cg = 0, last_k = 0;
   for (;;) {
     ++rounds;
     const int64_t k = int64_t(set.size());
-    const design_matrix sub = x.select_cols(set);
+    const design_matrix sub = k == p ? design_matrix() : x.select_cols(set);
     admm_options so = o;
     so.screening = false;
     so.max_iter = o.max_iter - iterations;
@@ -319,7 +320,10 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
     admm_state s0;
     if (have_state) {
       s0.z.resize(k), s0.u1.resize(k);
-      for (int64_t i = 0; i < k; ++i) s0.z[i] = full.z[set[size_t(i)]], s0.u1[i] = full.u1[set[size_t(i)]];
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t j = set[size_t(i)];
+        s0.z[i] = full.z[j], s0.u1[i] = full.u1[j];
+      }
       s0.r = full.r, s0.u2 = full.u2, s0.rho1 = full.rho1, s0.rho2 = full.rho2;
     }
     left_out lo;
@@ -339,7 +343,8 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
         grow = !in[size_t(j)] && std::abs(g[j]) > limit(j) * (1 + screen_slack);
       return grow;
     };
-    res = solve_all(sub, y, pen, so, monitor, have_state ? &s0 : nullptr, lo);
+    lo.iteration_offset = iterations;
+    res = solve_all(k == p ? x : sub, y, pen, so, monitor, have_state ? &s0 : nullptr, lo);
     iterations += res.iterations, cg += res.cg_iterations, rho_changes += res.rho_changes;
     // Back to the whole problem: left-out columns are zero, their scaled dual
     // follows from the w-step's optimality rho1 u1 + g = 0 (clipped to the
@@ -357,17 +362,25 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
     for (int64_t i = 0; i < k; ++i)
       full.z[set[size_t(i)]] = res.state.z[i], full.u1[set[size_t(i)]] = res.state.u1[i];
     have_state = true;
-    if ((!res.converged && !grow) || iterations >= o.max_iter || k == p) break;
+    last_k = k;
+    // Stopped inside the run (iteration cap, monitor): not converged.
+    if ((!res.converged && !grow) || k == p) break;
+    // The left-out columns are checked on the final state of every run, also
+    // one that converged on its last allowed iteration: a violator means the
+    // whole problem has not converged.
+    const size_t added = add_top(batch, [](double score) { return score > 1 + screen_slack; });
+    if (added > 0 && iterations >= o.max_iter) {
+      res.converged = false;
+      break;
+    }
     // No violator left: done when the run converged; a run stopped by the
     // check found violators in this same state, so this is only a guard
-    // (continue on the same set).
-    if (add_top(batch, [](double score) { return score > 1 + screen_slack; }) == 0 &&
-        res.converged)
-      break;
+    // (continue on the same set, budget permitting).
+    if (added == 0 && (res.converged || iterations >= o.max_iter)) break;
   }
   res.iterations = iterations, res.cg_iterations = cg, res.rho_changes = rho_changes;
   res.screen_rounds = rounds;
-  res.working_set = int64_t(set.size());
+  res.working_set = last_k;
   res.w = full.z;
   res.state = std::move(full);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -40,7 +40,7 @@ struct fit_result {
   int64_t cg_iterations = 0;  // inner CG iterations (cg w-step only)
   double rho1 = 0, rho2 = 0;
   int screen_rounds = 1;    // ADMM runs (working-set rounds, every LLA step's)
-  int64_t working_set = 0;  // columns of the last run
+  int64_t working_set = 0;  // columns of the last run of the step kept (LLA)
 };
 
 fit_result fit(const dataset& d, const fit_options& o);
