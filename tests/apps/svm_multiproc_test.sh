@@ -209,38 +209,34 @@ assert l["samples"] == 120 and l["features"] == 8 and l["procs"] == 2, l
 assert l["iterations"] == p["iterations"] and abs(l["objective"] - p["objective"]) <= 1e-12, (l, p)
 print(f"ok: --listen with presharded workers: objective {l['objective']:.8g}, {l['iterations']} iterations, as --procs 2")
 PY
+    # Runs `merak svm ARGS... --procs 2 --listen 127.0.0.1 --token tok` (stderr
+    # to $1) with two presharded workers of part0/part1 and expects it to
+    # fail with the error $2.
+    presharded_refused() {
+      local err=$1 want=$2
+      shift 2
+      "$merak" svm "$@" --procs 2 --listen 127.0.0.1 --token tok >/dev/null 2>"$err" &
+      cpid=$!
+      pids+=("$cpid")
+      for _ in $(seq 100); do grep -q "waiting for" "$err" && break; sleep 0.05; done
+      port=$(grep -o '127\.0\.0\.1:[0-9]*' "$err" | head -n 1 | cut -d: -f2)
+      [[ -n "$port" ]] || { echo "FAIL: no port in: $(cat "$err")"; exit 1; }
+      for r in 0 1; do
+        MERAK_JOB_TOKEN=tok RANK=$r WORLD_SIZE=2 "$merak" svm worker --connect "127.0.0.1:$port" \
+          --presharded --data "$work/part$r.libsvm" 2>/dev/null &
+        pids+=("$!")
+      done
+      consensus_fails_with "$err" "$want"
+      echo "ok: $(grep -m1 'failed in' "$err")"
+    }
     # A presharded worker holds its rows once and serves one fit: a path over
-    # such workers is refused by name at its second lambda.
-    "$merak" svm path --penalty l1 --lambdas 0.05,0.01 --procs 2 --listen 127.0.0.1 --token tok \
-      >/dev/null 2>"$work/lp.err" &
-    cpid=$!
-    pids+=("$cpid")
-    for _ in $(seq 100); do grep -q "waiting for" "$work/lp.err" && break; sleep 0.05; done
-    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/lp.err" | head -n 1 | cut -d: -f2)
-    [[ -n "$port" ]] || { echo "FAIL: no port in: $(cat "$work/lp.err")"; exit 1; }
-    for r in 0 1; do
-      MERAK_JOB_TOKEN=tok RANK=$r WORLD_SIZE=2 "$merak" svm worker --connect "127.0.0.1:$port" \
-        --presharded --data "$work/part$r.libsvm" 2>/dev/null &
-      pids+=("$!")
-    done
-    consensus_fails_with "$work/lp.err" \
-      "lambda 0.01: svm worker [01] failed in 'select': svm path needs workers that read the whole data file; this one holds only its own rows (--presharded) and serves one fit"
-    echo "ok: $(grep -m1 'failed in' "$work/lp.err")"
-    # Presharded workers hold only their rows: --folds is refused by name.
-    "$merak" svm train --penalty l1 --procs 2 --listen 127.0.0.1 --token tok --folds 3 \
-      >/dev/null 2>"$work/cf.err" &
-    cpid=$!
-    pids+=("$cpid")
-    for _ in $(seq 100); do grep -q "waiting for" "$work/cf.err" && break; sleep 0.05; done
-    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/cf.err" | head -n 1 | cut -d: -f2)
-    for r in 0 1; do
-      MERAK_JOB_TOKEN=tok RANK=$r WORLD_SIZE=2 "$merak" svm worker --connect "127.0.0.1:$port" \
-        --presharded --data "$work/part$r.libsvm" 2>/dev/null &
-      pids+=("$!")
-    done
-    consensus_fails_with "$work/cf.err" \
-      "svm worker [01] failed in 'select': --folds needs workers that read the whole data file; this one holds only its own rows (--presharded)"
-    echo "ok: $(grep -m1 'failed in' "$work/cf.err")"
+    # such workers is refused by name at its second lambda, and --folds too.
+    presharded_refused "$work/lp.err" \
+      "lambda 0.01: svm worker [01] failed in 'select': svm path needs workers that read the whole data file; this one holds only its own rows (--presharded) and serves one fit" \
+      path --penalty l1 --lambdas 0.05,0.01
+    presharded_refused "$work/cf.err" \
+      "svm worker [01] failed in 'select': --folds needs workers that read the whole data file; this one holds only its own rows (--presharded)" \
+      train --penalty l1 --folds 3
     ;;
   folds)
     for k in 2 3; do
