@@ -2,12 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -196,21 +193,7 @@ int run_svm_path(const svm_train_flags& f) {
   std::vector<svm::penalty> pens;  // --procs: one cold consensus fit per lambda
   if (remote) {
     if (f.procs < 1) fail("--listen needs --procs K (the number of worker processes to wait for)");
-    if (o.lambdas.empty()) fail("--lambdas: no lambda given");
-    std::vector<double> grid = o.lambdas;
-    std::sort(grid.begin(), grid.end(), std::greater<>());  // as fit_path: largest first
-    for (double l : grid) {
-      if (!(l > 0) || !std::isfinite(l)) fail("--lambdas: {} is not a positive number", l);
-      svm::penalty pen = o.fit.pen;
-      pen.lambda = l;
-      if (o.theta_per_lambda) pen.theta = o.fit.pen.theta * l;
-      try {
-        pen.validate();
-      } catch (const std::exception& e) {
-        fail("lambda {}: {}", l, e.what());
-      }
-      pens.push_back(pen);
-    }
+    pens = svm::path_penalties(o);
   } else {
     svm::set_solver_threads(f.threads);
   }

@@ -273,13 +273,22 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
   bool have_state = start && !start->empty();
   if (have_state) full = *start;
   Eigen::VectorXd g(p), v(n);  // g: the hinge term's gradient (p)
+  // g = rho2 X_c^T (y .* u2) from the hinge split's scaled dual.
+  const auto gradient = [&](const Eigen::VectorXd& u2, double rho2) {
+    v = rho2 * y.cwiseProduct(u2);
+    xc.transpose_times(v, g);
+  };
+  // |g_j| / lambda_j: above 1 (+ screen_slack), a zero column j violates.
+  const auto score = [&](int64_t j) {
+    const double lj = limit(j), a = std::abs(g[j]);
+    return lj > 0 ? a / lj : (a > 0 ? HUGE_VAL : 0.0);
+  };
   // Before any ADMM: from the start's duals, or at w = 0 where (with |b| < 1)
-  // every margin is below 1 (s = 1).
+  // every margin is below 1 (s = 1, u2 = -1/(n rho2)).
   if (have_state)
-    v = full.rho2 * y.cwiseProduct(full.u2);
+    gradient(full.u2, full.rho2);
   else
-    v = -y / double(n);
-  xc.transpose_times(v, g);
+    gradient(Eigen::VectorXd::Constant(n, -1.0 / double(n)), 1.0);
 
   std::vector<char> in(size_t(p), 0);
   std::vector<int64_t> set;
@@ -287,12 +296,8 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
   // that pass `admit`.
   const auto add_top = [&](int64_t count, const auto& admit) {
     std::vector<std::pair<double, int64_t>> cand;
-    for (int64_t j = 0; j < p; ++j) {
-      if (in[size_t(j)]) continue;
-      const double lj = limit(j), a = std::abs(g[j]);
-      const double score = lj > 0 ? a / lj : (a > 0 ? HUGE_VAL : 0.0);
-      if (admit(score)) cand.emplace_back(-score, j);
-    }
+    for (int64_t j = 0; j < p; ++j)
+      if (!in[size_t(j)] && admit(score(j))) cand.emplace_back(-score(j), j);
     const auto k = std::min<size_t>(cand.size(), size_t(count));
     std::partial_sort(cand.begin(), cand.begin() + int64_t(k), cand.end());
     for (size_t i = 0; i < k; ++i) in[size_t(cand[i].second)] = 1, set.push_back(cand[i].second);
@@ -314,9 +319,10 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
     admm_options so = o;
     so.screening = false;
     so.max_iter = o.max_iter - iterations;
-    if (weighted)
+    if (weighted) {
       for (int64_t i = 0; i < k; ++i) so.l1_weights[i] = o.l1_weights[set[size_t(i)]];
-    if (weighted) so.l1_weights.conservativeResize(k);
+      so.l1_weights.conservativeResize(k);
+    }
     admm_state s0;
     if (have_state) {
       s0.z.resize(k), s0.u1.resize(k);
@@ -337,10 +343,8 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
     bool grow = false;
     lo.check_every = screen_check_every;
     lo.check = [&](const Eigen::VectorXd& u2, double rho2) {
-      v = rho2 * y.cwiseProduct(u2);
-      xc.transpose_times(v, g);
-      for (int64_t j = 0; j < p && !grow; ++j)
-        grow = !in[size_t(j)] && std::abs(g[j]) > limit(j) * (1 + screen_slack);
+      gradient(u2, rho2);
+      for (int64_t j = 0; j < p && !grow; ++j) grow = !in[size_t(j)] && score(j) > 1 + screen_slack;
       return grow;
     };
     lo.iteration_offset = iterations;
@@ -351,8 +355,7 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
     // range the z-step allows).
     full.rho1 = res.state.rho1, full.rho2 = res.state.rho2;
     full.r = std::move(res.state.r), full.u2 = std::move(res.state.u2);
-    v = full.rho2 * y.cwiseProduct(full.u2);
-    xc.transpose_times(v, g);
+    gradient(full.u2, full.rho2);
     full.z = Eigen::VectorXd::Zero(p);
     full.u1.resize(p);
     for (int64_t j = 0; j < p; ++j) {
@@ -368,7 +371,7 @@ admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, con
     // The left-out columns are checked on the final state of every run, also
     // one that converged on its last allowed iteration: a violator means the
     // whole problem has not converged.
-    const size_t added = add_top(batch, [](double score) { return score > 1 + screen_slack; });
+    const size_t added = add_top(batch, [](double sc) { return sc > 1 + screen_slack; });
     if (added > 0 && iterations >= o.max_iter) {
       res.converged = false;
       break;

@@ -12,9 +12,10 @@
 namespace merak::svm {
 namespace {
 
-// The fits of one data set along the grid, warm-started; visit(i, result,
-// scale) sees lambda i's result on the scaled data and the column scaling.
-void walk(const dataset& d, const path_options& o,
+// The fits of one data set along the grid (pens: path_penalties(o)),
+// warm-started; visit(i, result, scale) sees lambda i's result on the
+// scaled data and the column scaling.
+void walk(const dataset& d, const path_options& o, const std::vector<penalty>& pens,
           const std::function<void(size_t, const admm_result&, const Eigen::VectorXd&)>& visit) {
   dataset scaled = d;
   Eigen::VectorXd scale = Eigen::VectorXd::Ones(d.cols());
@@ -24,10 +25,8 @@ void walk(const dataset& d, const path_options& o,
   }
   densify_if_dense(scaled.x);
   admm_state state;
-  for (size_t i = 0; i < o.lambdas.size(); ++i) {
-    penalty pen = o.fit.pen;
-    pen.lambda = o.lambdas[i];
-    if (o.theta_per_lambda) pen.theta = o.fit.pen.theta * o.lambdas[i];
+  for (size_t i = 0; i < pens.size(); ++i) {
+    const penalty& pen = pens[i];
     const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
     admm_result r = o.fit.lla
                         ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
@@ -39,29 +38,38 @@ void walk(const dataset& d, const path_options& o,
 
 }  // namespace
 
-std::vector<path_point> fit_path(const dataset& d, const path_options& in,
-                                 const std::function<void(const path_point&)>& on_point) {
-  path_options o = in;
-  if (o.lambdas.empty()) fail("--lambdas: the grid is empty");
-  for (double l : o.lambdas)
+std::vector<penalty> path_penalties(const path_options& o) {
+  std::vector<double> grid = o.lambdas;
+  if (grid.empty()) fail("--lambdas: the grid is empty");
+  for (double l : grid)
     if (!(l > 0) || !std::isfinite(l)) fail("--lambdas: {} is not a positive number", l);
-  if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
-  if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);
-  std::sort(o.lambdas.begin(), o.lambdas.end(), std::greater<>());
-  o.fit.pen.lambda = o.lambdas.front();
-  o.fit.pen.validate();
-  std::vector<path_point> pts(o.lambdas.size());
-  for (size_t i = 0; i < pts.size(); ++i) {
-    pts[i].lambda = o.lambdas[i];
-    pts[i].theta = o.theta_per_lambda ? o.fit.pen.theta * o.lambdas[i] : o.fit.pen.theta;
+  std::sort(grid.begin(), grid.end(), std::greater<>());
+  penalty first = o.fit.pen;
+  first.lambda = grid.front();
+  first.validate();
+  std::vector<penalty> pens;
+  for (double l : grid) {
     penalty at = o.fit.pen;
-    at.lambda = pts[i].lambda, at.theta = pts[i].theta;
+    at.lambda = l;
+    if (o.theta_per_lambda) at.theta = o.fit.pen.theta * l;
     try {
       at.validate();
     } catch (const std::exception& e) {
-      fail("--theta-per-lambda: at lambda {}: {}", at.lambda, e.what());
+      fail("--theta-per-lambda: at lambda {}: {}", l, e.what());
     }
+    pens.push_back(at);
   }
+  return pens;
+}
+
+std::vector<path_point> fit_path(const dataset& d, const path_options& o,
+                                 const std::function<void(const path_point&)>& on_point) {
+  const std::vector<penalty> pens = path_penalties(o);
+  if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
+  if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);
+  std::vector<path_point> pts(pens.size());
+  for (size_t i = 0; i < pts.size(); ++i)
+    pts[i].lambda = pens[i].lambda, pts[i].theta = pens[i].theta;
 
   if (o.folds != 0) {
     const int64_t n = d.rows();
@@ -72,7 +80,7 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& in,
       std::vector<int64_t> train, test;
       for (int64_t i = 0; i < n; ++i) (i % o.folds == f ? test : train).push_back(i);
       const dataset tr = d.select_rows(train), te = d.select_rows(test);
-      walk(tr, o, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
+      walk(tr, o, pens, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
         const Eigen::VectorXd w = r.w.cwiseProduct(scale);
         const Eigen::VectorXd pred = predict_labels(te.x, w, r.b);
         right[i] += int64_t(std::llround(accuracy(te.y, pred) * double(te.rows())));
@@ -87,7 +95,7 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& in,
       for (const path_point& pt : pts) on_point(pt);
     return pts;
   }
-  walk(d, o, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
+  walk(d, o, pens, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
     path_point& pt = pts[i];
     pt.objective = r.objective, pt.iterations = r.iterations, pt.converged = r.converged;
     pt.nnz = r.nnz(), pt.time_s = r.time_s;

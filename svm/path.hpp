@@ -43,6 +43,11 @@ struct path_options {
   bool full_fit = true;
 };
 
+// The penalty of every lambda of o's grid, largest lambda first (theta
+// scaled by lambda with theta_per_lambda). Throws merak::error for an empty
+// or non-positive grid, or a penalty out of range at some lambda (naming it).
+std::vector<penalty> path_penalties(const path_options& o);
+
 // Returns one point per lambda, largest lambda first; on_point (when set) is
 // called with each full-data point as soon as it is known (after all folds;
 // without full_fit, with each point once all folds are done).
