@@ -39,6 +39,10 @@ struct admm_options {
   // Woodbury w-step on dense data: carry X_c z and X_c u1 between iterations
   // instead of forming X_c (z - u1) (one dense product per iteration less).
   bool track_products = true;
+  // Dense data (when the products are not tracked): one fused pass over the
+  // rows per iteration forms X_c w, the hinge step and the next X_c^T t
+  // (admm.cpp, fused_row_pass); false: two matrix-vector products.
+  bool fuse_rows = true;
   // Working sets for wide data (p >= screen_ratio * n) with the (weighted)
   // L1 penalty, i.e. L1 fits and every LLA step: ADMM runs on the columns
   // likely to be non-zero, the KKT conditions of the full problem are checked

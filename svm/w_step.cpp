@@ -18,7 +18,14 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& gram, double diag) {
   return llt;
 }
 
-// rho1 I + rho2 M^T M, factored.
+// rho1 I + rho2 M^T M, factored. Up to kExplicitInverseMax columns the
+// solver keeps the inverse instead of the factor: one matrix-vector product
+// per solve instead of two triangular solves, which Eigen does not vectorise
+// as well (measured on sonar, d = 61: the solves were 30% of an LLA fit's
+// time). The inverse costs ~3x the factorisation once per rho ratio, and the
+// matrix is well conditioned (its smallest eigenvalue is rho1/rho2 > 0).
+constexpr int64_t kExplicitInverseMax = 512;
+
 class cholesky_solver final : public w_solver {
  public:
   cholesky_solver(const design_operator& m, double rho1, double rho2)
@@ -28,17 +35,29 @@ class cholesky_solver final : public w_solver {
   // Factors (rho1/rho2) I + M^T M, so that scaling both rhos together (what
   // residual balancing does) needs no new factorisation.
   void set_rho(double rho1, double rho2) override {
-    if (rho1 / rho2 != ratio_) llt_ = factor(gram_, rho1 / rho2);
+    if (rho1 / rho2 != ratio_) {
+      llt_ = factor(gram_, rho1 / rho2);
+      if (gram_.rows() <= kExplicitInverseMax) {
+        inverse_ = llt_.solve(Eigen::MatrixXd::Identity(gram_.rows(), gram_.cols()));
+        llt_ = {};
+      }
+    }
     ratio_ = rho1 / rho2, rho1_ = rho1, rho2_ = rho2;
   }
   void solve(const Eigen::VectorXd& q, Eigen::VectorXd& w, double) override {
-    w = llt_.solve(q) / rho2_;
+    if (inverse_.size()) {
+      w.noalias() = inverse_ * q;
+      w /= rho2_;
+    } else {
+      w = llt_.solve(q) / rho2_;
+    }
   }
   w_method method() const override { return w_method::cholesky; }
 
  private:
   Eigen::MatrixXd gram_;  // M^T M (d x d)
   Eigen::LLT<Eigen::MatrixXd> llt_;
+  Eigen::MatrixXd inverse_;  // ((rho1/rho2) I + M^T M)^-1, when d is small
   double ratio_ = -1;
 };
 

@@ -50,6 +50,13 @@ class w_solver {
     (void)ma;
     solve_split(a, t, w, mw, tol_hint);
   }
+  // w for q = rho1 a + rho2 mt, with mt = M^T t computed by the caller
+  // (solve_all's fused pass over the rows forms it with M w).
+  void solve_given_mt(const Eigen::VectorXd& a, const Eigen::VectorXd& mt, Eigen::VectorXd& w,
+                      double tol_hint = 0) {
+    q_ = rho1_ * a + rho2_ * mt;
+    solve(q_, w, tol_hint);
+  }
   virtual w_method method() const = 0;
   // Iterations of the inner solver so far (CG); 0 for direct solvers.
   virtual int64_t inner_iterations() const { return 0; }
