@@ -46,6 +46,7 @@ action add_bench_command(CLI::App& parent) {
   auto svp = std::make_shared<std::string>("l1");
   auto svt = std::make_shared<double>(0.0);
   auto svs = std::make_shared<std::string>("auto");
+  auto svn = std::make_shared<std::string>("auto");
   auto* s = b->add_subcommand(
       "svm", "ADMM SVM fit: time, iterations, non-zeros, CV accuracy, peak memory");
   s->add_option("--data", sv->data, "LIBSVM or CSV file (default: synthetic data)");
@@ -66,6 +67,9 @@ action add_bench_command(CLI::App& parent) {
   s->add_option("--solver", *svs, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
   s->add_option("--screening", sv->fit.admm.screening,
                 "Working sets for wide data (L1 and LLA steps): on or off")
+      ->capture_default_str();
+  s->add_option("--nonconvex", *svn,
+                "Nonconvex penalties: auto (lla when features outnumber samples), lla or direct")
       ->capture_default_str();
   s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")
       ->capture_default_str();
@@ -139,7 +143,7 @@ action add_bench_command(CLI::App& parent) {
                  "(default: pp=2,m=8 and dp=2)");
   pb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, pl, pipe, pipe_schedule, a, ar, pb, par] {
+  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, svn, pl, pipe, pipe_schedule, a, ar, pb, par] {
     nlohmann::json out;
     if (b->got_subcommand(pb)) out = bench::run_parallel_bench(*par);
     if (b->got_subcommand(a)) {
@@ -151,6 +155,7 @@ action add_bench_command(CLI::App& parent) {
       sv->fit.pen.theta = *svt != 0 ? *svt : svm::default_theta(sv->fit.pen.kind);
       sv->fit.admm.abs_tol = sv->fit.admm.rel_tol / 10;
       sv->fit.admm.method = svm::parse_w_method(*svs);
+      sv->fit.nonconvex = svm::parse_nonconvex_method(*svn);
       out = bench::run_svm_bench(*sv);
     }
     if (b->got_subcommand(g)) out = bench::run_gpt_bench(*gpt);

@@ -22,7 +22,7 @@ namespace {
 
 struct svm_train_flags {
   std::string data, format = "auto", penalty = "l1", model, solver = "auto";
-  std::string nonconvex = "lla";
+  std::string nonconvex = "auto";
   double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4, relax = 1.0;
   std::string screening = "on";
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
@@ -63,9 +63,7 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   if (f.screening != "on" && f.screening != "off")
     fail("--screening must be on or off (got '{}')", f.screening);
   o.admm.screening = f.screening == "on";
-  if (f.nonconvex != "lla" && f.nonconvex != "direct")
-    fail("--nonconvex must be lla or direct (got '{}')", f.nonconvex);
-  o.lla = f.nonconvex == "lla";
+  o.nonconvex = svm::parse_nonconvex_method(f.nonconvex);
   if (f.lla_steps < 0) fail("--lla-steps must not be negative (got {})", f.lla_steps);
   o.lla_opts.max_steps = f.lla_steps;
   o.standardize = !f.no_standardize;
@@ -129,6 +127,7 @@ int run_svm_train(const svm_train_flags& f) {
     out["rho2"] = r.rho2;
     out["screen_rounds"] = r.screen_rounds;
     out["working_set"] = r.working_set;
+    if (o.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
   }
   if (!f.model.empty()) {
     svm::write_model(r.model, f.model);
@@ -141,6 +140,8 @@ int run_svm_train(const svm_train_flags& f) {
   std::printf("data        %s (%lld samples, %lld features)\n", f.data.c_str(), (long long)d.rows(),
               (long long)d.cols());
   std::printf("penalty     %s\n", o.pen.str().c_str());
+  if (out.contains("nonconvex"))
+    std::printf("nonconvex   %s\n", r.lla ? "lla (reweighted L1 steps)" : "direct ADMM");
   std::printf("objective   %.8g\n", r.objective);
   std::printf("iterations  %d%s\n", r.iterations, r.converged ? "" : " (iteration cap reached)");
   if (o.workers == 1 && r.working_set < d.cols())
@@ -326,8 +327,8 @@ action add_svm_command(CLI::App& parent) {
                 "the KKT conditions (on) or over every column (off)")
       ->capture_default_str();
   t->add_option("--nonconvex", tf->nonconvex,
-                "Nonconvex penalties: lla (reweighted L1 from the L1 fit) or direct (ADMM with "
-                "the nonconvex prox)")
+                "Nonconvex penalties: lla (reweighted L1 from the L1 fit), direct (ADMM with "
+                "the nonconvex prox) or auto (lla when features outnumber samples, else direct)")
       ->capture_default_str();
   t->add_option("--lla-steps", tf->lla_steps,
                  "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
@@ -370,7 +371,8 @@ action add_svm_command(CLI::App& parent) {
                 "Wide data, (weighted) L1 steps: ADMM over working sets of columns checked by "
                 "the KKT conditions (on) or over every column (off)")
       ->capture_default_str();
-  h->add_option("--nonconvex", hf->nonconvex, "Nonconvex penalties: lla or direct")
+  h->add_option("--nonconvex", hf->nonconvex,
+                "Nonconvex penalties: auto (lla when features outnumber samples), lla or direct")
       ->capture_default_str();
   h->add_option("--folds", hf->folds,
                 "Cross-validate each lambda with F folds (i in fold i mod F)");

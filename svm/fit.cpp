@@ -15,6 +15,29 @@ void set_solver_threads(int n) {
   if (n > 0) Eigen::setNbThreads(n);
 }
 
+nonconvex_method parse_nonconvex_method(std::string_view name) {
+  if (name == "auto") return nonconvex_method::automatic;
+  if (name == "lla") return nonconvex_method::lla;
+  if (name == "direct") return nonconvex_method::direct;
+  fail("--nonconvex must be auto, lla or direct (got '{}')", name);
+}
+
+const char* nonconvex_method_name(nonconvex_method m) {
+  switch (m) {
+    case nonconvex_method::automatic:
+      return "auto";
+    case nonconvex_method::lla:
+      return "lla";
+    case nonconvex_method::direct:
+      return "direct";
+  }
+  return "?";
+}
+
+bool uses_lla(nonconvex_method m, int64_t n, int64_t p) {
+  return m == nonconvex_method::lla || (m == nonconvex_method::automatic && p > n);
+}
+
 namespace {
 bool worth_densifying(const design_matrix& x) {
   const double entries = double(x.rows()) * double(x.cols());
@@ -46,7 +69,8 @@ fit_result fit(const dataset& d, const fit_options& o) {
   fit_result r;
   Eigen::VectorXd w;
   if (o.workers <= 1) {
-    admm_result a = o.lla ? lla_solve(data->x, data->y, o.pen, o.admm, o.lla_opts)
+    r.lla = o.pen.kind != penalty_kind::l1 && uses_lla(o.nonconvex, data->rows(), data->cols());
+    admm_result a = r.lla ? lla_solve(data->x, data->y, o.pen, o.admm, o.lla_opts)
                           : admm_solve(data->x, data->y, o.pen, o.admm);
     w = std::move(a.w);
     r.model.b = a.b;

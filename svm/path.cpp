@@ -28,7 +28,7 @@ void walk(const dataset& d, const path_options& o, const std::vector<penalty>& p
   for (size_t i = 0; i < pens.size(); ++i) {
     const penalty& pen = pens[i];
     const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
-    admm_result r = o.fit.lla
+    admm_result r = uses_lla(o.fit.nonconvex, scaled.rows(), scaled.cols())
                         ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
                         : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
     visit(i, r, scale);

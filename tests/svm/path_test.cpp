@@ -129,3 +129,38 @@ TEST_CASE("full_fit false gives the same CV fields without the fit on all the da
   o.folds = 0;
   CHECK_THROWS_WITH(fit_path(d, o), Catch::Contains("--cv-only needs --folds"));
 }
+
+TEST_CASE("the automatic nonconvex method is LLA on wide data and the direct ADMM otherwise",
+          "[svm][fit][path]") {
+  const penalty mcp{penalty_kind::mcp, 0.03, 3};
+  for (bool wide : {false, true}) {
+    dataset d = wide ? test::synthetic({.n = 30, .p = 200, .informative = 4, .seed = 5})
+                     : test::synthetic({.n = 120, .p = 20, .informative = 4, .seed = 5});
+    fit_options f;
+    f.pen = mcp;
+    const fit_result automatic = fit(d, f);
+    f.nonconvex = nonconvex_method::lla;
+    const fit_result lla = fit(d, f);
+    f.nonconvex = nonconvex_method::direct;
+    const fit_result direct = fit(d, f);
+    const fit_result& expected = wide ? lla : direct;
+    INFO((wide ? "wide" : "tall") << ": lla " << lla.objective << " (" << lla.iterations
+                                  << " its), direct " << direct.objective << " ("
+                                  << direct.iterations << " its)");
+    CHECK(automatic.lla == wide);
+    CHECK(lla.lla);
+    CHECK(!direct.lla);
+    // The two methods differ here, so the check can tell them apart.
+    CHECK(lla.iterations != direct.iterations);
+    CHECK(automatic.iterations == expected.iterations);
+    CHECK(automatic.objective == expected.objective);
+    // The path decides per fit in the same way.
+    path_options o;
+    o.fit.pen = mcp;
+    o.lambdas = {mcp.lambda};
+    CHECK(fit_path(d, o).front().objective == expected.objective);
+  }
+  CHECK(parse_nonconvex_method("auto") == nonconvex_method::automatic);
+  CHECK_THROWS_WITH(parse_nonconvex_method("both"),
+                    Catch::Contains("--nonconvex must be auto, lla or direct (got 'both')"));
+}
