@@ -161,11 +161,18 @@ std::vector<svm_remote_result> consensus_path_remote(
   const double join_s = std::chrono::duration<double>(clock_type::now() - t_listen).count();
   for (auto& out : outs) out.join_s = join_s;
 
-  // One consensus fit on the rows the workers hold now (after svm_select,
-  // if any): stats, setup, the iterations, eval. Fills `fit`, `scale`,
-  // samples, features and accuracy of `r`.
-  auto fit_once = [&](const svm::penalty& pen, svm_remote_result& r) {
-    const auto t0 = clock_type::now();
+  // The rows the workers hold now (after svm_select, if any), set up for
+  // consensus fits: their counts, the column scaling and the rhos the
+  // workers factored for (after a fit: the rhos it ended with).
+  struct prepared {
+    std::vector<int64_t> rows;
+    int64_t n = 0, p = 0;
+    Eigen::VectorXd scale;
+    double rho1 = 0, rho2 = 0;
+    Eigen::VectorXd zeta;  // the last fit's (empty before one)
+  };
+  // Stats and setup: fills `prep` for `pen`'s default rhos.
+  auto prepare = [&](const svm::penalty& pen, prepared& prep) {
     // Stats: rows, features and column sums of every shard.
     std::vector<int64_t> rows(K), cols(K);
     std::vector<svm_vector> sums(K);
@@ -181,6 +188,7 @@ std::vector<svm_remote_result> consensus_path_remote(
         svm_stats_atom::value);
     int64_t n = 0, p = 0;
     for (size_t k = 0; k < K; ++k) n += rows[k], p = std::max(p, cols[k]);
+    prep.rows = rows, prep.n = n, prep.p = p, prep.zeta.resize(0);
     svm::column_stats all;
     all.n = n;
     all.sum = Eigen::VectorXd::Zero(p), all.sq_sum = Eigen::VectorXd::Zero(p);
@@ -189,22 +197,33 @@ std::vector<svm_remote_result> consensus_path_remote(
       all.sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data(), pk);
       all.sq_sum.head(pk) += Eigen::Map<const Eigen::VectorXd>(sums[k].v.data() + pk, pk);
     }
-    r.samples = n, r.features = p;
-    r.scale = o.standardize ? svm::scaling_from_stats(all) : Eigen::VectorXd::Ones(p);
+    prep.scale = o.standardize ? svm::scaling_from_stats(all) : Eigen::VectorXd::Ones(p);
 
     // Setup: each worker scales its rows and factors its system.
-    double rho1 = 0, rho2 = 0;
-    svm::consensus_rhos(n, p, workers, pen, o.admm, rho1, rho2);
+    svm::consensus_rhos(n, p, workers, pen, o.admm, prep.rho1, prep.rho2);
     detail::svm_phase<svm_setup_atom>(
-        sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value, to_vector(r.scale),
-        n, p, rho1, rho2, int32_t(o.admm.method), o.admm.dense_limit);
-
+        sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value,
+        to_vector(prep.scale), n, p, prep.rho1, prep.rho2, int32_t(o.admm.method),
+        o.admm.dense_limit);
+  };
+  // One consensus fit on prepared rows: the iterations (from prep's zeta
+  // when it has one: the workers kept their state), then eval. Fills `fit`,
+  // `scale`, samples, features and accuracy of `r`, and prep's rhos and
+  // zeta for a next fit. t0: when this fit's time starts.
+  auto iterate = [&](const svm::penalty& pen, prepared& prep, svm_remote_result& r,
+                     clock_type::time_point t0) {
+    const int64_t n = prep.n, p = prep.p;
+    const std::vector<int64_t>& rows = prep.rows;
+    r.samples = n, r.features = p, r.scale = prep.scale;
+    const double rho1 = prep.rho1, rho2 = prep.rho2;
     svm::consensus_reducer red(p, n, workers, pen, rho1, rho2, o.admm);
+    if (prep.zeta.size()) red.start_from(prep.zeta);
     svm_actor_options ao;
     ao.admm = o.admm;
     ao.timeout = o.timeout;
     svm::consensus_result& res = r.fit;
     detail::drive_consensus(sys, self, ws, p, red, ao, res);
+    prep.rho1 = red.rho1(), prep.rho2 = red.rho2(), prep.zeta = red.zeta();
 
     // Eval: the margins X_k w of every shard give the polished bias, the
     // objective and the training accuracy over all rows (in rank order).
@@ -232,71 +251,142 @@ std::vector<svm_remote_result> consensus_path_remote(
         double(((margin.array() >= 0).cast<double>() * 2 - 1 == y.array()).count()) / double(n);
     res.time_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   };
+  // A cold fit: stats, setup, iterations, eval.
+  auto fit_once = [&](const svm::penalty& pen, svm_remote_result& r) {
+    const auto t0 = clock_type::now();
+    prepared prep;
+    prepare(pen, prep);
+    iterate(pen, prep, r, t0);
+  };
+  // Whether a fit at `pen` may continue from `prep` (the previous fit on
+  // the same rows): the workers' rho1 must stay above the prox's threshold
+  // for K rho1 (the nonconvex penalties'; it does along a decreasing lambda
+  // grid with theta fixed).
+  auto can_continue = [&](const svm::penalty& pen, const prepared& prep) {
+    return prep.zeta.size() != 0 && double(workers) * prep.rho1 > pen.rho_threshold();
+  };
 
   if (o.folds != 0 && o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
-  // One penalty after the other, each finished (and handed to on_point)
-  // before the next. Cross-validation: per fold, the workers select their
-  // training and held-out rows, fit as above (cold) and predict their
-  // held-out rows with the fit's model (weights in the data's units, +1 when
-  // x^T w + b >= 0). A worker takes each fit's rows anew (its protocol:
-  // select, stats, setup, ...), so every fit selects its rows.
-  auto run_penalty = [&](size_t i) {
+  // The workers select fold f's training and held-out rows (folds 0: their
+  // block of all rows); returns each worker's held-out row count. A worker
+  // takes each selection's rows anew (its protocol: select, stats, setup,
+  // fits), so a fit after a selection needs `prepare` first.
+  auto select = [&](int folds, int f) {
+    std::vector<int64_t> test_rows(K);
+    detail::svm_phase<svm_select_atom, int64_t, int64_t>(
+        sys, self, ws, o.timeout, "select", 0,
+        [&](int k, int64_t, int64_t t_k) { test_rows[size_t(k)] = t_k; }, svm_select_atom::value,
+        int32_t(folds), int32_t(f));
+    return test_rows;
+  };
+  // Held-out predictions of fit r on fold f (weights in the data's units,
+  // +1 when x^T w + b >= 0), added to penalty i's CV fields; t0: when the
+  // fold fit's time started.
+  std::vector<int64_t> right(pens.size(), 0), held_out(pens.size(), 0);
+  auto score_fold = [&](size_t i, int f, const svm_remote_result& r,
+                        const std::vector<int64_t>& test_rows, clock_type::time_point t0) {
     svm_remote_result& out = outs[i];
-    if (o.folds != 0) {
-      int64_t right = 0, held_out = 0;
-      for (int f = 0; f < o.folds; ++f) {
-        const auto t0 = clock_type::now();
-        std::vector<int64_t> test_rows(K);
-        detail::svm_phase<svm_select_atom, int64_t, int64_t>(
-            sys, self, ws, o.timeout, "select", 0,
-            [&](int k, int64_t, int64_t t_k) { test_rows[size_t(k)] = t_k; },
-            svm_select_atom::value, int32_t(o.folds), int32_t(f));
-        svm_remote_result r;
-        fit_once(pens[i], r);
-        const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
-        int64_t fold_right = 0, fold_n = 0;
-        detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
-            sys, self, ws, o.timeout, "test", 0,
-            [&](int k, svm_vector& m, svm_vector& yk) {
-              if (int64_t(m.v.size()) != test_rows[size_t(k)] || yk.v.size() != m.v.size())
-                fail(
-                    "svm worker {} sent {} held-out margins and {} labels for its {} held-out "
-                    "rows",
-                    k, m.v.size(), yk.v.size(), test_rows[size_t(k)]);
-              for (size_t j = 0; j < m.v.size(); ++j)
-                fold_right += ((m.v[j] + r.fit.b >= 0) ? 1.0 : -1.0) == yk.v[j];
-              fold_n += int64_t(m.v.size());
-            },
-            svm_test_atom::value, to_vector(w));
-        if (fold_n < 1) fail("fold {} of {} holds out no samples", f, o.folds);
-        right += fold_right, held_out += fold_n;
-        out.fold_accuracy.push_back(double(fold_right) / double(fold_n));
-        out.cv_mean_nnz += double((w.array() != 0).count()) / o.folds;
-        out.cv_mean_iterations += double(r.fit.iterations) / o.folds;
-        out.cv_time_s += std::chrono::duration<double>(clock_type::now() - t0).count();
-      }
-      out.cv_accuracy = double(right) / double(held_out);
-    }
-    if (o.full_fit) {
-      // Every worker's block of all rows (after folds, or after a fit).
-      if (o.folds != 0 || i > 0)
-        detail::svm_phase<svm_select_atom, int64_t, int64_t>(
-            sys, self, ws, o.timeout, "select", 0, [](int, int64_t, int64_t) {},
-            svm_select_atom::value, int32_t(0), int32_t(0));
-      fit_once(pens[i], out);
+    const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
+    int64_t fold_right = 0, fold_n = 0;
+    detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
+        sys, self, ws, o.timeout, "test", 0,
+        [&](int k, svm_vector& m, svm_vector& yk) {
+          if (int64_t(m.v.size()) != test_rows[size_t(k)] || yk.v.size() != m.v.size())
+            fail("svm worker {} sent {} held-out margins and {} labels for its {} held-out rows", k,
+                 m.v.size(), yk.v.size(), test_rows[size_t(k)]);
+          for (size_t j = 0; j < m.v.size(); ++j)
+            fold_right += ((m.v[j] + r.fit.b >= 0) ? 1.0 : -1.0) == yk.v[j];
+          fold_n += int64_t(m.v.size());
+        },
+        svm_test_atom::value, to_vector(w));
+    if (fold_n < 1) fail("fold {} of {} holds out no samples", f, o.folds);
+    right[i] += fold_right, held_out[i] += fold_n;
+    out.fold_accuracy.push_back(double(fold_right) / double(fold_n));
+    out.cv_mean_nnz += double((w.array() != 0).count()) / o.folds;
+    out.cv_mean_iterations += double(r.fit.iterations) / o.folds;
+    out.cv_time_s += std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (int(out.fold_accuracy.size()) == o.folds)
+      out.cv_accuracy = double(right[i]) / double(held_out[i]);
+  };
+  // Runs fn for penalty i; with more than one penalty an error names lambda.
+  auto named = [&](size_t i, const std::function<void()>& fn) {
+    if (pens.size() == 1) return fn();
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      fail("lambda {}: {}", pens[i].lambda, e.what());
     }
   };
-  for (size_t i = 0; i < pens.size(); ++i) {
-    if (pens.size() == 1) {
-      run_penalty(i);
-    } else {
-      try {
-        run_penalty(i);
-      } catch (const std::exception& e) {
-        fail("lambda {}: {}", pens[i].lambda, e.what());
-      }
+
+  if (!o.warm) {
+    // Cold: one penalty after the other, each finished (its folds, then its
+    // fit on all rows) and handed to on_point before the next.
+    for (size_t i = 0; i < pens.size(); ++i) {
+      named(i, [&] {
+        for (int f = 0; f < o.folds; ++f) {
+          const auto t0 = clock_type::now();
+          const std::vector<int64_t> test_rows = select(o.folds, f);
+          svm_remote_result r;
+          fit_once(pens[i], r);
+          score_fold(i, f, r, test_rows, t0);
+        }
+        if (o.full_fit) {
+          // Every worker's block of all rows (after folds, or after a fit).
+          if (o.folds != 0 || i > 0) select(0, 0);
+          fit_once(pens[i], outs[i]);
+        }
+      });
+      if (on_point) on_point(i, outs[i]);
     }
-    if (on_point) on_point(i, outs[i]);
+  } else {
+    // Warm (as svm::fit_path): each row selection (every fold's training
+    // rows, then all rows) walks the whole grid, each fit continuing from
+    // the last one's state: the consensus side's zeta and rhos, the
+    // workers' theta, r and duals (they keep them between fits on the same
+    // rows). A fit whose prox needs a larger rho than the last one ended
+    // with starts cold (a new selection and setup). Points are handed to
+    // on_point during the walk over all rows (with --cv-only, after the
+    // folds).
+    // The workers join holding their block of all rows, not yet set up: a
+    // walk over all rows first (no folds) needs no selection, so a warm
+    // path also runs on presharded workers (which refuse a selection) as
+    // long as no fit has to start cold.
+    bool joined_rows = true;
+    auto walk = [&](int folds, int f,
+                    const std::function<void(size_t, svm_remote_result&, clock_type::time_point)>&
+                        done_fit) {
+      std::vector<int64_t> test_rows(K, 0);
+      if (folds != 0 || !joined_rows) test_rows = select(folds, f);
+      joined_rows = false;
+      prepared prep;
+      bool fresh = true;  // the workers hold a selection not yet set up
+      for (size_t i = 0; i < pens.size(); ++i) {
+        named(i, [&] {
+          const auto t0 = clock_type::now();
+          if (!can_continue(pens[i], prep)) {
+            if (!fresh) test_rows = select(folds, f);
+            prepare(pens[i], prep);
+            fresh = false;
+          }
+          svm_remote_result r;
+          iterate(pens[i], prep, r, t0);
+          if (folds != 0) score_fold(i, f, r, test_rows, t0);
+          done_fit(i, r, t0);
+        });
+      }
+    };
+    for (int f = 0; f < o.folds; ++f)
+      walk(o.folds, f, [](size_t, svm_remote_result&, clock_type::time_point) {});
+    if (o.full_fit) {
+      walk(0, 0, [&](size_t i, svm_remote_result& r, clock_type::time_point) {
+        svm_remote_result& out = outs[i];
+        out.fit = std::move(r.fit), out.scale = std::move(r.scale);
+        out.samples = r.samples, out.features = r.features, out.accuracy = r.accuracy;
+        if (on_point) on_point(i, out);
+      });
+    } else if (on_point) {
+      for (size_t i = 0; i < pens.size(); ++i) on_point(i, outs[i]);
+    }
   }
   done = true;
   return outs;

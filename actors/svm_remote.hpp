@@ -41,6 +41,11 @@ struct svm_remote_options {
   // false (with folds >= 2, consensus_path_remote): no fit on all rows; the
   // results carry only the CV fields.
   bool full_fit = true;
+  // consensus_path_remote: walk the grid warm-started (as svm::fit_path),
+  // each fold's rows and then all rows in turn, each fit continuing from
+  // the previous one's state; false: one cold fit per penalty, each
+  // penalty finished before the next.
+  bool warm = false;
 };
 
 struct svm_remote_result {
@@ -67,13 +72,15 @@ struct svm_remote_result {
 svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
                                        const svm_remote_options& o);
 
-// A path over the same worker processes: one cold consensus fit per
-// penalty (e.g. a lambda grid), in the given order, each penalty finished
-// (its folds, then its fit on all rows) before the next; every fit selects
-// its rows anew, so each result equals consensus_fit_remote with that
-// penalty alone. on_point (when set) gets each result as soon as it is
-// known. Returns the results in the order of `pens`. Throws as
-// consensus_fit_remote (with more than one penalty the message starts with
+// A path over the same worker processes, in the order of `pens` (a
+// decreasing lambda grid for a warm path). Cold (o.warm false): one cold
+// consensus fit per penalty, each penalty finished (its folds, then its fit
+// on all rows) before the next; every fit selects its rows anew, so each
+// result equals consensus_fit_remote with that penalty alone. Warm: each
+// fold's rows, then all rows, walk the grid, every fit starting from the
+// state the previous one ended in. on_point (when set) gets each result as
+// soon as it is known (warm: during the walk over all rows). Returns the results in the order of
+// `pens`. Throws as consensus_fit_remote (with more than one penalty the message starts with
 // "lambda L: "), and for an empty list or full_fit false without folds.
 std::vector<svm_remote_result> consensus_path_remote(
     int workers, const std::vector<svm::penalty>& pens, const svm_remote_options& o,

@@ -62,8 +62,9 @@ void select_rows(svm_worker_state& s, int folds, int fold) {
         "rows (--presharded)");
   if (!s.whole_file)
     fail(
-        "svm path needs workers that read the whole data file; this one holds only its own "
-        "rows (--presharded) and serves one fit");
+        "selecting rows again (svm path --cold, or a warm path's fit that must start cold) "
+        "needs workers that read the whole data file; this one holds only its own rows "
+        "(--presharded)");
   s.w.reset();
   const int64_t n = s.source.rows();
   if (folds == 0) {

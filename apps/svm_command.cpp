@@ -191,7 +191,7 @@ int run_svm_path(const svm_train_flags& f) {
   if (f.cv_only && f.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
   const bool remote = f.procs != 0 || !f.listen.empty();
-  std::vector<svm::penalty> pens;  // --procs: one cold consensus fit per lambda
+  std::vector<svm::penalty> pens;  // --procs: the grid for the consensus path
   if (remote) {
     if (f.procs < 1) fail("--listen needs --procs K (the number of worker processes to wait for)");
     pens = svm::path_penalties(o);
@@ -212,7 +212,7 @@ int run_svm_path(const svm_train_flags& f) {
                        {"penalty", svm::penalty_name(o.fit.pen.kind)},
                        {"lambda", pt.lambda},
                        {"theta", pt.theta},
-                       {"warm", o.warm && !remote}};
+                       {"warm", o.warm}};
       if (remote) j["procs"] = f.procs;
       if (o.full_fit) {
         j["objective"] = pt.objective;
@@ -245,7 +245,7 @@ int run_svm_path(const svm_train_flags& f) {
     svm_remote_train t;
     t.data = f.data, t.format = f.format, t.fit = o.fit, t.procs = f.procs, t.listen = f.listen;
     t.token = f.token, t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
-    t.folds = f.folds;
+    t.folds = f.folds, t.warm = o.warm;
     run_svm_path_remote(t, pens, o.full_fit, print_point);
     return 0;
   }
@@ -331,7 +331,7 @@ action add_svm_command(CLI::App& parent) {
                 "the nonconvex prox) or auto (lla when features outnumber samples, else direct)")
       ->capture_default_str();
   t->add_option("--lla-steps", tf->lla_steps,
-                 "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
+                "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
       ->capture_default_str();
   t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
       ->capture_default_str();

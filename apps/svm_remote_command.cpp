@@ -91,6 +91,7 @@ auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
   o.timeout = timeout_ms(t.timeout_s, "--timeout-s");
   o.folds = t.folds;
   o.full_fit = full_fit;
+  o.warm = t.warm;
   if (!launch) {
     const endpoint e = parse_endpoint(t.listen, "--listen", true);
     o.host = e.host, o.port = uint16_t(e.port);

@@ -21,7 +21,8 @@ struct svm_remote_train {
   std::string token;         // empty: MERAK_JOB_TOKEN, else a random one
   double timeout_s = 60;
   int threads = 0;
-  int folds = 0;  // >= 2: cross-validate across the worker processes first
+  int folds = 0;      // >= 2: cross-validate across the worker processes first
+  bool warm = false;  // svm path: warm-started walks (actors::svm_remote_options::warm)
   bool json = false;
   std::string model;
 };
@@ -31,11 +32,13 @@ struct svm_remote_train {
 // `svm train`. Throws merak::error (apps/main.cpp prints it, exit 1).
 int run_svm_train_remote(const svm_remote_train& t);
 
-// `svm path --procs K`: one cold consensus fit per penalty of `pens` (a
-// lambda grid, largest first) over the same worker processes, each penalty
-// finished (its folds with t.folds >= 2, then the fit on all rows unless
-// !full_fit) before the next and handed to on_point at once. t.fit.pen is
-// ignored. Throws merak::error naming the lambda.
+// `svm path --procs K`: the penalties of `pens` (a lambda grid, largest
+// first) fitted by consensus over the same worker processes, with folds
+// when t.folds >= 2 and then on all rows unless !full_fit; warm-started
+// walks with t.warm, else one cold fit per penalty, each finished before the
+// next (actors::consensus_path_remote). Each point goes to on_point as soon
+// as it is known. t.fit.pen is ignored. Throws merak::error naming the
+// lambda.
 void run_svm_path_remote(const svm_remote_train& t, const std::vector<svm::penalty>& pens,
                          bool full_fit,
                          const std::function<void(const svm::path_point&)>& on_point);

@@ -87,6 +87,12 @@ consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, pe
   if (l1_phase_) active_ = penalty{penalty_kind::l1, pen.lambda, 0};
 }
 
+void consensus_reducer::start_from(const Eigen::VectorXd& zeta) {
+  MERAK_CHECK(zeta.size() == p_ + 1, "a start zeta of size {} for p + 1 = {}", zeta.size(), p_ + 1);
+  MERAK_CHECK(it_ == 0, "start_from after iteration {}", it_);
+  zeta_ = zeta;
+}
+
 const Eigen::VectorXd& consensus_reducer::combine(
     const std::vector<Eigen::VectorXd>& contributions) {
   MERAK_CHECK(int(contributions.size()) == k_, "{} contributions for {} workers",

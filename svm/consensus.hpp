@@ -97,6 +97,9 @@ class consensus_reducer {
   // the summed residuals, phase switch (l1_start) and rho control.
   consensus_decision finish(const worker_residuals& sum);
   const Eigen::VectorXd& zeta() const { return zeta_; }
+  // Starts from this zeta (p + 1) instead of 0: a warm start along a path,
+  // with workers that kept their state (and rhos) from the previous fit.
+  void start_from(const Eigen::VectorXd& zeta);
   // |zeta - zeta_prev| of the last combine.
   double change_norm() const { return change_; }
   int iteration() const { return it_; }

@@ -185,37 +185,13 @@ case "$case_name" in
   listen_presharded)
     head -n 60 "$work/train.libsvm" >"$work/part0.libsvm"
     tail -n 60 "$work/train.libsvm" >"$work/part1.libsvm"
-    "$merak" svm train --penalty mcp --lambda 0.02 --procs 2 --listen 127.0.0.1 --token tok \
-      --json >"$work/listen.json" 2>"$work/c.err" &
-    cpid=$!
-    pids+=("$cpid")
-    for _ in $(seq 100); do grep -q "waiting for" "$work/c.err" && break; sleep 0.05; done
-    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/c.err" | head -n 1 | cut -d: -f2)
-    [[ -n "$port" ]] || { echo "FAIL: no port in: $(cat "$work/c.err")"; exit 1; }
-    for r in 0 1; do
-      MERAK_JOB_TOKEN=tok RANK=$r WORLD_SIZE=2 "$merak" svm worker --connect "127.0.0.1:$port" \
-        --presharded --data "$work/part$r.libsvm" &
-      pids+=("$!")
-    done
-    wait "$cpid"
-    "$merak" svm train --data "$work/train.libsvm" --penalty mcp --lambda 0.02 --procs 2 \
-      --json >"$work/procs.json"
-    python3 - "$work" <<'PY'
-import json, sys
-d = sys.argv[1]
-l = json.load(open(f"{d}/listen.json"))
-p = json.load(open(f"{d}/procs.json"))
-assert l["samples"] == 120 and l["features"] == 8 and l["procs"] == 2, l
-assert l["iterations"] == p["iterations"] and abs(l["objective"] - p["objective"]) <= 1e-12, (l, p)
-print(f"ok: --listen with presharded workers: objective {l['objective']:.8g}, {l['iterations']} iterations, as --procs 2")
-PY
-    # Runs `merak svm ARGS... --procs 2 --listen 127.0.0.1 --token tok` (stderr
-    # to $1) with two presharded workers of part0/part1 and expects it to
-    # fail with the error $2.
-    presharded_refused() {
-      local err=$1 want=$2
+    # Runs `merak svm ARGS... --procs 2 --listen 127.0.0.1 --token tok`
+    # (stdout to $1, stderr to $2) in the background ($cpid) with two
+    # presharded workers of part0/part1.
+    with_presharded() {
+      local out=$1 err=$2
       shift 2
-      "$merak" svm "$@" --procs 2 --listen 127.0.0.1 --token tok >/dev/null 2>"$err" &
+      "$merak" svm "$@" --procs 2 --listen 127.0.0.1 --token tok >"$out" 2>"$err" &
       cpid=$!
       pids+=("$cpid")
       for _ in $(seq 100); do grep -q "waiting for" "$err" && break; sleep 0.05; done
@@ -226,14 +202,45 @@ PY
           --presharded --data "$work/part$r.libsvm" 2>/dev/null &
         pids+=("$!")
       done
+    }
+    with_presharded "$work/listen.json" "$work/c.err" train --penalty mcp --lambda 0.02 --json
+    wait "$cpid"
+    "$merak" svm train --data "$work/train.libsvm" --penalty mcp --lambda 0.02 --procs 2 \
+      --json >"$work/procs.json"
+    # A warm path without folds continues on the rows the workers joined
+    # with: it runs on presharded workers, as over workers of the whole file.
+    with_presharded "$work/lpath.jsonl" "$work/lp.err" path --penalty l1 --lambdas 0.05,0.01 --json
+    wait "$cpid"
+    "$merak" svm path --data "$work/train.libsvm" --penalty l1 --lambdas 0.05,0.01 --procs 2 \
+      --json >"$work/ppath.jsonl"
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+l = json.load(open(f"{d}/listen.json"))
+p = json.load(open(f"{d}/procs.json"))
+assert l["samples"] == 120 and l["features"] == 8 and l["procs"] == 2, l
+assert l["iterations"] == p["iterations"] and abs(l["objective"] - p["objective"]) <= 1e-12, (l, p)
+print(f"ok: --listen with presharded workers: objective {l['objective']:.8g}, {l['iterations']} iterations, as --procs 2")
+lp = [json.loads(x) for x in open(f"{d}/lpath.jsonl")]
+pp = [json.loads(x) for x in open(f"{d}/ppath.jsonl")]
+assert [x["lambda"] for x in lp] == [0.05, 0.01] and all(x["warm"] for x in lp), lp
+for a, b in zip(lp, pp):
+    assert a["iterations"] == b["iterations"] and abs(a["objective"] - b["objective"]) <= 1e-12, (a, b)
+print(f"ok: warm path over presharded workers: {[x['iterations'] for x in lp]} iterations, as --procs 2")
+PY
+    # Runs the same with ARGS, expecting the error $2 (stderr to $1).
+    presharded_refused() {
+      local err=$1 want=$2
+      shift 2
+      with_presharded /dev/null "$err" "$@"
       consensus_fails_with "$err" "$want"
       echo "ok: $(grep -m1 'failed in' "$err")"
     }
-    # A presharded worker holds its rows once and serves one fit: a path over
-    # such workers is refused by name at its second lambda, and --folds too.
-    presharded_refused "$work/lp.err" \
-      "lambda 0.01: svm worker [01] failed in 'select': svm path needs workers that read the whole data file; this one holds only its own rows (--presharded) and serves one fit" \
-      path --penalty l1 --lambdas 0.05,0.01
+    # A presharded worker holds its rows once and cannot select rows again:
+    # a cold path is refused by name at its second lambda, and --folds too.
+    presharded_refused "$work/lc.err" \
+      "lambda 0.01: svm worker [01] failed in 'select': selecting rows again (svm path --cold, or a warm path's fit that must start cold) needs workers that read the whole data file; this one holds only its own rows (--presharded)" \
+      path --penalty l1 --lambdas 0.05,0.01 --cold
     presharded_refused "$work/cf.err" \
       "svm worker [01] failed in 'select': --folds needs workers that read the whole data file; this one holds only its own rows (--presharded)" \
       train --penalty l1 --folds 3
@@ -270,13 +277,13 @@ print(f"ok: 2 and 3 shards differ (mean iterations {p2['cv_mean_iterations']:.1f
 PY
     ;;
   path)
-    # svm path --procs 2: one cold consensus fit per lambda on the same two
-    # worker processes (and with --folds every lambda scored per fold);
-    # each point equals svm train --procs 2 at that lambda alone.
+    # svm path --procs 2 --cold: one cold consensus fit per lambda on the
+    # same two worker processes (and with --folds every lambda scored per
+    # fold); each point equals svm train --procs 2 at that lambda alone.
     "$merak" svm path --data "$work/train.libsvm" --penalty mcp --theta 2 --lambdas 0.01,0.05 \
-      --tol 1e-3 --procs 2 --folds 3 --json >"$work/path.jsonl"
+      --tol 1e-3 --procs 2 --folds 3 --cold --json >"$work/path.jsonl"
     "$merak" svm path --data "$work/train.libsvm" --penalty mcp --theta 2 --lambdas 0.05,0.01 \
-      --tol 1e-3 --procs 2 --folds 3 --cv-only --json >"$work/cv.jsonl"
+      --tol 1e-3 --procs 2 --folds 3 --cv-only --cold --json >"$work/cv.jsonl"
     for l in 0.05 0.01; do
       "$merak" svm train --data "$work/train.libsvm" --penalty mcp --theta 2 --lambda $l --tol 1e-3 \
         --procs 2 --folds 3 --json >"$work/train$l.json"
@@ -299,6 +306,43 @@ for p, c in zip(path, cv):
     print(f"ok: lambda {p['lambda']}: objective {p['objective']:.8g}, {p['iterations']} iterations, "
           f"cv {p['cv_accuracy']:.4f} / {p['cv_mean_nnz']:.2f} nnz, as svm train --procs 2")
 assert path[0]["objective"] != path[1]["objective"]
+PY
+    ;;
+  path_warm)
+    # svm path --procs 2 (warm, the default): every fold's rows and then all
+    # rows walk the grid, each consensus fit continuing from the last one's
+    # state. L1 is convex: each point must reach the single-machine path's
+    # objective (1e-3 relative, the consensus test's bound) and converge,
+    # and the walk must take fewer iterations than the cold fits in all.
+    lambdas=0.1,0.03,0.01,0.003
+    "$merak" svm path --data "$work/train.libsvm" --penalty l1 --lambdas $lambdas --tol 1e-4 \
+      --procs 2 --folds 3 --json >"$work/warm.jsonl"
+    "$merak" svm path --data "$work/train.libsvm" --penalty l1 --lambdas $lambdas --tol 1e-4 \
+      --procs 2 --folds 3 --cold --json >"$work/cold.jsonl"
+    "$merak" svm path --data "$work/train.libsvm" --penalty l1 --lambdas $lambdas --tol 1e-6 \
+      --max-iter 50000 --folds 3 --json >"$work/local.jsonl"
+    "$merak" svm path --data "$work/train.libsvm" --penalty l1 --lambdas $lambdas --procs 2 \
+      --folds 3 --cv-only --json >"$work/warm_cv.jsonl"
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+warm, cold, local, cv = ([json.loads(l) for l in open(f"{d}/{n}.jsonl")]
+                         for n in ("warm", "cold", "local", "warm_cv"))
+assert [p["lambda"] for p in warm] == [0.1, 0.03, 0.01, 0.003], warm
+for w, c, s, v in zip(warm, cold, local, cv):
+    assert w["warm"] is True and c["warm"] is False and w["procs"] == 2, (w, c)
+    assert w["converged"], w
+    rel = abs(w["objective"] - s["objective"]) / s["objective"]
+    assert rel <= 1e-3, ("warm consensus vs single machine", w, s)
+    assert 0 <= w["cv_accuracy"] <= 1 and w["folds"] == 3, w
+    # --cv-only walks the same fold paths.
+    assert v["cv_accuracy"] == w["cv_accuracy"] and v["cv_mean_nnz"] == w["cv_mean_nnz"], (v, w)
+    print(f"ok: lambda {w['lambda']}: objective {w['objective']:.8g} (single machine "
+          f"{s['objective']:.8g}), {w['iterations']} iterations (cold {c['iterations']})")
+its_warm = sum(p["iterations"] for p in warm)
+its_cold = sum(p["iterations"] for p in cold)
+assert its_warm < its_cold, (its_warm, its_cold)
+print(f"ok: {its_warm} iterations warm against {its_cold} cold on all rows")
 PY
     ;;
   bad_flags)
