@@ -54,8 +54,9 @@ std::vector<int64_t> pick(const std::vector<int64_t>& rows, const std::vector<in
 // consensus_shard_rows within each part: the shards of --workers K
 // --folds F).
 void select_rows(svm_worker_state& s, int folds, int fold) {
-  // A presharded worker's rows go into its one fit (scaled in place there, so
-  // that such a worker holds its data once): it cannot select again.
+  // A presharded worker's rows go into the fits on them (scaled in place at
+  // setup, so that such a worker holds its data once): it cannot select
+  // again, so it serves one fit or a warm path without folds.
   if (!s.whole_file && folds != 0)
     fail(
         "--folds needs workers that read the whole data file; this one holds only its own "
@@ -209,7 +210,7 @@ caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, int world, s
     s->source = std::move(data);
     select_rows(*s, 0, 0);
   } else {
-    s->shard = std::move(data);  // --presharded: one plain fit on these rows
+    s->shard = std::move(data);  // --presharded: fits on these rows only
     s->have_shard = true;
   }
   return sys.spawn(svm_worker, std::move(s), std::move(consensus), idle);

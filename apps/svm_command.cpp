@@ -201,6 +201,10 @@ int run_svm_path(const svm_train_flags& f) {
   if (f.data.empty() && f.listen.empty()) fail("--data is required");
   svm::dataset d;
   if (!remote) d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
+  // Which nonconvex method the points use (consensus fits are direct).
+  const char* nonconvex = nullptr;
+  if (o.fit.pen.kind != svm::penalty_kind::l1)
+    nonconvex = !remote && svm::uses_lla(o.fit.nonconvex, d.rows(), d.cols()) ? "lla" : "direct";
   if (!f.json && f.cv_only)
     std::printf("%-10s %11s %11s\n", "lambda", "cv_accuracy", "cv_mean_nnz");
   else if (!f.json)
@@ -214,6 +218,7 @@ int run_svm_path(const svm_train_flags& f) {
                        {"theta", pt.theta},
                        {"warm", o.warm}};
       if (remote) j["procs"] = f.procs;
+      if (nonconvex) j["nonconvex"] = nonconvex;
       if (o.full_fit) {
         j["objective"] = pt.objective;
         j["iterations"] = pt.iterations;
@@ -392,7 +397,8 @@ action add_svm_command(CLI::App& parent) {
   h->add_flag("--json", hf->json, "One JSON object per lambda");
   add_process_flags(h, *hf,
                     "Fit every lambda by consensus ADMM over K worker processes (merak svm "
-                    "worker, started here on loopback unless --listen); cold fits, no warm start");
+                    "worker, started here on loopback unless --listen); warm-started across "
+                    "lambda (--cold: one cold fit per lambda)");
 
   auto pf = std::make_shared<svm_predict_flags>();
   auto* p = s->add_subcommand("predict", "Accuracy of a model on labelled data");

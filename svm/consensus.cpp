@@ -133,12 +133,18 @@ consensus_decision consensus_reducer::finish(const worker_residuals& sum) {
     active_ = pen_;
     phase_start_ = it_;
     control_ = rho_control(o_.rho_control, pen_.rho_threshold());
-  } else if (const double f = control_.factor(it_ - phase_start_, d.primal, d.dual, rho1_);
-             f != 1) {
+    d.stop = it_ >= o_.max_iter;
+    return d;
+  }
+  d.stop = it_ >= o_.max_iter;
+  // No rho change on the last iteration: a driver stops before telling the
+  // workers, and a warm start from this reducer's rhos would then run with
+  // workers whose rhos differ (a rescaled penalty).
+  if (d.stop) return d;
+  if (const double f = control_.factor(it_ - phase_start_, d.primal, d.dual, rho1_); f != 1) {
     rho1_ *= f, rho2_ *= f;
     d.rho_factor = f;
   }
-  d.stop = it_ >= o_.max_iter;
   return d;
 }
 

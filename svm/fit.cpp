@@ -38,6 +38,10 @@ bool uses_lla(nonconvex_method m, int64_t n, int64_t p) {
   return m == nonconvex_method::lla || (m == nonconvex_method::automatic && p > n);
 }
 
+nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p) {
+  return uses_lla(m, n, p) ? nonconvex_method::lla : nonconvex_method::direct;
+}
+
 namespace {
 bool worth_densifying(const design_matrix& x) {
   const double entries = double(x.rows()) * double(x.cols());
@@ -113,13 +117,15 @@ cv_result cross_validate(const dataset& d, int folds, const fit_options& o) {
   const int64_t n = d.rows();
   if (folds < 2) fail("--folds must be at least 2 (got {})", folds);
   if (folds > n) fail("--folds {} exceeds the {} samples", folds, n);
+  fit_options fo = o;
+  fo.nonconvex = resolve_nonconvex(o.nonconvex, n, d.cols());
   cv_result cv;
   int64_t right = 0;
   for (int f = 0; f < folds; ++f) {
     std::vector<int64_t> train, test;
     cv_split(n, folds, f, train, test);
     dataset tr = d.select_rows(train), te = d.select_rows(test);
-    fit_result r = fit(tr, o);
+    fit_result r = fit(tr, fo);
     Eigen::VectorXd pred = predict_labels(te.x, r.model.w, r.model.b);
     const double acc = accuracy(te.y, pred);
     right += int64_t(std::llround(acc * double(te.rows())));

@@ -22,9 +22,13 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& gram, double diag) {
 // solver keeps the inverse instead of the factor: one matrix-vector product
 // per solve instead of two triangular solves, which Eigen does not vectorise
 // as well (measured on sonar, d = 61: the solves were 30% of an LLA fit's
-// time). The inverse costs ~3x the factorisation once per rho ratio, and the
-// matrix is well conditioned (its smallest eigenvalue is rho1/rho2 > 0).
+// time). The inverse costs ~3x the factorisation once per rho ratio. Its
+// forward error grows with the condition number of r I + G (r = rho1/rho2,
+// G = M^T M), at most 1 + trace(G)/r; the inverse is kept only while that
+// bound is below kExplicitInverseCond (on standardised data with the
+// default rhos, trace(G) = n d and r >= 30: sonar's bound is ~200).
 constexpr int64_t kExplicitInverseMax = 512;
+constexpr double kExplicitInverseCond = 1e6;
 
 class cholesky_solver final : public w_solver {
  public:
@@ -37,7 +41,9 @@ class cholesky_solver final : public w_solver {
   void set_rho(double rho1, double rho2) override {
     if (rho1 / rho2 != ratio_) {
       llt_ = factor(gram_, rho1 / rho2);
-      if (gram_.rows() <= kExplicitInverseMax) {
+      inverse_.resize(0, 0);
+      if (gram_.rows() <= kExplicitInverseMax &&
+          1 + gram_.trace() / (rho1 / rho2) <= kExplicitInverseCond) {
         inverse_ = llt_.solve(Eigen::MatrixXd::Identity(gram_.rows(), gram_.cols()));
         llt_ = {};
       }

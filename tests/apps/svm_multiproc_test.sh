@@ -344,6 +344,36 @@ its_cold = sum(p["iterations"] for p in cold)
 assert its_warm < its_cold, (its_warm, its_cold)
 print(f"ok: {its_warm} iterations warm against {its_cold} cold on all rows")
 PY
+    # Capped fits carry their state on: 300 fits at one lambda, 10
+    # iterations each, from a rho1 far from balanced (rho changes on the
+    # last iteration of a fit must not leave the workers behind), end at the
+    # single-machine optimum.
+    "$merak" svm path --data "$work/train.libsvm" --penalty l1 --rho1 20 --max-iter 10 \
+      --lambdas "$(python3 -c "print(','.join(['0.01'] * 300))")" --procs 2 --json >"$work/capped.jsonl"
+    "$merak" svm train --data "$work/train.libsvm" --penalty l1 --lambda 0.01 --tol 1e-6 \
+      --max-iter 50000 --json >"$work/single.json"
+    # A walk whose every fit must start cold (LSP with theta = lambda: the
+    # prox's rho threshold 1/lambda grows down the grid) equals the cold path.
+    for mode in warm cold; do
+      flag=()
+      [[ $mode == cold ]] && flag=(--cold)
+      "$merak" svm path --data "$work/train.libsvm" --penalty lsp --theta 1 --theta-per-lambda \
+        --lambdas 0.3,0.03,0.01 --procs 2 --folds 3 ${flag[@]+"${flag[@]}"} --json >"$work/lsp_$mode.jsonl"
+    done
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+last = [json.loads(l) for l in open(f"{d}/capped.jsonl")][-1]
+single = json.load(open(f"{d}/single.json"))
+rel = abs(last["objective"] - single["objective"]) / single["objective"]
+assert rel <= 1e-3, ("capped warm walk", last, single)
+print(f"ok: 300 capped warm fits end at {last['objective']:.8g} (single machine {single['objective']:.8g})")
+warm, cold = ([json.loads(l) for l in open(f"{d}/lsp_{m}.jsonl")] for m in ("warm", "cold"))
+for w, c in zip(warm, cold):
+    for k in ("objective", "iterations", "nnz", "cv_accuracy", "cv_mean_nnz"):
+        assert w[k] == c[k], (k, w, c)
+print(f"ok: LSP walk restarted at every lambda = the cold path ({[w['iterations'] for w in warm]} iterations)")
+PY
     ;;
   bad_flags)
     expect_error "--workers \(actor workers in this process\) and --procs \(worker processes\) exclude each other" \

@@ -170,8 +170,8 @@ TEST_CASE("a screened fit reported converged meets the KKT conditions on every l
       continue;
     }
     ++converged;
-    const Eigen::VectorXd g = r.state.rho2 * ((x.rowwise() - xbar).transpose() *
-                                              d.y.cwiseProduct(r.state.u2));
+    const Eigen::VectorXd g =
+        r.state.rho2 * ((x.rowwise() - xbar).transpose() * d.y.cwiseProduct(r.state.u2));
     double worst = 0;
     for (int64_t j = 0; j < 400; ++j)
       if (r.w[j] == 0) worst = std::max(worst, std::abs(g[j]) / pen.lambda);
@@ -224,6 +224,39 @@ TEST_CASE("Cholesky, Woodbury and CG w-steps give the same fit", "[svm][admm]") 
   }
 }
 
+TEST_CASE("the Cholesky w-step solves its system with the inverse and with the factor",
+          "[svm][admm]") {
+  // Default-like rhos keep the inverse (d <= 512, condition bound small); a
+  // tiny rho1/rho2 makes 1 + trace(G)/r exceed 1e6 and the factor is used.
+  // Both must solve (rho1 I + rho2 X_c^T X_c) w = q with a backward error
+  // near machine precision.
+  // Column 39 nearly repeats column 0: X_c^T X_c is close to singular, so a
+  // tiny rho1/rho2 leaves r I + G badly conditioned.
+  dataset d = test::synthetic({.n = 200, .p = 40, .seed = 9});
+  dense_matrix m = d.x.dense();
+  m.col(39) = m.col(0) * (1 + 1e-9);
+  m(0, 39) += 1e-9;
+  const design_matrix x(std::move(m));
+  const Eigen::VectorXd xbar = x.col_sums() / double(x.rows());
+  const design_operator xc(x, xbar, false);
+  const Eigen::MatrixXd g = xc.gram_cols();
+  const Eigen::VectorXd v = Eigen::VectorXd::LinSpaced(40, -1.0, 2.0);
+  for (auto rhos : {std::pair<double, double>{3.0, 0.05}, {1e-7, 1.0}, {2.0, 0.1}}) {
+    auto s = make_w_solver(xc, w_method::cholesky, rhos.first, rhos.second);
+    s->set_rho(rhos.first, rhos.second);
+    Eigen::MatrixXd a = rhos.second * g;
+    a.diagonal().array() += rhos.first;
+    const Eigen::VectorXd q = a * v;  // a solution of moderate size
+    Eigen::VectorXd w;
+    s->solve(q, w);
+    // The backward error: a stable solve keeps it near machine precision
+    // however ill-conditioned a is; the inverse's grows with the condition.
+    const double backward = (a * w - q).norm() / (a.norm() * w.norm() + q.norm());
+    INFO("rho1 " << rhos.first << " rho2 " << rhos.second << " backward error " << backward);
+    CHECK(backward <= 1e-13);
+  }
+}
+
 TEST_CASE("dense and sparse storage of the same data give the same fit", "[svm][admm]") {
   for (auto kind : {penalty_kind::l1, penalty_kind::scad, penalty_kind::lsp}) {
     dataset dn = test::synthetic({.n = 90, .p = 40, .density = 0.3, .seed = 11});
@@ -267,8 +300,8 @@ TEST_CASE("the fused row pass gives the iterates of the two products", "[svm][ad
         o.fuse_rows = true;
         const admm_result one = admm_solve(d.x, d.y, pen, o);
         const admm_result one_warm = admm_solve(d.x, d.y, pen, o, {}, &two.state);
-        INFO(penalty_name(kind) << " alpha " << alpha << " weighted " << weighted
-                                << " iterations " << two.iterations << " / " << one.iterations);
+        INFO(penalty_name(kind) << " alpha " << alpha << " weighted " << weighted << " iterations "
+                                << two.iterations << " / " << one.iterations);
         REQUIRE(two.rho_changes > 0);
         CHECK(one.rho_changes == two.rho_changes);
         CHECK(one.iterations == two.iterations);

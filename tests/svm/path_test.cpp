@@ -160,6 +160,32 @@ TEST_CASE("the automatic nonconvex method is LLA on wide data and the direct ADM
     o.lambdas = {mcp.lambda};
     CHECK(fit_path(d, o).front().objective == expected.objective);
   }
+  // 70 x 60 with 5 folds: each fold trains on 56 rows, fewer than its 60
+  // features, but the method is the whole data's (direct), so that the
+  // folds score what the fit on all rows uses.
+  {
+    dataset d = test::synthetic({.n = 70, .p = 60, .informative = 4, .seed = 6});
+    fit_options f;
+    f.pen = mcp;
+    const cv_result automatic = cross_validate(d, 5, f);
+    f.nonconvex = nonconvex_method::direct;
+    const cv_result direct = cross_validate(d, 5, f);
+    f.nonconvex = nonconvex_method::lla;
+    const cv_result lla = cross_validate(d, 5, f);
+    CHECK(lla.mean_iterations != direct.mean_iterations);
+    CHECK(automatic.mean_iterations == direct.mean_iterations);
+    CHECK(automatic.mean_objective == direct.mean_objective);
+    path_options o;
+    o.fit.pen = mcp;
+    o.lambdas = {mcp.lambda};
+    o.folds = 5;
+    const path_point pa = fit_path(d, o).front();
+    o.fit.nonconvex = nonconvex_method::direct;
+    const path_point pd = fit_path(d, o).front();
+    CHECK(pa.cv_accuracy == pd.cv_accuracy);
+    CHECK(pa.cv_mean_nnz == pd.cv_mean_nnz);
+    CHECK(pa.objective == pd.objective);
+  }
   CHECK(parse_nonconvex_method("auto") == nonconvex_method::automatic);
   CHECK_THROWS_WITH(parse_nonconvex_method("both"),
                     Catch::Contains("--nonconvex must be auto, lla or direct (got 'both')"));
