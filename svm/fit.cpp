@@ -15,33 +15,6 @@ void set_solver_threads(int n) {
   if (n > 0) Eigen::setNbThreads(n);
 }
 
-nonconvex_method parse_nonconvex_method(std::string_view name) {
-  if (name == "auto") return nonconvex_method::automatic;
-  if (name == "lla") return nonconvex_method::lla;
-  if (name == "direct") return nonconvex_method::direct;
-  fail("--nonconvex must be auto, lla or direct (got '{}')", name);
-}
-
-const char* nonconvex_method_name(nonconvex_method m) {
-  switch (m) {
-    case nonconvex_method::automatic:
-      return "auto";
-    case nonconvex_method::lla:
-      return "lla";
-    case nonconvex_method::direct:
-      return "direct";
-  }
-  return "?";
-}
-
-bool uses_lla(nonconvex_method m, int64_t n, int64_t p) {
-  return m == nonconvex_method::lla || (m == nonconvex_method::automatic && p > n);
-}
-
-nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p) {
-  return uses_lla(m, n, p) ? nonconvex_method::lla : nonconvex_method::direct;
-}
-
 namespace {
 bool worth_densifying(const design_matrix& x) {
   const double entries = double(x.rows()) * double(x.cols());

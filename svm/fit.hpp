@@ -15,28 +15,6 @@
 
 namespace merak::svm {
 
-// How a nonconvex penalty is fitted on one machine.
-//   lla       reweighted L1 from the L1 fit (lla.hpp): on wide data the
-//             direct ADMM lands on poor stationary points (golub);
-//   direct    ADMM with the nonconvex prox (the spec's algorithm);
-//   automatic lla when the data has more features than samples, direct
-//             otherwise (see resolve_nonconvex). Measured (eighth session; sonar, heart_scale and
-//             ionosphere, 4 lambdas x 7 penalty settings each, full data):
-//             direct reached a lower objective in 26 of 84 fits, the same
-//             (0.1%) in 41 and a higher one in 17 (7 by more than 2%, mostly
-//             at lambda 0.01 where it stops at the iteration cap), 1.3% lower
-//             in geometric mean, in 3.4x less time.
-enum class nonconvex_method { automatic, lla, direct };
-nonconvex_method parse_nonconvex_method(std::string_view name);  // "auto", "lla", "direct"
-const char* nonconvex_method_name(nonconvex_method m);
-// Whether a fit of n samples and p features runs LLA.
-bool uses_lla(nonconvex_method m, int64_t n, int64_t p);
-// automatic resolved for a data set of n samples and p features (lla or
-// direct; others unchanged). Cross-validation and paths resolve it once on
-// the whole data set, so that the folds score the method the fit on all
-// rows uses (a fold's training rows can be fewer than p when n is not).
-nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p);
-
 struct fit_options {
   penalty pen;
   admm_options admm;
