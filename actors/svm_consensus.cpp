@@ -88,10 +88,19 @@ svm::consensus_result consensus_fit_actors(caf::actor_system& sys, const svm::da
                                                 o.admm.method, o.admm.dense_limit)));
     self->monitor(ws.back());
   }
-  svm::consensus_reducer red(d.cols(), d.rows(), workers, pen, s.rho1, s.rho2, o.admm);
-  svm::consensus_result res;
-  detail::drive_consensus(sys, self, ws, d.cols(), red, o, res);
-  svm::finish_consensus_result(d, pen, o.admm, red, res);
+  // Each run (one, or LLA's weighted-L1 runs) continues on the same worker
+  // actors, which keep their state.
+  const svm::consensus_run run = [&](const svm::penalty& rpen, const Eigen::VectorXd* weights,
+                                     svm::consensus_carry& carry, svm::consensus_result& res) {
+    svm::consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry.rho1, carry.rho2, o.admm);
+    if (carry.zeta.size()) red.start_from(carry.zeta);
+    if (weights) red.set_l1_weights(*weights);
+    detail::drive_consensus(sys, self, ws, d.cols(), red, o, res);
+    svm::finish_consensus_result(d, pen, o.admm, red, res);
+    carry = {red.zeta(), red.rho1(), red.rho2()};
+  };
+  svm::consensus_carry carry{{}, s.rho1, s.rho2};
+  svm::consensus_result res = svm::consensus_solve(d.rows(), d.cols(), pen, o.admm, carry, run);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

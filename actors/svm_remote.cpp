@@ -161,6 +161,12 @@ std::vector<svm_remote_result> consensus_path_remote(
   const double join_s = std::chrono::duration<double>(clock_type::now() - t_listen).count();
   for (auto& out : outs) out.join_s = join_s;
 
+  // The consensus settings, with `automatic` resolved on the whole data
+  // set (all rows, held out ones included) when the first rows are
+  // prepared: every fit of the path, folds included, uses one method.
+  svm::consensus_options admm = o.admm;
+  bool resolved = false;
+  int64_t held_out_rows = 0;  // by the workers' last selection
   // The rows the workers hold now (after svm_select, if any), set up for
   // consensus fits: their counts, the column scaling and the rhos the
   // workers factored for (after a fit: the rhos it ended with).
@@ -199,38 +205,23 @@ std::vector<svm_remote_result> consensus_path_remote(
     }
     prep.scale = o.standardize ? svm::scaling_from_stats(all) : Eigen::VectorXd::Ones(p);
 
+    if (!resolved) {
+      admm.nonconvex = svm::resolve_nonconvex(o.admm.nonconvex, n + held_out_rows, p);
+      resolved = true;
+    }
     // Setup: each worker scales its rows and factors its system.
-    svm::consensus_rhos(n, p, workers, pen, o.admm, prep.rho1, prep.rho2);
+    svm::consensus_rhos(n, p, workers, pen, admm, prep.rho1, prep.rho2);
     detail::svm_phase<svm_setup_atom>(
         sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value,
         to_vector(prep.scale), n, p, prep.rho1, prep.rho2, int32_t(o.admm.method),
         o.admm.dense_limit);
   };
-  // One consensus fit on prepared rows: the iterations (from prep's zeta
-  // when it has one: the workers kept their state), then eval. Fills `fit`,
-  // `scale`, samples, features and accuracy of `r`, and prep's rhos and
-  // zeta for a next fit. t0: when this fit's time starts.
-  auto iterate = [&](const svm::penalty& pen, prepared& prep, svm_remote_result& r,
-                     clock_type::time_point t0) {
-    const int64_t n = prep.n, p = prep.p;
+  // The margins X_k w of every shard and the labels, over all the rows the
+  // workers hold (in rank order).
+  auto evaluate = [&](const prepared& prep, const Eigen::VectorXd& w, Eigen::VectorXd& xw,
+                      Eigen::VectorXd& y) {
     const std::vector<int64_t>& rows = prep.rows;
-    r.samples = n, r.features = p, r.scale = prep.scale;
-    const double rho1 = prep.rho1, rho2 = prep.rho2;
-    svm::consensus_reducer red(p, n, workers, pen, rho1, rho2, o.admm);
-    if (prep.zeta.size()) red.start_from(prep.zeta);
-    svm_actor_options ao;
-    ao.admm = o.admm;
-    ao.timeout = o.timeout;
-    svm::consensus_result& res = r.fit;
-    detail::drive_consensus(sys, self, ws, p, red, ao, res);
-    prep.rho1 = red.rho1(), prep.rho2 = red.rho2(), prep.zeta = red.zeta();
-
-    // Eval: the margins X_k w of every shard give the polished bias, the
-    // objective and the training accuracy over all rows (in rank order).
-    res.rho1 = red.rho1(), res.rho2 = red.rho2();
-    res.w = red.zeta().head(p);
-    res.b = red.zeta()[p];
-    Eigen::VectorXd xw(n), y(n);
+    xw.resize(prep.n), y.resize(prep.n);
     std::vector<int64_t> offset(K + 1, 0);
     for (size_t k = 0; k < K; ++k) offset[k + 1] = offset[k] + rows[k];
     detail::svm_phase<svm_eval_atom, svm_vector, svm_vector>(
@@ -243,13 +234,47 @@ std::vector<svm_remote_result> consensus_path_remote(
           xw.segment(offset[size_t(k)], n_k) = to_eigen(m);
           y.segment(offset[size_t(k)], n_k) = to_eigen(yk);
         },
-        svm_eval_atom::value, to_vector(res.w));
-    if (o.admm.polish_bias) res.b = svm::best_bias(y, xw, res.b);
-    const Eigen::VectorXd margin = xw.array() + res.b;
-    res.objective = svm::mean_hinge(y, margin) + pen.value(res.w);
+        svm_eval_atom::value, to_vector(w));
+  };
+  // One fit of `pen` on prepared rows (svm::consensus_solve: one run, or
+  // LLA's weighted-L1 runs), from prep's zeta when it has one (the workers
+  // kept their state). Each run ends with eval: the margins give the
+  // polished bias and F. Fills `fit`, `scale`, samples, features and
+  // accuracy of `r`, and prep's rhos and zeta for a next fit. t0: when this
+  // fit's time starts.
+  auto iterate = [&](const svm::penalty& pen, prepared& prep, svm_remote_result& r,
+                     clock_type::time_point t0) {
+    const int64_t n = prep.n, p = prep.p;
+    r.samples = n, r.features = p, r.scale = prep.scale;
+    r.lla = svm::consensus_uses_lla(pen, admm, n, p);
+    svm_actor_options ao;
+    ao.admm = admm;
+    ao.timeout = o.timeout;
+    Eigen::VectorXd xw, y;
+    const svm::consensus_run run = [&](const svm::penalty& rpen, const Eigen::VectorXd* weights,
+                                       svm::consensus_carry& carry, svm::consensus_result& res) {
+      svm::consensus_reducer red(p, n, workers, rpen, carry.rho1, carry.rho2, admm);
+      if (carry.zeta.size()) red.start_from(carry.zeta);
+      if (weights) red.set_l1_weights(*weights);
+      detail::drive_consensus(sys, self, ws, p, red, ao, res);
+      carry = {red.zeta(), red.rho1(), red.rho2()};
+      res.rho1 = red.rho1(), res.rho2 = red.rho2();
+      res.w = red.zeta().head(p);
+      res.b = red.zeta()[p];
+      evaluate(prep, res.w, xw, y);
+      if (admm.polish_bias) res.b = svm::best_bias(y, xw, res.b);
+      res.objective = svm::mean_hinge(y, xw.array() + res.b) + pen.value(res.w);
+    };
+    svm::consensus_carry carry{prep.zeta, prep.rho1, prep.rho2};
+    r.fit = svm::consensus_solve(n, p, pen, admm, carry, run);
+    prep.zeta = carry.zeta, prep.rho1 = carry.rho1, prep.rho2 = carry.rho2;
+    // The training accuracy of the fit kept (LLA: the best run, not
+    // necessarily the last evaluated).
+    evaluate(prep, r.fit.w, xw, y);
+    const Eigen::VectorXd margin = xw.array() + r.fit.b;
     r.accuracy =
         double(((margin.array() >= 0).cast<double>() * 2 - 1 == y.array()).count()) / double(n);
-    res.time_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    r.fit.time_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   };
   // A cold fit: stats, setup, iterations, eval.
   auto fit_once = [&](const svm::penalty& pen, svm_remote_result& r) {
@@ -259,11 +284,12 @@ std::vector<svm_remote_result> consensus_path_remote(
     iterate(pen, prep, r, t0);
   };
   // Whether a fit at `pen` may continue from `prep` (the previous fit on
-  // the same rows): the workers' rho1 must stay above the prox's threshold
-  // for K rho1 (the nonconvex penalties'; it does along a decreasing lambda
-  // grid with theta fixed).
+  // the same rows): with the direct prox the workers' rho1 must stay above
+  // its threshold for K rho1 (the nonconvex penalties'; it does along a
+  // decreasing lambda grid with theta fixed); LLA's runs are L1.
   auto can_continue = [&](const svm::penalty& pen, const prepared& prep) {
-    return prep.zeta.size() != 0 && double(workers) * prep.rho1 > pen.rho_threshold();
+    const bool lla = svm::consensus_uses_lla(pen, admm, prep.n, prep.p);  // L1 runs: no threshold
+    return prep.zeta.size() != 0 && (lla || double(workers) * prep.rho1 > pen.rho_threshold());
   };
 
   if (o.folds != 0 && o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
@@ -277,6 +303,8 @@ std::vector<svm_remote_result> consensus_path_remote(
         sys, self, ws, o.timeout, "select", 0,
         [&](int k, int64_t, int64_t t_k) { test_rows[size_t(k)] = t_k; }, svm_select_atom::value,
         int32_t(folds), int32_t(f));
+    held_out_rows = 0;
+    for (int64_t t : test_rows) held_out_rows += t;
     return test_rows;
   };
   // Held-out predictions of fit r on fold f (weights in the data's units,
@@ -286,6 +314,7 @@ std::vector<svm_remote_result> consensus_path_remote(
   auto score_fold = [&](size_t i, int f, const svm_remote_result& r,
                         const std::vector<int64_t>& test_rows, clock_type::time_point t0) {
     svm_remote_result& out = outs[i];
+    out.lla = r.lla;
     const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
     int64_t fold_right = 0, fold_n = 0;
     detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
@@ -382,6 +411,7 @@ std::vector<svm_remote_result> consensus_path_remote(
         svm_remote_result& out = outs[i];
         out.fit = std::move(r.fit), out.scale = std::move(r.scale);
         out.samples = r.samples, out.features = r.features, out.accuracy = r.accuracy;
+        out.lla = r.lla;
         if (on_point) on_point(i, out);
       });
     } else if (on_point) {

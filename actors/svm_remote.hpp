@@ -53,6 +53,7 @@ struct svm_remote_result {
   Eigen::VectorXd scale;      // (p): weights in the data's units are w_j * scale_j
   int64_t samples = 0, features = 0;
   double accuracy = 0;  // training data, predicted +1 when x^T w + b >= 0
+  bool lla = false;     // a nonconvex penalty fitted by LLA (else direct)
   double join_s = 0;    // from listening until every worker joined
   // With folds >= 2 (as svm::cv_result): held-out accuracy pooled over all
   // samples, per fold, the mean non-zeros and iterations of the fold fits,

@@ -127,8 +127,8 @@ int run_svm_train(const svm_train_flags& f) {
     out["rho2"] = r.rho2;
     out["screen_rounds"] = r.screen_rounds;
     out["working_set"] = r.working_set;
-    if (o.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
   }
+  if (o.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
   if (!f.model.empty()) {
     svm::write_model(r.model, f.model);
     out["model"] = f.model;
@@ -201,10 +201,6 @@ int run_svm_path(const svm_train_flags& f) {
   if (f.data.empty() && f.listen.empty()) fail("--data is required");
   svm::dataset d;
   if (!remote) d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
-  // Which nonconvex method the points use (consensus fits are direct).
-  const char* nonconvex = nullptr;
-  if (o.fit.pen.kind != svm::penalty_kind::l1)
-    nonconvex = !remote && svm::uses_lla(o.fit.nonconvex, d.rows(), d.cols()) ? "lla" : "direct";
   if (!f.json && f.cv_only)
     std::printf("%-10s %11s %11s\n", "lambda", "cv_accuracy", "cv_mean_nnz");
   else if (!f.json)
@@ -218,7 +214,7 @@ int run_svm_path(const svm_train_flags& f) {
                        {"theta", pt.theta},
                        {"warm", o.warm}};
       if (remote) j["procs"] = f.procs;
-      if (nonconvex) j["nonconvex"] = nonconvex;
+      if (o.fit.pen.kind != svm::penalty_kind::l1) j["nonconvex"] = pt.lla ? "lla" : "direct";
       if (o.full_fit) {
         j["objective"] = pt.objective;
         j["iterations"] = pt.iterations;

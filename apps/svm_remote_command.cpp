@@ -66,17 +66,6 @@ struct local_workers {
   std::promise<void> done;
 };
 
-svm::consensus_options consensus_options_of(const svm::fit_options& f) {
-  svm::consensus_options c;  // as svm::fit does for --workers
-  c.rho1 = f.admm.rho1, c.rho2 = f.admm.rho2;
-  c.abs_tol = f.admm.abs_tol, c.rel_tol = f.admm.rel_tol, c.max_iter = f.admm.max_iter;
-  c.method = f.admm.method, c.dense_limit = f.admm.dense_limit;
-  c.polish_bias = f.admm.polish_bias;
-  c.rho_control = f.admm.rho_control;
-  c.l1_start = f.admm.l1_start;
-  return c;
-}
-
 // Runs `consensus(o)` (the consensus side) with the options of t; without
 // --listen it first starts the workers (this program, `svm worker`) on
 // loopback, and joins their launcher on every way out.
@@ -86,7 +75,7 @@ auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
   const bool launch = t.listen.empty();
   if (launch && t.data.empty()) fail("--data is required (the workers read it)");
   actors::svm_remote_options o;
-  o.admm = consensus_options_of(t.fit);
+  o.admm = svm::consensus_options_of(t.fit);
   o.standardize = t.fit.standardize;
   o.timeout = timeout_ms(t.timeout_s, "--timeout-s");
   o.folds = t.folds;
@@ -191,7 +180,7 @@ void run_svm_path_remote(const svm_remote_train& t, const std::vector<svm::penal
                          const std::function<void(const svm::path_point&)>& on_point) {
   const auto to_point = [&](size_t i, const actors::svm_remote_result& r) {
     svm::path_point pt;
-    pt.lambda = pens[i].lambda, pt.theta = pens[i].theta;
+    pt.lambda = pens[i].lambda, pt.theta = pens[i].theta, pt.lla = r.lla;
     if (full_fit) {
       pt.objective = r.fit.objective, pt.iterations = r.fit.iterations;
       pt.converged = r.fit.converged, pt.nnz = (r.fit.w.array() != 0).count();
@@ -236,6 +225,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
       {"nnz_percent", 100.0 * double(m.nnz()) / double(std::max<int64_t>(1, r.features))},
       {"accuracy", r.accuracy},
       {"time_s", r.fit.time_s}};
+  if (t.fit.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
   if (t.folds >= 2) {
     out["folds"] = t.folds;
     out["cv_accuracy"] = r.cv_accuracy;
@@ -255,6 +245,8 @@ int run_svm_train_remote(const svm_remote_train& t) {
               t.data.empty() ? "(the workers')" : t.data.c_str(), (long long)r.samples,
               (long long)r.features, t.procs);
   std::printf("penalty     %s\n", t.fit.pen.str().c_str());
+  if (out.contains("nonconvex"))
+    std::printf("nonconvex   %s\n", r.lla ? "lla (reweighted L1 steps)" : "direct ADMM");
   std::printf("objective   %.8g\n", r.fit.objective);
   std::printf("iterations  %d%s\n", r.fit.iterations,
               r.fit.converged ? "" : " (iteration cap reached)");

@@ -87,6 +87,12 @@ consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, pe
   if (l1_phase_) active_ = penalty{penalty_kind::l1, pen.lambda, 0};
 }
 
+void consensus_reducer::set_l1_weights(const Eigen::VectorXd& weights) {
+  MERAK_CHECK(pen_.kind == penalty_kind::l1 && !l1_phase_, "L1 weights need the l1 penalty");
+  MERAK_CHECK(weights.size() == p_, "{} L1 weights for {} features", weights.size(), p_);
+  weights_ = weights;
+}
+
 void consensus_reducer::start_from(const Eigen::VectorXd& zeta) {
   MERAK_CHECK(zeta.size() == p_ + 1, "a start zeta of size {} for p + 1 = {}", zeta.size(), p_ + 1);
   MERAK_CHECK(it_ == 0, "start_from after iteration {}", it_);
@@ -104,7 +110,17 @@ const Eigen::VectorXd& consensus_reducer::combine(
   }
   v_ /= double(k_);
   Eigen::VectorXd prev = zeta_;
-  active_.prox(v_.head(p_), double(k_) * rho1_, z_);
+  if (weights_.size()) {
+    // Weighted soft threshold at lambda w_j / (K rho1).
+    const double tau = pen_.lambda / (double(k_) * rho1_);
+    z_ = v_.head(p_);
+    for (int64_t j = 0; j < p_; ++j) {
+      const double a = std::abs(z_[j]) - tau * weights_[j];
+      z_[j] = a > 0 ? std::copysign(a, z_[j]) : 0.0;
+    }
+  } else {
+    active_.prox(v_.head(p_), double(k_) * rho1_, z_);
+  }
   zeta_.head(p_) = z_;
   zeta_[p_] = v_[p_];
   change_ = (zeta_ - prev).norm();
@@ -168,10 +184,15 @@ std::vector<int64_t> consensus_shard_rows(int64_t n, int workers, int k) {
   return rows;
 }
 
+bool consensus_uses_lla(const penalty& pen, const consensus_options& o, int64_t n, int64_t p) {
+  return pen.kind != penalty_kind::l1 && pen.lambda != 0 && uses_lla(o.nonconvex, n, p);
+}
+
 void consensus_rhos(int64_t n, int64_t p, int workers, const penalty& pen,
                     const consensus_options& o, double& rho1, double& rho2) {
   double d1, d2;
-  default_rhos(n, p, pen, d1, d2);
+  const bool lla = consensus_uses_lla(pen, o, n, p);
+  default_rhos(n, p, lla ? penalty{penalty_kind::l1, pen.lambda, 0} : pen, d1, d2);
   // The consensus prox runs at K rho1: dividing by K gives it the same
   // weight as the single-machine prox (and the same dynamics of z).
   rho1 = o.rho1 != 0 ? o.rho1 : d1 / workers;
@@ -192,6 +213,30 @@ void finish_consensus_result(const dataset& d, const penalty& pen, const consens
   res.objective = objective(d.x, d.y, res.w, res.b, pen);
 }
 
+consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
+                                 const consensus_options& o, consensus_carry& carry,
+                                 const consensus_run& run) {
+  if (!consensus_uses_lla(pen, o, n, p)) {
+    consensus_result r;
+    run(pen, nullptr, carry, r);
+    return r;
+  }
+  if (o.lla.max_steps < 0) fail("lla max_steps must not be negative (got {})", o.lla.max_steps);
+  const penalty l1{penalty_kind::l1, pen.lambda, 0};
+  int iterations = 0;
+  const auto step = [&](const Eigen::VectorXd* weights) {
+    consensus_result r;
+    run(l1, weights, carry, r);
+    iterations += r.iterations;
+    return r;
+  };
+  bool settled = false;
+  consensus_result cur = lla_loop<consensus_result>(pen, o.lla, p, step, settled);
+  cur.iterations = iterations;
+  cur.converged = cur.converged && settled;
+  return cur;
+}
+
 consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen,
                                const consensus_options& o) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -200,25 +245,32 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
   ws.reserve(s.rows.size());
   for (const auto& rows : s.rows)
     ws.emplace_back(d.select_rows(rows), d.rows(), s.rho1, s.rho2, o.method, o.dense_limit);
-  consensus_reducer red(d.cols(), d.rows(), workers, pen, s.rho1, s.rho2, o);
   std::vector<Eigen::VectorXd> sent(ws.size());
-  consensus_result res;
-  for (;;) {
-    for (size_t k = 0; k < ws.size(); ++k) sent[k] = ws[k].local_step(red.zeta());
-    const Eigen::VectorXd& zeta = red.combine(sent);
-    worker_residuals sum;
-    for (auto& w : ws) sum.add(w.dual_step(zeta));
-    const consensus_decision dec = red.finish(sum);
-    res.primal_residual = dec.primal, res.dual_residual = dec.dual;
-    if (dec.rho_factor != 1)
-      for (auto& w : ws) w.scale_rho(dec.rho_factor);
-    if (dec.stop) {
-      res.converged = dec.converged;
-      break;
+  const consensus_run run = [&](const penalty& rpen, const Eigen::VectorXd* weights,
+                                consensus_carry& carry, consensus_result& res) {
+    consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry.rho1, carry.rho2, o);
+    if (carry.zeta.size()) red.start_from(carry.zeta);
+    if (weights) red.set_l1_weights(*weights);
+    for (;;) {
+      for (size_t k = 0; k < ws.size(); ++k) sent[k] = ws[k].local_step(red.zeta());
+      const Eigen::VectorXd& zeta = red.combine(sent);
+      worker_residuals sum;
+      for (auto& w : ws) sum.add(w.dual_step(zeta));
+      const consensus_decision dec = red.finish(sum);
+      res.primal_residual = dec.primal, res.dual_residual = dec.dual;
+      if (dec.rho_factor != 1)
+        for (auto& w : ws) w.scale_rho(dec.rho_factor);
+      if (dec.stop) {
+        res.converged = dec.converged;
+        break;
+      }
     }
-  }
-  res.iterations = red.iteration();
-  finish_consensus_result(d, pen, o, red, res);
+    res.iterations = red.iteration();
+    finish_consensus_result(d, pen, o, red, res);
+    carry = {red.zeta(), red.rho1(), red.rho2()};
+  };
+  consensus_carry carry{{}, s.rho1, s.rho2};
+  consensus_result res = consensus_solve(d.rows(), d.cols(), pen, o, carry, run);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -16,7 +16,10 @@
 #include <memory>
 #include <vector>
 
+#include <functional>
+
 #include "svm/dataset.hpp"
+#include "svm/lla.hpp"
 #include "svm/penalty.hpp"
 #include "svm/rho_control.hpp"
 #include "svm/w_step.hpp"
@@ -34,6 +37,11 @@ struct consensus_options {
   // Decided by the consensus side and sent with zeta (the same rule as the
   // single-machine solver).
   rho_control_options rho_control;
+  // Nonconvex penalties: LLA (weighted-L1 consensus runs, each continuing
+  // from the last; consensus_solve) or the direct nonconvex prox. Callers
+  // that cross-validate resolve `automatic` on the whole data set first.
+  nonconvex_method nonconvex = nonconvex_method::automatic;
+  lla_options lla;
 };
 
 // What a worker reports after its dual update (summed over workers by the
@@ -97,6 +105,9 @@ class consensus_reducer {
   // the summed residuals, phase switch (l1_start) and rho control.
   consensus_decision finish(const worker_residuals& sum);
   const Eigen::VectorXd& zeta() const { return zeta_; }
+  // Weighted L1 (an LLA step; the penalty must be L1): coordinate j is
+  // penalised by lambda * weights[j] (p entries >= 0).
+  void set_l1_weights(const Eigen::VectorXd& weights);
   // Starts from this zeta (p + 1) instead of 0: a warm start along a path,
   // with workers that kept their state (and rhos) from the previous fit.
   void start_from(const Eigen::VectorXd& zeta);
@@ -115,7 +126,7 @@ class consensus_reducer {
   rho_control control_;
   bool l1_phase_;
   int it_ = 0, phase_start_ = 0;
-  Eigen::VectorXd zeta_, v_, z_;
+  Eigen::VectorXd zeta_, v_, z_, weights_;
   double change_ = 0;
 };
 
@@ -130,7 +141,8 @@ consensus_setup plan_consensus(const dataset& d, int workers, const penalty& pen
                                const consensus_options& o);
 // The pieces of plan_consensus for a consensus side that holds no data
 // (worker processes read their own rows): the rows of worker k of K over n
-// samples, [n k / K, n (k + 1) / K), and the rhos for n samples of p features.
+// samples, [n k / K, n (k + 1) / K), and the rhos for n samples of p features
+// (L1's when the fit runs LLA: its steps are weighted-L1 fits).
 std::vector<int64_t> consensus_shard_rows(int64_t n, int workers, int k);
 void consensus_rhos(int64_t n, int64_t p, int workers, const penalty& pen,
                     const consensus_options& o, double& rho1, double& rho2);
@@ -157,5 +169,34 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
 // reducer's final state; iterations/converged/residuals/time are the caller's.
 void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& o,
                              const consensus_reducer& red, consensus_result& res);
+
+// Where a consensus run ended, for the next run on the same workers (which
+// keep theta, r and their scaled duals): zeta (empty before a first run)
+// and the rhos the workers now have.
+struct consensus_carry {
+  Eigen::VectorXd zeta;
+  double rho1 = 0, rho2 = 0;
+};
+
+// One consensus run to its end on a driver's workers: the reducer for
+// `rpen` (with L1 weights when `weights` is set), started from `carry`
+// (its zeta when it has one, its rhos), which it then updates. Fills res:
+// w, b (polished), objective = F with the fit's target penalty (not rpen),
+// iterations, converged, residuals, rhos.
+using consensus_run = std::function<void(const penalty& rpen, const Eigen::VectorXd* weights,
+                                         consensus_carry& carry, consensus_result& res)>;
+
+// Whether a consensus fit of pen on n rows and p features runs LLA.
+bool consensus_uses_lla(const penalty& pen, const consensus_options& o, int64_t n, int64_t p);
+
+// pen's consensus fit through `run`: one run with pen's prox (direct), or
+// LLA (consensus_uses_lla): lla_loop over weighted-L1 runs at pen.lambda,
+// each continuing from the last. `carry` is the start (its rhos must be the
+// ones the workers were set up with: consensus_rhos, or a previous fit's
+// end) and ends where the last run ended. iterations add up all runs;
+// converged: the last run converged and (LLA) the weights settled.
+consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
+                                 const consensus_options& o, consensus_carry& carry,
+                                 const consensus_run& run);
 
 }  // namespace merak::svm

@@ -28,6 +28,18 @@ bool densify_if_dense(design_matrix& x) {
   return true;
 }
 
+consensus_options consensus_options_of(const fit_options& o) {
+  consensus_options c;
+  c.rho1 = o.admm.rho1, c.rho2 = o.admm.rho2;
+  c.abs_tol = o.admm.abs_tol, c.rel_tol = o.admm.rel_tol, c.max_iter = o.admm.max_iter;
+  c.method = o.admm.method, c.dense_limit = o.admm.dense_limit;
+  c.polish_bias = o.admm.polish_bias;
+  c.rho_control = o.admm.rho_control;
+  c.l1_start = o.admm.l1_start;
+  c.nonconvex = o.nonconvex, c.lla = o.lla_opts;
+  return c;
+}
+
 fit_result fit(const dataset& d, const fit_options& o) {
   o.pen.validate();
   dataset scaled_storage;
@@ -56,13 +68,8 @@ fit_result fit(const dataset& d, const fit_options& o) {
     r.cg_iterations = a.cg_iterations;
     r.screen_rounds = a.screen_rounds, r.working_set = a.working_set;
   } else {
-    consensus_options c;
-    c.rho1 = o.admm.rho1, c.rho2 = o.admm.rho2;
-    c.abs_tol = o.admm.abs_tol, c.rel_tol = o.admm.rel_tol, c.max_iter = o.admm.max_iter;
-    c.method = o.admm.method, c.dense_limit = o.admm.dense_limit,
-    c.polish_bias = o.admm.polish_bias;
-    c.rho_control = o.admm.rho_control;
-    c.l1_start = o.admm.l1_start;
+    const consensus_options c = consensus_options_of(o);
+    r.lla = consensus_uses_lla(o.pen, c, data->rows(), data->cols());
     consensus_result a = o.consensus_runner ? o.consensus_runner(*data, o.workers, o.pen, c)
                                             : consensus_fit(*data, o.workers, o.pen, c);
     w = std::move(a.w);

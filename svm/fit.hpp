@@ -20,8 +20,8 @@ struct fit_options {
   admm_options admm;
   bool standardize = true;
   int workers = 1;  // > 1: consensus ADMM over `workers` row shards
-  // Nonconvex penalties on one machine (above). Consensus fits are always
-  // direct.
+  // Nonconvex penalties (lla.hpp), on one machine and by consensus
+  // (consensus_solve: LLA's steps are weighted-L1 consensus runs).
   nonconvex_method nonconvex = nonconvex_method::automatic;
   lla_options lla_opts;
   // Runs the consensus fit; empty: svm::consensus_fit (a plain loop). The
@@ -45,6 +45,10 @@ struct fit_result {
 };
 
 fit_result fit(const dataset& d, const fit_options& o);
+
+// The consensus settings of o (ADMM tolerances, rhos, w-step, nonconvex
+// method and LLA options), for fits on worker actors or processes.
+consensus_options consensus_options_of(const fit_options& o);
 
 // Stores x densely when at least half its entries are non-zero and it has at
 // most 2^24 entries (128 MB): LIBSVM text is read as CSR even when every

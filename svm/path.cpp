@@ -71,8 +71,10 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& po,
   if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);
   std::vector<path_point> pts(pens.size());
+  const bool lla =
+      o.fit.pen.kind != penalty_kind::l1 && uses_lla(o.fit.nonconvex, d.rows(), d.cols());
   for (size_t i = 0; i < pts.size(); ++i)
-    pts[i].lambda = pens[i].lambda, pts[i].theta = pens[i].theta;
+    pts[i].lambda = pens[i].lambda, pts[i].theta = pens[i].theta, pts[i].lla = lla;
 
   if (o.folds != 0) {
     const int64_t n = d.rows();

@@ -26,6 +26,7 @@ struct path_point {
   double cv_accuracy = -1;  // pooled over the held-out samples
   double cv_mean_nnz = 0;
   double cv_time_s = 0;  // this lambda's solves over all folds
+  bool lla = false;      // a nonconvex penalty fitted by LLA (else direct)
 };
 
 struct path_options {

@@ -308,6 +308,45 @@ for p, c in zip(path, cv):
 assert path[0]["objective"] != path[1]["objective"]
 PY
     ;;
+  lla_wide)
+    # More features than samples: nonconvex consensus fits run LLA (weighted
+    # L1 runs on the same workers), over processes as over worker actors.
+    python3 - "$work" <<'PY'
+import random, sys
+random.seed(11)
+with open(sys.argv[1] + "/wide.libsvm", "w") as a:
+    for i in range(40):
+        y = 1 if i % 2 else -1
+        x = [random.gauss(0.9 * y if j < 4 else 0, 1) for j in range(200)]
+        a.write(("+1" if y > 0 else "-1") + " " + " ".join(f"{j+1}:{v:.6f}" for j, v in enumerate(x)) + "\n")
+PY
+    for m in procs workers; do
+      "$merak" svm train --data "$work/wide.libsvm" --penalty mcp --lambda 0.05 --theta 2 --$m 2 \
+        --folds 4 --json >"$work/lla_$m.json"
+      "$merak" svm train --data "$work/wide.libsvm" --penalty mcp --lambda 0.05 --theta 2 --$m 2 \
+        --nonconvex direct --json >"$work/direct_$m.json"
+    done
+    "$merak" svm train --data "$work/wide.libsvm" --penalty mcp --lambda 0.05 --theta 2 --json \
+      >"$work/single.json"
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+p, w, s = (json.load(open(f"{d}/{n}.json")) for n in ("lla_procs", "lla_workers", "single"))
+dp, dw = (json.load(open(f"{d}/direct_{n}.json")) for n in ("procs", "workers"))
+assert p["nonconvex"] == w["nonconvex"] == s["nonconvex"] == "lla", (p, w, s)
+assert dp["nonconvex"] == dw["nonconvex"] == "direct", (dp, dw)
+# The same rows per worker and fold, the same maths: processes = actors.
+assert p["iterations"] == w["iterations"], (p, w)
+assert abs(p["objective"] - w["objective"]) <= 1e-9 * abs(w["objective"]), (p, w)
+assert p["cv_accuracy"] == w["cv_accuracy"] and abs(p["cv_mean_nnz"] - w["cv_mean_nnz"]) < 1e-9, (p, w)
+assert dp["iterations"] != p["iterations"], (dp, p)
+# LLA by consensus follows the single machine's LLA (MCP: 1e-3).
+assert abs(p["objective"] - s["objective"]) <= 1e-3 * s["objective"], (p, s)
+print(f"ok: wide MCP by consensus LLA over 2 processes: objective {p['objective']:.8g} "
+      f"({p['iterations']} iterations, = 2 worker actors; single machine {s['objective']:.8g}); "
+      f"direct {dp['objective']:.8g}")
+PY
+    ;;
   path_warm)
     # svm path --procs 2 (warm, the default): every fold's rows and then all
     # rows walk the grid, each consensus fit continuing from the last one's
