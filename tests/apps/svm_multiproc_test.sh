@@ -82,16 +82,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Two overlapping clusters (generated, no shared data).
-python3 - "$work" <<'PY'
+# gen_data FILE ROWS FEATURES INFORMATIVE SHIFT SEED: two overlapping
+# clusters (generated, no shared data): the first INFORMATIVE features have
+# mean +-SHIFT by class, the others are noise; labels alternate.
+gen_data() {
+  python3 - "$@" <<'PY'
 import random, sys
-random.seed(7)
-with open(sys.argv[1] + "/train.libsvm", "w") as a:
-    for i in range(120):
+path, n, p, k, shift, seed = sys.argv[1], *map(int, sys.argv[2:4]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+random.seed(seed)
+with open(path, "w") as a:
+    for i in range(n):
         y = 1 if i % 2 else -1
-        x = [random.gauss(0.8 * y if j < 3 else 0, 1) for j in range(8)]
+        x = [random.gauss(shift * y if j < k else 0, 1) for j in range(p)]
         a.write(("+1" if y > 0 else "-1") + " " + " ".join(f"{j+1}:{v:.6f}" for j, v in enumerate(x)) + "\n")
 PY
+}
+gen_data "$work/train.libsvm" 120 8 3 0.8 7
 
 source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
 
@@ -311,15 +317,7 @@ PY
   lla_wide)
     # More features than samples: nonconvex consensus fits run LLA (weighted
     # L1 runs on the same workers), over processes as over worker actors.
-    python3 - "$work" <<'PY'
-import random, sys
-random.seed(11)
-with open(sys.argv[1] + "/wide.libsvm", "w") as a:
-    for i in range(40):
-        y = 1 if i % 2 else -1
-        x = [random.gauss(0.9 * y if j < 4 else 0, 1) for j in range(200)]
-        a.write(("+1" if y > 0 else "-1") + " " + " ".join(f"{j+1}:{v:.6f}" for j, v in enumerate(x)) + "\n")
-PY
+    gen_data "$work/wide.libsvm" 40 200 4 0.9 11
     for m in procs workers; do
       "$merak" svm train --data "$work/wide.libsvm" --penalty mcp --lambda 0.05 --theta 2 --$m 2 \
         --folds 4 --json >"$work/lla_$m.json"
