@@ -250,7 +250,8 @@ std::vector<svm_remote_result> consensus_path_remote(
     svm_actor_options ao;
     ao.admm = admm;
     ao.timeout = o.timeout;
-    Eigen::VectorXd xw, y;
+    Eigen::VectorXd xw, y, last_w;  // the last run's margins, labels and w
+    double last_b = 0;
     const svm::consensus_run run = [&](const svm::penalty& rpen, const Eigen::VectorXd* weights,
                                        svm::consensus_carry& carry, svm::consensus_result& res) {
       svm::consensus_reducer red(p, n, workers, rpen, carry.rho1, carry.rho2, admm);
@@ -264,13 +265,16 @@ std::vector<svm_remote_result> consensus_path_remote(
       evaluate(prep, res.w, xw, y);
       if (admm.polish_bias) res.b = svm::best_bias(y, xw, res.b);
       res.objective = svm::mean_hinge(y, xw.array() + res.b) + pen.value(res.w);
+      last_w = res.w, last_b = res.b;
     };
     svm::consensus_carry carry{prep.zeta, prep.rho1, prep.rho2};
     r.fit = svm::consensus_solve(n, p, pen, admm, carry, run);
     prep.zeta = carry.zeta, prep.rho1 = carry.rho1, prep.rho2 = carry.rho2;
-    // The training accuracy of the fit kept (LLA: the best run, not
-    // necessarily the last evaluated).
-    evaluate(prep, r.fit.w, xw, y);
+    // The training accuracy of the fit kept: from the last run's margins
+    // when it is that run (always for a direct fit), else evaluated again
+    // (LLA: a step that was not kept ran last).
+    if (r.fit.b != last_b || !(r.fit.w.array() == last_w.array()).all())
+      evaluate(prep, r.fit.w, xw, y);
     const Eigen::VectorXd margin = xw.array() + r.fit.b;
     r.accuracy =
         double(((margin.array() >= 0).cast<double>() * 2 - 1 == y.array()).count()) / double(n);

@@ -5,9 +5,10 @@
 // presents the job token in a hello and is refused unless it matches; only
 // then does data flow. The iterations are the in-process ones
 // (actors/svm_consensus.cpp) over remote worker handles; the column
-// statistics for standardising, and the final margins for the objective and
-// the bias, are gathered from the workers, so the consensus side never reads
-// the data. Messages: actors/svm_messages.hpp.
+// statistics for standardising, and the margins for the bias and the
+// objective (after every run: LLA's steps compare F), are gathered from the
+// workers, so the consensus side never reads the data. Messages:
+// actors/svm_messages.hpp.
 
 #include <chrono>
 #include <cstdint>

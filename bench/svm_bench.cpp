@@ -53,8 +53,8 @@ nlohmann::json run_svm_bench(const svm_bench_options& o) {
     out["rho2"] = r.rho2;
     out["screen_rounds"] = r.screen_rounds;
     out["working_set"] = r.working_set;
-    if (o.fit.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
   }
+  if (o.fit.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
   out["threads"] = Eigen::nbThreads();
   out["peak_rss_mb"] = double(peak_rss_bytes()) / (1 << 20);
   return out;

@@ -193,8 +193,9 @@ bool consensus_uses_lla(const penalty& pen, const consensus_options& o, int64_t 
 // LLA (consensus_uses_lla): lla_loop over weighted-L1 runs at pen.lambda,
 // each continuing from the last. `carry` is the start (its rhos must be the
 // ones the workers were set up with: consensus_rhos, or a previous fit's
-// end) and ends where the last run ended. iterations add up all runs;
-// converged: the last run converged and (LLA) the weights settled.
+// end) and ends where the last run ended (LLA: possibly a step that was
+// not kept). iterations add up all runs; converged: the kept run converged
+// and (LLA) the weights settled.
 consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
                                  const consensus_options& o, consensus_carry& carry,
                                  const consensus_run& run);

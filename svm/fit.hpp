@@ -41,7 +41,7 @@ struct fit_result {
   double rho1 = 0, rho2 = 0;
   int screen_rounds = 1;    // ADMM runs (working-set rounds, every LLA step's)
   int64_t working_set = 0;  // columns of the last run of the step kept (LLA)
-  bool lla = false;         // a nonconvex penalty fitted by LLA (one machine)
+  bool lla = false;         // a nonconvex penalty fitted by LLA (else direct)
 };
 
 fit_result fit(const dataset& d, const fit_options& o);

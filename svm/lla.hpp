@@ -4,7 +4,8 @@
 // |t|, so P(t) <= P(t_k) + P'(|t_k|)(|t| - |t_k|) and the weighted-L1 problem
 //   min (1/n) sum_i hinge_i + sum_j P'(|w_k,j|) |w_j|
 // majorises F at w_k. Each step solves that convex problem by the two-block
-// ADMM, warm-started from the previous step's ADMM state; F never increases
+// ADMM (lla_solve) or by consensus ADMM (svm::consensus_solve), warm-started
+// from the previous step's state; F never increases
 // (up to the ADMM tolerance) and a fixed point is a stationary point of F.
 // Step 0 is the LLA step from w = 0: the weighted L1 fit with every weight
 // P'(0+) (for SCAD, MCP and capped-L1 the L1 fit at the same lambda; for LSP,
