@@ -92,12 +92,11 @@ svm::consensus_result consensus_fit_actors(caf::actor_system& sys, const svm::da
   // actors, which keep their state.
   const svm::consensus_run run = [&](const svm::penalty& rpen, const Eigen::VectorXd* weights,
                                      svm::consensus_carry& carry, svm::consensus_result& res) {
-    svm::consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry.rho1, carry.rho2, o.admm);
-    if (carry.zeta.size()) red.start_from(carry.zeta);
+    svm::consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry, o.admm);
     if (weights) red.set_l1_weights(*weights);
     detail::drive_consensus(sys, self, ws, d.cols(), red, o, res);
     svm::finish_consensus_result(d, pen, o.admm, red, res);
-    carry = {red.zeta(), red.rho1(), red.rho2()};
+    carry = red.carry();
   };
   svm::consensus_carry carry{{}, s.rho1, s.rho2};
   svm::consensus_result res = svm::consensus_solve(d.rows(), d.cols(), pen, o.admm, carry, run);

@@ -168,14 +168,14 @@ std::vector<svm_remote_result> consensus_path_remote(
   bool resolved = false;
   int64_t held_out_rows = 0;  // by the workers' last selection
   // The rows the workers hold now (after svm_select, if any), set up for
-  // consensus fits: their counts, the column scaling and the rhos the
-  // workers factored for (after a fit: the rhos it ended with).
+  // consensus fits: their counts, the column scaling, and where the next fit
+  // starts (the rhos the workers factored for, no zeta; after a fit, where
+  // it ended).
   struct prepared {
     std::vector<int64_t> rows;
     int64_t n = 0, p = 0;
     Eigen::VectorXd scale;
-    double rho1 = 0, rho2 = 0;
-    Eigen::VectorXd zeta;  // the last fit's (empty before one)
+    svm::consensus_carry carry;
   };
   // Stats and setup: fills `prep` for `pen`'s default rhos.
   auto prepare = [&](const svm::penalty& pen, prepared& prep) {
@@ -194,7 +194,7 @@ std::vector<svm_remote_result> consensus_path_remote(
         svm_stats_atom::value);
     int64_t n = 0, p = 0;
     for (size_t k = 0; k < K; ++k) n += rows[k], p = std::max(p, cols[k]);
-    prep.rows = rows, prep.n = n, prep.p = p, prep.zeta.resize(0);
+    prep.rows = rows, prep.n = n, prep.p = p, prep.carry = {};
     svm::column_stats all;
     all.n = n;
     all.sum = Eigen::VectorXd::Zero(p), all.sq_sum = Eigen::VectorXd::Zero(p);
@@ -210,10 +210,10 @@ std::vector<svm_remote_result> consensus_path_remote(
       resolved = true;
     }
     // Setup: each worker scales its rows and factors its system.
-    svm::consensus_rhos(n, p, workers, pen, admm, prep.rho1, prep.rho2);
+    svm::consensus_rhos(n, p, workers, pen, admm, prep.carry.rho1, prep.carry.rho2);
     detail::svm_phase<svm_setup_atom>(
         sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value,
-        to_vector(prep.scale), n, p, prep.rho1, prep.rho2, int32_t(o.admm.method),
+        to_vector(prep.scale), n, p, prep.carry.rho1, prep.carry.rho2, int32_t(o.admm.method),
         o.admm.dense_limit);
   };
   // The margins X_k w of every shard and the labels, over all the rows the
@@ -237,16 +237,15 @@ std::vector<svm_remote_result> consensus_path_remote(
         svm_eval_atom::value, to_vector(w));
   };
   // One fit of `pen` on prepared rows (svm::consensus_solve: one run, or
-  // LLA's weighted-L1 runs), from prep's zeta when it has one (the workers
-  // kept their state). Each run ends with eval: the margins give the
-  // polished bias and F. Fills `fit`, `scale`, samples, features and
-  // accuracy of `r`, and prep's rhos and zeta for a next fit. t0: when this
-  // fit's time starts.
+  // LLA's weighted-L1 runs) from prep's carry (with a zeta when the workers
+  // kept their state from a fit), which it moves on. Each run ends with
+  // eval: the margins give the polished bias and F. Fills `fit`, `scale`,
+  // samples, features and accuracy of `r`. t0: when this fit's time starts.
   auto iterate = [&](const svm::penalty& pen, prepared& prep, svm_remote_result& r,
                      clock_type::time_point t0) {
     const int64_t n = prep.n, p = prep.p;
     r.samples = n, r.features = p, r.scale = prep.scale;
-    r.lla = svm::consensus_uses_lla(pen, admm, n, p);
+    r.lla = svm::uses_lla(pen, admm.nonconvex, n, p);
     svm_actor_options ao;
     ao.admm = admm;
     ao.timeout = o.timeout;
@@ -254,11 +253,10 @@ std::vector<svm_remote_result> consensus_path_remote(
     double last_b = 0;
     const svm::consensus_run run = [&](const svm::penalty& rpen, const Eigen::VectorXd* weights,
                                        svm::consensus_carry& carry, svm::consensus_result& res) {
-      svm::consensus_reducer red(p, n, workers, rpen, carry.rho1, carry.rho2, admm);
-      if (carry.zeta.size()) red.start_from(carry.zeta);
+      svm::consensus_reducer red(p, n, workers, rpen, carry, admm);
       if (weights) red.set_l1_weights(*weights);
       detail::drive_consensus(sys, self, ws, p, red, ao, res);
-      carry = {red.zeta(), red.rho1(), red.rho2()};
+      carry = red.carry();
       res.rho1 = red.rho1(), res.rho2 = red.rho2();
       res.w = red.zeta().head(p);
       res.b = red.zeta()[p];
@@ -267,9 +265,7 @@ std::vector<svm_remote_result> consensus_path_remote(
       res.objective = svm::mean_hinge(y, xw.array() + res.b) + pen.value(res.w);
       last_w = res.w, last_b = res.b;
     };
-    svm::consensus_carry carry{prep.zeta, prep.rho1, prep.rho2};
-    r.fit = svm::consensus_solve(n, p, pen, admm, carry, run);
-    prep.zeta = carry.zeta, prep.rho1 = carry.rho1, prep.rho2 = carry.rho2;
+    r.fit = svm::consensus_solve(n, p, pen, admm, prep.carry, run);
     // The training accuracy of the fit kept: from the last run's margins
     // when it is that run (always for a direct fit), else evaluated again
     // (LLA: a step that was not kept ran last).
@@ -292,8 +288,9 @@ std::vector<svm_remote_result> consensus_path_remote(
   // its threshold for K rho1 (the nonconvex penalties'; it does along a
   // decreasing lambda grid with theta fixed); LLA's runs are L1.
   auto can_continue = [&](const svm::penalty& pen, const prepared& prep) {
-    const bool lla = svm::consensus_uses_lla(pen, admm, prep.n, prep.p);  // L1 runs: no threshold
-    return prep.zeta.size() != 0 && (lla || double(workers) * prep.rho1 > pen.rho_threshold());
+    const bool lla = svm::uses_lla(pen, admm.nonconvex, prep.n, prep.p);  // L1 runs: no threshold
+    return prep.carry.zeta.size() != 0 &&
+           (lla || double(workers) * prep.carry.rho1 > pen.rho_threshold());
   };
 
   if (o.folds != 0 && o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
@@ -385,9 +382,8 @@ std::vector<svm_remote_result> consensus_path_remote(
     // path also runs on presharded workers (which refuse a selection) as
     // long as no fit has to start cold.
     bool joined_rows = true;
-    auto walk = [&](int folds, int f,
-                    const std::function<void(size_t, svm_remote_result&, clock_type::time_point)>&
-                        done_fit) {
+    // A walk over all rows (folds 0) fills outs[i] and hands it to on_point.
+    auto walk = [&](int folds, int f) {
       std::vector<int64_t> test_rows(K, 0);
       if (folds != 0 || !joined_rows) test_rows = select(folds, f);
       joined_rows = false;
@@ -401,23 +397,19 @@ std::vector<svm_remote_result> consensus_path_remote(
             prepare(pens[i], prep);
             fresh = false;
           }
-          svm_remote_result r;
+          svm_remote_result fold_fit;
+          svm_remote_result& r = folds != 0 ? fold_fit : outs[i];
           iterate(pens[i], prep, r, t0);
-          if (folds != 0) score_fold(i, f, r, test_rows, t0);
-          done_fit(i, r, t0);
+          if (folds != 0)
+            score_fold(i, f, r, test_rows, t0);
+          else if (on_point)
+            on_point(i, r);
         });
       }
     };
-    for (int f = 0; f < o.folds; ++f)
-      walk(o.folds, f, [](size_t, svm_remote_result&, clock_type::time_point) {});
+    for (int f = 0; f < o.folds; ++f) walk(o.folds, f);
     if (o.full_fit) {
-      walk(0, 0, [&](size_t i, svm_remote_result& r, clock_type::time_point) {
-        svm_remote_result& out = outs[i];
-        out.fit = std::move(r.fit), out.scale = std::move(r.scale);
-        out.samples = r.samples, out.features = r.features, out.accuracy = r.accuracy;
-        out.lla = r.lla;
-        if (on_point) on_point(i, out);
-      });
+      walk(0, 0);
     } else if (on_point) {
       for (size_t i = 0; i < pens.size(); ++i) on_point(i, outs[i]);
     }

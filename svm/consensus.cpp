@@ -93,10 +93,13 @@ void consensus_reducer::set_l1_weights(const Eigen::VectorXd& weights) {
   weights_ = weights;
 }
 
-void consensus_reducer::start_from(const Eigen::VectorXd& zeta) {
-  MERAK_CHECK(zeta.size() == p_ + 1, "a start zeta of size {} for p + 1 = {}", zeta.size(), p_ + 1);
-  MERAK_CHECK(it_ == 0, "start_from after iteration {}", it_);
-  zeta_ = zeta;
+consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen,
+                                     const consensus_carry& from, const consensus_options& o)
+    : consensus_reducer(p, n_total, workers, pen, from.rho1, from.rho2, o) {
+  if (from.zeta.size() == 0) return;
+  MERAK_CHECK(from.zeta.size() == p_ + 1, "a start zeta of size {} for p + 1 = {}",
+              from.zeta.size(), p_ + 1);
+  zeta_ = from.zeta;
 }
 
 const Eigen::VectorXd& consensus_reducer::combine(
@@ -184,14 +187,10 @@ std::vector<int64_t> consensus_shard_rows(int64_t n, int workers, int k) {
   return rows;
 }
 
-bool consensus_uses_lla(const penalty& pen, const consensus_options& o, int64_t n, int64_t p) {
-  return pen.kind != penalty_kind::l1 && pen.lambda != 0 && uses_lla(o.nonconvex, n, p);
-}
-
 void consensus_rhos(int64_t n, int64_t p, int workers, const penalty& pen,
                     const consensus_options& o, double& rho1, double& rho2) {
   double d1, d2;
-  const bool lla = consensus_uses_lla(pen, o, n, p);
+  const bool lla = uses_lla(pen, o.nonconvex, n, p);
   default_rhos(n, p, lla ? penalty{penalty_kind::l1, pen.lambda, 0} : pen, d1, d2);
   // The consensus prox runs at K rho1: dividing by K gives it the same
   // weight as the single-machine prox (and the same dynamics of z).
@@ -216,7 +215,7 @@ void finish_consensus_result(const dataset& d, const penalty& pen, const consens
 consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
                                  const consensus_options& o, consensus_carry& carry,
                                  const consensus_run& run) {
-  if (!consensus_uses_lla(pen, o, n, p)) {
+  if (!uses_lla(pen, o.nonconvex, n, p)) {
     consensus_result r;
     run(pen, nullptr, carry, r);
     return r;
@@ -248,8 +247,7 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
   std::vector<Eigen::VectorXd> sent(ws.size());
   const consensus_run run = [&](const penalty& rpen, const Eigen::VectorXd* weights,
                                 consensus_carry& carry, consensus_result& res) {
-    consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry.rho1, carry.rho2, o);
-    if (carry.zeta.size()) red.start_from(carry.zeta);
+    consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry, o);
     if (weights) red.set_l1_weights(*weights);
     for (;;) {
       for (size_t k = 0; k < ws.size(); ++k) sent[k] = ws[k].local_step(red.zeta());
@@ -267,7 +265,7 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
     }
     res.iterations = red.iteration();
     finish_consensus_result(d, pen, o, red, res);
-    carry = {red.zeta(), red.rho1(), red.rho2()};
+    carry = red.carry();
   };
   consensus_carry carry{{}, s.rho1, s.rho2};
   consensus_result res = consensus_solve(d.rows(), d.cols(), pen, o, carry, run);

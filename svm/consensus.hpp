@@ -94,11 +94,24 @@ struct consensus_decision {
   double primal = 0, dual = 0;
 };
 
+// Where a consensus run ended, for the next run on the same workers (which
+// keep theta, r and their scaled duals): zeta (empty before a first run)
+// and the rhos the workers now have.
+struct consensus_carry {
+  Eigen::VectorXd zeta;
+  double rho1 = 0, rho2 = 0;
+};
+
 class consensus_reducer {
  public:
   // n_total: rows over all workers.
   consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen, double rho1, double rho2,
                     const consensus_options& o);
+  // A run that continues from `from` (its zeta when it has one, and its
+  // rhos): a warm start with workers that kept their state from the run
+  // that ended there.
+  consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen,
+                    const consensus_carry& from, const consensus_options& o);
   // zeta = [prox_{P/(K rho1)}(v_1:p); v_p+1] from the K contributions.
   const Eigen::VectorXd& combine(const std::vector<Eigen::VectorXd>& contributions);
   // After every worker's dual_step against the last zeta: the Boyd test on
@@ -108,9 +121,8 @@ class consensus_reducer {
   // Weighted L1 (an LLA step; the penalty must be L1): coordinate j is
   // penalised by lambda * weights[j] (p entries >= 0).
   void set_l1_weights(const Eigen::VectorXd& weights);
-  // Starts from this zeta (p + 1) instead of 0: a warm start along a path,
-  // with workers that kept their state (and rhos) from the previous fit.
-  void start_from(const Eigen::VectorXd& zeta);
+  // Where this run stands, for a next run on the same workers.
+  consensus_carry carry() const { return {zeta_, rho1_, rho2_}; }
   // |zeta - zeta_prev| of the last combine.
   double change_norm() const { return change_; }
   int iteration() const { return it_; }
@@ -170,14 +182,6 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
 void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& o,
                              const consensus_reducer& red, consensus_result& res);
 
-// Where a consensus run ended, for the next run on the same workers (which
-// keep theta, r and their scaled duals): zeta (empty before a first run)
-// and the rhos the workers now have.
-struct consensus_carry {
-  Eigen::VectorXd zeta;
-  double rho1 = 0, rho2 = 0;
-};
-
 // One consensus run to its end on a driver's workers: the reducer for
 // `rpen` (with L1 weights when `weights` is set), started from `carry`
 // (its zeta when it has one, its rhos), which it then updates. Fills res:
@@ -186,11 +190,8 @@ struct consensus_carry {
 using consensus_run = std::function<void(const penalty& rpen, const Eigen::VectorXd* weights,
                                          consensus_carry& carry, consensus_result& res)>;
 
-// Whether a consensus fit of pen on n rows and p features runs LLA.
-bool consensus_uses_lla(const penalty& pen, const consensus_options& o, int64_t n, int64_t p);
-
 // pen's consensus fit through `run`: one run with pen's prox (direct), or
-// LLA (consensus_uses_lla): lla_loop over weighted-L1 runs at pen.lambda,
+// LLA (uses_lla with o.nonconvex): lla_loop over weighted-L1 runs at pen.lambda,
 // each continuing from the last. `carry` is the start (its rhos must be the
 // ones the workers were set up with: consensus_rhos, or a previous fit's
 // end) and ends where the last run ended (LLA: possibly a step that was

@@ -58,7 +58,7 @@ fit_result fit(const dataset& d, const fit_options& o) {
   fit_result r;
   Eigen::VectorXd w;
   if (o.workers <= 1) {
-    r.lla = o.pen.kind != penalty_kind::l1 && uses_lla(o.nonconvex, data->rows(), data->cols());
+    r.lla = uses_lla(o.pen, o.nonconvex, data->rows(), data->cols());
     admm_result a = r.lla ? lla_solve(data->x, data->y, o.pen, o.admm, o.lla_opts)
                           : admm_solve(data->x, data->y, o.pen, o.admm);
     w = std::move(a.w);
@@ -69,7 +69,7 @@ fit_result fit(const dataset& d, const fit_options& o) {
     r.screen_rounds = a.screen_rounds, r.working_set = a.working_set;
   } else {
     const consensus_options c = consensus_options_of(o);
-    r.lla = consensus_uses_lla(o.pen, c, data->rows(), data->cols());
+    r.lla = uses_lla(o.pen, c.nonconvex, data->rows(), data->cols());
     consensus_result a = o.consensus_runner ? o.consensus_runner(*data, o.workers, o.pen, c)
                                             : consensus_fit(*data, o.workers, o.pen, c);
     w = std::move(a.w);

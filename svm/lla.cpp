@@ -26,12 +26,14 @@ const char* nonconvex_method_name(nonconvex_method m) {
   return "?";
 }
 
-bool uses_lla(nonconvex_method m, int64_t n, int64_t p) {
-  return m == nonconvex_method::lla || (m == nonconvex_method::automatic && p > n);
+nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p) {
+  if (m != nonconvex_method::automatic) return m;
+  return p > n ? nonconvex_method::lla : nonconvex_method::direct;
 }
 
-nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p) {
-  return uses_lla(m, n, p) ? nonconvex_method::lla : nonconvex_method::direct;
+bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p) {
+  return pen.kind != penalty_kind::l1 && pen.lambda != 0 &&
+         resolve_nonconvex(m, n, p) == nonconvex_method::lla;
 }
 
 admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,

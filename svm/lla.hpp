@@ -38,13 +38,15 @@ namespace merak::svm {
 enum class nonconvex_method { automatic, lla, direct };
 nonconvex_method parse_nonconvex_method(std::string_view name);  // "auto", "lla", "direct"
 const char* nonconvex_method_name(nonconvex_method m);
-// Whether a fit of n samples and p features runs LLA.
-bool uses_lla(nonconvex_method m, int64_t n, int64_t p);
 // automatic resolved for a data set of n samples and p features (lla or
 // direct; others unchanged). Cross-validation and paths resolve it once on
 // the whole data set, so that the folds score the method the fit on all
 // rows uses (a fold's training rows can be fewer than p when n is not).
 nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p);
+// Whether a fit of pen on n samples and p features runs LLA: a nonconvex
+// penalty (lambda > 0) whose method resolves to lla (on one machine and by
+// consensus alike).
+bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p);
 
 struct lla_options {
   int max_steps = 20;     // reweighted L1 solves after the L1 one

@@ -28,7 +28,7 @@ void walk(const dataset& d, const path_options& o, const std::vector<penalty>& p
   for (size_t i = 0; i < pens.size(); ++i) {
     const penalty& pen = pens[i];
     const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
-    admm_result r = uses_lla(o.fit.nonconvex, scaled.rows(), scaled.cols())
+    admm_result r = uses_lla(pen, o.fit.nonconvex, scaled.rows(), scaled.cols())
                         ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
                         : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
     visit(i, r, scale);
@@ -71,8 +71,7 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& po,
   if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);
   std::vector<path_point> pts(pens.size());
-  const bool lla =
-      o.fit.pen.kind != penalty_kind::l1 && uses_lla(o.fit.nonconvex, d.rows(), d.cols());
+  const bool lla = uses_lla(pens.front(), o.fit.nonconvex, d.rows(), d.cols());
   for (size_t i = 0; i < pts.size(); ++i)
     pts[i].lambda = pens[i].lambda, pts[i].theta = pens[i].theta, pts[i].lla = lla;
 

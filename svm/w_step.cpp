@@ -168,8 +168,7 @@ class cg_solver final : public w_solver {
 void w_solver::solve_split(const Eigen::VectorXd& a, const Eigen::VectorXd& t, Eigen::VectorXd& w,
                            Eigen::VectorXd& mw, double tol_hint) {
   m_.transpose_times(t, q_);
-  q_ = rho1_ * a + rho2_ * q_;
-  solve(q_, w, tol_hint);
+  solve_given_mt(a, q_, w, tol_hint);  // coefficient-wise: q_ may be mt
   m_.times(w, mw);
 }
 
