@@ -298,6 +298,36 @@ void add_process_flags(CLI::App* c, svm_train_flags& f, const char* procs_help) 
       ->capture_default_str();
 }
 
+// The data and solver flags that svm train and svm path share.
+void add_fit_flags(CLI::App* c, svm_train_flags& f) {
+  c->add_option("--data", f.data,
+                "Training data (LIBSVM text or CSV, label first); required unless --listen");
+  c->add_option("--format", f.format, "libsvm, csv or auto (by file name)")->capture_default_str();
+  c->add_option("--penalty", f.penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
+  c->add_option("--theta", f.theta,
+                "Second penalty parameter (default: SCAD 3.7, MCP 3, LSP 1, capped-l1 1)");
+  c->add_option("--rho1", f.rho1, "ADMM penalty of w = z (default: automatic)");
+  c->add_option("--rho2", f.rho2, "ADMM penalty of the hinge split (default: automatic)");
+  c->add_option("--tol", f.tol, "Relative residual tolerance (absolute: tol/10)")
+      ->capture_default_str();
+  c->add_option("--relax", f.relax, "ADMM over-relaxation alpha in [1, 2)")->capture_default_str();
+  c->add_option("--screening", f.screening,
+                "Wide data, (weighted) L1 steps: ADMM over working sets of columns checked by "
+                "the KKT conditions (on) or over every column (off)")
+      ->capture_default_str();
+  c->add_option("--nonconvex", f.nonconvex,
+                "Nonconvex penalties: lla (reweighted L1 from the L1 fit), direct (ADMM with "
+                "the nonconvex prox) or auto (lla when features outnumber samples, else direct)")
+      ->capture_default_str();
+  c->add_option("--lla-steps", f.lla_steps,
+                "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
+      ->capture_default_str();
+  c->add_option("--solver", f.solver, "w-step: auto, cholesky, woodbury or cg")
+      ->capture_default_str();
+  c->add_flag("--no-standardize", f.no_standardize, "Fit on the features as they are");
+  c->add_option("--threads", f.threads, "Threads for the matrix products (default: all cores)");
+}
+
 }  // namespace
 
 action add_svm_command(CLI::App& parent) {
@@ -308,42 +338,15 @@ action add_svm_command(CLI::App& parent) {
   auto tf = std::make_shared<svm_train_flags>();
   auto* t = s->add_subcommand("train", "Fit a model; optionally cross-validate");
   t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  t->add_option("--data", tf->data,
-                "Training data (LIBSVM text or CSV, label first); required unless --listen");
-  t->add_option("--format", tf->format, "libsvm, csv or auto (by file name)")
-      ->capture_default_str();
-  t->add_option("--penalty", tf->penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
+  add_fit_flags(t, *tf);
   t->add_option("--lambda", tf->lambda, "Penalty weight")->capture_default_str();
-  t->add_option("--theta", tf->theta,
-                "Second penalty parameter (default: SCAD 3.7, MCP 3, LSP 1, capped-l1 1)");
-  t->add_option("--rho1", tf->rho1, "ADMM penalty of w = z (default: automatic)");
-  t->add_option("--rho2", tf->rho2, "ADMM penalty of the hinge split (default: automatic)");
-  t->add_option("--tol", tf->tol, "Relative residual tolerance (absolute: tol/10)")
-      ->capture_default_str();
   t->add_option("--max-iter", tf->max_iter, "Iteration cap")->capture_default_str();
-  t->add_option("--relax", tf->relax, "ADMM over-relaxation alpha in [1, 2)")
-      ->capture_default_str();
-  t->add_option("--screening", tf->screening,
-                "Wide data, (weighted) L1 steps: ADMM over working sets of columns checked by "
-                "the KKT conditions (on) or over every column (off)")
-      ->capture_default_str();
-  t->add_option("--nonconvex", tf->nonconvex,
-                "Nonconvex penalties: lla (reweighted L1 from the L1 fit), direct (ADMM with "
-                "the nonconvex prox) or auto (lla when features outnumber samples, else direct)")
-      ->capture_default_str();
-  t->add_option("--lla-steps", tf->lla_steps,
-                "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
-      ->capture_default_str();
   t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
       ->capture_default_str();
   add_process_flags(t, *tf,
                     "Consensus ADMM over K worker processes (merak svm worker), started here on "
                     "loopback unless --listen");
   t->add_option("--folds", tf->folds, "Cross-validate with F folds (sample i in fold i mod F)");
-  t->add_option("--solver", tf->solver, "w-step: auto, cholesky, woodbury or cg")
-      ->capture_default_str();
-  t->add_flag("--no-standardize", tf->no_standardize, "Fit on the features as they are");
-  t->add_option("--threads", tf->threads, "Threads for the matrix products (default: all cores)");
   t->add_option("--model", tf->model,
                 "Write the model here (.json: JSON, otherwise LIBLINEAR-like text)");
   t->add_flag("--json", tf->json, "Print one JSON object");
@@ -352,44 +355,18 @@ action add_svm_command(CLI::App& parent) {
   auto* h = s->add_subcommand(
       "path", "Fit a lambda grid, each fit warm-started from the last; one line per lambda");
   h->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  h->add_option("--data", hf->data,
-                "Training data (LIBSVM text or CSV, label first); required unless --listen");
-  h->add_option("--format", hf->format, "libsvm, csv or auto (by file name)")
-      ->capture_default_str();
-  h->add_option("--penalty", hf->penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
+  add_fit_flags(h, *hf);
   h->add_option("--lambdas", hf->lambdas, "Comma-separated grid (walked from the largest down)")
       ->capture_default_str();
-  h->add_option("--theta", hf->theta,
-                "Second penalty parameter (default: SCAD 3.7, MCP 3, LSP 1, capped-l1 1)");
-  h->add_option("--rho1", hf->rho1, "ADMM penalty of w = z (default: automatic)");
-  h->add_option("--rho2", hf->rho2, "ADMM penalty of the hinge split (default: automatic)");
-  h->add_option("--tol", hf->tol, "Relative residual tolerance (absolute: tol/10)")
-      ->capture_default_str();
   h->add_option("--max-iter", hf->max_iter, "Iteration cap per lambda")->capture_default_str();
-  h->add_option("--relax", hf->relax, "ADMM over-relaxation alpha in [1, 2)")
-      ->capture_default_str();
-  h->add_option("--screening", hf->screening,
-                "Wide data, (weighted) L1 steps: ADMM over working sets of columns checked by "
-                "the KKT conditions (on) or over every column (off)")
-      ->capture_default_str();
-  h->add_option("--nonconvex", hf->nonconvex,
-                "Nonconvex penalties: auto (lla when features outnumber samples), lla or direct")
-      ->capture_default_str();
   h->add_option("--folds", hf->folds,
                 "Cross-validate each lambda with F folds (i in fold i mod F)");
-  h->add_option("--solver", hf->solver, "w-step: auto, cholesky, woodbury or cg")
-      ->capture_default_str();
-  h->add_flag("--no-standardize", hf->no_standardize, "Fit on the features as they are");
   h->add_flag("--cold", hf->cold, "Start every lambda from zero (no warm start)");
-  h->add_option("--lla-steps", hf->lla_steps,
-                "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
-      ->capture_default_str();
   h->add_flag("--cv-only", hf->cv_only,
               "With --folds: only the fold paths (no fit on all the data; lines carry the CV "
               "fields)");
   h->add_flag("--theta-per-lambda", hf->theta_per_lambda,
               "--theta is a multiple of lambda (each lambda gets theta * lambda)");
-  h->add_option("--threads", hf->threads, "Threads for the matrix products (default: all cores)");
   h->add_flag("--json", hf->json, "One JSON object per lambda");
   add_process_flags(h, *hf,
                     "Fit every lambda by consensus ADMM over K worker processes (merak svm "
