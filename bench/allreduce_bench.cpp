@@ -65,10 +65,12 @@ comm::codec_run_options run_options(const allreduce_bench_options& o) {
 }
 
 nlohmann::json finish(const comm::codec_bench_result& r, const allreduce_bench_options& o,
-                      const char* launcher) {
+                      const char* launcher, const std::string& ucx_setting = "") {
   auto j = nlohmann::json::parse(r.to_json());
   j["bench"] = "allreduce";
   j["ucx_tls"] = env_or("UCX_TLS", "default");
+  // What the transport asked UCX for (ucx_setting_of): e.g. posix,cma,self;rndv>=1048576.
+  if (!ucx_setting.empty()) j["ucx_setting"] = ucx_setting;
   j["launcher"] = launcher;
   j["buffer_mib"] = double(o.rows) * double(o.cols) * 4 / (1 << 20);
   return j;
@@ -89,8 +91,13 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
       uo.spin = std::chrono::microseconds(std::atol(s));
     if (const char* s = std::getenv("MERAK_UCX_YIELD_US"))
       uo.yield_spin = std::chrono::microseconds(std::atol(s));
-    // MERAK_UCX_CMA=1: let UCX use cma between processes (ucx_options::cma).
+    if (const char* s = std::getenv("MERAK_UCX_COLLECTIVE_SPIN_US"))
+      uo.collective_spin = std::chrono::microseconds(std::atol(s));
+    // MERAK_UCX_CMA=0: shared memory without cma (ucx_options::cma);
+    // MERAK_UCX_CMA_MIN_KB: its rendezvous threshold.
     if (const char* s = std::getenv("MERAK_UCX_CMA")) uo.cma = std::atoi(s) != 0;
+    if (const char* s = std::getenv("MERAK_UCX_CMA_MIN_KB"))
+      uo.cma_min_bytes = size_t(std::atol(s)) << 10;
     t = comm::make_ucx_transport(b, uo);
 #else
     fail("bench allreduce: this build has no UCX transport (MERAK_WITH_UCX)");
@@ -104,7 +111,11 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
   auto res = comm::bench_codec_over(*t, run_options(o));
   b->barrier();  // nobody closes while another still receives
   if (b->rank() != 0) return nullptr;
+#ifdef MERAK_WITH_UCX
+  auto j = finish(res, o, launcher, comm::ucx_setting_of(*t));
+#else
   auto j = finish(res, o, launcher);
+#endif
   if (const char* out = std::getenv("MERAK_BENCH_OUT")) {
     std::ofstream f(out);
     f << j.dump() << "\n";

@@ -36,9 +36,16 @@ T* scratch(size_t n) {
   return reinterpret_cast<T*>(buf.get());
 }
 
-// Runs `body`, prefixing a transport error with the collective's context.
+// Runs `body` inside the transport's collective bracket
+// (transport::begin_collective), prefixing a transport error with the
+// collective's context.
 template <typename F>
-void with_context(const char* what, const transport& t, tag_t tag, F&& body) {
+void with_context(const char* what, transport& t, tag_t tag, F&& body) {
+  struct bracket {
+    transport& t;
+    explicit bracket(transport& x) : t(x) { t.begin_collective(); }
+    ~bracket() { t.end_collective(); }
+  } in_collective(t);
   try {
     body();
   } catch (const error& e) {

@@ -83,6 +83,12 @@ class transport {
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   void reset_bytes_sent() { bytes_sent_.store(0, std::memory_order_relaxed); }
 
+  // Collectives bracket their traffic with these (nested calls count): a
+  // peer's message is due soon, so a transport whose waits sleep (UCX) may
+  // busy-poll longer before sleeping (ucx_options::collective_spin).
+  virtual void begin_collective() {}
+  virtual void end_collective() {}
+
   // Bound of every wait on this endpoint (default 60 s).
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }

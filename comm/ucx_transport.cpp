@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/uio.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -61,7 +62,8 @@ class worker_address {
 // alive by every outstanding operation.
 struct ucx_state {
   int rank = 0, size = 0;
-  std::chrono::microseconds spin{2000}, yield_spin{0};
+  std::chrono::microseconds spin{2000}, yield_spin{0}, collective_spin{20000};
+  int collective_depth = 0;  // begin_collective nesting
   context_ptr context;
   worker_ptr worker;  // destroyed before the context (member order)
   int efd = -1;       // owned by the worker
@@ -133,7 +135,8 @@ struct ucx_state {
   // for errors. Spins for `spin`, then sleeps on the event fd.
   template <typename Done>
   void wait(Done&& done, int peer, clock_type::time_point deadline, const std::string& what) {
-    const auto spin_end = clock_type::now() + spin;
+    const auto spin_for = collective_depth > 0 ? std::max(spin, collective_spin) : spin;
+    const auto spin_end = clock_type::now() + spin_for;
     const auto yield_end = spin_end + yield_spin;
     auto next_watch = clock_type::now() + kwatch_period;
     for (;;) {
@@ -321,6 +324,20 @@ class ucx_recv final : public operation {
   recv_result* res_;  // owned; see the destructor
 };
 
+}  // namespace
+
+bool cma_usable() {
+  int scope = 0;
+  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0)
+    return false;
+  uint64_t from = 0x6d6572616b, to = 0;
+  iovec local{&to, sizeof to}, remote{&from, sizeof from};
+  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == ssize_t(sizeof to) &&
+         to == from;
+}
+
+namespace {
+
 // This host and boot (hostname and the kernel's boot id): ranks with equal
 // identities share memory.
 std::string host_identity() {
@@ -341,6 +358,7 @@ class ucx_transport final : public transport {
     s_->size = b.size();
     s_->spin = o.spin;
     s_->yield_spin = o.yield_spin;
+    s_->collective_spin = o.collective_spin;
     const int rank = s_->rank;
 
     ucp_config_t* cfg = nullptr;
@@ -351,22 +369,34 @@ class ucx_transport final : public transport {
     // on endpoints that carry no traffic; UCX_KEEPALIVE_INTERVAL overrides.
     if (!std::getenv("UCX_KEEPALIVE_INTERVAL"))
       ucp_config_modify(config.get(), "KEEPALIVE_INTERVAL", "1s");
-    // Shared memory without cma's rendezvous (ucx_options::cma). With
-    // UCX_TLS unset and every rank on this host, UCX's own choice includes
-    // cma: ask for posix shared memory instead (a collective: every rank
-    // swaps its host identity here, in the same order).
-    if (!o.cma) {
-      const char* tls = std::getenv("UCX_TLS");
-      std::string chosen = ucx_tls_without_cma(tls ? tls : "");
-      if ((!tls || !*tls) && o.error_mode != ucx_error_mode::peer) {
-        const auto hosts = b.allgather(host_identity());
-        if (std::all_of(hosts.begin(), hosts.end(), [&](auto& h) { return h == hosts.front(); }))
-          chosen = "posix,self";
+    // Shared memory on one host (ucx_options::cma): with UCX_TLS unset,
+    // posix for small messages and cma from cma_min_bytes on. A collective:
+    // every rank swaps its host identity and whether it can use cma here, in
+    // the same order.
+    const char* tls = std::getenv("UCX_TLS");
+    std::string chosen = o.cma ? std::string() : ucx_tls_without_cma(tls ? tls : "");
+    std::string rndv_thresh;
+    if ((!tls || !*tls) && o.error_mode != ucx_error_mode::peer) {
+      const auto ids = b.allgather(host_identity() + (o.cma && cma_usable() ? "\ncma" : "\n"));
+      auto host = [](const std::string& id) { return id.substr(0, id.find('\n')); };
+      const bool one_host = std::all_of(ids.begin(), ids.end(),
+                                        [&](auto& id) { return host(id) == host(ids.front()); });
+      const bool cma =
+          std::all_of(ids.begin(), ids.end(), [](auto& id) { return id.ends_with("\ncma"); });
+      if (one_host) {
+        chosen = cma ? "posix,cma,self" : "posix,self";
+        if (cma && !std::getenv("UCX_RNDV_THRESH")) {
+          rndv_thresh = std::to_string(o.cma_min_bytes);
+          check(ucp_config_modify(config.get(), "RNDV_THRESH", rndv_thresh.c_str()),
+                ("ucp_config_modify RNDV_THRESH=" + rndv_thresh).c_str(), rank);
+        }
       }
-      if (!chosen.empty())
-        check(ucp_config_modify(config.get(), "TLS", chosen.c_str()),
-              ("ucp_config_modify TLS=" + chosen).c_str(), rank);
     }
+    if (!chosen.empty())
+      check(ucp_config_modify(config.get(), "TLS", chosen.c_str()),
+            ("ucp_config_modify TLS=" + chosen).c_str(), rank);
+    setting_ = chosen.empty() ? ucx_tls_setting() : chosen;
+    if (!rndv_thresh.empty()) setting_ += ";rndv>=" + rndv_thresh;
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -431,6 +461,9 @@ class ucx_transport final : public transport {
   int rank() const override { return s_->rank; }
   int size() const override { return s_->size; }
   std::string name() const override { return "ucx"; }
+  const std::string& setting() const { return setting_; }
+  void begin_collective() override { ++s_->collective_depth; }
+  void end_collective() override { --s_->collective_depth; }
 
   completion isend(int peer, tag_t tag, const void* buf, size_t bytes) override {
     check_args(peer, tag, "send to");
@@ -464,6 +497,7 @@ class ucx_transport final : public transport {
   }
 
   std::shared_ptr<ucx_state> s_;
+  std::string setting_;
 };
 
 }  // namespace
@@ -511,6 +545,11 @@ std::string ucx_tls_without_cma(std::string_view tls) {
   std::string joined;
   for (auto& t : out) joined += (joined.empty() ? "" : ",") + t;
   return joined;
+}
+
+std::string ucx_setting_of(const transport& t) {
+  const auto* u = dynamic_cast<const ucx_transport*>(&t);
+  return u ? u->setting() : std::string();
 }
 
 std::string ucx_tls_setting() {

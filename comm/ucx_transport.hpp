@@ -64,19 +64,31 @@ struct ucx_options {
   // (sched_yield) before sleeping. Default 0: measured no better than
   // sleeping at once (4 MiB, shared memory, N = 2).
   std::chrono::microseconds yield_spin{0};
+  // Inside a collective (transport::begin_collective) a wait busy-polls at
+  // least this long before sleeping: the peers are in the same collective,
+  // so their part is due, and a rank that sleeps there pays a wake-up that
+  // cma's rendezvous turns into 2-8 ms per 4 MiB all-reduce when the cores
+  // are oversubscribed (docs/comm-transport.md, "Large messages by cma").
+  // Waits of any length still end up sleeping.
+  std::chrono::microseconds collective_spin{20000};
   ucx_error_mode error_mode = ucx_error_mode::none;
-  // Whether UCX may use cma (process_vm_readv single-copy rendezvous) between
-  // processes of one host. Off by default: when UCX_TLS lists shared memory
-  // (sm, shm or cma), the transport asks for it without cma (see
-  // ucx_tls_without_cma), so large messages go through the shared-memory
-  // FIFO instead; a 4 MiB ring at N = 2 measured 0.7-0.9 ms that way against
-  // 1.0-11 ms with cma's rendezvous, faster than MPI_Allreduce
-  // (docs/comm-transport.md, "Fifth session"). With UCX_TLS unset the ranks
-  // compare hosts when the transport is made: all on one host, it asks for
-  // posix,self (4 MiB ring 0.69-0.71 ms against 1.03-1.06 with UCX's own
-  // choice, which includes cma); otherwise (or with error_mode peer, which
-  // shared memory cannot give) UCX chooses.
-  bool cma = false;
+  // Single-copy shared memory for large messages between the processes of
+  // one host. With UCX_TLS unset the ranks compare hosts when the transport
+  // is made; all on one host (and error_mode not peer, which shared memory
+  // cannot give), it asks UCX for posix,cma,self and, unless UCX_RNDV_THRESH
+  // is set, a rendezvous threshold of cma_min_bytes: from that size on the
+  // receiver reads the message straight from the sender's memory (cma,
+  // process_vm_readv), smaller messages go through the shared-memory FIFO
+  // (posix), whose copies leave the data in cache (below ~1 MiB cma was
+  // slower end to end: 0.20 against 0.18 ms for a 1 MiB all-reduce; 4 MiB
+  // 0.69 against 0.96 ms, docs/comm-transport.md). Ranks on several hosts
+  // leave the choice to UCX. cma is left out when any rank cannot use it
+  // (process_vm_readv refused, e.g. by a seccomp filter, or Yama's
+  // ptrace_scope above 0).
+  // false: shared memory without cma, as posix,self; a UCX_TLS that names
+  // sm, shm or cma is then asked for without cma (ucx_tls_without_cma).
+  bool cma = true;
+  size_t cma_min_bytes = size_t{1} << 20;
 };
 
 // The UCX_TLS list `tls` without cma: "sm" and "shm" become "posix" (sysv
@@ -84,6 +96,11 @@ struct ucx_options {
 // Empty when nothing changes (an empty list, a "^..." exclusion list, no shared memory named) or
 // when only "self" would remain.
 std::string ucx_tls_without_cma(std::string_view tls);
+
+// Whether this process may read another's memory with process_vm_readv
+// (ucx_options::cma): the call is not refused here (tried on this process)
+// and Yama's ptrace_scope, if present, is 0.
+bool cma_usable();
 
 // "automatic" | "peer" | "none"; throws merak::error naming the text.
 ucx_error_mode parse_ucx_error_mode(const std::string& text);
@@ -101,5 +118,11 @@ std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<bootstrap> b,
 
 // UCX_TLS as UCX will read it ("default" when unset), for benchmark reports.
 std::string ucx_tls_setting();
+
+// What a UCX transport asked UCX for, for reports: the transport list
+// ("posix,cma,self", or UCX_TLS / "default" when it left the choice to UCX)
+// and, when it set one, the rendezvous threshold ("posix,cma,self;
+// rndv>=1048576"). Empty for a transport that is not UCX.
+std::string ucx_setting_of(const transport& t);
 
 }  // namespace merak::comm

@@ -127,9 +127,22 @@ int worker(const std::string& scenario) {
       uo.error_mode = parse_ucx_error_mode(m);
     if (const char* m = std::getenv("MERAK_UCX_SPIN_US"))
       uo.spin = std::chrono::microseconds(std::atol(m));
+    if (const char* m = std::getenv("MERAK_UCX_CMA")) uo.cma = std::atoi(m) != 0;
     uo.timeout = scenario == "peer_dies" ? 5000ms : scenario == "peer_hangs" ? 2000ms : 30000ms;
     auto t = make_ucx_transport(b, uo);
     if (scenario == "allreduce") {
+      // Every rank is on this host: with UCX_TLS unset the transport asks for
+      // shared memory, with cma's rendezvous from 1 MiB when it may (the
+      // doubling's 4 MiB exchanges below then go by cma).
+      const char* tls = std::getenv("UCX_TLS");
+      if ((!tls || !*tls) && uo.error_mode == ucx_error_mode::none) {
+        const char* thresh = std::getenv("UCX_RNDV_THRESH");  // the user's, kept
+        const std::string want = !(uo.cma && cma_usable()) ? "posix,self"
+                                 : thresh                  ? "posix,cma,self"
+                                                           : "posix,cma,self;rndv>=1048576";
+        require(ucx_setting_of(*t) == want,
+                fmt::format("UCX setting {}, expected {}", ucx_setting_of(*t), want));
+      }
       worker_allreduce(*b, *t);
       b->barrier();
       return 0;
