@@ -5,7 +5,9 @@
 # output of `merak bench allreduce`), runs interleaved over REPS repetitions
 # so that a busy machine hurts both methods alike.
 # Usage: bench/allreduce_compare.sh MERAK_BINARY [REPS] [ITERS]
-#   shared memory: UCX_TLS=sm,self for the ring; Open MPI's default (ob1/vader)
+#   shared memory: UCX_TLS unset for the ring (every rank on one host: the
+#                  transport asks for posix,self, docs/comm-transport.md);
+#                  Open MPI's default (ob1/vader)
 #   tcp:           UCX_TLS=tcp,self for the ring; --mca pml ob1 --mca btl tcp,self
 set -euo pipefail
 merak=$1
@@ -13,7 +15,7 @@ reps=${2:-3}
 iters=${3:-20}
 for rep in $(seq 1 "$reps"); do
   for rows in 1024 4096 16384; do  # x 1024 columns x 4 bytes: 4, 16, 64 MiB
-    UCX_TLS=sm,self "$merak" bench allreduce --procs 2 --method dense --rows $rows --cols 1024 --iters "$iters"
+    env -u UCX_TLS "$merak" bench allreduce --procs 2 --method dense --rows $rows --cols 1024 --iters "$iters"
     "$merak" bench allreduce --procs 2 --method mpi --rows $rows --cols 1024 --iters "$iters"
     UCX_TLS=tcp,self "$merak" bench allreduce --procs 2 --method dense --rows $rows --cols 1024 --iters "$iters"
     UCX_TLS=tcp,self "$merak" bench allreduce --procs 2 --method mpi --rows $rows --cols 1024 --iters "$iters" \
