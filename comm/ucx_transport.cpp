@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -338,6 +339,45 @@ bool cma_usable() {
 
 namespace {
 
+// A word every rank reads from the others before cma is chosen:
+// cma_usable() tries process_vm_readv on this process only, and another
+// process of the host may still refuse it (other credentials, another PID
+// namespace), which would fail the first large message instead of choosing
+// posix alone.
+const uint64_t kcma_probe = 0x6d6572616b636d61;
+
+bool read_cma_probe(long pid, uintptr_t address) {
+  uint64_t to = 0;
+  iovec local{&to, sizeof to}, remote{reinterpret_cast<void*>(address), sizeof to};
+  return ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0) ==
+             ssize_t(sizeof to) &&
+         to == kcma_probe;
+}
+
+// What the ranks swap to choose shared memory: "host\ncma-ok\npid\nprobe address".
+struct host_entry {
+  std::string host;
+  bool cma = false;
+  long pid = 0;
+  uintptr_t probe = 0;
+};
+
+std::string encode_host_entry(const std::string& host, bool cma) {
+  return host + "\n" + (cma ? "1" : "0") + "\n" + std::to_string(::getpid()) + "\n" +
+         std::to_string(reinterpret_cast<uintptr_t>(&kcma_probe));
+}
+
+host_entry decode_host_entry(const std::string& s) {
+  host_entry e;
+  const size_t a = s.find('\n'), b = s.find('\n', a + 1), c = s.find('\n', b + 1);
+  if (c == std::string::npos) return e;  // malformed: no cma, another "host"
+  e.host = s.substr(0, a);
+  e.cma = s.compare(a + 1, b - a - 1, "1") == 0;
+  e.pid = std::atol(s.c_str() + b + 1);
+  e.probe = static_cast<uintptr_t>(std::strtoull(s.c_str() + c + 1, nullptr, 10));
+  return e;
+}
+
 // This host and boot (hostname and the kernel's boot id): ranks with equal
 // identities share memory.
 std::string host_identity() {
@@ -370,19 +410,27 @@ class ucx_transport final : public transport {
     if (!std::getenv("UCX_KEEPALIVE_INTERVAL"))
       ucp_config_modify(config.get(), "KEEPALIVE_INTERVAL", "1s");
     // Shared memory on one host (ucx_options::cma): with UCX_TLS unset,
-    // posix for small messages and cma from cma_min_bytes on. A collective:
-    // every rank swaps its host identity and whether it can use cma here, in
-    // the same order.
+    // posix for small messages and cma from cma_min_bytes on. Collectives:
+    // every rank swaps its host identity and whether it can use cma here,
+    // then (all on one host, all able) whether it could read every other
+    // rank's probe word, in the same order on every rank.
     const char* tls = std::getenv("UCX_TLS");
     std::string chosen = o.cma ? std::string() : ucx_tls_without_cma(tls ? tls : "");
     std::string rndv_thresh;
     if ((!tls || !*tls) && o.error_mode != ucx_error_mode::peer) {
-      const auto ids = b.allgather(host_identity() + (o.cma && cma_usable() ? "\ncma" : "\n"));
-      auto host = [](const std::string& id) { return id.substr(0, id.find('\n')); };
-      const bool one_host = std::all_of(ids.begin(), ids.end(),
-                                        [&](auto& id) { return host(id) == host(ids.front()); });
-      const bool cma =
-          std::all_of(ids.begin(), ids.end(), [](auto& id) { return id.ends_with("\ncma"); });
+      std::vector<host_entry> ids;
+      for (const auto& s : b.allgather(encode_host_entry(host_identity(), o.cma && cma_usable())))
+        ids.push_back(decode_host_entry(s));
+      const bool one_host =
+          std::all_of(ids.begin(), ids.end(), [&](auto& e) { return e.host == ids.front().host; });
+      bool cma = std::all_of(ids.begin(), ids.end(), [](auto& e) { return e.cma; });
+      if (one_host && cma) {
+        bool reached = true;
+        for (int p = 0; p < s_->size; ++p)
+          if (p != rank) reached = reached && read_cma_probe(ids[p].pid, ids[p].probe);
+        const auto all = b.allgather(reached ? "1" : "0");
+        cma = std::all_of(all.begin(), all.end(), [](auto& r) { return r == "1"; });
+      }
       if (one_host) {
         chosen = cma ? "posix,cma,self" : "posix,self";
         if (cma && !std::getenv("UCX_RNDV_THRESH")) {

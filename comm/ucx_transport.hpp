@@ -82,9 +82,10 @@ struct ucx_options {
   // (posix), whose copies leave the data in cache (below ~1 MiB cma was
   // slower end to end: 0.20 against 0.18 ms for a 1 MiB all-reduce; 4 MiB
   // 0.69 against 0.96 ms, docs/comm-transport.md). Ranks on several hosts
-  // leave the choice to UCX. cma is left out when any rank cannot use it
-  // (process_vm_readv refused, e.g. by a seccomp filter, or Yama's
-  // ptrace_scope above 0).
+  // leave the choice to UCX. cma is left out when any rank cannot use it:
+  // process_vm_readv refused on itself (e.g. by a seccomp filter), Yama's
+  // ptrace_scope above 0, or a word of another rank it could not read (each
+  // rank reads every other's when the transport is made).
   // false: shared memory without cma, as posix,self; a UCX_TLS that names
   // sm, shm or cma is then asked for without cma (ucx_tls_without_cma).
   bool cma = true;
