@@ -6,7 +6,8 @@
 # so that a busy machine hurts both methods alike.
 # Usage: bench/allreduce_compare.sh MERAK_BINARY [REPS] [ITERS]
 #   shared memory: UCX_TLS unset for the ring (every rank on one host: the
-#                  transport asks for posix,self, docs/comm-transport.md);
+#                  transport asks for posix,cma,self with cma from 1 MiB, or
+#                  posix,self when cma is unusable; docs/comm-transport.md);
 #                  Open MPI's default (ob1/vader)
 #   tcp:           UCX_TLS=tcp,self for the ring; --mca pml ob1 --mca btl tcp,self
 set -euo pipefail

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -344,37 +345,44 @@ namespace {
 // process of the host may still refuse it (other credentials, another PID
 // namespace), which would fail the first large message instead of choosing
 // posix alone.
-const uint64_t kcma_probe = 0x6d6572616b636d61;
+// Random per process, so that a pid of another namespace that happens to
+// name a process of the same binary cannot pass for a peer.
+const uint64_t kcma_probe = std::random_device{}() * uint64_t{0x100000001} ^ 0x6d6572616b636d61;
 
-bool read_cma_probe(long pid, uintptr_t address) {
+bool read_cma_probe(long pid, uintptr_t address, uint64_t expected) {
   uint64_t to = 0;
   iovec local{&to, sizeof to}, remote{reinterpret_cast<void*>(address), sizeof to};
   return ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0) ==
              ssize_t(sizeof to) &&
-         to == kcma_probe;
+         to == expected;
 }
 
-// What the ranks swap to choose shared memory: "host\ncma-ok\npid\nprobe address".
+// What the ranks swap to choose shared memory:
+// "host\ncma-ok\npid\nprobe address\nprobe value".
 struct host_entry {
   std::string host;
   bool cma = false;
   long pid = 0;
   uintptr_t probe = 0;
+  uint64_t value = 0;
 };
 
 std::string encode_host_entry(const std::string& host, bool cma) {
   return host + "\n" + (cma ? "1" : "0") + "\n" + std::to_string(::getpid()) + "\n" +
-         std::to_string(reinterpret_cast<uintptr_t>(&kcma_probe));
+         std::to_string(reinterpret_cast<uintptr_t>(&kcma_probe)) + "\n" +
+         std::to_string(kcma_probe);
 }
 
 host_entry decode_host_entry(const std::string& s) {
   host_entry e;
   const size_t a = s.find('\n'), b = s.find('\n', a + 1), c = s.find('\n', b + 1);
-  if (c == std::string::npos) return e;  // malformed: no cma, another "host"
+  const size_t d = c == std::string::npos ? c : s.find('\n', c + 1);
+  if (d == std::string::npos) return e;  // malformed: no cma, another "host"
   e.host = s.substr(0, a);
   e.cma = s.compare(a + 1, b - a - 1, "1") == 0;
   e.pid = std::atol(s.c_str() + b + 1);
   e.probe = static_cast<uintptr_t>(std::strtoull(s.c_str() + c + 1, nullptr, 10));
+  e.value = std::strtoull(s.c_str() + d + 1, nullptr, 10);
   return e;
 }
 
@@ -427,7 +435,8 @@ class ucx_transport final : public transport {
       if (one_host && cma) {
         bool reached = true;
         for (int p = 0; p < s_->size; ++p)
-          if (p != rank) reached = reached && read_cma_probe(ids[p].pid, ids[p].probe);
+          if (p != rank)
+            reached = reached && read_cma_probe(ids[p].pid, ids[p].probe, ids[p].value);
         const auto all = b.allgather(reached ? "1" : "0");
         cma = std::all_of(all.begin(), all.end(), [](auto& r) { return r == "1"; });
       }

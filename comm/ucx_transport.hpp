@@ -12,8 +12,9 @@
 //   through the bootstrap and opens an endpoint to every rank (itself
 //   included), in the error mode of ucx_options (see ucx_error_mode).
 // - Progress: the waiting thread progresses the worker. It spins for a short
-//   while (options.spin, 2 ms), then arms the worker and sleeps on its event fd, so
-//   an idle wait burns no core. Every wait ends by the transport's timeout and
+//   while (options.spin, 2 ms; inside a collective options.collective_spin,
+//   20 ms), then arms the worker and sleeps on its event fd, so an idle wait
+//   burns no core. Every wait ends by the transport's timeout and
 //   throws merak::error naming this rank, the peer and the tag; a peer known
 //   to have failed (UCX peer errors, or the bootstrap's watch) is named at
 //   once.
@@ -31,6 +32,7 @@
 //   another still receives from it.
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
