@@ -326,20 +326,6 @@ class ucx_recv final : public operation {
   recv_result* res_;  // owned; see the destructor
 };
 
-}  // namespace
-
-bool cma_usable() {
-  int scope = 0;
-  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0)
-    return false;
-  uint64_t from = 0x6d6572616b, to = 0;
-  iovec local{&to, sizeof to}, remote{&from, sizeof from};
-  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == ssize_t(sizeof to) &&
-         to == from;
-}
-
-namespace {
-
 // A word every rank reads from the others before cma is chosen:
 // cma_usable() tries process_vm_readv on this process only, and another
 // process of the host may still refuse it (other credentials, another PID
@@ -356,6 +342,17 @@ bool read_cma_probe(long pid, uintptr_t address, uint64_t expected) {
              ssize_t(sizeof to) &&
          to == expected;
 }
+
+}  // namespace
+
+bool cma_usable() {
+  int scope = 0;
+  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0)
+    return false;
+  return read_cma_probe(::getpid(), reinterpret_cast<uintptr_t>(&kcma_probe), kcma_probe);
+}
+
+namespace {
 
 // What the ranks swap to choose shared memory:
 // "host\ncma-ok\npid\nprobe address\nprobe value".
