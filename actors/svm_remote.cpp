@@ -206,7 +206,7 @@ std::vector<svm_remote_result> consensus_path_remote(
     prep.scale = o.standardize ? svm::scaling_from_stats(all) : Eigen::VectorXd::Ones(p);
 
     if (!resolved) {
-      admm.nonconvex = svm::resolve_nonconvex(o.admm.nonconvex, n + held_out_rows, p);
+      admm.nonconvex = svm::resolve_nonconvex(o.admm.nonconvex, n + held_out_rows, p, pen.kind);
       resolved = true;
     }
     // Setup: each worker scales its rows and factors its system.

@@ -69,7 +69,8 @@ action add_bench_command(CLI::App& parent) {
                 "Working sets for wide data (L1 and LLA steps): on or off")
       ->capture_default_str();
   s->add_option("--nonconvex", *svn,
-                "Nonconvex penalties: auto (lla when features outnumber samples), lla or direct")
+                "Nonconvex penalties: auto (lla for LSP and when features outnumber samples), lla "
+                "or direct")
       ->capture_default_str();
   s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")
       ->capture_default_str();

@@ -27,6 +27,7 @@ struct svm_train_flags {
   std::string screening = "on";
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
   int lla_steps = 20;  // reweighted L1 steps after step 0 (lla_options::max_steps)
+  std::string lla_start = "best";
   bool json = false, no_standardize = false;
   // svm train across processes (apps/svm_remote_command.hpp):
   int procs = 0;
@@ -66,6 +67,7 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   o.nonconvex = svm::parse_nonconvex_method(f.nonconvex);
   if (f.lla_steps < 0) fail("--lla-steps must not be negative (got {})", f.lla_steps);
   o.lla_opts.max_steps = f.lla_steps;
+  o.lla_opts.start = svm::parse_lla_start(f.lla_start);
   o.standardize = !f.no_standardize;
   o.workers = f.workers;
   // K > 1: one CAF worker actor per row shard.
@@ -317,10 +319,16 @@ void add_fit_flags(CLI::App* c, svm_train_flags& f) {
       ->capture_default_str();
   c->add_option("--nonconvex", f.nonconvex,
                 "Nonconvex penalties: lla (reweighted L1 from the L1 fit), direct (ADMM with "
-                "the nonconvex prox) or auto (lla when features outnumber samples, else direct)")
+                "the nonconvex prox) or auto (lla for LSP and when features outnumber samples, "
+                "else direct)")
       ->capture_default_str();
   c->add_option("--lla-steps", f.lla_steps,
                 "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
+      ->capture_default_str();
+  c->add_option("--lla-start", f.lla_start,
+                "Nonconvex (lla): start the reweighted L1 steps from w = 0 (zero: for LSP the L1 "
+                "fit at lambda/theta), from the L1 fit at lambda (l1), or run both and keep the "
+                "lower objective (best; differs from zero for LSP with theta != 1 only)")
       ->capture_default_str();
   c->add_option("--solver", f.solver, "w-step: auto, cholesky, woodbury or cg")
       ->capture_default_str();

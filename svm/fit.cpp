@@ -98,7 +98,7 @@ cv_result cross_validate(const dataset& d, int folds, const fit_options& o) {
   if (folds < 2) fail("--folds must be at least 2 (got {})", folds);
   if (folds > n) fail("--folds {} exceeds the {} samples", folds, n);
   fit_options fo = o;
-  fo.nonconvex = resolve_nonconvex(o.nonconvex, n, d.cols());
+  fo.nonconvex = resolve_nonconvex(o.nonconvex, n, d.cols(), o.pen.kind);
   cv_result cv;
   int64_t right = 0;
   for (int f = 0; f < folds; ++f) {

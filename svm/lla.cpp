@@ -26,14 +26,33 @@ const char* nonconvex_method_name(nonconvex_method m) {
   return "?";
 }
 
-nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p) {
+nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p, penalty_kind kind) {
   if (m != nonconvex_method::automatic) return m;
-  return p > n ? nonconvex_method::lla : nonconvex_method::direct;
+  return p > n || kind == penalty_kind::lsp ? nonconvex_method::lla : nonconvex_method::direct;
+}
+
+lla_start parse_lla_start(std::string_view name) {
+  if (name == "best") return lla_start::best;
+  if (name == "zero") return lla_start::zero;
+  if (name == "l1") return lla_start::l1;
+  fail("--lla-start must be best, zero or l1 (got '{}')", name);
+}
+
+const char* lla_start_name(lla_start s) {
+  switch (s) {
+    case lla_start::best:
+      return "best";
+    case lla_start::zero:
+      return "zero";
+    case lla_start::l1:
+      return "l1";
+  }
+  return "?";
 }
 
 bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p) {
   return pen.kind != penalty_kind::l1 && pen.lambda != 0 &&
-         resolve_nonconvex(m, n, p) == nonconvex_method::lla;
+         resolve_nonconvex(m, n, p, pen.kind) == nonconvex_method::lla;
 }
 
 admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,

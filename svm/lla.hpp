@@ -7,9 +7,10 @@
 // ADMM (lla_solve) or by consensus ADMM (svm::consensus_solve), warm-started
 // from the previous step's state; F never increases
 // (up to the ADMM tolerance) and a fixed point is a stationary point of F.
-// Step 0 is the LLA step from w = 0: the weighted L1 fit with every weight
-// P'(0+) (for SCAD, MCP and capped-L1 the L1 fit at the same lambda; for LSP,
-// whose slope at 0 is lambda / theta, the L1 fit at lambda / theta).
+// The first step is the LLA step from w = 0, the weighted L1 fit with every
+// weight P'(0+) (for SCAD, MCP and capped-L1 the L1 fit at the same lambda;
+// for LSP, whose slope at 0 is lambda / theta, the L1 fit at lambda /
+// theta), and for LSP also the plain L1 fit at lambda (lla_start).
 //
 // Why not the direct nonconvex ADMM (admm_solve with the nonconvex prox)?
 // Measured on golub, westbc and sonar (docs/svm.md): from a cold start it
@@ -28,32 +29,50 @@ namespace merak::svm {
 //   lla       reweighted L1 from the L1 fit (lla.hpp): on wide data the
 //             direct ADMM lands on poor stationary points (golub);
 //   direct    ADMM with the nonconvex prox (the spec's algorithm);
-//   automatic lla when the data has more features than samples, direct
-//             otherwise (see resolve_nonconvex). Measured (eighth session; sonar, heart_scale and
-//             ionosphere, 4 lambdas x 7 penalty settings each, full data):
-//             direct reached a lower objective in 26 of 84 fits, the same
-//             (0.1%) in 41 and a higher one in 17 (7 by more than 2%, mostly
-//             at lambda 0.01 where it stops at the iteration cap), 1.3% lower
-//             in geometric mean, in 3.4x less time.
+//   automatic lla for LSP, and for the other penalties when the data has
+//             more features than samples; direct otherwise (see
+//             resolve_nonconvex). Measured (eighth session; sonar,
+//             heart_scale and ionosphere, 4 lambdas x 7 penalty settings
+//             each, full data): direct reached a lower objective in 26 of 84
+//             fits, the same (0.1%) in 41 and a higher one in 17 (7 by more
+//             than 2%, mostly at lambda 0.01 where it stops at the iteration
+//             cap), 1.3% lower in geometric mean, in 3.4x less time. LSP is
+//             the exception (tenth session; the same three sets, theta 3e-4
+//             to 1, lambda / theta 0.01 to 0.3, 72 fits): its prox needs
+//             rho1 >= lambda / theta^2 and at small theta the direct ADMM
+//             stops at the 5000-iteration cap far from a stationary point
+//             (sonar, theta 3e-4: F 0.37 against LLA's 0.015); LLA was lower
+//             by more than 1% in 28 fits, direct in 4, the rest within 1%.
 enum class nonconvex_method { automatic, lla, direct };
 nonconvex_method parse_nonconvex_method(std::string_view name);  // "auto", "lla", "direct"
 const char* nonconvex_method_name(nonconvex_method m);
-// automatic resolved for a data set of n samples and p features (lla or
-// direct; others unchanged). Cross-validation and paths resolve it once on
-// the whole data set, so that the folds score the method the fit on all
-// rows uses (a fold's training rows can be fewer than p when n is not).
-nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p);
+// automatic resolved for a penalty of `kind` on a data set of n samples and
+// p features (lla or direct; others unchanged). Cross-validation and paths
+// resolve it once on the whole data set, so that the folds score the method
+// the fit on all rows uses (a fold's training rows can be fewer than p when
+// n is not).
+nonconvex_method resolve_nonconvex(nonconvex_method m, int64_t n, int64_t p, penalty_kind kind);
 // Whether a fit of pen on n samples and p features runs LLA: a nonconvex
 // penalty (lambda > 0) whose method resolves to lla (on one machine and by
 // consensus alike).
 bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p);
 
+// Where LLA's chain of reweighted L1 steps starts. zero: the LLA step from
+// w = 0 (every weight P'(0+) / lambda: the L1 fit at lambda for SCAD, MCP and
+// capped-L1, at lambda / theta for LSP); l1: the plain L1 fit at lambda; best:
+// both chains, the one that ends at the lower F. The starts differ for LSP
+// with theta != 1 only (elsewhere best runs one chain). Why best: with
+// lambda / theta large, the chain from zero can stop at or near the empty
+// model (golub, LSP lambda 0.05, theta 0.1: F 0.45 against 0.24 from the L1
+// start), while with theta large the L1 start is the worse one.
+enum class lla_start { zero, l1, best };
+lla_start parse_lla_start(std::string_view name);  // "zero", "l1", "best"
+const char* lla_start_name(lla_start s);
+
 struct lla_options {
-  int max_steps = 20;     // reweighted L1 solves after the L1 one
+  int max_steps = 20;     // reweighted L1 solves after the first one, per chain
   double rel_tol = 1e-4;  // stop when F falls by less than this share in a step
-  // Step 0 with every weight P'(0+) / lambda (the LLA step from w = 0)
-  // rather than the plain L1 fit at lambda; differs for LSP only (1/theta).
-  bool start_from_zero = true;
+  lla_start start = lla_start::best;
 };
 
 // x: (n, p), y: (n). The result's objective is F with `pen`; iterations and
@@ -74,10 +93,8 @@ admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const pe
 // not lower F ends the loop) and sets `settled` when the weights or F
 // settled within lo.max_steps. The caller accumulates its own counters.
 template <class R, class Step>
-R lla_loop(const penalty& pen, const lla_options& lo, int64_t p, Step&& step, bool& settled) {
-  // Step 0 is the LLA step from w = 0: every weight P'(0+) / lambda, which is
-  // 1 (the L1 fit at lambda) for SCAD, MCP and capped-L1 and 1/theta for LSP.
-  const double w0 = lo.start_from_zero ? pen.slope(0) / pen.lambda : 1.0;
+R lla_chain(const penalty& pen, const lla_options& lo, int64_t p, double w0, Step& step,
+            bool& settled) {
   Eigen::VectorXd weights = Eigen::VectorXd::Constant(p, w0);
   R cur = step(w0 != 1.0 ? &weights : nullptr);
   double f = cur.objective;
@@ -101,6 +118,30 @@ R lla_loop(const penalty& pen, const lla_options& lo, int64_t p, Step&& step, bo
     }
   }
   return cur;
+}
+
+// The LLA outer loop, shared by lla_solve and the consensus drivers
+// (consensus_solve). step(weights) runs one weighted-L1 fit at pen.lambda
+// (coordinate j penalised by lambda * weights[j]; nullptr: the plain L1
+// fit), continuing from the state the previous step ended in, and returns
+// its result R, which has `w` (p) and `objective`: F with `pen` at the
+// step's (w, b). Runs the chain(s) lo.start names and returns the best step
+// of the chain that ends lower (F never increases along a chain; a step that
+// does not lower F ends it); sets `settled` when that chain's weights or F
+// settled within lo.max_steps. The caller accumulates its own counters.
+template <class R, class Step>
+R lla_loop(const penalty& pen, const lla_options& lo, int64_t p, Step&& step, bool& settled) {
+  const double from_zero = pen.slope(0) / pen.lambda;  // 1 but for LSP (1 / theta)
+  if (lo.start != lla_start::best || from_zero == 1.0)
+    return lla_chain<R>(pen, lo, p, lo.start == lla_start::l1 ? 1.0 : from_zero, step, settled);
+  R a = lla_chain<R>(pen, lo, p, from_zero, step, settled);
+  bool settled_b = false;
+  R b = lla_chain<R>(pen, lo, p, 1.0, step, settled_b);
+  if (b.objective < a.objective) {
+    settled = settled_b;
+    return b;
+  }
+  return a;
 }
 
 }  // namespace merak::svm

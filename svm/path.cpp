@@ -66,7 +66,7 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& po,
                                  const std::function<void(const path_point&)>& on_point) {
   // The folds and the fit on all rows use the method the whole data calls for.
   path_options o = po;
-  o.fit.nonconvex = resolve_nonconvex(po.fit.nonconvex, d.rows(), d.cols());
+  o.fit.nonconvex = resolve_nonconvex(po.fit.nonconvex, d.rows(), d.cols(), po.fit.pen.kind);
   const std::vector<penalty> pens = path_penalties(o);
   if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);

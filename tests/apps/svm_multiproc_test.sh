@@ -389,13 +389,14 @@ PY
       --lambdas "$(python3 -c "print(','.join(['0.01'] * 300))")" --procs 2 --json >"$work/capped.jsonl"
     "$merak" svm train --data "$work/train.libsvm" --penalty l1 --lambda 0.01 --tol 1e-6 \
       --max-iter 50000 --json >"$work/single.json"
-    # A walk whose every fit must start cold (LSP with theta = lambda: the
-    # prox's rho threshold 1/lambda grows down the grid) equals the cold path.
+    # A walk whose every fit must start cold (LSP by the direct ADMM, which
+    # `auto` no longer picks for LSP, with theta = lambda: the prox's rho
+    # threshold 1/lambda grows down the grid) equals the cold path.
     for mode in warm cold; do
       flag=()
       [[ $mode == cold ]] && flag=(--cold)
       "$merak" svm path --data "$work/train.libsvm" --penalty lsp --theta 1 --theta-per-lambda \
-        --lambdas 0.3,0.03,0.01 --procs 2 --folds 3 ${flag[@]+"${flag[@]}"} --json >"$work/lsp_$mode.jsonl"
+        --nonconvex direct --lambdas 0.3,0.03,0.01 --procs 2 --folds 3 ${flag[@]+"${flag[@]}"} --json >"$work/lsp_$mode.jsonl"
     done
     python3 - "$work" <<'PY'
 import json, sys

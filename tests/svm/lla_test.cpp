@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "svm/admm.hpp"
+#include "svm/consensus.hpp"
 #include "svm/lla.hpp"
 #include "svm/objective.hpp"
 #include "tests/svm/stationarity.hpp"
@@ -143,6 +144,7 @@ TEST_CASE("LLA's step 0 is the weighted L1 step from w = 0 (LSP: lambda / theta)
   dataset d = test::synthetic({.n = 80, .p = 20, .seed = 4});
   lla_options only_step0;
   only_step0.max_steps = 0;
+  only_step0.start = lla_start::zero;
   const penalty lsp{penalty_kind::lsp, 0.02, 0.5}, scad{penalty_kind::scad, 0.02, 3.7};
   // LSP's slope at 0 is lambda / theta: its first LLA step is L1 at 0.04.
   const admm_result l1_at_04 = admm_solve(d.x, d.y, {penalty_kind::l1, 0.04, 0}, tight());
@@ -152,11 +154,51 @@ TEST_CASE("LLA's step 0 is the weighted L1 step from w = 0 (LSP: lambda / theta)
   CHECK(a.objective == Approx(objective(d.x, d.y, a.w, a.b, lsp)));
   // The two starts are different fits (the check above has teeth).
   REQUIRE((l1_at_04.w - l1_at_02.w).cwiseAbs().maxCoeff() > 1e-2);
-  only_step0.start_from_zero = false;
+  only_step0.start = lla_start::l1;
   const admm_result old_start = lla_solve(d.x, d.y, lsp, tight(), only_step0);
   CHECK((old_start.w - l1_at_02.w).cwiseAbs().maxCoeff() <= 1e-6);
   // SCAD (slope lambda at 0) starts from the L1 fit at lambda either way.
-  only_step0.start_from_zero = true;
+  only_step0.start = lla_start::zero;
   const admm_result s = lla_solve(d.x, d.y, scad, tight(), only_step0);
   CHECK((s.w - l1_at_02.w).cwiseAbs().maxCoeff() <= 1e-6);
+}
+
+TEST_CASE("LSP's LLA keeps the better of the chains from w = 0 and from the L1 fit",
+          "[svm][lla]") {
+  // lambda / theta = 2: the chain from w = 0 starts from the L1 fit at 2,
+  // the empty model, and stays there (its weights never change).
+  dataset d = test::synthetic({.n = 80, .p = 20, .informative = 4, .seed = 4});
+  const penalty lsp{penalty_kind::lsp, 0.02, 0.01};
+  lla_options o;
+  o.start = lla_start::zero;
+  const admm_result zero = lla_solve(d.x, d.y, lsp, tight(), o);
+  o.start = lla_start::l1;
+  const admm_result l1 = lla_solve(d.x, d.y, lsp, tight(), o);
+  o.start = lla_start::best;
+  const admm_result best = lla_solve(d.x, d.y, lsp, tight(), o);
+  INFO("F from zero " << zero.objective << " (nnz " << zero.nnz() << "), from L1 " << l1.objective
+                      << " (nnz " << l1.nnz() << "), best " << best.objective);
+  REQUIRE(zero.nnz() == 0);
+  REQUIRE(l1.objective < 0.8 * zero.objective);  // the case has teeth
+  // The chain from L1 runs second, warm-started from the first one's end.
+  CHECK(best.objective == Approx(l1.objective).epsilon(1e-6));
+  CHECK(best.nnz() == l1.nnz());
+  CHECK(best.iterations > zero.iterations);
+  // Consensus LLA (K = 2 row shards) makes the same choice.
+  consensus_options c;
+  c.max_iter = 20000;
+  c.nonconvex = nonconvex_method::lla;  // n > p would resolve to direct
+  c.lla.start = lla_start::best;
+  const consensus_result k2 = consensus_fit(d, 2, lsp, c);
+  CHECK(k2.objective == Approx(l1.objective).epsilon(1e-3));
+  c.lla.start = lla_start::zero;
+  CHECK(consensus_fit(d, 2, lsp, c).nnz() == 0);
+  // With theta = 1 both starts are one chain: best is zero, step for step.
+  const penalty lsp1{penalty_kind::lsp, 0.02, 1.0};
+  o.start = lla_start::zero;
+  const admm_result z1 = lla_solve(d.x, d.y, lsp1, tight(), o);
+  o.start = lla_start::best;
+  const admm_result b1 = lla_solve(d.x, d.y, lsp1, tight(), o);
+  CHECK(b1.iterations == z1.iterations);
+  CHECK(b1.objective == z1.objective);
 }
