@@ -393,6 +393,28 @@ std::string host_identity() {
   return std::string(name) + "/" + boot;
 }
 
+// Every rank must take the same branch below: with UCX_TLS unset (and an
+// error mode other than peer) the ranks swap host identities before their
+// worker addresses, otherwise they do not, and a rank on the other branch
+// would read one exchange's bytes as the other's. One all-gather of each
+// rank's branch and the settings behind it names the rank that differs.
+void agree_on_negotiation(bootstrap& b, bool negotiate, std::string_view tls,
+                          ucx_error_mode mode) {
+  const char* mode_name = mode == ucx_error_mode::peer   ? "peer"
+                          : mode == ucx_error_mode::none ? "none"
+                                                         : "automatic";
+  const std::string mine = fmt::format("{}UCX_TLS={}, error mode {}", negotiate ? '1' : '0',
+                                       tls.empty() ? "(unset)" : std::string(tls), mode_name);
+  const auto all = b.allgather(mine);
+  for (size_t p = 0; p < all.size(); ++p)
+    if (all[p].empty() || all[p][0] != mine[0])
+      fail(
+          "ucx rank {}: rank {} runs with {} and this rank with {}: UCX_TLS set on some ranks and "
+          "unset on others (or error mode peer on some) is not supported; give every rank the "
+          "same UCX_TLS",
+          b.rank(), p, all[p].empty() ? std::string("?") : all[p].substr(1), mine.substr(1));
+}
+
 class ucx_transport final : public transport {
  public:
   ucx_transport(bootstrap& b, const ucx_options& o, std::shared_ptr<bootstrap> watch)
@@ -422,7 +444,9 @@ class ucx_transport final : public transport {
     const char* tls = std::getenv("UCX_TLS");
     std::string chosen = o.cma ? std::string() : ucx_tls_without_cma(tls ? tls : "");
     std::string rndv_thresh;
-    if ((!tls || !*tls) && o.error_mode != ucx_error_mode::peer) {
+    const bool negotiate = (!tls || !*tls) && o.error_mode != ucx_error_mode::peer;
+    agree_on_negotiation(b, negotiate, tls ? tls : "", o.error_mode);
+    if (negotiate) {
       std::vector<host_entry> ids;
       for (const auto& s : b.allgather(encode_host_entry(host_identity(), o.cma && cma_usable())))
         ids.push_back(decode_host_entry(s));

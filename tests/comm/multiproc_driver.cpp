@@ -20,6 +20,10 @@
 //              2 s timeouts (exit 42; with 1 s and a 5 s bound the test
 //              failed once under ctest -j2 on a loaded 2-core machine);
 //              rank 1 is then killed by the launcher.
+//   mixed_tls  rank 1 runs with UCX_TLS=tcp,self, the others with it unset
+//              (so they would negotiate shared memory): every rank must fail
+//              at once naming a rank whose setting differs, with both
+//              settings (exit 42), never read one exchange as another.
 // The driver exits 0 when the scenario behaved as described, else 1.
 
 #include <signal.h>
@@ -130,6 +134,10 @@ int worker(const std::string& scenario) {
     if (const char* m = std::getenv("MERAK_UCX_CMA")) uo.cma = std::atoi(m) != 0;
     uo.timeout = scenario == "peer_dies" ? 5000ms : scenario == "peer_hangs" ? 2000ms : 30000ms;
     auto t = make_ucx_transport(b, uo);
+    if (scenario == "mixed_tls") {
+      std::cerr << "rank " << rank << ": the transport started with mixed UCX_TLS settings\n";
+      return 1;
+    }
     if (scenario == "allreduce") {
       // Every rank is on this host: with UCX_TLS unset the transport asks for
       // shared memory, with cma's rendezvous from 1 MiB when it may (the
@@ -231,6 +239,11 @@ int worker(const std::string& scenario) {
         expected = msg.find("rank 0") != std::string::npos;
     } else if (scenario == "peer_dies") {
       expected = msg.find("peer 1 ") != std::string::npos && rank != 1;
+    } else if (scenario == "mixed_tls") {
+      const std::string other = rank == 1 ? "rank 0 runs with UCX_TLS=(unset), error mode none"
+                                          : "rank 1 runs with UCX_TLS=tcp,self, error mode none";
+      expected = msg.find(other) != std::string::npos &&
+                 msg.find("same UCX_TLS") != std::string::npos;
     }
     return expected ? kexpected_failure : 1;
   }
@@ -242,7 +255,8 @@ int main(int argc, char** argv) {
   try {
     if (const char* s = std::getenv("MERAK_MP_WORKER")) return worker(s);
     if (argc != 3) {
-      std::cerr << "usage: " << argv[0] << " allreduce|bad_token|peer_dies|peer_hangs <procs>\n";
+      std::cerr << "usage: " << argv[0]
+                << " allreduce|bad_token|peer_dies|peer_hangs|mixed_tls <procs>\n";
       return 2;
     }
     const std::string scenario = argv[1];
@@ -257,6 +271,10 @@ int main(int argc, char** argv) {
       lo.rank_env = [&](int r, std::map<std::string, std::string>& env) {
         if (r == lo.procs - 1) env["MERAK_JOB_TOKEN"] = "not-the-token";
       };
+    if (scenario == "mixed_tls")
+      lo.rank_env = [](int r, std::map<std::string, std::string>& env) {
+        if (r == 1) env["UCX_TLS"] = "tcp,self";
+      };
     const auto t0 = std::chrono::steady_clock::now();
     auto res = launch_local(lo);
     const double secs =
@@ -267,7 +285,7 @@ int main(int argc, char** argv) {
     bool pass = false;
     if (scenario == "allreduce" || scenario == "speed") {
       pass = res.ok();
-    } else if (scenario == "bad_token") {
+    } else if (scenario == "bad_token" || scenario == "mixed_tls") {
       pass = true;
       for (int r = 0; r < lo.procs; ++r) pass = pass && res.exit_code[r] == kexpected_failure;
     } else if (scenario == "peer_hangs") {
