@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
@@ -347,8 +348,11 @@ bool read_cma_probe(long pid, uintptr_t address, uint64_t expected) {
 
 bool cma_usable() {
   int scope = 0;
-  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0)
-    return false;
+  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0) {
+    // Scope 1 (Ubuntu's default) lets only a declared tracer attach; declare
+    // any process of this user. Scopes 2 and 3 need privilege or forbid it.
+    if (scope != 1 || ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0) return false;
+  }
   return read_cma_probe(::getpid(), reinterpret_cast<uintptr_t>(&kcma_probe), kcma_probe);
 }
 

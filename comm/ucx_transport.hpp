@@ -102,7 +102,11 @@ std::string ucx_tls_without_cma(std::string_view tls);
 
 // Whether this process may read another's memory with process_vm_readv
 // (ucx_options::cma): the call is not refused here (tried on this process)
-// and Yama's ptrace_scope, if present, is 0.
+// and Yama's ptrace_scope, if present, lets a sibling attach: 0, or 1 once
+// this process has named any process of its user as a permitted tracer
+// (prctl PR_SET_PTRACER_ANY, which this call then does, as Open MPI's
+// shared-memory transport does for its cma copies); 2 and 3 do not. The
+// transport still checks that every rank can read every other (a probe).
 bool cma_usable();
 
 // "automatic" | "peer" | "none"; throws merak::error naming the text.
