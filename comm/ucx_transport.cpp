@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -61,12 +62,46 @@ class worker_address {
   size_t len_ = 0;
 };
 
+// Yama ptrace_scope 1: cma_usable() declares any process of this user a
+// permitted tracer of this one (PR_SET_PTRACER_ANY). That stays only while a
+// transport of this process runs over cma; when none does (another host, a
+// peer that cannot use cma, the last such transport closed) it is withdrawn.
+std::mutex ptracer_mu;
+bool ptracer_declared = false;  // by cma_usable()
+int cma_transports = 0;         // live transports that chose cma
+
+void withdraw_unused_ptracer() {
+  std::lock_guard lock(ptracer_mu);
+  if (ptracer_declared && cma_transports == 0) {
+    ::prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+    ptracer_declared = false;
+  }
+}
+
+// Held by a transport that chose cma, while peers may read its memory.
+struct cma_hold {
+  cma_hold() {
+    std::lock_guard lock(ptracer_mu);
+    ++cma_transports;
+  }
+  ~cma_hold() {
+    {
+      std::lock_guard lock(ptracer_mu);
+      --cma_transports;
+    }
+    withdraw_unused_ptracer();
+  }
+  cma_hold(const cma_hold&) = delete;
+  cma_hold& operator=(const cma_hold&) = delete;
+};
+
 // What the operations and the error handler share with the transport; kept
 // alive by every outstanding operation.
 struct ucx_state {
   int rank = 0, size = 0;
   std::chrono::microseconds spin{2000}, yield_spin{0}, collective_spin{20000};
-  int collective_depth = 0;  // begin_collective nesting
+  int collective_depth = 0;       // begin_collective nesting
+  std::unique_ptr<cma_hold> cma;  // set when this transport runs over cma; outlives the endpoints
   context_ptr context;
   worker_ptr worker;  // destroyed before the context (member order)
   int efd = -1;       // owned by the worker
@@ -351,7 +386,10 @@ bool cma_usable() {
   if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0) {
     // Scope 1 (Ubuntu's default) lets only a declared tracer attach; declare
     // any process of this user. Scopes 2 and 3 need privilege or forbid it.
+    // Withdrawn when no transport of this process uses cma (cma_hold).
+    std::lock_guard lock(ptracer_mu);
     if (scope != 1 || ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0) return false;
+    ptracer_declared = true;
   }
   return read_cma_probe(::getpid(), reinterpret_cast<uintptr_t>(&kcma_probe), kcma_probe);
 }
@@ -465,6 +503,7 @@ class ucx_transport final : public transport {
         const auto all = b.allgather(reached ? "1" : "0");
         cma = std::all_of(all.begin(), all.end(), [](auto& r) { return r == "1"; });
       }
+      if (one_host && cma) s_->cma = std::make_unique<cma_hold>();
       if (one_host) {
         chosen = cma ? "posix,cma,self" : "posix,self";
         if (cma && !std::getenv("UCX_RNDV_THRESH")) {
@@ -474,6 +513,7 @@ class ucx_transport final : public transport {
         }
       }
     }
+    withdraw_unused_ptracer();
     if (!chosen.empty())
       check(ucp_config_modify(config.get(), "TLS", chosen.c_str()),
             ("ucp_config_modify TLS=" + chosen).c_str(), rank);
