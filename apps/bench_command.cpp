@@ -47,6 +47,7 @@ action add_bench_command(CLI::App& parent) {
   auto svt = std::make_shared<double>(0.0);
   auto svs = std::make_shared<std::string>("auto");
   auto svn = std::make_shared<std::string>("auto");
+  auto svls = std::make_shared<std::string>("best");
   auto* s = b->add_subcommand(
       "svm", "ADMM SVM fit: time, iterations, non-zeros, CV accuracy, peak memory");
   s->add_option("--data", sv->data, "LIBSVM or CSV file (default: synthetic data)");
@@ -71,6 +72,12 @@ action add_bench_command(CLI::App& parent) {
   s->add_option("--nonconvex", *svn,
                 "Nonconvex penalties: auto (lla for LSP and when features outnumber samples), lla "
                 "or direct")
+      ->capture_default_str();
+  s->add_option("--lla-steps", sv->fit.lla_opts.max_steps,
+                "Nonconvex (lla): at most this many reweighted L1 steps after the first, per chain")
+      ->capture_default_str();
+  s->add_option("--lla-start", *svls,
+                "Nonconvex (lla): zero, l1 or best (both chains, the lower objective kept)")
       ->capture_default_str();
   s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")
       ->capture_default_str();
@@ -144,7 +151,8 @@ action add_bench_command(CLI::App& parent) {
                  "(default: pp=2,m=8 and dp=2)");
   pb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, svn, pl, pipe, pipe_schedule, a, ar, pb, par] {
+  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, svn, svls, pl, pipe, pipe_schedule, a, ar, pb,
+          par] {
     nlohmann::json out;
     if (b->got_subcommand(pb)) out = bench::run_parallel_bench(*par);
     if (b->got_subcommand(a)) {
@@ -157,6 +165,9 @@ action add_bench_command(CLI::App& parent) {
       sv->fit.admm.abs_tol = sv->fit.admm.rel_tol / 10;
       sv->fit.admm.method = svm::parse_w_method(*svs);
       sv->fit.nonconvex = svm::parse_nonconvex_method(*svn);
+      sv->fit.lla_opts.start = svm::parse_lla_start(*svls);
+      if (sv->fit.lla_opts.max_steps < 0)
+        fail("--lla-steps must not be negative (got {})", sv->fit.lla_opts.max_steps);
       out = bench::run_svm_bench(*sv);
     }
     if (b->got_subcommand(g)) out = bench::run_gpt_bench(*gpt);

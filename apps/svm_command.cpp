@@ -131,6 +131,7 @@ int run_svm_train(const svm_train_flags& f) {
     out["working_set"] = r.working_set;
   }
   if (o.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
+  if (r.lla) out["lla_start"] = svm::lla_start_name(o.lla_opts.start);
   if (!f.model.empty()) {
     svm::write_model(r.model, f.model);
     out["model"] = f.model;
@@ -142,8 +143,13 @@ int run_svm_train(const svm_train_flags& f) {
   std::printf("data        %s (%lld samples, %lld features)\n", f.data.c_str(), (long long)d.rows(),
               (long long)d.cols());
   std::printf("penalty     %s\n", o.pen.str().c_str());
-  if (out.contains("nonconvex"))
-    std::printf("nonconvex   %s\n", r.lla ? "lla (reweighted L1 steps)" : "direct ADMM");
+  if (out.contains("nonconvex")) {
+    if (r.lla)
+      std::printf("nonconvex   lla (reweighted L1 steps, start %s)\n",
+                  svm::lla_start_name(o.lla_opts.start));
+    else
+      std::printf("nonconvex   direct ADMM\n");
+  }
   std::printf("objective   %.8g\n", r.objective);
   std::printf("iterations  %d%s\n", r.iterations, r.converged ? "" : " (iteration cap reached)");
   if (o.workers == 1 && r.working_set < d.cols())
@@ -217,6 +223,7 @@ int run_svm_path(const svm_train_flags& f) {
                        {"warm", o.warm}};
       if (remote) j["procs"] = f.procs;
       if (o.fit.pen.kind != svm::penalty_kind::l1) j["nonconvex"] = pt.lla ? "lla" : "direct";
+      if (pt.lla) j["lla_start"] = svm::lla_start_name(o.fit.lla_opts.start);
       if (o.full_fit) {
         j["objective"] = pt.objective;
         j["iterations"] = pt.iterations;
@@ -317,13 +324,15 @@ void add_fit_flags(CLI::App* c, svm_train_flags& f) {
                 "Wide data, (weighted) L1 steps: ADMM over working sets of columns checked by "
                 "the KKT conditions (on) or over every column (off)")
       ->capture_default_str();
-  c->add_option("--nonconvex", f.nonconvex,
-                "Nonconvex penalties: lla (reweighted L1 from the L1 fit), direct (ADMM with "
-                "the nonconvex prox) or auto (lla for LSP and when features outnumber samples, "
-                "else direct)")
+  c->add_option(
+       "--nonconvex", f.nonconvex,
+       "Nonconvex penalties: lla (reweighted L1 steps, see --lla-start), direct (ADMM with "
+       "the nonconvex prox) or auto (lla for LSP and when features outnumber samples, "
+       "else direct)")
       ->capture_default_str();
   c->add_option("--lla-steps", f.lla_steps,
-                "Nonconvex (lla): at most this many reweighted L1 steps after the L1 one")
+                "Nonconvex (lla): at most this many reweighted L1 steps after the first, per "
+                "chain (--lla-start best may run two chains)")
       ->capture_default_str();
   c->add_option("--lla-start", f.lla_start,
                 "Nonconvex (lla): start the reweighted L1 steps from w = 0 (zero: for LSP the L1 "

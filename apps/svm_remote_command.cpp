@@ -226,6 +226,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
       {"accuracy", r.accuracy},
       {"time_s", r.fit.time_s}};
   if (t.fit.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
+  if (r.lla) out["lla_start"] = svm::lla_start_name(t.fit.lla_opts.start);
   if (t.folds >= 2) {
     out["folds"] = t.folds;
     out["cv_accuracy"] = r.cv_accuracy;
@@ -245,8 +246,13 @@ int run_svm_train_remote(const svm_remote_train& t) {
               t.data.empty() ? "(the workers')" : t.data.c_str(), (long long)r.samples,
               (long long)r.features, t.procs);
   std::printf("penalty     %s\n", t.fit.pen.str().c_str());
-  if (out.contains("nonconvex"))
-    std::printf("nonconvex   %s\n", r.lla ? "lla (reweighted L1 steps)" : "direct ADMM");
+  if (out.contains("nonconvex")) {
+    if (r.lla)
+      std::printf("nonconvex   lla (reweighted L1 steps, start %s)\n",
+                  svm::lla_start_name(t.fit.lla_opts.start));
+    else
+      std::printf("nonconvex   direct ADMM\n");
+  }
   std::printf("objective   %.8g\n", r.fit.objective);
   std::printf("iterations  %d%s\n", r.fit.iterations,
               r.fit.converged ? "" : " (iteration cap reached)");

@@ -55,6 +55,7 @@ nlohmann::json run_svm_bench(const svm_bench_options& o) {
     out["working_set"] = r.working_set;
   }
   if (o.fit.pen.kind != svm::penalty_kind::l1) out["nonconvex"] = r.lla ? "lla" : "direct";
+  if (r.lla) out["lla_start"] = svm::lla_start_name(o.fit.lla_opts.start);
   out["threads"] = Eigen::nbThreads();
   out["peak_rss_mb"] = double(peak_rss_bytes()) / (1 << 20);
   return out;

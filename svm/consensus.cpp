@@ -229,8 +229,11 @@ consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
     iterations += r.iterations;
     return r;
   };
+  // The workers keep their state (and rho) from run to run, so the second
+  // chain of lla_start::best continues from where the first ended.
+  const auto restart = [] {};
   bool settled = false;
-  consensus_result cur = lla_loop<consensus_result>(pen, o.lla, p, step, settled);
+  consensus_result cur = lla_loop<consensus_result>(pen, o.lla, p, step, restart, settled);
   cur.iterations = iterations;
   cur.converged = cur.converged && settled;
   return cur;

@@ -77,8 +77,10 @@ admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const pe
     last = r.state;
     return r;
   };
+  // The second chain of lla_start::best starts where the first did.
+  const auto restart = [&] { last = admm_state{}; };
   bool settled = false;
-  admm_result cur = lla_loop<admm_result>(pen, lo, x.cols(), step, settled);
+  admm_result cur = lla_loop<admm_result>(pen, lo, x.cols(), step, restart, settled);
   cur.iterations = iterations;
   cur.cg_iterations = cg;
   cur.screen_rounds = rounds;

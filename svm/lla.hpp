@@ -76,8 +76,9 @@ struct lla_options {
 };
 
 // x: (n, p), y: (n). The result's objective is F with `pen`; iterations and
-// time add up all ADMM runs; converged: the last ADMM run converged and the
-// weights (or F) settled within max_steps. start: as admm_solve (a state of
+// time add up all ADMM runs (both chains with lla_start::best); converged:
+// the ADMM run of the kept step converged and its chain's weights (or F)
+// settled within max_steps. start: as admm_solve (a state of
 // an earlier fit on the same data, e.g. the previous lambda of a path).
 // Throws as admm_solve. For pen.kind == l1 this is admm_solve.
 admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
@@ -128,13 +129,18 @@ R lla_chain(const penalty& pen, const lla_options& lo, int64_t p, double w0, Ste
 // step's (w, b). Runs the chain(s) lo.start names and returns the best step
 // of the chain that ends lower (F never increases along a chain; a step that
 // does not lower F ends it); sets `settled` when that chain's weights or F
-// settled within lo.max_steps. The caller accumulates its own counters.
-template <class R, class Step>
-R lla_loop(const penalty& pen, const lla_options& lo, int64_t p, Step&& step, bool& settled) {
+// settled within lo.max_steps. restart() runs between two chains: a caller
+// that can return to its starting state does, so that the second chain is
+// the one lla_start::l1 runs alone (a chain depends on where its ADMM runs
+// start). The caller accumulates its own counters.
+template <class R, class Step, class Restart>
+R lla_loop(const penalty& pen, const lla_options& lo, int64_t p, Step&& step, Restart&& restart,
+           bool& settled) {
   const double from_zero = pen.slope(0) / pen.lambda;  // 1 but for LSP (1 / theta)
   if (lo.start != lla_start::best || from_zero == 1.0)
     return lla_chain<R>(pen, lo, p, lo.start == lla_start::l1 ? 1.0 : from_zero, step, settled);
   R a = lla_chain<R>(pen, lo, p, from_zero, step, settled);
+  restart();
   bool settled_b = false;
   R b = lla_chain<R>(pen, lo, p, 1.0, step, settled_b);
   if (b.objective < a.objective) {

@@ -90,7 +90,10 @@ PY
     expect_error "--workers 500 exceeds the 120 samples" svm train --data "$work/train.libsvm" --workers 500
     expect_error "unknown --format 'xml'" svm train --data "$work/train.libsvm" --format xml
     expect_error "--relax must be in \[1, 2\)" svm train --data "$work/train.libsvm" --relax 2.5
-    expect_error "--nonconvex must be auto, lla or direct" svm train --data "$work/train.libsvm" --nonconvex x ;;
+    expect_error "--nonconvex must be auto, lla or direct" svm train --data "$work/train.libsvm" --nonconvex x
+    expect_error "--lla-start must be best, zero or l1 \(got 'one'\)" svm train --data "$work/train.libsvm" --penalty lsp --lla-start one
+    expect_error "--lla-start must be best, zero or l1" bench svm --n 50 --p 20 --penalty lsp --lla-start one
+    expect_error "--lla-steps must not be negative" bench svm --n 50 --p 20 --penalty lsp --lla-steps -1 ;;
   bad_model)
     printf 'nr_feature 8\nbias 1\nw\n1\n' >"$work/short.model"
     expect_error "error: model file '$work/short.model': 1 weights after 'w', expected 9" \

@@ -326,6 +326,13 @@ PY
     done
     "$merak" svm train --data "$work/wide.libsvm" --penalty mcp --lambda 0.05 --theta 2 --json \
       >"$work/single.json"
+    # LSP at theta 0.01: --lla-start reaches the consensus loop over processes.
+    for st in zero best; do
+      for m in procs workers; do
+        "$merak" svm train --data "$work/wide.libsvm" --penalty lsp --lambda 0.005 --theta 0.01 \
+          --$m 2 --lla-start $st --json >"$work/lsp_${st}_$m.json"
+      done
+    done
     python3 - "$work" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -340,6 +347,15 @@ assert p["cv_accuracy"] == w["cv_accuracy"] and abs(p["cv_mean_nnz"] - w["cv_mea
 assert dp["iterations"] != p["iterations"], (dp, p)
 # LLA by consensus follows the single machine's LLA (MCP: 1e-3).
 assert abs(p["objective"] - s["objective"]) <= 1e-3 * s["objective"], (p, s)
+lsp = {(st, m): json.load(open(f"{d}/lsp_{st}_{m}.json")) for st in ("zero", "best") for m in ("procs", "workers")}
+for (st, m), r in lsp.items():
+    assert r["nonconvex"] == "lla" and r["lla_start"] == st, r
+for st in ("zero", "best"):
+    a, b = lsp[(st, "procs")], lsp[(st, "workers")]
+    assert a["iterations"] == b["iterations"] and abs(a["objective"] - b["objective"]) <= 1e-9 * b["objective"], (a, b)
+# best also runs the chain from the L1 fit at lambda, which ends lower here.
+z, bst = lsp[("zero", "procs")], lsp[("best", "procs")]
+assert bst["objective"] < 0.9 * z["objective"] and bst["iterations"] > z["iterations"], (z, bst)
 print(f"ok: wide MCP by consensus LLA over 2 processes: objective {p['objective']:.8g} "
       f"({p['iterations']} iterations, = 2 worker actors; single machine {s['objective']:.8g}); "
       f"direct {dp['objective']:.8g}")
