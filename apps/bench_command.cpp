@@ -47,7 +47,7 @@ action add_bench_command(CLI::App& parent) {
   auto svt = std::make_shared<double>(0.0);
   auto svs = std::make_shared<std::string>("auto");
   auto svn = std::make_shared<std::string>("auto");
-  auto svls = std::make_shared<std::string>("best");
+  auto svls = std::make_shared<std::string>("zero");
   auto* s = b->add_subcommand(
       "svm", "ADMM SVM fit: time, iterations, non-zeros, CV accuracy, peak memory");
   s->add_option("--data", sv->data, "LIBSVM or CSV file (default: synthetic data)");

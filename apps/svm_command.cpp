@@ -27,7 +27,7 @@ struct svm_train_flags {
   std::string screening = "on";
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
   int lla_steps = 20;  // reweighted L1 steps after step 0 (lla_options::max_steps)
-  std::string lla_start = "best";
+  std::string lla_start = "zero";
   bool json = false, no_standardize = false;
   // svm train across processes (apps/svm_remote_command.hpp):
   int procs = 0;
@@ -337,7 +337,7 @@ void add_fit_flags(CLI::App* c, svm_train_flags& f) {
   c->add_option("--lla-start", f.lla_start,
                 "Nonconvex (lla): start the reweighted L1 steps from w = 0 (zero: for LSP the L1 "
                 "fit at lambda/theta), from the L1 fit at lambda (l1), or run both and keep the "
-                "lower objective (best; differs from zero for LSP with theta != 1 only)")
+                "lower objective (best); l1 and best differ from zero for LSP with theta != 1 only")
       ->capture_default_str();
   c->add_option("--solver", f.solver, "w-step: auto, cholesky, woodbury or cg")
       ->capture_default_str();
