@@ -37,12 +37,13 @@ namespace merak::svm {
 //             fits, the same (0.1%) in 41 and a higher one in 17 (7 by more
 //             than 2%, mostly at lambda 0.01 where it stops at the iteration
 //             cap), 1.3% lower in geometric mean, in 3.4x less time. LSP is
-//             the exception (tenth session; the same three sets, theta 3e-4
-//             to 1, lambda / theta 0.01 to 0.3, 72 fits): its prox needs
-//             rho1 >= lambda / theta^2 and at small theta the direct ADMM
-//             stops at the 5000-iteration cap far from a stationary point
-//             (sonar, theta 3e-4: F 0.37 against LLA's 0.015); LLA was lower
-//             by more than 1% in 28 fits, direct in 4, the rest within 1%.
+//             the exception (eleventh session, bench/svm_lsp_methods.sh: the
+//             same three sets, theta 3e-4 to 1, lambda / theta 0.01 to 0.1,
+//             72 fits): its prox needs rho1 >= lambda / theta^2 and the
+//             direct ADMM stopped at the 5000-iteration cap in 38 of them,
+//             LLA from zero in 1. Their objectives are close (direct lower
+//             by more than 1% in 21, LLA from zero in 12, 1.9% lower in
+//             geometric mean); LLA from best is lower than direct in 36.
 enum class nonconvex_method { automatic, lla, direct };
 nonconvex_method parse_nonconvex_method(std::string_view name);  // "auto", "lla", "direct"
 const char* nonconvex_method_name(nonconvex_method m);
