@@ -62,38 +62,45 @@ class worker_address {
   size_t len_ = 0;
 };
 
-// Yama ptrace_scope 1: cma_usable() declares any process of this user a
+// Yama ptrace_scope 1: the cma check declares any process of this user a
 // permitted tracer of this one (PR_SET_PTRACER_ANY). That stays only while a
-// transport of this process runs over cma; when none does (another host, a
-// peer that cannot use cma, the last such transport closed) it is withdrawn.
+// transport of this process may run over cma: from its check to its choice,
+// then while it runs over cma. When none does (another host, a peer that
+// cannot use cma, the last such transport closed) it is withdrawn.
 std::mutex ptracer_mu;
-bool ptracer_declared = false;  // by cma_usable()
-int cma_transports = 0;         // live transports that chose cma
+bool ptracer_declared = false;  // guarded by ptracer_mu
+int cma_holds = 0;              // live cma_holds, guarded by ptracer_mu
 
-void withdraw_unused_ptracer() {
-  std::lock_guard lock(ptracer_mu);
-  if (ptracer_declared && cma_transports == 0) {
+void withdraw_unused_ptracer_locked() {
+  if (ptracer_declared && cma_holds == 0) {
     ::prctl(PR_SET_PTRACER, 0, 0, 0, 0);
     ptracer_declared = false;
   }
 }
 
-// Held by a transport that chose cma, while peers may read its memory.
+// Keeps the declaration for one transport; made under ptracer_mu.
 struct cma_hold {
-  cma_hold() {
-    std::lock_guard lock(ptracer_mu);
-    ++cma_transports;
-  }
+  cma_hold() { ++cma_holds; }
   ~cma_hold() {
-    {
-      std::lock_guard lock(ptracer_mu);
-      --cma_transports;
-    }
-    withdraw_unused_ptracer();
+    std::lock_guard lock(ptracer_mu);
+    --cma_holds;
+    withdraw_unused_ptracer_locked();
   }
   cma_hold(const cma_hold&) = delete;
   cma_hold& operator=(const cma_hold&) = delete;
 };
+
+bool cma_usable_locked();
+// cma_usable() for a transport: a hold while usable, else nothing (and no
+// declaration left behind).
+std::unique_ptr<cma_hold> hold_cma_if_usable() {
+  std::lock_guard lock(ptracer_mu);
+  if (!cma_usable_locked()) {
+    withdraw_unused_ptracer_locked();
+    return nullptr;
+  }
+  return std::make_unique<cma_hold>();
+}
 
 // What the operations and the error handler share with the transport; kept
 // alive by every outstanding operation.
@@ -379,19 +386,28 @@ bool read_cma_probe(long pid, uintptr_t address, uint64_t expected) {
          to == expected;
 }
 
-}  // namespace
-
-bool cma_usable() {
+bool cma_usable_locked() {
   int scope = 0;
   if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0) {
     // Scope 1 (Ubuntu's default) lets only a declared tracer attach; declare
     // any process of this user. Scopes 2 and 3 need privilege or forbid it.
-    // Withdrawn when no transport of this process uses cma (cma_hold).
-    std::lock_guard lock(ptracer_mu);
-    if (scope != 1 || ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0) return false;
-    ptracer_declared = true;
+    // Withdrawn when no transport of this process may use cma (cma_hold).
+    if (scope != 1) return false;
+    if (!ptracer_declared) {
+      if (::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0) return false;
+      ptracer_declared = true;
+    }
   }
   return read_cma_probe(::getpid(), reinterpret_cast<uintptr_t>(&kcma_probe), kcma_probe);
+}
+
+}  // namespace
+
+bool cma_usable() {
+  std::lock_guard lock(ptracer_mu);
+  const bool usable = cma_usable_locked();
+  if (!usable) withdraw_unused_ptracer_locked();
+  return usable;
 }
 
 namespace {
@@ -490,7 +506,8 @@ class ucx_transport final : public transport {
     agree_on_negotiation(b, negotiate, tls ? tls : "", o.error_mode);
     if (negotiate) {
       std::vector<host_entry> ids;
-      for (const auto& s : b.allgather(encode_host_entry(host_identity(), o.cma && cma_usable())))
+      std::unique_ptr<cma_hold> hold = o.cma ? hold_cma_if_usable() : nullptr;
+      for (const auto& s : b.allgather(encode_host_entry(host_identity(), hold != nullptr)))
         ids.push_back(decode_host_entry(s));
       const bool one_host =
           std::all_of(ids.begin(), ids.end(), [&](auto& e) { return e.host == ids.front().host; });
@@ -503,7 +520,7 @@ class ucx_transport final : public transport {
         const auto all = b.allgather(reached ? "1" : "0");
         cma = std::all_of(all.begin(), all.end(), [](auto& r) { return r == "1"; });
       }
-      if (one_host && cma) s_->cma = std::make_unique<cma_hold>();
+      if (one_host && cma) s_->cma = std::move(hold);  // else withdrawn here
       if (one_host) {
         chosen = cma ? "posix,cma,self" : "posix,self";
         if (cma && !std::getenv("UCX_RNDV_THRESH")) {
@@ -513,7 +530,6 @@ class ucx_transport final : public transport {
         }
       }
     }
-    withdraw_unused_ptracer();
     if (!chosen.empty())
       check(ucp_config_modify(config.get(), "TLS", chosen.c_str()),
             ("ucp_config_modify TLS=" + chosen).c_str(), rank);
