@@ -40,8 +40,8 @@ namespace merak::svm {
 //             the exception (eleventh session, bench/svm_lsp_methods.sh: the
 //             same three sets, theta 3e-4 to 1, lambda / theta 0.01 to 0.1,
 //             72 fits): its prox needs rho1 >= lambda / theta^2 and the
-//             direct ADMM stopped at the 5000-iteration cap in 38 of them,
-//             LLA from zero in 1. Their objectives are close (direct lower
+//             direct ADMM stopped at the 5000-iteration cap in 38 of them;
+//             LLA from zero did not converge in 1. Their objectives are close (direct lower
 //             by more than 1% in 21, LLA from zero in 12, 1.9% lower in
 //             geometric mean); LLA from best is lower than direct in 36.
 enum class nonconvex_method { automatic, lla, direct };
@@ -64,8 +64,9 @@ bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p);
 // both chains, the one that ends at the lower F. The starts differ for LSP
 // with theta != 1 only (elsewhere best runs one chain). zero is the default
 // (reweighted L1 from uniform weights): the L1 start reaches a lower F where
-// the two differ (lower by more than 1% in 24 of 52 LSP fits on heart_scale,
-// sonar and ionosphere, never higher), but at small theta through denser
+// the two differ (lower by more than 1% in 36 of 72 LSP fits on heart_scale,
+// sonar and ionosphere, higher in 2; bench/svm_lsp_methods.sh), but at small
+// theta through denser
 // models that predict no better: chosen by 5-fold CV, zero kept golub at
 // 1.000 with 7.4 weights where best kept 0.947 with 15.8, and was as
 // accurate or sparser on the other four data sets, at a third of best's time.

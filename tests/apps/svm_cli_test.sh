@@ -41,6 +41,9 @@ for pen in ["l1", "scad", "mcp", "lsp", "capped-l1"]:
     for k in ("objective", "iterations", "nnz", "time_s", "cv_accuracy", "accuracy"):
         assert k in t, f"{pen}: no {k} in {t}"
     assert t["cv_accuracy"] > 0.7, t
+    # LSP is fitted by LLA on any shape, from w = 0 unless --lla-start says otherwise.
+    if pen == "lsp":
+        assert t["nonconvex"] == "lla" and t["lla_start"] == "zero", t
     p = json.load(open(f"{d}/{pen}.pred.json"))
     # The same data in the other format: predict reproduces training accuracy.
     assert abs(p["accuracy"] - t["accuracy"]) < 1e-12, (pen, p, t)
@@ -75,7 +78,7 @@ PY
     ;;
   bench_json)
     "$merak" bench svm --n 200 --p 500 --density 0.05 --penalty scad --folds 3 >"$work/b.json"
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['benchmark']=='svm' and 'time_s' in d and 'cv_accuracy' in d and d['sparse'], d; print('ok: bench', d['time_s'])" "$work/b.json" ;;
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['benchmark']=='svm' and 'time_s' in d and 'cv_accuracy' in d and d['sparse'] and d['nonconvex']=='lla' and d['lla_start']=='zero', d; print('ok: bench', d['time_s'])" "$work/b.json" ;;
   bad_data)
     printf '+1 1:0.5 2:1\n-1 2:x\n' >"$work/bad.libsvm"
     expect_error "error: $work/bad.libsvm:2: feature value 'x' is not a number" svm train --data "$work/bad.libsvm"

@@ -355,7 +355,7 @@ for st in ("zero", "best"):
     assert a["iterations"] == b["iterations"] and abs(a["objective"] - b["objective"]) <= 1e-9 * b["objective"], (a, b)
 # best also runs the chain from the L1 fit at lambda, which ends lower here.
 z, bst = lsp[("zero", "procs")], lsp[("best", "procs")]
-assert bst["objective"] < 0.9 * z["objective"] and bst["iterations"] > z["iterations"], (z, bst)
+assert bst["objective"] < 0.9 * z["objective"], (z, bst)
 print(f"ok: wide MCP by consensus LLA over 2 processes: objective {p['objective']:.8g} "
       f"({p['iterations']} iterations, = 2 worker actors; single machine {s['objective']:.8g}); "
       f"direct {dp['objective']:.8g}")
