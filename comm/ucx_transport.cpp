@@ -78,6 +78,18 @@ void withdraw_unused_ptracer_locked() {
   }
 }
 
+// After ucp_init of a transport that runs without cma: UCX's cma component
+// declares any process a tracer at ucp_init under scope 1 whatever UCX_TLS
+// names (UCX 1.13), so that is withdrawn too unless a transport holds it.
+int yama_ptrace_scope();
+void withdraw_ucx_ptracer() {
+  std::lock_guard lock(ptracer_mu);
+  if (cma_holds == 0 && yama_ptrace_scope() == 1) {
+    ::prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+    ptracer_declared = false;
+  }
+}
+
 // Keeps the declaration for one transport; made under ptracer_mu.
 struct cma_hold {
   cma_hold() { ++cma_holds; }
@@ -386,9 +398,15 @@ bool read_cma_probe(long pid, uintptr_t address, uint64_t expected) {
          to == expected;
 }
 
-bool cma_usable_locked() {
+// Yama's ptrace_scope, 0 without Yama.
+int yama_ptrace_scope() {
   int scope = 0;
-  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope) && scope != 0) {
+  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope)) return scope;
+  return 0;
+}
+
+bool cma_usable_locked() {
+  if (const int scope = yama_ptrace_scope(); scope != 0) {
     // Scope 1 (Ubuntu's default) lets only a declared tracer attach; declare
     // any process of this user. Scopes 2 and 3 need privilege or forbid it.
     // Withdrawn when no transport of this process may use cma (cma_hold).
@@ -542,6 +560,7 @@ class ucx_transport final : public transport {
     ucp_context_h ctx = nullptr;
     check(ucp_init(&params, config.get(), &ctx), "ucp_init", rank);
     s_->context.reset(ctx);
+    if (!chosen.empty() && chosen.find("cma") == std::string::npos) withdraw_ucx_ptracer();
 
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;

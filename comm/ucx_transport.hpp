@@ -105,9 +105,10 @@ std::string ucx_tls_without_cma(std::string_view tls);
 // and Yama's ptrace_scope, if present, lets a sibling attach: 0, or 1 once
 // this process has named any process of its user as a permitted tracer
 // (prctl PR_SET_PTRACER_ANY, which this call then does, as Open MPI's
-// shared-memory transport does for its cma copies; withdrawn when this call
-// returns false, and by the transport when no transport of the process runs
-// over cma); 2 and 3 do not. The transport still checks that every rank can read every other (a probe).
+// shared-memory transport, and UCX's cma component in ucp_init, do;
+// withdrawn when this call returns false, and by the transport when no
+// transport of the process runs over cma); 2 and 3 do not. The transport
+// still checks that every rank can read every other (a probe).
 bool cma_usable();
 
 // "automatic" | "peer" | "none"; throws merak::error naming the text.
