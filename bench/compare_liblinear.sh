@@ -27,7 +27,13 @@
 # seconds per fold fit: "cold" is one `merak svm train --folds` at the chosen
 # setting (solver time / folds; LIBLINEAR: the liblinear-train process, which
 # includes reading its file), "path" the same fit inside the warm-started
-# path. Output: a Markdown table on stdout, one JSON line per (data set,
+# path; LIBLINEAR's "path" column gives instead its chosen C's training time
+# inside one process (bench/liblinear_train_time.py: liblinear.so through
+# ctypes, fastest of 5 per fold; LIBLINEAR_INPROC=0 skips it). "s per
+# process": the median of 5 whole processes (merak svm train / liblinear-train
+# on all rows: start, reading, standardisation where merak does it, the fit),
+# what a user waits for. Output: a
+# Markdown table on stdout, one JSON line per (data set,
 # method) in $OUT (default compare_liblinear.jsonl). Environment: LAMBDAS,
 # COSTS (the grids), TOL (merak's --tol, default 1e-4), TOLERANCE, EXTRA
 # (more merak flags, e.g. "--nonconvex direct" or "--lla-steps 2"), METHODS
@@ -170,6 +176,20 @@ split_folds() {
   done
 }
 
+# process_s CMD...: median wall seconds of 5 runs of CMD, a whole process
+# (start, reading the file, the fit on all rows), output discarded.
+process_s() {
+  python3 - "$@" <<'PY'
+import subprocess, sys, time
+ts = []
+for _ in range(5):
+    t0 = time.perf_counter()
+    subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    ts.append(time.perf_counter() - t0)
+print(sorted(ts)[2])
+PY
+}
+
 # liblinear_cv C: prints "accuracy mean_nnz mean_seconds".
 liblinear_cv() {
   local c=$1 right=0 total=0 nnz=0 secs=0
@@ -217,8 +237,8 @@ else:
 PY
 }
 
-printf '| data (n x p) | method | chosen | CV accuracy | mean nnz | best CV acc. (grid) | s per fit cold | s per fit path |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '| data (n x p) | method | chosen | CV accuracy | mean nnz | best CV acc. (grid) | s per fit cold | s per fit path | s per process |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
 for name in "${datasets[@]}"; do
   src=$data_dir/$name
   [[ -f $src ]] || { echo "skipping $name (not in $data_dir)" >&2; continue; }
@@ -235,9 +255,24 @@ for name in "${datasets[@]}"; do
     cands+="$acc $nnz $secs $c"$'\n'
     cand liblinear-s5 "\"C\":$c" "$acc" "$nnz"
   done
-  [[ -n $cands ]] && read -r acc nnz secs c bestacc < <(printf '%s' "$cands" | select_best) &&
-  printf '| %s (%s x %s) | LIBLINEAR -s 5 | C=%s | %.4f | %.1f | %.4f | %.4f | - |\n' "${name%.*}" "$n" "$p" "$c" "$acc" "$nnz" "$bestacc" "$secs"
-  [[ -n $cands ]] && echo "{\"data\":\"${name%.*}\",\"method\":\"liblinear-s5\",\"C\":$c,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs}" >>"$out"
+  if [[ -n $cands ]]; then
+    read -r acc nnz secs c bestacc < <(printf '%s' "$cands" | select_best)
+    # The chosen C's training time inside one process (liblinear.so through
+    # ctypes: no process start, no file reading), fastest of 5 per fold.
+    inproc=null proc=null
+    [[ $cold != 0 ]] && proc=$(process_s liblinear-train -s 5 -c "$c" -B 1 -q "$file" "$work/model")
+    if [[ $cold != 0 && ${LIBLINEAR_INPROC:-1} != 0 ]]; then
+      fold_files=()
+      for ((k = 0; k < folds; ++k)); do fold_files+=("$work/fold.$k.train" "$work/fold.$k.test"); done
+      read -r inproc iacc innz < <("$root/bench/liblinear_train_time.py" "$c" 5 "${fold_files[@]}" |
+        python3 -c "import json,sys; d=json.load(sys.stdin); print(d['train_s'], d['cv_accuracy'], d['mean_nnz'])")
+      python3 -c "import sys; sys.exit(abs($iacc - $acc) > 1e-9 or abs($innz - $nnz) > 1e-9)" ||
+        echo "warning: ${name%.*}: in-process LIBLINEAR scored $iacc / $innz, liblinear-train $acc / $nnz" >&2
+    fi
+    printf '| %s (%s x %s) | LIBLINEAR -s 5 | C=%s | %.4f | %.1f | %.4f | %.4f | %s | %s |\n' "${name%.*}" "$n" "$p" "$c" "$acc" "$nnz" "$bestacc" "$secs" \
+      "$([[ $inproc == null ]] && echo - || printf 'in-process %.4f' "$inproc")" "$([[ $proc == null ]] && echo - || printf '%.4f' "$proc")"
+    echo "{\"data\":\"${name%.*}\",\"method\":\"liblinear-s5\",\"C\":$c,\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs,\"fit_s_inproc\":$inproc,\"process_s\":$proc}" >>"$out"
+  fi
   for pen in l1 scad mcp lsp capped-l1; do
     [[ " ${methods[*]} " == *" $pen "* ]] || continue
     cands=""
@@ -271,8 +306,10 @@ for l in sys.stdin:
     [[ $pen != l1 ]] && theta_flag=(--theta "$th")
     # The cold fit gets the cap itself: theta * lambda.
     [[ -n ${theta_per_lambda[$pen]:-} ]] && theta_flag=(--theta "$(python3 -c "print($th * $l)")")
-    cacc=null cnnz=null secs=0
+    cacc=null cnnz=null secs=0 proc=null
     if [[ $cold != 0 ]]; then
+      proc=$(process_s "$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" \
+               "${theta_flag[@]}" --tol "$tol" --log-level warn "${extra[@]}")
       j=$("$merak" svm train --data "$file" --format libsvm --penalty "$pen" --lambda "$l" "${theta_flag[@]}" \
             --tol "$tol" --folds "$folds" --json --log-level warn "${extra[@]}")
       read -r cacc cnnz secs < <(python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['cv_accuracy'], d['cv_mean_nnz'], d['cv_time_s'] / $folds)" "$j")
@@ -284,7 +321,7 @@ for l in sys.stdin:
     # (another start); the table shows the path's, which chose.
     cold_s=-
     [[ $cold != 0 ]] && cold_s=$(printf '%.4f' "$secs")
-    printf '| %s | merak %s | %s | %.4f | %.1f | %.4f | %s | %.4f |\n' "${name%.*}" "$pen" "$chosen" "$acc" "$nnz" "$bestacc" "$cold_s" "$path_s"
-    echo "{\"data\":\"${name%.*}\",\"method\":\"merak-$pen\",\"lambda\":$l,\"theta\":$th,\"theta_times_lambda\":$([[ -n ${theta_per_lambda[$pen]:-} ]] && echo true || echo false),\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs,\"path_fit_s\":$path_s,\"cold_cv_accuracy\":$cacc,\"cold_mean_nnz\":$cnnz}" >>"$out"
+    printf '| %s | merak %s | %s | %.4f | %.1f | %.4f | %s | %.4f | %s |\n' "${name%.*}" "$pen" "$chosen" "$acc" "$nnz" "$bestacc" "$cold_s" "$path_s" "$([[ $proc == null ]] && echo - || printf '%.4f' "$proc")"
+    echo "{\"data\":\"${name%.*}\",\"method\":\"merak-$pen\",\"lambda\":$l,\"theta\":$th,\"theta_times_lambda\":$([[ -n ${theta_per_lambda[$pen]:-} ]] && echo true || echo false),\"cv_accuracy\":$acc,\"mean_nnz\":$nnz,\"best_cv_accuracy\":$bestacc,\"fit_s\":$secs,\"path_fit_s\":$path_s,\"cold_cv_accuracy\":$cacc,\"cold_mean_nnz\":$cnnz,\"process_s\":$proc}" >>"$out"
   done
 done
