@@ -14,8 +14,17 @@ namespace merak::svm {
 namespace {
 
 std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail("cannot open data file '{}'", path);
+  const std::streamoff size = in.tellg();
+  std::string text;
+  if (size > 0) {  // one read into place; not a regular file (a pipe): a stream copy
+    text.resize(size_t(size));
+    in.seekg(0);
+    if (in.read(text.data(), size)) return text;
+    in.clear();
+  }
+  in.seekg(0);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -31,18 +40,30 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Parses all of `s` as a finite double, or fails with `what` named.
-double parse_number(std::string_view s, const std::string& file, int64_t line, const char* what) {
+// Parses all of `s` as a finite double (decimal, as strtod in the C
+// locale, without hexadecimal forms), or fails naming `what` (with
+// `field`: "field N").
+double parse_number(std::string_view s, const std::string& file, int64_t line, const char* what,
+                    int64_t field = -1) {
   s = trim(s);
-  if (s.empty()) fail("{}:{}: empty {}", file, line, what);
-  std::string tmp(s);  // strtod needs a terminated string; from_chars rejects '+'
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(tmp.c_str(), &end);
-  if (end != tmp.c_str() + tmp.size() || tmp.empty())
-    fail("{}:{}: {} '{}' is not a number", file, line, what, s);
-  if (!std::isfinite(v) || errno == ERANGE)
-    fail("{}:{}: {} '{}' is not finite", file, line, what, s);
+  const auto name = [&] { return field < 0 ? std::string(what) : fmt::format("field {}", field); };
+  if (s.empty()) fail("{}:{}: empty {}", file, line, name());
+  // from_chars: no allocation, no locale; it rejects a leading '+'.
+  std::string_view digits = s.size() > 1 && s[0] == '+' && s[1] != '-' ? s.substr(1) : s;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec == std::errc::invalid_argument || end != digits.data() + digits.size())
+    fail("{}:{}: {} '{}' is not a number", file, line, name(), s);
+  if (ec == std::errc::result_out_of_range || !std::isfinite(v)) {
+    // from_chars also calls a value that underflows out of range; strtod's
+    // rule: a subnormal or zero result of a non-zero number is kept.
+    char* stop = nullptr;
+    errno = 0;
+    const std::string tmp(digits);
+    v = std::strtod(tmp.c_str(), &stop);
+    if (!std::isfinite(v) || (errno == ERANGE && std::abs(v) > 1))
+      fail("{}:{}: {} '{}' is not finite", file, line, name(), s);
+  }
   return v;
 }
 
@@ -140,8 +161,7 @@ dataset parse_csv(std::string_view text, const std::string& name, int64_t min_fe
       if (count == 1) {
         labels.push_back(parse_label(f, name, line));
       } else {
-        std::string what = fmt::format("field {}", count);
-        values.push_back(parse_number(f, name, line, what.c_str()));
+        values.push_back(parse_number(f, name, line, "field", count));
       }
       if (e == std::string_view::npos) break;
       s = e + 1;

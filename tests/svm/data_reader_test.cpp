@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -42,6 +43,26 @@ TEST_CASE("CSV is read into a dense matrix", "[svm][io]") {
   CHECK(d.x.dense()(1, 0) == 3);
   CHECK(parse_data_format("auto", "a.csv") == data_format::csv);
   CHECK(parse_data_format("auto", "a.libsvm") == data_format::libsvm);
+}
+
+TEST_CASE("numbers read as strtod reads them, bit for bit", "[svm][io]") {
+  // The reader parses with from_chars (no copy, no locale): the same doubles
+  // as strtod for every decimal form, a leading '+', and underflow to a
+  // subnormal or zero (kept, as strtod keeps it).
+  const char* forms[] = {"0.1", "+2.5", "-3", "1e-1", "1E+05", ".5", "5.", "-0",
+                         "0.30000000000000004", "4.9e-324", "2.2250738585072011e-308",
+                         "1.7976931348623157e308", "123456789012345678901234567890"};
+  std::string text;
+  for (const char* f : forms) text += std::string("1,") + f + "\n";
+  dataset d = read_csv(write_temp("forms.csv", text));
+  REQUIRE(d.rows() == int64_t(std::size(forms)));
+  for (size_t i = 0; i < std::size(forms); ++i) {
+    INFO(forms[i]);
+    CHECK(d.x.dense()(int64_t(i), 0) == std::strtod(forms[i], nullptr));
+  }
+  dataset u = read_libsvm(write_temp("under.libsvm", "+1 1:1e-400 2:+1e-310\n"));
+  CHECK(u.x.nnz() == 1);  // 1e-400 is zero; 1e-310 a subnormal
+  CHECK(u.x.sparse().coeff(0, 1) == std::strtod("1e-310", nullptr));
 }
 
 TEST_CASE("malformed LIBSVM lines are errors naming the file and line", "[svm][io]") {
