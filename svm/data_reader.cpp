@@ -1,5 +1,6 @@
 #include "svm/data_reader.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -103,11 +104,15 @@ data_format parse_data_format(std::string_view name, const std::string& path) {
 }
 
 dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min_features) {
-  std::vector<Eigen::Triplet<double, int64_t>> entries;
-  std::vector<double> labels;
+  // The rows arrive in order with ascending indices (checked below): the
+  // CSR arrays are built as read, with room for one entry per ':'.
+  std::vector<int64_t> outer{0}, inner;
+  std::vector<double> values, labels;
+  const auto colons = size_t(std::count(text.begin(), text.end(), ':'));
+  inner.reserve(colons);
+  values.reserve(colons);
   int64_t p = min_features;
   for_each_line(text, [&](std::string_view l, int64_t line) {
-    const int64_t row = int64_t(labels.size());
     size_t pos = 0;
     auto next_token = [&]() -> std::string_view {
       while (pos < l.size() && is_space(l[pos])) ++pos;
@@ -133,16 +138,18 @@ dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min
              last);
       last = idx;
       double v = parse_number(tok.substr(colon + 1), name, line, "feature value");
-      if (v != 0) entries.emplace_back(row, idx - 1, v);
+      if (v != 0) inner.push_back(idx - 1), values.push_back(v);
       p = std::max(p, idx);
     }
+    outer.push_back(int64_t(inner.size()));
   });
   dataset d;
   d.name = name;
-  sparse_matrix x(int64_t(labels.size()), p);
-  x.setFromTriplets(entries.begin(), entries.end());
+  const int64_t n = int64_t(labels.size());
+  sparse_matrix x = Eigen::Map<const sparse_matrix>(n, p, int64_t(inner.size()), outer.data(),
+                                                    inner.data(), values.data());
   d.x = design_matrix(std::move(x));
-  d.y = Eigen::Map<Eigen::VectorXd>(labels.data(), int64_t(labels.size()));
+  d.y = Eigen::Map<Eigen::VectorXd>(labels.data(), n);
   check_not_empty(d);
   return d;
 }
