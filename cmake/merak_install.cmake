@@ -1,6 +1,7 @@
 # Install and export rules: `cmake --install build --prefix P` installs
 #
-#   P/bin/merak                          the command-line program
+#   P/bin/merak                          the command-line program (runs `svm`)
+#   P/bin/merak-full                     every other sub-command (merak execs it)
 #   P/include/merak/<folder>/*.hpp       headers, in the source tree's layout
 #   P/lib/libmerak_*.a                   the static libraries
 #   P/lib/cmake/merak/                   the CMake package (find_package(merak))
@@ -108,7 +109,7 @@ install(TARGETS ${_merak_export_targets}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT merak_dev
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT merak_dev
         INCLUDES DESTINATION ${MERAK_INSTALL_INCLUDEDIR})
-install(TARGETS merak RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT merak_bin)
+install(TARGETS merak merak_full RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT merak_bin)
 
 install(EXPORT merakTargets
         NAMESPACE merak::

@@ -25,6 +25,17 @@ make_checkpoint() {
 }
 
 case "$case_name" in
+  program_split)
+    # merak runs svm itself and execs merak-full for the rest: both reach the
+    # same commands; without merak-full beside it the error names the path.
+    "$merak" --help | grep -q "train" || { echo "FAIL: merak --help lists no train"; exit 1; }
+    "$merak" --log-level warn svm --help | grep -q "train" || { echo "FAIL: svm via merak-full"; exit 1; }
+    if readelf -d "$merak" | grep -Eq "NEEDED.*(libucp|libdnnl|libopenblas)"; then
+      echo "FAIL: merak links a library an SVM fit does not use:"; readelf -d "$merak" | grep NEEDED; exit 1
+    fi
+    cp "$merak" "$work/merak"
+    merak=$work/merak expect_error "cannot run $work/merak-full" plan --help
+    echo "ok: merak runs svm, merak-full the rest" ;;
   missing_data)
     expect_error "error: cannot open data file '$work/none.txt'" train --data "$work/none.txt" "${tiny[@]}" --steps 1 ;;
   empty_data)
