@@ -39,6 +39,15 @@ namespace merak::apps {
 
 namespace {
 
+// The program the launched processes run: `merak` beside this one (which
+// runs `svm` without the training libraries and hands the rest to
+// merak-full), else this program.
+std::string merak_program() {
+  const std::string self = comm::self_executable();
+  const std::string merak = std::filesystem::path(self).parent_path() / "merak";
+  return ::access(merak.c_str(), X_OK) == 0 ? merak : self;
+}
+
 struct launch_flags {
   int procs = 2;
   double timeout_s = 0;
@@ -229,7 +238,7 @@ int launch_hosts(const launch_flags& f, const std::vector<std::string>& command)
     if (!env.count(k)) fail("merak launch: --env {}: no such variable here", k);
   feed += "\n";
 
-  const std::string merak = f.remote_merak.empty() ? comm::self_executable() : f.remote_merak;
+  const std::string merak = f.remote_merak.empty() ? merak_program() : f.remote_merak;
   // ssh starts the node in the home directory: the command's relative paths
   // (--data, --metrics) must mean what they mean here.
   std::string dir = f.remote_dir;
@@ -306,7 +315,7 @@ int run_launch(std::vector<std::string> args) {
   if (f.procs < 1) fail("merak launch: --procs must be at least 1 (got {})", f.procs);
   comm::launch_options lo;
   lo.procs = f.procs;
-  lo.argv.push_back(comm::self_executable());
+  lo.argv.push_back(merak_program());
   lo.argv.insert(lo.argv.end(), command.begin(), command.end());
   lo.timeout = seconds_flag("merak launch", f.timeout_s);
   auto r = comm::launch_local(lo);
@@ -353,7 +362,7 @@ int run_node(std::vector<std::string> args) {
     fail("merak node: a job spread over hosts needs the same --token (or MERAK_JOB_TOKEN) on "
          "every host");
   }
-  lo.argv.push_back(comm::self_executable());
+  lo.argv.push_back(merak_program());
   lo.argv.insert(lo.argv.end(), command.begin(), command.end());
   lo.timeout = seconds_flag("merak node", f.timeout_s);
   auto r = comm::launch_local(lo);

@@ -15,27 +15,41 @@
 
 namespace {
 
-// merak-full in this program's directory.
+// merak-full in this program's directory; empty when that is unknown (no
+// /proc): never one found in the current directory.
 std::string full_program() {
   char self[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, size_t(n)) : std::string();
-  const size_t slash = dir.rfind('/');
-  dir = slash == std::string::npos ? std::string(".") : dir.substr(0, slash);
-  return dir + "/merak-full";
+  if (n <= 0) return {};
+  const std::string path(self, size_t(n));
+  return path.substr(0, path.rfind('/')) + "/merak-full";
+}
+
+// The sub-command: argv[1], or the word after a leading --log-level.
+std::string sub_command(int argc, char** argv) {
+  int i = 1;
+  if (i < argc && std::string(argv[i]) == "--log-level")
+    i += 2;
+  else if (i < argc && std::string(argv[i]).rfind("--log-level=", 0) == 0)
+    i += 1;
+  return i < argc ? argv[i] : "";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   namespace ma = merak::apps;
-  if (argc > 1 && std::string(argv[1]) == "svm") {
+  if (sub_command(argc, argv) == "svm") {
     ma::keep_large_blocks_in_heap();
     const ma::command_entry commands[] = {{"svm", ma::add_svm_command}};
     return ma::run_cli(argc, argv, commands, 1);
   }
   const std::string full = full_program();
+  if (full.empty()) {
+    std::fprintf(stderr, "merak: error: cannot find merak-full: /proc/self/exe is unreadable\n");
+    return 127;
+  }
   ::execv(full.c_str(), argv);
   std::fprintf(stderr, "merak: error: cannot run %s: %s\n", full.c_str(), std::strerror(errno));
-  return 1;
+  return 127;
 }

@@ -28,8 +28,10 @@ case "$case_name" in
   program_split)
     # merak runs svm itself and execs merak-full for the rest: both reach the
     # same commands; without merak-full beside it the error names the path.
+    command -v readelf >/dev/null || { echo "FAIL: readelf (binutils) is needed"; exit 1; }
     "$merak" --help | grep -q "train" || { echo "FAIL: merak --help lists no train"; exit 1; }
-    "$merak" --log-level warn svm --help | grep -q "train" || { echo "FAIL: svm via merak-full"; exit 1; }
+    "$merak" plan --help | grep -q "Usage: plan" || { echo "FAIL: plan via merak-full"; exit 1; }
+    "$merak" --log-level warn svm --help | grep -q "train" || { echo "FAIL: svm after --log-level"; exit 1; }
     if readelf -d "$merak" | grep -Eq "NEEDED.*(libucp|libdnnl|libopenblas)"; then
       echo "FAIL: merak links a library an SVM fit does not use:"; readelf -d "$merak" | grep NEEDED; exit 1
     fi

@@ -33,11 +33,14 @@ run_logged "$work/install.log" "$cmake" --install "$build" --prefix "$prefix"
 config=$(ls "$prefix"/lib*/cmake/merak/merakConfig.cmake)
 for f in include/merak/model/gpt.hpp include/merak/model/layers.hpp \
          include/merak/actors/parallel_trainer.hpp include/merak/actors/auto_plan.hpp \
-         include/merak/partition/planner.hpp include/merak/svm/fit.hpp bin/merak; do
+         include/merak/partition/planner.hpp include/merak/svm/fit.hpp bin/merak bin/merak-full; do
   [[ -e $prefix/$f ]] || { echo "build_example: not installed: $f" >&2; exit 1; }
 done
 [[ -e $(dirname "$config")/merakConfigVersion.cmake ]] || { echo "build_example: no version file" >&2; exit 1; }
 ls "$prefix"/lib*/libmerak_actors.a >/dev/null
+# The installed merak hands commands other than svm to the merak-full beside it.
+"$prefix/bin/merak" plan --help | grep -q "Usage: plan" ||
+  { echo "build_example: installed merak does not reach merak-full" >&2; exit 1; }
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
