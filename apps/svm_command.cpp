@@ -143,13 +143,7 @@ int run_svm_train(const svm_train_flags& f) {
   std::printf("data        %s (%lld samples, %lld features)\n", f.data.c_str(), (long long)d.rows(),
               (long long)d.cols());
   std::printf("penalty     %s\n", o.pen.str().c_str());
-  if (out.contains("nonconvex")) {
-    if (r.lla)
-      std::printf("nonconvex   lla (reweighted L1 steps, start %s)\n",
-                  svm::lla_start_name(o.lla_opts.start));
-    else
-      std::printf("nonconvex   direct ADMM\n");
-  }
+  if (out.contains("nonconvex")) print_nonconvex(r.lla, o.lla_opts.start);
   std::printf("objective   %.8g\n", r.objective);
   std::printf("iterations  %d%s\n", r.iterations, r.converged ? "" : " (iteration cap reached)");
   if (o.workers == 1 && r.working_set < d.cols())

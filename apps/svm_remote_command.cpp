@@ -195,6 +195,13 @@ void run_svm_path_remote(const svm_remote_train& t, const std::vector<svm::penal
   });
 }
 
+void print_nonconvex(bool lla, svm::lla_start start) {
+  if (lla)
+    std::printf("nonconvex   lla (reweighted L1 steps, start %s)\n", svm::lla_start_name(start));
+  else
+    std::printf("nonconvex   direct ADMM\n");
+}
+
 int run_svm_train_remote(const svm_remote_train& t) {
   const actors::svm_remote_result r =
       with_workers(t, true, [&](const actors::svm_remote_options& o) {
@@ -246,13 +253,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
               t.data.empty() ? "(the workers')" : t.data.c_str(), (long long)r.samples,
               (long long)r.features, t.procs);
   std::printf("penalty     %s\n", t.fit.pen.str().c_str());
-  if (out.contains("nonconvex")) {
-    if (r.lla)
-      std::printf("nonconvex   lla (reweighted L1 steps, start %s)\n",
-                  svm::lla_start_name(t.fit.lla_opts.start));
-    else
-      std::printf("nonconvex   direct ADMM\n");
-  }
+  if (out.contains("nonconvex")) print_nonconvex(r.lla, t.fit.lla_opts.start);
   std::printf("objective   %.8g\n", r.fit.objective);
   std::printf("iterations  %d%s\n", r.fit.iterations,
               r.fit.converged ? "" : " (iteration cap reached)");

@@ -29,8 +29,11 @@ struct svm_remote_train {
 
 // Runs the consensus side; without --listen it also starts the workers (this
 // program, `svm worker`) on loopback and waits for them. Prints like
-// `svm train`. Throws merak::error (apps/main.cpp prints it, exit 1).
+// `svm train`. Throws merak::error (apps/cli_main.cpp prints it, exit 1).
 int run_svm_train_remote(const svm_remote_train& t);
+
+// The "nonconvex" line of `svm train`'s text output (one process or many).
+void print_nonconvex(bool lla, svm::lla_start start);
 
 // `svm path --procs K`: the penalties of `pens` (a lambda grid, largest
 // first) fitted by consensus over the same worker processes, with folds

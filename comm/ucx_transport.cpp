@@ -78,16 +78,20 @@ void withdraw_unused_ptracer_locked() {
   }
 }
 
+// Yama's ptrace_scope, 0 without Yama.
+int yama_ptrace_scope() {
+  int scope = 0;
+  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope)) return scope;
+  return 0;
+}
+
 // After ucp_init of a transport that runs without cma: UCX's cma component
 // declares any process a tracer at ucp_init under scope 1 whatever UCX_TLS
-// names (UCX 1.13), so that is withdrawn too unless a transport holds it.
-int yama_ptrace_scope();
+// names (UCX 1.13); that declaration is withdrawn like merak's own.
 void withdraw_ucx_ptracer() {
   std::lock_guard lock(ptracer_mu);
-  if (cma_holds == 0 && yama_ptrace_scope() == 1) {
-    ::prctl(PR_SET_PTRACER, 0, 0, 0, 0);
-    ptracer_declared = false;
-  }
+  if (yama_ptrace_scope() == 1) ptracer_declared = true;
+  withdraw_unused_ptracer_locked();
 }
 
 // Keeps the declaration for one transport; made under ptracer_mu.
@@ -396,13 +400,6 @@ bool read_cma_probe(long pid, uintptr_t address, uint64_t expected) {
   return ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0) ==
              ssize_t(sizeof to) &&
          to == expected;
-}
-
-// Yama's ptrace_scope, 0 without Yama.
-int yama_ptrace_scope() {
-  int scope = 0;
-  if (std::ifstream f("/proc/sys/kernel/yama/ptrace_scope"); f && (f >> scope)) return scope;
-  return 0;
 }
 
 bool cma_usable_locked() {

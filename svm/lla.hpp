@@ -41,9 +41,10 @@ namespace merak::svm {
 //             same three sets, theta 3e-4 to 1, lambda / theta 0.01 to 0.1,
 //             72 fits): its prox needs rho1 >= lambda / theta^2 and the
 //             direct ADMM stopped at the 5000-iteration cap in 38 of them;
-//             LLA from zero did not converge in 1. Their objectives are close (direct lower
-//             by more than 1% in 21, LLA from zero in 12, 1.9% lower in
-//             geometric mean); LLA from best is lower than direct in 36.
+//             LLA from zero did not converge in 1. Their objectives are
+//             close (direct lower by more than 1% in 21, LLA from zero in
+//             12, 1.9% lower in geometric mean); LLA from best is lower than
+//             direct in 36.
 enum class nonconvex_method { automatic, lla, direct };
 nonconvex_method parse_nonconvex_method(std::string_view name);  // "auto", "lla", "direct"
 const char* nonconvex_method_name(nonconvex_method m);
@@ -66,10 +67,10 @@ bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p);
 // (reweighted L1 from uniform weights): the L1 start reaches a lower F where
 // the two differ (lower by more than 1% in 36 of 72 LSP fits on heart_scale,
 // sonar and ionosphere, higher in 2; bench/svm_lsp_methods.sh), but at small
-// theta through denser
-// models that predict no better: chosen by 5-fold CV, zero kept golub at
-// 1.000 with 7.4 weights where best kept 0.947 with 15.8, and was as
-// accurate or sparser on the other four data sets, at a third of best's time.
+// theta through denser models that predict no better: chosen by 5-fold CV,
+// zero kept golub at 1.000 with 7.4 weights where best kept 0.947 with 15.8,
+// and was as accurate or sparser on the other four data sets, at a third of
+// best's time.
 // best or l1 when the objective itself matters (e.g. the chain from zero can
 // stop at the empty model when lambda / theta is large).
 enum class lla_start { zero, l1, best };
