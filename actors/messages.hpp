@@ -88,5 +88,13 @@ using trace_atom =
 using memory_atom = caf::atom_constant<caf::atom("memory")>;  // stage -> scheduler: memory report
 using plan_atom = caf::atom_constant<caf::atom("plan")>;  // scheduler -> stage: policy, checkpoint
 using planned_atom = caf::atom_constant<caf::atom("planned")>;  // scheduler -> coordinator: summary
+// Between the processes of one job (process_mesh.hpp, parallel_trainer.cpp).
+// (rank, actors, reducers, home): a process joins the job's network
+using join_atom = caf::atom_constant<caf::atom("join")>;
+// coordinator -> every other process, after each step: (step, loss, lr,
+// grad norm, step s, bubble, dp bytes, union rows, sparse rel error)
+using stepped_atom = caf::atom_constant<caf::atom("stepped")>;
+using validated_atom = caf::atom_constant<caf::atom("validated")>;  // (loss): coordinator -> others
+using finish_atom = caf::atom_constant<caf::atom("finish")>;  // (): the job ends, coordinator -> others
 
 }  // namespace merak::actors

@@ -1,6 +1,7 @@
 #include "actors/parallel_trainer.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -15,10 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/process_mesh.hpp"
 #include "actors/reducer_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/stage_actor.hpp"
 #include "comm/bootstrap.hpp"
+#include "comm/group.hpp"
 #include "comm/inproc.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"
@@ -28,6 +31,7 @@
 #include "model/executor.hpp"
 #include "model/gemm.hpp"
 #include "model/gpt.hpp"
+#include "partition/placement.hpp"
 #include "partition/stages.hpp"
 #include "partition/tp_rewrite.hpp"
 
@@ -43,9 +47,10 @@ void parallel_options::validate(int batch) const {
     fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
          micro_batches);
   if (timeout_s <= 0) fail("the step timeout must be positive (got {})", timeout_s);
-  if (processes && processes->size() != dp)
-    fail("{} processes run one data-parallel replica each: --dp must be {} (got {})",
-         processes->size(), processes->size(), dp);
+  const int world = processes ? processes->size() : 1;
+  auto p = placement.empty() ? partition::default_placement(dp, pp, tp, world)
+                             : partition::parse_placement(placement, dp, pp, tp, world);
+  partition::validate_placement(p);
 }
 
 struct parallel_trainer::impl {
@@ -65,9 +70,19 @@ struct parallel_trainer::impl {
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
-  std::vector<std::vector<std::vector<caf::actor>>> stages;  // [dp][pp][tp]; others' empty
-  std::vector<int> local;            // the replicas this process runs (all, or its rank's)
-  std::vector<caf::actor> reducers;  // one per stage actor with dp > 1
+  partition::placement place;
+  int me = 0;  // this process's rank in the job
+  bool lead() const { return me == 0; }
+  // [dp][pp][tp]: every stage actor on process 0 (the coordinator), this
+  // process's own elsewhere (the rest null).
+  std::vector<std::vector<std::vector<caf::actor>>> stages;
+  std::vector<caf::actor> reducers;  // this process's, one per stage actor with dp > 1
+  // UCX transports of groups spread over processes: every process makes one
+  // per such group (a collective), members use theirs; kept to the end.
+  std::vector<std::shared_ptr<comm::transport>> group_links;
+  caf::actor coordinator;             // on other processes: process 0's
+  bool failed = false;                // a wait failed: the job is broken
+  std::vector<caf::actor> followers;  // on process 0: the other processes' homes
   std::map<caf::actor_addr, std::string> names;
   std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
   // Validation: a single-device copy, refreshed from the stages.
@@ -121,13 +136,38 @@ struct parallel_trainer::impl {
   // for them all, so a failed start must not leave any behind).
   void shutdown() {
     if (!self) return;
+    // The other processes host their actors until process 0 is done with
+    // them (its last validation and checkpoint); then every process ends its
+    // own actors, waits until they are gone, and all close together.
+    bool together = par.processes && !failed;
+    if (together && lead()) {
+      for (auto& f : followers) (*self)->send(f, finish_atom::value);
+    } else if (together) {
+      (*self)->receive([](finish_atom) {}, [](caf::down_msg&) {}, [](failed_atom, std::string&) {},
+                       caf::after(timeout()) >> [] {});
+    }
+    std::set<caf::actor_addr> ending;
+    auto end = [&](const caf::actor& a) {
+      if (!a || a->node() != sys->node()) return;
+      (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+      ending.insert(a.address());
+    };
     for (auto& rep : stages)
       for (auto& st : rep)
-        for (auto& a : st)
-          if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& a : reducers)
-      if (a) (*self)->send_exit(a, caf::exit_reason::user_shutdown);
-    if (scheduler) (*self)->send_exit(scheduler, caf::exit_reason::user_shutdown);
+        for (auto& a : st) end(a);
+    for (auto& a : reducers) end(a);
+    end(scheduler);
+    bool timed_out = false;
+    while (!ending.empty() && !timed_out)
+      (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
+                       [](failed_atom, std::string&) {}, [](finish_atom) {},
+                       caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
+    if (together) {
+      try {
+        par.processes->barrier();  // no process closes its transports while another sends
+      } catch (const std::exception&) {
+      }
+    }
     self.reset();
   }
 
@@ -137,6 +177,7 @@ struct parallel_trainer::impl {
     cfg->add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
     cfg->add_message_type<std::vector<int64_t>>("std::vector<int64_t>");
     cfg->add_message_type<std::vector<int>>("std::vector<int>");
+    if (par.processes) cfg->load<caf::io::middleman>();
     // Stages are detached threads; the reducers share one worker that sleeps
     // when idle (the work-stealing default polls, taking CPU from the stages).
     cfg->set("scheduler.policy", caf::atom("sharing"));
@@ -145,19 +186,27 @@ struct parallel_trainer::impl {
     sys = std::make_unique<caf::actor_system>(*cfg);
     self = std::make_unique<caf::scoped_actor>(*sys);
     const int P = par.pp, D = par.dp, TP = par.tp;
+    const int world = par.processes ? par.processes->size() : 1;
+    me = par.processes ? par.processes->rank() : 0;
+    place = par.placement.empty() ? partition::default_placement(D, P, TP, world)
+                                  : partition::parse_placement(par.placement, D, P, TP, world);
+    partition::validate_placement(place);
+    const std::vector<int> mine = place.actors_of(me);
     const model::graph& sg = shards[0].graph;  // every shard has the same structure
     const auto& sb = shard_bounds;
-    local.clear();
-    if (par.processes)
-      local.push_back(par.processes->rank());
-    else
-      for (int r = 0; r < D; ++r) local.push_back(r);
-    const int LD = int(local.size());
+    // Cores: this process's, shared by its actors. Lending needs whole
+    // replicas here (a stage wakes its neighbours' cores) and no TP.
+    std::vector<int> local_replicas;  // replicas with an actor here, increasing
+    for (int i : mine)
+      if (int d = i / (P * TP); local_replicas.empty() || local_replicas.back() != d)
+        local_replicas.push_back(d);
+    bool whole_replicas = true;
+    for (int d : local_replicas) whole_replicas = whole_replicas && place.replica_on(d, me);
     int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
-    int per_actor = std::max(1, cores / (P * LD * TP));
+    int per_actor = std::max(1, cores / int(mine.size()));
     std::shared_ptr<core_pool> pool;
-    if (par.lend_cores && TP == 1 && cores > per_actor)
-      pool = std::make_shared<core_pool>(cores, P * LD, per_actor);
+    if (par.lend_cores && TP == 1 && whole_replicas && cores > per_actor)
+      pool = std::make_shared<core_pool>(cores, int(mine.size()), per_actor);
     // Which stage produces each value, and who reads it.
     std::vector<int> stage_of_node(sg.nodes().size());
     for (int s = 0; s < P; ++s)
@@ -171,112 +220,159 @@ struct parallel_trainer::impl {
           if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
     }
     const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
-    scheduler_setup sch;
-    sch.kind = par.schedule;
-    sch.pp = P;
-    sch.dp = LD * TP;  // every shard of every local replica gets its stage's plan
-    sch.micro_batches = par.micro_batches;
-    sch.full_recompute = par.recompute == recompute_mode::full;
-    sch.stage_aware = par.recompute == recompute_mode::stage_aware;
-    sch.r0 = par.recompute_ratio;
-    sch.budget = par.memory_budget;
-    scheduler = sys->spawn(scheduler_actor, sch);
-    names[scheduler.address()] = "scheduler actor";
-    (*self)->monitor(scheduler);
+    if (lead()) {
+      scheduler_setup sch;
+      sch.kind = par.schedule;
+      sch.pp = P;
+      sch.dp = D * TP;  // every shard of every replica gets its stage's plan
+      sch.micro_batches = par.micro_batches;
+      sch.full_recompute = par.recompute == recompute_mode::full;
+      sch.stage_aware = par.recompute == recompute_mode::stage_aware;
+      sch.r0 = par.recompute_ratio;
+      sch.budget = par.memory_budget;
+      scheduler = sys->spawn(scheduler_actor, sch);
+      names[scheduler.address()] = "scheduler actor";
+      (*self)->monitor(scheduler);
+    }
     graph_inputs_of.assign(P, {});
-    // The reducers of each (stage, shard) across the replicas: a ring.
-    std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
-        D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
+    // Communication groups, in the same order on every process (the UCX
+    // ones are collectives): the replicas of each (stage, shard), then the
+    // shards of each (replica, stage).
+    std::vector<std::vector<std::vector<std::shared_ptr<comm::transport>>>> dp_link(
+        D, std::vector<std::vector<std::shared_ptr<comm::transport>>>(
+               P, std::vector<std::shared_ptr<comm::transport>>(TP)));
+    auto tp_link = dp_link;
     if (D > 1)
       for (int s = 0; s < P; ++s)
         for (int t = 0; t < TP; ++t) {
-          auto group = reducer_links();
-          for (int r : local) {
-            reducer_setup rs;
-            rs.link = std::move(group[size_t(r)]);
-            rs.sparse = par.sparse;
-            rs.measure_error =
-                par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
-            rs.where = fmt::format("reducer actor (dp={}, pp={}, tp={})", r, s, t);
-            auto a = spawn_reducer(*sys, rs);
-            names[a.address()] = rs.where;
-            (*self)->monitor(a);
-            reducers.push_back(a);
-            reducer_of[r][s][t] = a;
-          }
+          std::vector<int> ranks;
+          for (int d = 0; d < D; ++d) ranks.push_back(place.rank(d, s, t));
+          auto eps = group_endpoints(ranks);
+          for (int d = 0; d < D; ++d) dp_link[d][s][t] = eps[size_t(d)];
         }
-    stages.assign(D, {});
-    for (int r : local) {
-      stages[size_t(r)].assign(P, std::vector<caf::actor>(TP));
-      for (int s = 0; s < P; ++s) {
-        // The TP group of this stage of this replica.
-        std::vector<std::shared_ptr<comm::transport>> links(TP);
-        if (TP > 1) {
-          auto group = comm::make_inproc_group(TP);
-          for (int t = 0; t < TP; ++t) {
-            group[t]->set_timeout(timeout());
-            links[t] = std::shared_ptr<comm::transport>(std::move(group[t]));
-          }
+    if (TP > 1)
+      for (int d = 0; d < D; ++d)
+        for (int s = 0; s < P; ++s) {
+          std::vector<int> ranks;
+          for (int t = 0; t < TP; ++t) ranks.push_back(place.rank(d, s, t));
+          auto eps = group_endpoints(ranks);
+          for (int t = 0; t < TP; ++t) tp_link[d][s][t] = eps[size_t(t)];
         }
-        for (int t = 0; t < TP; ++t) {
-          stage_setup su;
-          su.dp_rank = r;
-          su.dp = D;
-          su.stage = s;
-          su.pp = P;
-          su.tp_rank = t;
-          su.tp = TP;
-          su.tp_link = links[t];
-          su.tp_overlap = par.tp_overlap;
-          su.graph = &shards[t].graph;
-          su.first = sb[s];
-          su.last = sb[s + 1];
-          su.seed = opts.seed;
-          su.adam.weight_decay = opts.weight_decay;
-          su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
-          su.policy.stages = P;
-          su.policy.micro_batches = par.micro_batches;
-          su.tokens_per_micro_batch = tokens;
-          su.loss_scale = 1.0f / float(D * par.micro_batches);
-          su.threads = per_actor;
-          su.spin_us = par.idle_spin_us;
-          su.busy_threads = P * LD * TP * per_actor;
-          su.cores = pool;
-          su.core_index = (r - local.front()) * P + s;
-          su.reports_memory = r == local.front() && t == 0;  // one report per stage
-          su.max_borrow = cores - per_actor;
-          su.trace = !par.trace_path.empty();
-          su.bucket_bytes = par.bucket_bytes;
-          if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
-          // Routing: which stage sends each input, which stages read each output.
-          auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
-          for (int v : ins) {
-            int producer = sg.values()[v].producer;
-            su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
-            if (producer < 0 && r == local.front() && t == 0) graph_inputs_of[s].push_back(v);
-          }
-          for (int v : outs) {
-            std::set<int> readers;
-            for (int n = sb[s + 1]; n < int(sg.nodes().size()); ++n)
-              for (int in : sg.nodes()[n].inputs)
-                if (in == v) readers.insert(stage_of_node[n]);
-            su.output_readers.emplace_back(readers.begin(), readers.end());
-          }
-          for (auto& [name, hs] : holders)
-            if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
-              su.ties.push_back({name, hs.front(), hs});
-          auto a = spawn_stage(*sys, su);
-          names[a.address()] = fmt::format("stage actor (dp={}, pp={}, tp={})", r, s, t);
-          (*self)->monitor(a);
-          stages[r][s][t] = a;
+    std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
+        D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
+    stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
+    process_view view;
+    for (int i : mine) {
+      const int r = i / (P * TP), s = i / TP % P, t = i % TP;
+      if (D > 1) {
+        reducer_setup rs;
+        rs.link = dp_link[r][s][t];
+        rs.sparse = par.sparse;
+        rs.measure_error = par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
+        rs.where = fmt::format("reducer actor (dp={}, pp={}, tp={})", r, s, t);
+        auto a = spawn_reducer(*sys, rs);
+        names[a.address()] = rs.where;
+        (*self)->monitor(a);
+        reducers.push_back(a);
+        reducer_of[r][s][t] = a;
+      }
+      stage_setup su;
+      su.dp_rank = r;
+      su.dp = D;
+      su.stage = s;
+      su.pp = P;
+      su.tp_rank = t;
+      su.tp = TP;
+      su.tp_link = tp_link[r][s][t];
+      su.tp_overlap = par.tp_overlap;
+      su.graph = &shards[t].graph;
+      su.first = sb[s];
+      su.last = sb[s + 1];
+      su.seed = opts.seed;
+      su.adam.weight_decay = opts.weight_decay;
+      su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
+      su.policy.stages = P;
+      su.policy.micro_batches = par.micro_batches;
+      su.tokens_per_micro_batch = tokens;
+      su.loss_scale = 1.0f / float(D * par.micro_batches);
+      su.threads = per_actor;
+      su.spin_us = par.idle_spin_us;
+      su.busy_threads = int(mine.size()) * per_actor;
+      su.cores = pool;
+      if (pool)
+        su.core_index =
+            int(std::find(local_replicas.begin(), local_replicas.end(), r) - local_replicas.begin()) *
+                P +
+            s;
+      su.reports_memory = r == 0 && t == 0;  // one report per stage
+      su.max_borrow = cores - per_actor;
+      su.trace = !par.trace_path.empty();
+      su.bucket_bytes = par.bucket_bytes;
+      if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
+      // Routing: which stage sends each input, which stages read each output.
+      auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
+      for (int v : ins) {
+        int producer = sg.values()[v].producer;
+        su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
+      }
+      for (int v : outs) {
+        std::set<int> readers;
+        for (int n = sb[s + 1]; n < int(sg.nodes().size()); ++n)
+          for (int in : sg.nodes()[n].inputs)
+            if (in == v) readers.insert(stage_of_node[n]);
+        su.output_readers.emplace_back(readers.begin(), readers.end());
+      }
+      for (auto& [name, hs] : holders)
+        if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
+          su.ties.push_back({name, hs.front(), hs});
+      auto a = spawn_stage(*sys, su);
+      names[a.address()] = fmt::format("stage actor (dp={}, pp={}, tp={})", r, s, t);
+      (*self)->monitor(a);
+      stages[r][s][t] = a;
+      view.actors.push_back(a);
+      view.reducers.push_back(reducer_of[r][s][t]);
+    }
+    // Graph inputs (tokens, targets) each stage reads: the coordinator sends them.
+    for (int s = 0; s < P; ++s) {
+      auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
+      for (int v : ins)
+        if (sg.values()[v].producer < 0) graph_inputs_of[s].push_back(v);
+    }
+    if (par.processes) {
+      view.home = caf::actor{*self};
+      auto views = join_processes(*sys, *self, *par.processes, std::move(view),
+                                  par.listen_addr.empty() ? "127.0.0.1" : par.listen_addr,
+                                  timeout());
+      if (!lead()) {
+        coordinator = views[0].home;
+        names[coordinator.address()] = "the coordinator (process 0)";
+        (*self)->monitor(coordinator);
+        return;  // process 0 wires and drives every actor
+      }
+      for (int q = 1; q < world; ++q) {
+        auto& v = views[size_t(q)];
+        auto theirs = place.actors_of(q);
+        MERAK_CHECK(v.actors.size() == theirs.size() && v.reducers.size() == theirs.size(),
+                    "process {} hosts {} actors, its placement {}", q, v.actors.size(),
+                    theirs.size());
+        for (size_t k = 0; k < theirs.size(); ++k) {
+          const int i = theirs[k], r = i / (P * TP), s = i / TP % P, t = i % TP;
+          stages[r][s][t] = v.actors[k];
+          reducer_of[r][s][t] = v.reducers[k];
+          names[v.actors[k].address()] =
+              fmt::format("stage actor (dp={}, pp={}, tp={}) on process {}", r, s, t, q);
+          (*self)->monitor(v.actors[k]);
         }
+        followers.push_back(v.home);
+        names[v.home.address()] = fmt::format("process {}", q);
+        (*self)->monitor(v.home);
       }
     }
     std::vector<caf::actor> all;  // [dp x tp][pp], as the scheduler expects
-    for (int r : local)
+    for (int r = 0; r < D; ++r)
       for (int t = 0; t < TP; ++t)
         for (int s = 0; s < P; ++s) all.push_back(stages[r][s][t]);
-    for (int r : local)
+    for (int r = 0; r < D; ++r)
       for (int s = 0; s < P; ++s)
         for (int t = 0; t < TP; ++t) {
           std::vector<caf::actor> line(P);  // this replica's stages of shard t
@@ -296,28 +392,32 @@ struct parallel_trainer::impl {
       });
   }
 
-  // One endpoint per replica of a new reducer group (null for replicas in
-  // other processes): an in-process group, or this process's endpoint of a
-  // UCX transport (a collective: every process creates its groups in the
-  // same order).
-  std::vector<std::shared_ptr<comm::transport>> reducer_links() {
-    std::vector<std::shared_ptr<comm::transport>> out(size_t(par.dp));
-    if (!par.processes) {
-      auto group = comm::make_inproc_group(par.dp);
-      for (int r = 0; r < par.dp; ++r) {
-        group[r]->set_timeout(timeout());
-        out[size_t(r)] = std::shared_ptr<comm::transport>(std::move(group[r]));
+  // This process's endpoints of a new group whose member k lives on process
+  // ranks[k] (null for members elsewhere): an in-process group when all are
+  // here, else a view of a UCX transport over the job's processes, which
+  // every process makes (a collective) whether it has a member or not.
+  std::vector<std::shared_ptr<comm::transport>> group_endpoints(const std::vector<int>& ranks) {
+    std::vector<std::shared_ptr<comm::transport>> out(ranks.size());
+    if (std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks.front(); })) {
+      if (ranks.front() != me) return out;
+      auto group = comm::make_inproc_group(int(ranks.size()));
+      for (size_t k = 0; k < ranks.size(); ++k) {
+        group[k]->set_timeout(timeout());
+        out[k] = std::shared_ptr<comm::transport>(std::move(group[k]));
       }
       return out;
     }
 #ifdef MERAK_WITH_UCX
     comm::ucx_options uo;
     uo.timeout = timeout();
-    out[size_t(par.processes->rank())] = comm::make_ucx_transport(par.processes, uo);
+    std::shared_ptr<comm::transport> world = comm::make_ucx_transport(par.processes, uo);
+    group_links.push_back(world);
+    for (size_t k = 0; k < ranks.size(); ++k)
+      if (ranks[k] == me) out[k] = comm::make_group_view(world, ranks);
     return out;
 #else
     fail(
-        "data-parallel replicas in separate processes need the UCX transport, which this build "
+        "actors of one group on several processes need the UCX transport, which this build "
         "lacks (MERAK_WITH_UCX)");
 #endif
   }
@@ -340,11 +440,37 @@ struct parallel_trainer::impl {
         },
         caf::after(timeout()) >>
             [&] { failure = fmt::format("no progress for {} s while {}", par.timeout_s, what); });
-    if (!failure.empty()) fail("{}", failure);
+    if (failure.empty()) return;
+    failed = true;
+    if (lead())  // the other processes stop naming the same cause
+      for (auto& f : followers) (*self)->send(f, failed_atom::value, failure);
+    if (!lead()) failure = fmt::format("process {}: {}", me, failure);
+    fail("{}", failure);
+  }
+
+  // On processes other than 0: the coordinator's result of this step.
+  model::step_result follow_step() {
+    model::step_result res;
+    await(fmt::format("waiting for the coordinator's step {}", step + 1),
+          [&](stepped_atom, int64_t n, double loss, float lr, double norm, double step_s,
+              double bubble_, uint64_t bytes, int64_t union_rows, double rel_error) {
+            res.step = n;
+            res.loss = loss;
+            res.lr = lr;
+            res.grad_norm = norm;
+            res.step_s = step_s;
+            res.tokens_per_s = double(opts.batch) * opts.model.max_seq / step_s;
+            bubble = bubble_;
+            comm = {bytes, union_rows, rel_error};
+          },
+          [&](finish_atom) { fail("process 0 ended the job before step {}", step + 1); });
+    step = res.step;
+    return res;
   }
 
   model::step_result train_step() {
     MERAK_CHECK(step < opts.steps, "train_step past --steps");
+    if (!lead()) return follow_step();
     auto t0 = std::chrono::steady_clock::now();
     const double trace_t0 = trace_now();
     const int D = par.dp, P = par.pp, M = par.micro_batches, TP = par.tp;
@@ -352,10 +478,9 @@ struct parallel_trainer::impl {
       for (auto& st : rep)
         for (auto& a : st) (*self)->send(a, step_atom::value, step);
     const int rows_per_mb = opts.batch / (D * M);
-    const int LD = int(local.size());
     const model::graph& sg = shards[0].graph;
     int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
-    for (int r : local)
+    for (int r = 0; r < D; ++r)
       for (int mb = 0; mb < M; ++mb) {
         // This micro-batch's rows of the single-device run's global batch.
         model::batch b = corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb,
@@ -375,17 +500,17 @@ struct parallel_trainer::impl {
     std::vector<double> sumsq(P * TP, 0), busy(P, 0);
     // Trace tracks by name: every stage actor, its reducer and its TP sums.
     std::map<std::string, std::string> traces;
-    while (losses < LD * M || ready < LD * P * TP) {
+    while (losses < D * M || ready < D * P * TP) {
       await(
-          fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, LD * M,
-                      ready, LD * P * TP, step + 1),
+          fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
+                      ready, D * P * TP, step + 1),
           [&](loss_atom, int, int, double l) {
             loss_sum += l;
             ++losses;
           },
           [&](ready_atom, int r, int s, int t, double sq, double busy_s, uint64_t bytes,
               int64_t union_rows, double rel_error) {
-            if (r == local.front()) {
+            if (r == 0) {
               comm.dp_bytes_per_rank += bytes;
               if (s == 0 && t == 0) {
                 comm.sparse_union_rows = union_rows;
@@ -417,8 +542,8 @@ struct parallel_trainer::impl {
     for (auto& rep : stages)
       for (auto& st : rep)
         for (auto& a : st) (*self)->send(a, apply_atom::value, lr, clip);
-    for (int applied = 0; applied < LD * P * TP;)
-      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, LD * P * TP,
+    for (int applied = 0; applied < D * P * TP;)
+      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
                         step + 1),
             [&](applied_atom, int r, int s, int t, double a, double b) {
               if (!par.trace_path.empty())
@@ -430,28 +555,15 @@ struct parallel_trainer::impl {
     ++step;
     model::step_result res;
     res.step = step;
-    if (par.processes) loss_sum = sum_over_processes(loss_sum);
     res.loss = loss_sum / double(D * M);
     res.lr = lr;
     res.grad_norm = norm;
     res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
+    for (auto& f : followers)
+      (*self)->send(f, stepped_atom::value, res.step, res.loss, res.lr, res.grad_norm, res.step_s,
+                    bubble, comm.dp_bytes_per_rank, comm.sparse_union_rows, comm.sparse_rel_error);
     return res;
-  }
-
-  // The sum of `x` over the job's processes (through the bootstrap: a few
-  // bytes per step). Bit-for-bit the same on every process (rank order).
-  double sum_over_processes(double x) {
-    std::string mine(sizeof x, '\0');
-    std::memcpy(mine.data(), &x, sizeof x);
-    double sum = 0;
-    for (auto& blob : par.processes->allgather(mine)) {
-      MERAK_CHECK(blob.size() == sizeof x, "a process sent {} bytes for its loss", blob.size());
-      double y;
-      std::memcpy(&y, blob.data(), sizeof y);
-      sum += y;
-    }
-    return sum;
   }
 
   // Chrome-trace JSON (Perfetto): one track (tid) per actor, one slice per
@@ -512,7 +624,7 @@ struct parallel_trainer::impl {
             if (spec.shard.sharded()) split[spec.name] = spec.shard;
         bool ok = false;
         (*self)
-            ->request(stages[size_t(local.front())][s][t], timeout(), gather_atom::value)
+            ->request(stages[0][s][t], timeout(), gather_atom::value)
             .receive(
                 [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values,
                     std::vector<tensor_ref>& m, std::vector<tensor_ref>& v, int64_t adam_t) {
@@ -544,6 +656,11 @@ struct parallel_trainer::impl {
   // Resumes from opts.load: the checkpoint goes into the single-device copy,
   // then every stage actor takes its part.
   void load() {
+    if (!lead()) {
+      await("waiting for the coordinator to load the checkpoint",
+            [&](step_atom, int64_t resumed) { step = resumed; });
+      return;
+    }
     ensure_full_copy();
     step = model::resume_checkpoint(opts, *eval_store, *eval_opt);
     std::vector<std::string> names;
@@ -565,16 +682,25 @@ struct parallel_trainer::impl {
                        [&](caf::error& e) { fail("loading a checkpoint: {}", sys->render(e)); });
           MERAK_CHECK(ok, "a stage did not take the checkpoint");
         }
+    for (auto& f : followers) (*self)->send(f, step_atom::value, step);
   }
 
   std::string save() {
     if (opts.save_dir.empty()) fail("no --save directory given");
+    if (!lead()) fail("only process 0 of a job writes checkpoints");
     gather_full(true);
     return model::save_checkpoint(opts.save_dir, step, *eval_store, *eval_opt,
                                   model::checkpoint_metadata(opts, step, corpus.name()));
   }
 
   double validation_loss() {
+    if (!lead()) {
+      double loss = 0;
+      await("waiting for the coordinator's validation loss",
+            [&](validated_atom, double x) { loss = x; },
+            [&](finish_atom) { fail("process 0 ended the job before validating"); });
+      return loss;
+    }
     gather_full(false);
     int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
     double sum = 0;
@@ -585,6 +711,7 @@ struct parallel_trainer::impl {
       in.push_back(std::move(vb.targets));
       sum += eval_exec->evaluate(std::move(in));
     }
+    for (auto& f : followers) (*self)->send(f, validated_atom::value, sum / double(nb));
     return sum / double(nb);
   }
 };
@@ -632,6 +759,9 @@ const std::vector<int>& parallel_trainer::stage_bounds() const {
 }
 std::string parallel_trainer::recompute_plan() const {
   return impl_->plan_summary;
+}
+std::string parallel_trainer::placement() const {
+  return impl_->place.str();
 }
 
 }  // namespace merak::actors

@@ -1,5 +1,5 @@
 #pragma once
-// 3D-parallel training on the actor runtime, in one process.
+// 3D-parallel training on the actor runtime, in one process or many.
 //
 // Every (dp replica, pipeline stage, tensor-parallel shard) is a CAF actor
 // with its own thread and its own share of the cores; the shards of a stage
@@ -68,17 +68,26 @@ struct parallel_options {
   // also average the embedding's gradient exactly and report the codec's
   // relative L2 error (comm_stats::sparse_rel_error).
   bool measure_sparse_error = false;
-  // Data-parallel replicas as processes (merak launch, mpirun, Slurm; one
-  // replica per process): this process runs replica processes->rank() of
-  // dp == processes->size(), each (stage, shard) group of reducers rings
-  // over a UCX transport of its own, and the step's loss is summed over the
-  // processes through the bootstrap. Every process reads the same data and
-  // takes its replica's rows, so the run equals the in-process one. Null:
-  // every replica in this process (the in-process transport).
+  // A job of several processes (merak launch, mpirun, Slurm, merak node):
+  // this process is processes->rank() of processes->size(). Every process
+  // builds the same layout and hosts the actors `placement` gives it; process
+  // 0 also runs the coordinator and the scheduler. Actors message each other
+  // across processes over CAF's network layer (process_mesh.hpp); a TP or
+  // replica group spread over processes sums over a UCX transport of its own
+  // (one member per process). Every process reads the same data, so the run
+  // equals the in-process one. Null: every actor in this process.
   std::shared_ptr<comm::bootstrap> processes;
+  // Which process hosts each actor: "" the default (partition/placement.hpp:
+  // TP shards of a stage together, then stages, then replicas, in contiguous
+  // blocks), else one rank per actor ("0,0,1,1").
+  std::string placement;
+  // The address this process's actors listen on for the job's other
+  // processes ("" : 127.0.0.1).
+  std::string listen_addr;
 
   // Throws merak::error naming the flag when the options do not fit the
-  // batch (batch must divide into dp x micro-batches).
+  // batch (batch must divide into dp x micro-batches) or the placement the
+  // processes.
   void validate(int batch) const;
 };
 
@@ -122,6 +131,8 @@ class parallel_trainer {
   const std::vector<int>& stage_bounds() const;
   // The negotiated recomputation, one entry per stage.
   std::string recompute_plan() const;
+  // Which process hosts each actor ("0,0,1,1": partition::placement::str).
+  std::string placement() const;
 
  private:
   struct impl;

@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
+#include "partition/placement.hpp"
 
 namespace merak::apps {
 namespace {
@@ -42,6 +43,7 @@ struct train_flags {
   std::string error_feedback = "off";
   std::string tokenizer = "bytes";
   bool untied_head = false;
+  bool dp_given = false;  // --dp on the command line (else derived from the processes)
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -163,8 +165,15 @@ int run_train(train_flags& f) {
   f.par.processes = join_job();
   const int world = f.par.processes ? f.par.processes->size() : 1;
   if (world > 1 && f.devices > 0)
-    fail("--devices plans a layout inside one process; in a job of {} processes give --dp {}",
-         world, world);
+    fail(
+        "--devices plans a layout inside one process; in a job of {} processes give --dp, --pp "
+        "and --tp",
+        world);
+  if (world > 1) {
+    if (!f.dp_given) f.par.dp = partition::derive_dp(world, f.par.pp, f.par.tp);
+    // Listen where the job's other hosts can reach this one.
+    f.par.listen_addr = comm::local_address_toward(comm::resolve_bootstrap({}).addr);
+  }
   if (f.devices > 0) plan_devices(f);
   // A job of several processes runs on the actors whatever its layout
   // (parallel_options::validate then checks --dp against the processes).
@@ -181,7 +190,7 @@ int run_train(train_flags& f) {
           "tp-overlap {}{}",
           f.opts.model.str(), f.par.dp, f.par.tp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
           f.par.micro_batches, f.schedule, f.par.tp_overlap,
-          world > 1 ? fmt::format(", {} processes (one replica each, UCX)", world) : "");
+          world > 1 ? fmt::format(", {} processes (placement {})", world, tr.placement()) : "");
       spdlog::info("recomputation: {}", tr.recompute_plan());
     }
     return train_loop(f, tr, lead);
@@ -234,7 +243,14 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
-  c->add_option("--dp", f->par.dp, "Data-parallel replicas (actors)")->capture_default_str();
+  c->add_option("--dp", f->par.dp,
+                "Data-parallel replicas (actors; in a job of several processes default "
+                "processes / (pp x tp) when that divides, else 1)")
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->dp_given = true; });
+  c->add_option("--placement", f->par.placement,
+                "Process rank of each actor, TP rank fastest, then stage, then replica "
+                "(\"0,0,1,1\"); default: contiguous blocks in that order");
   c->add_option("--pp", f->par.pp, "Pipeline stages (actors)")->capture_default_str();
   c->add_option("--bucket-mb", f->bucket_mb,
                 "Data-parallel gradient bucket (MiB), reduced while backward goes on")

@@ -468,4 +468,17 @@ int pick_free_port(const std::string& host) {
   return ntohs(a.sin_port);
 }
 
+std::string local_address_toward(const std::string& host) {
+  unique_fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) fail("local address: socket: {}", std::strerror(errno));
+  sockaddr_in a = resolve_ipv4(host, 9, "host");  // any port: nothing is sent
+  socklen_t len = sizeof a;
+  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    fail("no route from this host toward '{}': {}", host, std::strerror(errno));
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+  return text;
+}
+
 }  // namespace merak::comm

@@ -82,4 +82,11 @@ std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o);
 // launcher to hand to its workers as MASTER_PORT. Throws merak::error.
 int pick_free_port(const std::string& host = "127.0.0.1");
 
+// This host's IPv4 address on the route toward `host` (e.g. MASTER_ADDR):
+// where this process's listeners must bind so that the job's other hosts can
+// reach them. "127.0.0.1" for a loopback host. Sends nothing (a UDP socket
+// is connected, which only picks the route). Throws merak::error naming the
+// host when it cannot be resolved or has no route.
+std::string local_address_toward(const std::string& host);
+
 }  // namespace merak::comm

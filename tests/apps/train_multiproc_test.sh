@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Data-parallel training across processes: `merak launch --procs N train
-# --dp N` runs one replica per process, the gradient reducers of each
-# (stage, shard) group ringing over UCX between the processes. Real
-# processes, label multiproc. Usage: train_multiproc_test.sh MERAK CASE
+# Training across processes: `merak launch --procs N train ...` places the
+# layout's stage actors on the processes (partition/placement.hpp); actors
+# message each other over CAF's network layer, TP and replica groups spread
+# over processes sum over UCX. Real processes, label multiproc. Usage:
+# train_multiproc_test.sh MERAK CASE
+#
+# Every layout case compares each step's loss and gradient norm (and the
+# validation loss) with the same layout in one process to 1e-12 relative
+# (lending off on both: the same kernels and thread counts) and with the
+# single device to 1e-5:
+#   pp2        2 processes x 1 stage each (--dp derived: 1), shifted
+#              critical-path schedule with stage-aware recomputation
+#   tp2        2 processes x 1 TP shard each, 1F1B; the TP partial sums over UCX
+#   pp4        4 processes x 1 stage each, GPipe with full recomputation
+#   dp2_tp2_pp2_8  8 processes, one actor each (--dp derived: 2), 1F1B
+#   dp2_tp2_pp2_2  2 processes x 4 actors (a replica each), sub-pipelined TP
+#   placement  --placement "1,0" puts stage 0 on process 1; and bad
+#              placements are refused naming the group or entry
 #
 #   dp2        2 processes x (1 stage): every step's loss, gradient norm and
 #              traffic and the validation loss equal the in-process --dp 2
@@ -14,8 +28,8 @@
 #              in-process --dp 2 --pp 2 run
 #   dp3_s2     3 processes with the S2 sparse reducer on the token embedding
 #              (untied head): equals the in-process --dp 3 S2 run
-#   bad_dp     a job of 2 processes with --dp 1 (or --devices) is refused
-#              with a message naming the process count and the flag
+#   bad_dp     a job of 2 processes whose layout has 1 actor (or --devices)
+#              is refused with a message naming the process count and flags
 #   rank_dies  SIGKILL of rank 1 mid-run: rank 0 fails within seconds with an
 #              error naming the peer, and the launcher names rank 1
 #   resume     a job that saved at step 4 of 8, resumed by a new job of 2
@@ -62,7 +76,8 @@ for a, b, c in zip(mp, ip, single):
     for k in ("loss", "grad_norm"):
         assert close(a[k], b[k], tol), (a["step"], k, a[k], b[k])
         assert close(a[k], c[k], 1e-5), (a["step"], k, "single device", a[k], c[k])
-    assert a["dp_bytes_per_rank"] == b["dp_bytes_per_rank"] > 0, (a["dp_bytes_per_rank"], b["dp_bytes_per_rank"])
+    if "dp_bytes_per_rank" in b:
+        assert a["dp_bytes_per_rank"] == b["dp_bytes_per_rank"] > 0, (a["dp_bytes_per_rank"], b["dp_bytes_per_rank"])
     if "val_loss" in b:
         assert close(a["val_loss"], b["val_loss"], tol), (a["val_loss"], b["val_loss"])
 print(f"ok: {len(mp)} steps equal to {tol:g} (last loss {mp[-1]['loss']:.6f}); single device within 1e-5")
@@ -75,13 +90,63 @@ run_pair() {
   shift
   "$merak" launch --procs "$procs" --timeout 120 train "${model[@]}" --steps 5 --dp "$procs" "$@" \
     --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
-  grep -q "$procs processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+  grep -q "$procs processes (placement " "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
   "$merak" train "${model[@]}" --steps 5 --dp "$procs" "$@" --metrics "$work/ip.jsonl" 2>/dev/null
   "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" \
     $([[ " $* " == *" --untied-head "* ]] && echo --untied-head) 2>/dev/null
 }
 
+# Runs a layout ($2...) as $1 processes (--dp derived from the processes
+# unless given; --placement $PLACEMENT if set) and in one process with --dp
+# $DP, and the single device.
+run_layout() {
+  local procs=$1
+  shift
+  "$merak" launch --procs "$procs" --timeout 150 train "${model[@]}" --steps 4 "$@" \
+    ${PLACEMENT:+--placement "$PLACEMENT"} \
+    --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+  grep -q "$procs processes (placement " "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+  grep "processes (placement" "$work/mp.err" | sed 's/.*\] //'
+  "$merak" train "${model[@]}" --steps 4 --dp "$DP" "$@" --metrics "$work/ip.jsonl" 2>/dev/null
+  "$merak" train "${model[@]}" --steps 4 --metrics "$work/one.jsonl" 2>/dev/null
+  compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+}
+
 case $case_name in
+  pp2)
+    DP=1 run_layout 2 --pp 2 --micro-batches 3 --schedule shifted --recompute stage-aware
+    ;;
+  tp2)
+    DP=1 run_layout 2 --tp 2 --micro-batches 2 --schedule 1f1b
+    ;;
+  pp4)
+    DP=1 run_layout 4 --pp 4 --micro-batches 4 --schedule gpipe --recompute full
+    ;;
+  dp2_tp2_pp2_8)
+    DP=2 run_layout 8 --tp 2 --pp 2 --micro-batches 2 --schedule 1f1b
+    ;;
+  dp2_tp2_pp2_2)
+    DP=2 run_layout 2 --dp 2 --tp 2 --pp 2 --micro-batches 2 --tp-overlap 1 --schedule shifted
+    ;;
+  placement)
+    DP=1 PLACEMENT=1,0 run_layout 2 --pp 2 --micro-batches 2
+    grep -q "placement 1,0)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    set +e
+    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 1 --tp 4 \
+      >"$work/o" 2>"$work/e"
+    rc=$?
+    set -e
+    ((rc == 1)) && grep -q "placement puts the TP shards of replica 0 stage 0 on processes \[0, 0, 1, 1\]" "$work/e" ||
+      { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
+    set +e
+    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 1 --pp 2 --placement 0,3 \
+      >"$work/o" 2>"$work/e"
+    rc=$?
+    set -e
+    ((rc == 1)) && grep -q "placement entry 2 ('3') is not a process rank in \[0, 2)" "$work/e" ||
+      { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
+    echo "ok: a placement override runs, uneven groups and bad entries are refused"
+    ;;
   dp2)
     run_pair 2
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
@@ -108,17 +173,17 @@ EOF
     ;;
   bad_dp)
     set +e
-    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 2 >"$work/o" 2>"$work/e"
+    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 2 --dp 1 >"$work/o" 2>"$work/e"
     rc=$?
     set -e
     ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
-    grep -q "2 processes run one data-parallel replica each: --dp must be 2 (got 1)" "$work/e" ||
+    grep -q "2 processes but the layout dp=1 x pp=1 x tp=1 has only 1 actors" "$work/e" ||
       { cat "$work/e"; exit 1; }
     set +e
     "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 2 --devices 2 >"$work/o" 2>"$work/e"
     rc=$?
     set -e
-    ((rc == 1)) && grep -q "in a job of 2 processes give --dp 2" "$work/e" || { cat "$work/e"; exit 1; }
+    ((rc == 1)) && grep -q "in a job of 2 processes give --dp, --pp and --tp" "$work/e" || { cat "$work/e"; exit 1; }
     set +e
     "$merak" launch --procs 0 train "${model[@]}" >"$work/o" 2>"$work/e"
     rc=$?
@@ -158,7 +223,7 @@ EOF
     (cd "$work" && RSH_LOG=rsh.log "$merak" launch --hostfile hosts --rsh "bash $rsh" --env HOME \
       --timeout 120 train "${model[@]/#$work\//}" --steps 5 --dp 2 --threads 1 --metrics mp.jsonl) \
       2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
-    grep -q "2 processes (one replica each, UCX)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    grep -q "2 processes (placement 0,1)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     [[ "$(sort "$work/rsh.log" | tr '\n' ' ')" == "127.0.0.1 $(id -un)@localhost " ]] ||
       { echo "FAIL: hosts reached:"; cat "$work/rsh.log"; exit 1; }
     "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null

@@ -1,0 +1,116 @@
+#include "actors/process_mesh.hpp"
+
+#include <caf/io/all.hpp>
+
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "actors/messages.hpp"
+#include "comm/bootstrap.hpp"
+#include "core/error.hpp"
+
+namespace merak::actors {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Forwards joins to its process's home.
+caf::behavior directory_actor(caf::event_based_actor* self, caf::actor home) {
+  return {
+      [=](join_atom, int rank, std::vector<caf::actor>& actors, std::vector<caf::actor>& reducers,
+          caf::actor& who) {
+        self->send(home, join_atom::value, rank, std::move(actors), std::move(reducers),
+                   std::move(who));
+      },
+  };
+}
+
+struct address {
+  std::string host;
+  uint16_t port = 0;
+};
+
+}  // namespace
+
+std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_actor& home,
+                                         comm::bootstrap& b, process_view mine,
+                                         const std::string& listen_addr,
+                                         std::chrono::milliseconds timeout) {
+  const int me = b.rank(), world = b.size();
+  auto directory = sys.spawn(directory_actor, caf::actor{home});
+  auto stop_directory = [&] { home->send_exit(directory, caf::exit_reason::user_shutdown); };
+  std::vector<process_view> views(static_cast<size_t>(world));
+  try {
+    auto port = sys.middleman().publish(directory, 0, listen_addr.c_str());
+    if (!port)
+      fail("process {}: cannot listen for the job's actors on {}: {}", me, listen_addr,
+           sys.render(port.error()));
+    std::vector<address> peers;
+    for (auto& blob : b.allgather(fmt::format("{} {}", listen_addr, *port))) {
+      std::istringstream in(blob);
+      address a;
+      in >> a.host >> a.port;
+      MERAK_CHECK(in && a.port != 0, "process address '{}'", blob);
+      peers.push_back(std::move(a));
+    }
+    const auto deadline = clock_type::now() + timeout;
+    caf::actor lead_directory;
+    for (int j = 0; j < me; ++j) {
+      auto x = sys.middleman().remote_actor(peers[size_t(j)].host, peers[size_t(j)].port);
+      if (!x)
+        fail("process {}: cannot reach process {} at {}:{}: {}", me, j, peers[size_t(j)].host,
+             peers[size_t(j)].port, sys.render(x.error()));
+      if (j == 0) lead_directory = std::move(*x);
+    }
+    if (me == 0) {
+      views[0] = std::move(mine);
+      for (int joined = 1; joined < world;) {
+        bool timed_out = false;
+        home->receive(
+            [&](join_atom, int rank, std::vector<caf::actor>& actors,
+                std::vector<caf::actor>& reducers, caf::actor& who) {
+              MERAK_CHECK(rank > 0 && rank < world && !views[size_t(rank)].home,
+                          "join from process {}", rank);
+              views[size_t(rank)] = {std::move(actors), std::move(reducers), std::move(who)};
+              ++joined;
+            },
+            caf::after(std::max(clock_type::duration(0), deadline - clock_type::now())) >>
+                [&] { timed_out = true; });
+        if (timed_out) {
+          std::string missing;
+          for (int r = 1; r < world; ++r)
+            if (!views[size_t(r)].home) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+          fail("process 0: processes {} did not join the job's actors within {} ms", missing,
+               timeout.count());
+        }
+      }
+      for (int r = 1; r < world; ++r)
+        home->send(views[size_t(r)].home, join_atom::value, 0, std::vector<caf::actor>{},
+                   std::vector<caf::actor>{}, caf::actor{home});
+    } else {
+      home->send(lead_directory, join_atom::value, me, std::move(mine.actors),
+                 std::move(mine.reducers), caf::actor{home});
+      bool timed_out = false;
+      home->receive(
+          [&](join_atom, int rank, std::vector<caf::actor>&, std::vector<caf::actor>&,
+              caf::actor& who) {
+            MERAK_CHECK(rank == 0, "join answered by process {}", rank);
+            views[0].home = std::move(who);
+          },
+          caf::after(timeout) >> [&] { timed_out = true; });
+      if (timed_out)
+        fail("process {}: process 0 did not answer its join within {} ms", me, timeout.count());
+    }
+    b.barrier();
+    sys.middleman().unpublish(directory, *port);
+  } catch (...) {
+    stop_directory();
+    throw;
+  }
+  stop_directory();
+  return views;
+}
+
+}  // namespace merak::actors

@@ -1,0 +1,54 @@
+#pragma once
+// The CAF actor systems of a job's processes joined into one network, so
+// that an actor on any process can message an actor on any other (CAF's
+// io middleman: typed messages serialised with their inspect overloads,
+// tensors as raw byte blocks). Included only by actors/*.cpp.
+//
+// Protocol (collective over the job's bootstrap, every process calls
+// join_processes):
+//
+//   every process: publish a directory actor on `listen_addr`, port chosen
+//                  by the kernel; all-gather "addr port" through the bootstrap
+//   process i > 0: connect to the directory of every process j < i (one
+//                  connection per pair, so CAF routes every pair directly),
+//                  then  --join(i, actors, reducers, home)--> directory of 0
+//   process 0:     collects the joins, then  --join(0, {}, {}, home)--> the
+//                  home of every other process
+//   bootstrap barrier: every connection stands before the job's actors talk
+//
+// The directory forwards what it receives to its process's `home` actor.
+// The connections are as trusted as the bootstrap that admitted the
+// processes: the listener binds `listen_addr` only.
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace merak::comm {
+class bootstrap;
+}
+
+namespace merak::actors {
+
+// What one process hosts: its actors (in the order its placement lists
+// them), their reducers (parallel; null where none), and the actor that
+// speaks for the process (the coordinator on process 0).
+struct process_view {
+  std::vector<caf::actor> actors;
+  std::vector<caf::actor> reducers;
+  caf::actor home;
+};
+
+// On process 0: every process's view, in rank order (its own first). On
+// the others: only process 0's home is set. `home` must be a scoped actor
+// of the caller's thread: the joins arrive in its mailbox. Throws
+// merak::error naming the process and address on a failed connection or a
+// timeout.
+std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_actor& home,
+                                         comm::bootstrap& b, process_view mine,
+                                         const std::string& listen_addr,
+                                         std::chrono::milliseconds timeout);
+
+}  // namespace merak::actors
