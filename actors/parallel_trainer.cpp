@@ -345,7 +345,7 @@ struct parallel_trainer::impl {
                                   timeout());
       if (!lead()) {
         coordinator = views[0].home;
-        names[coordinator.address()] = "the coordinator (process 0)";
+        names[coordinator.address()] = fmt::format("the coordinator (process 0 on {})", views[0].addr);
         (*self)->monitor(coordinator);
         return;  // process 0 wires and drives every actor
       }
@@ -355,16 +355,20 @@ struct parallel_trainer::impl {
         MERAK_CHECK(v.actors.size() == theirs.size() && v.reducers.size() == theirs.size(),
                     "process {} hosts {} actors, its placement {}", q, v.actors.size(),
                     theirs.size());
+        std::string hosted;
         for (size_t k = 0; k < theirs.size(); ++k) {
           const int i = theirs[k], r = i / (P * TP), s = i / TP % P, t = i % TP;
+          if (k < 4) hosted += fmt::format("{}(dp={}, pp={}, tp={})", k ? ", " : "", r, s, t);
           stages[r][s][t] = v.actors[k];
           reducer_of[r][s][t] = v.reducers[k];
           names[v.actors[k].address()] =
-              fmt::format("stage actor (dp={}, pp={}, tp={}) on process {}", r, s, t, q);
+              fmt::format("stage actor (dp={}, pp={}, tp={}) of process {} on {}", r, s, t, q, v.addr);
           (*self)->monitor(v.actors[k]);
         }
         followers.push_back(v.home);
-        names[v.home.address()] = fmt::format("process {}", q);
+        names[v.home.address()] =
+            fmt::format("process {} on {}, host of stage actor{} {}{}", q, v.addr,
+                        theirs.size() > 1 ? "s" : "", hosted, theirs.size() > 4 ? ", ..." : "");
         (*self)->monitor(v.home);
       }
     }

@@ -2,6 +2,8 @@
 
 #include <caf/io/all.hpp>
 
+#include <unistd.h>
+
 #include <sstream>
 #include <thread>
 
@@ -30,7 +32,14 @@ caf::behavior directory_actor(caf::event_based_actor* self, caf::actor home) {
 struct address {
   std::string host;
   uint16_t port = 0;
+  std::string name;  // the host's name
 };
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "?";
+  return buf;
+}
 
 }  // namespace
 
@@ -48,10 +57,10 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
       fail("process {}: cannot listen for the job's actors on {}: {}", me, listen_addr,
            sys.render(port.error()));
     std::vector<address> peers;
-    for (auto& blob : b.allgather(fmt::format("{} {}", listen_addr, *port))) {
+    for (auto& blob : b.allgather(fmt::format("{} {} {}", listen_addr, *port, host_name()))) {
       std::istringstream in(blob);
       address a;
-      in >> a.host >> a.port;
+      in >> a.host >> a.port >> a.name;
       MERAK_CHECK(in && a.port != 0, "process address '{}'", blob);
       peers.push_back(std::move(a));
     }
@@ -103,6 +112,8 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
       if (timed_out)
         fail("process {}: process 0 did not answer its join within {} ms", me, timeout.count());
     }
+    for (int r = 0; r < world; ++r)
+      views[size_t(r)].addr = fmt::format("{} ({})", peers[size_t(r)].name, peers[size_t(r)].host);
     b.barrier();
     sys.middleman().unpublish(directory, *port);
   } catch (...) {

@@ -39,10 +39,11 @@ struct process_view {
   std::vector<caf::actor> actors;
   std::vector<caf::actor> reducers;
   caf::actor home;
+  std::string addr;  // "HOSTNAME (listen address)", for messages
 };
 
 // On process 0: every process's view, in rank order (its own first). On
-// the others: only process 0's home is set. `home` must be a scoped actor
+// the others: only process 0's home is set. Every view's addr is set. `home` must be a scoped actor
 // of the caller's thread: the joins arrive in its mailbox. Throws
 // merak::error naming the process and address on a failed connection or a
 // timeout.

@@ -1,10 +1,15 @@
 #include "bench/parallel_bench.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "actors/parallel_trainer.hpp"
 #include "comm/codec_bench.hpp"
+#include "comm/launcher.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/gemm.hpp"
@@ -20,8 +25,16 @@ bool parse_on_off(const std::string& layout, const std::string& v) {
   fail("layout '{}': lend must be on or off (got '{}')", layout, v);
 }
 
-actors::parallel_options parse_layout(const std::string& layout) {
-  actors::parallel_options p;
+// A layout, and how many processes run it (1: inside the benchmark).
+struct layout_spec {
+  actors::parallel_options par;
+  int procs = 1;
+  std::string in_one_process;  // the same layout without procs=
+};
+
+layout_spec parse_layout(const std::string& layout) {
+  layout_spec spec;
+  actors::parallel_options& p = spec.par;
   size_t at = 0;
   while (at < layout.size()) {
     size_t end = layout.find(',', at);
@@ -56,11 +69,63 @@ actors::parallel_options parse_layout(const std::string& layout) {
       p.recompute = partition::parse_recompute_kind(v);
     else if (k == "lend")
       p.lend_cores = parse_on_off(layout, v);
+    else if (k == "procs")
+      spec.procs = number();
     else
-      fail("layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, recompute, overlap, lend)",
-           layout, k);
+      fail(
+          "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, recompute, overlap, lend, "
+          "procs)",
+          layout, k);
+    if (k != "procs") spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
   }
-  return p;
+  if (spec.procs < 1) fail("layout '{}': procs must be at least 1", layout);
+  return spec;
+}
+
+// Runs `merak train` as spec.procs processes of one job (the local
+// launcher) on the corpus file, and returns the median tokens/s of the
+// measured steps from its metrics.
+double measure_processes(const layout_spec& spec, const parallel_bench_options& o,
+                         const std::string& data, const std::string& metrics) {
+  const auto& p = spec.par;
+  comm::launch_options lo;
+  lo.procs = spec.procs;
+  lo.timeout = std::chrono::minutes(30);
+  auto num = [](auto x) { return std::to_string(x); };
+  lo.argv = {comm::self_executable(),
+             "train",
+             "--data", data,
+             "--layers", num(o.model.layers),
+             "--dim", num(o.model.dim),
+             "--heads", num(o.model.heads),
+             "--seq", num(o.model.max_seq),
+             "--vocab", num(o.model.vocab),
+             "--batch", num(o.batch),
+             "--steps", num(o.warmup_steps + o.steps),
+             "--seed", num(o.seed),
+             "--val-fraction", "0.1",
+             "--eval-batches", "1",
+             "--dp", num(p.dp),
+             "--tp", num(p.tp),
+             "--pp", num(p.pp),
+             "--micro-batches", num(p.micro_batches),
+             "--tp-overlap", num(p.tp_overlap),
+             "--schedule", std::string(partition::schedule_name(p.schedule)),
+             "--recompute", std::string(partition::recompute_kind_name(p.recompute)),
+             "--lend-cores", p.lend_cores ? "on" : "off",
+             "--log-level", "warn",
+             "--metrics", metrics};
+  auto res = comm::launch_local(lo);
+  if (!res.ok()) fail("bench parallel: {} processes: {}", spec.procs, res.message);
+  std::ifstream in(metrics);
+  std::vector<double> tps;
+  std::string line;
+  for (int step = 1; std::getline(in, line); ++step)
+    if (step > o.warmup_steps) tps.push_back(nlohmann::json::parse(line).at("tokens_per_s"));
+  if (int(tps.size()) != o.steps)
+    fail("bench parallel: {} processes wrote {} measured steps, not {}", spec.procs, tps.size(),
+         o.steps);
+  return comm::median(tps);
 }
 
 // Median tokens/s of the measured steps.
@@ -78,15 +143,34 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
   if (o.rounds < 1 || o.steps < 1) fail("--rounds and --steps must be at least 1");
   std::vector<std::string> layouts = o.layouts;
   if (layouts.empty()) layouts = {"pp=2,m=8", "dp=2"};
-  std::vector<actors::parallel_options> pars;
+  std::vector<layout_spec> specs;
+  bool any_procs = false;
   for (auto& l : layouts) {
-    pars.push_back(parse_layout(l));
-    pars.back().validate(o.batch);
+    specs.push_back(parse_layout(l));
+    if (specs.back().procs == 1) specs.back().par.validate(o.batch);
+    any_procs = any_procs || specs.back().procs > 1;
   }
   const int T = o.model.max_seq;
   std::vector<uint8_t> bytes(size_t(std::max(1 << 20, 40 * T)));
   rng r(o.seed, 0xB0B);
   for (auto& b : bytes) b = uint8_t(r.below(uint64_t(std::min(o.model.vocab, 256))));
+  // Layouts run as processes read the same bytes from a file.
+  std::string dir;
+  if (any_procs) {
+    dir = (std::filesystem::temp_directory_path() / ("merak-bench-" + std::to_string(::getpid())))
+              .string();
+    std::filesystem::create_directories(dir);
+    std::ofstream f(dir + "/corpus.txt", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    if (!f) fail("bench parallel: cannot write {}/corpus.txt", dir);
+  }
+  struct remove_dir {
+    std::string d;
+    ~remove_dir() {
+      std::error_code ec;
+      if (!d.empty()) std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{dir};
   model::text_corpus corpus(std::move(bytes), T, 0.1, "random");
   model::train_options t;
   t.model = o.model;
@@ -96,7 +180,7 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
   t.eval_batches = 1;
 
   nlohmann::json rounds = nlohmann::json::array();
-  std::vector<std::vector<double>> ratios(layouts.size());
+  std::vector<std::vector<double>> ratios(layouts.size()), vs_one(layouts.size());
   std::vector<double> all_ratios;
   for (int round = 0; round < o.rounds; ++round) {
     model::set_compute_threads(1);
@@ -118,12 +202,26 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
                           {"single_all_threads_tokens_per_s", all_threads},
                           {"single_all_threads_ratio", all_threads / base}};
     for (size_t i = 0; i < layouts.size(); ++i) {
-      model::set_compute_threads(1);  // the stages set their own
-      actors::parallel_trainer tr(t, pars[i], corpus);
-      double tps = measure(tr, o);
+      double tps;
+      if (specs[i].procs > 1) {
+        tps = measure_processes(specs[i], o, dir + "/corpus.txt", dir + "/metrics.jsonl");
+      } else {
+        model::set_compute_threads(1);  // the stages set their own
+        actors::parallel_trainer tr(t, specs[i].par, corpus);
+        tps = measure(tr, o);
+      }
       ratios[i].push_back(tps / base);
       row[layouts[i]] = {{"tokens_per_s", tps}, {"ratio", tps / base}};
     }
+    // A layout run as processes against the same layout inside one process.
+    for (size_t i = 0; i < layouts.size(); ++i)
+      if (specs[i].procs > 1 && row.contains(specs[i].in_one_process))
+      {
+        double vs = row[layouts[i]]["tokens_per_s"].get<double>() /
+                    row[specs[i].in_one_process]["tokens_per_s"].get<double>();
+        row[layouts[i]]["vs_one_process"] = vs;
+        vs_one[i].push_back(vs);
+      }
     rounds.push_back(std::move(row));
   }
   nlohmann::json summary = nlohmann::json::object();
@@ -132,6 +230,12 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
     std::sort(v.begin(), v.end());
     summary[layouts[i]] = {
         {"ratio_median", comm::median(v)}, {"ratio_min", v.front()}, {"ratio_max", v.back()}};
+    if (auto w = vs_one[i]; !w.empty()) {
+      std::sort(w.begin(), w.end());
+      summary[layouts[i]]["vs_one_process_median"] = comm::median(w);
+      summary[layouts[i]]["vs_one_process_min"] = w.front();
+      summary[layouts[i]]["vs_one_process_max"] = w.back();
+    }
   }
   std::sort(all_ratios.begin(), all_ratios.end());
   summary["single device, all threads"] = {{"ratio_median", comm::median(all_ratios)},

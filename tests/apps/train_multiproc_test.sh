@@ -17,6 +17,11 @@
 #   dp2_tp2_pp2_2  2 processes x 4 actors (a replica each), sub-pipelined TP
 #   placement  --placement "1,0" puts stage 0 on process 1; and bad
 #              placements are refused naming the group or entry
+#   stage_dies SIGKILL of the process of stage 1 (pp2 over 2): rank 0 fails
+#              within 5 s naming the stage actor, its process and host
+#   shard_dies as stage_dies, for the process of TP shard 1 (tp2 over 2)
+#   coordinator_dies  SIGKILL of rank 0 (pp2 over 2): rank 1 fails within 5 s
+#              naming the coordinator, its process and host
 #
 #   dp2        2 processes x (1 stage): every step's loss, gradient norm and
 #              traffic and the validation loss equal the in-process --dp 2
@@ -190,6 +195,46 @@ EOF
     set -e
     ((rc == 1)) && grep -q "procs must be at least 1 (got 0)" "$work/e" || { cat "$work/e"; exit 1; }
     echo "ok: bad layouts of a job are refused by name"
+    ;;
+  stage_dies | shard_dies | coordinator_dies)
+    victim_rank=1 layout=(--pp 2 --micro-batches 2) coordinate="(dp=0, pp=1, tp=0)"
+    [[ $case_name == coordinator_dies ]] && victim_rank=0
+    [[ $case_name == shard_dies ]] && layout=(--tp 2) coordinate="(dp=0, pp=0, tp=1)"
+    "$merak" launch --procs 2 --timeout 100 train "${model[@]}" --layers 4 --dim 128 --steps 100000 \
+      "${layout[@]}" --metrics "$work/m.jsonl" >"$work/o" 2>"$work/e" &
+    lpid=$!
+    victim=""
+    for _ in $(seq 100); do
+      for c in $(pgrep -P "$lpid" || true); do
+        if [[ -s "$work/m.jsonl" ]] &&
+          tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "RANK=$victim_rank"; then victim=$c; fi
+      done
+      [[ -n "$victim" ]] && break
+      sleep 0.2
+    done
+    [[ -n "$victim" ]] || { echo "FAIL: no rank $victim_rank in training"; cat "$work/e"; kill "$lpid"; exit 1; }
+    start=$(date +%s.%N)
+    kill -KILL "$victim"
+    # The survivor's own message (the launcher gives it 5 s before killing it).
+    # named: the survivor's error line names the role and the process and host.
+    if [[ $case_name != coordinator_dies ]]; then
+      named() { grep "merak: error: " "$work/e" | grep -F "$coordinate" |
+        grep -F "process 1 on $(hostname) (127.0.0.1)" | grep -q stopped; }
+    else
+      named() { grep -qF "merak: error: process 1: the coordinator (process 0 on $(hostname) (127.0.0.1)) stopped" "$work/e"; }
+    fi
+    for _ in $(seq 50); do
+      named && break
+      sleep 0.1
+    done
+    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 5, t; print(f'ok: named {t:.2f} s after rank $victim_rank was killed')" "$start" || { cat "$work/e"; exit 1; }
+    set +e
+    wait "$lpid"
+    rc=$?
+    set -e
+    ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
+    named || { echo "FAIL: the role, process or host is not named"; cat "$work/e"; exit 1; }
+    grep "merak: error: " "$work/e" | head -1
     ;;
   rank_dies)
     "$merak" launch --procs 2 --timeout 100 train "${model[@]}" --layers 4 --dim 128 --steps 100000 \
