@@ -96,5 +96,10 @@ using join_atom = caf::atom_constant<caf::atom("join")>;
 using stepped_atom = caf::atom_constant<caf::atom("stepped")>;
 using validated_atom = caf::atom_constant<caf::atom("validated")>;  // (loss): coordinator -> others
 using finish_atom = caf::atom_constant<caf::atom("finish")>;  // (): the job ends, coordinator -> others
+// Heartbeats between the processes' watchdogs (watchdog.hpp).
+using ping_atom = caf::atom_constant<caf::atom("ping")>;    // () -> pong
+using pong_atom = caf::atom_constant<caf::atom("pong")>;
+using watch_atom = caf::atom_constant<caf::atom("watch")>;  // (peers, names, period ms, limit ms)
+using tick_atom = caf::atom_constant<caf::atom("tick")>;    // () to self
 
 }  // namespace merak::actors

@@ -20,6 +20,7 @@
 #include "actors/reducer_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/stage_actor.hpp"
+#include "actors/watchdog.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/group.hpp"
 #include "comm/inproc.hpp"
@@ -46,7 +47,9 @@ void parallel_options::validate(int batch) const {
   if (batch % (dp * micro_batches) != 0)
     fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
          micro_batches);
-  if (timeout_s <= 0) fail("the step timeout must be positive (got {})", timeout_s);
+  if (!(timeout_s > 0)) fail("the step timeout must be positive (got {})", timeout_s);
+  if (!(heartbeat_s >= 0) || heartbeat_s > 1e6)
+    fail("--heartbeat-timeout must be from 0 (off) to 1e6 seconds (got {})", heartbeat_s);
   const int world = processes ? processes->size() : 1;
   auto p = placement.empty() ? partition::default_placement(dp, pp, tp, world)
                              : partition::parse_placement(placement, dp, pp, tp, world);
@@ -81,6 +84,7 @@ struct parallel_trainer::impl {
   // per such group (a collective), members use theirs; kept to the end.
   std::vector<std::shared_ptr<comm::transport>> group_links;
   caf::actor coordinator;             // on other processes: process 0's
+  caf::actor watchdog;                // this process's heartbeats (multi-process jobs)
   bool failed = false;                // a wait failed: the job is broken
   std::vector<caf::actor> followers;  // on process 0: the other processes' homes
   std::map<caf::actor_addr, std::string> names;
@@ -157,6 +161,7 @@ struct parallel_trainer::impl {
         for (auto& a : st) end(a);
     for (auto& a : reducers) end(a);
     end(scheduler);
+    end(watchdog);
     bool timed_out = false;
     while (!ending.empty() && !timed_out)
       (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
@@ -340,15 +345,26 @@ struct parallel_trainer::impl {
     }
     if (par.processes) {
       view.home = caf::actor{*self};
+      watchdog = spawn_watchdog(*sys, caf::actor{*self});
+      (*self)->monitor(watchdog);
+      names[watchdog.address()] = "this process's watchdog";
+      view.watchdog = watchdog;
       auto views = join_processes(*sys, *self, *par.processes, std::move(view),
                                   par.listen_addr.empty() ? "127.0.0.1" : par.listen_addr,
                                   timeout());
+      const auto period = std::chrono::milliseconds(1000);
+      const auto limit = std::chrono::milliseconds(int64_t(par.heartbeat_s * 1000));
       if (!lead()) {
         coordinator = views[0].home;
         names[coordinator.address()] = fmt::format("the coordinator (process 0 on {})", views[0].addr);
         (*self)->monitor(coordinator);
+        if (par.heartbeat_s > 0)
+          start_watchdog(*self, watchdog, {views[0].watchdog}, {names[coordinator.address()]},
+                         period, limit);
         return;  // process 0 wires and drives every actor
       }
+      std::vector<caf::actor> watched;
+      std::vector<std::string> watched_names;
       for (int q = 1; q < world; ++q) {
         auto& v = views[size_t(q)];
         auto theirs = place.actors_of(q);
@@ -370,7 +386,12 @@ struct parallel_trainer::impl {
             fmt::format("process {} on {}, host of stage actor{} {}{}", q, v.addr,
                         theirs.size() > 1 ? "s" : "", hosted, theirs.size() > 4 ? ", ..." : "");
         (*self)->monitor(v.home);
+        watched.push_back(v.watchdog);
+        watched_names.push_back(names[v.home.address()]);
       }
+      if (par.heartbeat_s > 0)
+        start_watchdog(*self, watchdog, std::move(watched), std::move(watched_names), period,
+                       limit);
     }
     std::vector<caf::actor> all;  // [dp x tp][pp], as the scheduler expects
     for (int r = 0; r < D; ++r)
@@ -446,6 +467,8 @@ struct parallel_trainer::impl {
             [&] { failure = fmt::format("no progress for {} s while {}", par.timeout_s, what); });
     if (failure.empty()) return;
     failed = true;
+    // Free the actors blocked in a sum with a process that will not answer.
+    for (auto& t : group_links) t->cancel(failure);
     if (lead())  // the other processes stop naming the same cause
       for (auto& f : followers) (*self)->send(f, failed_atom::value, failure);
     if (!lead()) failure = fmt::format("process {}: {}", me, failure);

@@ -84,6 +84,9 @@ struct parallel_options {
   // The address this process's actors listen on for the job's other
   // processes ("" : 127.0.0.1).
   std::string listen_addr;
+  // A process that answers no heartbeat for this long (stopped, hung, cut
+  // off) fails the job, named (actors/watchdog.hpp); 0: no heartbeats.
+  double heartbeat_s = 5;
 
   // Throws merak::error naming the flag when the options do not fit the
   // batch (batch must divide into dp x micro-batches) or the placement the

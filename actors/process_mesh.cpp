@@ -22,9 +22,9 @@ using clock_type = std::chrono::steady_clock;
 caf::behavior directory_actor(caf::event_based_actor* self, caf::actor home) {
   return {
       [=](join_atom, int rank, std::vector<caf::actor>& actors, std::vector<caf::actor>& reducers,
-          caf::actor& who) {
+          caf::actor& who, caf::actor& watchdog) {
         self->send(home, join_atom::value, rank, std::move(actors), std::move(reducers),
-                   std::move(who));
+                   std::move(who), std::move(watchdog));
       },
   };
 }
@@ -79,10 +79,11 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
         bool timed_out = false;
         home->receive(
             [&](join_atom, int rank, std::vector<caf::actor>& actors,
-                std::vector<caf::actor>& reducers, caf::actor& who) {
+                std::vector<caf::actor>& reducers, caf::actor& who, caf::actor& watchdog) {
               MERAK_CHECK(rank > 0 && rank < world && !views[size_t(rank)].home,
                           "join from process {}", rank);
-              views[size_t(rank)] = {std::move(actors), std::move(reducers), std::move(who)};
+              views[size_t(rank)] = {std::move(actors), std::move(reducers), std::move(who),
+                                     std::move(watchdog), {}};
               ++joined;
             },
             caf::after(std::max(clock_type::duration(0), deadline - clock_type::now())) >>
@@ -97,16 +98,17 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
       }
       for (int r = 1; r < world; ++r)
         home->send(views[size_t(r)].home, join_atom::value, 0, std::vector<caf::actor>{},
-                   std::vector<caf::actor>{}, caf::actor{home});
+                   std::vector<caf::actor>{}, caf::actor{home}, views[0].watchdog);
     } else {
       home->send(lead_directory, join_atom::value, me, std::move(mine.actors),
-                 std::move(mine.reducers), caf::actor{home});
+                 std::move(mine.reducers), caf::actor{home}, std::move(mine.watchdog));
       bool timed_out = false;
       home->receive(
           [&](join_atom, int rank, std::vector<caf::actor>&, std::vector<caf::actor>&,
-              caf::actor& who) {
+              caf::actor& who, caf::actor& watchdog) {
             MERAK_CHECK(rank == 0, "join answered by process {}", rank);
             views[0].home = std::move(who);
+            views[0].watchdog = std::move(watchdog);
           },
           caf::after(timeout) >> [&] { timed_out = true; });
       if (timed_out)

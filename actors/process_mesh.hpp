@@ -11,8 +11,8 @@
 //                  by the kernel; all-gather "addr port" through the bootstrap
 //   process i > 0: connect to the directory of every process j < i (one
 //                  connection per pair, so CAF routes every pair directly),
-//                  then  --join(i, actors, reducers, home)--> directory of 0
-//   process 0:     collects the joins, then  --join(0, {}, {}, home)--> the
+//                  then  --join(i, actors, reducers, home, watchdog)--> directory of 0
+//   process 0:     collects the joins, then --join(0, {}, {}, home, watchdog)--> the
 //                  home of every other process
 //   bootstrap barrier: every connection stands before the job's actors talk
 //
@@ -39,11 +39,13 @@ struct process_view {
   std::vector<caf::actor> actors;
   std::vector<caf::actor> reducers;
   caf::actor home;
+  caf::actor watchdog;  // its heartbeats (watchdog.hpp)
   std::string addr;  // "HOSTNAME (listen address)", for messages
 };
 
 // On process 0: every process's view, in rank order (its own first). On
-// the others: only process 0's home is set. Every view's addr is set. `home` must be a scoped actor
+// the others: only process 0's home and watchdog are set. Every view's addr
+// is set. `home` must be a scoped actor
 // of the caller's thread: the joins arrive in its mailbox. Throws
 // merak::error naming the process and address on a failed connection or a
 // timeout.

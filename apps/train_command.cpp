@@ -297,6 +297,10 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--step-timeout", f->par.timeout_s,
                 "Seconds any actor may stay silent before the run fails")
       ->capture_default_str();
+  c->add_option("--heartbeat-timeout", f->par.heartbeat_s,
+                "In a job of several processes: seconds a process may answer no heartbeat "
+                "(stopped, hung) before the job fails naming it; 0: off")
+      ->capture_default_str();
   c->add_option("--idle-spin-us", f->par.idle_spin_us,
                 "An idle stage polls this long for its next message before blocking; "
                 "-1: automatic (200 when the stages fit on the cores, else 0)")

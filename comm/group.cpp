@@ -26,6 +26,7 @@ class group_view final : public transport {
   completion irecv(int peer, tag_t tag, void* buf, size_t bytes) override {
     return under_->irecv(member(peer), tag, buf, bytes);
   }
+  void cancel(const std::string& why) override { under_->cancel(why); }
   void begin_collective() override { under_->begin_collective(); }
   void end_collective() override { under_->end_collective(); }
 

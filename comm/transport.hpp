@@ -89,6 +89,13 @@ class transport {
   virtual void begin_collective() {}
   virtual void end_collective() {}
 
+  // Ends the job's traffic on this endpoint: every current and later wait
+  // fails at once (within ~100 ms) with merak::error naming `why`, and
+  // shutting down no longer waits on peers. Thread-safe: the point is to
+  // free a thread blocked in a wait on a peer that will never answer (a
+  // stopped process). Transports whose peers share this process ignore it.
+  virtual void cancel(const std::string& why) {}
+
   // Bound of every wait on this endpoint (default 60 s).
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }

@@ -144,6 +144,11 @@ struct ucx_state {
   // timeout): shutting down then no longer progresses the worker (see
   // failed_job()).
   bool failed = false;
+  // Set by transport::cancel from any thread: every wait fails with the
+  // reason (read under the mutex once the flag is seen).
+  std::atomic<bool> cancelled{false};
+  std::mutex cancel_mu;
+  std::string cancel_reason;
 
   // Whether the job has lost a peer: a failure seen by this transport, a
   // UCX peer error, or a process the bootstrap saw go away. Shutting down
@@ -151,7 +156,7 @@ struct ucx_state {
   // then handle the dead socket's events and abort the process on an
   // internal assertion (tcp_ep.c:939 PUT_TX_WAITING_ACK, openucx/ucx#4676).
   bool failed_job() {
-    if (failed) return true;
+    if (failed || cancelled.load(std::memory_order_acquire)) return true;
     for (const auto& ps : peers)
       if (ps->status != UCS_OK) return failed = true;
     if (watch && watch->dead_peer() >= 0) return failed = true;
@@ -187,9 +192,11 @@ struct ucx_state {
 
   ~ucx_state() { close_endpoints(); }
 
-  void progress() {
-    while (ucp_worker_progress(worker.get()) != 0) {
-    }
+  // Progresses until nothing is left; returns how many events it handled.
+  unsigned progress() {
+    unsigned events = 0, n;
+    while ((n = ucp_worker_progress(worker.get())) != 0) events += n;
+    return events;
   }
 
   // Progresses until done() or the deadline; `what` describes the operation
@@ -200,9 +207,15 @@ struct ucx_state {
     const auto spin_end = clock_type::now() + spin_for;
     const auto yield_end = spin_end + yield_spin;
     auto next_watch = clock_type::now() + kwatch_period;
+    int busy_streak = 0;
     for (;;) {
-      progress();
+      if (progress() != 0) busy_streak = 0;
       if (done()) return;
+      if (cancelled.load(std::memory_order_acquire)) {
+        failed = true;
+        std::lock_guard lock(cancel_mu);
+        fail("{}: cancelled: {}", what, cancel_reason);
+      }
       // Any failed peer ends the wait: the job cannot complete without it,
       // and the peer we wait for may itself be stuck behind it. The
       // bootstrap's watch knows the root cause best (a survivor that exits on
@@ -229,7 +242,14 @@ struct ucx_state {
         continue;
       }
       const ucs_status_t st = ucp_worker_arm(worker.get());
-      if (st == UCS_ERR_BUSY) continue;  // events pending: progress again
+      if (st == UCS_ERR_BUSY) {
+        // Events pending: progress again. A worker that stays busy without
+        // completing anything (a stopped peer's half-sent message) would
+        // keep a core spinning: after a streak, back off for 1 ms per retry.
+        if (++busy_streak > 64) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      busy_streak = 0;
       check(st, "ucp_worker_arm", rank);
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
       pollfd p{efd, POLLIN, 0};
@@ -616,6 +636,14 @@ class ucx_transport final : public transport {
   int size() const override { return s_->size; }
   std::string name() const override { return "ucx"; }
   const std::string& setting() const { return setting_; }
+  void cancel(const std::string& why) override {
+    {
+      std::lock_guard lock(s_->cancel_mu);
+      if (s_->cancelled.load()) return;
+      s_->cancel_reason = why;
+    }
+    s_->cancelled.store(true, std::memory_order_release);
+  }
   void begin_collective() override { ++s_->collective_depth; }
   void end_collective() override { --s_->collective_depth; }
 

@@ -20,6 +20,10 @@
 #   stage_dies SIGKILL of the process of stage 1 (pp2 over 2): rank 0 fails
 #              within 5 s naming the stage actor, its process and host
 #   shard_dies as stage_dies, for the process of TP shard 1 (tp2 over 2)
+#   stage_stops, shard_stops, coordinator_stops  the same with SIGSTOP: the
+#              survivor names the silent process within 10 s (heartbeats,
+#              --heartbeat-timeout 5), using under a third of a core while
+#              it waits
 #   coordinator_dies  SIGKILL of rank 0 (pp2 over 2): rank 1 fails within 5 s
 #              naming the coordinator, its process and host
 #
@@ -196,10 +200,12 @@ EOF
     ((rc == 1)) && grep -q "procs must be at least 1 (got 0)" "$work/e" || { cat "$work/e"; exit 1; }
     echo "ok: bad layouts of a job are refused by name"
     ;;
-  stage_dies | shard_dies | coordinator_dies)
+  stage_dies | shard_dies | coordinator_dies | stage_stops | shard_stops | coordinator_stops)
     victim_rank=1 layout=(--pp 2 --micro-batches 2) coordinate="(dp=0, pp=1, tp=0)"
-    [[ $case_name == coordinator_dies ]] && victim_rank=0
-    [[ $case_name == shard_dies ]] && layout=(--tp 2) coordinate="(dp=0, pp=0, tp=1)"
+    [[ $case_name == coordinator_* ]] && victim_rank=0
+    [[ $case_name == shard_* ]] && layout=(--tp 2) coordinate="(dp=0, pp=0, tp=1)"
+    signal=KILL bound=5 what=stopped
+    [[ $case_name == *_stops ]] && signal=STOP bound=10 what="has answered no heartbeat"
     "$merak" launch --procs 2 --timeout 100 train "${model[@]}" --layers 4 --dim 128 --steps 100000 \
       "${layout[@]}" --metrics "$work/m.jsonl" >"$work/o" 2>"$work/e" &
     lpid=$!
@@ -213,21 +219,32 @@ EOF
       sleep 0.2
     done
     [[ -n "$victim" ]] || { echo "FAIL: no rank $victim_rank in training"; cat "$work/e"; kill "$lpid"; exit 1; }
+    [[ -n "${KEEP_LOG:-}" ]] && trap "cp $work/e $KEEP_LOG; rm -rf $work" EXIT
+    survivor=$(pgrep -P "$lpid" | grep -vx "$victim" | head -1)
     start=$(date +%s.%N)
-    kill -KILL "$victim"
-    # The survivor's own message (the launcher gives it 5 s before killing it).
-    # named: the survivor's error line names the role and the process and host.
-    if [[ $case_name != coordinator_dies ]]; then
+    kill -$signal "$victim"
+    # named: the survivor's own error line (the launcher gives it 5 s before
+    # killing it) names the role, the process and its host.
+    if [[ $case_name != coordinator_* ]]; then
       named() { grep "merak: error: " "$work/e" | grep -F "$coordinate" |
-        grep -F "process 1 on $(hostname) (127.0.0.1)" | grep -q stopped; }
+        grep -F "process 1 on $(hostname) (127.0.0.1)" | grep -qF "$what"; }
     else
-      named() { grep -qF "merak: error: process 1: the coordinator (process 0 on $(hostname) (127.0.0.1)) stopped" "$work/e"; }
+      named() { grep -qF "merak: error: process 1: the coordinator (process 0 on $(hostname) (127.0.0.1)) $what" "$work/e"; }
     fi
-    for _ in $(seq 50); do
+    if [[ $signal == STOP ]]; then  # the survivor's CPU time over 2 s of waiting
+      cpu() { awk '{print $14 + $15}' "/proc/$survivor/stat"; }
+      c0=$(cpu)
+      sleep 2
+      c1=$(cpu)
+      python3 -c "import os,sys; used=(int(sys.argv[2])-int(sys.argv[1]))/os.sysconf('SC_CLK_TCK')/2; assert used < 0.34, used; print(f'ok: the survivor used {used:.0%} of a core while waiting')" "$c0" "$c1" ||
+        { kill -KILL "$victim"; exit 1; }
+    fi
+    for _ in $(seq $((bound * 10))); do
       named && break
       sleep 0.1
     done
-    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 5, t; print(f'ok: named {t:.2f} s after rank $victim_rank was killed')" "$start" || { cat "$work/e"; exit 1; }
+    python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < $bound, t; print(f'ok: named {t:.2f} s after SIG$signal of rank $victim_rank')" "$start" ||
+      { kill -KILL "$victim"; cat "$work/e"; exit 1; }
     set +e
     wait "$lpid"
     rc=$?
