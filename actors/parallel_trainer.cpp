@@ -167,9 +167,12 @@ struct parallel_trainer::impl {
       (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
                        [](failed_atom, std::string&) {}, [](finish_atom) {},
                        caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
+    // Close the UCX transports while every peer is still here to answer
+    // the closing flushes, then leave together.
+    group_links.clear();
     if (together) {
       try {
-        par.processes->barrier();  // no process closes its transports while another sends
+        par.processes->barrier();
       } catch (const std::exception&) {
       }
     }
