@@ -1,8 +1,9 @@
 // `merak launch` and `merak node`: run a merak command as the processes of
 // one job (comm/launcher.hpp). Each process gets RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT, a job token, LOCAL_RANK and LOCAL_WORLD_SIZE;
-// `merak train` in such a job runs one data-parallel replica per process,
-// its gradient reducers over UCX.
+// `merak train` in such a job places its stage actors on the processes
+// (docs/launch.md). `--max-restarts K` restarts a failed job from the latest
+// checkpoint of its --save directory.
 //
 //   merak launch --procs N COMMAND...       N processes on this host
 //   merak launch --hostfile F COMMAND...    `merak node` on every host of F,
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -50,6 +52,7 @@ std::string merak_program() {
 
 struct launch_flags {
   int procs = 2;
+  int max_restarts = 0;
   double timeout_s = 0;
   std::string hostfile;
   std::string rsh = "ssh -o BatchMode=yes";
@@ -75,7 +78,7 @@ struct node_flags {
 constexpr const char* klaunch_about =
     "Run a merak command as the processes of one job: N on this host (--procs), or `merak node` "
     "on every host of a hostfile through ssh (--hostfile), e.g. merak launch --procs 2 train "
-    "--data FILE --dp 2 (one data-parallel replica per process, reducers over UCX)";
+    "--data FILE --pp 2 (a pipeline stage per process)";
 constexpr const char* knode_about =
     "Run this host's share of a job: K processes, ranks R..R+K-1 of W, meeting rank 0 at "
     "--master-addr:--master-port with a shared --token (one `merak node` per host, by hand or "
@@ -120,6 +123,10 @@ void add_flags(CLI::App& c, launch_flags& f) {
       ->allow_extra_args(false)  // one name a flag: the command that follows is not a name
       ->needs(hostfile);
   c.add_option("--timeout", f.timeout_s, "Seconds the whole job may take (0: no limit)")
+      ->capture_default_str();
+  c.add_option("--max-restarts", f.max_restarts,
+               "Restart a failed job this many times, from the latest checkpoint of the "
+               "command's --save directory (else from the start), as torchrun does")
       ->capture_default_str();
   c.prefix_command();  // from the first non-flag on, everything is the command's
 }
@@ -168,6 +175,55 @@ std::vector<std::string> parse(std::vector<std::string> args, Flags& f, const ch
   return rest;
 }
 
+// The command to restart a failed job with: resumed from the latest
+// checkpoint in the directory of its `--save DIR` (or `--save=DIR`) when one
+// is there (any --load of the command dropped), else the command unchanged.
+// `from` tells where it resumes.
+std::vector<std::string> restart_command(const std::vector<std::string>& command,
+                                         std::string& from) {
+  std::string save;
+  for (size_t i = 0; i < command.size(); ++i) {
+    if (command[i] == "--save" && i + 1 < command.size()) save = command[i + 1];
+    if (command[i].rfind("--save=", 0) == 0) save = command[i].substr(7);
+  }
+  std::error_code ec;
+  if (save.empty() || !std::filesystem::is_regular_file(std::filesystem::path(save) / "latest", ec)) {
+    from = "the start";
+    return command;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < command.size(); ++i) {
+    if (command[i] == "--load") {
+      ++i;
+      continue;
+    }
+    if (command[i].rfind("--load=", 0) == 0) continue;
+    out.push_back(command[i]);
+  }
+  out.push_back("--load");
+  out.push_back(save);
+  from = "the latest checkpoint in " + save;
+  return out;
+}
+
+// Runs the job through `run` (the command's argv tail), restarting it up to
+// max_restarts times after a failure; fails naming the last failure.
+template <typename Run>
+int run_with_restarts(const launch_flags& f, const std::vector<std::string>& command, Run&& run) {
+  if (f.max_restarts < 0)
+    fail("merak launch: --max-restarts must not be negative (got {})", f.max_restarts);
+  std::vector<std::string> cmd = command;
+  for (int attempt = 0;; ++attempt) {
+    std::string failure = run(cmd);
+    if (failure.empty()) return 0;
+    if (attempt >= f.max_restarts) fail("merak launch: {}", failure);
+    std::string from;
+    cmd = restart_command(command, from);
+    std::fprintf(stderr, "merak launch: %s; restarting the job (%d of %d) from %s\n",
+                 failure.c_str(), attempt + 1, f.max_restarts, from.c_str());
+  }
+}
+
 std::chrono::milliseconds seconds_flag(const char* who, double s) {
   if (s < 0) fail("{}: --timeout must not be negative (got {})", who, s);
   return std::chrono::milliseconds(int64_t(s * 1000));
@@ -205,7 +261,8 @@ bool names_this_host(const std::string& h) {
   return ::gethostname(name, sizeof name - 1) == 0 && h == name;
 }
 
-int launch_hosts(const launch_flags& f, const std::vector<std::string>& command) {
+// One attempt at a hostfile job; "" when it succeeded, else what failed.
+std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& command) {
   const auto hosts = comm::read_hostfile(f.hostfile);
   int world = 0;
   for (auto& h : hosts) world += h.slots;
@@ -285,8 +342,8 @@ int launch_hosts(const launch_flags& f, const std::vector<std::string>& command)
   so.timeout = seconds_flag("merak launch", f.timeout_s);
   so.grace = std::chrono::milliseconds(10000);  // a node reports its own failed rank first
   auto r = comm::supervise(nodes, so);
-  if (!r.ok()) fail("merak launch: {}", r.message);
-  return 0;
+  if (!r.ok()) return r.message;
+  return std::string();
 }
 
 }  // namespace
@@ -311,16 +368,19 @@ int run_launch(std::vector<std::string> args) {
   int code = -1;
   auto command = parse(std::move(args), f, klaunch_about, "merak launch", code);
   if (code >= 0) return code;
-  if (!f.hostfile.empty()) return launch_hosts(f, command);
+  if (!f.hostfile.empty())
+    return run_with_restarts(
+        f, command, [&](const std::vector<std::string>& cmd) { return launch_hosts(f, cmd); });
   if (f.procs < 1) fail("merak launch: --procs must be at least 1 (got {})", f.procs);
-  comm::launch_options lo;
-  lo.procs = f.procs;
-  lo.argv.push_back(merak_program());
-  lo.argv.insert(lo.argv.end(), command.begin(), command.end());
-  lo.timeout = seconds_flag("merak launch", f.timeout_s);
-  auto r = comm::launch_local(lo);
-  if (!r.ok()) fail("merak launch: {}", r.message);
-  return 0;
+  return run_with_restarts(f, command, [&](const std::vector<std::string>& cmd) {
+    comm::launch_options lo;
+    lo.procs = f.procs;
+    lo.argv.push_back(merak_program());
+    lo.argv.insert(lo.argv.end(), cmd.begin(), cmd.end());
+    lo.timeout = seconds_flag("merak launch", f.timeout_s);
+    auto r = comm::launch_local(lo);
+    return r.ok() ? std::string() : r.message;
+  });
 }
 
 int run_node(std::vector<std::string> args) {

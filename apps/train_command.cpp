@@ -8,6 +8,8 @@
 
 #include <fmt/ranges.h>
 #include <cstdio>
+#include <cstring>
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdlib>
@@ -49,9 +51,13 @@ struct train_flags {
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
 class metrics_writer {
  public:
-  metrics_writer(const std::string& path, bool append) {
+  // `resumed_at` >= 0: a run resumed from the checkpoint of that step keeps
+  // the file's lines up to it and drops later ones (steps that a failed run
+  // took after its last checkpoint, which this run takes again).
+  metrics_writer(const std::string& path, int64_t resumed_at) {
     if (path.empty()) return;
-    out_.open(path, append ? std::ios::app : std::ios::trunc);
+    if (resumed_at >= 0) keep_through(path, resumed_at);
+    out_.open(path, resumed_at >= 0 ? std::ios::app : std::ios::trunc);
     if (!out_) fail("cannot open metrics file '{}' for writing", path);
   }
   void write(const nlohmann::json& j) {
@@ -59,6 +65,30 @@ class metrics_writer {
   }
 
  private:
+  static void keep_through(const std::string& path, int64_t step) {
+    std::ifstream in(path);
+    if (!in) return;  // a new file
+    std::string kept, line;
+    bool dropped = false;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number() &&
+          j["step"].get<int64_t>() > step) {
+        dropped = true;
+        continue;
+      }
+      kept += line + '\n';
+    }
+    if (!dropped) return;
+    const std::string tmp = path + ".resume";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << kept;
+      if (!out.flush()) fail("cannot rewrite metrics file '{}' (through '{}')", path, tmp);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      fail("cannot replace metrics file '{}': {}", path, std::strerror(errno));
+  }
   std::ofstream out_;
 };
 
@@ -100,7 +130,8 @@ std::shared_ptr<comm::bootstrap> join_job() {
 // In a multi-process job only rank 0 (`lead`) writes metrics and checkpoints.
 template <typename Trainer>
 int train_loop(train_flags& f, Trainer& tr, bool lead = true) {
-  metrics_writer metrics(lead ? f.metrics : std::string(), !f.opts.load.empty());
+  metrics_writer metrics(lead ? f.metrics : std::string(),
+                         f.opts.load.empty() ? int64_t(-1) : int64_t(tr.step()));
   const bool tty = lead && ::isatty(STDERR_FILENO);
   const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
   while (!tr.done()) {

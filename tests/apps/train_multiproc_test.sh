@@ -39,6 +39,10 @@
 #              (untied head): equals the in-process --dp 3 S2 run
 #   bad_dp     a job of 2 processes whose layout has 1 actor (or --devices)
 #              is refused with a message naming the process count and flags
+#   restart    pp2 over 2 processes with --max-restarts 1, rank 1 killed
+#              mid-run: the launcher restarts the job from the latest
+#              checkpoint of --save; every step's loss (one metrics line per
+#              step) equals the uninterrupted job's to 1e-12
 #   rank_dies  SIGKILL of rank 1 mid-run: rank 0 fails within seconds with an
 #              error naming the peer, and the launcher names rank 1
 #   resume     a job that saved at step 4 of 8, resumed by a new job of 2
@@ -252,6 +256,42 @@ EOF
     ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
     named || { echo "FAIL: the role, process or host is not named"; cat "$work/e"; exit 1; }
     grep "merak: error: " "$work/e" | head -1
+    ;;
+  restart)
+    job=(train "${model[@]}" --layers 4 --dim 128 --steps 30 --pp 2 --micro-batches 2 --save-interval 5)
+    "$merak" launch --procs 2 --timeout 150 "${job[@]}" --save "$work/ck1" --metrics "$work/whole.jsonl" \
+      2>"$work/e1" || { cat "$work/e1"; exit 1; }
+    "$merak" launch --procs 2 --timeout 150 --max-restarts 1 "${job[@]}" --save "$work/ck2" \
+      --metrics "$work/m.jsonl" >"$work/o" 2>"$work/e" &
+    lpid=$!
+    victim=""
+    for _ in $(seq 200); do
+      if [[ -s "$work/m.jsonl" ]] && (($(wc -l <"$work/m.jsonl") >= 7)); then
+        for c in $(pgrep -P "$lpid" || true); do
+          tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$c
+        done
+      fi
+      [[ -n "$victim" ]] && break
+      sleep 0.05
+    done
+    [[ -n "$victim" ]] || { echo "FAIL: no rank 1 mid-run"; cat "$work/e"; kill "$lpid"; exit 1; }
+    kill -KILL "$victim"
+    killed_after=$(wc -l <"$work/m.jsonl")
+    wait "$lpid" || { echo "FAIL: the restarted job failed"; cat "$work/e"; exit 1; }
+    grep -q "restarting the job (1 of 1) from the latest checkpoint in $work/ck2" "$work/e" ||
+      { echo "FAIL: no restart from the checkpoint"; cat "$work/e"; exit 1; }
+    grep "restarting the job" "$work/e"
+    python3 - "$work/whole.jsonl" "$work/m.jsonl" "$killed_after" <<'EOF2'
+import json, sys
+whole, run = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert [r["step"] for r in run] == list(range(1, 31)), [r["step"] for r in run]
+for a, b in zip(run, whole):
+    for k in ("loss", "grad_norm"):
+        assert abs(a[k] - b[k]) <= 1e-12 * abs(b[k]), (a["step"], k, a[k], b[k])
+assert abs(run[-1]["val_loss"] - whole[-1]["val_loss"]) <= 1e-12 * whole[-1]["val_loss"]
+print(f"ok: killed after step {sys.argv[3]}, restarted from its checkpoint: 30 steps equal "
+      f"the uninterrupted job's (last loss {run[-1]['loss']:.6f})")
+EOF2
     ;;
   rank_dies)
     "$merak" launch --procs 2 --timeout 100 train "${model[@]}" --layers 4 --dim 128 --steps 100000 \
