@@ -13,7 +13,22 @@
 #include <memory>
 #include <vector>
 
+#include "model/sharded_checkpoint.hpp"
 #include "model/tensor.hpp"
+
+namespace merak::model {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_spec& x) {
+  return f(caf::meta::type_name("merak.shard_spec"), x.dim, x.parts, x.index, x.groups, x.full);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_record& x) {
+  return f(caf::meta::type_name("merak.shard_record"), x.file, x.name, x.spec, x.full);
+}
+
+}  // namespace merak::model
 
 namespace merak::actors {
 
@@ -73,9 +88,15 @@ using apply_atom = caf::atom_constant<caf::atom("apply")>;      // (lr, clip fac
 using wire_atom =
     caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
 using gather_atom =
-    caf::atom_constant<caf::atom("gather")>;  // () -> (names, values, m, v, adam t)
-using load_atom =
-    caf::atom_constant<caf::atom("load")>;  // (names, values, m, v, adam t): whole tensors
+    caf::atom_constant<caf::atom("gather")>;  // () -> (names, values): parameter copies
+// (assembly directory, metadata) -> stage of replica 0 writes its shard file;
+// answers (saved, dp, stage, tp, records, adam t) or failed
+using save_atom = caf::atom_constant<caf::atom("save")>;
+using saved_atom = caf::atom_constant<caf::atom("saved")>;
+// (checkpoint directory): the stage loads its part (either format); answers
+// (restored, dp, stage, tp) or failed
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using restored_atom = caf::atom_constant<caf::atom("restored")>;
 // To the coordinator.
 using loss_atom = caf::atom_constant<caf::atom("loss")>;    // (dp, mb, loss)
 // (dp, stage, tp, sum of squares, busy s, bytes, union rows, sparse rel error)

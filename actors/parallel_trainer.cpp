@@ -29,6 +29,7 @@
 #endif
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
+#include "model/sharded_checkpoint.hpp"
 #include "model/executor.hpp"
 #include "model/gemm.hpp"
 #include "model/gpt.hpp"
@@ -92,7 +93,6 @@ struct parallel_trainer::impl {
   // Validation: a single-device copy, refreshed from the stages.
   std::unique_ptr<model::parameter_store> eval_store;
   std::unique_ptr<model::executor> eval_exec;
-  std::unique_ptr<model::adamw> eval_opt;
 
   impl(model::train_options o, parallel_options p, model::text_corpus c)
       : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)) {
@@ -185,6 +185,9 @@ struct parallel_trainer::impl {
     cfg->add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
     cfg->add_message_type<std::vector<int64_t>>("std::vector<int64_t>");
     cfg->add_message_type<std::vector<int>>("std::vector<int>");
+    cfg->add_message_type<model::shard_spec>("merak.shard_spec");
+    cfg->add_message_type<model::shard_record>("merak.shard_record");
+    cfg->add_message_type<std::vector<model::shard_record>>("std::vector<merak.shard_record>");
     if (par.processes) cfg->load<caf::io::middleman>();
     // Stages are detached threads; the reducers share one worker that sleeps
     // when idle (the work-stealing default polls, taking CPU from the stages).
@@ -635,13 +638,11 @@ struct parallel_trainer::impl {
     if (eval_exec) return;
     eval_store = std::make_unique<model::parameter_store>(opts.seed);
     eval_exec = std::make_unique<model::executor>(graph, *eval_store);
-    eval_opt = std::make_unique<model::adamw>(
-        model::adamw_config{.weight_decay = opts.weight_decay}, eval_store->all());
   }
 
-  // Gathers every parameter (and, with moments, AdamW's state) of replica 0
-  // into the single-device copy: shard slices placed, the rest from shard 0.
-  void gather_full(bool moments) {
+  // Gathers every parameter of replica 0 into the single-device copy that
+  // validation runs on: shard slices placed, the rest from shard 0.
+  void gather_full() {
     ensure_full_copy();
     std::map<std::string, int> index;
     for (size_t i = 0; i < eval_store->all().size(); ++i)
@@ -656,24 +657,16 @@ struct parallel_trainer::impl {
         (*self)
             ->request(stages[0][s][t], timeout(), gather_atom::value)
             .receive(
-                [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values,
-                    std::vector<tensor_ref>& m, std::vector<tensor_ref>& v, int64_t adam_t) {
+                [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
                   for (size_t i = 0; i < names_.size(); ++i) {
                     auto it = index.find(names_[i]);
                     MERAK_CHECK(it != index.end(), "gathered unknown parameter {}", names_[i]);
-                    auto put = [&](model::tensor& whole, const model::tensor& part) {
-                      if (auto sp = split.find(names_[i]); sp != split.end())
-                        model::place_shard(whole, part, sp->second);
-                      else if (t == 0)
-                        std::memcpy(whole.raw(), part.raw(), whole.bytes());
-                    };
-                    put(eval_store->all()[it->second]->value, *values[i].t);
-                    if (moments) {
-                      put(eval_opt->first_moments()[it->second], *m[i].t);
-                      put(eval_opt->second_moments()[it->second], *v[i].t);
-                    }
+                    auto& whole = eval_store->all()[it->second]->value;
+                    if (auto sp = split.find(names_[i]); sp != split.end())
+                      model::place_shard(whole, *values[i].t, sp->second);
+                    else if (t == 0)
+                      std::memcpy(whole.raw(), values[i].t->raw(), whole.bytes());
                   }
-                  eval_opt->set_t(adam_t);
                   ok = true;
                 },
                 [&](caf::error& e) {
@@ -683,44 +676,57 @@ struct parallel_trainer::impl {
       }
   }
 
-  // Resumes from opts.load: the checkpoint goes into the single-device copy,
-  // then every stage actor takes its part.
+  // Resumes from opts.load (either checkpoint format, any saved layout):
+  // every stage actor reads and takes its own part, in parallel.
   void load() {
     if (!lead()) {
       await("waiting for the coordinator to load the checkpoint",
             [&](step_atom, int64_t resumed) { step = resumed; });
       return;
     }
-    ensure_full_copy();
-    step = model::resume_checkpoint(opts, *eval_store, *eval_opt);
-    std::vector<std::string> names;
-    std::vector<tensor_ref> values, m, v;
-    auto& all = eval_store->all();
-    for (size_t i = 0; i < all.size(); ++i) {
-      names.push_back(all[i]->spec.name);
-      values.push_back(tensor_ref::make(all[i]->value.clone()));
-      m.push_back(tensor_ref::make(eval_opt->first_moments()[i].clone()));
-      v.push_back(tensor_ref::make(eval_opt->second_moments()[i].clone()));
-    }
+    model::checkpoint_reader ckpt(opts.load);
+    step = model::check_resume(opts, ckpt.metadata(), ckpt.dir());
+    int expected = 0;
     for (auto& rep : stages)
       for (auto& st : rep)
         for (auto& a : st) {
-          bool ok = false;
-          (*self)
-              ->request(a, timeout(), load_atom::value, names, values, m, v, eval_opt->t())
-              .receive([&](applied_atom) { ok = true; },
-                       [&](caf::error& e) { fail("loading a checkpoint: {}", sys->render(e)); });
-          MERAK_CHECK(ok, "a stage did not take the checkpoint");
+          (*self)->send(a, restore_atom::value, ckpt.dir());
+          ++expected;
         }
+    for (int got = 0; got < expected; ++got)
+      await(fmt::format("loading checkpoint {} ({}/{} stage actors)", ckpt.dir(), got, expected),
+            [&](restored_atom, int, int, int) {});
+    spdlog::info("resumed from '{}' at step {}", ckpt.dir(), step);
     for (auto& f : followers) (*self)->send(f, step_atom::value, step);
   }
 
+  // A sharded checkpoint: the stage actors of replica 0 write their own
+  // files in parallel, then the index, then the checkpoint is published.
   std::string save() {
     if (opts.save_dir.empty()) fail("no --save directory given");
     if (!lead()) fail("only process 0 of a job writes checkpoints");
-    gather_full(true);
-    return model::save_checkpoint(opts.save_dir, step, *eval_store, *eval_opt,
-                                  model::checkpoint_metadata(opts, step, corpus.name()));
+    const std::string tmp = model::begin_checkpoint(opts.save_dir, step);
+    auto meta = model::checkpoint_metadata(opts, step, corpus.name());
+    std::vector<model::shard_record> records;
+    int64_t adam_t = -1;
+    int expected = 0;
+    for (auto& st : stages[0])
+      for (auto& a : st) {
+        (*self)->send(a, save_atom::value, tmp, meta);
+        ++expected;
+      }
+    for (int got = 0; got < expected; ++got)
+      await(fmt::format("writing checkpoint shards ({}/{}) of step {}", got, expected, step),
+            [&](saved_atom, int, int, int, std::vector<model::shard_record>& mine, int64_t t) {
+              records.insert(records.end(), mine.begin(), mine.end());
+              adam_t = t;
+            });
+    meta["merak.step"] = std::to_string(step);
+    meta["merak.adam_t"] = std::to_string(adam_t);
+    return model::commit_sharded_checkpoint(
+        opts.save_dir, step, records, meta,
+        fmt::format("dp={} pp={} tp={} processes={} placement={}", par.dp, par.pp, par.tp,
+                    place.world, place.str()));
   }
 
   double validation_loss() {
@@ -731,7 +737,7 @@ struct parallel_trainer::impl {
             [&](finish_atom) { fail("process 0 ended the job before validating"); });
       return loss;
     }
-    gather_full(false);
+    gather_full();
     int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
     double sum = 0;
     for (int64_t i = 0; i < nb; ++i) {

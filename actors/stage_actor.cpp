@@ -18,6 +18,7 @@
 #include "comm/collectives.hpp"
 #include "core/error.hpp"
 #include "model/executor.hpp"
+#include "model/sharded_checkpoint.hpp"
 #include "partition/recompute.hpp"
 
 namespace merak::actors {
@@ -731,47 +732,52 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.in_step = false;  // the next step waits on the whole run's coordinator
         });
       },
-      // Parameters and AdamW moments of this shard (copies), and AdamW's t.
+      // Parameters of this shard (copies), for validation on one copy.
       [=](gather_atom) -> caf::message {
         auto& st = self->state;
         std::vector<std::string> names;
-        std::vector<tensor_ref> values, m, v;
-        auto& all = st.store->all();
-        for (size_t i = 0; i < all.size(); ++i) {
-          names.push_back(all[i]->spec.name);
-          values.push_back(tensor_ref::make(all[i]->value.clone()));
-          m.push_back(tensor_ref::make(st.opt->first_moments()[i].clone()));
-          v.push_back(tensor_ref::make(st.opt->second_moments()[i].clone()));
+        std::vector<tensor_ref> values;
+        for (auto& p : st.store->all()) {
+          names.push_back(p->spec.name);
+          values.push_back(tensor_ref::make(p->value.clone()));
         }
-        return caf::make_message(std::move(names), std::move(values), std::move(m), std::move(v),
-                                 st.opt->t());
+        return caf::make_message(std::move(names), std::move(values));
       },
-      // Whole parameters and moments (a resumed checkpoint): this shard takes
-      // its part of each it holds.
-      [=](load_atom, const std::vector<std::string>& names, const std::vector<tensor_ref>& values,
-          const std::vector<tensor_ref>& m, const std::vector<tensor_ref>& v,
-          int64_t t) -> caf::message {
-        auto& st = self->state;
-        std::string failure;
+      // Replica 0 writes this shard's parameters and moments (tied weights
+      // by their owner only) into the checkpoint being assembled.
+      [=](save_atom, const std::string& dir, const model::metadata_map& meta) {
         guarded(self, [&] {
+          auto& st = self->state;
+          std::vector<const model::parameter*> params;
+          std::vector<const model::tensor*> m, v;
           auto& all = st.store->all();
           for (size_t i = 0; i < all.size(); ++i) {
-            auto it = std::find(names.begin(), names.end(), all[i]->spec.name);
-            MERAK_CHECK(it != names.end(), "checkpoint lacks {}", all[i]->spec.name);
-            size_t k = size_t(it - names.begin());
-            auto put = [&](const model::tensor& whole, model::tensor& mine) {
-              if (all[i]->spec.shard.sharded())
-                model::copy_shard(whole, mine, all[i]->spec.shard);
-              else
-                std::memcpy(mine.raw(), whole.raw(), mine.bytes());
-            };
-            put(*values[k].t, all[i]->value);
-            put(*m[k].t, st.opt->first_moments()[i]);
-            put(*v[k].t, st.opt->second_moments()[i]);
+            bool owned = true;
+            for (auto& t : st.cfg.ties)
+              if (t.name == all[i]->spec.name) owned = t.owner == st.cfg.stage;
+            if (!owned) continue;
+            params.push_back(all[i].get());
+            m.push_back(&st.opt->first_moments()[i]);
+            v.push_back(&st.opt->second_moments()[i]);
           }
-          st.opt->set_t(t);
+          auto records = model::write_shard(dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank),
+                                            params, m, v, meta);
+          self->send(st.coordinator, saved_atom::value, st.cfg.dp_rank, st.cfg.stage,
+                     st.cfg.tp_rank, std::move(records), st.opt->t());
         });
-        return caf::make_message(applied_atom::value);
+      },
+      // A checkpoint of either format, any layout: this shard takes its part
+      // of every parameter and moment it holds.
+      [=](restore_atom, const std::string& dir) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          model::checkpoint_reader ckpt(dir);
+          std::vector<model::parameter*> params;
+          for (auto& p : st.store->all()) params.push_back(p.get());
+          model::load_parameters(ckpt, params, st.opt.get());
+          self->send(st.coordinator, restored_atom::value, st.cfg.dp_rank, st.cfg.stage,
+                     st.cfg.tp_rank);
+        });
       },
   };
 }

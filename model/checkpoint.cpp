@@ -8,42 +8,48 @@
 
 #include "core/error.hpp"
 #include "model/safetensors.hpp"
+#include "model/sharded_checkpoint.hpp"
 
 namespace merak::model {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kIndexFile = "index.json";
 constexpr const char* kLatest = "latest";
 
-void copy_into(tensor& dst, const safetensors_file& f, const std::string& name,
-               const std::string& file) {
-  auto it = f.tensors.find(name);
-  if (it == f.tensors.end()) fail("checkpoint '{}' has no tensor '{}'", file, name);
-  const tensor& src = it->second;
-  if (src.shape() != dst.shape() || src.type() != dst.type())
-    fail(
-        "checkpoint '{}': tensor '{}' has shape {} but this model needs {} (a checkpoint of "
-        "another model shape?)",
-        file, name, shape_str(src.shape()), shape_str(dst.shape()));
-  std::memcpy(dst.raw(), src.raw(), src.bytes());
+bool holds_checkpoint(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p / kModelFile, ec) || fs::is_regular_file(p / kIndexFile, ec);
 }
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& dir, int64_t step, const parameter_store& params,
-                            const adamw& opt, const metadata_map& metadata) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("cannot create checkpoint directory '{}': {}", dir, ec.message());
-  const std::string name = fmt::format("step_{:08d}", step);
+std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+std::string publish_checkpoint(const std::string& dir, const std::string& name) {
   const fs::path final_dir = fs::path(dir) / name;
   const fs::path tmp_dir = fs::path(dir) / (name + ".tmp");
-  fs::remove_all(tmp_dir, ec);
-  fs::create_directories(tmp_dir, ec);
-  if (ec) fail("cannot create '{}': {}", tmp_dir.string(), ec.message());
+  const fs::path old_dir = fs::path(dir) / (name + ".old");
+  std::error_code ec;
+  fs::remove_all(old_dir, ec);
+  if (fs::exists(final_dir, ec)) {
+    fs::rename(final_dir, old_dir, ec);
+    if (ec)
+      fail("cannot move '{}' aside to '{}': {}", final_dir.string(), old_dir.string(), ec.message());
+  }
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec)
+    fail("cannot rename '{}' to '{}': {}", tmp_dir.string(), final_dir.string(), ec.message());
+  fsync_directory(dir);
+  write_file_atomic((fs::path(dir) / kLatest).string(), name + "\n");
+  fs::remove_all(old_dir, ec);
+  return final_dir.string();
+}
 
+std::string save_checkpoint(const std::string& dir, int64_t step, const parameter_store& params,
+                            const adamw& opt, const metadata_map& metadata) {
+  const fs::path tmp_dir = begin_checkpoint(dir, step);
   std::vector<std::pair<std::string, const tensor*>> model_tensors, opt_tensors;
   for (auto& p : params.all()) model_tensors.emplace_back(p->spec.name, &p->value);
   for (size_t i = 0; i < opt.params().size(); ++i) {
@@ -54,64 +60,46 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const paramete
   meta["merak.step"] = std::to_string(step);
   meta["merak.adam_t"] = std::to_string(opt.t());
   write_safetensors((tmp_dir / kModelFile).string(), model_tensors, meta);
-  write_safetensors((tmp_dir / kOptimizerFile).string(), opt_tensors, meta);
-  // Publish the complete checkpoint by renaming its directory.
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp_dir, final_dir, ec);
-  if (ec)
-    fail("cannot rename '{}' to '{}': {}", tmp_dir.string(), final_dir.string(), ec.message());
-  fsync_directory(dir);
-  write_file_atomic((fs::path(dir) / kLatest).string(), name + "\n");
-  return final_dir.string();
+  write_safetensors((tmp_dir / "optimizer.safetensors").string(), opt_tensors, meta);
+  fsync_directory(tmp_dir.string());
+  return publish_checkpoint(dir, checkpoint_name(step));
 }
 
 std::string resolve_checkpoint(const std::string& path) {
   fs::path p(path);
   if (!fs::exists(p)) fail("checkpoint path '{}' does not exist", path);
-  if (fs::exists(p / kModelFile)) return p.string();
+  if (holds_checkpoint(p)) return p.string();
   if (fs::exists(p / kLatest)) {
     std::ifstream f(p / kLatest);
     std::string name;
     std::getline(f, name);
-    if (name.empty() || name.find('/') != std::string::npos)
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
       fail("'{}' does not name a checkpoint", (p / kLatest).string());
     fs::path c = p / name;
-    if (!fs::exists(c / kModelFile))
-      fail("'{}' points at '{}', which holds no {}", (p / kLatest).string(), c.string(),
-           kModelFile);
-    return c.string();
+    if (holds_checkpoint(c)) return c.string();
+    // A save of the same step interrupted between its two renames.
+    if (fs::path old = p / (name + ".old"); holds_checkpoint(old)) return old.string();
+    fail("'{}' points at '{}', which holds no checkpoint ({} or {})", (p / kLatest).string(),
+         c.string(), kModelFile, kIndexFile);
   }
-  fail("'{}' is neither a checkpoint directory (no {}) nor a run directory (no {})", path,
-       kModelFile, kLatest);
+  fail("'{}' is neither a checkpoint directory (no {} or {}) nor a run directory (no {})", path,
+       kModelFile, kIndexFile, kLatest);
 }
 
 metadata_map read_checkpoint_metadata(const std::string& path) {
-  auto dir = fs::path(resolve_checkpoint(path));
-  return read_safetensors((dir / kModelFile).string()).metadata;
+  return checkpoint_reader(path).metadata();
 }
 
 metadata_map load_checkpoint(const std::string& path, parameter_store& params, adamw& opt) {
-  auto dir = fs::path(resolve_checkpoint(path));
-  auto model_path = (dir / kModelFile).string();
-  auto opt_path = (dir / kOptimizerFile).string();
-  auto mf = read_safetensors(model_path);
-  auto of = read_safetensors(opt_path);
-  if (mf.metadata != of.metadata)
-    fail("'{}' and '{}' come from different checkpoints", model_path, opt_path);
-  if (mf.tensors.size() != params.all().size())
+  checkpoint_reader ckpt(path);
+  const auto names = ckpt.parameters();
+  if (names.size() != params.all().size())
     fail("checkpoint '{}' holds {} tensors but this model has {} parameters (another model shape?)",
-         model_path, mf.tensors.size(), params.all().size());
-  for (auto& p : params.all()) copy_into(p->value, mf, p->spec.name, model_path);
-  for (size_t i = 0; i < opt.params().size(); ++i) {
-    copy_into(opt.first_moments()[i], of, "m." + opt.params()[i]->spec.name, opt_path);
-    copy_into(opt.second_moments()[i], of, "v." + opt.params()[i]->spec.name, opt_path);
-  }
-  try {
-    opt.set_t(std::stoll(mf.metadata.at("merak.adam_t")));
-  } catch (const std::exception&) {
-    fail("checkpoint '{}': metadata field merak.adam_t is missing or not a number", model_path);
-  }
-  return mf.metadata;
+         ckpt.dir(), names.size(), params.all().size());
+  std::vector<parameter*> all;
+  for (auto& p : params.all()) all.push_back(&*p);
+  load_parameters(ckpt, all, &opt);
+  return ckpt.metadata();
 }
 
 }  // namespace merak::model

@@ -23,8 +23,19 @@ using metadata_map = std::map<std::string, std::string>;
 std::string save_checkpoint(const std::string& dir, int64_t step, const parameter_store& params,
                             const adamw& opt, const metadata_map& metadata);
 
+// "step_00000010": the directory name of the checkpoint of `step`.
+std::string checkpoint_name(int64_t step);
+
+// Publishes DIR/NAME.tmp, a complete and fsync'd checkpoint, as DIR/NAME
+// and points DIR/latest at it. Crash-safe at every point: a checkpoint of
+// the same name that is already there is first moved aside to NAME.old
+// (which resolve_checkpoint falls back to) and removed only once `latest`
+// is durable. Returns DIR/NAME. Throws merak::error naming the path.
+std::string publish_checkpoint(const std::string& dir, const std::string& name);
+
 // Resolves `path`: a run directory with a `latest` pointer, or one
-// checkpoint's directory. Throws merak::error naming the path if neither.
+// checkpoint's directory (either format: model.safetensors, or a sharded
+// checkpoint's index.json). Throws merak::error naming the path if neither.
 std::string resolve_checkpoint(const std::string& path);
 
 // Reads the metadata of the checkpoint at `path` (see resolve_checkpoint).

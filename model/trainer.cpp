@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
+#include "model/sharded_checkpoint.hpp"
 
 namespace merak::model {
 namespace {
@@ -77,9 +78,8 @@ void trainer::init() {
   }
 }
 
-int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt) {
-  auto dir = resolve_checkpoint(opts.load);
-  auto meta = read_checkpoint_metadata(dir);
+int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir) {
+  auto meta = metadata;
   auto expect = model_json(opts.model);
   if (meta["merak.model"] != expect)
     fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"], expect);
@@ -88,7 +88,6 @@ int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& op
   if (tok != tokenizer_name(opts.tokens))
     fail("checkpoint '{}' was trained with --tokenizer {} but this run uses --tokenizer {}", dir,
          tok, tokenizer_name(opts.tokens));
-  load_checkpoint(dir, store, opt);
   int64_t step = 0;
   try {
     step = std::stoll(meta.at("merak.step"));
@@ -100,7 +99,14 @@ int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& op
   } catch (const std::logic_error&) {
     fail("checkpoint '{}': metadata merak.step or merak.seed is missing or not a number", dir);
   }
-  spdlog::info("resumed from '{}' at step {}", dir, step);
+  return step;
+}
+
+int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt) {
+  checkpoint_reader ckpt(opts.load);
+  const int64_t step = check_resume(opts, ckpt.metadata(), ckpt.dir());
+  load_checkpoint(ckpt.dir(), store, opt);
+  spdlog::info("resumed from '{}' at step {}", ckpt.dir(), step);
   return step;
 }
 

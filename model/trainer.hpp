@@ -13,6 +13,7 @@
 #include <string>
 
 #include "model/adamw.hpp"
+#include "model/checkpoint.hpp"
 #include "model/data.hpp"
 #include "model/executor.hpp"
 #include "model/gpt.hpp"
@@ -59,6 +60,11 @@ struct step_result {
 // single-device and the parallel trainers. Throws merak::error naming the
 // checkpoint.
 int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt);
+
+// The checks of resume_checkpoint on a checkpoint's metadata alone (the
+// parallel trainer's stage actors then load their own parts): returns the
+// step; may update opts.seed. Throws merak::error naming `dir`.
+int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir);
 // Fails naming the corpus when a words corpus has more ids than the model's
 // vocabulary (a bytes corpus is not checked: the embedding refuses a byte
 // above the vocabulary itself).

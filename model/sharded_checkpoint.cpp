@@ -1,0 +1,301 @@
+#include "model/sharded_checkpoint.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "model/safetensors.hpp"
+
+namespace merak::model {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+constexpr const char* kIndex = "index.json";
+constexpr const char* kFormat = "merak-sharded-1";
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
+json spec_json(const shard_spec& s) {
+  return {{"dim", s.dim}, {"parts", s.parts}, {"index", s.index}, {"groups", s.groups}};
+}
+
+// A field of the index, typed, or an error naming the index and the field.
+template <typename T>
+T field(const json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end()) fail("{}: field '{}' is missing", where, key);
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    fail("{}: field '{}' has the wrong type ({})", where, key, it->dump());
+  }
+}
+
+}  // namespace
+
+std::string shard_file_name(int stage, int tp_rank) {
+  return fmt::format("shard-s{:03d}-t{:03d}.safetensors", stage, tp_rank);
+}
+
+std::vector<shard_record> write_shard(const std::string& dir, const std::string& file,
+                                      const std::vector<const parameter*>& params,
+                                      const std::vector<const tensor*>& first_moments,
+                                      const std::vector<const tensor*>& second_moments,
+                                      const metadata_map& metadata) {
+  MERAK_CHECK(params.size() == first_moments.size() && params.size() == second_moments.size(),
+              "moments for {} parameters", params.size());
+  std::vector<std::pair<std::string, const tensor*>> tensors;
+  std::vector<shard_record> records;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& spec = params[i]->spec;
+    tensors.emplace_back(spec.name, &params[i]->value);
+    tensors.emplace_back("m." + spec.name, first_moments[i]);
+    tensors.emplace_back("v." + spec.name, second_moments[i]);
+    records.push_back(
+        {file, spec.name, spec.shard, spec.shard.sharded() ? spec.shard.full : spec.shape});
+  }
+  write_safetensors((fs::path(dir) / file).string(), tensors, metadata);
+  return records;
+}
+
+std::string begin_checkpoint(const std::string& dir, int64_t step) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot create checkpoint directory '{}': {}", dir, ec.message());
+  const fs::path tmp = fs::path(dir) / (checkpoint_name(step) + ".tmp");
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) fail("cannot create '{}': {}", tmp.string(), ec.message());
+  return tmp.string();
+}
+
+std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
+                                      const std::vector<shard_record>& records,
+                                      const metadata_map& metadata, const std::string& layout) {
+  const std::string name = checkpoint_name(step);
+  const fs::path tmp = fs::path(dir) / (name + ".tmp");
+  json tensors = json::object();
+  for (auto& r : records) {
+    if (!fs::exists(tmp / r.file)) fail("checkpoint shard '{}' was not written", (tmp / r.file).string());
+    auto& t = tensors[r.name];
+    if (t.is_null()) t = {{"shape", r.full}, {"slices", json::array()}};
+    if (t["shape"].get<shape_t>() != r.full)
+      fail("checkpoint shards disagree on the shape of '{}': {} and {}", r.name,
+           shape_str(t["shape"].get<shape_t>()), shape_str(r.full));
+    t["slices"].push_back({{"file", r.file}, {"shard", spec_json(r.spec)}});
+  }
+  json index = {{"format", kFormat},
+                {"layout", layout},
+                {"metadata", metadata},
+                {"tensors", std::move(tensors)}};
+  write_file_atomic((tmp / kIndex).string(), index.dump(1) + "\n");
+  fsync_directory(tmp.string());
+  return publish_checkpoint(dir, name);
+}
+
+struct checkpoint_reader::file_cache {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<safetensors_file>> files;  // by file name
+  std::shared_ptr<safetensors_file> get(const std::string& dir, const std::string& file) {
+    std::lock_guard lock(mu);
+    auto& f = files[file];
+    if (!f) f = std::make_shared<safetensors_file>(read_safetensors((fs::path(dir) / file).string()));
+    return f;
+  }
+};
+
+checkpoint_reader::checkpoint_reader(const std::string& path)
+    : dir_(resolve_checkpoint(path)), cache_(std::make_shared<file_cache>()) {
+  const fs::path d(dir_);
+  sharded_ = fs::exists(d / kIndex);
+  if (!sharded_) {
+    auto model = cache_->get(dir_, kModelFile);
+    auto opt = cache_->get(dir_, kOptimizerFile);
+    if (model->metadata != opt->metadata)
+      fail("'{}' and '{}' come from different checkpoints", (d / kModelFile).string(),
+           (d / kOptimizerFile).string());
+    metadata_ = model->metadata;
+    return;
+  }
+  const std::string where = (d / kIndex).string();
+  std::ifstream in(d / kIndex);
+  if (!in) fail("cannot open checkpoint index '{}'", where);
+  json index;
+  try {
+    index = json::parse(in);
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", where, e.what());
+  }
+  if (!index.is_object()) fail("{}: not a JSON object", where);
+  if (auto f = field<std::string>(index, "format", where); f != kFormat)
+    fail("{}: format '{}' is not {}", where, f, kFormat);
+  layout_ = field<std::string>(index, "layout", where);
+  metadata_ = field<metadata_map>(index, "metadata", where);
+  auto tensors = field<json>(index, "tensors", where);
+  if (!tensors.is_object()) fail("{}: field 'tensors' is not an object", where);
+  for (auto& [name, t] : tensors.items()) {
+    const std::string at = fmt::format("{}: tensor '{}'", where, name);
+    auto full = field<shape_t>(t, "shape", at);
+    auto slices = field<json>(t, "slices", at);
+    if (!slices.is_array() || slices.empty()) fail("{}: no slices", at);
+    for (auto& s : slices) {
+      shard_record r;
+      r.file = field<std::string>(s, "file", at);
+      if (r.file.empty() || r.file.find('/') != std::string::npos || r.file[0] == '.')
+        fail("{}: slice file '{}' is not a file name in the checkpoint directory", at, r.file);
+      auto sp = field<json>(s, "shard", at);
+      r.spec.dim = field<int>(sp, "dim", at);
+      r.spec.parts = field<int>(sp, "parts", at);
+      r.spec.index = field<int>(sp, "index", at);
+      r.spec.groups = field<int>(sp, "groups", at);
+      r.spec.full = full;
+      if (r.spec.sharded() &&
+          (r.spec.dim >= int(full.size()) || r.spec.parts < 1 || r.spec.index < 0 ||
+           r.spec.index >= r.spec.parts || r.spec.groups < 1 ||
+           full[size_t(r.spec.dim)] % (int64_t(r.spec.parts) * r.spec.groups) != 0))
+        fail("{}: slice {} of {} along dimension {} ({} groups) does not split shape {}", at,
+             r.spec.index, r.spec.parts, r.spec.dim, r.spec.groups, shape_str(full));
+      r.name = name;
+      r.full = full;
+      records_.push_back(std::move(r));
+    }
+  }
+}
+
+std::vector<std::string> checkpoint_reader::parameters() const {
+  std::vector<std::string> out;
+  if (sharded_) {
+    std::set<std::string> seen;
+    for (auto& r : records_)
+      if (seen.insert(r.name).second) out.push_back(r.name);
+    return out;
+  }
+  for (auto& [name, t] : cache_->get(dir_, kModelFile)->tensors) out.push_back(name);
+  return out;
+}
+
+tensor checkpoint_reader::full(const std::string& key) const {
+  if (!sharded_) {
+    const bool moment = key.rfind("m.", 0) == 0 || key.rfind("v.", 0) == 0;
+    const char* file = moment ? kOptimizerFile : kModelFile;
+    auto f = cache_->get(dir_, file);
+    auto it = f->tensors.find(key);
+    if (it == f->tensors.end())
+      fail("checkpoint '{}' has no tensor '{}'", (fs::path(dir_) / file).string(), key);
+    return it->second.clone();
+  }
+  const bool moment = key.rfind("m.", 0) == 0 || key.rfind("v.", 0) == 0;
+  const std::string name = moment ? key.substr(2) : key;
+  std::vector<const shard_record*> slices;
+  for (auto& r : records_)
+    if (r.name == name) slices.push_back(&r);
+  if (slices.empty()) fail("checkpoint '{}' has no tensor '{}'", dir_, name);
+  tensor whole(slices.front()->full);
+  // Every part of a sharded tensor must be there exactly once.
+  std::set<int> parts;
+  int expected = slices.front()->spec.sharded() ? slices.front()->spec.parts : 1;
+  for (auto* r : slices) {
+    auto f = cache_->get(dir_, r->file);
+    const std::string file = (fs::path(dir_) / r->file).string();
+    auto it = f->tensors.find(key);
+    if (it == f->tensors.end()) fail("checkpoint shard '{}' has no tensor '{}'", file, key);
+    const tensor& part = it->second;
+    if (part.type() != whole.type())
+      fail("checkpoint shard '{}': tensor '{}' has another element type than the index says", file,
+           key);
+    if (!r->spec.sharded()) {
+      if (part.shape() != whole.shape())
+        fail("checkpoint shard '{}': tensor '{}' has shape {} but the index says {}", file, key,
+             shape_str(part.shape()), shape_str(whole.shape()));
+      std::memcpy(whole.raw(), part.raw(), whole.bytes());
+      parts.insert(0);
+      continue;
+    }
+    if (r->spec.parts != expected)
+      fail("checkpoint '{}': tensor '{}' is split into {} and {} parts", dir_, key, expected,
+           r->spec.parts);
+    shape_t want = whole.shape();
+    want[size_t(r->spec.dim)] /= r->spec.parts;
+    if (part.shape() != want)
+      fail("checkpoint shard '{}': tensor '{}' has shape {} but slice {} of {} needs {}", file, key,
+           shape_str(part.shape()), r->spec.index, r->spec.parts, shape_str(want));
+    place_shard(whole, part, r->spec);
+    parts.insert(r->spec.index);
+  }
+  if (int(parts.size()) != expected)
+    fail("checkpoint '{}': tensor '{}' has {} of its {} slices", dir_, key, parts.size(), expected);
+  return whole;
+}
+
+void load_parameters(const checkpoint_reader& ckpt, const std::vector<parameter*>& params,
+                     adamw* opt) {
+  MERAK_CHECK(!opt || opt->params().size() == params.size(), "optimizer of {} parameters for {}",
+              opt ? opt->params().size() : 0, params.size());
+  auto take = [&](const std::string& key, const param_spec& spec, tensor& dst) {
+    tensor whole = ckpt.full(key);
+    const shape_t& full = spec.shard.sharded() ? spec.shard.full : spec.shape;
+    if (whole.shape() != full || whole.type() != dst.type())
+      fail(
+          "checkpoint '{}': tensor '{}' is {} {} but this model needs {} {} (a checkpoint of "
+          "another model shape?)",
+          ckpt.dir(), key, dtype_name(whole.type()), shape_str(whole.shape()),
+          dtype_name(dst.type()), shape_str(full));
+    if (spec.shard.sharded())
+      copy_shard(whole, dst, spec.shard);
+    else
+      std::memcpy(dst.raw(), whole.raw(), dst.bytes());
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    take(params[i]->spec.name, params[i]->spec, params[i]->value);
+    if (opt) {
+      take("m." + params[i]->spec.name, params[i]->spec, opt->first_moments()[i]);
+      take("v." + params[i]->spec.name, params[i]->spec, opt->second_moments()[i]);
+    }
+  }
+  if (opt) {
+    auto it = ckpt.metadata().find("merak.adam_t");
+    int64_t t = -1;
+    try {
+      if (it != ckpt.metadata().end()) t = std::stoll(it->second);
+    } catch (const std::exception&) {
+    }
+    if (t < 0) fail("checkpoint '{}': metadata merak.adam_t is missing or not a count", ckpt.dir());
+    opt->set_t(t);
+  }
+}
+
+std::string export_single_device(const checkpoint_reader& ckpt, const std::string& out) {
+  int64_t step = -1;
+  try {
+    step = std::stoll(ckpt.metadata().at("merak.step"));
+  } catch (const std::exception&) {
+  }
+  if (step < 0) fail("checkpoint '{}': metadata merak.step is missing or not a count", ckpt.dir());
+  std::vector<tensor> values, moments;
+  std::vector<std::string> names;
+  for (auto& name : ckpt.parameters()) {
+    names.push_back(name);
+    values.push_back(ckpt.full(name));
+    moments.push_back(ckpt.full("m." + name));
+    moments.push_back(ckpt.full("v." + name));
+  }
+  std::vector<std::pair<std::string, const tensor*>> model_tensors, opt_tensors;
+  for (size_t i = 0; i < names.size(); ++i) {
+    model_tensors.emplace_back(names[i], &values[i]);
+    opt_tensors.emplace_back("m." + names[i], &moments[2 * i]);
+    opt_tensors.emplace_back("v." + names[i], &moments[2 * i + 1]);
+  }
+  const std::string tmp = begin_checkpoint(out, step);
+  write_safetensors((fs::path(tmp) / kModelFile).string(), model_tensors, ckpt.metadata());
+  write_safetensors((fs::path(tmp) / kOptimizerFile).string(), opt_tensors, ckpt.metadata());
+  fsync_directory(tmp);
+  return publish_checkpoint(out, checkpoint_name(step));
+}
+
+}  // namespace merak::model
