@@ -43,6 +43,10 @@
 #              mid-run: the launcher restarts the job from the latest
 #              checkpoint of --save; every step's loss (one metrics line per
 #              step) equals the uninterrupted job's to 1e-12
+#   reshard    a sharded checkpoint saved at step 4 by dp2 x tp2 x pp2 over 8
+#              processes resumes as pp2 over 2 processes, on the single
+#              device, and after `merak ckpt export` on the single device:
+#              steps 5-8 within 1e-5 of the uninterrupted single device
 #   rank_dies  SIGKILL of rank 1 mid-run: rank 0 fails within seconds with an
 #              error naming the peer, and the launcher names rank 1
 #   resume     a job that saved at step 4 of 8, resumed by a new job of 2
@@ -291,6 +295,38 @@ for a, b in zip(run, whole):
 assert abs(run[-1]["val_loss"] - whole[-1]["val_loss"]) <= 1e-12 * whole[-1]["val_loss"]
 print(f"ok: killed after step {sys.argv[3]}, restarted from its checkpoint: 30 steps equal "
       f"the uninterrupted job's (last loss {run[-1]['loss']:.6f})")
+EOF2
+    ;;
+  reshard)
+    run8=(train "${model[@]}" --steps 8)
+    "$merak" launch --procs 8 --timeout 150 "${run8[@]}" --tp 2 --pp 2 --micro-batches 2 \
+      --save "$work/ck" --save-interval 4 2>"$work/e" || { cat "$work/e"; exit 1; }
+    ck4=$work/ck/step_00000004
+    "$merak" ckpt inspect "$ck4" >"$work/inspect.json"
+    python3 - "$work/inspect.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["format"] == "sharded" and j["layout"].startswith("dp=2 pp=2 tp=2 processes=8"), j["layout"]
+assert len(j["files"]) == 4 and j["metadata"]["merak.step"] == "4", j["files"]
+print(f"ok: {j['checkpoint']}: {j['parameters']} parameters in {len(j['files'])} shard files, {j['layout']}")
+EOF2
+    "$merak" "${run8[@]}" --metrics "$work/one.jsonl" 2>/dev/null
+    "$merak" launch --procs 2 --timeout 150 "${run8[@]}" --pp 2 --micro-batches 2 --load "$ck4" \
+      --metrics "$work/pp2.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
+    "$merak" "${run8[@]}" --load "$ck4" --metrics "$work/single.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
+    "$merak" ckpt export "$ck4" "$work/exported" >/dev/null
+    "$merak" "${run8[@]}" --load "$work/exported" --metrics "$work/exported.jsonl" 2>"$work/e" ||
+      { cat "$work/e"; exit 1; }
+    python3 - "$work/one.jsonl" "$work/pp2.jsonl" "$work/single.jsonl" "$work/exported.jsonl" <<'EOF2'
+import json, sys
+one, *runs = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+for name, run in zip(("pp2 over 2 processes", "single device", "exported"), runs):
+    assert [r["step"] for r in run] == [5, 6, 7, 8], (name, run)
+    for a, b in zip(run, one[4:]):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (name, a["step"], a["loss"], b["loss"])
+assert [r["loss"] for r in runs[1]] == [r["loss"] for r in runs[2]]
+print("ok: the dp2 x tp2 x pp2 checkpoint continues as pp2 over 2 processes and on the single "
+      "device (also exported) within 1e-5 of the uninterrupted run")
 EOF2
     ;;
   rank_dies)

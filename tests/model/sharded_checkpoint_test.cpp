@@ -1,0 +1,170 @@
+// Sharded checkpoints: slices written by their holders reassemble into the
+// whole tensors; missing or inconsistent pieces are named; publishing is
+// crash-safe.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "model/sharded_checkpoint.hpp"
+#include "tests/model/test_util.hpp"
+
+using namespace merak;
+using namespace merak::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  explicit temp_dir(const char* tag)
+      : path(fs::temp_directory_path() / (std::string(tag) + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+// A (4, 6) weight split by rows into 2 TP slices, and a bias kept whole.
+struct sample {
+  tensor weight = test::random_tensor({4, 6}, 1), m = test::random_tensor({4, 6}, 2),
+         v = test::random_tensor({4, 6}, 3), bias = test::random_tensor({6}, 4),
+         bm = test::random_tensor({6}, 5), bv = test::random_tensor({6}, 6);
+  parameter part[2], whole_bias;
+  tensor pm[2], pv[2];
+  sample() {
+    for (int k = 0; k < 2; ++k) {
+      shard_spec s{0, 2, k, 1, {4, 6}};
+      part[k].spec = {"w", {2, 6}};
+      part[k].spec.shard = s;
+      part[k].value = tensor({2, 6});
+      pm[k] = tensor({2, 6});
+      pv[k] = tensor({2, 6});
+      copy_shard(weight, part[k].value, s);
+      copy_shard(m, pm[k], s);
+      copy_shard(v, pv[k], s);
+    }
+    whole_bias.spec = {"b", {6}};
+    whole_bias.value = bias.clone();
+  }
+  // Writes both shards (the bias with shard 0) and commits step `step`.
+  std::string save(const fs::path& dir, int64_t step) {
+    auto tmp = begin_checkpoint(dir.string(), step);
+    auto r0 = write_shard(tmp, shard_file_name(0, 0), {&part[0], &whole_bias}, {&pm[0], &bm},
+                          {&pv[0], &bv}, {});
+    auto r1 = write_shard(tmp, shard_file_name(0, 1), {&part[1]}, {&pm[1]}, {&pv[1]}, {});
+    r0.insert(r0.end(), r1.begin(), r1.end());
+    return commit_sharded_checkpoint(dir.string(), step, r0,
+                                     {{"merak.step", std::to_string(step)}, {"merak.adam_t", "7"}},
+                                     "dp=1 pp=1 tp=2");
+  }
+};
+
+bool same(const tensor& a, const tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("slices written by their holders reassemble into the whole tensors", "[checkpoint]") {
+  temp_dir d("merak_shard_");
+  sample s;
+  auto dir = s.save(d.path, 3);
+  CHECK(dir == (d.path / "step_00000003").string());
+  checkpoint_reader ckpt(d.path.string());  // through latest
+  CHECK(ckpt.sharded());
+  CHECK(ckpt.dir() == dir);
+  CHECK(ckpt.metadata().at("merak.adam_t") == "7");
+  CHECK(ckpt.parameters().size() == 2);
+  CHECK(same(ckpt.full("w"), s.weight));
+  CHECK(same(ckpt.full("m.w"), s.m));
+  CHECK(same(ckpt.full("v.w"), s.v));
+  CHECK(same(ckpt.full("b"), s.bias));
+  CHECK(same(ckpt.full("v.b"), s.bv));
+  // Loading into another split: 4 row slices (TP 4) takes its own rows.
+  parameter q;
+  q.spec = {"w", {1, 6}};
+  q.spec.shard = {0, 4, 2, 1, {4, 6}};
+  q.value = tensor({1, 6});
+  load_parameters(ckpt, {&q}, nullptr);
+  CHECK(std::memcmp(q.value.raw(), s.weight.f32() + 2 * 6, 6 * sizeof(float)) == 0);
+  // And exported in the single-device format, which reads back the same.
+  auto out = export_single_device(ckpt, (d.path / "single").string());
+  checkpoint_reader single(out);
+  CHECK_FALSE(single.sharded());
+  CHECK(same(single.full("w"), s.weight));
+  CHECK(same(single.full("m.b"), s.bm));
+  CHECK(single.metadata().at("merak.step") == "3");
+}
+
+TEST_CASE("a sharded checkpoint with a missing or inconsistent piece is named", "[checkpoint]") {
+  temp_dir d("merak_shard_bad_");
+  sample s;
+  auto dir = fs::path(s.save(d.path, 1));
+  auto index_path = dir / "index.json";
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path));
+  auto rewrite = [&](const nlohmann::json& j) { std::ofstream(index_path) << j.dump(); };
+
+  SECTION("a slice the index lacks") {
+    auto j = index;
+    j["tensors"]["w"]["slices"].erase(1);
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("w"),
+                      Catch::Contains("tensor 'w' has 1 of its 2 slices"));
+  }
+  SECTION("a shard file that is gone") {
+    fs::remove(dir / shard_file_name(0, 1));
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("w"),
+                      Catch::Contains("shard-s000-t001.safetensors"));
+  }
+  SECTION("a field of the wrong type") {
+    auto j = index;
+    j["tensors"]["w"]["slices"][0]["shard"]["parts"] = "two";
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("tensor 'w': field 'parts' has the wrong type"));
+  }
+  SECTION("a slice file outside the checkpoint") {
+    auto j = index;
+    j["tensors"]["b"]["slices"][0]["file"] = "../elsewhere.safetensors";
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("is not a file name in the checkpoint directory"));
+  }
+  SECTION("a split that does not divide the shape") {
+    auto j = index;
+    j["tensors"]["w"]["slices"][0]["shard"]["parts"] = 3;
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()), Catch::Contains("does not split shape (4, 6)"));
+  }
+  SECTION("a model of another shape") {
+    parameter q;
+    q.spec = {"w", {4, 8}};
+    q.value = tensor({4, 8});
+    CHECK_THROWS_WITH(load_parameters(checkpoint_reader(dir.string()), {&q}, nullptr),
+                      Catch::Contains("tensor 'w' is F32 (4, 6) but this model needs F32 (4, 8)"));
+  }
+}
+
+TEST_CASE("re-saving a step keeps a checkpoint that latest can reach at every point",
+          "[checkpoint]") {
+  temp_dir d("merak_shard_again_");
+  sample s;
+  s.save(d.path, 2);
+  // A save of the same step interrupted after moving the old one aside:
+  // step_00000002 is gone, step_00000002.old and latest remain.
+  fs::rename(d.path / "step_00000002", d.path / "step_00000002.old");
+  checkpoint_reader aside(d.path.string());
+  CHECK(aside.dir() == (d.path / "step_00000002.old").string());
+  CHECK(same(aside.full("w"), s.weight));
+  // A complete re-save publishes the new one and drops the old.
+  s.save(d.path, 2);
+  CHECK(checkpoint_reader(d.path.string()).dir() == (d.path / "step_00000002").string());
+  CHECK_FALSE(fs::exists(d.path / "step_00000002.old"));
+}
