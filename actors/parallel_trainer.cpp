@@ -72,7 +72,8 @@ struct parallel_trainer::impl {
   double bubble = 0;
   parallel_trainer::comm_stats comm;
   std::unique_ptr<caf::actor_system_config> cfg;
-  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<caf::actor_system> own_sys;  // unless the caller lends one
+  caf::actor_system* sys = nullptr;
   std::unique_ptr<caf::scoped_actor> self;
   partition::placement place;
   int me = 0;  // this process's rank in the job
@@ -94,8 +95,9 @@ struct parallel_trainer::impl {
   std::unique_ptr<model::parameter_store> eval_store;
   std::unique_ptr<model::executor> eval_exec;
 
-  impl(model::train_options o, parallel_options p, model::text_corpus c)
-      : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)) {
+  impl(model::train_options o, parallel_options p, model::text_corpus c,
+       caf::actor_system* lent = nullptr)
+      : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)), sys(lent) {
     opts.validate();
     par.validate(opts.batch);
     model::check_corpus_vocab(corpus, opts.model);
@@ -180,21 +182,22 @@ struct parallel_trainer::impl {
   }
 
   void spawn() {
-    cfg = std::make_unique<caf::actor_system_config>();
-    cfg->add_message_type<tensor_ref>("merak.tensor_ref");
-    cfg->add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
-    cfg->add_message_type<std::vector<int64_t>>("std::vector<int64_t>");
-    cfg->add_message_type<std::vector<int>>("std::vector<int>");
-    cfg->add_message_type<model::shard_spec>("merak.shard_spec");
-    cfg->add_message_type<model::shard_record>("merak.shard_record");
-    cfg->add_message_type<std::vector<model::shard_record>>("std::vector<merak.shard_record>");
-    if (par.processes) cfg->load<caf::io::middleman>();
-    // Stages are detached threads; the reducers share one worker that sleeps
-    // when idle (the work-stealing default polls, taking CPU from the stages).
-    cfg->set("scheduler.policy", caf::atom("sharing"));
-    cfg->set("scheduler.max-threads", 1);
-    cfg->set("logger.console", caf::atom("none"));
-    sys = std::make_unique<caf::actor_system>(*cfg);
+    if (!sys) {
+      cfg = std::make_unique<caf::actor_system_config>();
+      parallel_trainer::configure(*cfg);
+      // Stages are detached threads; the reducers share one worker that
+      // sleeps when idle (the work-stealing default polls, taking CPU from
+      // the stages).
+      cfg->set("scheduler.policy", caf::atom("sharing"));
+      cfg->set("scheduler.max-threads", 1);
+      cfg->set("logger.console", caf::atom("none"));
+      own_sys = std::make_unique<caf::actor_system>(*cfg);
+      sys = own_sys.get();
+    } else if (par.processes && !sys->has_middleman()) {
+      fail(
+          "a job of several processes needs the actor system's network layer: configure it with "
+          "parallel_trainer::configure");
+    }
     self = std::make_unique<caf::scoped_actor>(*sys);
     const int P = par.pp, D = par.dp, TP = par.tp;
     const int world = par.processes ? par.processes->size() : 1;
@@ -760,6 +763,22 @@ parallel_trainer::parallel_trainer(model::train_options opts, parallel_options p
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
                                    model::text_corpus corpus)
     : impl_(std::make_unique<impl>(std::move(opts), std::move(par), std::move(corpus))) {}
+
+parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
+                                   model::text_corpus corpus, caf::actor_system& system)
+    : impl_(std::make_unique<impl>(std::move(opts), std::move(par), std::move(corpus), &system)) {
+}
+
+void parallel_trainer::configure(caf::actor_system_config& cfg) {
+  cfg.add_message_type<tensor_ref>("merak.tensor_ref");
+  cfg.add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
+  cfg.add_message_type<std::vector<int64_t>>("std::vector<int64_t>");
+  cfg.add_message_type<std::vector<int>>("std::vector<int>");
+  cfg.add_message_type<model::shard_spec>("merak.shard_spec");
+  cfg.add_message_type<model::shard_record>("merak.shard_record");
+  cfg.add_message_type<std::vector<model::shard_record>>("std::vector<merak.shard_record>");
+  cfg.load<caf::io::middleman>();
+}
 
 parallel_trainer::~parallel_trainer() = default;
 

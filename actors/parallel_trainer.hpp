@@ -13,6 +13,8 @@
 // run up to floating-point summation order.
 //
 // This header includes no CAF: programs and the command line use it as is.
+// A program with an actor system of its own runs the job inside it
+// (examples/embed_actor_system).
 
 #include <memory>
 #include <string>
@@ -22,6 +24,11 @@
 #include "model/trainer.hpp"
 #include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
+
+namespace caf {
+class actor_system;
+class actor_system_config;
+}  // namespace caf
 
 namespace merak::comm {
 class bootstrap;
@@ -99,7 +106,18 @@ class parallel_trainer {
   // Loads the data and spawns the actors. Throws merak::error on bad options.
   parallel_trainer(model::train_options opts, parallel_options par);
   parallel_trainer(model::train_options opts, parallel_options par, model::text_corpus corpus);
+  // The same inside an actor system the caller owns (configured with
+  // configure() before it was made): the job's actors are spawned there, the
+  // calling thread is the coordinator, and the destructor ends every actor
+  // the job spawned, leaving the system and the caller's actors running.
+  parallel_trainer(model::train_options opts, parallel_options par, model::text_corpus corpus,
+                   caf::actor_system& system);
   ~parallel_trainer();
+
+  // Registers the job's message types on `cfg` and loads CAF's network
+  // layer (for jobs of several processes). Call before making the system
+  // that the constructor above takes.
+  static void configure(caf::actor_system_config& cfg);
 
   bool done() const;
   // One step of the global batch. Throws merak::error naming the actor and

@@ -6,11 +6,12 @@
 # its output.
 #
 # Usage: build_example.sh BUILD_DIR SOURCE_DIR CXX_COMPILER CMAKE EXAMPLE
-#   EXAMPLE: train_gpt (2 devices, 2 steps) or svm_fit (2 workers)
+#   EXAMPLE: train_gpt (2 devices, 2 steps), svm_fit (2 workers) or
+#            embed_actor_system (the program's own actor system, 3 steps)
 set -euo pipefail
 build=$1 src=$2 cxx=$3 cmake=$4 example=$5
 case "$example" in
-  train_gpt | svm_fit) ;;
+  train_gpt | svm_fit | embed_actor_system) ;;
   *) echo "build_example: unknown example '$example'" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
@@ -55,14 +56,28 @@ run_logged "$work/compile.log" "$cmake" --build "$work/build" -j 2
 
 step "run"
 expect() { grep -Eq "$1" "$work/out.txt" || { echo "build_example: the output lacks a line matching /$1/" >&2; exit 1; }; }
-case "$example" in
-  train_gpt)
-    python3 - "$work/text.txt" <<'PY'
+python3 - "$work/text.txt" <<'PY'
 import sys
 s = ("Call me Ishmael. Some years ago, never mind how long precisely, having little or no "
      "money in my purse, and nothing particular to interest me on shore. ")
 open(sys.argv[1], "w").write(s * 60)
 PY
+case "$example" in
+  embed_actor_system)
+    "$work/build/embed_actor_system" "$work/text.txt" 3 | tee "$work/out.txt"
+    expect '^step 1/3 loss [0-9.]+$'
+    expect '^step 3/3 loss [0-9.]+$'
+    expect '^validation loss [0-9.]+$'
+    # The program's own actor outlived the job and got every step's loss.
+    python3 - "$work/out.txt" <<'PY' || { echo "build_example: the reporter's mean is wrong" >&2; exit 1; }
+import re, sys
+text = open(sys.argv[1]).read()
+losses = [float(x) for x in re.findall(r"^step \d+/3 loss ([0-9.]+)$", text, re.M)]
+mean = float(re.search(r"^mean training loss ([0-9.]+) \(from the program's own actor\)$", text, re.M).group(1))
+assert len(losses) == 3 and abs(mean - sum(losses) / 3) < 1e-3, (losses, mean)
+PY
+    ;;
+  train_gpt)
     "$work/build/train_gpt" "$work/text.txt" 2 2 | tee "$work/out.txt"
     expect '^model L=4 C=64 NH=4 V=256 T=32 custom model: [0-9]+ parameters'
     # dp x tp x pp = 2 devices
