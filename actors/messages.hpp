@@ -73,6 +73,10 @@ inline double trace_now() {
       .count();
 }
 
+// The kinds of tensor a stage hands on (tensor channel labels).
+constexpr int kinput = 0;
+constexpr int kgrad = 1;
+
 // Stage inputs and gradients.
 using step_atom = caf::atom_constant<caf::atom("step")>;    // (step)
 using input_atom = caf::atom_constant<caf::atom("input")>;  // (mb, value, tensor)

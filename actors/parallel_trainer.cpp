@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -85,6 +86,14 @@ struct parallel_trainer::impl {
   // UCX transports of groups spread over processes: every process makes one
   // per such group (a collective), members use theirs; kept to the end.
   std::vector<std::shared_ptr<comm::transport>> group_links;
+  // Activations and gradients between processes (null in one process); the
+  // local stage actors it delivers to, by placement index.
+  std::shared_ptr<comm::tensor_channel> channel;
+  struct delivery {
+    std::mutex mu;
+    std::vector<caf::actor> to;
+  };
+  std::shared_ptr<delivery> deliveries = std::make_shared<delivery>();
   caf::actor coordinator;             // on other processes: process 0's
   caf::actor watchdog;                // this process's heartbeats (multi-process jobs)
   bool failed = false;                // a wait failed: the job is broken
@@ -171,6 +180,7 @@ struct parallel_trainer::impl {
                        caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
     // Close the UCX transports while every peer is still here to answer
     // the closing flushes, then leave together.
+    channel.reset();
     group_links.clear();
     if (together) {
       try {
@@ -272,6 +282,7 @@ struct parallel_trainer::impl {
           auto eps = group_endpoints(ranks);
           for (int t = 0; t < TP; ++t) tp_link[d][s][t] = eps[size_t(t)];
         }
+    if (par.processes) make_channel();
     std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
         D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
     stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
@@ -323,6 +334,14 @@ struct parallel_trainer::impl {
       su.trace = !par.trace_path.empty();
       su.bucket_bytes = par.bucket_bytes;
       if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
+      if (channel) {
+        su.channel = channel;
+        for (int q = 0; q < P; ++q) {
+          const int rq = place.rank(r, q, t);
+          su.line_rank.push_back(rq == me ? -1 : rq);
+          su.line_index.push_back(place.index(r, q, t));
+        }
+      }
       // Routing: which stage sends each input, which stages read each output.
       auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
       for (int v : ins) {
@@ -343,6 +362,11 @@ struct parallel_trainer::impl {
       names[a.address()] = fmt::format("stage actor (dp={}, pp={}, tp={})", r, s, t);
       (*self)->monitor(a);
       stages[r][s][t] = a;
+      {
+        std::lock_guard lock(deliveries->mu);
+        deliveries->to.resize(size_t(place.actors()));
+        deliveries->to[size_t(i)] = a;
+      }
       view.actors.push_back(a);
       view.reducers.push_back(reducer_of[r][s][t]);
     }
@@ -424,6 +448,40 @@ struct parallel_trainer::impl {
         plan_summary = summary;
         planned = true;
       });
+  }
+
+  // The process's tensor channel (a collective: a UCX transport over the
+  // job's processes). It hands each tensor to its local stage actor as the
+  // same message a stage of this process would send; a failure reaches
+  // this process's coordinator or home as `failed`.
+  void make_channel() {
+#ifdef MERAK_WITH_UCX
+    comm::ucx_options uo;
+    uo.timeout = timeout();
+    std::shared_ptr<comm::transport> data = comm::make_ucx_transport(par.processes, uo);
+    group_links.push_back(data);  // cancelled with the others when the job fails
+    auto to = deliveries;
+    caf::actor home{*self};
+    channel = std::make_shared<comm::tensor_channel>(
+        data,
+        [to](int, const comm::tensor_label& l, model::tensor x) {
+          caf::actor a;
+          {
+            std::lock_guard lock(to->mu);
+            if (l.dst >= 0 && size_t(l.dst) < to->to.size()) a = to->to[size_t(l.dst)];
+          }
+          if (!a) return;  // not ours: the sender's placement differs (refused at start)
+          if (l.kind == kinput)
+            caf::anon_send(a, input_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
+          else
+            caf::anon_send(a, grad_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
+        },
+        [home](const std::string& what) {
+          caf::anon_send(home, failed_atom::value, "tensor channel: " + what);
+        });
+#else
+    fail("stage actors on several processes need the UCX transport, which this build lacks");
+#endif
   }
 
   // This process's endpoints of a new group whose member k lives on process

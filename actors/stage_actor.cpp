@@ -86,6 +86,10 @@ struct stage_state {
   // Per micro-batch: inputs and output gradients gathered so far.
   std::map<int, std::vector<model::tensor>> inputs, grads;
   std::map<int, int> inputs_seen, grads_seen;
+  // Micro-batches whose inputs all arrived between steps (from a stage on
+  // another process, ahead of the coordinator's step message): they count
+  // once the step starts.
+  std::vector<int> early_inputs;
   int grads_expected = 0;  // per micro-batch: sum of readers over outputs
   // End of step: tied-weight exchange and reduction.
   bool backward_done = false, finishing = false;
@@ -269,6 +273,21 @@ void waking(const stage_state& st, int s) {
   if (st.cfg.cores) st.cfg.cores->wake(st.cfg.core_index - st.cfg.stage + s);
 }
 
+// Sends an activation (kinput) or a gradient (kgrad) to stage `s` of this
+// line: by reference in this process, through the tensor channel to another.
+void hand_on(caf::stateful_actor<stage_state>* self, int s, int kind, int mb, int value,
+             model::tensor x) {
+  auto& st = self->state;
+  if (st.cfg.channel && st.cfg.line_rank[size_t(s)] >= 0) {
+    st.cfg.channel->send(st.cfg.line_rank[size_t(s)], {st.cfg.line_index[size_t(s)], kind, mb, value},
+                         std::make_shared<const model::tensor>(std::move(x)));
+  } else if (kind == kinput) {
+    self->send(st.stages[size_t(s)], input_atom::value, mb, value, tensor_ref::make(std::move(x)));
+  } else {
+    self->send(st.stages[size_t(s)], grad_atom::value, mb, value, tensor_ref::make(std::move(x)));
+  }
+}
+
 // `computed` runs between the op's compute and the hand-off of its outputs
 // and returns whether the stage has another op it can run now.
 template <typename Computed>
@@ -290,8 +309,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
         for (size_t k = 0; k < readers.size(); ++k) {
           auto x = k + 1 == readers.size() ? std::move(r.outputs[i]) : r.outputs[i].clone();
           waking(st, readers[k]);
-          self->send(st.stages[readers[k]], input_atom::value, o.mb, v,
-                     tensor_ref::make(std::move(x)));
+          hand_on(self, readers[k], kinput, o.mb, v, std::move(x));
         }
       }
       if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
@@ -318,8 +336,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
         int producer = st.cfg.input_producer[i];
         if (producer < 0 || !dx[i].defined()) continue;
         waking(st, producer);
-        self->send(st.stages[producer], grad_atom::value, o.mb, ex.input_values()[i],
-                   tensor_ref::make(std::move(dx[i])));
+        hand_on(self, producer, kgrad, o.mb, ex.input_values()[i], std::move(dx[i]));
       }
       break;
     }
@@ -620,6 +637,10 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.reducer_trace.clear();
           if (st.known_rows_ok)
             st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->value.dim(0)), 0);
+          for (int mb : std::exchange(st.early_inputs, {})) {
+            st.have_inputs.insert(mb);
+            st.sched->activation_arrived(mb);
+          }
           pump(self);
         });
       },
@@ -642,6 +663,10 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           slot[it - ins.begin()] = x.take();
           if (++st.inputs_seen[mb] == int(ins.size())) {
             st.inputs_seen.erase(mb);
+            if (!st.in_step) {  // the next step's, ahead of its step message
+              st.early_inputs.push_back(mb);
+              return;
+            }
             st.have_inputs.insert(mb);
             st.sched->activation_arrived(mb);
             pump(self);

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "actors/core_pool.hpp"
+#include "comm/tensor_channel.hpp"
 #include "comm/transport.hpp"
 #include "model/adamw.hpp"
 #include "model/graph.hpp"
@@ -86,6 +87,12 @@ struct stage_setup {
     std::vector<int> holders;
   };
   std::vector<tie> ties;
+  // Stages of this line (this replica and TP rank) on other processes get
+  // their activations and gradients through the process's tensor channel:
+  // line_rank[s] is stage s's process (-1: this one) and line_index[s] its
+  // placement index (the channel's destination label).
+  std::shared_ptr<comm::tensor_channel> channel;
+  std::vector<int> line_rank, line_index;
   bool trace = false;
   // Data parallelism: bucket size, and the parameter (the token embedding)
   // whose gradient goes alone through the reducer's sparse codec ("" none).

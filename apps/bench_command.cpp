@@ -8,6 +8,7 @@
 #include "apps/commands.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "bench/benchmarks.hpp"
+#include "bench/p2p_bench.hpp"
 #include "bench/parallel_bench.hpp"
 #include "bench/svm_bench.hpp"
 #include "core/error.hpp"
@@ -152,9 +153,20 @@ action add_bench_command(CLI::App& parent) {
                  "and dp=2)");
   pb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
+  auto p2p = std::make_shared<bench::p2p_bench_options>();
+  auto* pp = b->add_subcommand(
+      "p2p", "A tensor moved between 2 processes by the runtime's tensor channel, against UCX");
+  pp->add_option("--bytes", p2p->bytes, "Message sizes (repeatable)")->capture_default_str();
+  pp->add_option("--iters", p2p->iters, "Round trips per size")->capture_default_str();
+  pp->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+
   return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, svn, svls, pl, pipe, pipe_schedule, a, ar, pb,
-          par] {
+          par, pp, p2p] {
     nlohmann::json out;
+    if (b->got_subcommand(pp)) {
+      out = bench::run_p2p_bench(*p2p);
+      if (out.is_null()) return 0;  // a worker that does not print
+    }
     if (b->got_subcommand(pb)) out = bench::run_parallel_bench(*par);
     if (b->got_subcommand(a)) {
       out = bench::run_allreduce_bench(*ar);

@@ -96,6 +96,13 @@ class transport {
   // stopped process). Transports whose peers share this process ignore it.
   virtual void cancel(const std::string& why) {}
 
+  // For a thread that drives many operations through completion::test():
+  // returns once this endpoint may have progress to make (a network event),
+  // `wake_fd` (when >= 0) is readable, or `max` has passed; never throws.
+  // The default sleeps on `wake_fd` alone (in-process peers need no
+  // progress).
+  virtual void await_event(std::chrono::milliseconds max, int wake_fd);
+
   // Bound of every wait on this endpoint (default 60 s).
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }

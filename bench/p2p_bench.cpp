@@ -1,0 +1,174 @@
+#include "bench/p2p_bench.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "comm/bootstrap.hpp"
+#include "comm/launcher.hpp"
+#include "comm/tensor_channel.hpp"
+#ifdef MERAK_WITH_UCX
+#include "comm/ucx_transport.hpp"
+#endif
+#include "core/error.hpp"
+
+namespace merak::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double median_us(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Round trips of `bytes` over the raw transport (rank 0 starts).
+std::vector<double> raw_round_trips(comm::transport& t, int64_t bytes, int n) {
+  std::vector<char> buf(size_t(bytes), 1);
+  std::vector<double> rt;
+  const int peer = 1 - t.rank();
+  for (int i = 0; i < n; ++i) {
+    auto t0 = clock_type::now();
+    if (t.rank() == 0) {
+      t.isend(peer, 5, buf.data(), buf.size()).wait();
+      t.irecv(peer, 6, buf.data(), buf.size()).wait();
+    } else {
+      t.irecv(peer, 5, buf.data(), buf.size()).wait();
+      t.isend(peer, 6, buf.data(), buf.size()).wait();
+    }
+    rt.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+  }
+  return rt;
+}
+
+// Round trips of a tensor of `bytes` through tensor channels.
+struct channel_side {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<model::tensor> inbox;
+  std::string failure;
+};
+
+std::vector<double> channel_round_trips(comm::tensor_channel& ch, channel_side& side,
+                                        int64_t bytes, int n) {
+  auto x = std::make_shared<model::tensor>(model::shape_t{bytes / 4});
+  std::vector<double> rt;
+  const int peer = 1 - ch.rank();
+  auto take = [&] {
+    std::unique_lock lock(side.mu);
+    if (!side.cv.wait_for(lock, std::chrono::seconds(30),
+                          [&] { return !side.inbox.empty() || !side.failure.empty(); }))
+      fail("bench p2p: no tensor within 30 s");
+    if (!side.failure.empty()) fail("bench p2p: {}", side.failure);
+    auto t = std::move(side.inbox.back());
+    side.inbox.pop_back();
+    return t;
+  };
+  for (int i = 0; i < n; ++i) {
+    auto t0 = clock_type::now();
+    if (ch.rank() == 0) {
+      ch.send(peer, {0, 0, i, 0}, x);
+      take();
+    } else {
+      auto got = std::make_shared<model::tensor>(take());
+      ch.send(peer, {0, 0, i, 0}, got);
+    }
+    rt.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+  }
+  return rt;
+}
+
+nlohmann::json run_worker(const p2p_bench_options& o) {
+#ifdef MERAK_WITH_UCX
+  comm::bootstrap_options bo;
+  bo.timeout = std::chrono::seconds(o.timeout_s);
+  std::shared_ptr<comm::bootstrap> b = comm::connect_bootstrap(comm::resolve_bootstrap(bo));
+  if (b->size() != 2) fail("bench p2p: needs exactly 2 processes (got {})", b->size());
+  comm::ucx_options uo;
+  uo.timeout = std::chrono::seconds(o.timeout_s);
+  auto raw = comm::make_ucx_transport(b, uo);
+  std::shared_ptr<comm::transport> data = comm::make_ucx_transport(b, uo);
+  channel_side side;
+  comm::tensor_channel ch(
+      data,
+      [&](int, const comm::tensor_label&, model::tensor x) {
+        std::lock_guard lock(side.mu);
+        side.inbox.push_back(std::move(x));
+        side.cv.notify_all();
+      },
+      [&](const std::string& what) {
+        std::lock_guard lock(side.mu);
+        side.failure = what;
+        side.cv.notify_all();
+      });
+  nlohmann::json rows = nlohmann::json::array();
+  for (int64_t bytes : o.bytes) {
+    if (bytes < 4 || bytes % 4) fail("bench p2p: --bytes {} is not a positive multiple of 4", bytes);
+    raw_round_trips(*raw, bytes, o.warmup);
+    auto r = raw_round_trips(*raw, bytes, o.iters);
+    b->barrier();
+    channel_round_trips(ch, side, bytes, o.warmup);
+    auto c = channel_round_trips(ch, side, bytes, o.iters);
+    b->barrier();
+    const double raw_us = median_us(r) / 2, ch_us = median_us(c) / 2;
+    rows.push_back({{"bytes", bytes},
+                    {"ucx_one_way_us", raw_us},
+                    {"channel_one_way_us", ch_us},
+                    {"channel_vs_ucx", ch_us / raw_us},
+                    {"ucx_gb_per_s", double(bytes) / raw_us * 1e-3},
+                    {"channel_gb_per_s", double(bytes) / ch_us * 1e-3}});
+  }
+  b->barrier();
+  if (b->rank() != 0) return nullptr;
+  nlohmann::json j = {{"bench", "p2p"},
+                      {"iters", o.iters},
+                      {"ucx_setting", comm::ucx_setting_of(*raw)},
+                      {"what", "one-way time of a tensor between 2 processes: UCX tagged "
+                               "send/receive against the runtime's tensor channel"},
+                      {"sizes", rows}};
+  if (const char* out = std::getenv("MERAK_BENCH_OUT")) {
+    std::ofstream f(out);
+    f << j.dump() << "\n";
+    return nullptr;
+  }
+  return j;
+#else
+  fail("bench p2p: this build has no UCX transport (MERAK_WITH_UCX)");
+#endif
+}
+
+}  // namespace
+
+nlohmann::json run_p2p_bench(const p2p_bench_options& o) {
+  if (o.iters < 1 || o.warmup < 0) fail("bench p2p: --iters must be at least 1");
+  if (std::getenv("MERAK_BENCH_WORKER")) return run_worker(o);
+  comm::launch_options lo;
+  lo.procs = 2;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  for (std::string a; std::getline(in, a, '\0');) lo.argv.push_back(a);
+  if (lo.argv.empty()) fail("bench p2p: cannot read /proc/self/cmdline");
+  lo.argv[0] = comm::self_executable();
+  lo.env["MERAK_BENCH_WORKER"] = "1";
+  char path[] = "/tmp/merak-p2p-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) fail("bench p2p: cannot create a temporary file");
+  ::close(fd);
+  lo.env["MERAK_BENCH_OUT"] = path;
+  lo.timeout = std::chrono::seconds(o.timeout_s);
+  const auto res = comm::launch_local(lo);
+  std::ifstream rin(path);
+  std::string line;
+  std::getline(rin, line);
+  std::filesystem::remove(path);
+  if (!res.ok()) fail("bench p2p: {}", res.message);
+  if (line.empty()) fail("bench p2p: rank 0 wrote no result");
+  return nlohmann::json::parse(line);
+}
+
+}  // namespace merak::bench

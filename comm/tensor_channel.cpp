@@ -1,0 +1,223 @@
+#include "comm/tensor_channel.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace merak::comm {
+namespace {
+
+constexpr uint32_t kmagic = 0x4d4b5443;  // "MKTC"
+constexpr tag_t kheader_tag = 0;
+constexpr int kmax_dims = 6;
+// Payload tags run from 1; the UCX transport carries 44 bits of tag.
+constexpr uint64_t ktag_space = (uint64_t{1} << 43) - 1;
+
+struct wire_header {
+  uint32_t magic;
+  int32_t dst, kind, mb, value;
+  int32_t dtype;
+  int32_t ndim;
+  uint32_t reserved;
+  uint64_t seq;
+  int64_t dims[kmax_dims];
+};
+static_assert(sizeof(wire_header) == 88);
+
+tag_t payload_tag(uint64_t seq) { return 1 + (seq - 1) % ktag_space; }
+
+}  // namespace
+
+struct tensor_channel::impl {
+  std::shared_ptr<transport> t;
+  deliver_fn deliver;
+  fail_fn failed;
+  int wake_fd = -1;
+  std::mutex mu;
+  struct outgoing {
+    int peer;
+    tensor_label label;
+    std::shared_ptr<const model::tensor> x;
+  };
+  std::deque<outgoing> queue;  // under mu
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  // State of the channel's thread only.
+  struct send_op {
+    wire_header header;
+    std::shared_ptr<const model::tensor> x;
+    completion head, body;
+  };
+  struct header_slot {
+    wire_header header;
+    completion c;
+  };
+  struct payload_op {
+    int peer;
+    tensor_label label;
+    model::tensor x;
+    completion c;
+  };
+  std::list<send_op> sends;
+  std::vector<std::unique_ptr<header_slot>> headers;  // by peer
+  std::list<payload_op> payloads;
+  std::vector<uint64_t> sent_seq, recv_seq;  // by peer
+
+  void post_header(int peer) {
+    auto& h = headers[size_t(peer)];
+    h->c = t->irecv(peer, kheader_tag, &h->header, sizeof h->header);
+  }
+
+  void start_send(outgoing&& o) {
+    const auto& x = *o.x;
+    if (int(x.shape().size()) > kmax_dims)
+      fail("tensor channel: a tensor of {} dimensions (at most {})", x.shape().size(), kmax_dims);
+    sends.emplace_back();
+    send_op& s = sends.back();
+    s.header = {};
+    s.header.magic = kmagic;
+    s.header.dst = o.label.dst;
+    s.header.kind = o.label.kind;
+    s.header.mb = o.label.mb;
+    s.header.value = o.label.value;
+    s.header.dtype = int32_t(x.type());
+    s.header.ndim = int32_t(x.shape().size());
+    s.header.seq = ++sent_seq[size_t(o.peer)];
+    for (size_t d = 0; d < x.shape().size(); ++d) s.header.dims[d] = x.shape()[d];
+    s.x = std::move(o.x);
+    s.head = t->isend(o.peer, kheader_tag, &s.header, sizeof s.header);
+    s.body = t->isend(o.peer, payload_tag(s.header.seq), s.x->raw(), s.x->bytes());
+  }
+
+  // A header arrived from `peer`: post its payload's receive, and the next
+  // header's.
+  void header_arrived(int peer) {
+    auto& h = headers[size_t(peer)];
+    h->c.wait();  // done: throws on a failed receive
+    const wire_header hd = h->header;
+    const uint64_t expect = ++recv_seq[size_t(peer)];
+    if (hd.magic != kmagic || hd.seq != expect || hd.ndim < 0 || hd.ndim > kmax_dims ||
+        (hd.dtype != int32_t(model::dtype::f32) && hd.dtype != int32_t(model::dtype::i32)))
+      fail("tensor channel rank {}: a malformed header from peer {} (message {}, expected {})",
+           t->rank(), peer, hd.seq, expect);
+    model::shape_t shape(hd.dims, hd.dims + hd.ndim);
+    for (int64_t d : shape)
+      if (d < 0 || d > (int64_t{1} << 40))
+        fail("tensor channel rank {}: peer {} announced shape {}", t->rank(), peer,
+             model::shape_str(shape));
+    payloads.push_back({peer, {hd.dst, hd.kind, hd.mb, hd.value}, model::tensor(shape, model::dtype(hd.dtype)), {}});
+    auto& p = payloads.back();
+    p.c = t->irecv(peer, payload_tag(hd.seq), p.x.raw(), p.x.bytes());
+    post_header(peer);
+  }
+
+  // One pass over everything in flight; returns whether anything finished.
+  bool poll_once() {
+    bool any = false;
+    for (int peer = 0; peer < t->size(); ++peer)
+      if (headers[size_t(peer)] && headers[size_t(peer)]->c.test()) {
+        header_arrived(peer);
+        any = true;
+      }
+    for (auto it = payloads.begin(); it != payloads.end();) {
+      if (!it->c.test()) {
+        ++it;
+        continue;
+      }
+      it->c.wait();
+      deliver(it->peer, it->label, std::move(it->x));
+      it = payloads.erase(it);
+      any = true;
+    }
+    for (auto it = sends.begin(); it != sends.end();) {
+      if (!it->head.test() || !it->body.test()) {
+        ++it;
+        continue;
+      }
+      it->head.wait();
+      it->body.wait();
+      it = sends.erase(it);
+      any = true;
+    }
+    return any;
+  }
+
+  void run() {
+    try {
+      headers.resize(size_t(t->size()));
+      sent_seq.assign(size_t(t->size()), 0);
+      recv_seq.assign(size_t(t->size()), 0);
+      for (int peer = 0; peer < t->size(); ++peer)
+        if (peer != t->rank()) {
+          headers[size_t(peer)] = std::make_unique<header_slot>();
+          post_header(peer);
+        }
+      while (!stop.load(std::memory_order_acquire)) {
+        std::deque<outgoing> mine;
+        {
+          std::lock_guard lock(mu);
+          mine.swap(queue);
+        }
+        uint64_t drained;
+        if (::read(wake_fd, &drained, sizeof drained) < 0) {
+        }  // non-blocking: just clears the wake-up
+        for (auto& o : mine) start_send(std::move(o));
+        if (!poll_once() && mine.empty()) t->await_event(std::chrono::milliseconds(100), wake_fd);
+      }
+    } catch (const std::exception& e) {
+      failed(e.what());
+    }
+    // Withdraw what is in flight (its buffers die with it).
+    payloads.clear();
+    headers.clear();
+    sends.clear();
+  }
+};
+
+tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed)
+    : impl_(std::make_unique<impl>()) {
+  impl_->t = std::move(t);
+  impl_->deliver = std::move(deliver);
+  impl_->failed = std::move(failed);
+  impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl_->wake_fd < 0) fail("tensor channel: eventfd: {}", std::strerror(errno));
+  impl_->thread = std::thread([p = impl_.get()] { p->run(); });
+}
+
+tensor_channel::~tensor_channel() {
+  impl_->stop.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  if (::write(impl_->wake_fd, &one, sizeof one) < 0) {
+  }
+  impl_->thread.join();
+  ::close(impl_->wake_fd);
+}
+
+void tensor_channel::send(int peer, const tensor_label& label,
+                          std::shared_ptr<const model::tensor> x) {
+  MERAK_CHECK(peer >= 0 && peer < impl_->t->size() && peer != impl_->t->rank(),
+              "tensor channel: send to rank {} of {}", peer, impl_->t->size());
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->queue.push_back({peer, label, std::move(x)});
+  }
+  uint64_t one = 1;
+  if (::write(impl_->wake_fd, &one, sizeof one) < 0) {
+  }
+}
+
+int tensor_channel::rank() const { return impl_->t->rank(); }
+
+}  // namespace merak::comm

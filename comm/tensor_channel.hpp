@@ -1,0 +1,66 @@
+#pragma once
+// Tensors between the processes of a job, beside the actors' control
+// messages: the data plane of pipeline activations and their gradients
+// (docs/launch.md, "How the actors talk across processes").
+//
+// One channel per process owns a transport over the job's processes (UCX:
+// shared memory on one host, the network across hosts; rendezvous moves a
+// large tensor straight from the sender's buffer) and a thread that drives
+// it, sleeping on the transport's event fd when idle.
+//
+// Wire protocol, per ordered pair of processes:
+//   header  (tag 0, 88 bytes): magic, label (destination, kind, micro-batch,
+//           value), element type, rank and dims, sequence number s
+//   payload (tag s, the tensor's bytes), sent right after its header
+// The receiver keeps a header receive posted for every peer at all times
+// (so a sender never waits on the receiver's schedule: a header is small
+// and goes eagerly), and posts the payload's receive as soon as its header
+// arrives; s counts the pair's messages from 1, so payloads match exactly.
+// Headers of one pair arrive in order.
+//
+// Delivery and failure are callbacks on the channel's thread: they must be
+// quick and thread-safe (e.g. hand the tensor to an actor as a message).
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/transport.hpp"
+#include "model/tensor.hpp"
+
+namespace merak::comm {
+
+// What a tensor is, for the receiving side: opaque to the channel.
+struct tensor_label {
+  int32_t dst = 0;    // the receiving actor
+  int32_t kind = 0;   // e.g. activation or gradient
+  int32_t mb = 0;     // micro-batch
+  int32_t value = 0;  // graph value id
+};
+
+class tensor_channel {
+ public:
+  using deliver_fn = std::function<void(int peer, const tensor_label&, model::tensor)>;
+  using fail_fn = std::function<void(const std::string& what)>;
+
+  // Takes `t` (used by the channel's thread alone from now on) and starts
+  // receiving from every other rank of it.
+  tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed);
+  // Stops the thread; operations in flight are withdrawn.
+  ~tensor_channel();
+  tensor_channel(const tensor_channel&) = delete;
+  tensor_channel& operator=(const tensor_channel&) = delete;
+
+  // Sends `x` to rank `peer` (not this one) under `label`; returns at once
+  // (thread-safe). The channel keeps `x` until it is sent. Tensors of up to
+  // 6 dimensions.
+  void send(int peer, const tensor_label& label, std::shared_ptr<const model::tensor> x);
+
+  int rank() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace merak::comm

@@ -1,0 +1,76 @@
+#include <catch2/catch.hpp>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "comm/inproc.hpp"
+#include "comm/tensor_channel.hpp"
+
+using namespace merak;
+using namespace merak::comm;
+
+TEST_CASE("tensors cross a channel whole, labelled, in order per pair", "[channel]") {
+  auto group = make_inproc_group(3, std::chrono::milliseconds(10000));
+  struct got {
+    int peer;
+    tensor_label label;
+    model::tensor x;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<got>> inbox(3);
+  std::vector<std::unique_ptr<tensor_channel>> ch;
+  std::string failure;
+  for (int r = 0; r < 3; ++r)
+    ch.push_back(std::make_unique<tensor_channel>(
+        std::shared_ptr<transport>(std::move(group[size_t(r)])),
+        [&, r](int peer, const tensor_label& l, model::tensor x) {
+          std::lock_guard lock(mu);
+          inbox[size_t(r)].push_back({peer, l, std::move(x)});
+          cv.notify_all();
+        },
+        [&](const std::string& what) {
+          std::lock_guard lock(mu);
+          failure = what;
+          cv.notify_all();
+        }));
+  auto make = [](model::shape_t shape, float base) {
+    auto x = std::make_shared<model::tensor>(shape);
+    for (int64_t i = 0; i < x->numel(); ++i) x->f32()[i] = base + float(i);
+    return x;
+  };
+  // Rank 0 sends three tensors of different shapes to rank 2, rank 1 one.
+  ch[0]->send(2, {7, 0, 0, 11}, make({2, 3, 4}, 100));
+  ch[0]->send(2, {7, 1, 1, 12}, make({5}, 200));
+  ch[1]->send(2, {8, 0, 3, 13}, make({1, 1}, 300));
+  ch[0]->send(2, {9, 0, 2, 14}, make({4, 6}, 400));
+  auto ids = std::make_shared<model::tensor>(model::shape_t{2, 2}, model::dtype::i32);
+  for (int i = 0; i < 4; ++i) ids->data<int32_t>()[i] = 40 + i;
+  ch[2]->send(0, {1, 2, 0, 15}, ids);
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] {
+      return !failure.empty() || (inbox[2].size() == 4 && inbox[0].size() == 1);
+    }));
+  }
+  REQUIRE(failure.empty());
+  std::vector<got> from0;
+  for (auto& g : inbox[2])
+    if (g.peer == 0) from0.push_back(std::move(g));
+  REQUIRE(from0.size() == 3);
+  CHECK(from0[0].label.dst == 7);
+  CHECK(from0[0].label.value == 11);
+  CHECK(from0[0].x.shape() == model::shape_t{2, 3, 4});
+  CHECK(from0[0].x.f32()[23] == 123.0f);
+  CHECK(from0[1].label.kind == 1);
+  CHECK(from0[1].label.mb == 1);
+  CHECK(from0[1].x.f32()[4] == 204.0f);
+  CHECK(from0[2].label.dst == 9);
+  CHECK(from0[2].x.shape() == model::shape_t{4, 6});
+  CHECK(inbox[0][0].peer == 2);
+  CHECK(inbox[0][0].x.type() == model::dtype::i32);
+  CHECK(inbox[0][0].x.data<int32_t>()[3] == 43);
+  CHECK(inbox[0][0].label.value == 15);
+}
