@@ -91,8 +91,9 @@ using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;      // (lr, clip factor)
 using wire_atom =
     caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
-using gather_atom =
-    caf::atom_constant<caf::atom("gather")>;  // () -> (names, values): parameter copies
+// () -> coordinator: (gathered, names, values), copies of the parameters
+using gather_atom = caf::atom_constant<caf::atom("gather")>;
+using gathered_atom = caf::atom_constant<caf::atom("gathered")>;
 // (assembly directory, metadata) -> stage of replica 0 writes its shard file;
 // answers (saved, dp, stage, tp, records, adam t) or failed
 using save_atom = caf::atom_constant<caf::atom("save")>;

@@ -50,8 +50,8 @@ void parallel_options::validate(int batch) const {
     fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
          micro_batches);
   if (!(timeout_s > 0)) fail("the step timeout must be positive (got {})", timeout_s);
-  if (!(heartbeat_s >= 0) || heartbeat_s > 1e6)
-    fail("--heartbeat-timeout must be from 0 (off) to 1e6 seconds (got {})", heartbeat_s);
+  if (!(heartbeat_s == 0 || (heartbeat_s >= 0.2 && heartbeat_s <= 1e6)))
+    fail("--heartbeat-timeout must be 0 (off) or from 0.2 to 1e6 seconds (got {})", heartbeat_s);
   const int world = processes ? processes->size() : 1;
   auto p = placement.empty() ? partition::default_placement(dp, pp, tp, world)
                              : partition::parse_placement(placement, dp, pp, tp, world);
@@ -139,7 +139,8 @@ struct parallel_trainer::impl {
     try {
       spawn();
       if (!opts.load.empty()) load();
-    } catch (...) {
+    } catch (const std::exception& e) {
+      mark_failed(e.what());
       shutdown();
       throw;
     }
@@ -158,8 +159,15 @@ struct parallel_trainer::impl {
     if (together && lead()) {
       for (auto& f : followers) (*self)->send(f, finish_atom::value);
     } else if (together) {
-      (*self)->receive([](finish_atom) {}, [](caf::down_msg&) {}, [](failed_atom, std::string&) {},
-                       caf::after(timeout()) >> [] {});
+      // However long process 0's last save takes: heartbeats, or its loss,
+      // end the wait otherwise (without heartbeats, ten step timeouts).
+      bool over = false;
+      for (int waits = 0; !over;)
+        (*self)->receive([&](finish_atom) { over = true; }, [&](caf::down_msg&) { over = true; },
+                         [&](failed_atom, std::string&) { over = true; },
+                         caf::after(timeout()) >> [&] {
+                           over = par.heartbeat_s <= 0 && ++waits >= 10;
+                         });
     }
     std::set<caf::actor_addr> ending;
     auto end = [&](const caf::actor& a) {
@@ -167,19 +175,22 @@ struct parallel_trainer::impl {
       (*self)->send_exit(a, caf::exit_reason::user_shutdown);
       ending.insert(a.address());
     };
+    auto await_ends = [&] {
+      bool timed_out = false;
+      while (!ending.empty() && !timed_out)
+        (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
+                         [](failed_atom, std::string&) {}, [](finish_atom) {},
+                         caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
+    };
     for (auto& rep : stages)
       for (auto& st : rep)
         for (auto& a : st) end(a);
     for (auto& a : reducers) end(a);
     end(scheduler);
-    end(watchdog);
-    bool timed_out = false;
-    while (!ending.empty() && !timed_out)
-      (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
-                       [](failed_atom, std::string&) {}, [](finish_atom) {},
-                       caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
+    await_ends();
     // Close the UCX transports while every peer is still here to answer
-    // the closing flushes, then leave together.
+    // the closing flushes, then leave together. The watchdog answers
+    // heartbeats until then.
     channel.reset();
     group_links.clear();
     if (together) {
@@ -188,7 +199,32 @@ struct parallel_trainer::impl {
       } catch (const std::exception&) {
       }
     }
+    end(watchdog);
+    await_ends();
     self.reset();
+  }
+
+  // Runs f; any failure breaks the job, so the other processes learn why
+  // instead of waiting for process 0.
+  template <typename F>
+  auto guarded(F&& f) {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      mark_failed(e.what());
+      throw;
+    }
+  }
+
+  // The job is broken (`reason`): free actors blocked in a sum with a
+  // process that will not answer, and (process 0) stop the other processes
+  // naming the cause. Idempotent.
+  void mark_failed(const std::string& reason) {
+    if (failed) return;
+    failed = true;
+    for (auto& t : group_links) t->cancel(reason);
+    if (lead() && self)
+      for (auto& f : followers) (*self)->send(f, failed_atom::value, reason);
   }
 
   void spawn() {
@@ -385,8 +421,8 @@ struct parallel_trainer::impl {
       auto views = join_processes(*sys, *self, *par.processes, std::move(view),
                                   par.listen_addr.empty() ? "127.0.0.1" : par.listen_addr,
                                   timeout());
-      const auto period = std::chrono::milliseconds(1000);
       const auto limit = std::chrono::milliseconds(int64_t(par.heartbeat_s * 1000));
+      const auto period = std::min(std::chrono::milliseconds(1000), limit / 4);
       if (!lead()) {
         coordinator = views[0].home;
         names[coordinator.address()] = fmt::format("the coordinator (process 0 on {})", views[0].addr);
@@ -525,6 +561,7 @@ struct parallel_trainer::impl {
     (*self)->receive(
         std::forward<Handlers>(handlers)...,
         [&](failed_atom, const std::string& msg) { failure = msg; },
+        [&](finish_atom) { failure = "process 0 ended the job"; },
         [&](caf::down_msg& dm) {
           auto it = names.find(dm.source);
           failure = fmt::format("{} stopped: {}", it == names.end() ? "an actor" : it->second,
@@ -533,11 +570,7 @@ struct parallel_trainer::impl {
         caf::after(timeout()) >>
             [&] { failure = fmt::format("no progress for {} s while {}", par.timeout_s, what); });
     if (failure.empty()) return;
-    failed = true;
-    // Free the actors blocked in a sum with a process that will not answer.
-    for (auto& t : group_links) t->cancel(failure);
-    if (lead())  // the other processes stop naming the same cause
-      for (auto& f : followers) (*self)->send(f, failed_atom::value, failure);
+    mark_failed(failure);
     if (!lead()) failure = fmt::format("process {}: {}", me, failure);
     fail("{}", failure);
   }
@@ -556,8 +589,7 @@ struct parallel_trainer::impl {
             res.tokens_per_s = double(opts.batch) * opts.model.max_seq / step_s;
             bubble = bubble_;
             comm = {bytes, union_rows, rel_error};
-          },
-          [&](finish_atom) { fail("process 0 ended the job before step {}", step + 1); });
+          });
     step = res.step;
     return res;
   }
@@ -714,26 +746,20 @@ struct parallel_trainer::impl {
         for (auto& n : shards[t].graph.nodes())
           for (auto& spec : n.params)
             if (spec.shard.sharded()) split[spec.name] = spec.shard;
-        bool ok = false;
-        (*self)
-            ->request(stages[0][s][t], timeout(), gather_atom::value)
-            .receive(
-                [&](std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
-                  for (size_t i = 0; i < names_.size(); ++i) {
-                    auto it = index.find(names_[i]);
-                    MERAK_CHECK(it != index.end(), "gathered unknown parameter {}", names_[i]);
-                    auto& whole = eval_store->all()[it->second]->value;
-                    if (auto sp = split.find(names_[i]); sp != split.end())
-                      model::place_shard(whole, *values[i].t, sp->second);
-                    else if (t == 0)
-                      std::memcpy(whole.raw(), values[i].t->raw(), whole.bytes());
-                  }
-                  ok = true;
-                },
-                [&](caf::error& e) {
-                  fail("gathering parameters of stage {} shard {}: {}", s, t, sys->render(e));
-                });
-        MERAK_CHECK(ok, "no parameters from stage {} shard {}", s, t);
+        (*self)->send(stages[0][s][t], gather_atom::value);
+        await(fmt::format("gathering the parameters of stage {} shard {} for validation", s, t),
+              [&](gathered_atom, std::vector<std::string>& names_,
+                  std::vector<tensor_ref>& values) {
+                for (size_t i = 0; i < names_.size(); ++i) {
+                  auto it = index.find(names_[i]);
+                  MERAK_CHECK(it != index.end(), "gathered unknown parameter {}", names_[i]);
+                  auto& whole = eval_store->all()[it->second]->value;
+                  if (auto sp = split.find(names_[i]); sp != split.end())
+                    model::place_shard(whole, *values[i].t, sp->second);
+                  else if (t == 0)
+                    std::memcpy(whole.raw(), values[i].t->raw(), whole.bytes());
+                }
+              });
       }
   }
 
@@ -794,8 +820,7 @@ struct parallel_trainer::impl {
     if (!lead()) {
       double loss = 0;
       await("waiting for the coordinator's validation loss",
-            [&](validated_atom, double x) { loss = x; },
-            [&](finish_atom) { fail("process 0 ended the job before validating"); });
+            [&](validated_atom, double x) { loss = x; });
       return loss;
     }
     gather_full();
@@ -844,10 +869,10 @@ bool parallel_trainer::done() const {
   return impl_->step >= impl_->opts.steps;
 }
 model::step_result parallel_trainer::train_step() {
-  return impl_->train_step();
+  return impl_->guarded([&] { return impl_->train_step(); });
 }
 std::string parallel_trainer::save() {
-  return impl_->save();
+  return impl_->guarded([&] { return impl_->save(); });
 }
 bool parallel_trainer::checkpoint_due() const {
   auto& o = impl_->opts;
@@ -862,7 +887,7 @@ parallel_trainer::comm_stats parallel_trainer::last_comm() const {
   return impl_->comm;
 }
 double parallel_trainer::validation_loss() {
-  return impl_->validation_loss();
+  return impl_->guarded([&] { return impl_->validation_loss(); });
 }
 int64_t parallel_trainer::step() const {
   return impl_->step;

@@ -758,7 +758,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
         });
       },
       // Parameters of this shard (copies), for validation on one copy.
-      [=](gather_atom) -> caf::message {
+      [=](gather_atom) {
         auto& st = self->state;
         std::vector<std::string> names;
         std::vector<tensor_ref> values;
@@ -766,10 +766,11 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           names.push_back(p->spec.name);
           values.push_back(tensor_ref::make(p->value.clone()));
         }
-        return caf::make_message(std::move(names), std::move(values));
+        self->send(st.coordinator, gathered_atom::value, std::move(names), std::move(values));
       },
-      // Replica 0 writes this shard's parameters and moments (tied weights
-      // by their owner only) into the checkpoint being assembled.
+      // Replica 0 writes this shard's parameters and moments into the
+      // checkpoint being assembled: its slices of split weights, the rest by
+      // TP shard 0 only, tied weights by their owner stage only.
       [=](save_atom, const std::string& dir, const model::metadata_map& meta) {
         guarded(self, [&] {
           auto& st = self->state;
@@ -777,9 +778,10 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           std::vector<const model::tensor*> m, v;
           auto& all = st.store->all();
           for (size_t i = 0; i < all.size(); ++i) {
-            bool owned = true;
+            // TP shards hold the unsplit parameters alike: shard 0 writes them.
+            bool owned = all[i]->spec.shard.sharded() || st.cfg.tp_rank == 0;
             for (auto& t : st.cfg.ties)
-              if (t.name == all[i]->spec.name) owned = t.owner == st.cfg.stage;
+              if (t.name == all[i]->spec.name) owned = owned && t.owner == st.cfg.stage;
             if (!owned) continue;
             params.push_back(all[i].get());
             m.push_back(&st.opt->first_moments()[i]);

@@ -72,7 +72,8 @@ class metrics_writer {
     bool dropped = false;
     while (std::getline(in, line)) {
       auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number() &&
+      // A line cut short by the failure, or one past the checkpoint, goes.
+      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number() ||
           j["step"].get<int64_t>() > step) {
         dropped = true;
         continue;
@@ -189,10 +190,6 @@ int run_train(train_flags& f) {
   f.par.sparse.seed = f.opts.seed;
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
-  if (f.par.measure_sparse_error && f.sparse_reducer == "none")
-    fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
-  if (f.sparse_reducer != "none" && f.par.dp < 2)
-    fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)", f.sparse_reducer);
   f.par.processes = join_job();
   const int world = f.par.processes ? f.par.processes->size() : 1;
   if (world > 1 && f.devices > 0)
@@ -202,9 +199,13 @@ int run_train(train_flags& f) {
         world);
   if (world > 1) {
     if (!f.dp_given) f.par.dp = partition::derive_dp(world, f.par.pp, f.par.tp);
-    // Listen where the job's other hosts can reach this one.
-    f.par.listen_addr = comm::local_address_toward(comm::resolve_bootstrap({}).addr);
+    // Listen where the job's other hosts reach this one.
+    f.par.listen_addr = f.par.processes->local_address();
   }
+  if (f.par.measure_sparse_error && f.sparse_reducer == "none")
+    fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
+  if (f.sparse_reducer != "none" && f.par.dp < 2)
+    fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)", f.sparse_reducer);
   if (f.devices > 0) plan_devices(f);
   // A job of several processes runs on the actors whatever its layout
   // (parallel_options::validate then checks --dp against the processes).

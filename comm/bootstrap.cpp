@@ -167,6 +167,23 @@ class tcp_bootstrap final : public bootstrap {
   int rank() const override { return o_.rank; }
   int size() const override { return o_.world_size; }
 
+  std::string local_address() const override {
+    int fd = -1;
+    if (o_.rank == 0) {
+      for (auto& p : peers_)
+        if (p) fd = p.get();
+    } else {
+      fd = root_.get();
+    }
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return "127.0.0.1";
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+    return text;
+  }
+
   int dead_peer() override {
     if (dead_ >= 0 || o_.world_size == 1) return dead_;
     std::unique_lock lock(mu_, std::try_to_lock);
@@ -466,19 +483,6 @@ int pick_free_port(const std::string& host) {
       ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
     fail("pick_free_port: {}: {}", host, std::strerror(errno));
   return ntohs(a.sin_port);
-}
-
-std::string local_address_toward(const std::string& host) {
-  unique_fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!s) fail("local address: socket: {}", std::strerror(errno));
-  sockaddr_in a = resolve_ipv4(host, 9, "host");  // any port: nothing is sent
-  socklen_t len = sizeof a;
-  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    fail("no route from this host toward '{}': {}", host, std::strerror(errno));
-  char text[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
-  return text;
 }
 
 }  // namespace merak::comm

@@ -62,6 +62,11 @@ class bootstrap {
   // Returns once every rank has called it.
   void barrier() { allgather({}); }
 
+  // This process's IPv4 address on the job's network: the local end of its
+  // bootstrap connection (rank 0: of a connection a peer made to it), so an
+  // address the other processes reach; "127.0.0.1" in a job of one.
+  virtual std::string local_address() const = 0;
+
   // Liveness, for a transport's wait loop (never blocks): a rank whose
   // process is known to have gone away, or -1. Rank 0 sees every rank's
   // connection close and tells the others (a notice frame, see above); the
@@ -82,11 +87,5 @@ std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o);
 // launcher to hand to its workers as MASTER_PORT. Throws merak::error.
 int pick_free_port(const std::string& host = "127.0.0.1");
 
-// This host's IPv4 address on the route toward `host` (e.g. MASTER_ADDR):
-// where this process's listeners must bind so that the job's other hosts can
-// reach them. "127.0.0.1" for a loopback host. Sends nothing (a UDP socket
-// is connected, which only picks the route). Throws merak::error naming the
-// host when it cannot be resolved or has no route.
-std::string local_address_toward(const std::string& host);
 
 }  // namespace merak::comm

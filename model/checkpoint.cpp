@@ -15,6 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kIndexFile = "index.json";
 constexpr const char* kLatest = "latest";
 
@@ -32,8 +33,10 @@ std::string publish_checkpoint(const std::string& dir, const std::string& name) 
   const fs::path tmp_dir = fs::path(dir) / (name + ".tmp");
   const fs::path old_dir = fs::path(dir) / (name + ".old");
   std::error_code ec;
-  fs::remove_all(old_dir, ec);
+  // Without NAME, a NAME.old left by an interrupted save may be what latest
+  // reaches: it stays until the new NAME is in place.
   if (fs::exists(final_dir, ec)) {
+    fs::remove_all(old_dir, ec);
     fs::rename(final_dir, old_dir, ec);
     if (ec)
       fail("cannot move '{}' aside to '{}': {}", final_dir.string(), old_dir.string(), ec.message());
@@ -47,21 +50,39 @@ std::string publish_checkpoint(const std::string& dir, const std::string& name) 
   return final_dir.string();
 }
 
+void write_single_device_files(const std::string& dir, const std::vector<std::string>& names,
+                               const std::vector<const tensor*>& values,
+                               const std::vector<const tensor*>& first_moments,
+                               const std::vector<const tensor*>& second_moments,
+                               const metadata_map& metadata) {
+  std::vector<std::pair<std::string, const tensor*>> model_tensors, opt_tensors;
+  for (size_t i = 0; i < names.size(); ++i) {
+    model_tensors.emplace_back(names[i], values[i]);
+    opt_tensors.emplace_back("m." + names[i], first_moments[i]);
+    opt_tensors.emplace_back("v." + names[i], second_moments[i]);
+  }
+  write_safetensors((fs::path(dir) / kModelFile).string(), model_tensors, metadata);
+  write_safetensors((fs::path(dir) / kOptimizerFile).string(), opt_tensors, metadata);
+  fsync_directory(dir);
+}
+
 std::string save_checkpoint(const std::string& dir, int64_t step, const parameter_store& params,
                             const adamw& opt, const metadata_map& metadata) {
-  const fs::path tmp_dir = begin_checkpoint(dir, step);
-  std::vector<std::pair<std::string, const tensor*>> model_tensors, opt_tensors;
-  for (auto& p : params.all()) model_tensors.emplace_back(p->spec.name, &p->value);
+  const std::string tmp_dir = begin_checkpoint(dir, step);
+  std::vector<std::string> names;
+  std::vector<const tensor*> values, m, v;
+  MERAK_CHECK(opt.params().size() == params.all().size(), "optimizer of {} of {} parameters",
+              opt.params().size(), params.all().size());
   for (size_t i = 0; i < opt.params().size(); ++i) {
-    opt_tensors.emplace_back("m." + opt.params()[i]->spec.name, &opt.first_moments()[i]);
-    opt_tensors.emplace_back("v." + opt.params()[i]->spec.name, &opt.second_moments()[i]);
+    names.push_back(opt.params()[i]->spec.name);
+    values.push_back(&opt.params()[i]->value);
+    m.push_back(&opt.first_moments()[i]);
+    v.push_back(&opt.second_moments()[i]);
   }
   metadata_map meta = metadata;
   meta["merak.step"] = std::to_string(step);
   meta["merak.adam_t"] = std::to_string(opt.t());
-  write_safetensors((tmp_dir / kModelFile).string(), model_tensors, meta);
-  write_safetensors((tmp_dir / "optimizer.safetensors").string(), opt_tensors, meta);
-  fsync_directory(tmp_dir.string());
+  write_single_device_files(tmp_dir, names, values, m, v, meta);
   return publish_checkpoint(dir, checkpoint_name(step));
 }
 

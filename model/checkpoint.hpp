@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "model/adamw.hpp"
 #include "model/parameter.hpp"
@@ -22,6 +23,15 @@ using metadata_map = std::map<std::string, std::string>;
 // the model shape, "merak.step"). Returns the checkpoint's directory.
 std::string save_checkpoint(const std::string& dir, int64_t step, const parameter_store& params,
                             const adamw& opt, const metadata_map& metadata);
+
+// Writes a single-device checkpoint's two files (model.safetensors with the
+// parameters by name, optimizer.safetensors with "m.NAME" and "v.NAME")
+// into `dir`, fsync'd, each with `metadata`. Vectors are parallel.
+void write_single_device_files(const std::string& dir, const std::vector<std::string>& names,
+                               const std::vector<const tensor*>& values,
+                               const std::vector<const tensor*>& first_moments,
+                               const std::vector<const tensor*>& second_moments,
+                               const metadata_map& metadata);
 
 // "step_00000010": the directory name of the checkpoint of `step`.
 std::string checkpoint_name(int64_t step);

@@ -37,6 +37,35 @@ T field(const json& j, const char* key, const std::string& where) {
   }
 }
 
+// Every part of a tensor exactly once: one whole slice, or parts 0..P-1 of
+// one split. Throws merak::error naming `where` and the tensor.
+void check_complete(const std::string& where, const std::string& name,
+                    const std::vector<const shard_record*>& slices) {
+  if (slices.empty()) fail("{}: no slice of tensor '{}'", where, name);
+  const shard_spec& first = slices.front()->spec;
+  if (!first.sharded()) {
+    if (slices.size() != 1) fail("{}: tensor '{}' is saved whole {} times", where, name, slices.size());
+    return;
+  }
+  std::set<int> parts;
+  for (auto* r : slices) {
+    if (!r->spec.sharded() || r->spec.parts != first.parts || r->spec.dim != first.dim ||
+        r->spec.groups != first.groups)
+      fail("{}: tensor '{}' has slices of different splits", where, name);
+    if (!parts.insert(r->spec.index).second)
+      fail("{}: tensor '{}' has slice {} of {} twice", where, name, r->spec.index, first.parts);
+  }
+  if (int(parts.size()) != first.parts)
+    fail("{}: tensor '{}' has {} of its {} slices", where, name, parts.size(), first.parts);
+}
+
+std::map<std::string, std::vector<const shard_record*>> by_tensor(
+    const std::vector<shard_record>& records) {
+  std::map<std::string, std::vector<const shard_record*>> out;
+  for (auto& r : records) out[r.name].push_back(&r);
+  return out;
+}
+
 }  // namespace
 
 std::string shard_file_name(int stage, int tp_rank) {
@@ -80,6 +109,8 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
                                       const metadata_map& metadata, const std::string& layout) {
   const std::string name = checkpoint_name(step);
   const fs::path tmp = fs::path(dir) / (name + ".tmp");
+  for (auto& [tensor_name, slices] : by_tensor(records))
+    check_complete("checkpoint " + tmp.string(), tensor_name, slices);
   json tensors = json::object();
   for (auto& r : records) {
     if (!fs::exists(tmp / r.file)) fail("checkpoint shard '{}' was not written", (tmp / r.file).string());
@@ -166,6 +197,7 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
       records_.push_back(std::move(r));
     }
   }
+  for (auto& [name, slices] : by_tensor(records_)) check_complete(where, name, slices);
 }
 
 std::vector<std::string> checkpoint_reader::parameters() const {
@@ -181,8 +213,8 @@ std::vector<std::string> checkpoint_reader::parameters() const {
 }
 
 tensor checkpoint_reader::full(const std::string& key) const {
+  const bool moment = key.rfind("m.", 0) == 0 || key.rfind("v.", 0) == 0;
   if (!sharded_) {
-    const bool moment = key.rfind("m.", 0) == 0 || key.rfind("v.", 0) == 0;
     const char* file = moment ? kOptimizerFile : kModelFile;
     auto f = cache_->get(dir_, file);
     auto it = f->tensors.find(key);
@@ -190,16 +222,12 @@ tensor checkpoint_reader::full(const std::string& key) const {
       fail("checkpoint '{}' has no tensor '{}'", (fs::path(dir_) / file).string(), key);
     return it->second.clone();
   }
-  const bool moment = key.rfind("m.", 0) == 0 || key.rfind("v.", 0) == 0;
   const std::string name = moment ? key.substr(2) : key;
   std::vector<const shard_record*> slices;
   for (auto& r : records_)
     if (r.name == name) slices.push_back(&r);
   if (slices.empty()) fail("checkpoint '{}' has no tensor '{}'", dir_, name);
-  tensor whole(slices.front()->full);
-  // Every part of a sharded tensor must be there exactly once.
-  std::set<int> parts;
-  int expected = slices.front()->spec.sharded() ? slices.front()->spec.parts : 1;
+  tensor whole(slices.front()->full);  // every part there exactly once (checked at open)
   for (auto* r : slices) {
     auto f = cache_->get(dir_, r->file);
     const std::string file = (fs::path(dir_) / r->file).string();
@@ -214,22 +242,15 @@ tensor checkpoint_reader::full(const std::string& key) const {
         fail("checkpoint shard '{}': tensor '{}' has shape {} but the index says {}", file, key,
              shape_str(part.shape()), shape_str(whole.shape()));
       std::memcpy(whole.raw(), part.raw(), whole.bytes());
-      parts.insert(0);
       continue;
     }
-    if (r->spec.parts != expected)
-      fail("checkpoint '{}': tensor '{}' is split into {} and {} parts", dir_, key, expected,
-           r->spec.parts);
     shape_t want = whole.shape();
     want[size_t(r->spec.dim)] /= r->spec.parts;
     if (part.shape() != want)
       fail("checkpoint shard '{}': tensor '{}' has shape {} but slice {} of {} needs {}", file, key,
            shape_str(part.shape()), r->spec.index, r->spec.parts, shape_str(want));
     place_shard(whole, part, r->spec);
-    parts.insert(r->spec.index);
   }
-  if (int(parts.size()) != expected)
-    fail("checkpoint '{}': tensor '{}' has {} of its {} slices", dir_, key, parts.size(), expected);
   return whole;
 }
 
@@ -277,23 +298,20 @@ std::string export_single_device(const checkpoint_reader& ckpt, const std::strin
   } catch (const std::exception&) {
   }
   if (step < 0) fail("checkpoint '{}': metadata merak.step is missing or not a count", ckpt.dir());
-  std::vector<tensor> values, moments;
-  std::vector<std::string> names;
-  for (auto& name : ckpt.parameters()) {
-    names.push_back(name);
+  std::vector<std::string> names = ckpt.parameters();
+  std::vector<tensor> values, m, v;
+  for (auto& name : names) {
     values.push_back(ckpt.full(name));
-    moments.push_back(ckpt.full("m." + name));
-    moments.push_back(ckpt.full("v." + name));
+    m.push_back(ckpt.full("m." + name));
+    v.push_back(ckpt.full("v." + name));
   }
-  std::vector<std::pair<std::string, const tensor*>> model_tensors, opt_tensors;
-  for (size_t i = 0; i < names.size(); ++i) {
-    model_tensors.emplace_back(names[i], &values[i]);
-    opt_tensors.emplace_back("m." + names[i], &moments[2 * i]);
-    opt_tensors.emplace_back("v." + names[i], &moments[2 * i + 1]);
-  }
+  auto ptrs = [](const std::vector<tensor>& ts) {
+    std::vector<const tensor*> out;
+    for (auto& t : ts) out.push_back(&t);
+    return out;
+  };
   const std::string tmp = begin_checkpoint(out, step);
-  write_safetensors((fs::path(tmp) / kModelFile).string(), model_tensors, ckpt.metadata());
-  write_safetensors((fs::path(tmp) / kOptimizerFile).string(), opt_tensors, ckpt.metadata());
+  write_single_device_files(tmp, names, ptrs(values), ptrs(m), ptrs(v), ckpt.metadata());
   fsync_directory(tmp);
   return publish_checkpoint(out, checkpoint_name(step));
 }

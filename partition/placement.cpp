@@ -63,8 +63,8 @@ placement default_placement(int dp, int pp, int tp, int world) {
   check_layout(dp, pp, tp, world);
   placement p{dp, pp, tp, world, {}};
   const int n = p.actors();
-  // Actor i goes to process floor(i * world / n): blocks of n / world,
-  // the larger blocks last when the division is uneven.
+  // Actor i goes to process floor(i * world / n): contiguous blocks whose
+  // sizes differ by at most one.
   for (int i = 0; i < n; ++i) p.rank_of.push_back(int(int64_t(i) * world / n));
   return p;
 }

@@ -6,7 +6,7 @@
 // replica: index(d, s, t) = (d * pp + s) * tp + t. The default placement
 // hands out that order in contiguous blocks, so the TP shards of a stage sit
 // on one process or on adjacent ranks, consecutive stages on adjacent ranks,
-// and replicas last. From one process (every actor in it) to one actor per
+// and replicas last (blocks differ by at most one actor). From one process (every actor in it) to one actor per
 // process (the GPU layout) and anything between.
 //
 // Groups that talk through comm/ (the TP shards of one stage, the replicas

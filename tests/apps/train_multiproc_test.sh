@@ -113,6 +113,20 @@ run_pair() {
     $([[ " $* " == *" --untied-head "* ]] && echo --untied-head) 2>/dev/null
 }
 
+# rank_pid LAUNCHER RANK METRICS MIN_LINES: the pid of the launcher's child
+# with RANK once METRICS has MIN_LINES lines (up to 20 s), else empty.
+rank_pid() {
+  local c
+  for _ in $(seq 400); do
+    if [[ -s "$3" ]] && (($(wc -l <"$3") >= $4)); then
+      for c in $(pgrep -P "$1" || true); do
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "RANK=$2" && { echo "$c"; return; }
+      done
+    fi
+    sleep 0.05
+  done
+}
+
 # Runs a layout ($2...) as $1 processes (--dp derived from the processes
 # unless given; --placement $PLACEMENT if set) and in one process with --dp
 # $DP, and the single device.
@@ -217,15 +231,7 @@ EOF
     "$merak" launch --procs 2 --timeout 100 train "${model[@]}" --layers 4 --dim 128 --steps 100000 \
       "${layout[@]}" --metrics "$work/m.jsonl" >"$work/o" 2>"$work/e" &
     lpid=$!
-    victim=""
-    for _ in $(seq 100); do
-      for c in $(pgrep -P "$lpid" || true); do
-        if [[ -s "$work/m.jsonl" ]] &&
-          tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "RANK=$victim_rank"; then victim=$c; fi
-      done
-      [[ -n "$victim" ]] && break
-      sleep 0.2
-    done
+    victim=$(rank_pid "$lpid" "$victim_rank" "$work/m.jsonl" 1)
     [[ -n "$victim" ]] || { echo "FAIL: no rank $victim_rank in training"; cat "$work/e"; kill "$lpid"; exit 1; }
     [[ -n "${KEEP_LOG:-}" ]] && trap "cp $work/e $KEEP_LOG; rm -rf $work" EXIT
     survivor=$(pgrep -P "$lpid" | grep -vx "$victim" | head -1)
@@ -268,16 +274,7 @@ EOF
     "$merak" launch --procs 2 --timeout 150 --max-restarts 1 "${job[@]}" --save "$work/ck2" \
       --metrics "$work/m.jsonl" >"$work/o" 2>"$work/e" &
     lpid=$!
-    victim=""
-    for _ in $(seq 200); do
-      if [[ -s "$work/m.jsonl" ]] && (($(wc -l <"$work/m.jsonl") >= 7)); then
-        for c in $(pgrep -P "$lpid" || true); do
-          tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$c
-        done
-      fi
-      [[ -n "$victim" ]] && break
-      sleep 0.05
-    done
+    victim=$(rank_pid "$lpid" 1 "$work/m.jsonl" 7)
     [[ -n "$victim" ]] || { echo "FAIL: no rank 1 mid-run"; cat "$work/e"; kill "$lpid"; exit 1; }
     kill -KILL "$victim"
     killed_after=$(wc -l <"$work/m.jsonl")
@@ -285,6 +282,11 @@ EOF
     grep -q "restarting the job (1 of 1) from the latest checkpoint in $work/ck2" "$work/e" ||
       { echo "FAIL: no restart from the checkpoint"; cat "$work/e"; exit 1; }
     grep "restarting the job" "$work/e"
+    # The second attempt resumed from a checkpoint taken before the kill.
+    resumed=$(sed -n "s|.*resumed from '$work/ck2/step_0*\([0-9]*\)' at step .*|\1|p" "$work/e" | head -1)
+    [[ -n "$resumed" ]] && ((resumed >= 5 && resumed <= killed_after)) ||
+      { echo "FAIL: resumed at step '${resumed}', killed after $killed_after"; cat "$work/e"; exit 1; }
+    echo "ok: resumed at step $resumed"
     python3 - "$work/whole.jsonl" "$work/m.jsonl" "$killed_after" <<'EOF2'
 import json, sys
 whole, run = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
@@ -333,15 +335,7 @@ EOF2
     "$merak" launch --procs 2 --timeout 100 train "${model[@]}" --layers 4 --dim 128 --steps 100000 \
       --dp 2 --metrics "$work/m.jsonl" >"$work/o" 2>"$work/e" &
     lpid=$!
-    victim=""
-    for _ in $(seq 100); do
-      for c in $(pgrep -P "$lpid" || true); do
-        if [[ -s "$work/m.jsonl" ]] &&
-          tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "RANK=1"; then victim=$c; fi
-      done
-      [[ -n "$victim" ]] && break
-      sleep 0.2
-    done
+    victim=$(rank_pid "$lpid" 1 "$work/m.jsonl" 1)
     [[ -n "$victim" ]] || { echo "FAIL: no rank 1 process in training"; cat "$work/e"; kill "$lpid"; exit 1; }
     start=$(date +%s.%N)
     kill -KILL "$victim"
