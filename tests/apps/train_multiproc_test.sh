@@ -345,7 +345,7 @@ EOF2
     set -e
     python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 20, t; print(f'ok: the job ended {t:.2f} s after rank 1 was killed')" "$start"
     ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
-    grep -q "rank 1" "$work/e" || { echo "FAIL: rank 1 not named"; cat "$work/e"; exit 1; }
+    grep -qE "rank 1|process 1 " "$work/e" || { echo "FAIL: rank 1 not named"; cat "$work/e"; exit 1; }
     grep "merak: error" "$work/e" | head -3
     ;;
   hostfile)
