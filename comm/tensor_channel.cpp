@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <list>
@@ -36,6 +37,8 @@ struct wire_header {
 static_assert(sizeof(wire_header) == 88);
 
 tag_t payload_tag(uint64_t seq) { return 1 + (seq - 1) % ktag_space; }
+
+constexpr std::chrono::microseconds kspin{200};
 
 }  // namespace
 
@@ -164,6 +167,10 @@ struct tensor_channel::impl {
           headers[size_t(peer)] = std::make_unique<header_slot>();
           post_header(peer);
         }
+      // After any traffic the thread polls for kspin before it sleeps: the
+      // next tensor of a step is usually due soon, and a sleeping thread
+      // takes tens of microseconds to wake on a loaded machine.
+      auto busy_until = std::chrono::steady_clock::now();
       while (!stop.load(std::memory_order_acquire)) {
         std::deque<outgoing> mine;
         {
@@ -174,7 +181,10 @@ struct tensor_channel::impl {
         if (::read(wake_fd, &drained, sizeof drained) < 0) {
         }  // non-blocking: just clears the wake-up
         for (auto& o : mine) start_send(std::move(o));
-        if (!poll_once() && mine.empty()) t->await_event(std::chrono::milliseconds(100), wake_fd);
+        const bool moved = poll_once() || !mine.empty();
+        const auto now = std::chrono::steady_clock::now();
+        if (moved || !sends.empty() || !payloads.empty()) busy_until = now + kspin;
+        if (now >= busy_until) t->await_event(std::chrono::milliseconds(100), wake_fd);
       }
     } catch (const std::exception& e) {
       failed(e.what());
