@@ -15,6 +15,7 @@
 #include "comm/codec_bench.hpp"
 #include "comm/collectives.hpp"
 #include "comm/inproc.hpp"
+#include "bench/worker_launch.hpp"
 #include "comm/launcher.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"
@@ -146,43 +147,20 @@ nlohmann::json run_inproc(const allreduce_bench_options& o) {
   return finish(res[0], o, "threads");
 }
 
-std::vector<std::string> own_argv() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> args;
-  std::string a;
-  while (std::getline(in, a, '\0')) args.push_back(a);
-  if (args.empty()) fail("bench allreduce: cannot read /proc/self/cmdline");
-  args[0] = comm::self_executable();
-  return args;
-}
-
-// Starts `lo` (its procs and argv set) with MERAK_BENCH_OUT naming a fresh
-// temporary file, and returns the JSON line rank 0 wrote there. `what` names
-// the run in errors.
+// Starts `lo` and returns rank 0's result (worker_launch.hpp), every wait
+// bounded as this benchmark's are.
 nlohmann::json launch_for_result(comm::launch_options lo, const allreduce_bench_options& o,
                                  const std::string& what) {
-  char path[] = "/tmp/merak-allreduce-XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) fail("{}: cannot create a temporary file", what);
-  ::close(fd);
-  lo.env["MERAK_BENCH_OUT"] = path;
   lo.grace = wait_bound(o) + 5s;
   lo.timeout = std::chrono::seconds(o.timeout_s);
-  const auto res = comm::launch_local(lo);
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  std::filesystem::remove(path);
-  if (!res.ok()) fail("{}: {}", what, res.message);
-  if (line.empty()) fail("{}: rank 0 wrote no result", what);
-  return nlohmann::json::parse(line);
+  return bench::launch_for_result(std::move(lo), what);
 }
 
 // Starts o.procs workers of this binary and returns rank 0's result.
 nlohmann::json run_launcher(const allreduce_bench_options& o) {
   comm::launch_options lo;
   lo.procs = o.procs;
-  lo.argv = own_argv();
+  lo.argv = own_argv("bench allreduce");
   lo.env["MERAK_BENCH_WORKER"] = "1";
   return launch_for_result(std::move(lo), o, "bench allreduce");
 }

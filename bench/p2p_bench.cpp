@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "comm/bootstrap.hpp"
+#include "bench/worker_launch.hpp"
 #include "comm/launcher.hpp"
 #include "comm/tensor_channel.hpp"
 #ifdef MERAK_WITH_UCX
@@ -150,25 +151,10 @@ nlohmann::json run_p2p_bench(const p2p_bench_options& o) {
   if (std::getenv("MERAK_BENCH_WORKER")) return run_worker(o);
   comm::launch_options lo;
   lo.procs = 2;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  for (std::string a; std::getline(in, a, '\0');) lo.argv.push_back(a);
-  if (lo.argv.empty()) fail("bench p2p: cannot read /proc/self/cmdline");
-  lo.argv[0] = comm::self_executable();
+  lo.argv = own_argv("bench p2p");
   lo.env["MERAK_BENCH_WORKER"] = "1";
-  char path[] = "/tmp/merak-p2p-XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) fail("bench p2p: cannot create a temporary file");
-  ::close(fd);
-  lo.env["MERAK_BENCH_OUT"] = path;
   lo.timeout = std::chrono::seconds(o.timeout_s);
-  const auto res = comm::launch_local(lo);
-  std::ifstream rin(path);
-  std::string line;
-  std::getline(rin, line);
-  std::filesystem::remove(path);
-  if (!res.ok()) fail("bench p2p: {}", res.message);
-  if (line.empty()) fail("bench p2p: rank 0 wrote no result");
-  return nlohmann::json::parse(line);
+  return launch_for_result(std::move(lo), "bench p2p");
 }
 
 }  // namespace merak::bench
