@@ -161,6 +161,27 @@ for name in ("pp=2,m=2", "dp=2,lend=off"):
     assert r[name]["tokens_per_s"] > 0 and abs(r[name]["ratio"] * r["single_1_thread_tokens_per_s"] - r[name]["tokens_per_s"]) < 1e-6 * r[name]["tokens_per_s"], r[name]
     assert d["ratio_to_1_thread"][name]["ratio_median"] == r[name]["ratio"]
 PY
+    # A layout as 2 processes of one job, against the same layout in one.
+    "$merak" bench parallel "${small[@]}" --layout pp=2,m=2,lend=off --layout pp=2,m=2,lend=off,procs=2 > "$work/procs.json"
+    python3 - "$work/procs.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["rounds"][0]["pp=2,m=2,lend=off,procs=2"]
+one = d["rounds"][0]["pp=2,m=2,lend=off"]
+assert r["tokens_per_s"] > 0 and abs(r["vs_one_process"] - r["tokens_per_s"] / one["tokens_per_s"]) < 1e-9, r
+PY
+    expect_error "procs must be at least 1" bench parallel "${small[@]}" --layout pp=2,procs=0
+    # A tensor between 2 processes: the channel against UCX, per size.
+    "$merak" bench p2p --bytes 4096 --bytes 65536 --iters 5 > "$work/p2p.json"
+    python3 - "$work/p2p.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [s["bytes"] for s in d["sizes"]] == [4096, 65536], d
+for s in d["sizes"]:
+    assert s["ucx_one_way_us"] > 0 and s["channel_one_way_us"] > 0, s
+    assert abs(s["channel_vs_ucx"] - s["channel_one_way_us"] / s["ucx_one_way_us"]) < 1e-9, s
+PY
+    expect_error "--bytes 6 is not a positive multiple of 4" bench p2p --bytes 6 --iters 1
     ;;
   *)
     echo "unknown case $case_name"
