@@ -24,7 +24,10 @@ if ! ip netns add "$ns_a" 2>/dev/null || ! ip netns add "$ns_b" 2>/dev/null; the
   echo "skip: this kernel or user cannot make network namespaces"
   exit 77
 fi
-ip link add "va$$" netns "$ns_a" type veth peer name "vb$$" netns "$ns_b"
+if ! ip link add "va$$" netns "$ns_a" type veth peer name "vb$$" netns "$ns_b" 2>/dev/null; then
+  echo "skip: this kernel or user cannot make veth pairs"
+  exit 77
+fi
 ip -n "$ns_a" addr add 192.0.2.1/24 dev "va$$"
 ip -n "$ns_b" addr add 192.0.2.2/24 dev "vb$$"
 for ns in "$ns_a" "$ns_b"; do
