@@ -1,5 +1,7 @@
 #include "actors/parallel_trainer.hpp"
 
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -29,6 +32,7 @@
 #include "comm/ucx_transport.hpp"
 #endif
 #include "core/error.hpp"
+#include "core/shared_memory.hpp"
 #include "model/checkpoint.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "model/executor.hpp"
@@ -254,19 +258,12 @@ struct parallel_trainer::impl {
     const std::vector<int> mine = place.actors_of(me);
     const model::graph& sg = shards[0].graph;  // every shard has the same structure
     const auto& sb = shard_bounds;
-    // Cores: this process's, shared by its actors. Lending needs whole
-    // replicas here (a stage wakes its neighbours' cores) and no TP.
-    std::vector<int> local_replicas;  // replicas with an actor here, increasing
-    for (int i : mine)
-      if (int d = i / (P * TP); local_replicas.empty() || local_replicas.back() != d)
-        local_replicas.push_back(d);
-    bool whole_replicas = true;
-    for (int d : local_replicas) whole_replicas = whole_replicas && place.replica_on(d, me);
-    int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
-    int per_actor = std::max(1, cores / int(mine.size()));
-    std::shared_ptr<core_pool> pool;
-    if (par.lend_cores && TP == 1 && whole_replicas && cores > per_actor)
-      pool = std::make_shared<core_pool>(cores, int(mine.size()), per_actor);
+    // Cores: this process's, shared by its actors, and lent between the
+    // stages of the host (core_pool.hpp).
+    const int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
+    const int per_actor = std::max(1, cores / int(mine.size()));
+    lending lend = make_lending(mine, cores, per_actor);
+    std::shared_ptr<core_pool> pool = lend.pool;
     // Which stage produces each value, and who reads it.
     std::vector<int> stage_of_node(sg.nodes().size());
     for (int s = 0; s < P; ++s)
@@ -360,13 +357,9 @@ struct parallel_trainer::impl {
       su.spin_us = par.idle_spin_us;
       su.busy_threads = int(mine.size()) * per_actor;
       su.cores = pool;
-      if (pool)
-        su.core_index =
-            int(std::find(local_replicas.begin(), local_replicas.end(), r) - local_replicas.begin()) *
-                P +
-            s;
+      if (pool) su.core_index = lend.index_of.at(i);
       su.reports_memory = r == 0 && t == 0;  // one report per stage
-      su.max_borrow = cores - per_actor;
+      su.max_borrow = lend.cores - per_actor;
       su.trace = !par.trace_path.empty();
       su.bucket_bytes = par.bucket_bytes;
       if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
@@ -484,6 +477,94 @@ struct parallel_trainer::impl {
         plan_summary = summary;
         planned = true;
       });
+  }
+
+  // Core lending (core_pool.hpp): the pool, each of this process's actors'
+  // index in it, and the cores it counts.
+  struct lending {
+    std::shared_ptr<core_pool> pool;  // null: no lending
+    std::map<int, int> index_of;      // placement index -> pool index
+    int cores = 0;
+  };
+
+  // A stage that starts an op borrows the cores of idle stages: those of
+  // its process, and in a job of several processes those of the other
+  // processes of its host, through counters in shared memory. Needs no TP
+  // (shards run in step) and whole replicas on the host (a stage wakes its
+  // neighbours' cores before it sends them work). Collective in a job of
+  // several processes (when lending is on and TP is off, everywhere alike).
+  lending make_lending(const std::vector<int>& mine, int cores, int per_actor) {
+    lending out;
+    const int P = par.pp;
+    if (!par.lend_cores || par.tp != 1) return out;
+    std::vector<int> host_ranks{me};
+    uint64_t nonce = 0;
+    std::string host;
+    if (par.processes) {
+      host = host_key();
+      const uint64_t mine_nonce = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ uint64_t(::getpid());
+      auto blobs = par.processes->allgather(fmt::format("{:016x} {}", mine_nonce, host));
+      host_ranks.clear();
+      for (int r = 0; r < int(blobs.size()); ++r) {
+        if (blobs[size_t(r)].substr(17) == host) host_ranks.push_back(r);
+        if (r == 0) nonce = std::stoull(blobs[0].substr(0, 16), nullptr, 16);
+      }
+    }
+    // The host's actors in layout order: replica-major, so stage s of the
+    // k-th replica here is pool index k * pp + s.
+    std::vector<int> actors;
+    for (int r : host_ranks)
+      for (int i : place.actors_of(r)) actors.push_back(i);
+    std::sort(actors.begin(), actors.end());
+    bool whole = int(actors.size()) <= core_pool_state::kmax_stages;
+    for (int i : actors) {
+      const int d = i / P;
+      for (int s = 0; s < P; ++s)
+        whole = whole && std::find(host_ranks.begin(), host_ranks.end(), place.rank(d, s, 0)) !=
+                             host_ranks.end();
+    }
+    out.cores = cores * int(host_ranks.size());
+    const bool lend = whole && out.cores > per_actor;
+    for (size_t k = 0; k < actors.size(); ++k) out.index_of[actors[k]] = int(k);
+    if (host_ranks.size() == 1) {
+      if (lend) out.pool = std::make_shared<core_pool>(out.cores, int(actors.size()), per_actor);
+      if (par.processes) {  // the others' collectives below
+        par.processes->barrier();
+        par.processes->barrier();
+      }
+      return out;
+    }
+    // Several processes here: the host's first creates the counters, the
+    // others map them, then the name goes.
+    const std::string name = fmt::format("/merak-cores-{:016x}-{:08x}", nonce,
+                                         uint32_t(std::hash<std::string>{}(host)));
+    const bool first = host_ranks.front() == me;
+    std::shared_ptr<shared_region> region;
+    if (lend && first) {
+      region = std::make_shared<shared_region>(
+          shared_region::create(name, sizeof(core_pool_state)));
+      auto* st = new (region->data()) core_pool_state();
+      st->init(out.cores, int(actors.size()), per_actor);
+    }
+    par.processes->barrier();
+    if (lend && !first)
+      region = std::make_shared<shared_region>(shared_region::open(name, sizeof(core_pool_state)));
+    par.processes->barrier();
+    if (region) {
+      region->unlink();
+      out.pool = std::make_shared<core_pool>(static_cast<core_pool_state*>(region->data()), region);
+    }
+    return out;
+  }
+
+  // This host's identity: its name and boot id (processes in containers of
+  // one machine that share a name still differ by nothing else that counts).
+  static std::string host_key() {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    std::string boot;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+    return std::string(name) + "/" + boot;
   }
 
   // The process's tensor channel (a collective: a UCX transport over the

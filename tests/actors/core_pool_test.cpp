@@ -6,6 +6,13 @@
 
 #include "actors/core_pool.hpp"
 
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "core/shared_memory.hpp"
+
 using merak::actors::core_pool;
 
 TEST_CASE("a stage borrows only the cores of stages that are idle", "[core_pool]") {
@@ -87,4 +94,29 @@ TEST_CASE("concurrent stages leave the count balanced", "[core_pool]") {
   for (auto& t : threads) t.join();
   CHECK(pool.free_cores() == 3);
   for (int m : max_seen) CHECK(m <= 2);
+}
+
+TEST_CASE("pools over one shared region lend cores between processes' stages", "[core_pool]") {
+  const std::string name = "/merak-test-cores-" + std::to_string(::getpid());
+  auto created = std::make_shared<merak::shared_region>(
+      merak::shared_region::create(name, sizeof(merak::actors::core_pool_state)));
+  auto* st = new (created->data()) merak::actors::core_pool_state();
+  st->init(2, 2, 1);  // a host of 2 cores, a stage of 1 core in each of two processes
+  auto opened = std::make_shared<merak::shared_region>(
+      merak::shared_region::open(name, sizeof(merak::actors::core_pool_state)));
+  created->unlink();
+  // Each "process" maps the counters at its own address.
+  core_pool a(static_cast<merak::actors::core_pool_state*>(created->data()), created);
+  core_pool b(static_cast<merak::actors::core_pool_state*>(opened->data()), opened);
+  a.wake(0);                 // stage 0 (process A) computes; stage 1 (process B) idles
+  CHECK(a.borrow(1) == 1);   // so A borrows B's core
+  CHECK(b.free_cores() == 0);
+  CHECK(b.lent_away(1));     // and B sees its core lent
+  b.wake(1);                 // work reaches stage 1: oversubscribed until A gives back
+  CHECK(a.rebalance(1, 1) == 0);
+  CHECK(b.free_cores() == 0);
+  b.sleep(1);
+  a.sleep(0);
+  CHECK(a.free_cores() == 2);
+  CHECK_THROWS_WITH(merak::shared_region::open(name, 8), Catch::Contains("cannot open it"));
 }
