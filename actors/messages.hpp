@@ -69,8 +69,7 @@ typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
 // Trace timestamps: seconds on the steady clock, shared by every thread of
 // the process (the coordinator subtracts its step start).
 inline double trace_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // The kinds of tensor a stage hands on (tensor channel labels).
@@ -81,14 +80,14 @@ constexpr int kgrad = 1;
 using step_atom = caf::atom_constant<caf::atom("step")>;    // (step)
 using input_atom = caf::atom_constant<caf::atom("input")>;  // (mb, value, tensor)
 using grad_atom = caf::atom_constant<caf::atom("grad")>;    // (mb, value, tensor)
-using op_atom = caf::atom_constant<caf::atom("op")>;      // (kind, mb): TP leader -> followers
+using op_atom = caf::atom_constant<caf::atom("op")>;        // (kind, mb): TP leader -> followers
 using run_atom = caf::atom_constant<caf::atom("run")>;      // () to self: pick the next op
 using tie_atom = caf::atom_constant<caf::atom("tie")>;      // (name, tensor): tied-weight gradient
 // (bucket, flat gradients, rows, cols, known rows): stage -> reducer
 using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 // (bucket, flat summed gradients, bytes, union rows, rel error, slice)
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
-using apply_atom = caf::atom_constant<caf::atom("apply")>;      // (lr, clip factor)
+using apply_atom = caf::atom_constant<caf::atom("apply")>;  // (lr, clip factor)
 using wire_atom =
     caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
 // () -> coordinator: (gathered, names, values), copies of the parameters
@@ -103,7 +102,7 @@ using saved_atom = caf::atom_constant<caf::atom("saved")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
 using restored_atom = caf::atom_constant<caf::atom("restored")>;
 // To the coordinator.
-using loss_atom = caf::atom_constant<caf::atom("loss")>;    // (dp, mb, loss)
+using loss_atom = caf::atom_constant<caf::atom("loss")>;  // (dp, mb, loss)
 // (dp, stage, tp, sum of squares, busy s, bytes, union rows, sparse rel error)
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;  // (dp, stage)
@@ -121,9 +120,10 @@ using join_atom = caf::atom_constant<caf::atom("join")>;
 // grad norm, step s, bubble, dp bytes, union rows, sparse rel error)
 using stepped_atom = caf::atom_constant<caf::atom("stepped")>;
 using validated_atom = caf::atom_constant<caf::atom("validated")>;  // (loss): coordinator -> others
-using finish_atom = caf::atom_constant<caf::atom("finish")>;  // (): the job ends, coordinator -> others
+using finish_atom =
+    caf::atom_constant<caf::atom("finish")>;  // (): the job ends, coordinator -> others
 // Heartbeats between the processes' watchdogs (watchdog.hpp).
-using ping_atom = caf::atom_constant<caf::atom("ping")>;    // () -> pong
+using ping_atom = caf::atom_constant<caf::atom("ping")>;  // () -> pong
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;  // (peers, names, period ms, limit ms)
 using tick_atom = caf::atom_constant<caf::atom("tick")>;    // () to self

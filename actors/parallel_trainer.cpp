@@ -1,46 +1,5 @@
-#include "actors/parallel_trainer.hpp"
-
-#include <unistd.h>
-
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
-
-#include <chrono>
-#include <cmath>
-#include <cstring>
-#include <fstream>
-#include <map>
-#include <mutex>
-#include <random>
-#include <set>
-#include <thread>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
-
-#include "actors/messages.hpp"
-#include "actors/process_mesh.hpp"
-#include "actors/reducer_actor.hpp"
-#include "actors/scheduler_actor.hpp"
-#include "actors/stage_actor.hpp"
-#include "actors/watchdog.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/group.hpp"
-#include "comm/inproc.hpp"
-#ifdef MERAK_WITH_UCX
-#include "comm/ucx_transport.hpp"
-#endif
-#include "core/error.hpp"
-#include "core/shared_memory.hpp"
-#include "model/checkpoint.hpp"
-#include "model/sharded_checkpoint.hpp"
-#include "model/executor.hpp"
-#include "model/gemm.hpp"
-#include "model/gpt.hpp"
-#include "partition/placement.hpp"
-#include "partition/stages.hpp"
-#include "partition/tp_rewrite.hpp"
+// parallel_trainer: starting a job's actors, its steps, its end (trainer_job.hpp).
+#include "actors/trainer_job.hpp"
 
 namespace merak::actors {
 
@@ -62,862 +21,460 @@ void parallel_options::validate(int batch) const {
   partition::validate_placement(p);
 }
 
-struct parallel_trainer::impl {
-  model::train_options opts;
-  parallel_options par;
-  model::text_corpus corpus;
-  model::graph graph;                       // the single-device model
-  std::vector<int> bounds;                  // its stages
-  std::vector<partition::tp_graph> shards;  // its TP rewrite, per TP rank
-  std::vector<int> shard_bounds;            // the stages in the rewrite
-  std::string plan_summary;
-  caf::actor scheduler;
-  model::lr_schedule schedule;
-  int64_t step = 0;
-  double bubble = 0;
-  parallel_trainer::comm_stats comm;
-  std::unique_ptr<caf::actor_system_config> cfg;
-  std::unique_ptr<caf::actor_system> own_sys;  // unless the caller lends one
-  caf::actor_system* sys = nullptr;
-  std::unique_ptr<caf::scoped_actor> self;
-  partition::placement place;
-  int me = 0;  // this process's rank in the job
-  bool lead() const { return me == 0; }
-  // [dp][pp][tp]: every stage actor on process 0 (the coordinator), this
-  // process's own elsewhere (the rest null).
-  std::vector<std::vector<std::vector<caf::actor>>> stages;
-  std::vector<caf::actor> reducers;  // this process's, one per stage actor with dp > 1
-  // UCX transports of groups spread over processes: every process makes one
-  // per such group (a collective), members use theirs; kept to the end.
-  std::vector<std::shared_ptr<comm::transport>> group_links;
-  // Activations and gradients between processes (null in one process); the
-  // local stage actors it delivers to, by placement index.
-  std::shared_ptr<comm::tensor_channel> channel;
-  struct delivery {
-    std::mutex mu;
-    std::vector<caf::actor> to;
+void parallel_trainer::impl::shutdown() {
+  if (!self) return;
+  // The other processes host their actors until process 0 is done with
+  // them (its last validation and checkpoint); then every process ends its
+  // own actors, waits until they are gone, and all close together.
+  bool together = par.processes && !failed;
+  if (together && lead()) {
+    for (auto& f : followers) (*self)->send(f, finish_atom::value);
+  } else if (together) {
+    // However long process 0's last save takes: heartbeats, or its loss,
+    // end the wait otherwise (without heartbeats, ten step timeouts).
+    bool over = false;
+    for (int waits = 0; !over;)
+      (*self)->receive(
+          [&](finish_atom) { over = true; }, [&](caf::down_msg&) { over = true; },
+          [&](failed_atom, std::string&) { over = true; },
+          caf::after(timeout()) >> [&] { over = par.heartbeat_s <= 0 && ++waits >= 10; });
+  }
+  std::set<caf::actor_addr> ending;
+  auto end = [&](const caf::actor& a) {
+    if (!a || a->node() != sys->node()) return;
+    (*self)->send_exit(a, caf::exit_reason::user_shutdown);
+    ending.insert(a.address());
   };
-  std::shared_ptr<delivery> deliveries = std::make_shared<delivery>();
-  caf::actor coordinator;             // on other processes: process 0's
-  caf::actor watchdog;                // this process's heartbeats (multi-process jobs)
-  bool failed = false;                // a wait failed: the job is broken
-  std::vector<caf::actor> followers;  // on process 0: the other processes' homes
-  std::map<caf::actor_addr, std::string> names;
-  std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
-  // Validation: a single-device copy, refreshed from the stages.
-  std::unique_ptr<model::parameter_store> eval_store;
-  std::unique_ptr<model::executor> eval_exec;
-
-  impl(model::train_options o, parallel_options p, model::text_corpus c,
-       caf::actor_system* lent = nullptr)
-      : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)), sys(lent) {
-    opts.validate();
-    par.validate(opts.batch);
-    model::check_corpus_vocab(corpus, opts.model);
-    graph = model::build_model(opts.model);
-    if (par.sparse.kind != comm::codec_kind::dense) {
-      bool has_wte = false;
-      for (auto& n : graph.nodes())
-        for (auto& spec : n.params) has_wte = has_wte || spec.name == "wte";
-      if (!has_wte)
-        fail(
-            "--sparse-reducer {} compresses the token embedding \"wte\", which this model "
-            "does not have (layers::embedding makes it)",
-            comm::codec_kind_name(par.sparse.kind));
-    }
-    if (par.stage_bounds.empty()) {
-      bounds = partition::balanced_stages(graph, par.pp);
-    } else {
-      const auto& sb = par.stage_bounds;
-      const int n = int(graph.nodes().size());
-      bool ok = int(sb.size()) == par.pp + 1 && sb.front() == 0 && sb.back() == n;
-      for (size_t s = 1; ok && s < sb.size(); ++s) ok = sb[s - 1] < sb[s];
-      if (!ok)
-        fail("stage bounds [{}] do not split the model's {} nodes into --pp {} stages",
-             fmt::join(sb, ", "), n, par.pp);
-      bounds = sb;
-    }
-    for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));
-    for (int b : bounds) shard_bounds.push_back(shards[0].node_map[b]);
-    schedule = opts.schedule();
-    try {
-      spawn();
-      if (!opts.load.empty()) load();
-    } catch (const std::exception& e) {
-      mark_failed(e.what());
-      shutdown();
-      throw;
-    }
-  }
-
-  ~impl() { shutdown(); }
-
-  // Ends every actor this job spawned (the actor system's destructor waits
-  // for them all, so a failed start must not leave any behind).
-  void shutdown() {
-    if (!self) return;
-    // The other processes host their actors until process 0 is done with
-    // them (its last validation and checkpoint); then every process ends its
-    // own actors, waits until they are gone, and all close together.
-    bool together = par.processes && !failed;
-    if (together && lead()) {
-      for (auto& f : followers) (*self)->send(f, finish_atom::value);
-    } else if (together) {
-      // However long process 0's last save takes: heartbeats, or its loss,
-      // end the wait otherwise (without heartbeats, ten step timeouts).
-      bool over = false;
-      for (int waits = 0; !over;)
-        (*self)->receive([&](finish_atom) { over = true; }, [&](caf::down_msg&) { over = true; },
-                         [&](failed_atom, std::string&) { over = true; },
-                         caf::after(timeout()) >> [&] {
-                           over = par.heartbeat_s <= 0 && ++waits >= 10;
-                         });
-    }
-    std::set<caf::actor_addr> ending;
-    auto end = [&](const caf::actor& a) {
-      if (!a || a->node() != sys->node()) return;
-      (*self)->send_exit(a, caf::exit_reason::user_shutdown);
-      ending.insert(a.address());
-    };
-    auto await_ends = [&] {
-      bool timed_out = false;
-      while (!ending.empty() && !timed_out)
-        (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
-                         [](failed_atom, std::string&) {}, [](finish_atom) {},
-                         caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
-    };
-    for (auto& rep : stages)
-      for (auto& st : rep)
-        for (auto& a : st) end(a);
-    for (auto& a : reducers) end(a);
-    end(scheduler);
-    await_ends();
-    // Close the UCX transports while every peer is still here to answer
-    // the closing flushes, then leave together. The watchdog answers
-    // heartbeats until then.
-    channel.reset();
-    group_links.clear();
-    if (together) {
-      try {
-        par.processes->barrier();
-      } catch (const std::exception&) {
-      }
-    }
-    end(watchdog);
-    await_ends();
-    self.reset();
-  }
-
-  // Runs f; any failure breaks the job, so the other processes learn why
-  // instead of waiting for process 0.
-  template <typename F>
-  auto guarded(F&& f) {
-    try {
-      return f();
-    } catch (const std::exception& e) {
-      mark_failed(e.what());
-      throw;
-    }
-  }
-
-  // The job is broken (`reason`): free actors blocked in a sum with a
-  // process that will not answer, and (process 0) stop the other processes
-  // naming the cause. Idempotent.
-  void mark_failed(const std::string& reason) {
-    if (failed) return;
-    failed = true;
-    for (auto& t : group_links) t->cancel(reason);
-    if (lead() && self)
-      for (auto& f : followers) (*self)->send(f, failed_atom::value, reason);
-  }
-
-  void spawn() {
-    if (!sys) {
-      cfg = std::make_unique<caf::actor_system_config>();
-      parallel_trainer::configure(*cfg);
-      // Stages are detached threads; the reducers share one worker that
-      // sleeps when idle (the work-stealing default polls, taking CPU from
-      // the stages).
-      cfg->set("scheduler.policy", caf::atom("sharing"));
-      cfg->set("scheduler.max-threads", 1);
-      cfg->set("logger.console", caf::atom("none"));
-      own_sys = std::make_unique<caf::actor_system>(*cfg);
-      sys = own_sys.get();
-    } else if (par.processes && !sys->has_middleman()) {
-      fail(
-          "a job of several processes needs the actor system's network layer: configure it with "
-          "parallel_trainer::configure");
-    }
-    self = std::make_unique<caf::scoped_actor>(*sys);
-    const int P = par.pp, D = par.dp, TP = par.tp;
-    const int world = par.processes ? par.processes->size() : 1;
-    me = par.processes ? par.processes->rank() : 0;
-    place = par.placement.empty() ? partition::default_placement(D, P, TP, world)
-                                  : partition::parse_placement(par.placement, D, P, TP, world);
-    partition::validate_placement(place);
-    const std::vector<int> mine = place.actors_of(me);
-    const model::graph& sg = shards[0].graph;  // every shard has the same structure
-    const auto& sb = shard_bounds;
-    // Cores: this process's, shared by its actors, and lent between the
-    // stages of the host (core_pool.hpp).
-    const int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
-    const int per_actor = std::max(1, cores / int(mine.size()));
-    lending lend = make_lending(mine, cores, per_actor);
-    std::shared_ptr<core_pool> pool = lend.pool;
-    // Which stage produces each value, and who reads it.
-    std::vector<int> stage_of_node(sg.nodes().size());
-    for (int s = 0; s < P; ++s)
-      for (int n = sb[s]; n < sb[s + 1]; ++n) stage_of_node[n] = s;
-    // Parameter holders, for tied weights.
-    std::map<std::string, std::vector<int>> holders;
-    for (int s = 0; s < P; ++s) {
-      std::set<std::string> seen;
-      for (int n = sb[s]; n < sb[s + 1]; ++n)
-        for (auto& spec : sg.nodes()[n].params)
-          if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
-    }
-    const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
-    if (lead()) {
-      scheduler_setup sch;
-      sch.kind = par.schedule;
-      sch.pp = P;
-      sch.dp = D * TP;  // every shard of every replica gets its stage's plan
-      sch.micro_batches = par.micro_batches;
-      sch.full_recompute = par.recompute == recompute_mode::full;
-      sch.stage_aware = par.recompute == recompute_mode::stage_aware;
-      sch.r0 = par.recompute_ratio;
-      sch.budget = par.memory_budget;
-      scheduler = sys->spawn(scheduler_actor, sch);
-      names[scheduler.address()] = "scheduler actor";
-      (*self)->monitor(scheduler);
-    }
-    graph_inputs_of.assign(P, {});
-    // Communication groups, in the same order on every process (the UCX
-    // ones are collectives): the replicas of each (stage, shard), then the
-    // shards of each (replica, stage).
-    std::vector<std::vector<std::vector<std::shared_ptr<comm::transport>>>> dp_link(
-        D, std::vector<std::vector<std::shared_ptr<comm::transport>>>(
-               P, std::vector<std::shared_ptr<comm::transport>>(TP)));
-    auto tp_link = dp_link;
-    if (D > 1)
-      for (int s = 0; s < P; ++s)
-        for (int t = 0; t < TP; ++t) {
-          std::vector<int> ranks;
-          for (int d = 0; d < D; ++d) ranks.push_back(place.rank(d, s, t));
-          auto eps = group_endpoints(ranks);
-          for (int d = 0; d < D; ++d) dp_link[d][s][t] = eps[size_t(d)];
-        }
-    if (TP > 1)
-      for (int d = 0; d < D; ++d)
-        for (int s = 0; s < P; ++s) {
-          std::vector<int> ranks;
-          for (int t = 0; t < TP; ++t) ranks.push_back(place.rank(d, s, t));
-          auto eps = group_endpoints(ranks);
-          for (int t = 0; t < TP; ++t) tp_link[d][s][t] = eps[size_t(t)];
-        }
-    if (par.processes) make_channel();
-    std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
-        D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
-    stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
-    process_view view;
-    for (int i : mine) {
-      const int r = i / (P * TP), s = i / TP % P, t = i % TP;
-      if (D > 1) {
-        reducer_setup rs;
-        rs.link = dp_link[r][s][t];
-        rs.sparse = par.sparse;
-        rs.measure_error = par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
-        rs.where = fmt::format("reducer actor (dp={}, pp={}, tp={})", r, s, t);
-        auto a = spawn_reducer(*sys, rs);
-        names[a.address()] = rs.where;
-        (*self)->monitor(a);
-        reducers.push_back(a);
-        reducer_of[r][s][t] = a;
-      }
-      stage_setup su;
-      su.dp_rank = r;
-      su.dp = D;
-      su.stage = s;
-      su.pp = P;
-      su.tp_rank = t;
-      su.tp = TP;
-      su.tp_link = tp_link[r][s][t];
-      su.tp_overlap = par.tp_overlap;
-      su.graph = &shards[t].graph;
-      su.first = sb[s];
-      su.last = sb[s + 1];
-      su.seed = opts.seed;
-      su.adam.weight_decay = opts.weight_decay;
-      su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
-      su.policy.stages = P;
-      su.policy.micro_batches = par.micro_batches;
-      su.tokens_per_micro_batch = tokens;
-      su.loss_scale = 1.0f / float(D * par.micro_batches);
-      su.threads = per_actor;
-      su.spin_us = par.idle_spin_us;
-      su.busy_threads = int(mine.size()) * per_actor;
-      su.cores = pool;
-      if (pool) su.core_index = lend.index_of.at(i);
-      su.reports_memory = r == 0 && t == 0;  // one report per stage
-      su.max_borrow = lend.cores - per_actor;
-      su.trace = !par.trace_path.empty();
-      su.bucket_bytes = par.bucket_bytes;
-      if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
-      if (channel) {
-        su.channel = channel;
-        for (int q = 0; q < P; ++q) {
-          const int rq = place.rank(r, q, t);
-          su.line_rank.push_back(rq == me ? -1 : rq);
-          su.line_index.push_back(place.index(r, q, t));
-        }
-      }
-      // Routing: which stage sends each input, which stages read each output.
-      auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
-      for (int v : ins) {
-        int producer = sg.values()[v].producer;
-        su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
-      }
-      for (int v : outs) {
-        std::set<int> readers;
-        for (int n = sb[s + 1]; n < int(sg.nodes().size()); ++n)
-          for (int in : sg.nodes()[n].inputs)
-            if (in == v) readers.insert(stage_of_node[n]);
-        su.output_readers.emplace_back(readers.begin(), readers.end());
-      }
-      for (auto& [name, hs] : holders)
-        if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
-          su.ties.push_back({name, hs.front(), hs});
-      auto a = spawn_stage(*sys, su);
-      names[a.address()] = fmt::format("stage actor (dp={}, pp={}, tp={})", r, s, t);
-      (*self)->monitor(a);
-      stages[r][s][t] = a;
-      {
-        std::lock_guard lock(deliveries->mu);
-        deliveries->to.resize(size_t(place.actors()));
-        deliveries->to[size_t(i)] = a;
-      }
-      view.actors.push_back(a);
-      view.reducers.push_back(reducer_of[r][s][t]);
-    }
-    // Graph inputs (tokens, targets) each stage reads: the coordinator sends them.
-    for (int s = 0; s < P; ++s) {
-      auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
-      for (int v : ins)
-        if (sg.values()[v].producer < 0) graph_inputs_of[s].push_back(v);
-    }
-    if (par.processes) {
-      view.home = caf::actor{*self};
-      watchdog = spawn_watchdog(*sys, caf::actor{*self});
-      (*self)->monitor(watchdog);
-      names[watchdog.address()] = "this process's watchdog";
-      view.watchdog = watchdog;
-      auto views = join_processes(*sys, *self, *par.processes, std::move(view),
-                                  par.listen_addr.empty() ? "127.0.0.1" : par.listen_addr,
-                                  timeout());
-      const auto limit = std::chrono::milliseconds(int64_t(par.heartbeat_s * 1000));
-      const auto period = std::min(std::chrono::milliseconds(1000), limit / 4);
-      if (!lead()) {
-        coordinator = views[0].home;
-        names[coordinator.address()] = fmt::format("the coordinator (process 0 on {})", views[0].addr);
-        (*self)->monitor(coordinator);
-        if (par.heartbeat_s > 0)
-          start_watchdog(*self, watchdog, {views[0].watchdog}, {names[coordinator.address()]},
-                         period, limit);
-        return;  // process 0 wires and drives every actor
-      }
-      std::vector<caf::actor> watched;
-      std::vector<std::string> watched_names;
-      for (int q = 1; q < world; ++q) {
-        auto& v = views[size_t(q)];
-        auto theirs = place.actors_of(q);
-        MERAK_CHECK(v.actors.size() == theirs.size() && v.reducers.size() == theirs.size(),
-                    "process {} hosts {} actors, its placement {}", q, v.actors.size(),
-                    theirs.size());
-        std::string hosted;
-        for (size_t k = 0; k < theirs.size(); ++k) {
-          const int i = theirs[k], r = i / (P * TP), s = i / TP % P, t = i % TP;
-          if (k < 4) hosted += fmt::format("{}(dp={}, pp={}, tp={})", k ? ", " : "", r, s, t);
-          stages[r][s][t] = v.actors[k];
-          reducer_of[r][s][t] = v.reducers[k];
-          names[v.actors[k].address()] =
-              fmt::format("stage actor (dp={}, pp={}, tp={}) of process {} on {}", r, s, t, q, v.addr);
-          (*self)->monitor(v.actors[k]);
-        }
-        followers.push_back(v.home);
-        names[v.home.address()] =
-            fmt::format("process {} on {}, host of stage actor{} {}{}", q, v.addr,
-                        theirs.size() > 1 ? "s" : "", hosted, theirs.size() > 4 ? ", ..." : "");
-        (*self)->monitor(v.home);
-        watched.push_back(v.watchdog);
-        watched_names.push_back(names[v.home.address()]);
-      }
-      if (par.heartbeat_s > 0)
-        start_watchdog(*self, watchdog, std::move(watched), std::move(watched_names), period,
-                       limit);
-    }
-    std::vector<caf::actor> all;  // [dp x tp][pp], as the scheduler expects
-    for (int r = 0; r < D; ++r)
-      for (int t = 0; t < TP; ++t)
-        for (int s = 0; s < P; ++s) all.push_back(stages[r][s][t]);
-    for (int r = 0; r < D; ++r)
-      for (int s = 0; s < P; ++s)
-        for (int t = 0; t < TP; ++t) {
-          std::vector<caf::actor> line(P);  // this replica's stages of shard t
-          for (int q = 0; q < P; ++q) line[q] = stages[r][q][t];
-          (*self)->send(stages[r][s][t], wire_atom::value, line, reducer_of[r][s][t],
-                        caf::actor{*self}, scheduler, stages[r][s]);
-        }
-    // Last: the scheduler sends plans only after its own wire message, so by
-    // then every stage has its wire message queued ahead of the plan.
-    (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
-    // The scheduler answers once every stage reported its memory.
-    bool planned = false;
-    while (!planned)
-      await("waiting for the scheduler's plan", [&](planned_atom, const std::string& summary) {
-        plan_summary = summary;
-        planned = true;
-      });
-  }
-
-  // Core lending (core_pool.hpp): the pool, each of this process's actors'
-  // index in it, and the cores it counts.
-  struct lending {
-    std::shared_ptr<core_pool> pool;  // null: no lending
-    std::map<int, int> index_of;      // placement index -> pool index
-    int cores = 0;
+  auto await_ends = [&] {
+    bool timed_out = false;
+    while (!ending.empty() && !timed_out)
+      (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
+                       [](failed_atom, std::string&) {}, [](finish_atom) {},
+                       caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
   };
-
-  // A stage that starts an op borrows the cores of idle stages: those of
-  // its process, and in a job of several processes those of the other
-  // processes of its host, through counters in shared memory. Needs no TP
-  // (shards run in step) and whole replicas on the host (a stage wakes its
-  // neighbours' cores before it sends them work). Collective in a job of
-  // several processes (when lending is on and TP is off, everywhere alike).
-  lending make_lending(const std::vector<int>& mine, int cores, int per_actor) {
-    lending out;
-    const int P = par.pp;
-    if (!par.lend_cores || par.tp != 1) return out;
-    std::vector<int> host_ranks{me};
-    uint64_t nonce = 0;
-    std::string host;
-    if (par.processes) {
-      host = host_key();
-      const uint64_t mine_nonce = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ uint64_t(::getpid());
-      auto blobs = par.processes->allgather(fmt::format("{:016x} {}", mine_nonce, host));
-      host_ranks.clear();
-      for (int r = 0; r < int(blobs.size()); ++r) {
-        if (blobs[size_t(r)].substr(17) == host) host_ranks.push_back(r);
-        if (r == 0) nonce = std::stoull(blobs[0].substr(0, 16), nullptr, 16);
-      }
+  for (auto& rep : stages)
+    for (auto& st : rep)
+      for (auto& a : st) end(a);
+  for (auto& a : reducers) end(a);
+  end(scheduler);
+  await_ends();
+  // Close the UCX transports while every peer is still here to answer
+  // the closing flushes, then leave together. The watchdog answers
+  // heartbeats until then.
+  channel.reset();
+  group_links.clear();
+  if (together) {
+    try {
+      par.processes->barrier();
+    } catch (const std::exception&) {
     }
-    // The host's actors in layout order: replica-major, so stage s of the
-    // k-th replica here is pool index k * pp + s.
-    std::vector<int> actors;
-    for (int r : host_ranks)
-      for (int i : place.actors_of(r)) actors.push_back(i);
-    std::sort(actors.begin(), actors.end());
-    bool whole = int(actors.size()) <= core_pool_state::kmax_stages;
-    for (int i : actors) {
-      const int d = i / P;
-      for (int s = 0; s < P; ++s)
-        whole = whole && std::find(host_ranks.begin(), host_ranks.end(), place.rank(d, s, 0)) !=
-                             host_ranks.end();
-    }
-    out.cores = cores * int(host_ranks.size());
-    const bool lend = whole && out.cores > per_actor;
-    for (size_t k = 0; k < actors.size(); ++k) out.index_of[actors[k]] = int(k);
-    if (host_ranks.size() == 1) {
-      if (lend) out.pool = std::make_shared<core_pool>(out.cores, int(actors.size()), per_actor);
-      if (par.processes) {  // the others' collectives below
-        par.processes->barrier();
-        par.processes->barrier();
-      }
-      return out;
-    }
-    // Several processes here: the host's first creates the counters, the
-    // others map them, then the name goes.
-    const std::string name = fmt::format("/merak-cores-{:016x}-{:08x}", nonce,
-                                         uint32_t(std::hash<std::string>{}(host)));
-    const bool first = host_ranks.front() == me;
-    std::shared_ptr<shared_region> region;
-    if (lend && first) {
-      region = std::make_shared<shared_region>(
-          shared_region::create(name, sizeof(core_pool_state)));
-      auto* st = new (region->data()) core_pool_state();
-      st->init(out.cores, int(actors.size()), per_actor);
-    }
-    par.processes->barrier();
-    if (lend && !first)
-      region = std::make_shared<shared_region>(shared_region::open(name, sizeof(core_pool_state)));
-    par.processes->barrier();
-    if (region) {
-      region->unlink();
-      out.pool = std::make_shared<core_pool>(static_cast<core_pool_state*>(region->data()), region);
-    }
-    return out;
   }
+  end(watchdog);
+  await_ends();
+  self.reset();
+}
 
-  // This host's identity: its name and boot id (processes in containers of
-  // one machine that share a name still differ by nothing else that counts).
-  static std::string host_key() {
-    char name[256] = {};
-    ::gethostname(name, sizeof name - 1);
-    std::string boot;
-    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-    return std::string(name) + "/" + boot;
-  }
+void parallel_trainer::impl::mark_failed(const std::string& reason) {
+  if (failed) return;
+  failed = true;
+  for (auto& t : group_links) t->cancel(reason);
+  if (lead() && self)
+    for (auto& f : followers) (*self)->send(f, failed_atom::value, reason);
+}
 
-  // The process's tensor channel (a collective: a UCX transport over the
-  // job's processes). It hands each tensor to its local stage actor as the
-  // same message a stage of this process would send; a failure reaches
-  // this process's coordinator or home as `failed`.
-  void make_channel() {
-#ifdef MERAK_WITH_UCX
-    comm::ucx_options uo;
-    uo.timeout = timeout();
-    std::shared_ptr<comm::transport> data = comm::make_ucx_transport(par.processes, uo);
-    group_links.push_back(data);  // cancelled with the others when the job fails
-    auto to = deliveries;
-    caf::actor home{*self};
-    channel = std::make_shared<comm::tensor_channel>(
-        data,
-        [to](int, const comm::tensor_label& l, model::tensor x) {
-          caf::actor a;
-          {
-            std::lock_guard lock(to->mu);
-            if (l.dst >= 0 && size_t(l.dst) < to->to.size()) a = to->to[size_t(l.dst)];
-          }
-          if (!a) return;  // not ours: the sender's placement differs (refused at start)
-          if (l.kind == kinput)
-            caf::anon_send(a, input_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
-          else
-            caf::anon_send(a, grad_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
-        },
-        [home](const std::string& what) {
-          caf::anon_send(home, failed_atom::value, "tensor channel: " + what);
-        });
-#else
-    fail("stage actors on several processes need the UCX transport, which this build lacks");
-#endif
-  }
-
-  // This process's endpoints of a new group whose member k lives on process
-  // ranks[k] (null for members elsewhere): an in-process group when all are
-  // here, else a view of a UCX transport over the job's processes, which
-  // every process makes (a collective) whether it has a member or not.
-  std::vector<std::shared_ptr<comm::transport>> group_endpoints(const std::vector<int>& ranks) {
-    std::vector<std::shared_ptr<comm::transport>> out(ranks.size());
-    if (std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks.front(); })) {
-      if (ranks.front() != me) return out;
-      auto group = comm::make_inproc_group(int(ranks.size()));
-      for (size_t k = 0; k < ranks.size(); ++k) {
-        group[k]->set_timeout(timeout());
-        out[k] = std::shared_ptr<comm::transport>(std::move(group[k]));
-      }
-      return out;
-    }
-#ifdef MERAK_WITH_UCX
-    comm::ucx_options uo;
-    uo.timeout = timeout();
-    std::shared_ptr<comm::transport> world = comm::make_ucx_transport(par.processes, uo);
-    group_links.push_back(world);
-    for (size_t k = 0; k < ranks.size(); ++k)
-      if (ranks[k] == me) out[k] = comm::make_group_view(world, ranks);
-    return out;
-#else
+void parallel_trainer::impl::spawn() {
+  if (!sys) {
+    cfg = std::make_unique<caf::actor_system_config>();
+    parallel_trainer::configure(*cfg);
+    // Stages are detached threads; the reducers share one worker that
+    // sleeps when idle (the work-stealing default polls, taking CPU from
+    // the stages).
+    cfg->set("scheduler.policy", caf::atom("sharing"));
+    cfg->set("scheduler.max-threads", 1);
+    cfg->set("logger.console", caf::atom("none"));
+    own_sys = std::make_unique<caf::actor_system>(*cfg);
+    sys = own_sys.get();
+  } else if (par.processes && !sys->has_middleman()) {
     fail(
-        "actors of one group on several processes need the UCX transport, which this build "
-        "lacks (MERAK_WITH_UCX)");
-#endif
+        "a job of several processes needs the actor system's network layer: configure it with "
+        "parallel_trainer::configure");
   }
-
-  std::chrono::milliseconds timeout() const {
-    return std::chrono::milliseconds(int64_t(par.timeout_s * 1000));
+  self = std::make_unique<caf::scoped_actor>(*sys);
+  const int P = par.pp, D = par.dp, TP = par.tp;
+  const int world = par.processes ? par.processes->size() : 1;
+  me = par.processes ? par.processes->rank() : 0;
+  place = par.placement.empty() ? partition::default_placement(D, P, TP, world)
+                                : partition::parse_placement(par.placement, D, P, TP, world);
+  partition::validate_placement(place);
+  const std::vector<int> mine = place.actors_of(me);
+  const model::graph& sg = shards[0].graph;  // every shard has the same structure
+  const auto& sb = shard_bounds;
+  // Cores: this process's, shared by its actors, and lent between the
+  // stages of the host (core_pool.hpp).
+  const int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
+  const int per_actor = std::max(1, cores / int(mine.size()));
+  lending lend = make_lending(mine, cores, per_actor);
+  std::shared_ptr<core_pool> pool = lend.pool;
+  // Which stage produces each value, and who reads it.
+  std::vector<int> stage_of_node(sg.nodes().size());
+  for (int s = 0; s < P; ++s)
+    for (int n = sb[s]; n < sb[s + 1]; ++n) stage_of_node[n] = s;
+  // Parameter holders, for tied weights.
+  std::map<std::string, std::vector<int>> holders;
+  for (int s = 0; s < P; ++s) {
+    std::set<std::string> seen;
+    for (int n = sb[s]; n < sb[s + 1]; ++n)
+      for (auto& spec : sg.nodes()[n].params)
+        if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
   }
-
-  // Waits for one message, failing with `what` after the timeout.
-  template <typename... Handlers>
-  void await(const std::string& what, Handlers&&... handlers) {
-    std::string failure;
-    (*self)->receive(
-        std::forward<Handlers>(handlers)...,
-        [&](failed_atom, const std::string& msg) { failure = msg; },
-        [&](finish_atom) { failure = "process 0 ended the job"; },
-        [&](caf::down_msg& dm) {
-          auto it = names.find(dm.source);
-          failure = fmt::format("{} stopped: {}", it == names.end() ? "an actor" : it->second,
-                                sys->render(dm.reason));
-        },
-        caf::after(timeout()) >>
-            [&] { failure = fmt::format("no progress for {} s while {}", par.timeout_s, what); });
-    if (failure.empty()) return;
-    mark_failed(failure);
-    if (!lead()) failure = fmt::format("process {}: {}", me, failure);
-    fail("{}", failure);
+  const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
+  if (lead()) {
+    scheduler_setup sch;
+    sch.kind = par.schedule;
+    sch.pp = P;
+    sch.dp = D * TP;  // every shard of every replica gets its stage's plan
+    sch.micro_batches = par.micro_batches;
+    sch.full_recompute = par.recompute == recompute_mode::full;
+    sch.stage_aware = par.recompute == recompute_mode::stage_aware;
+    sch.r0 = par.recompute_ratio;
+    sch.budget = par.memory_budget;
+    scheduler = sys->spawn(scheduler_actor, sch);
+    names[scheduler.address()] = "scheduler actor";
+    (*self)->monitor(scheduler);
   }
-
-  // On processes other than 0: the coordinator's result of this step.
-  model::step_result follow_step() {
-    model::step_result res;
-    await(fmt::format("waiting for the coordinator's step {}", step + 1),
-          [&](stepped_atom, int64_t n, double loss, float lr, double norm, double step_s,
-              double bubble_, uint64_t bytes, int64_t union_rows, double rel_error) {
-            res.step = n;
-            res.loss = loss;
-            res.lr = lr;
-            res.grad_norm = norm;
-            res.step_s = step_s;
-            res.tokens_per_s = double(opts.batch) * opts.model.max_seq / step_s;
-            bubble = bubble_;
-            comm = {bytes, union_rows, rel_error};
-          });
-    step = res.step;
-    return res;
-  }
-
-  model::step_result train_step() {
-    MERAK_CHECK(step < opts.steps, "train_step past --steps");
-    if (!lead()) return follow_step();
-    auto t0 = std::chrono::steady_clock::now();
-    const double trace_t0 = trace_now();
-    const int D = par.dp, P = par.pp, M = par.micro_batches, TP = par.tp;
-    for (auto& rep : stages)
-      for (auto& st : rep)
-        for (auto& a : st) (*self)->send(a, step_atom::value, step);
-    const int rows_per_mb = opts.batch / (D * M);
-    const model::graph& sg = shards[0].graph;
-    int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
-    for (int r = 0; r < D; ++r)
-      for (int mb = 0; mb < M; ++mb) {
-        // This micro-batch's rows of the single-device run's global batch.
-        model::batch b = corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb,
-                                            rows_per_mb);
-        for (int s = 0; s < P; ++s)
-          for (int v : graph_inputs_of[s]) {
-            MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
-            const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
-            for (int t = 0; t < TP; ++t)
-              (*self)->send(stages[r][s][t], input_atom::value, mb, v,
-                            tensor_ref::make(src.clone()));
-          }
+  graph_inputs_of.assign(P, {});
+  // Communication groups, in the same order on every process (the UCX
+  // ones are collectives): the replicas of each (stage, shard), then the
+  // shards of each (replica, stage).
+  std::vector<std::vector<std::vector<std::shared_ptr<comm::transport>>>> dp_link(
+      D, std::vector<std::vector<std::shared_ptr<comm::transport>>>(
+             P, std::vector<std::shared_ptr<comm::transport>>(TP)));
+  auto tp_link = dp_link;
+  if (D > 1)
+    for (int s = 0; s < P; ++s)
+      for (int t = 0; t < TP; ++t) {
+        std::vector<int> ranks;
+        for (int d = 0; d < D; ++d) ranks.push_back(place.rank(d, s, t));
+        auto eps = group_endpoints(ranks);
+        for (int d = 0; d < D; ++d) dp_link[d][s][t] = eps[size_t(d)];
       }
-    double loss_sum = 0;
-    int losses = 0, ready = 0;
-    comm = {};
-    std::vector<double> sumsq(P * TP, 0), busy(P, 0);
-    // Trace tracks by name: every stage actor, its reducer and its TP sums.
-    std::map<std::string, std::string> traces;
-    while (losses < D * M || ready < D * P * TP) {
-      await(
-          fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
-                      ready, D * P * TP, step + 1),
-          [&](loss_atom, int, int, double l) {
-            loss_sum += l;
-            ++losses;
-          },
-          [&](ready_atom, int r, int s, int t, double sq, double busy_s, uint64_t bytes,
-              int64_t union_rows, double rel_error) {
-            if (r == 0) {
-              comm.dp_bytes_per_rank += bytes;
-              if (s == 0 && t == 0) {
-                comm.sparse_union_rows = union_rows;
-                comm.sparse_rel_error = rel_error;
-              }
-              sumsq[s * TP + t] = sq;  // shards: their slices, and shard 0 the rest
-              if (t == 0) busy[s] = busy_s;
-            }
-            ++ready;
-          },
-          [&](trace_atom, int r, int s, int t, const std::string& ops, const std::string& red,
-              const std::string& tps) {
-            auto who = fmt::format("(dp={}, pp={}, tp={})", r, s, t);
-            traces["stage " + who] += ops;
-            if (!red.empty()) traces["reducer " + who] += red;
-            if (!tps.empty()) traces["TP sums " + who] += tps;
-          });
+  if (TP > 1)
+    for (int d = 0; d < D; ++d)
+      for (int s = 0; s < P; ++s) {
+        std::vector<int> ranks;
+        for (int t = 0; t < TP; ++t) ranks.push_back(place.rank(d, s, t));
+        auto eps = group_endpoints(ranks);
+        for (int t = 0; t < TP; ++t) tp_link[d][s][t] = eps[size_t(t)];
+      }
+  if (par.processes) make_channel();
+  std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
+      D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
+  stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
+  process_view view;
+  for (int i : mine) {
+    const int r = i / (P * TP), s = i / TP % P, t = i % TP;
+    if (D > 1) {
+      reducer_setup rs;
+      rs.link = dp_link[r][s][t];
+      rs.sparse = par.sparse;
+      rs.measure_error = par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
+      rs.where = fmt::format("reducer actor (dp={}, pp={}, tp={})", r, s, t);
+      auto a = spawn_reducer(*sys, rs);
+      names[a.address()] = rs.where;
+      (*self)->monitor(a);
+      reducers.push_back(a);
+      reducer_of[r][s][t] = a;
     }
-    auto t_pipe = std::chrono::steady_clock::now();
-    double pipe_s = std::chrono::duration<double>(t_pipe - t0).count();
-    double busy_total = 0;
-    for (double x : busy) busy_total += x;
-    bubble = 1.0 - busy_total / (P * pipe_s);
-    double norm = 0;
-    for (double x : sumsq) norm += x;
-    norm = std::sqrt(norm);
-    const float clip = model::clip_factor(norm, opts.grad_clip);
-    float lr = schedule.at(step);
-    for (auto& rep : stages)
-      for (auto& st : rep)
-        for (auto& a : st) (*self)->send(a, apply_atom::value, lr, clip);
-    for (int applied = 0; applied < D * P * TP;)
-      await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
-                        step + 1),
-            [&](applied_atom, int r, int s, int t, double a, double b) {
-              if (!par.trace_path.empty())
-                traces[fmt::format("stage (dp={}, pp={}, tp={})", r, s, t)] +=
-                    fmt::format("adamw {:.6f} {:.6f};", a, b);
-              ++applied;
-            });
-    if (!par.trace_path.empty()) write_trace(traces, trace_t0);
-    ++step;
-    model::step_result res;
-    res.step = step;
-    res.loss = loss_sum / double(D * M);
-    res.lr = lr;
-    res.grad_norm = norm;
-    res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
-    for (auto& f : followers)
-      (*self)->send(f, stepped_atom::value, res.step, res.loss, res.lr, res.grad_norm, res.step_s,
-                    bubble, comm.dp_bytes_per_rank, comm.sparse_union_rows, comm.sparse_rel_error);
-    return res;
+    stage_setup su;
+    su.dp_rank = r;
+    su.dp = D;
+    su.stage = s;
+    su.pp = P;
+    su.tp_rank = t;
+    su.tp = TP;
+    su.tp_link = tp_link[r][s][t];
+    su.tp_overlap = par.tp_overlap;
+    su.graph = &shards[t].graph;
+    su.first = sb[s];
+    su.last = sb[s + 1];
+    su.seed = opts.seed;
+    su.adam.weight_decay = opts.weight_decay;
+    su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
+    su.policy.stages = P;
+    su.policy.micro_batches = par.micro_batches;
+    su.tokens_per_micro_batch = tokens;
+    su.loss_scale = 1.0f / float(D * par.micro_batches);
+    su.threads = per_actor;
+    su.spin_us = par.idle_spin_us;
+    su.busy_threads = int(mine.size()) * per_actor;
+    su.cores = pool;
+    if (pool) su.core_index = lend.index_of.at(i);
+    su.reports_memory = r == 0 && t == 0;  // one report per stage
+    su.max_borrow = lend.cores - per_actor;
+    su.trace = !par.trace_path.empty();
+    su.bucket_bytes = par.bucket_bytes;
+    if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
+    if (channel) {
+      su.channel = channel;
+      for (int q = 0; q < P; ++q) {
+        const int rq = place.rank(r, q, t);
+        su.line_rank.push_back(rq == me ? -1 : rq);
+        su.line_index.push_back(place.index(r, q, t));
+      }
+    }
+    // Routing: which stage sends each input, which stages read each output.
+    auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
+    for (int v : ins) {
+      int producer = sg.values()[v].producer;
+      su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
+    }
+    for (int v : outs) {
+      std::set<int> readers;
+      for (int n = sb[s + 1]; n < int(sg.nodes().size()); ++n)
+        for (int in : sg.nodes()[n].inputs)
+          if (in == v) readers.insert(stage_of_node[n]);
+      su.output_readers.emplace_back(readers.begin(), readers.end());
+    }
+    for (auto& [name, hs] : holders)
+      if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
+        su.ties.push_back({name, hs.front(), hs});
+    auto a = spawn_stage(*sys, su);
+    names[a.address()] = fmt::format("stage actor (dp={}, pp={}, tp={})", r, s, t);
+    (*self)->monitor(a);
+    stages[r][s][t] = a;
+    {
+      std::lock_guard lock(deliveries->mu);
+      deliveries->to.resize(size_t(place.actors()));
+      deliveries->to[size_t(i)] = a;
+    }
+    view.actors.push_back(a);
+    view.reducers.push_back(reducer_of[r][s][t]);
   }
+  // Graph inputs (tokens, targets) each stage reads: the coordinator sends them.
+  for (int s = 0; s < P; ++s) {
+    auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
+    for (int v : ins)
+      if (sg.values()[v].producer < 0) graph_inputs_of[s].push_back(v);
+  }
+  if (par.processes) {
+    view.home = caf::actor{*self};
+    watchdog = spawn_watchdog(*sys, caf::actor{*self});
+    (*self)->monitor(watchdog);
+    names[watchdog.address()] = "this process's watchdog";
+    view.watchdog = watchdog;
+    auto views = join_processes(*sys, *self, *par.processes, std::move(view),
+                                par.listen_addr.empty() ? "127.0.0.1" : par.listen_addr, timeout());
+    const auto limit = std::chrono::milliseconds(int64_t(par.heartbeat_s * 1000));
+    const auto period = std::min(std::chrono::milliseconds(1000), limit / 4);
+    if (!lead()) {
+      coordinator = views[0].home;
+      names[coordinator.address()] =
+          fmt::format("the coordinator (process 0 on {})", views[0].addr);
+      (*self)->monitor(coordinator);
+      if (par.heartbeat_s > 0)
+        start_watchdog(*self, watchdog, {views[0].watchdog}, {names[coordinator.address()]}, period,
+                       limit);
+      return;  // process 0 wires and drives every actor
+    }
+    std::vector<caf::actor> watched;
+    std::vector<std::string> watched_names;
+    for (int q = 1; q < world; ++q) {
+      auto& v = views[size_t(q)];
+      auto theirs = place.actors_of(q);
+      MERAK_CHECK(v.actors.size() == theirs.size() && v.reducers.size() == theirs.size(),
+                  "process {} hosts {} actors, its placement {}", q, v.actors.size(),
+                  theirs.size());
+      std::string hosted;
+      for (size_t k = 0; k < theirs.size(); ++k) {
+        const int i = theirs[k], r = i / (P * TP), s = i / TP % P, t = i % TP;
+        if (k < 4) hosted += fmt::format("{}(dp={}, pp={}, tp={})", k ? ", " : "", r, s, t);
+        stages[r][s][t] = v.actors[k];
+        reducer_of[r][s][t] = v.reducers[k];
+        names[v.actors[k].address()] = fmt::format(
+            "stage actor (dp={}, pp={}, tp={}) of process {} on {}", r, s, t, q, v.addr);
+        (*self)->monitor(v.actors[k]);
+      }
+      followers.push_back(v.home);
+      names[v.home.address()] =
+          fmt::format("process {} on {}, host of stage actor{} {}{}", q, v.addr,
+                      theirs.size() > 1 ? "s" : "", hosted, theirs.size() > 4 ? ", ..." : "");
+      (*self)->monitor(v.home);
+      watched.push_back(v.watchdog);
+      watched_names.push_back(names[v.home.address()]);
+    }
+    if (par.heartbeat_s > 0)
+      start_watchdog(*self, watchdog, std::move(watched), std::move(watched_names), period, limit);
+  }
+  std::vector<caf::actor> all;  // [dp x tp][pp], as the scheduler expects
+  for (int r = 0; r < D; ++r)
+    for (int t = 0; t < TP; ++t)
+      for (int s = 0; s < P; ++s) all.push_back(stages[r][s][t]);
+  for (int r = 0; r < D; ++r)
+    for (int s = 0; s < P; ++s)
+      for (int t = 0; t < TP; ++t) {
+        std::vector<caf::actor> line(P);  // this replica's stages of shard t
+        for (int q = 0; q < P; ++q) line[q] = stages[r][q][t];
+        (*self)->send(stages[r][s][t], wire_atom::value, line, reducer_of[r][s][t],
+                      caf::actor{*self}, scheduler, stages[r][s]);
+      }
+  // Last: the scheduler sends plans only after its own wire message, so by
+  // then every stage has its wire message queued ahead of the plan.
+  (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
+  // The scheduler answers once every stage reported its memory.
+  bool planned = false;
+  while (!planned)
+    await("waiting for the scheduler's plan", [&](planned_atom, const std::string& summary) {
+      plan_summary = summary;
+      planned = true;
+    });
+}
 
-  // Chrome-trace JSON (Perfetto): one track (tid) per actor, one slice per
-  // op, times in microseconds from the step's start.
-  void write_trace(const std::map<std::string, std::string>& traces, double t0) {
-    nlohmann::json events = nlohmann::json::array();
-    int s = 0;
-    for (auto& [track, text] : traces) {
-      ++s;
-      events.push_back({{"name", "thread_name"},
-                        {"ph", "M"},
+model::step_result parallel_trainer::impl::follow_step() {
+  model::step_result res;
+  await(fmt::format("waiting for the coordinator's step {}", step + 1),
+        [&](stepped_atom, int64_t n, double loss, float lr, double norm, double step_s,
+            double bubble_, uint64_t bytes, int64_t union_rows, double rel_error) {
+          res.step = n;
+          res.loss = loss;
+          res.lr = lr;
+          res.grad_norm = norm;
+          res.step_s = step_s;
+          res.tokens_per_s = double(opts.batch) * opts.model.max_seq / step_s;
+          bubble = bubble_;
+          comm = {bytes, union_rows, rel_error};
+        });
+  step = res.step;
+  return res;
+}
+
+model::step_result parallel_trainer::impl::train_step() {
+  MERAK_CHECK(step < opts.steps, "train_step past --steps");
+  if (!lead()) return follow_step();
+  auto t0 = std::chrono::steady_clock::now();
+  const double trace_t0 = trace_now();
+  const int D = par.dp, P = par.pp, M = par.micro_batches, TP = par.tp;
+  for (auto& rep : stages)
+    for (auto& st : rep)
+      for (auto& a : st) (*self)->send(a, step_atom::value, step);
+  const int rows_per_mb = opts.batch / (D * M);
+  const model::graph& sg = shards[0].graph;
+  int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
+  for (int r = 0; r < D; ++r)
+    for (int mb = 0; mb < M; ++mb) {
+      // This micro-batch's rows of the single-device run's global batch.
+      model::batch b =
+          corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb, rows_per_mb);
+      for (int s = 0; s < P; ++s)
+        for (int v : graph_inputs_of[s]) {
+          MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
+          const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
+          for (int t = 0; t < TP; ++t)
+            (*self)->send(stages[r][s][t], input_atom::value, mb, v, tensor_ref::make(src.clone()));
+        }
+    }
+  double loss_sum = 0;
+  int losses = 0, ready = 0;
+  comm = {};
+  std::vector<double> sumsq(P * TP, 0), busy(P, 0);
+  // Trace tracks by name: every stage actor, its reducer and its TP sums.
+  std::map<std::string, std::string> traces;
+  while (losses < D * M || ready < D * P * TP) {
+    await(
+        fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
+                    ready, D * P * TP, step + 1),
+        [&](loss_atom, int, int, double l) {
+          loss_sum += l;
+          ++losses;
+        },
+        [&](ready_atom, int r, int s, int t, double sq, double busy_s, uint64_t bytes,
+            int64_t union_rows, double rel_error) {
+          if (r == 0) {
+            comm.dp_bytes_per_rank += bytes;
+            if (s == 0 && t == 0) {
+              comm.sparse_union_rows = union_rows;
+              comm.sparse_rel_error = rel_error;
+            }
+            sumsq[s * TP + t] = sq;  // shards: their slices, and shard 0 the rest
+            if (t == 0) busy[s] = busy_s;
+          }
+          ++ready;
+        },
+        [&](trace_atom, int r, int s, int t, const std::string& ops, const std::string& red,
+            const std::string& tps) {
+          auto who = fmt::format("(dp={}, pp={}, tp={})", r, s, t);
+          traces["stage " + who] += ops;
+          if (!red.empty()) traces["reducer " + who] += red;
+          if (!tps.empty()) traces["TP sums " + who] += tps;
+        });
+  }
+  auto t_pipe = std::chrono::steady_clock::now();
+  double pipe_s = std::chrono::duration<double>(t_pipe - t0).count();
+  double busy_total = 0;
+  for (double x : busy) busy_total += x;
+  bubble = 1.0 - busy_total / (P * pipe_s);
+  double norm = 0;
+  for (double x : sumsq) norm += x;
+  norm = std::sqrt(norm);
+  const float clip = model::clip_factor(norm, opts.grad_clip);
+  float lr = schedule.at(step);
+  for (auto& rep : stages)
+    for (auto& st : rep)
+      for (auto& a : st) (*self)->send(a, apply_atom::value, lr, clip);
+  for (int applied = 0; applied < D * P * TP;)
+    await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
+                      step + 1),
+          [&](applied_atom, int r, int s, int t, double a, double b) {
+            if (!par.trace_path.empty())
+              traces[fmt::format("stage (dp={}, pp={}, tp={})", r, s, t)] +=
+                  fmt::format("adamw {:.6f} {:.6f};", a, b);
+            ++applied;
+          });
+  if (!par.trace_path.empty()) write_trace(traces, trace_t0);
+  ++step;
+  model::step_result res;
+  res.step = step;
+  res.loss = loss_sum / double(D * M);
+  res.lr = lr;
+  res.grad_norm = norm;
+  res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
+  for (auto& f : followers)
+    (*self)->send(f, stepped_atom::value, res.step, res.loss, res.lr, res.grad_norm, res.step_s,
+                  bubble, comm.dp_bytes_per_rank, comm.sparse_union_rows, comm.sparse_rel_error);
+  return res;
+}
+
+void parallel_trainer::impl::write_trace(const std::map<std::string, std::string>& traces,
+                                         double t0) {
+  nlohmann::json events = nlohmann::json::array();
+  int s = 0;
+  for (auto& [track, text] : traces) {
+    ++s;
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", s},
+                      {"args", {{"name", track}}}});
+    std::string_view t = text;
+    while (!t.empty()) {
+      auto semi = t.find(';');
+      std::string item(t.substr(0, semi));
+      t.remove_prefix(semi == std::string_view::npos ? t.size() : semi + 1);
+      char name[32];
+      double a, b;
+      if (std::sscanf(item.c_str(), "%31s %lf %lf", name, &a, &b) != 3) continue;
+      events.push_back({{"name", name},
+                        {"ph", "X"},
                         {"pid", 0},
                         {"tid", s},
-                        {"args", {{"name", track}}}});
-      std::string_view t = text;
-      while (!t.empty()) {
-        auto semi = t.find(';');
-        std::string item(t.substr(0, semi));
-        t.remove_prefix(semi == std::string_view::npos ? t.size() : semi + 1);
-        char name[32];
-        double a, b;
-        if (std::sscanf(item.c_str(), "%31s %lf %lf", name, &a, &b) != 3) continue;
-        events.push_back({{"name", name},
-                          {"ph", "X"},
-                          {"pid", 0},
-                          {"tid", s},
-                          {"ts", (a - t0) * 1e6},
-                          {"dur", (b - a) * 1e6}});
-      }
+                        {"ts", (a - t0) * 1e6},
+                        {"dur", (b - a) * 1e6}});
     }
-    std::ofstream f(par.trace_path, std::ios::trunc);
-    if (!f) fail("cannot write trace file '{}'", par.trace_path);
-    f << nlohmann::json{{"traceEvents", events}}.dump() << '\n';
   }
-
-  // The single-device copy (parameters and AdamW state) that validation and
-  // checkpoints use.
-  void ensure_full_copy() {
-    if (eval_exec) return;
-    eval_store = std::make_unique<model::parameter_store>(opts.seed);
-    eval_exec = std::make_unique<model::executor>(graph, *eval_store);
-  }
-
-  // Gathers every parameter of replica 0 into the single-device copy that
-  // validation runs on: shard slices placed, the rest from shard 0.
-  void gather_full() {
-    ensure_full_copy();
-    std::map<std::string, int> index;
-    for (size_t i = 0; i < eval_store->all().size(); ++i)
-      index[eval_store->all()[i]->spec.name] = int(i);
-    for (int s = 0; s < par.pp; ++s)
-      for (int t = 0; t < par.tp; ++t) {
-        std::map<std::string, model::shard_spec> split;
-        for (auto& n : shards[t].graph.nodes())
-          for (auto& spec : n.params)
-            if (spec.shard.sharded()) split[spec.name] = spec.shard;
-        (*self)->send(stages[0][s][t], gather_atom::value);
-        await(fmt::format("gathering the parameters of stage {} shard {} for validation", s, t),
-              [&](gathered_atom, std::vector<std::string>& names_,
-                  std::vector<tensor_ref>& values) {
-                for (size_t i = 0; i < names_.size(); ++i) {
-                  auto it = index.find(names_[i]);
-                  MERAK_CHECK(it != index.end(), "gathered unknown parameter {}", names_[i]);
-                  auto& whole = eval_store->all()[it->second]->value;
-                  if (auto sp = split.find(names_[i]); sp != split.end())
-                    model::place_shard(whole, *values[i].t, sp->second);
-                  else if (t == 0)
-                    std::memcpy(whole.raw(), values[i].t->raw(), whole.bytes());
-                }
-              });
-      }
-  }
-
-  // Resumes from opts.load (either checkpoint format, any saved layout):
-  // every stage actor reads and takes its own part, in parallel.
-  void load() {
-    if (!lead()) {
-      await("waiting for the coordinator to load the checkpoint",
-            [&](step_atom, int64_t resumed) { step = resumed; });
-      return;
-    }
-    model::checkpoint_reader ckpt(opts.load);
-    step = model::check_resume(opts, ckpt.metadata(), ckpt.dir());
-    int expected = 0;
-    for (auto& rep : stages)
-      for (auto& st : rep)
-        for (auto& a : st) {
-          (*self)->send(a, restore_atom::value, ckpt.dir());
-          ++expected;
-        }
-    for (int got = 0; got < expected; ++got)
-      await(fmt::format("loading checkpoint {} ({}/{} stage actors)", ckpt.dir(), got, expected),
-            [&](restored_atom, int, int, int) {});
-    spdlog::info("resumed from '{}' at step {}", ckpt.dir(), step);
-    for (auto& f : followers) (*self)->send(f, step_atom::value, step);
-  }
-
-  // A sharded checkpoint: the stage actors of replica 0 write their own
-  // files in parallel, then the index, then the checkpoint is published.
-  std::string save() {
-    if (opts.save_dir.empty()) fail("no --save directory given");
-    if (!lead()) fail("only process 0 of a job writes checkpoints");
-    const std::string tmp = model::begin_checkpoint(opts.save_dir, step);
-    auto meta = model::checkpoint_metadata(opts, step, corpus.name());
-    std::vector<model::shard_record> records;
-    int64_t adam_t = -1;
-    int expected = 0;
-    for (auto& st : stages[0])
-      for (auto& a : st) {
-        (*self)->send(a, save_atom::value, tmp, meta);
-        ++expected;
-      }
-    for (int got = 0; got < expected; ++got)
-      await(fmt::format("writing checkpoint shards ({}/{}) of step {}", got, expected, step),
-            [&](saved_atom, int, int, int, std::vector<model::shard_record>& mine, int64_t t) {
-              records.insert(records.end(), mine.begin(), mine.end());
-              adam_t = t;
-            });
-    meta["merak.step"] = std::to_string(step);
-    meta["merak.adam_t"] = std::to_string(adam_t);
-    return model::commit_sharded_checkpoint(
-        opts.save_dir, step, records, meta,
-        fmt::format("dp={} pp={} tp={} processes={} placement={}", par.dp, par.pp, par.tp,
-                    place.world, place.str()));
-  }
-
-  double validation_loss() {
-    if (!lead()) {
-      double loss = 0;
-      await("waiting for the coordinator's validation loss",
-            [&](validated_atom, double x) { loss = x; });
-      return loss;
-    }
-    gather_full();
-    int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
-    double sum = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      model::batch vb = corpus.val_batch(i, opts.batch);
-      std::vector<model::tensor> in;
-      in.push_back(std::move(vb.tokens));
-      in.push_back(std::move(vb.targets));
-      sum += eval_exec->evaluate(std::move(in));
-    }
-    for (auto& f : followers) (*self)->send(f, validated_atom::value, sum / double(nb));
-    return sum / double(nb);
-  }
-};
+  std::ofstream f(par.trace_path, std::ios::trunc);
+  if (!f) fail("cannot write trace file '{}'", par.trace_path);
+  f << nlohmann::json{{"traceEvents", events}}.dump() << '\n';
+}
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par)
     : parallel_trainer(opts, par,
@@ -930,8 +487,7 @@ parallel_trainer::parallel_trainer(model::train_options opts, parallel_options p
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
                                    model::text_corpus corpus, caf::actor_system& system)
-    : impl_(std::make_unique<impl>(std::move(opts), std::move(par), std::move(corpus), &system)) {
-}
+    : impl_(std::make_unique<impl>(std::move(opts), std::move(par), std::move(corpus), &system)) {}
 
 void parallel_trainer::configure(caf::actor_system_config& cfg) {
   cfg.add_message_type<tensor_ref>("merak.tensor_ref");

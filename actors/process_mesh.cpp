@@ -82,8 +82,8 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
                 std::vector<caf::actor>& reducers, caf::actor& who, caf::actor& watchdog) {
               MERAK_CHECK(rank > 0 && rank < world && !views[size_t(rank)].home,
                           "join from process {}", rank);
-              views[size_t(rank)] = {std::move(actors), std::move(reducers), std::move(who),
-                                     std::move(watchdog), {}};
+              views[size_t(rank)] = {
+                  std::move(actors), std::move(reducers), std::move(who), std::move(watchdog), {}};
               ++joined;
             },
             caf::after(std::max(clock_type::duration(0), deadline - clock_type::now())) >>
@@ -91,7 +91,8 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
         if (timed_out) {
           std::string missing;
           for (int r = 1; r < world; ++r)
-            if (!views[size_t(r)].home) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+            if (!views[size_t(r)].home)
+              missing += (missing.empty() ? "" : ", ") + std::to_string(r);
           fail("process 0: processes {} did not join the job's actors within {} ms", missing,
                timeout.count());
         }

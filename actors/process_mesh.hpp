@@ -40,7 +40,7 @@ struct process_view {
   std::vector<caf::actor> reducers;
   caf::actor home;
   caf::actor watchdog;  // its heartbeats (watchdog.hpp)
-  std::string addr;  // "HOSTNAME (listen address)", for messages
+  std::string addr;     // "HOSTNAME (listen address)", for messages
 };
 
 // On process 0: every process's view, in rank order (its own first). On

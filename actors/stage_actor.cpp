@@ -279,7 +279,8 @@ void hand_on(caf::stateful_actor<stage_state>* self, int s, int kind, int mb, in
              model::tensor x) {
   auto& st = self->state;
   if (st.cfg.channel && st.cfg.line_rank[size_t(s)] >= 0) {
-    st.cfg.channel->send(st.cfg.line_rank[size_t(s)], {st.cfg.line_index[size_t(s)], kind, mb, value},
+    st.cfg.channel->send(st.cfg.line_rank[size_t(s)],
+                         {st.cfg.line_index[size_t(s)], kind, mb, value},
                          std::make_shared<const model::tensor>(std::move(x)));
   } else if (kind == kinput) {
     self->send(st.stages[size_t(s)], input_atom::value, mb, value, tensor_ref::make(std::move(x)));
@@ -787,8 +788,8 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
             m.push_back(&st.opt->first_moments()[i]);
             v.push_back(&st.opt->second_moments()[i]);
           }
-          auto records = model::write_shard(dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank),
-                                            params, m, v, meta);
+          auto records = model::write_shard(
+              dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank), params, m, v, meta);
           self->send(st.coordinator, saved_atom::value, st.cfg.dp_rank, st.cfg.stage,
                      st.cfg.tp_rank, std::move(records), st.opt->t());
         });

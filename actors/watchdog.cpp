@@ -42,9 +42,10 @@ caf::behavior watchdog_actor(caf::stateful_actor<watchdog_state>* self, caf::act
         const auto now = clock_type::now();
         if (int p = st.beats->overdue(now); p >= 0) {
           st.done = true;
-          self->send(st.home, failed_atom::value,
-                     fmt::format("{} has answered no heartbeat for {:.1f} s (stopped or hung)",
-                                 st.names[size_t(p)], double(st.beats->silent(p, now).count()) / 1e3));
+          self->send(
+              st.home, failed_atom::value,
+              fmt::format("{} has answered no heartbeat for {:.1f} s (stopped or hung)",
+                          st.names[size_t(p)], double(st.beats->silent(p, now).count()) / 1e3));
           return;
         }
         for (size_t p = 0; p < st.peers.size(); ++p)

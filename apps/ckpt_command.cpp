@@ -25,7 +25,8 @@ action add_ckpt_command(CLI::App& parent) {
   auto* c = parent.add_subcommand(
       "ckpt", "Inspect a checkpoint, or export a sharded one in the single-device format");
   c->require_subcommand(1);
-  auto* inspect = c->add_subcommand("inspect", "Print a checkpoint's step, layout and tensors as JSON");
+  auto* inspect =
+      c->add_subcommand("inspect", "Print a checkpoint's step, layout and tensors as JSON");
   inspect->add_option("path", f->path, "A run directory (its latest) or a checkpoint directory")
       ->required();
   auto* exp = c->add_subcommand(
@@ -49,12 +50,10 @@ action add_ckpt_command(CLI::App& parent) {
       elements += t.numel();
     }
     for (auto& r : ckpt.records()) files.insert(r.file);
-    nlohmann::json out = {{"checkpoint", ckpt.dir()},
-                          {"format", ckpt.sharded() ? "sharded" : "single-device"},
-                          {"metadata", ckpt.metadata()},
-                          {"parameters", params.size()},
-                          {"elements", elements},
-                          {"tensors", params}};
+    nlohmann::json out = {
+        {"checkpoint", ckpt.dir()},    {"format", ckpt.sharded() ? "sharded" : "single-device"},
+        {"metadata", ckpt.metadata()}, {"parameters", params.size()},
+        {"elements", elements},        {"tensors", params}};
     if (ckpt.sharded()) {
       out["layout"] = ckpt.layout();
       out["files"] = files;

@@ -17,8 +17,8 @@
 // node's stdin (`--from-launcher`), never on a command line that `ps` shows,
 // and keeps that stream open: when the launcher (or its ssh) goes away the
 // node reads end of file and kills its ranks.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -140,8 +140,7 @@ void add_flags(CLI::App& c, node_flags& f) {
       ->capture_default_str();
   c.add_option("--master-port", f.master_port,
                "Rank 0's rendezvous port (needed when the job spans hosts)");
-  c.add_option("--token", f.token,
-               "Job token, the same on every host (default: MERAK_JOB_TOKEN)");
+  c.add_option("--token", f.token, "Job token, the same on every host (default: MERAK_JOB_TOKEN)");
   c.add_option("--timeout", f.timeout_s, "Seconds this node's ranks may take (0: no limit)")
       ->capture_default_str();
   c.add_option("--chdir", f.chdir,
@@ -168,8 +167,7 @@ std::vector<std::string> parse(std::vector<std::string> args, Flags& f, const ch
   }
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (rest.empty())
-    fail("{}: no command given (e.g. {} ... train --data FILE --dp 2)", name, name);
+  if (rest.empty()) fail("{}: no command given (e.g. {} ... train --data FILE --dp 2)", name, name);
   if (rest.front() == "launch" || rest.front() == "node")
     fail("{}: the command must not be launch or node itself", name);
   return rest;
@@ -187,7 +185,8 @@ std::vector<std::string> restart_command(const std::vector<std::string>& command
     if (command[i].rfind("--save=", 0) == 0) save = command[i].substr(7);
   }
   std::error_code ec;
-  if (save.empty() || !std::filesystem::is_regular_file(std::filesystem::path(save) / "latest", ec)) {
+  if (save.empty() ||
+      !std::filesystem::is_regular_file(std::filesystem::path(save) / "latest", ec)) {
     from = "the start";
     return command;
   }
@@ -253,7 +252,9 @@ std::map<std::string, std::string> read_launcher_env() {
   return env;
 }
 
-bool loopback_name(const std::string& h) { return h == "localhost" || h.rfind("127.", 0) == 0; }
+bool loopback_name(const std::string& h) {
+  return h == "localhost" || h.rfind("127.", 0) == 0;
+}
 
 bool names_this_host(const std::string& h) {
   if (loopback_name(h)) return true;
@@ -272,9 +273,10 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
   const bool loopback = loopback_name(addr);
   for (auto& h : hosts)
     if (loopback && !names_this_host(address(h)))
-      fail("{}:{}: host {} cannot reach rank 0 at {}: name the first host by an address the "
-           "others reach, or give --master-addr",
-           f.hostfile, h.line, h.name, addr);
+      fail(
+          "{}:{}: host {} cannot reach rank 0 at {}: name the first host by an address the "
+          "others reach, or give --master-addr",
+          f.hostfile, h.line, h.name, addr);
   int port = f.master_port;
   if (port <= 0) port = names_this_host(addr) ? comm::pick_free_port("127.0.0.1") : 29500;
   std::vector<std::string> rsh;
@@ -327,9 +329,9 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
     std::string line;
     for (auto& a : remote) line += (line.empty() ? "" : " ") + comm::shell_quote(a);
     comm::child_spec c;
-    c.name = h.slots == 1 ? fmt::format("host {} (rank {})", h.name, first)
-                          : fmt::format("host {} (ranks {}-{})", h.name, first,
-                                        first + h.slots - 1);
+    c.name = h.slots == 1
+                 ? fmt::format("host {} (rank {})", h.name, first)
+                 : fmt::format("host {} (ranks {}-{})", h.name, first, first + h.slots - 1);
     c.argv = rsh;
     c.argv.push_back(h.name);
     c.argv.push_back(line);
@@ -397,9 +399,10 @@ int run_node(std::vector<std::string> args) {
   if (!f.chdir.empty() && ::chdir(f.chdir.c_str()) != 0) {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
-    fail("merak node on {}: cannot enter {}: {} (a directory the launcher's host has; give merak "
-         "launch --remote-dir)",
-         host, f.chdir, std::strerror(errno));
+    fail(
+        "merak node on {}: cannot enter {}: {} (a directory the launcher's host has; give merak "
+        "launch --remote-dir)",
+        host, f.chdir, std::strerror(errno));
   }
   lo.procs = f.procs;
   lo.first_rank = f.first_rank;
@@ -419,8 +422,9 @@ int run_node(std::vector<std::string> args) {
   } else if (const char* t = std::getenv("MERAK_JOB_TOKEN"); t && *t) {
     lo.token = t;
   } else if (lo.world_size > f.procs) {
-    fail("merak node: a job spread over hosts needs the same --token (or MERAK_JOB_TOKEN) on "
-         "every host");
+    fail(
+        "merak node: a job spread over hosts needs the same --token (or MERAK_JOB_TOKEN) on "
+        "every host");
   }
   lo.argv.push_back(merak_program());
   lo.argv.insert(lo.argv.end(), command.begin(), command.end());

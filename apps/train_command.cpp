@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include <fmt/ranges.h>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <cerrno>
 
 #include <algorithm>
 #include <cstdlib>

@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench/worker_launch.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/codec.hpp"
 #include "comm/codec_bench.hpp"
 #include "comm/collectives.hpp"
 #include "comm/inproc.hpp"
-#include "bench/worker_launch.hpp"
 #include "comm/launcher.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"

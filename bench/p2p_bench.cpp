@@ -10,8 +10,8 @@
 #include <fstream>
 #include <mutex>
 
-#include "comm/bootstrap.hpp"
 #include "bench/worker_launch.hpp"
+#include "comm/bootstrap.hpp"
 #include "comm/launcher.hpp"
 #include "comm/tensor_channel.hpp"
 #ifdef MERAK_WITH_UCX
@@ -56,8 +56,8 @@ struct channel_side {
   std::string failure;
 };
 
-std::vector<double> channel_round_trips(comm::tensor_channel& ch, channel_side& side,
-                                        int64_t bytes, int n) {
+std::vector<double> channel_round_trips(comm::tensor_channel& ch, channel_side& side, int64_t bytes,
+                                        int n) {
   auto x = std::make_shared<model::tensor>(model::shape_t{bytes / 4});
   std::vector<double> rt;
   const int peer = 1 - ch.rank();
@@ -110,7 +110,8 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
       });
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t bytes : o.bytes) {
-    if (bytes < 4 || bytes % 4) fail("bench p2p: --bytes {} is not a positive multiple of 4", bytes);
+    if (bytes < 4 || bytes % 4)
+      fail("bench p2p: --bytes {} is not a positive multiple of 4", bytes);
     raw_round_trips(*raw, bytes, o.warmup);
     auto r = raw_round_trips(*raw, bytes, o.iters);
     b->barrier();
@@ -130,8 +131,9 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
   nlohmann::json j = {{"bench", "p2p"},
                       {"iters", o.iters},
                       {"ucx_setting", comm::ucx_setting_of(*raw)},
-                      {"what", "one-way time of a tensor between 2 processes: UCX tagged "
-                               "send/receive against the runtime's tensor channel"},
+                      {"what",
+                       "one-way time of a tensor between 2 processes: UCX tagged "
+                       "send/receive against the runtime's tensor channel"},
                       {"sizes", rows}};
   if (const char* out = std::getenv("MERAK_BENCH_OUT")) {
     std::ofstream f(out);

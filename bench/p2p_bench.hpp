@@ -13,7 +13,7 @@ namespace merak::bench {
 
 struct p2p_bench_options {
   std::vector<int64_t> bytes = {int64_t(1) << 20};  // message sizes
-  int iters = 200;                                   // round trips per size
+  int iters = 200;                                  // round trips per size
   int warmup = 20;
   int timeout_s = 120;
 };

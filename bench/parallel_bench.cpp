@@ -94,27 +94,48 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
   auto num = [](auto x) { return std::to_string(x); };
   lo.argv = {comm::self_executable(),
              "train",
-             "--data", data,
-             "--layers", num(o.model.layers),
-             "--dim", num(o.model.dim),
-             "--heads", num(o.model.heads),
-             "--seq", num(o.model.max_seq),
-             "--vocab", num(o.model.vocab),
-             "--batch", num(o.batch),
-             "--steps", num(o.warmup_steps + o.steps),
-             "--seed", num(o.seed),
-             "--val-fraction", "0.1",
-             "--eval-batches", "1",
-             "--dp", num(p.dp),
-             "--tp", num(p.tp),
-             "--pp", num(p.pp),
-             "--micro-batches", num(p.micro_batches),
-             "--tp-overlap", num(p.tp_overlap),
-             "--schedule", std::string(partition::schedule_name(p.schedule)),
-             "--recompute", std::string(partition::recompute_kind_name(p.recompute)),
-             "--lend-cores", p.lend_cores ? "on" : "off",
-             "--log-level", "warn",
-             "--metrics", metrics};
+             "--data",
+             data,
+             "--layers",
+             num(o.model.layers),
+             "--dim",
+             num(o.model.dim),
+             "--heads",
+             num(o.model.heads),
+             "--seq",
+             num(o.model.max_seq),
+             "--vocab",
+             num(o.model.vocab),
+             "--batch",
+             num(o.batch),
+             "--steps",
+             num(o.warmup_steps + o.steps),
+             "--seed",
+             num(o.seed),
+             "--val-fraction",
+             "0.1",
+             "--eval-batches",
+             "1",
+             "--dp",
+             num(p.dp),
+             "--tp",
+             num(p.tp),
+             "--pp",
+             num(p.pp),
+             "--micro-batches",
+             num(p.micro_batches),
+             "--tp-overlap",
+             num(p.tp_overlap),
+             "--schedule",
+             std::string(partition::schedule_name(p.schedule)),
+             "--recompute",
+             std::string(partition::recompute_kind_name(p.recompute)),
+             "--lend-cores",
+             p.lend_cores ? "on" : "off",
+             "--log-level",
+             "warn",
+             "--metrics",
+             metrics};
   auto res = comm::launch_local(lo);
   if (!res.ok()) fail("bench parallel: {} processes: {}", spec.procs, res.message);
   std::ifstream in(metrics);
@@ -215,8 +236,7 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
     }
     // A layout run as processes against the same layout inside one process.
     for (size_t i = 0; i < layouts.size(); ++i)
-      if (specs[i].procs > 1 && row.contains(specs[i].in_one_process))
-      {
+      if (specs[i].procs > 1 && row.contains(specs[i].in_one_process)) {
         double vs = row[layouts[i]]["tokens_per_s"].get<double>() /
                     row[specs[i].in_one_process]["tokens_per_s"].get<double>();
         row[layouts[i]]["vs_one_process"] = vs;

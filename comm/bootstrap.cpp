@@ -177,8 +177,7 @@ class tcp_bootstrap final : public bootstrap {
     }
     sockaddr_in a{};
     socklen_t len = sizeof a;
-    if (fd < 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      return "127.0.0.1";
+    if (fd < 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "127.0.0.1";
     char text[INET_ADDRSTRLEN] = {};
     ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
     return text;

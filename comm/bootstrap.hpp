@@ -87,5 +87,4 @@ std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o);
 // launcher to hand to its workers as MASTER_PORT. Throws merak::error.
 int pick_free_port(const std::string& host = "127.0.0.1");
 
-
 }  // namespace merak::comm

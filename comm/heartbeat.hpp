@@ -22,8 +22,7 @@ class heartbeats {
   int overdue(clock::time_point now) const {
     int worst = -1;
     for (size_t p = 0; p < last_.size(); ++p)
-      if (now - last_[p] > limit_ && (worst < 0 || last_[p] < last_[size_t(worst)]))
-        worst = int(p);
+      if (now - last_[p] > limit_ && (worst < 0 || last_[p] < last_[size_t(worst)])) worst = int(p);
     return worst;
   }
   // How long `peer` has been silent.

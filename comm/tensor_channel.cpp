@@ -36,7 +36,9 @@ struct wire_header {
 };
 static_assert(sizeof(wire_header) == 88);
 
-tag_t payload_tag(uint64_t seq) { return 1 + (seq - 1) % ktag_space; }
+tag_t payload_tag(uint64_t seq) {
+  return 1 + (seq - 1) % ktag_space;
+}
 
 constexpr std::chrono::microseconds kspin{200};
 
@@ -120,7 +122,10 @@ struct tensor_channel::impl {
       if (d < 0 || d > (int64_t{1} << 40))
         fail("tensor channel rank {}: peer {} announced shape {}", t->rank(), peer,
              model::shape_str(shape));
-    payloads.push_back({peer, {hd.dst, hd.kind, hd.mb, hd.value}, model::tensor(shape, model::dtype(hd.dtype)), {}});
+    payloads.push_back({peer,
+                        {hd.dst, hd.kind, hd.mb, hd.value},
+                        model::tensor(shape, model::dtype(hd.dtype)),
+                        {}});
     auto& p = payloads.back();
     p.c = t->irecv(peer, payload_tag(hd.seq), p.x.raw(), p.x.bytes());
     post_header(peer);
@@ -228,6 +233,8 @@ void tensor_channel::send(int peer, const tensor_label& label,
   }
 }
 
-int tensor_channel::rank() const { return impl_->t->rank(); }
+int tensor_channel::rank() const {
+  return impl_->t->rank();
+}
 
 }  // namespace merak::comm

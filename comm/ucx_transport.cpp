@@ -491,8 +491,7 @@ std::string host_identity() {
 // worker addresses, otherwise they do not, and a rank on the other branch
 // would read one exchange's bytes as the other's. One all-gather of each
 // rank's branch and the settings behind it names the rank that differs.
-void agree_on_negotiation(bootstrap& b, bool negotiate, std::string_view tls,
-                          ucx_error_mode mode) {
+void agree_on_negotiation(bootstrap& b, bool negotiate, std::string_view tls, ucx_error_mode mode) {
   const char* mode_name = mode == ucx_error_mode::peer   ? "peer"
                           : mode == ucx_error_mode::none ? "none"
                                                          : "automatic";

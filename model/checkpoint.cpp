@@ -26,7 +26,9 @@ bool holds_checkpoint(const fs::path& p) {
 
 }  // namespace
 
-std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+std::string checkpoint_name(int64_t step) {
+  return fmt::format("step_{:08d}", step);
+}
 
 std::string publish_checkpoint(const std::string& dir, const std::string& name) {
   const fs::path final_dir = fs::path(dir) / name;
@@ -39,7 +41,8 @@ std::string publish_checkpoint(const std::string& dir, const std::string& name) 
     fs::remove_all(old_dir, ec);
     fs::rename(final_dir, old_dir, ec);
     if (ec)
-      fail("cannot move '{}' aside to '{}': {}", final_dir.string(), old_dir.string(), ec.message());
+      fail("cannot move '{}' aside to '{}': {}", final_dir.string(), old_dir.string(),
+           ec.message());
   }
   fs::rename(tmp_dir, final_dir, ec);
   if (ec)

@@ -44,7 +44,8 @@ void check_complete(const std::string& where, const std::string& name,
   if (slices.empty()) fail("{}: no slice of tensor '{}'", where, name);
   const shard_spec& first = slices.front()->spec;
   if (!first.sharded()) {
-    if (slices.size() != 1) fail("{}: tensor '{}' is saved whole {} times", where, name, slices.size());
+    if (slices.size() != 1)
+      fail("{}: tensor '{}' is saved whole {} times", where, name, slices.size());
     return;
   }
   std::set<int> parts;
@@ -113,7 +114,8 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
     check_complete("checkpoint " + tmp.string(), tensor_name, slices);
   json tensors = json::object();
   for (auto& r : records) {
-    if (!fs::exists(tmp / r.file)) fail("checkpoint shard '{}' was not written", (tmp / r.file).string());
+    if (!fs::exists(tmp / r.file))
+      fail("checkpoint shard '{}' was not written", (tmp / r.file).string());
     auto& t = tensors[r.name];
     if (t.is_null()) t = {{"shape", r.full}, {"slices", json::array()}};
     if (t["shape"].get<shape_t>() != r.full)
@@ -136,7 +138,8 @@ struct checkpoint_reader::file_cache {
   std::shared_ptr<safetensors_file> get(const std::string& dir, const std::string& file) {
     std::lock_guard lock(mu);
     auto& f = files[file];
-    if (!f) f = std::make_shared<safetensors_file>(read_safetensors((fs::path(dir) / file).string()));
+    if (!f)
+      f = std::make_shared<safetensors_file>(read_safetensors((fs::path(dir) / file).string()));
     return f;
   }
 };

@@ -21,14 +21,14 @@
 namespace merak::model {
 
 struct train_options {
-  std::string data;     // corpus file
+  std::string data;                     // corpus file
   tokenizer tokens = tokenizer::bytes;  // words: hashed words into [0, model.vocab)
-  gpt_config model;     // model.max_seq is the training sequence length T
-  int batch = 8;        // B, the global batch of a step
-  int64_t steps = 100;  // total steps (a resumed run ends at the same step)
-  float lr = 6e-4f;     // peak learning rate
-  float min_lr = -1;    // final learning rate; < 0 means lr / 10
-  int64_t warmup = -1;  // warm-up steps; < 0 means steps / 20
+  gpt_config model;                     // model.max_seq is the training sequence length T
+  int batch = 8;                        // B, the global batch of a step
+  int64_t steps = 100;                  // total steps (a resumed run ends at the same step)
+  float lr = 6e-4f;                     // peak learning rate
+  float min_lr = -1;                    // final learning rate; < 0 means lr / 10
+  int64_t warmup = -1;                  // warm-up steps; < 0 means steps / 20
   float weight_decay = 0.1f;
   float grad_clip = 1.0f;  // global norm; 0 disables
   uint64_t seed = 1337;

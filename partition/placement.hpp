@@ -6,8 +6,8 @@
 // replica: index(d, s, t) = (d * pp + s) * tp + t. The default placement
 // hands out that order in contiguous blocks, so the TP shards of a stage sit
 // on one process or on adjacent ranks, consecutive stages on adjacent ranks,
-// and replicas last (blocks differ by at most one actor). From one process (every actor in it) to one actor per
-// process (the GPU layout) and anything between.
+// and replicas last (blocks differ by at most one actor). From one process (every actor in it) to
+// one actor per process (the GPU layout) and anything between.
 //
 // Groups that talk through comm/ (the TP shards of one stage, the replicas
 // of one (stage, shard)) must be either wholly inside one process (the
@@ -21,8 +21,8 @@ namespace merak::partition {
 
 struct placement {
   int dp = 1, pp = 1, tp = 1;
-  int world = 1;              // processes
-  std::vector<int> rank_of;   // [index(d, s, t)] -> process rank
+  int world = 1;             // processes
+  std::vector<int> rank_of;  // [index(d, s, t)] -> process rank
 
   int index(int d, int s, int t) const { return (d * pp + s) * tp + t; }
   int rank(int d, int s, int t) const { return rank_of[size_t(index(d, s, t))]; }

@@ -70,15 +70,17 @@ int main(int argc, char** argv) {
       while (!trainer.done()) {
         const mm::step_result r = trainer.train_step();
         self->send(report, loss_atom::value, r.loss);
-        std::printf("step %lld/%d loss %.4f\n", static_cast<long long>(r.step), opts.steps,
-                    r.loss);
+        std::printf("step %lld/%d loss %.4f\n", static_cast<long long>(r.step), opts.steps, r.loss);
       }
       std::printf("validation loss %.4f\n", trainer.validation_loss());
     }  // the job's actors end here; the system and `report` stay
     caf::scoped_actor self{system};
     self->request(report, caf::infinite, mean_atom::value)
-        .receive([](double mean) { std::printf("mean training loss %.4f (from the program's own actor)\n", mean); },
-                 [&](caf::error& e) { std::fprintf(stderr, "error: %s\n", system.render(e).c_str()); });
+        .receive(
+            [](double mean) {
+              std::printf("mean training loss %.4f (from the program's own actor)\n", mean);
+            },
+            [&](caf::error& e) { std::fprintf(stderr, "error: %s\n", system.render(e).c_str()); });
     self->send_exit(report, caf::exit_reason::user_shutdown);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "embed_actor_system: error: %s\n", e.what());

@@ -108,11 +108,11 @@ TEST_CASE("pools over one shared region lend cores between processes' stages", "
   // Each "process" maps the counters at its own address.
   core_pool a(static_cast<merak::actors::core_pool_state*>(created->data()), created);
   core_pool b(static_cast<merak::actors::core_pool_state*>(opened->data()), opened);
-  a.wake(0);                 // stage 0 (process A) computes; stage 1 (process B) idles
-  CHECK(a.borrow(1) == 1);   // so A borrows B's core
+  a.wake(0);                // stage 0 (process A) computes; stage 1 (process B) idles
+  CHECK(a.borrow(1) == 1);  // so A borrows B's core
   CHECK(b.free_cores() == 0);
-  CHECK(b.lent_away(1));     // and B sees its core lent
-  b.wake(1);                 // work reaches stage 1: oversubscribed until A gives back
+  CHECK(b.lent_away(1));  // and B sees its core lent
+  b.wake(1);              // work reaches stage 1: oversubscribed until A gives back
   CHECK(a.rebalance(1, 1) == 0);
   CHECK(b.free_cores() == 0);
   b.sleep(1);

@@ -11,8 +11,7 @@
 
 using namespace merak::comm;
 
-TEST_CASE("a group view over ranks 1 and 3 of four all-reduces among its members only",
-          "[group]") {
+TEST_CASE("a group view over ranks 1 and 3 of four all-reduces among its members only", "[group]") {
   auto under = make_inproc_group(4, std::chrono::milliseconds(10000));
   std::vector<std::shared_ptr<transport>> world(under.size());
   for (size_t r = 0; r < under.size(); ++r) world[r] = std::move(under[r]);

@@ -141,7 +141,8 @@ TEST_CASE("a sharded checkpoint with a missing or inconsistent piece is named", 
     auto j = index;
     j["tensors"]["w"]["slices"][0]["shard"]["parts"] = 3;
     rewrite(j);
-    CHECK_THROWS_WITH(checkpoint_reader(dir.string()), Catch::Contains("does not split shape (4, 6)"));
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("does not split shape (4, 6)"));
   }
   SECTION("a model of another shape") {
     parameter q;

@@ -5,8 +5,7 @@
 
 using namespace merak::partition;
 
-TEST_CASE("the default placement fills processes in layout order, TP rank fastest",
-          "[placement]") {
+TEST_CASE("the default placement fills processes in layout order, TP rank fastest", "[placement]") {
   // dp2 x pp2 x tp2 over 2 processes: one replica per process.
   auto p = default_placement(2, 2, 2, 2);
   CHECK(p.str() == "0,0,0,0,1,1,1,1");
@@ -27,8 +26,7 @@ TEST_CASE("the default placement fills processes in layout order, TP rank fastes
   CHECK(default_placement(1, 4, 1, 2).actors_of(1) == std::vector<int>{2, 3});
 }
 
-TEST_CASE("a placement that splits a group unevenly is refused naming the group",
-          "[placement]") {
+TEST_CASE("a placement that splits a group unevenly is refused naming the group", "[placement]") {
   // tp4 over 2 processes: each TP group half on each process.
   auto p = default_placement(1, 1, 4, 2);
   CHECK_THROWS_WITH(validate_placement(p),
@@ -46,7 +44,8 @@ TEST_CASE("placement text is checked entry by entry", "[placement]") {
   CHECK_THROWS_WITH(parse_placement("0,,1", 1, 3, 1, 2), Catch::Contains("entry 2 ('')"));
   CHECK_THROWS_WITH(parse_placement("0,1,1", 1, 2, 1, 2),
                     Catch::Contains("lists 3 ranks but the layout dp=1 x pp=2 x tp=1 has 2"));
-  CHECK_THROWS_WITH(parse_placement("0,0", 1, 2, 1, 2), Catch::Contains("gives process 1 no actor"));
+  CHECK_THROWS_WITH(parse_placement("0,0", 1, 2, 1, 2),
+                    Catch::Contains("gives process 1 no actor"));
   CHECK_THROWS_WITH(default_placement(1, 2, 1, 3),
                     Catch::Contains("3 processes but the layout dp=1 x pp=2 x tp=1 has only 2"));
 }

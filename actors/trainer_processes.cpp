@@ -1,0 +1,137 @@
+// parallel_trainer across processes: core lending over a host, the tensor
+// channel, groups over UCX (trainer_job.hpp).
+#include "actors/trainer_job.hpp"
+
+namespace merak::actors {
+
+parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::vector<int>& mine,
+                                                                     int cores, int per_actor) {
+  lending out;
+  const int P = par.pp;
+  if (!par.lend_cores || par.tp != 1) return out;
+  std::vector<int> host_ranks{me};
+  uint64_t nonce = 0;
+  std::string host;
+  if (par.processes) {
+    host = host_key();
+    const uint64_t mine_nonce =
+        std::random_device{}() * 0x9E3779B97F4A7C15ull ^ uint64_t(::getpid());
+    auto blobs = par.processes->allgather(fmt::format("{:016x} {}", mine_nonce, host));
+    host_ranks.clear();
+    for (int r = 0; r < int(blobs.size()); ++r) {
+      if (blobs[size_t(r)].substr(17) == host) host_ranks.push_back(r);
+      if (r == 0) nonce = std::stoull(blobs[0].substr(0, 16), nullptr, 16);
+    }
+  }
+  // The host's actors in layout order: replica-major, so stage s of the
+  // k-th replica here is pool index k * pp + s.
+  std::vector<int> actors;
+  for (int r : host_ranks)
+    for (int i : place.actors_of(r)) actors.push_back(i);
+  std::sort(actors.begin(), actors.end());
+  bool whole = int(actors.size()) <= core_pool_state::kmax_stages;
+  for (int i : actors) {
+    const int d = i / P;
+    for (int s = 0; s < P; ++s)
+      whole = whole && std::find(host_ranks.begin(), host_ranks.end(), place.rank(d, s, 0)) !=
+                           host_ranks.end();
+  }
+  out.cores = cores * int(host_ranks.size());
+  const bool lend = whole && out.cores > per_actor;
+  for (size_t k = 0; k < actors.size(); ++k) out.index_of[actors[k]] = int(k);
+  if (host_ranks.size() == 1) {
+    if (lend) out.pool = std::make_shared<core_pool>(out.cores, int(actors.size()), per_actor);
+    if (par.processes) {  // the others' collectives below
+      par.processes->barrier();
+      par.processes->barrier();
+    }
+    return out;
+  }
+  // Several processes here: the host's first creates the counters, the
+  // others map them, then the name goes.
+  const std::string name =
+      fmt::format("/merak-cores-{:016x}-{:08x}", nonce, uint32_t(std::hash<std::string>{}(host)));
+  const bool first = host_ranks.front() == me;
+  std::shared_ptr<shared_region> region;
+  if (lend && first) {
+    region = std::make_shared<shared_region>(shared_region::create(name, sizeof(core_pool_state)));
+    auto* st = new (region->data()) core_pool_state();
+    st->init(out.cores, int(actors.size()), per_actor);
+  }
+  par.processes->barrier();
+  if (lend && !first)
+    region = std::make_shared<shared_region>(shared_region::open(name, sizeof(core_pool_state)));
+  par.processes->barrier();
+  if (region) {
+    region->unlink();
+    out.pool = std::make_shared<core_pool>(static_cast<core_pool_state*>(region->data()), region);
+  }
+  return out;
+}
+
+std::string parallel_trainer::impl::host_key() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(name) + "/" + boot;
+}
+
+void parallel_trainer::impl::make_channel() {
+#ifdef MERAK_WITH_UCX
+  comm::ucx_options uo;
+  uo.timeout = timeout();
+  std::shared_ptr<comm::transport> data = comm::make_ucx_transport(par.processes, uo);
+  group_links.push_back(data);  // cancelled with the others when the job fails
+  auto to = deliveries;
+  caf::actor home{*self};
+  channel = std::make_shared<comm::tensor_channel>(
+      data,
+      [to](int, const comm::tensor_label& l, model::tensor x) {
+        caf::actor a;
+        {
+          std::lock_guard lock(to->mu);
+          if (l.dst >= 0 && size_t(l.dst) < to->to.size()) a = to->to[size_t(l.dst)];
+        }
+        if (!a) return;  // not ours: the sender's placement differs (refused at start)
+        if (l.kind == kinput)
+          caf::anon_send(a, input_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
+        else
+          caf::anon_send(a, grad_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
+      },
+      [home](const std::string& what) {
+        caf::anon_send(home, failed_atom::value, "tensor channel: " + what);
+      });
+#else
+  fail("stage actors on several processes need the UCX transport, which this build lacks");
+#endif
+}
+
+std::vector<std::shared_ptr<comm::transport>> parallel_trainer::impl::group_endpoints(
+    const std::vector<int>& ranks) {
+  std::vector<std::shared_ptr<comm::transport>> out(ranks.size());
+  if (std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks.front(); })) {
+    if (ranks.front() != me) return out;
+    auto group = comm::make_inproc_group(int(ranks.size()));
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      group[k]->set_timeout(timeout());
+      out[k] = std::shared_ptr<comm::transport>(std::move(group[k]));
+    }
+    return out;
+  }
+#ifdef MERAK_WITH_UCX
+  comm::ucx_options uo;
+  uo.timeout = timeout();
+  std::shared_ptr<comm::transport> world = comm::make_ucx_transport(par.processes, uo);
+  group_links.push_back(world);
+  for (size_t k = 0; k < ranks.size(); ++k)
+    if (ranks[k] == me) out[k] = comm::make_group_view(world, ranks);
+  return out;
+#else
+  fail(
+      "actors of one group on several processes need the UCX transport, which this build "
+      "lacks (MERAK_WITH_UCX)");
+#endif
+}
+
+}  // namespace merak::actors
