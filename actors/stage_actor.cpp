@@ -15,7 +15,7 @@
 
 #include "actors/idle_wait.hpp"
 #include "actors/messages.hpp"
-#include "comm/collectives.hpp"
+#include "comm/stream_tp_group.hpp"
 #include "core/error.hpp"
 #include "model/executor.hpp"
 #include "model/sharded_checkpoint.hpp"
@@ -23,55 +23,11 @@
 
 namespace merak::actors {
 
-// The TP group of a shard over comm/: a comm_stream runs the sums in the
-// order they were started, which is the same on every shard of the stage.
-class stream_tp_group final : public model::tp_group {
- public:
-  explicit stream_tp_group(std::shared_ptr<comm::transport> link)
-      : link_(std::move(link)), stream_(*link_) {}
-  int size() const override { return link_->size(); }
-  int start_allreduce(model::tensor& x) override {
-    comm::tag_t tag = next_++ % (comm::kmax_collective_tag >> 1);
-    auto data = x.span_f32();
-    int ticket = int(next_ & 0x7fffffff);
-    pending_.emplace(ticket, stream_.enqueue([this, data, tag](comm::transport& t) {
-      double t0 = tracing ? trace_now() : 0;
-      comm::allreduce_sum(t, data, tag);
-      if (tracing) {
-        std::lock_guard lock(mu_);
-        trace_ += fmt::format("tp-allreduce {:.6f} {:.6f};", t0, trace_now());
-      }
-    }));
-    return ticket;
-  }
-  // Slices of the sums run since the last call ("name start end;").
-  std::string take_trace() {
-    std::lock_guard lock(mu_);
-    return std::exchange(trace_, {});
-  }
-  bool tracing = false;
-  void wait(int ticket) override {
-    auto it = pending_.find(ticket);
-    MERAK_CHECK(it != pending_.end(), "unknown all-reduce ticket {}", ticket);
-    auto h = std::move(it->second);
-    pending_.erase(it);
-    h.wait();
-  }
-
- private:
-  std::shared_ptr<comm::transport> link_;
-  comm::comm_stream stream_;
-  uint64_t next_ = 0;
-  std::map<int, comm::comm_stream::handle> pending_;
-  std::mutex mu_;
-  std::string trace_;
-};
-
 class core_loan;
 
 struct stage_state {
   stage_setup cfg;
-  std::unique_ptr<stream_tp_group> tp;
+  std::unique_ptr<comm::stream_tp_group> tp;
   std::unique_ptr<model::parameter_store> store;
   std::unique_ptr<model::executor> exec;
   std::unique_ptr<model::adamw> opt;
@@ -153,8 +109,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
   if (st.cfg.tp > 1) {
     MERAK_CHECK(st.cfg.tp_link && st.cfg.tp_link->size() == st.cfg.tp, "TP endpoint of {} ranks",
                 st.cfg.tp_link ? st.cfg.tp_link->size() : 0);
-    st.tp = std::make_unique<stream_tp_group>(st.cfg.tp_link);
-    st.tp->tracing = st.cfg.trace;
+    st.tp = std::make_unique<comm::stream_tp_group>(st.cfg.tp_link, st.cfg.trace);
     st.exec->set_tp(st.tp.get(), st.cfg.tp_overlap);
   }
   if (st.cfg.cores) st.exec->set_node_hook([&st] { rebalance_loan(st); });

@@ -1,0 +1,51 @@
+#include "comm/stream_tp_group.hpp"
+
+#include <chrono>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace merak::comm {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+stream_tp_group::stream_tp_group(std::shared_ptr<transport> link, bool tracing)
+    : link_(std::move(link)), stream_(*link_), tracing_(tracing) {}
+
+int stream_tp_group::start_allreduce(model::tensor& x) {
+  tag_t tag = next_++ % (kmax_collective_tag >> 1);
+  auto data = x.span_f32();
+  int ticket = int(next_ & 0x7fffffff);
+  pending_.emplace(ticket, stream_.enqueue([this, data, tag](transport& t) {
+    double t0 = tracing_ ? now_s() : 0;
+    allreduce_sum(t, data, tag);
+    if (tracing_) {
+      std::lock_guard lock(mu_);
+      trace_ += fmt::format("tp-allreduce {:.6f} {:.6f};", t0, now_s());
+    }
+  }));
+  return ticket;
+}
+
+void stream_tp_group::wait(int ticket) {
+  auto it = pending_.find(ticket);
+  MERAK_CHECK(it != pending_.end(), "unknown all-reduce ticket {}", ticket);
+  auto h = std::move(it->second);
+  pending_.erase(it);
+  h.wait();
+}
+
+std::string stream_tp_group::take_trace() {
+  std::lock_guard lock(mu_);
+  return std::exchange(trace_, {});
+}
+
+}  // namespace merak::comm

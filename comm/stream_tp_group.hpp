@@ -1,0 +1,39 @@
+#pragma once
+// The TP group of one shard over a comm/ transport (model::tp_group): a
+// comm_stream runs the sums in the order they were started, which is the
+// same on every shard of a stage, so the shard's thread never blocks on a
+// sum until it needs the result. Used by one thread (the shard's).
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/collectives.hpp"
+#include "comm/transport.hpp"
+#include "model/executor.hpp"
+
+namespace merak::comm {
+
+class stream_tp_group final : public model::tp_group {
+ public:
+  // `tracing`: record a slice per sum for take_trace().
+  stream_tp_group(std::shared_ptr<transport> link, bool tracing);
+  int size() const override { return link_->size(); }
+  int start_allreduce(model::tensor& x) override;
+  void wait(int ticket) override;
+  // Slices of the sums run since the last call: "tp-allreduce START END;",
+  // seconds on the steady clock.
+  std::string take_trace();
+
+ private:
+  std::shared_ptr<transport> link_;
+  comm_stream stream_;
+  bool tracing_;
+  uint64_t next_ = 0;
+  std::map<int, comm_stream::handle> pending_;
+  std::mutex mu_;
+  std::string trace_;
+};
+
+}  // namespace merak::comm
