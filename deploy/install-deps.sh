@@ -10,7 +10,8 @@ packages=(build-essential cmake ninja-build pkg-config python3
           libcaf-dev libucx-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
           nlohmann-json3-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev
           libopenmpi-dev openmpi-bin  # MPI: only merak_mpi_allreduce (the bench anchor)
-          ocl-icd-opencl-dev opencl-c-headers)  # Debian's oneDNN CMake config requires OpenCL
+          ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config requires OpenCL
+          strace iproute2)  # tests only: kills inside a checkpoint save; two-host namespaces
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch liblinear-tools)
 fi
