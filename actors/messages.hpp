@@ -75,6 +75,7 @@ inline double trace_now() {
 // The kinds of tensor a stage hands on (tensor channel labels).
 constexpr int kinput = 0;
 constexpr int kgrad = 1;
+constexpr int keval = 2;  // an input of a validation forward
 
 // Stage inputs and gradients.
 using step_atom = caf::atom_constant<caf::atom("step")>;    // (step)
@@ -90,9 +91,11 @@ using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;  // (lr, clip factor)
 using wire_atom =
     caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
-// () -> coordinator: (gathered, names, values), copies of the parameters
-using gather_atom = caf::atom_constant<caf::atom("gather")>;
-using gathered_atom = caf::atom_constant<caf::atom("gathered")>;
+// Validation on the stage actors of replica 0 (forward only):
+// coordinator/upstream --eval(seq, value, tensor)--> stage, run in seq order;
+// the loss stage (TP shard 0) --evaluated(seq, loss)--> coordinator
+using eval_atom = caf::atom_constant<caf::atom("eval")>;
+using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 // (assembly directory, metadata) -> stage of replica 0 writes its shard file;
 // answers (saved, dp, stage, tp, records, adam t) or failed
 using save_atom = caf::atom_constant<caf::atom("save")>;

@@ -145,7 +145,8 @@ class parallel_trainer {
   // directory.
   std::string save();
   bool checkpoint_due() const;
-  // Mean validation loss (parameters gathered into a single-device copy).
+  // Mean validation loss: forwards without gradients on the stage actors of
+  // replica 0 (nothing gathered). Every process of a job returns process 0's.
   double validation_loss();
   int64_t step() const;
   // Stage s runs graph nodes [bounds[s], bounds[s+1]).

@@ -46,6 +46,10 @@ struct stage_state {
   // another process, ahead of the coordinator's step message): they count
   // once the step starts.
   std::vector<int> early_inputs;
+  // Validation forwards: inputs by sequence number, run in that order.
+  std::map<int, std::vector<model::tensor>> eval_inputs;
+  std::map<int, int> eval_seen;
+  int next_eval = 0;
   int grads_expected = 0;  // per micro-batch: sum of readers over outputs
   // End of step: tied-weight exchange and reduction.
   bool backward_done = false, finishing = false;
@@ -239,6 +243,8 @@ void hand_on(caf::stateful_actor<stage_state>* self, int s, int kind, int mb, in
                          std::make_shared<const model::tensor>(std::move(x)));
   } else if (kind == kinput) {
     self->send(st.stages[size_t(s)], input_atom::value, mb, value, tensor_ref::make(std::move(x)));
+  } else if (kind == keval) {
+    self->send(st.stages[size_t(s)], eval_atom::value, mb, value, tensor_ref::make(std::move(x)));
   } else {
     self->send(st.stages[size_t(s)], grad_atom::value, mb, value, tensor_ref::make(std::move(x)));
   }
@@ -713,16 +719,36 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           st.in_step = false;  // the next step waits on the whole run's coordinator
         });
       },
-      // Parameters of this shard (copies), for validation on one copy.
-      [=](gather_atom) {
-        auto& st = self->state;
-        std::vector<std::string> names;
-        std::vector<tensor_ref> values;
-        for (auto& p : st.store->all()) {
-          names.push_back(p->spec.name);
-          values.push_back(tensor_ref::make(p->value.clone()));
-        }
-        self->send(st.coordinator, gathered_atom::value, std::move(names), std::move(values));
+      // An input of validation forward `seq` (replica 0 only): forwards run
+      // in sequence order, so the TP shards of a stage sum in step.
+      [=](eval_atom, int seq, int value, tensor_ref& x) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          auto& ins = st.exec->input_values();
+          auto it = std::find(ins.begin(), ins.end(), value);
+          MERAK_CHECK(it != ins.end(), "validation input for value {} that this stage does not read",
+                      value);
+          auto& slot = st.eval_inputs[seq];
+          if (slot.empty()) slot.resize(ins.size());
+          slot[size_t(it - ins.begin())] = x.take();
+          ++st.eval_seen[seq];
+          while (st.eval_seen.count(st.next_eval) &&
+                 st.eval_seen[st.next_eval] == int(ins.size())) {
+            const int s = st.next_eval++;
+            auto in = std::move(st.eval_inputs[s]);
+            st.eval_inputs.erase(s);
+            st.eval_seen.erase(s);
+            auto r = st.exec->infer(std::move(in));
+            for (size_t i = 0; i < r.outputs.size(); ++i) {
+              auto& readers = st.cfg.output_readers[i];
+              for (size_t k = 0; k < readers.size(); ++k)
+                hand_on(self, readers[k], keval, s, st.exec->output_values()[i],
+                        k + 1 == readers.size() ? std::move(r.outputs[i]) : r.outputs[i].clone());
+            }
+            if (st.exec->computes_loss() && st.cfg.tp_rank == 0)
+              self->send(st.coordinator, evaluated_atom::value, s, r.loss);
+          }
+        });
       },
       // Replica 0 writes this shard's parameters and moments into the
       // checkpoint being assembled: its slices of split weights, the rest by

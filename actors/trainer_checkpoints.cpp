@@ -1,40 +1,8 @@
-// parallel_trainer: sharded checkpoints and validation (trainer_job.hpp).
+// parallel_trainer: sharded checkpoints and validation on the stage actors
+// (trainer_job.hpp).
 #include "actors/trainer_job.hpp"
 
 namespace merak::actors {
-
-void parallel_trainer::impl::ensure_full_copy() {
-  if (eval_exec) return;
-  eval_store = std::make_unique<model::parameter_store>(opts.seed);
-  eval_exec = std::make_unique<model::executor>(graph, *eval_store);
-}
-
-void parallel_trainer::impl::gather_full() {
-  ensure_full_copy();
-  std::map<std::string, int> index;
-  for (size_t i = 0; i < eval_store->all().size(); ++i)
-    index[eval_store->all()[i]->spec.name] = int(i);
-  for (int s = 0; s < par.pp; ++s)
-    for (int t = 0; t < par.tp; ++t) {
-      std::map<std::string, model::shard_spec> split;
-      for (auto& n : shards[t].graph.nodes())
-        for (auto& spec : n.params)
-          if (spec.shard.sharded()) split[spec.name] = spec.shard;
-      (*self)->send(stages[0][s][t], gather_atom::value);
-      await(fmt::format("gathering the parameters of stage {} shard {} for validation", s, t),
-            [&](gathered_atom, std::vector<std::string>& names_, std::vector<tensor_ref>& values) {
-              for (size_t i = 0; i < names_.size(); ++i) {
-                auto it = index.find(names_[i]);
-                MERAK_CHECK(it != index.end(), "gathered unknown parameter {}", names_[i]);
-                auto& whole = eval_store->all()[it->second]->value;
-                if (auto sp = split.find(names_[i]); sp != split.end())
-                  model::place_shard(whole, *values[i].t, sp->second);
-                else if (t == 0)
-                  std::memcpy(whole.raw(), values[i].t->raw(), whole.bytes());
-              }
-            });
-    }
-}
 
 void parallel_trainer::impl::load() {
   if (!lead()) {
@@ -92,16 +60,26 @@ double parallel_trainer::impl::validation_loss() {
           [&](validated_atom, double x) { loss = x; });
     return loss;
   }
-  gather_full();
-  int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
-  double sum = 0;
+  // Forward only, on the stage actors of replica 0: nothing is gathered.
+  const int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
+  const model::graph& sg = shards[0].graph;
+  const int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
   for (int64_t i = 0; i < nb; ++i) {
     model::batch vb = corpus.val_batch(i, opts.batch);
-    std::vector<model::tensor> in;
-    in.push_back(std::move(vb.tokens));
-    in.push_back(std::move(vb.targets));
-    sum += eval_exec->evaluate(std::move(in));
+    for (int s = 0; s < par.pp; ++s)
+      for (int v : graph_inputs_of[s]) {
+        MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
+        const model::tensor& src = v == tokens_v ? vb.tokens : vb.targets;
+        for (int t = 0; t < par.tp; ++t)
+          (*self)->send(stages[0][s][t], eval_atom::value, int(eval_seq + i), v,
+                        tensor_ref::make(src.clone()));
+      }
   }
+  double sum = 0;
+  for (int64_t got = 0; got < nb; ++got)
+    await(fmt::format("validation forwards ({}/{})", got, nb),
+          [&](evaluated_atom, int, double loss) { sum += loss; });
+  eval_seq += nb;
   for (auto& f : followers) (*self)->send(f, validated_atom::value, sum / double(nb));
   return sum / double(nb);
 }

@@ -90,9 +90,7 @@ struct parallel_trainer::impl {
   std::vector<caf::actor> followers;  // on process 0: the other processes' homes
   std::map<caf::actor_addr, std::string> names;
   std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
-  // Validation: a single-device copy, refreshed from the stages.
-  std::unique_ptr<model::parameter_store> eval_store;
-  std::unique_ptr<model::executor> eval_exec;
+  int64_t eval_seq = 0;  // validation forwards sent so far (their sequence numbers)
 
   impl(model::train_options o, parallel_options p, model::text_corpus c,
        caf::actor_system* lent = nullptr)
@@ -227,13 +225,7 @@ struct parallel_trainer::impl {
   // op, times in microseconds from the step's start.
   void write_trace(const std::map<std::string, std::string>& traces, double t0);
 
-  // The single-device copy (parameters and AdamW state) that validation and
-  // checkpoints use.
-  void ensure_full_copy();
 
-  // Gathers every parameter of replica 0 into the single-device copy that
-  // validation runs on: shard slices placed, the rest from shard 0.
-  void gather_full();
 
   // Resumes from opts.load (either checkpoint format, any saved layout):
   // every stage actor reads and takes its own part, in parallel.
@@ -243,6 +235,7 @@ struct parallel_trainer::impl {
   // files in parallel, then the index, then the checkpoint is published.
   std::string save();
 
+  // Forwards of the validation batches on replica 0's stage actors.
   double validation_loss();
 };
 

@@ -96,6 +96,8 @@ void parallel_trainer::impl::make_channel() {
         if (!a) return;  // not ours: the sender's placement differs (refused at start)
         if (l.kind == kinput)
           caf::anon_send(a, input_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
+        else if (l.kind == keval)
+          caf::anon_send(a, eval_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
         else
           caf::anon_send(a, grad_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
       },

@@ -367,11 +367,15 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
 double executor::evaluate(std::vector<tensor> inputs) {
   if (!computes_loss_ || !outputs_.empty())
     fail("evaluate() needs a range that ends with the loss");
+  return infer(std::move(inputs)).loss;
+}
+
+executor::forward_result executor::infer(std::vector<tensor> inputs) {
   constexpr int kEvalId = -1;
-  double loss = forward(kEvalId, std::move(inputs), false).loss;
+  auto r = forward(kEvalId, std::move(inputs), false);
   release(state(kEvalId));
   batches_.erase(kEvalId);
-  return loss;
+  return r;
 }
 
 void executor::release(micro_batch& s) {

@@ -94,6 +94,9 @@ class executor {
 
   // Mean loss of a forward without gradients (needs computes_loss()).
   double evaluate(std::vector<tensor> inputs);
+  // A forward without gradients of this range (validation on a pipeline
+  // stage): its outputs, and the loss if computes_loss(); keeps nothing.
+  forward_result infer(std::vector<tensor> inputs);
 
   // Per layer kind, seconds spent in forward and backward since profiling
   // was switched on (two clock reads per node).
