@@ -150,22 +150,37 @@ void parallel_trainer::impl::spawn() {
       D, std::vector<std::vector<std::shared_ptr<comm::transport>>>(
              P, std::vector<std::shared_ptr<comm::transport>>(TP)));
   auto tp_link = dp_link;
+  // The group of `n` actors whose k-th is at coordinate member(k) = {d, s, t}.
+  auto link_group = [&](int n, auto member, auto& links) {
+    std::vector<int> ranks;
+    for (int k = 0; k < n; ++k) {
+      auto [d, s, t] = member(k);
+      ranks.push_back(place.rank(d, s, t));
+    }
+    auto eps = group_endpoints(ranks);
+    for (int k = 0; k < n; ++k) {
+      auto [d, s, t] = member(k);
+      links[d][s][t] = eps[size_t(k)];
+    }
+  };
   if (D > 1)
     for (int s = 0; s < P; ++s)
-      for (int t = 0; t < TP; ++t) {
-        std::vector<int> ranks;
-        for (int d = 0; d < D; ++d) ranks.push_back(place.rank(d, s, t));
-        auto eps = group_endpoints(ranks);
-        for (int d = 0; d < D; ++d) dp_link[d][s][t] = eps[size_t(d)];
-      }
+      for (int t = 0; t < TP; ++t)
+        link_group(
+            D,
+            [&](int d) {
+              return std::array<int, 3>{d, s, t};
+            },
+            dp_link);
   if (TP > 1)
     for (int d = 0; d < D; ++d)
-      for (int s = 0; s < P; ++s) {
-        std::vector<int> ranks;
-        for (int t = 0; t < TP; ++t) ranks.push_back(place.rank(d, s, t));
-        auto eps = group_endpoints(ranks);
-        for (int t = 0; t < TP; ++t) tp_link[d][s][t] = eps[size_t(t)];
-      }
+      for (int s = 0; s < P; ++s)
+        link_group(
+            TP,
+            [&](int t) {
+              return std::array<int, 3>{d, s, t};
+            },
+            tp_link);
   if (par.processes) make_channel();
   std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
       D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));

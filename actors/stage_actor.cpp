@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/core_loan.hpp"
 #include "actors/idle_wait.hpp"
 #include "actors/messages.hpp"
 #include "comm/stream_tp_group.hpp"
@@ -22,8 +23,6 @@
 #include "partition/recompute.hpp"
 
 namespace merak::actors {
-
-class core_loan;
 
 struct stage_state {
   stage_setup cfg;
@@ -152,91 +151,25 @@ void node_finished(caf::stateful_actor<stage_state>* self, int n);
 
 }  // namespace
 
-// The cores an op computes on (core_pool.hpp): the stage's own, plus idle
-// stages' cores until the compute is done. Then the stage's own go back too
-// if it has nothing else to run now, before the outputs are handed on.
-class core_loan {
- public:
-  explicit core_loan(stage_state& st)
-      : st_(st),
-        pool_(st.cfg.cores.get()),
-        me_(st.cfg.core_index),
-        own_(st.cfg.threads),
-        max_(st.cfg.max_borrow) {
-    if (!pool_) return;
-    pool_->wake(me_);
-    extra_ = pool_->borrow(max_);
-    if (extra_ > 0) omp_set_num_threads(own_ + extra_);  // this thread's team only
-    st_.loan = this;
-  }
-  core_loan(const core_loan&) = delete;
-  core_loan& operator=(const core_loan&) = delete;
-  ~core_loan() { compute_done(false); }
-
-  // Between two nodes of the op (the executor's node hook; core_pool::
-  // rebalance): a stage that runs out of work helps the computing one from
-  // the next node on, and gets its core back at the next node boundary
-  // when work reaches it, instead of at the op's end.
-  void rebalance() {
-    if (!pool_) return;
-    int held = pool_->rebalance(extra_, max_);
-    if (held == extra_) return;
-    extra_ = held;
-    omp_set_num_threads(own_ + extra_);
-  }
-
-  // `more_work`: the stage has another op it can run now.
-  void compute_done(bool more_work) {
-    if (!pool_) return;
-    st_.loan = nullptr;
-    if (extra_ > 0) omp_set_num_threads(own_);
-    pool_->give(extra_);
-    if (!more_work) pool_->sleep(me_);
-    pool_ = nullptr;
-  }
-
- private:
-  stage_state& st_;
-  core_pool* pool_;
-  int me_, own_, max_, extra_ = 0;
-};
-
 namespace {
 
 void rebalance_loan(stage_state& st) {
-  if (st.loan) st.loan->rebalance();
+  if (st.loan && st.loan->active()) st.loan->rebalance();
 }
-
-// A stage working outside its ops (summing reduced buckets into its
-// gradients, the optimizer step): its own cores are busy meanwhile, so a
-// stage that borrowed them while it was idle hands them back at its next
-// node (core_pool::rebalance), and free again afterwards.
-class core_busy {
- public:
-  explicit core_busy(const stage_state& st) : pool_(st.cfg.cores.get()), me_(st.cfg.core_index) {
-    if (pool_) pool_->wake(me_);
-  }
-  core_busy(const core_busy&) = delete;
-  core_busy& operator=(const core_busy&) = delete;
-  ~core_busy() {
-    if (pool_) pool_->sleep(me_);
-  }
-
- private:
-  core_pool* pool_;
-  int me_;
-};
 
 // Work is about to be handed to stage `s` of this replica.
 void waking(const stage_state& st, int s) {
   if (st.cfg.cores) st.cfg.cores->wake(st.cfg.core_index - st.cfg.stage + s);
 }
 
-// Sends an activation (kinput) or a gradient (kgrad) to stage `s` of this
-// line: by reference in this process, through the tensor channel to another.
+// Sends an activation (kinput), a gradient (kgrad) or a validation input
+// (keval) to stage `s` of this line: by reference in this process, through
+// the tensor channel to another. Training work marks the receiver's cores
+// busy first (core_pool.hpp).
 void hand_on(caf::stateful_actor<stage_state>* self, int s, int kind, int mb, int value,
              model::tensor x) {
   auto& st = self->state;
+  if (kind != keval) waking(st, s);
   if (st.cfg.channel && st.cfg.line_rank[size_t(s)] >= 0) {
     st.cfg.channel->send(st.cfg.line_rank[size_t(s)],
                          {st.cfg.line_index[size_t(s)], kind, mb, value},
@@ -250,6 +183,32 @@ void hand_on(caf::stateful_actor<stage_state>* self, int s, int kind, int mb, in
   }
 }
 
+// Hands each output of a forward of `mb` to the stages that read it.
+void hand_out(caf::stateful_actor<stage_state>* self, int kind, int mb,
+              std::vector<model::tensor>& outputs) {
+  auto& st = self->state;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto& readers = st.cfg.output_readers[i];
+    for (size_t k = 0; k < readers.size(); ++k)
+      hand_on(self, readers[k], kind, mb, st.exec->output_values()[i],
+              k + 1 == readers.size() ? std::move(outputs[i]) : outputs[i].clone());
+  }
+}
+
+// Files input `value` of micro-batch (or validation forward) `mb` in
+// `slots`; returns whether all of its inputs are there. `what` names the
+// kind of input in the error for a value this stage does not read.
+bool file_input(stage_state& st, std::map<int, std::vector<model::tensor>>& slots,
+                std::map<int, int>& seen, int mb, int value, model::tensor x, const char* what) {
+  auto& ins = st.exec->input_values();
+  auto it = std::find(ins.begin(), ins.end(), value);
+  MERAK_CHECK(it != ins.end(), "{} for value {} that this stage does not read", what, value);
+  auto& slot = slots[mb];
+  if (slot.empty()) slot.resize(ins.size());
+  slot[size_t(it - ins.begin())] = std::move(x);
+  return ++seen[mb] == int(ins.size());
+}
+
 // `computed` runs between the op's compute and the hand-off of its outputs
 // and returns whether the stage has another op it can run now.
 template <typename Computed>
@@ -257,7 +216,12 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
   auto& st = self->state;
   auto& ex = *st.exec;
   auto t0 = clock::now();
-  core_loan cores(st);
+  core_loan cores(st.cfg.cores.get(), st.cfg.core_index, st.cfg.threads, st.cfg.max_borrow);
+  st.loan = &cores;  // for the executor's node hook, while the op runs
+  struct forget_loan {
+    stage_state& st;
+    ~forget_loan() { st.loan = nullptr; }
+  } forget{st};
   switch (o.kind) {
     case partition::op_kind::F:
     case partition::op_kind::Fpc: {
@@ -265,15 +229,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
       st.inputs.erase(o.mb);
       auto r = ex.forward(o.mb, std::move(in), o.kind == partition::op_kind::F);
       cores.compute_done(computed());
-      for (size_t i = 0; i < r.outputs.size(); ++i) {
-        auto& readers = st.cfg.output_readers[i];
-        int v = ex.output_values()[i];
-        for (size_t k = 0; k < readers.size(); ++k) {
-          auto x = k + 1 == readers.size() ? std::move(r.outputs[i]) : r.outputs[i].clone();
-          waking(st, readers[k]);
-          hand_on(self, readers[k], kinput, o.mb, v, std::move(x));
-        }
-      }
+      hand_out(self, kinput, o.mb, r.outputs);
       if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
         self->send(st.coordinator, loss_atom::value, st.cfg.dp_rank, o.mb, r.loss);
       break;
@@ -297,7 +253,6 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
       for (size_t i = 0; i < dx.size(); ++i) {
         int producer = st.cfg.input_producer[i];
         if (producer < 0 || !dx[i].defined()) continue;
-        waking(st, producer);
         hand_on(self, producer, kgrad, o.mb, ex.input_values()[i], std::move(dx[i]));
       }
       break;
@@ -609,11 +564,6 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
       [=](input_atom, int mb, int value, tensor_ref& x) {  // by reference: take() can move
         guarded(self, [&] {
           auto& st = self->state;
-          auto& ins = st.exec->input_values();
-          auto it = std::find(ins.begin(), ins.end(), value);
-          MERAK_CHECK(it != ins.end(), "input for value {} that this stage does not read", value);
-          auto& slot = st.inputs[mb];
-          if (slot.empty()) slot.resize(ins.size());
           if (st.known_rows_ok && value == st.tokens_value) {
             const int32_t* ids = x.t->data<int32_t>();
             for (int64_t i = 0; i < x.t->numel(); ++i) {
@@ -622,8 +572,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
               st.token_seen[size_t(ids[i])] = 1;
             }
           }
-          slot[it - ins.begin()] = x.take();
-          if (++st.inputs_seen[mb] == int(ins.size())) {
+          if (file_input(st, st.inputs, st.inputs_seen, mb, value, x.take(), "input")) {
             st.inputs_seen.erase(mb);
             if (!st.in_step) {  // the next step's, ahead of its step message
               st.early_inputs.push_back(mb);
@@ -692,7 +641,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           double rel_error, const std::string& slice) {
         guarded(self, [&] {
           auto& st = self->state;
-          core_busy busy(st);
+          core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
           if (st.cfg.trace) st.reducer_trace += slice;
           auto& all = st.store->all();
           const float* src = sum.t->f32();
@@ -711,7 +660,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
       [=](apply_atom, float lr, float clip) {
         guarded(self, [&] {
           auto& st = self->state;
-          core_busy busy(st);
+          core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
           double t0 = trace_now();
           st.opt->step(lr, clip, true);  // gradients scaled, used and zeroed in one pass
           self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage,
@@ -724,27 +673,15 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
       [=](eval_atom, int seq, int value, tensor_ref& x) {
         guarded(self, [&] {
           auto& st = self->state;
-          auto& ins = st.exec->input_values();
-          auto it = std::find(ins.begin(), ins.end(), value);
-          MERAK_CHECK(it != ins.end(), "validation input for value {} that this stage does not read",
-                      value);
-          auto& slot = st.eval_inputs[seq];
-          if (slot.empty()) slot.resize(ins.size());
-          slot[size_t(it - ins.begin())] = x.take();
-          ++st.eval_seen[seq];
-          while (st.eval_seen.count(st.next_eval) &&
-                 st.eval_seen[st.next_eval] == int(ins.size())) {
+          file_input(st, st.eval_inputs, st.eval_seen, seq, value, x.take(), "validation input");
+          const int n = int(st.exec->input_values().size());
+          while (st.eval_seen.count(st.next_eval) && st.eval_seen[st.next_eval] == n) {
             const int s = st.next_eval++;
             auto in = std::move(st.eval_inputs[s]);
             st.eval_inputs.erase(s);
             st.eval_seen.erase(s);
             auto r = st.exec->infer(std::move(in));
-            for (size_t i = 0; i < r.outputs.size(); ++i) {
-              auto& readers = st.cfg.output_readers[i];
-              for (size_t k = 0; k < readers.size(); ++k)
-                hand_on(self, readers[k], keval, s, st.exec->output_values()[i],
-                        k + 1 == readers.size() ? std::move(r.outputs[i]) : r.outputs[i].clone());
-            }
+            hand_out(self, keval, s, r.outputs);
             if (st.exec->computes_loss() && st.cfg.tp_rank == 0)
               self->send(st.coordinator, evaluated_atom::value, s, r.loss);
           }

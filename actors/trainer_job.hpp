@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
