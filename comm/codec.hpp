@@ -55,7 +55,7 @@ enum class error_feedback { off, contractive, plain };
 // d <= w; narrower sketches hash elements); `elements`: every element is
 // hashed on its own. Same collision probability 1/w between rows, both
 // unbiased; rows makes sketching and decoding contiguous (docs/measurements/
-// s2-reducer-history.md, "Fifth session").
+// s2-reducer-history.md).
 enum class sketch_hash { rows, elements };
 
 // Everything a codec needs; equal on every rank (the driver checks).

@@ -62,7 +62,7 @@ struct ring_options {
   // ring always. 256 KiB: at P = 2 over UCX shared memory doubling measured
   // faster than the ring or within its noise up to 384 KiB (256 KiB: 48-50
   // against 54 µs) and slower from 512 KiB (1 MiB: 0.26 against 0.22 ms);
-  // docs/measurements/s2-reducer-history.md, "Seventh session". Not timed at P > 2 (2 cores).
+  // docs/measurements/s2-reducer-history.md. Not timed at P > 2 (2 cores).
   size_t doubling_max_bytes = size_t{256} << 10;
 };
 

@@ -18,7 +18,7 @@ void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double
   rho2 = std::clamp(10.0 / double(std::max<int64_t>(n, 1)), 0.01, 0.1);
   // Measured (sonar, golub, westbc, heart_scale, sparse synthetic): for L1 on
   // wide data a larger rho1 reaches a lower objective at the same tolerance.
-  // With n >= p (sonar, heart_scale, ionosphere; seventh session) rho1 = 3
+  // With n >= p (sonar, heart_scale, ionosphere; docs/measurements/svm-history.md) rho1 = 3
   // needs 1.5-3x fewer iterations than 10 at objectives within ~1e-5
   // relative (1 was slower or worse on ionosphere MCP). The nonconvex
   // penalties' direct ADMM settles on worse stationary points at a large

@@ -31,13 +31,13 @@ namespace merak::svm {
 //   direct    ADMM with the nonconvex prox (the spec's algorithm);
 //   automatic lla for LSP, and for the other penalties when the data has
 //             more features than samples; direct otherwise (see
-//             resolve_nonconvex). Measured (eighth session; sonar,
+//             resolve_nonconvex). Measured (docs/measurements/svm-history.md; sonar,
 //             heart_scale and ionosphere, 4 lambdas x 7 penalty settings
 //             each, full data): direct reached a lower objective in 26 of 84
 //             fits, the same (0.1%) in 41 and a higher one in 17 (7 by more
 //             than 2%, mostly at lambda 0.01 where it stops at the iteration
 //             cap), 1.3% lower in geometric mean, in 3.4x less time. LSP is
-//             the exception (eleventh session, bench/svm_lsp_methods.sh: the
+//             the exception (docs/svm.md, bench/svm_lsp_methods.sh: the
 //             same three sets, theta 3e-4 to 1, lambda / theta 0.01 to 0.1,
 //             72 fits): its prox needs rho1 >= lambda / theta^2 and the
 //             direct ADMM stopped at the 5000-iteration cap in 38 of them;
