@@ -1,6 +1,18 @@
 #pragma once
-// Message vocabulary of the training actors (CAF 0.17). Included only by
-// actors/*.cpp.
+// Message vocabulary of the training actors (CAF 0.17): one struct per
+// message, each with inspect() so that it crosses processes, and one typed
+// interface per role, so that a message an actor does not handle is a
+// compile error rather than a silent drop. Included only by actors/*.cpp.
+//
+// Roles and what they receive (the protocols are drawn in stage_actor.hpp,
+// scheduler_actor.hpp, reducer_actor.hpp, process_mesh.hpp, watchdog.hpp):
+//   stage_api        a pipeline stage's TP shard of one replica
+//   reducer_api      the data-parallel reducer of one stage shard
+//   scheduler_api    the job's scheduler (policies, recomputation)
+//   coordinator_api  process 0's driver of the steps (a scoped actor)
+//   process_api      the driver of every other process (a scoped actor)
+//   directory_api    a process's entry point for joining the job
+//   watchdog_api     a process's heartbeats
 //
 // Tensors travel as tensor_ref: a shared handle, so moving one between actors
 // of a process never copies the data. Its inspect() writes the shape, the
@@ -8,27 +20,18 @@
 
 #include <caf/all.hpp>
 
-#include <chrono>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "actors/parallel_trainer.hpp"
+#include "core/trace.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "model/tensor.hpp"
-
-namespace merak::model {
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_spec& x) {
-  return f(caf::meta::type_name("merak.shard_spec"), x.dim, x.parts, x.index, x.groups, x.full);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_record& x) {
-  return f(caf::meta::type_name("merak.shard_record"), x.file, x.name, x.spec, x.full);
-}
-
-}  // namespace merak::model
+#include "model/trainer.hpp"
+#include "partition/recompute.hpp"
+#include "partition/schedule.hpp"
 
 namespace merak::actors {
 
@@ -43,6 +46,285 @@ struct tensor_ref {
     return t->clone();
   }
 };
+
+// Where an actor sits in the layout.
+struct actor_coord {
+  int dp = 0, stage = 0, tp = 0;
+};
+
+// The kinds of tensor a stage hands on (also the tensor channel's labels).
+constexpr int kinput = 0;  // an activation (or a graph input) of a training forward
+constexpr int kgrad = 1;   // the gradient of an output, for backward
+constexpr int keval = 2;   // an input of a validation forward
+
+// -- Stage ------------------------------------------------------------------
+struct stage_wiring;
+struct stage_plan;
+struct step_start;
+struct stage_tensor;
+struct pump_next;
+struct tp_command;
+struct tied_gradient;
+struct bucket_reduced;
+struct apply_update;
+struct save_shard;
+struct restore_shard;
+using stage_api = caf::typed_actor<
+    caf::reacts_to<stage_wiring>, caf::reacts_to<stage_plan>, caf::reacts_to<step_start>,
+    caf::reacts_to<stage_tensor>, caf::reacts_to<pump_next>, caf::reacts_to<tp_command>,
+    caf::reacts_to<tied_gradient>, caf::reacts_to<bucket_reduced>, caf::reacts_to<apply_update>,
+    caf::reacts_to<save_shard>, caf::reacts_to<restore_shard>>;
+
+// -- Reducer ----------------------------------------------------------------
+struct reduce_bucket;
+using reducer_api = caf::typed_actor<caf::reacts_to<reduce_bucket>>;
+
+// -- Scheduler --------------------------------------------------------------
+struct scheduler_wiring;
+struct memory_report;
+using scheduler_api =
+    caf::typed_actor<caf::reacts_to<scheduler_wiring>, caf::reacts_to<memory_report>>;
+
+// -- Coordinator and the other processes' drivers ---------------------------
+struct micro_batch_loss;
+struct stage_ready;
+struct stage_trace;
+struct stage_applied;
+struct eval_loss;
+struct shard_saved;
+struct shard_restored;
+struct plan_ready;
+struct job_failed;
+struct join_job;
+struct step_done;
+struct validation_done;
+struct resume_at;
+struct job_finished;
+using coordinator_api =
+    caf::typed_actor<caf::reacts_to<micro_batch_loss>, caf::reacts_to<stage_ready>,
+                     caf::reacts_to<stage_trace>, caf::reacts_to<stage_applied>,
+                     caf::reacts_to<eval_loss>, caf::reacts_to<shard_saved>,
+                     caf::reacts_to<shard_restored>, caf::reacts_to<plan_ready>,
+                     caf::reacts_to<job_failed>, caf::reacts_to<join_job>>;
+using process_api = caf::typed_actor<caf::reacts_to<step_done>, caf::reacts_to<validation_done>,
+                                     caf::reacts_to<resume_at>, caf::reacts_to<job_finished>,
+                                     caf::reacts_to<job_failed>, caf::reacts_to<join_job>>;
+// What both drivers take: failures (from actors, watchdogs, the channel)
+// and joins (from the directory).
+using failure_api = caf::typed_actor<caf::reacts_to<job_failed>>;
+using join_api = caf::typed_actor<caf::reacts_to<join_job>>;
+using directory_api = join_api;
+
+// -- Watchdog ---------------------------------------------------------------
+struct ping;
+struct pong;
+struct watch_peers;
+struct watch_tick;
+using watchdog_api = caf::typed_actor<caf::replies_to<ping>::with<pong>,
+                                      caf::reacts_to<watch_peers>, caf::reacts_to<watch_tick>>;
+
+// -- The messages -------------------------------------------------------------
+
+// coordinator -> stage, before anything else.
+struct stage_wiring {
+  std::vector<stage_api> line;  // this replica's stages of this TP rank, by stage
+  reducer_api reducer;          // null without data parallelism
+  coordinator_api coordinator;
+  scheduler_api scheduler;
+  std::vector<stage_api> tp_peers;  // the shards of this stage, by TP rank
+};
+
+// scheduler -> stage, once: its schedule policy and how many of its first
+// segments it checkpoints.
+struct stage_plan {
+  partition::stage_policy policy;
+  int checkpoint_nodes = 0;
+};
+
+// coordinator -> stage: a training step starts.
+struct step_start {
+  int64_t step = 0;
+};
+
+// An activation, gradient or validation input (`kind`) of micro-batch (or
+// validation sequence number) `mb` for the receiver's input value `value`,
+// from the stage that computed it or the coordinator.
+struct stage_tensor {
+  int kind = kinput;
+  int mb = 0;
+  int value = 0;
+  tensor_ref x;
+};
+
+// stage -> itself: pick the next op once the mailbox was read.
+struct pump_next {};
+
+// TP shard 0 -> the other shards of its stage: run this op next.
+struct tp_command {
+  partition::op op{partition::op_kind::F, 0};
+};
+
+// Tied weights: a holder -> the owner stage (its gradient), then the owner ->
+// each holder (the sum).
+struct tied_gradient {
+  std::string name;
+  int from_stage = 0;
+  tensor_ref grad;
+};
+
+// reducer -> stage: bucket `bucket` summed over the replicas.
+struct bucket_reduced {
+  int bucket = 0;
+  tensor_ref sum;
+  uint64_t bytes_sent = 0;  // by the reducer, all steps
+  int64_t union_rows = 0;   // of the last sparse bucket
+  double rel_error = -1;    // of the sparse codec (-1: not measured)
+  trace_slice slice;        // the reduction's, for the trace
+};
+
+// coordinator -> stage: take the optimizer step.
+struct apply_update {
+  float lr = 0;
+  float clip = 1;  // the global-norm clip factor
+};
+
+// coordinator -> stage of replica 0: write this shard into the checkpoint
+// being assembled in `dir`.
+struct save_shard {
+  std::string dir;
+  model::metadata_map meta;
+};
+
+// coordinator -> stage: load this shard's part of checkpoint `dir`.
+struct restore_shard {
+  std::string dir;
+};
+
+// stage -> its reducer: a bucket of final gradients. rows x cols > 0 marks
+// the sparse bucket; known_rows hold every non-zero row of it (increasing;
+// empty: the codec scans). The reducer answers `stage`.
+struct reduce_bucket {
+  int bucket = 0;
+  tensor_ref flat;
+  int64_t rows = 0, cols = 0;
+  std::vector<int> known_rows;
+  stage_api stage;
+};
+
+// coordinator -> scheduler: every stage shard, [dp x tp][pp].
+struct scheduler_wiring {
+  std::vector<stage_api> stages;
+  coordinator_api coordinator;
+};
+
+// stage (replica 0, TP shard 0) -> scheduler: what its memory holds.
+struct memory_report {
+  partition::stage_memory memory;
+};
+
+// The loss stage (TP shard 0) -> coordinator, per micro-batch.
+struct micro_batch_loss {
+  int dp = 0, mb = 0;
+  double loss = 0;
+};
+
+// stage -> coordinator: its gradients are final (reduced, ties settled).
+struct stage_ready {
+  actor_coord who;
+  double grad_sumsq = 0;  // its share of the global norm's square
+  double busy_s = 0;      // computing, this step
+  uint64_t dp_bytes = 0;  // the reducer's bytes since the last report
+  int64_t sparse_union_rows = 0;
+  double sparse_rel_error = -1;
+};
+
+// stage -> coordinator, before stage_ready (with --trace): its step.
+struct stage_trace {
+  actor_coord who;
+  trace_track ops, reductions, tp_sums;
+};
+
+// stage -> coordinator: the optimizer step is done.
+struct stage_applied {
+  actor_coord who;
+  trace_slice adamw;
+};
+
+// The loss stage (TP shard 0) of replica 0 -> coordinator: validation
+// forward `seq`'s loss.
+struct eval_loss {
+  int seq = 0;
+  double loss = 0;
+};
+
+// stage -> coordinator: its shard file is written.
+struct shard_saved {
+  actor_coord who;
+  std::vector<model::shard_record> records;
+  int64_t adam_t = 0;
+};
+
+// stage -> coordinator: its part of the checkpoint is loaded.
+struct shard_restored {
+  actor_coord who;
+};
+
+// scheduler -> coordinator: every stage has its plan.
+struct plan_ready {
+  std::string summary;
+};
+
+// Anyone -> a driver: the job cannot go on, because `what`.
+struct job_failed {
+  std::string what;
+};
+
+// Between the processes' drivers through the directories (process_mesh.hpp):
+// what process `rank` hosts. `home` is its driver (coordinator_api on
+// process 0, process_api elsewhere).
+struct join_job {
+  int rank = 0;
+  std::vector<stage_api> stages;
+  std::vector<reducer_api> reducers;  // parallel to stages; null where none
+  caf::actor home;
+  watchdog_api watchdog;
+};
+
+// coordinator -> every other process, after each step.
+struct step_done {
+  model::step_result result;
+  double bubble = 0;
+  parallel_trainer::comm_stats comm;
+};
+
+// coordinator -> every other process: the validation loss.
+struct validation_done {
+  double loss = 0;
+};
+
+// coordinator -> every other process: the job resumed after step `step`.
+struct resume_at {
+  int64_t step = 0;
+};
+
+// coordinator -> every other process: the job is over.
+struct job_finished {};
+
+struct ping {};
+struct pong {};
+
+// Starts a watchdog on other processes' watchdogs (named by `names` in
+// failures): a ping every period, a failure after `limit` of silence.
+struct watch_peers {
+  std::vector<watchdog_api> peers;
+  std::vector<std::string> names;
+  int64_t period_ms = 1000, limit_ms = 5000;
+};
+
+// watchdog -> itself: a period passed.
+struct watch_tick {};
+
+// -- inspect() ----------------------------------------------------------------
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
@@ -66,69 +348,93 @@ typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
   return f(caf::meta::type_name("merak.tensor_ref"), shape, type, bytes, load);
 }
 
-// Trace timestamps: seconds on the steady clock, shared by every thread of
-// the process (the coordinator subtracts its step start).
-inline double trace_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_coord& x) {
+  return f(caf::meta::type_name("merak.actor_coord"), x.dp, x.stage, x.tp);
 }
 
-// The kinds of tensor a stage hands on (tensor channel labels).
-constexpr int kinput = 0;
-constexpr int kgrad = 1;
-constexpr int keval = 2;  // an input of a validation forward
+// inspect() of struct T over the fields listed (as x.field), named "merak.T".
+#define MERAK_INSPECT(T, ...)                                               \
+  template <class Inspector>                                                \
+  typename Inspector::result_type inspect(Inspector& f, T& x) {             \
+    return f(caf::meta::type_name("merak." #T) __VA_OPT__(, ) __VA_ARGS__); \
+  }
 
-// Stage inputs and gradients.
-using step_atom = caf::atom_constant<caf::atom("step")>;    // (step)
-using input_atom = caf::atom_constant<caf::atom("input")>;  // (mb, value, tensor)
-using grad_atom = caf::atom_constant<caf::atom("grad")>;    // (mb, value, tensor)
-using op_atom = caf::atom_constant<caf::atom("op")>;        // (kind, mb): TP leader -> followers
-using run_atom = caf::atom_constant<caf::atom("run")>;      // () to self: pick the next op
-using tie_atom = caf::atom_constant<caf::atom("tie")>;      // (name, tensor): tied-weight gradient
-// (bucket, flat gradients, rows, cols, known rows): stage -> reducer
-using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
-// (bucket, flat summed gradients, bytes, union rows, rel error, slice)
-using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
-using apply_atom = caf::atom_constant<caf::atom("apply")>;  // (lr, clip factor)
-using wire_atom =
-    caf::atom_constant<caf::atom("wire")>;  // (stages of my replica, reducer, coordinator)
-// Validation on the stage actors of replica 0 (forward only):
-// coordinator/upstream --eval(seq, value, tensor)--> stage, run in seq order;
-// the loss stage (TP shard 0) --evaluated(seq, loss)--> coordinator
-using eval_atom = caf::atom_constant<caf::atom("eval")>;
-using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
-// (assembly directory, metadata) -> stage of replica 0 writes its shard file;
-// answers (saved, dp, stage, tp, records, adam t) or failed
-using save_atom = caf::atom_constant<caf::atom("save")>;
-using saved_atom = caf::atom_constant<caf::atom("saved")>;
-// (checkpoint directory): the stage loads its part (either format); answers
-// (restored, dp, stage, tp) or failed
-using restore_atom = caf::atom_constant<caf::atom("restore")>;
-using restored_atom = caf::atom_constant<caf::atom("restored")>;
-// To the coordinator.
-using loss_atom = caf::atom_constant<caf::atom("loss")>;  // (dp, mb, loss)
-// (dp, stage, tp, sum of squares, busy s, bytes, union rows, sparse rel error)
-using ready_atom = caf::atom_constant<caf::atom("ready")>;
-using applied_atom = caf::atom_constant<caf::atom("applied")>;  // (dp, stage)
-using failed_atom = caf::atom_constant<caf::atom("failed")>;    // (what)
-using trace_atom =
-    caf::atom_constant<caf::atom("trace")>;  // (dp, stage, tp, ops, reducer ops, TP sums) as text
-// Scheduler negotiation.
-using memory_atom = caf::atom_constant<caf::atom("memory")>;  // stage -> scheduler: memory report
-using plan_atom = caf::atom_constant<caf::atom("plan")>;  // scheduler -> stage: policy, checkpoint
-using planned_atom = caf::atom_constant<caf::atom("planned")>;  // scheduler -> coordinator: summary
-// Between the processes of one job (process_mesh.hpp, parallel_trainer.cpp).
-// (rank, actors, reducers, home): a process joins the job's network
-using join_atom = caf::atom_constant<caf::atom("join")>;
-// coordinator -> every other process, after each step: (step, loss, lr,
-// grad norm, step s, bubble, dp bytes, union rows, sparse rel error)
-using stepped_atom = caf::atom_constant<caf::atom("stepped")>;
-using validated_atom = caf::atom_constant<caf::atom("validated")>;  // (loss): coordinator -> others
-using finish_atom =
-    caf::atom_constant<caf::atom("finish")>;  // (): the job ends, coordinator -> others
-// Heartbeats between the processes' watchdogs (watchdog.hpp).
-using ping_atom = caf::atom_constant<caf::atom("ping")>;  // () -> pong
-using pong_atom = caf::atom_constant<caf::atom("pong")>;
-using watch_atom = caf::atom_constant<caf::atom("watch")>;  // (peers, names, period ms, limit ms)
-using tick_atom = caf::atom_constant<caf::atom("tick")>;    // () to self
+MERAK_INSPECT(stage_wiring, x.line, x.reducer, x.coordinator, x.scheduler, x.tp_peers)
+MERAK_INSPECT(stage_plan, x.policy, x.checkpoint_nodes)
+MERAK_INSPECT(step_start, x.step)
+MERAK_INSPECT(stage_tensor, x.kind, x.mb, x.value, x.x)
+MERAK_INSPECT(pump_next)
+MERAK_INSPECT(tp_command, x.op)
+MERAK_INSPECT(tied_gradient, x.name, x.from_stage, x.grad)
+MERAK_INSPECT(bucket_reduced, x.bucket, x.sum, x.bytes_sent, x.union_rows, x.rel_error, x.slice)
+MERAK_INSPECT(apply_update, x.lr, x.clip)
+MERAK_INSPECT(save_shard, x.dir, x.meta)
+MERAK_INSPECT(restore_shard, x.dir)
+MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage)
+MERAK_INSPECT(scheduler_wiring, x.stages, x.coordinator)
+MERAK_INSPECT(memory_report, x.memory)
+MERAK_INSPECT(micro_batch_loss, x.dp, x.mb, x.loss)
+MERAK_INSPECT(stage_ready, x.who, x.grad_sumsq, x.busy_s, x.dp_bytes, x.sparse_union_rows,
+              x.sparse_rel_error)
+MERAK_INSPECT(stage_trace, x.who, x.ops, x.reductions, x.tp_sums)
+MERAK_INSPECT(stage_applied, x.who, x.adamw)
+MERAK_INSPECT(eval_loss, x.seq, x.loss)
+MERAK_INSPECT(shard_saved, x.who, x.records, x.adam_t)
+MERAK_INSPECT(shard_restored, x.who)
+MERAK_INSPECT(plan_ready, x.summary)
+MERAK_INSPECT(job_failed, x.what)
+MERAK_INSPECT(join_job, x.rank, x.stages, x.reducers, x.home, x.watchdog)
+MERAK_INSPECT(step_done, x.result, x.bubble, x.comm)
+MERAK_INSPECT(validation_done, x.loss)
+MERAK_INSPECT(resume_at, x.step)
+MERAK_INSPECT(job_finished)
+MERAK_INSPECT(ping)
+MERAK_INSPECT(pong)
+MERAK_INSPECT(watch_peers, x.peers, x.names, x.period_ms, x.limit_ms)
+MERAK_INSPECT(watch_tick)
 
+// Registers every message and payload type of this file (a system whose
+// actors talk to other processes needs them all).
+void add_message_types(caf::actor_system_config& cfg);
+
+}  // namespace merak::actors
+
+// Payload types of other modules, inspected where they are declared.
+namespace merak {
+MERAK_INSPECT(trace_slice, x.name, x.start, x.end)
+}  // namespace merak
+
+namespace merak::model {
+MERAK_INSPECT(shard_spec, x.dim, x.parts, x.index, x.groups, x.full)
+MERAK_INSPECT(shard_record, x.file, x.name, x.spec, x.full)
+MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens_per_s, x.forward_s,
+              x.backward_s, x.optimizer_s)
+}  // namespace merak::model
+
+namespace merak::partition {
+MERAK_INSPECT(stage_memory, x.stage, x.weights_bytes, x.segment_nodes, x.stash_bytes,
+              x.checkpoint_bytes, x.input_bytes, x.in_flight)
+MERAK_INSPECT(stage_policy, x.stage, x.stages, x.micro_batches, x.limited, x.warm, x.steady,
+              x.forward_first, x.pre, x.recompute_in_backward)
+
+// The kind travels as its number and is checked on arrival.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, op& x) {
+  uint8_t kind = uint8_t(x.kind);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (kind > uint8_t(op_kind::B)) return caf::sec::invalid_argument;
+    x.kind = op_kind(kind);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("merak.op"), kind, x.mb, load);
+}
+}  // namespace merak::partition
+
+namespace merak::actors {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, parallel_trainer::comm_stats& x) {
+  return f(caf::meta::type_name("merak.comm_stats"), x.dp_bytes_per_rank, x.sparse_union_rows,
+           x.sparse_rel_error);
+}
 }  // namespace merak::actors

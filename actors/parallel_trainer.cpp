@@ -28,19 +28,19 @@ void parallel_trainer::impl::shutdown() {
   // own actors, waits until they are gone, and all close together.
   bool together = par.processes && !failed;
   if (together && lead()) {
-    for (auto& f : followers) (*self)->send(f, finish_atom::value);
+    for (auto& f : followers) (*self)->send(f, job_finished{});
   } else if (together) {
     // However long process 0's last save takes: heartbeats, or its loss,
     // end the wait otherwise (without heartbeats, ten step timeouts).
     bool over = false;
     for (int waits = 0; !over;)
       (*self)->receive(
-          [&](finish_atom) { over = true; }, [&](caf::down_msg&) { over = true; },
-          [&](failed_atom, std::string&) { over = true; },
+          [&](const job_finished&) { over = true; }, [&](caf::down_msg&) { over = true; },
+          [&](const job_failed&) { over = true; },
           caf::after(timeout()) >> [&] { over = par.heartbeat_s <= 0 && ++waits >= 10; });
   }
   std::set<caf::actor_addr> ending;
-  auto end = [&](const caf::actor& a) {
+  auto end = [&](const auto& a) {
     if (!a || a->node() != sys->node()) return;
     (*self)->send_exit(a, caf::exit_reason::user_shutdown);
     ending.insert(a.address());
@@ -49,7 +49,7 @@ void parallel_trainer::impl::shutdown() {
     bool timed_out = false;
     while (!ending.empty() && !timed_out)
       (*self)->receive([&](caf::down_msg& dm) { ending.erase(dm.source); },
-                       [](failed_atom, std::string&) {}, [](finish_atom) {},
+                       [](const job_failed&) {}, [](const job_finished&) {},
                        caf::after(std::chrono::seconds(5)) >> [&] { timed_out = true; });
   };
   for (auto& rep : stages)
@@ -79,7 +79,7 @@ void parallel_trainer::impl::mark_failed(const std::string& reason) {
   failed = true;
   for (auto& t : group_links) t->cancel(reason);
   if (lead() && self)
-    for (auto& f : followers) (*self)->send(f, failed_atom::value, reason);
+    for (auto& f : followers) (*self)->send(f, job_failed{reason});
 }
 
 void parallel_trainer::impl::spawn() {
@@ -115,18 +115,8 @@ void parallel_trainer::impl::spawn() {
   const int per_actor = std::max(1, cores / int(mine.size()));
   lending lend = make_lending(mine, cores, per_actor);
   std::shared_ptr<core_pool> pool = lend.pool;
-  // Which stage produces each value, and who reads it.
-  std::vector<int> stage_of_node(sg.nodes().size());
-  for (int s = 0; s < P; ++s)
-    for (int n = sb[s]; n < sb[s + 1]; ++n) stage_of_node[n] = s;
-  // Parameter holders, for tied weights.
-  std::map<std::string, std::vector<int>> holders;
-  for (int s = 0; s < P; ++s) {
-    std::set<std::string> seen;
-    for (int n = sb[s]; n < sb[s + 1]; ++n)
-      for (auto& spec : sg.nodes()[n].params)
-        if (seen.insert(spec.name).second) holders[spec.name].push_back(s);
-  }
+  // Who sends each stage its inputs, who reads its outputs, tied weights.
+  const std::vector<partition::stage_route> routes = partition::route(sg, sb);
   const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
   if (lead()) {
     scheduler_setup sch;
@@ -138,11 +128,10 @@ void parallel_trainer::impl::spawn() {
     sch.stage_aware = par.recompute == recompute_mode::stage_aware;
     sch.r0 = par.recompute_ratio;
     sch.budget = par.memory_budget;
-    scheduler = sys->spawn(scheduler_actor, sch);
+    scheduler = spawn_scheduler(*sys, sch);
     names[scheduler.address()] = "scheduler actor";
     (*self)->monitor(scheduler);
   }
-  graph_inputs_of.assign(P, {});
   // Communication groups, in the same order on every process (the UCX
   // ones are collectives): the replicas of each (stage, shard), then the
   // shards of each (replica, stage).
@@ -182,9 +171,9 @@ void parallel_trainer::impl::spawn() {
             },
             tp_link);
   if (par.processes) make_channel();
-  std::vector<std::vector<std::vector<caf::actor>>> reducer_of(
-      D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
-  stages.assign(D, std::vector<std::vector<caf::actor>>(P, std::vector<caf::actor>(TP)));
+  std::vector<std::vector<std::vector<reducer_api>>> reducer_of(
+      D, std::vector<std::vector<reducer_api>>(P, std::vector<reducer_api>(TP)));
+  stages.assign(D, std::vector<std::vector<stage_api>>(P, std::vector<stage_api>(TP)));
   process_view view;
   for (int i : mine) {
     const int r = i / (P * TP), s = i / TP % P, t = i % TP;
@@ -237,22 +226,7 @@ void parallel_trainer::impl::spawn() {
         su.line_index.push_back(place.index(r, q, t));
       }
     }
-    // Routing: which stage sends each input, which stages read each output.
-    auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
-    for (int v : ins) {
-      int producer = sg.values()[v].producer;
-      su.input_producer.push_back(producer < 0 ? -1 : stage_of_node[producer]);
-    }
-    for (int v : outs) {
-      std::set<int> readers;
-      for (int n = sb[s + 1]; n < int(sg.nodes().size()); ++n)
-        for (int in : sg.nodes()[n].inputs)
-          if (in == v) readers.insert(stage_of_node[n]);
-      su.output_readers.emplace_back(readers.begin(), readers.end());
-    }
-    for (auto& [name, hs] : holders)
-      if (hs.size() > 1 && std::find(hs.begin(), hs.end(), s) != hs.end())
-        su.ties.push_back({name, hs.front(), hs});
+    su.route = routes[size_t(s)];
     auto a = spawn_stage(*sys, su);
     names[a.address()] = fmt::format("stage actor (dp={}, pp={}, tp={})", r, s, t);
     (*self)->monitor(a);
@@ -266,14 +240,11 @@ void parallel_trainer::impl::spawn() {
     view.reducers.push_back(reducer_of[r][s][t]);
   }
   // Graph inputs (tokens, targets) each stage reads: the coordinator sends them.
-  for (int s = 0; s < P; ++s) {
-    auto [ins, outs] = sg.boundary(sb[s], sb[s + 1]);
-    for (int v : ins)
-      if (sg.values()[v].producer < 0) graph_inputs_of[s].push_back(v);
-  }
+  graph_inputs_of.clear();
+  for (auto& r : routes) graph_inputs_of.push_back(r.graph_inputs);
   if (par.processes) {
     view.home = caf::actor{*self};
-    watchdog = spawn_watchdog(*sys, caf::actor{*self});
+    watchdog = spawn_watchdog(*sys, caf::actor_cast<failure_api>(*self));
     (*self)->monitor(watchdog);
     names[watchdog.address()] = "this process's watchdog";
     view.watchdog = watchdog;
@@ -282,7 +253,7 @@ void parallel_trainer::impl::spawn() {
     const auto limit = std::chrono::milliseconds(int64_t(par.heartbeat_s * 1000));
     const auto period = std::min(std::chrono::milliseconds(1000), limit / 4);
     if (!lead()) {
-      coordinator = views[0].home;
+      coordinator = caf::actor_cast<coordinator_api>(views[0].home);
       names[coordinator.address()] =
           fmt::format("the coordinator (process 0 on {})", views[0].addr);
       (*self)->monitor(coordinator);
@@ -291,7 +262,7 @@ void parallel_trainer::impl::spawn() {
                        limit);
       return;  // process 0 wires and drives every actor
     }
-    std::vector<caf::actor> watched;
+    std::vector<watchdog_api> watched;
     std::vector<std::string> watched_names;
     for (int q = 1; q < world; ++q) {
       auto& v = views[size_t(q)];
@@ -309,7 +280,7 @@ void parallel_trainer::impl::spawn() {
             "stage actor (dp={}, pp={}, tp={}) of process {} on {}", r, s, t, q, v.addr);
         (*self)->monitor(v.actors[k]);
       }
-      followers.push_back(v.home);
+      followers.push_back(caf::actor_cast<process_api>(v.home));
       names[v.home.address()] =
           fmt::format("process {} on {}, host of stage actor{} {}{}", q, v.addr,
                       theirs.size() > 1 ? "s" : "", hosted, theirs.size() > 4 ? ", ..." : "");
@@ -320,44 +291,38 @@ void parallel_trainer::impl::spawn() {
     if (par.heartbeat_s > 0)
       start_watchdog(*self, watchdog, std::move(watched), std::move(watched_names), period, limit);
   }
-  std::vector<caf::actor> all;  // [dp x tp][pp], as the scheduler expects
+  const auto me_coordinator = caf::actor_cast<coordinator_api>(*self);
+  std::vector<stage_api> all;  // [dp x tp][pp], as the scheduler expects
   for (int r = 0; r < D; ++r)
     for (int t = 0; t < TP; ++t)
       for (int s = 0; s < P; ++s) all.push_back(stages[r][s][t]);
   for (int r = 0; r < D; ++r)
     for (int s = 0; s < P; ++s)
       for (int t = 0; t < TP; ++t) {
-        std::vector<caf::actor> line(P);  // this replica's stages of shard t
+        std::vector<stage_api> line(P);  // this replica's stages of shard t
         for (int q = 0; q < P; ++q) line[q] = stages[r][q][t];
-        (*self)->send(stages[r][s][t], wire_atom::value, line, reducer_of[r][s][t],
-                      caf::actor{*self}, scheduler, stages[r][s]);
+        (*self)->send(stages[r][s][t], stage_wiring{line, reducer_of[r][s][t], me_coordinator,
+                                                    scheduler, stages[r][s]});
       }
   // Last: the scheduler sends plans only after its own wire message, so by
   // then every stage has its wire message queued ahead of the plan.
-  (*self)->send(scheduler, wire_atom::value, all, caf::actor{*self});
+  (*self)->send(scheduler, scheduler_wiring{all, me_coordinator});
   // The scheduler answers once every stage reported its memory.
   bool planned = false;
   while (!planned)
-    await("waiting for the scheduler's plan", [&](planned_atom, const std::string& summary) {
-      plan_summary = summary;
+    await("waiting for the scheduler's plan", [&](plan_ready& p) {
+      plan_summary = std::move(p.summary);
       planned = true;
     });
 }
 
 model::step_result parallel_trainer::impl::follow_step() {
   model::step_result res;
-  await(fmt::format("waiting for the coordinator's step {}", step + 1),
-        [&](stepped_atom, int64_t n, double loss, float lr, double norm, double step_s,
-            double bubble_, uint64_t bytes, int64_t union_rows, double rel_error) {
-          res.step = n;
-          res.loss = loss;
-          res.lr = lr;
-          res.grad_norm = norm;
-          res.step_s = step_s;
-          res.tokens_per_s = double(opts.batch) * opts.model.max_seq / step_s;
-          bubble = bubble_;
-          comm = {bytes, union_rows, rel_error};
-        });
+  await(fmt::format("waiting for the coordinator's step {}", step + 1), [&](const step_done& d) {
+    res = d.result;
+    bubble = d.bubble;
+    comm = d.comm;
+  });
   step = res.step;
   return res;
 }
@@ -370,7 +335,7 @@ model::step_result parallel_trainer::impl::train_step() {
   const int D = par.dp, P = par.pp, M = par.micro_batches, TP = par.tp;
   for (auto& rep : stages)
     for (auto& st : rep)
-      for (auto& a : st) (*self)->send(a, step_atom::value, step);
+      for (auto& a : st) (*self)->send(a, step_start{step});
   const int rows_per_mb = opts.batch / (D * M);
   const model::graph& sg = shards[0].graph;
   int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
@@ -384,7 +349,8 @@ model::step_result parallel_trainer::impl::train_step() {
           MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
           const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
           for (int t = 0; t < TP; ++t)
-            (*self)->send(stages[r][s][t], input_atom::value, mb, v, tensor_ref::make(src.clone()));
+            (*self)->send(stages[r][s][t],
+                          stage_tensor{kinput, mb, v, tensor_ref::make(src.clone())});
         }
     }
   double loss_sum = 0;
@@ -392,34 +358,36 @@ model::step_result parallel_trainer::impl::train_step() {
   comm = {};
   std::vector<double> sumsq(P * TP, 0), busy(P, 0);
   // Trace tracks by name: every stage actor, its reducer and its TP sums.
-  std::map<std::string, std::string> traces;
+  std::map<std::string, trace_track> traces;
+  auto append = [](trace_track& to, trace_track& from) {
+    to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  };
   while (losses < D * M || ready < D * P * TP) {
     await(
         fmt::format("waiting for losses ({}/{}) and gradients ({}/{}) of step {}", losses, D * M,
                     ready, D * P * TP, step + 1),
-        [&](loss_atom, int, int, double l) {
-          loss_sum += l;
+        [&](const micro_batch_loss& l) {
+          loss_sum += l.loss;
           ++losses;
         },
-        [&](ready_atom, int r, int s, int t, double sq, double busy_s, uint64_t bytes,
-            int64_t union_rows, double rel_error) {
+        [&](const stage_ready& m) {
+          const auto [r, s, t] = m.who;
           if (r == 0) {
-            comm.dp_bytes_per_rank += bytes;
+            comm.dp_bytes_per_rank += m.dp_bytes;
             if (s == 0 && t == 0) {
-              comm.sparse_union_rows = union_rows;
-              comm.sparse_rel_error = rel_error;
+              comm.sparse_union_rows = m.sparse_union_rows;
+              comm.sparse_rel_error = m.sparse_rel_error;
             }
-            sumsq[s * TP + t] = sq;  // shards: their slices, and shard 0 the rest
-            if (t == 0) busy[s] = busy_s;
+            sumsq[size_t(s * TP + t)] = m.grad_sumsq;  // shards: their slices, shard 0 the rest
+            if (t == 0) busy[size_t(s)] = m.busy_s;
           }
           ++ready;
         },
-        [&](trace_atom, int r, int s, int t, const std::string& ops, const std::string& red,
-            const std::string& tps) {
-          auto who = fmt::format("(dp={}, pp={}, tp={})", r, s, t);
-          traces["stage " + who] += ops;
-          if (!red.empty()) traces["reducer " + who] += red;
-          if (!tps.empty()) traces["TP sums " + who] += tps;
+        [&](stage_trace& m) {
+          auto who = fmt::format("(dp={}, pp={}, tp={})", m.who.dp, m.who.stage, m.who.tp);
+          append(traces["stage " + who], m.ops);
+          if (!m.reductions.empty()) append(traces["reducer " + who], m.reductions);
+          if (!m.tp_sums.empty()) append(traces["TP sums " + who], m.tp_sums);
         });
   }
   auto t_pipe = std::chrono::steady_clock::now();
@@ -434,14 +402,14 @@ model::step_result parallel_trainer::impl::train_step() {
   float lr = schedule.at(step);
   for (auto& rep : stages)
     for (auto& st : rep)
-      for (auto& a : st) (*self)->send(a, apply_atom::value, lr, clip);
+      for (auto& a : st) (*self)->send(a, apply_update{lr, clip});
   for (int applied = 0; applied < D * P * TP;)
     await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
                       step + 1),
-          [&](applied_atom, int r, int s, int t, double a, double b) {
+          [&](stage_applied& m) {
             if (!par.trace_path.empty())
-              traces[fmt::format("stage (dp={}, pp={}, tp={})", r, s, t)] +=
-                  fmt::format("adamw {:.6f} {:.6f};", a, b);
+              traces[fmt::format("stage (dp={}, pp={}, tp={})", m.who.dp, m.who.stage, m.who.tp)]
+                  .push_back(std::move(m.adamw));
             ++applied;
           });
   if (!par.trace_path.empty()) write_trace(traces, trace_t0);
@@ -453,38 +421,28 @@ model::step_result parallel_trainer::impl::train_step() {
   res.grad_norm = norm;
   res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
-  for (auto& f : followers)
-    (*self)->send(f, stepped_atom::value, res.step, res.loss, res.lr, res.grad_norm, res.step_s,
-                  bubble, comm.dp_bytes_per_rank, comm.sparse_union_rows, comm.sparse_rel_error);
+  for (auto& f : followers) (*self)->send(f, step_done{res, bubble, comm});
   return res;
 }
 
-void parallel_trainer::impl::write_trace(const std::map<std::string, std::string>& traces,
+void parallel_trainer::impl::write_trace(const std::map<std::string, trace_track>& traces,
                                          double t0) {
   nlohmann::json events = nlohmann::json::array();
   int s = 0;
-  for (auto& [track, text] : traces) {
+  for (auto& [track, slices] : traces) {
     ++s;
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", 0},
                       {"tid", s},
                       {"args", {{"name", track}}}});
-    std::string_view t = text;
-    while (!t.empty()) {
-      auto semi = t.find(';');
-      std::string item(t.substr(0, semi));
-      t.remove_prefix(semi == std::string_view::npos ? t.size() : semi + 1);
-      char name[32];
-      double a, b;
-      if (std::sscanf(item.c_str(), "%31s %lf %lf", name, &a, &b) != 3) continue;
-      events.push_back({{"name", name},
+    for (auto& x : slices)
+      events.push_back({{"name", x.name},
                         {"ph", "X"},
                         {"pid", 0},
                         {"tid", s},
-                        {"ts", (a - t0) * 1e6},
-                        {"dur", (b - a) * 1e6}});
-    }
+                        {"ts", (x.start - t0) * 1e6},
+                        {"dur", (x.end - x.start) * 1e6}});
   }
   std::ofstream f(par.trace_path, std::ios::trunc);
   if (!f) fail("cannot write trace file '{}'", par.trace_path);
@@ -505,13 +463,7 @@ parallel_trainer::parallel_trainer(model::train_options opts, parallel_options p
     : impl_(std::make_unique<impl>(std::move(opts), std::move(par), std::move(corpus), &system)) {}
 
 void parallel_trainer::configure(caf::actor_system_config& cfg) {
-  cfg.add_message_type<tensor_ref>("merak.tensor_ref");
-  cfg.add_message_type<std::vector<tensor_ref>>("std::vector<merak.tensor_ref>");
-  cfg.add_message_type<std::vector<int64_t>>("std::vector<int64_t>");
-  cfg.add_message_type<std::vector<int>>("std::vector<int>");
-  cfg.add_message_type<model::shard_spec>("merak.shard_spec");
-  cfg.add_message_type<model::shard_record>("merak.shard_record");
-  cfg.add_message_type<std::vector<model::shard_record>>("std::vector<merak.shard_record>");
+  add_message_types(cfg);
   cfg.load<caf::io::middleman>();
 }
 

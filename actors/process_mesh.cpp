@@ -19,13 +19,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 // Forwards joins to its process's home.
-caf::behavior directory_actor(caf::event_based_actor* self, caf::actor home) {
+directory_api::behavior_type directory_actor(directory_api::pointer self, join_api home) {
   return {
-      [=](join_atom, int rank, std::vector<caf::actor>& actors, std::vector<caf::actor>& reducers,
-          caf::actor& who, caf::actor& watchdog) {
-        self->send(home, join_atom::value, rank, std::move(actors), std::move(reducers),
-                   std::move(who), std::move(watchdog));
-      },
+      [=](join_job& j) { self->send(home, std::move(j)); },
   };
 }
 
@@ -48,7 +44,7 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
                                          const std::string& listen_addr,
                                          std::chrono::milliseconds timeout) {
   const int me = b.rank(), world = b.size();
-  auto directory = sys.spawn(directory_actor, caf::actor{home});
+  auto directory = sys.spawn(directory_actor, caf::actor_cast<join_api>(home));
   auto stop_directory = [&] { home->send_exit(directory, caf::exit_reason::user_shutdown); };
   std::vector<process_view> views(static_cast<size_t>(world));
   try {
@@ -65,9 +61,10 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
       peers.push_back(std::move(a));
     }
     const auto deadline = clock_type::now() + timeout;
-    caf::actor lead_directory;
+    directory_api lead_directory;
     for (int j = 0; j < me; ++j) {
-      auto x = sys.middleman().remote_actor(peers[size_t(j)].host, peers[size_t(j)].port);
+      auto x =
+          sys.middleman().remote_actor<directory_api>(peers[size_t(j)].host, peers[size_t(j)].port);
       if (!x)
         fail("process {}: cannot reach process {} at {}:{}: {}", me, j, peers[size_t(j)].host,
              peers[size_t(j)].port, sys.render(x.error()));
@@ -78,12 +75,14 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
       for (int joined = 1; joined < world;) {
         bool timed_out = false;
         home->receive(
-            [&](join_atom, int rank, std::vector<caf::actor>& actors,
-                std::vector<caf::actor>& reducers, caf::actor& who, caf::actor& watchdog) {
-              MERAK_CHECK(rank > 0 && rank < world && !views[size_t(rank)].home,
-                          "join from process {}", rank);
-              views[size_t(rank)] = {
-                  std::move(actors), std::move(reducers), std::move(who), std::move(watchdog), {}};
+            [&](join_job& j) {
+              MERAK_CHECK(j.rank > 0 && j.rank < world && !views[size_t(j.rank)].home,
+                          "join from process {}", j.rank);
+              views[size_t(j.rank)] = {std::move(j.stages),
+                                       std::move(j.reducers),
+                                       std::move(j.home),
+                                       std::move(j.watchdog),
+                                       {}};
               ++joined;
             },
             caf::after(std::max(clock_type::duration(0), deadline - clock_type::now())) >>
@@ -98,18 +97,17 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
         }
       }
       for (int r = 1; r < world; ++r)
-        home->send(views[size_t(r)].home, join_atom::value, 0, std::vector<caf::actor>{},
-                   std::vector<caf::actor>{}, caf::actor{home}, views[0].watchdog);
+        home->send(caf::actor_cast<join_api>(views[size_t(r)].home),
+                   join_job{0, {}, {}, caf::actor{home}, views[0].watchdog});
     } else {
-      home->send(lead_directory, join_atom::value, me, std::move(mine.actors),
-                 std::move(mine.reducers), caf::actor{home}, std::move(mine.watchdog));
+      home->send(lead_directory, join_job{me, std::move(mine.actors), std::move(mine.reducers),
+                                          caf::actor{home}, std::move(mine.watchdog)});
       bool timed_out = false;
       home->receive(
-          [&](join_atom, int rank, std::vector<caf::actor>&, std::vector<caf::actor>&,
-              caf::actor& who, caf::actor& watchdog) {
-            MERAK_CHECK(rank == 0, "join answered by process {}", rank);
-            views[0].home = std::move(who);
-            views[0].watchdog = std::move(watchdog);
+          [&](join_job& j) {
+            MERAK_CHECK(j.rank == 0, "join answered by process {}", j.rank);
+            views[0].home = std::move(j.home);
+            views[0].watchdog = std::move(j.watchdog);
           },
           caf::after(timeout) >> [&] { timed_out = true; });
       if (timed_out)

@@ -11,9 +11,9 @@
 //                  by the kernel; all-gather "addr port" through the bootstrap
 //   process i > 0: connect to the directory of every process j < i (one
 //                  connection per pair, so CAF routes every pair directly),
-//                  then  --join(i, actors, reducers, home, watchdog)--> directory of 0
-//   process 0:     collects the joins, then --join(0, {}, {}, home, watchdog)--> the
-//                  home of every other process
+//                  then  --join_job(i, stages, reducers, home, watchdog)--> directory of 0
+//   process 0:     collects the joins, then --join_job(0, {}, {}, home, watchdog)-->
+//                  the home of every other process
 //   bootstrap barrier: every connection stands before the job's actors talk
 //
 // The directory forwards what it receives to its process's `home` actor.
@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/messages.hpp"
+
 namespace merak::comm {
 class bootstrap;
 }
@@ -36,11 +38,11 @@ namespace merak::actors {
 // them), their reducers (parallel; null where none), and the actor that
 // speaks for the process (the coordinator on process 0).
 struct process_view {
-  std::vector<caf::actor> actors;
-  std::vector<caf::actor> reducers;
-  caf::actor home;
-  caf::actor watchdog;  // its heartbeats (watchdog.hpp)
-  std::string addr;     // "HOSTNAME (listen address)", for messages
+  std::vector<stage_api> actors;
+  std::vector<reducer_api> reducers;
+  caf::actor home;        // coordinator_api on process 0, process_api elsewhere
+  watchdog_api watchdog;  // its heartbeats (watchdog.hpp)
+  std::string addr;       // "HOSTNAME (listen address)", for messages
 };
 
 // On process 0: every process's view, in rank order (its own first). On

@@ -21,15 +21,18 @@ struct reducer_state {
   std::vector<uint32_t> known;
 };
 
-caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup setup) {
+reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> self,
+                                   reducer_setup setup) {
   self->state.cfg = std::move(setup);
   if (self->state.cfg.sparse.kind != comm::codec_kind::dense)
     self->state.codec = comm::make_codec(self->state.cfg.sparse);
   return {
-      [=](reduce_atom, int bucket, tensor_ref flat, int64_t rows, int64_t cols,
-          const std::vector<int>& known_rows) {
+      [=](reduce_bucket& b) {
         auto& st = self->state;
-        auto stage = caf::actor_cast<caf::actor>(self->current_sender());
+        const int bucket = b.bucket;
+        const int64_t rows = b.rows, cols = b.cols;
+        auto& flat = b.flat;
+        auto& known_rows = b.known_rows;
         double t0 = trace_now();
         double rel_error = -1;
         try {
@@ -67,20 +70,19 @@ caf::behavior reducer(caf::stateful_actor<reducer_state>* self, reducer_setup se
                                      fmt::format("{}: {}", st.cfg.where, e.what())));
           return;
         }
-        // "name start end;" for the trace (the stage forwards it).
-        auto slice =
-            fmt::format("{}{} {:.6f} {:.6f};", rows > 0 && st.codec ? "sparse" : "allreduce",
-                        bucket, t0, trace_now());
-        self->send(stage, reduced_atom::value, bucket, flat,
-                   st.cfg.link->bytes_sent() - st.diagnostic_bytes, st.last.union_rows, rel_error,
-                   slice);
+        trace_slice slice{
+            fmt::format("{}{}", rows > 0 && st.codec ? "sparse" : "allreduce", bucket), t0,
+            trace_now()};
+        self->send(b.stage, bucket_reduced{bucket, std::move(flat),
+                                           st.cfg.link->bytes_sent() - st.diagnostic_bytes,
+                                           st.last.union_rows, rel_error, std::move(slice)});
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_reducer(caf::actor_system& sys, reducer_setup setup) {
+reducer_api spawn_reducer(caf::actor_system& sys, reducer_setup setup) {
   return sys.spawn<caf::detached>(reducer, std::move(setup));
 }
 

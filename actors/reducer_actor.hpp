@@ -3,11 +3,11 @@
 // of one (pp, tp) group across the dp replicas form a ring over comm/.
 // Included only by actors/*.cpp.
 //
-//   stage --reduce(bucket, flat, rows, cols, known rows)--> its reducer
+//   stage --reduce_bucket(bucket, flat, rows, cols, known rows)--> its reducer
 //   reducers of the group: ring all-reduce of the bucket (or, for the sparse
 //     bucket, the configured codec: coo, union or S2), tag = bucket id
-//   reducer --reduced(bucket, flat, bytes sent, union rows, rel error,
-//     trace slice)--> stage
+//   reducer --bucket_reduced(bucket, flat, bytes sent, union rows, rel error,
+//     trace slice)--> the stage the bucket names
 //
 // Known rows (sparse bucket only; empty: the codec scans): rows that hold
 // every non-zero of the bucket, increasing (the token ids of the replica's
@@ -30,6 +30,7 @@
 
 #include <memory>
 
+#include "actors/messages.hpp"
 #include "comm/codec.hpp"
 #include "comm/transport.hpp"
 
@@ -44,6 +45,6 @@ struct reducer_setup {
   std::string where;           // "reducer actor (dp=.., pp=.., tp=..)", for errors
 };
 
-caf::actor spawn_reducer(caf::actor_system& sys, reducer_setup setup);
+reducer_api spawn_reducer(caf::actor_system& sys, reducer_setup setup);
 
 }  // namespace merak::actors

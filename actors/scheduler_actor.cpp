@@ -8,10 +8,12 @@
 
 namespace merak::actors {
 
-caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup su) {
+namespace {
+
+scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, scheduler_setup su) {
   struct state {
-    std::vector<caf::actor> stages;  // row-major [dp][pp]
-    caf::actor coordinator;
+    std::vector<stage_api> stages;  // row-major [dp][pp]
+    coordinator_api coordinator;
     std::vector<partition::stage_memory> reports;
     int received = 0;
     bool wired = false;
@@ -41,37 +43,39 @@ caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup su) 
                             "--memory-budget {} (try --recompute stage-aware)",
                             s, plan.bytes[s], su.budget));
     } catch (const std::exception& e) {
-      self->send(st->coordinator, failed_atom::value, std::string("scheduler: ") + e.what());
+      self->send(st->coordinator, job_failed{std::string("scheduler: ") + e.what()});
       return;
     }
     for (int r = 0; r < su.dp; ++r)
-      for (int s = 0; s < su.pp; ++s) {
-        auto& p = pols[s];
-        std::vector<int> pre(p.pre.begin(), p.pre.end());
-        self->send(st->stages[size_t(r) * su.pp + s], plan_atom::value, p.warm, p.steady, p.limited,
-                   p.forward_first, p.recompute_in_backward, pre, plan.nodes[s]);
-      }
-    self->send(st->coordinator, planned_atom::value, plan.str());
+      for (int s = 0; s < su.pp; ++s)
+        self->send(st->stages[size_t(r) * su.pp + s], stage_plan{pols[s], plan.nodes[s]});
+    self->send(st->coordinator, plan_ready{plan.str()});
   };
   return {
-      [=](wire_atom, std::vector<caf::actor> stages, caf::actor coordinator) {
-        st->stages = std::move(stages);
-        st->coordinator = std::move(coordinator);
+      [=](scheduler_wiring& w) {
+        st->stages = std::move(w.stages);
+        st->coordinator = std::move(w.coordinator);
         st->wired = true;
         if (st->received == su.pp) plan_and_send();  // reports came first
       },
-      [=](memory_atom, int stage, int64_t weights, std::vector<int> segment_nodes,
-          std::vector<int64_t> stash, std::vector<int64_t> checkpoint, int64_t input_bytes) {
-        auto& m = st->reports.at(stage);
-        m.stage = stage;
-        m.weights_bytes = weights;
-        m.segment_nodes = std::move(segment_nodes);
-        m.stash_bytes = std::move(stash);
-        m.checkpoint_bytes = std::move(checkpoint);
-        m.input_bytes = input_bytes;
+      [=](memory_report& r) {
+        const int stage = r.memory.stage;
+        if (stage < 0 || stage >= su.pp) {
+          self->send(
+              st->coordinator,
+              job_failed{fmt::format("scheduler: memory report of stage {} of {}", stage, su.pp)});
+          return;
+        }
+        st->reports[size_t(stage)] = std::move(r.memory);
         if (++st->received == su.pp && st->wired) plan_and_send();
       },
   };
+}
+
+}  // namespace
+
+scheduler_api spawn_scheduler(caf::actor_system& sys, scheduler_setup setup) {
+  return sys.spawn(scheduler_actor, std::move(setup));
 }
 
 }  // namespace merak::actors

@@ -1,10 +1,11 @@
 #pragma once
 // The scheduler actor: one per job. Included only by actors/*.cpp.
 //
-//   stage (dp rank 0) --memory(stage, weights, segments...)--> scheduler
-//   scheduler, once every stage reported:
-//     --plan(policy..., checkpoint nodes)--> every stage of every replica
-//     --planned(summary)--> coordinator      (or --failed(what)--> coordinator)
+//   coordinator --scheduler_wiring(every stage shard)--> scheduler
+//   stage (dp rank 0, TP shard 0) --memory_report--> scheduler
+//   scheduler, once wired and every stage reported:
+//     --stage_plan(policy, checkpoint nodes)--> every stage of every replica
+//     --plan_ready(summary)--> coordinator   (or --job_failed--> coordinator)
 //
 // It turns the schedule kind into each stage's policy (in-flight limits, the
 // pre(s) set) and negotiates recomputation from the memory the stages report:
@@ -13,6 +14,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/messages.hpp"
 #include "partition/schedule.hpp"
 
 namespace merak::actors {
@@ -26,6 +28,7 @@ struct scheduler_setup {
   int64_t budget = 0;           // bytes per stage; 0: none
 };
 
-caf::behavior scheduler_actor(caf::event_based_actor* self, scheduler_setup setup);
+// Spawns the scheduler actor (on the actor system's workers).
+scheduler_api spawn_scheduler(caf::actor_system& sys, scheduler_setup setup);
 
 }  // namespace merak::actors

@@ -16,11 +16,13 @@
 #include "actors/core_loan.hpp"
 #include "actors/idle_wait.hpp"
 #include "actors/messages.hpp"
+#include "comm/grad_buckets.hpp"
 #include "comm/stream_tp_group.hpp"
 #include "core/error.hpp"
 #include "model/executor.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "partition/recompute.hpp"
+#include "partition/tie_settlement.hpp"
 
 namespace merak::actors {
 
@@ -31,9 +33,10 @@ struct stage_state {
   std::unique_ptr<model::executor> exec;
   std::unique_ptr<model::adamw> opt;
   std::unique_ptr<partition::stage_scheduler> sched;
-  std::vector<caf::actor> stages;    // of this replica and TP rank, by stage index
-  std::vector<caf::actor> tp_peers;  // the shards of this stage, by TP rank
-  caf::actor reducer, coordinator;
+  std::vector<stage_api> stages;    // of this replica and TP rank, by stage index
+  std::vector<stage_api> tp_peers;  // the shards of this stage, by TP rank
+  reducer_api reducer;
+  coordinator_api coordinator;
   // TP followers: the leader's ops not run yet, and what has arrived.
   std::deque<partition::op> commanded;
   std::set<int> have_inputs, have_grads;
@@ -51,13 +54,11 @@ struct stage_state {
   int next_eval = 0;
   int grads_expected = 0;  // per micro-batch: sum of readers over outputs
   // End of step: tied-weight exchange and reduction.
-  bool backward_done = false, finishing = false;
-  std::map<std::string, std::vector<std::pair<int, tensor_ref>>> tie_inbox;
-  std::set<std::string> settled;  // owned ties summed this step
-  int ties_pending = 0;
-  // Data-parallel buckets: parameter indices (store order) finished by each
-  // node's backward; this step's buckets (flat buffers reused across steps).
-  std::vector<std::vector<int>> finished_by;  // [node - first]
+  bool finishing = false;
+  std::unique_ptr<partition::tie_settlement> ties;  // tied weights, each step
+  // Data-parallel buckets (comm/grad_buckets.hpp): which gradients go
+  // together; this step's buckets (flat buffers reused across steps).
+  std::unique_ptr<comm::grad_bucketer> bucketer;
   struct bucket {
     std::vector<int> params;
     std::shared_ptr<model::tensor> flat;
@@ -65,10 +66,7 @@ struct stage_state {
   };
   std::vector<bucket> buckets;
   int shipped = 0, reduced = 0;  // buckets this step
-  std::vector<int> open;         // finished, not shipped
-  int64_t open_bytes = 0;
-  std::vector<bool> in_bucket;  // per parameter, this step
-  uint64_t reducer_bytes = 0;   // bytes the reducer has sent, all steps
+  uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
   uint64_t reducer_bytes_reported = 0;
   int64_t sparse_union_rows = 0;
   double sparse_rel_error = -1;  // of the last sparse bucket (-1: not measured)
@@ -84,9 +82,11 @@ struct stage_state {
   bool in_step = false;
   std::chrono::microseconds spin{0};
   core_loan* loan = nullptr;  // the running op's cores, while it computes
-  std::string trace;          // "name start end;" per op (trace_now() seconds)
-  std::string reducer_trace;  // the reducer's slices, this step
+  trace_track trace;          // this step's ops
+  trace_track reducer_trace;  // the reducer's slices, this step
 };
+
+using stage_self = stage_api::stateful_pointer<stage_state>;
 
 namespace {
 
@@ -95,6 +95,10 @@ using clock = std::chrono::steady_clock;
 // A time point as trace_now() reports it.
 double seconds(clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+actor_coord coord(const stage_state& st) {
+  return {st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank};
 }
 
 std::string where(const stage_state& st) {
@@ -116,7 +120,8 @@ void setup_state(stage_state& st, stage_setup cfg) {
     st.exec->set_tp(st.tp.get(), st.cfg.tp_overlap);
   }
   if (st.cfg.cores) st.exec->set_node_hook([&st] { rebalance_loan(st); });
-  for (auto& r : st.cfg.output_readers) st.grads_expected += int(r.size());
+  for (auto& r : st.cfg.route.output_readers) st.grads_expected += int(r.size());
+  st.ties = std::make_unique<partition::tie_settlement>(st.cfg.stage, st.cfg.route.ties);
   if (st.cfg.dp > 1 && !st.cfg.sparse_param.empty()) {
     int users = 0, embeddings = 0;
     for (int n = st.cfg.first; n < st.cfg.last; ++n)
@@ -130,24 +135,27 @@ void setup_state(stage_state& st, stage_setup cfg) {
     st.known_rows_ok = users == 1 && embeddings == 1 &&
                        std::find(ins.begin(), ins.end(), st.tokens_value) != ins.end();
   }
-  // A parameter's gradient is final once the backward of the first node
-  // (in forward order) that uses it ran: backward visits nodes in reverse.
-  auto& all = st.store->all();
-  st.finished_by.assign(st.cfg.last - st.cfg.first, {});
-  for (size_t i = 0; i < all.size(); ++i)
-    for (int n = st.cfg.first; n < st.cfg.last; ++n) {
-      bool uses = false;
-      for (auto& spec : st.cfg.graph->nodes()[n].params)
-        uses = uses || spec.name == all[i]->spec.name;
-      if (uses) {
-        st.finished_by[n - st.cfg.first].push_back(int(i));
-        break;
-      }
+  if (st.cfg.dp > 1) {
+    std::vector<std::string> names;
+    std::vector<int64_t> bytes;
+    int sparse = -1;  // the token embedding's full gradient, through the codec
+    auto& all = st.store->all();
+    for (size_t i = 0; i < all.size(); ++i) {
+      names.push_back(all[i]->spec.name);
+      bytes.push_back(int64_t(all[i]->value.bytes()));
+      if (!st.cfg.sparse_param.empty() && all[i]->spec.name == st.cfg.sparse_param &&
+          all[i]->value.rank() == 2)
+        sparse = int(i);
     }
+    st.bucketer = std::make_unique<comm::grad_bucketer>(
+        std::move(bytes),
+        comm::gradients_final_after(*st.cfg.graph, st.cfg.first, st.cfg.last, names), sparse,
+        st.cfg.bucket_bytes);
+  }
 }
 
-void pump(caf::stateful_actor<stage_state>* self);
-void node_finished(caf::stateful_actor<stage_state>* self, int n);
+void pump(stage_self self);
+void node_finished(stage_self self, int n);
 
 }  // namespace
 
@@ -166,29 +174,23 @@ void waking(const stage_state& st, int s) {
 // (keval) to stage `s` of this line: by reference in this process, through
 // the tensor channel to another. Training work marks the receiver's cores
 // busy first (core_pool.hpp).
-void hand_on(caf::stateful_actor<stage_state>* self, int s, int kind, int mb, int value,
-             model::tensor x) {
+void hand_on(stage_self self, int s, int kind, int mb, int value, model::tensor x) {
   auto& st = self->state;
   if (kind != keval) waking(st, s);
   if (st.cfg.channel && st.cfg.line_rank[size_t(s)] >= 0) {
     st.cfg.channel->send(st.cfg.line_rank[size_t(s)],
                          {st.cfg.line_index[size_t(s)], kind, mb, value},
                          std::make_shared<const model::tensor>(std::move(x)));
-  } else if (kind == kinput) {
-    self->send(st.stages[size_t(s)], input_atom::value, mb, value, tensor_ref::make(std::move(x)));
-  } else if (kind == keval) {
-    self->send(st.stages[size_t(s)], eval_atom::value, mb, value, tensor_ref::make(std::move(x)));
   } else {
-    self->send(st.stages[size_t(s)], grad_atom::value, mb, value, tensor_ref::make(std::move(x)));
+    self->send(st.stages[size_t(s)], stage_tensor{kind, mb, value, tensor_ref::make(std::move(x))});
   }
 }
 
 // Hands each output of a forward of `mb` to the stages that read it.
-void hand_out(caf::stateful_actor<stage_state>* self, int kind, int mb,
-              std::vector<model::tensor>& outputs) {
+void hand_out(stage_self self, int kind, int mb, std::vector<model::tensor>& outputs) {
   auto& st = self->state;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    auto& readers = st.cfg.output_readers[i];
+    auto& readers = st.cfg.route.output_readers[i];
     for (size_t k = 0; k < readers.size(); ++k)
       hand_on(self, readers[k], kind, mb, st.exec->output_values()[i],
               k + 1 == readers.size() ? std::move(outputs[i]) : outputs[i].clone());
@@ -212,7 +214,7 @@ bool file_input(stage_state& st, std::map<int, std::vector<model::tensor>>& slot
 // `computed` runs between the op's compute and the hand-off of its outputs
 // and returns whether the stage has another op it can run now.
 template <typename Computed>
-void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Computed&& computed) {
+void run_op(stage_self self, const partition::op& o, Computed&& computed) {
   auto& st = self->state;
   auto& ex = *st.exec;
   auto t0 = clock::now();
@@ -231,7 +233,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
       cores.compute_done(computed());
       hand_out(self, kinput, o.mb, r.outputs);
       if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
-        self->send(st.coordinator, loss_atom::value, st.cfg.dp_rank, o.mb, r.loss);
+        self->send(st.coordinator, micro_batch_loss{st.cfg.dp_rank, o.mb, r.loss});
       break;
     }
     case partition::op_kind::R:
@@ -251,7 +253,7 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
       auto dx = ex.backward(o.mb, std::move(g), st.cfg.loss_scale, done);
       cores.compute_done(computed());
       for (size_t i = 0; i < dx.size(); ++i) {
-        int producer = st.cfg.input_producer[i];
+        int producer = st.cfg.route.input_producer[i];
         if (producer < 0 || !dx[i].defined()) continue;
         hand_on(self, producer, kgrad, o.mb, ex.input_values()[i], std::move(dx[i]));
       }
@@ -260,17 +262,27 @@ void run_op(caf::stateful_actor<stage_state>* self, const partition::op& o, Comp
   }
   auto t1 = clock::now();
   st.busy_s += std::chrono::duration<double>(t1 - t0).count();
-  if (st.cfg.trace)
-    st.trace += fmt::format("{} {:.6f} {:.6f};", partition::op_name(o), seconds(t0), seconds(t1));
+  if (st.cfg.trace) st.trace.push_back({partition::op_name(o), seconds(t0), seconds(t1)});
 }
 
 // Copies the bucket's gradients into its flat buffer and hands it to the
 // reducer (the buffer is reused once the reducer has let go of it: a fresh
 // one costs a page fault per 4 KiB every step).
-void ship(caf::stateful_actor<stage_state>* self, std::vector<int> params, int64_t rows,
-          int64_t cols, std::vector<int> known_rows = {}) {
+void ship(stage_self self, comm::grad_bucket bucket) {
   auto& st = self->state;
   auto& all = st.store->all();
+  auto& params = bucket.params;
+  int64_t rows = 0, cols = 0;
+  std::vector<int> known_rows;
+  if (bucket.sparse) {
+    const auto& g = all[size_t(params.front())]->grad;
+    rows = g.dim(0);
+    cols = g.dim(1);
+    // Its non-zero rows are the step's token ids (when this stage sees them).
+    if (st.known_rows_ok && int64_t(st.token_seen.size()) == rows)
+      for (size_t k = 0; k < st.token_seen.size(); ++k)
+        if (st.token_seen[k]) known_rows.push_back(int(k));
+  }
   int id = st.shipped++;
   if (int(st.buckets.size()) <= id) st.buckets.emplace_back();
   auto& b = st.buckets[id];
@@ -286,45 +298,23 @@ void ship(caf::stateful_actor<stage_state>* self, std::vector<int> params, int64
   b.params = std::move(params);
   b.rows = rows;
   b.cols = cols;
-  self->send(st.reducer, reduce_atom::value, id, tensor_ref{b.flat}, rows, cols,
-             std::move(known_rows));
+  self->send(st.reducer,
+             reduce_bucket{id, tensor_ref{b.flat}, rows, cols, std::move(known_rows), self});
 }
 
 // Called as the last micro-batch's backward finishes node `n`.
-void node_finished(caf::stateful_actor<stage_state>* self, int n) {
+void node_finished(stage_self self, int n) {
   auto& st = self->state;
-  auto& all = st.store->all();
-  for (int p : st.finished_by[n - st.cfg.first]) {
-    if (st.in_bucket[p]) continue;
-    st.in_bucket[p] = true;
-    auto& prm = *all[p];
-    if (!st.cfg.sparse_param.empty() && prm.spec.name == st.cfg.sparse_param &&
-        prm.grad.rank() == 2) {
-      std::vector<int> known;
-      if (st.known_rows_ok && int64_t(st.token_seen.size()) == prm.grad.dim(0))
-        for (size_t k = 0; k < st.token_seen.size(); ++k)
-          if (st.token_seen[k]) known.push_back(int(k));
-      // alone, through the codec
-      ship(self, {p}, prm.grad.dim(0), prm.grad.dim(1), std::move(known));
-      continue;
-    }
-    st.open.push_back(p);
-    st.open_bytes += int64_t(prm.grad.bytes());
-    if (st.open_bytes >= st.cfg.bucket_bytes) {
-      ship(self, std::move(st.open), 0, 0);
-      st.open.clear();
-      st.open_bytes = 0;
-    }
-  }
+  for (auto& b : st.bucketer->node_finished(n - st.cfg.first)) ship(self, std::move(b));
 }
 
 // After the ties and the reduction: report the gradient norm share.
-void report_ready(caf::stateful_actor<stage_state>* self) {
+void report_ready(stage_self self) {
   auto& st = self->state;
   double sumsq = 0;
   for (auto& prm : st.store->all()) {
     bool duplicate = false;
-    for (auto& t : st.cfg.ties)
+    for (auto& t : st.cfg.route.ties)
       if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
     if (duplicate) continue;                                         // counted once, by its owner
     if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
@@ -337,77 +327,51 @@ void report_ready(caf::stateful_actor<stage_state>* self) {
   }
   // The trace first: the coordinator stops listening once every stage is ready.
   if (st.cfg.trace)
-    self->send(st.coordinator, trace_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank,
-               st.trace, st.reducer_trace, st.tp ? st.tp->take_trace() : std::string());
-  self->send(st.coordinator, ready_atom::value, st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank, sumsq,
-             st.busy_s,
-             st.reducer_bytes - std::exchange(st.reducer_bytes_reported, st.reducer_bytes),
-             st.sparse_union_rows, st.sparse_rel_error);
+    self->send(st.coordinator, stage_trace{coord(st), std::exchange(st.trace, {}),
+                                           std::exchange(st.reducer_trace, {}),
+                                           st.tp ? st.tp->take_trace() : trace_track{}});
+  self->send(st.coordinator, stage_ready{coord(st), sumsq, st.busy_s,
+                                         st.reducer_bytes - std::exchange(st.reducer_bytes_reported,
+                                                                          st.reducer_bytes),
+                                         st.sparse_union_rows, st.sparse_rel_error});
 }
 
-void after_ties(caf::stateful_actor<stage_state>* self) {
-  report_ready(self);
-}
-
-// The owner of a tied weight adds the holders' gradients (in stage order)
-// once its own backward is done and all have arrived, then sends the sum back.
-void try_settle_ties(caf::stateful_actor<stage_state>* self) {
+// Sends this stage's gradient (or the owner's sum) of tied weight `name` to
+// stage `to`.
+void send_tie(stage_self self, const partition::tie_settlement::send& s) {
   auto& st = self->state;
-  if (!st.backward_done) return;
-  for (auto& t : st.cfg.ties) {
-    if (t.owner != st.cfg.stage || st.settled.count(t.name)) continue;
-    auto& inbox = st.tie_inbox[t.name];
-    if (inbox.size() + 1 < t.holders.size()) continue;
-    std::sort(inbox.begin(), inbox.end(), [](auto& a, auto& b) { return a.first < b.first; });
-    auto prm = st.store->find(t.name);
-    float* g = prm->grad.f32();
-    for (auto& [from, ref] : inbox) {
-      const float* h = ref.t->f32();
-      for (int64_t i = 0; i < prm->grad.numel(); ++i) g[i] += h[i];
-    }
-    inbox.clear();
-    for (int h : t.holders)
-      if (h != st.cfg.stage)
-        self->send(st.stages[h], tie_atom::value, t.name, tensor_ref::make(prm->grad.clone()));
-    st.settled.insert(t.name);
-    --st.ties_pending;
-  }
-  if (st.ties_pending == 0) after_ties(self);
+  self->send(
+      st.stages[size_t(s.to)],
+      tied_gradient{s.name, st.cfg.stage, tensor_ref::make(st.store->find(s.name)->grad.clone())});
 }
 
-void settle_ties(caf::stateful_actor<stage_state>* self);
+// Sums what can be summed; reports once every tie is settled.
+void settle_owned(stage_self self) {
+  auto& st = self->state;
+  auto grad = [&](const std::string& name) -> model::tensor& { return st.store->find(name)->grad; };
+  for (auto& s : st.ties->settle(grad)) send_tie(self, s);
+  if (st.ties->finished()) report_ready(self);
+}
+
+void settle_ties(stage_self self);
 
 // Backward is done: the gradients not yet in a bucket go in a last one; the
 // ties are settled once every bucket is back.
-void finish_backward(caf::stateful_actor<stage_state>* self) {
+void finish_backward(stage_self self) {
   auto& st = self->state;
   if (st.cfg.dp > 1) {
-    for (int n = st.cfg.last - 1; n >= st.cfg.first; --n) node_finished(self, n);
-    for (size_t p = 0; p < st.in_bucket.size(); ++p)
-      MERAK_CHECK(st.in_bucket[p], "parameter {} never finished", st.store->all()[p]->spec.name);
-    if (!st.open.empty()) ship(self, std::move(st.open), 0, 0);
-    st.open.clear();
-    st.open_bytes = 0;
+    for (auto& b : st.bucketer->finish()) ship(self, std::move(b));
     if (st.reduced < st.shipped) return;  // the last `reduced` continues
   }
   settle_ties(self);
 }
 
-void settle_ties(caf::stateful_actor<stage_state>* self) {
+// The stage's gradients are final (backward and reduction done): the tied
+// weights are settled (partition/tie_settlement.hpp), then the stage is ready.
+void settle_ties(stage_self self) {
   auto& st = self->state;
-  st.backward_done = true;
-  st.ties_pending = 0;
-  for (auto& t : st.cfg.ties) {
-    ++st.ties_pending;
-    if (t.owner != st.cfg.stage)
-      self->send(st.stages[t.owner], tie_atom::value, t.name,
-                 tensor_ref::make(st.store->find(t.name)->grad.clone()));
-  }
-  st.settled.clear();
-  if (st.ties_pending == 0)
-    after_ties(self);
-  else
-    try_settle_ties(self);
+  for (auto& s : st.ties->begin()) send_tie(self, s);
+  settle_owned(self);
 }
 
 bool follower(const stage_state& st) {
@@ -428,7 +392,7 @@ bool can_run(const stage_state& st, const partition::op& o) {
   return false;
 }
 
-void after_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
+void after_op(stage_self self, const partition::op& o) {
   auto& st = self->state;
   if (o.kind == partition::op_kind::F || o.kind == partition::op_kind::Fpc)
     st.have_inputs.erase(o.mb);
@@ -438,7 +402,7 @@ void after_op(caf::stateful_actor<stage_state>* self, const partition::op& o) {
   }
 }
 
-void pump(caf::stateful_actor<stage_state>* self) {
+void pump(stage_self self) {
   auto& st = self->state;
   if (!st.sched || st.finishing) return;
   if (follower(st)) {
@@ -455,8 +419,7 @@ void pump(caf::stateful_actor<stage_state>* self) {
     return;
   }
   while (auto o = st.sched->next()) {
-    for (size_t t = 1; t < st.tp_peers.size(); ++t)
-      self->send(st.tp_peers[t], op_atom::value, int(o->kind), o->mb);
+    for (size_t t = 1; t < st.tp_peers.size(); ++t) self->send(st.tp_peers[t], tp_command{*o});
     run_op(self, *o, [&] {
       st.sched->completed(*o);
       // A message waiting may be work: keep the core rather than lend it
@@ -467,7 +430,7 @@ void pump(caf::stateful_actor<stage_state>* self) {
     // Arrivals may change the next choice: let them in first. With an empty
     // mailbox, go on directly (a message to self costs a few microseconds).
     if (!self->mailbox().empty()) {
-      self->send(self, run_atom::value);
+      self->send(self, pump_next{});
       return;
     }
   }
@@ -481,7 +444,7 @@ void pump(caf::stateful_actor<stage_state>* self) {
 // Runs a handler; an exception ends the actor with a `failed` message naming
 // it. During a step the stage then polls for its next message (idle_wait.hpp).
 template <typename F>
-void guarded(caf::stateful_actor<stage_state>* self, F&& f) {
+void guarded(stage_self self, F&& f) {
   try {
     f();
     if (self->state.in_step)
@@ -495,24 +458,109 @@ void guarded(caf::stateful_actor<stage_state>* self, F&& f) {
           self->state.spin);
   } catch (const std::exception& e) {
     auto what = fmt::format("{}: {}", where(self->state), e.what());
-    self->send(self->state.coordinator, failed_atom::value, what);
+    self->send(self->state.coordinator, job_failed{what});
     self->quit(caf::make_error(caf::sec::runtime_error, what));
   }
+}
+
+// An activation or graph input of micro-batch `mb` (x by reference: take()
+// can move it).
+void take_input(stage_self self, int mb, int value, tensor_ref& x) {
+  auto& st = self->state;
+  if (st.known_rows_ok && value == st.tokens_value) {
+    const int32_t* ids = x.t->data<int32_t>();
+    for (int64_t i = 0; i < x.t->numel(); ++i) {
+      MERAK_CHECK(ids[i] >= 0 && size_t(ids[i]) < st.token_seen.size(),
+                  "token id {} outside [0, {})", ids[i], st.token_seen.size());
+      st.token_seen[size_t(ids[i])] = 1;
+    }
+  }
+  if (!file_input(st, st.inputs, st.inputs_seen, mb, value, x.take(), "input")) return;
+  st.inputs_seen.erase(mb);
+  if (!st.in_step) {  // the next step's, ahead of its step message
+    st.early_inputs.push_back(mb);
+    return;
+  }
+  st.have_inputs.insert(mb);
+  st.sched->activation_arrived(mb);
+  pump(self);
+}
+
+// The gradient of output `value` of micro-batch `mb`: several readers' are
+// summed.
+void take_grad(stage_self self, int mb, int value, tensor_ref& g) {
+  auto& st = self->state;
+  auto& outs = st.exec->output_values();
+  auto it = std::find(outs.begin(), outs.end(), value);
+  MERAK_CHECK(it != outs.end(), "gradient for value {} that this stage does not produce", value);
+  auto& slot = st.grads[mb];
+  if (slot.empty()) slot.resize(outs.size());
+  auto& dst = slot[size_t(it - outs.begin())];
+  if (!dst.defined()) {
+    dst = g.take();
+  } else {
+    float* d = dst.f32();
+    const float* s = g.t->f32();
+    for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
+  }
+  if (++st.grads_seen[mb] == st.grads_expected) {
+    st.have_grads.insert(mb);
+    st.sched->gradient_arrived(mb);
+    pump(self);
+  }
+}
+
+// An input of validation forward `seq` (replica 0 only): forwards run in
+// sequence order, so the TP shards of a stage sum in step.
+void take_eval(stage_self self, int seq, int value, tensor_ref& x) {
+  auto& st = self->state;
+  file_input(st, st.eval_inputs, st.eval_seen, seq, value, x.take(), "validation input");
+  const int n = int(st.exec->input_values().size());
+  while (st.eval_seen.count(st.next_eval) && st.eval_seen[st.next_eval] == n) {
+    const int s = st.next_eval++;
+    auto in = std::move(st.eval_inputs[s]);
+    st.eval_inputs.erase(s);
+    st.eval_seen.erase(s);
+    auto r = st.exec->infer(std::move(in));
+    hand_out(self, keval, s, r.outputs);
+    if (st.exec->computes_loss() && st.cfg.tp_rank == 0)
+      self->send(st.coordinator, eval_loss{s, r.loss});
+  }
+}
+
+// Writes this shard's file into the checkpoint assembled in `dir`: its
+// slices of split weights, the unsplit ones by TP shard 0 only, tied weights
+// by their owner stage only.
+std::vector<model::shard_record> write_own_shard(const stage_state& st, const std::string& dir,
+                                                 const model::metadata_map& meta) {
+  std::vector<const model::parameter*> params;
+  std::vector<const model::tensor*> m, v;
+  auto& all = st.store->all();
+  for (size_t i = 0; i < all.size(); ++i) {
+    bool owned = all[i]->spec.shard.sharded() || st.cfg.tp_rank == 0;
+    for (auto& t : st.cfg.route.ties)
+      if (t.name == all[i]->spec.name) owned = owned && t.owner == st.cfg.stage;
+    if (!owned) continue;
+    params.push_back(all[i].get());
+    m.push_back(&st.opt->first_moments()[i]);
+    v.push_back(&st.opt->second_moments()[i]);
+  }
+  return model::write_shard(dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank), params, m, v,
+                            meta);
 }
 
 }  // namespace
 
 namespace {
 
-caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup setup) {
+stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
   return {
-      [=](wire_atom, std::vector<caf::actor> stages, caf::actor reducer, caf::actor coordinator,
-          caf::actor scheduler, std::vector<caf::actor> tp_peers) {
+      [=](stage_wiring& w) {
         auto& st = self->state;
-        st.stages = std::move(stages);
-        st.tp_peers = std::move(tp_peers);
-        st.reducer = std::move(reducer);
-        st.coordinator = std::move(coordinator);
+        st.stages = std::move(w.line);
+        st.tp_peers = std::move(w.tp_peers);
+        st.reducer = std::move(w.reducer);
+        st.coordinator = std::move(w.coordinator);
         guarded(self, [&] {
           omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
           setup_state(st, setup);
@@ -520,35 +568,30 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           if (st.cfg.reports_memory) {
             auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first,
                                                st.cfg.last, st.cfg.tokens_per_micro_batch, 1);
-            self->send(scheduler, memory_atom::value, st.cfg.stage, m.weights_bytes,
-                       m.segment_nodes, m.stash_bytes, m.checkpoint_bytes, m.input_bytes);
+            self->send(w.scheduler, memory_report{std::move(m)});
           }
         });
       },
-      [=](plan_atom, int warm, int steady, bool limited, bool forward_first,
-          bool recompute_in_backward, const std::vector<int>& pre, int checkpoint_nodes) {
+      [=](stage_plan& plan) {
         guarded(self, [&] {
           auto& p = self->state.cfg.policy;
-          p.warm = warm;
-          p.steady = steady;
-          p.limited = limited;
-          p.forward_first = forward_first;
-          p.recompute_in_backward = recompute_in_backward;
-          p.pre = std::set<int>(pre.begin(), pre.end());
-          self->state.exec->set_checkpoint(checkpoint_nodes);
+          MERAK_CHECK(plan.policy.stage == p.stage && plan.policy.stages == p.stages &&
+                          plan.policy.micro_batches == p.micro_batches,
+                      "the scheduler's plan is for stage {} of {} with {} micro-batches",
+                      plan.policy.stage, plan.policy.stages, plan.policy.micro_batches);
+          p = std::move(plan.policy);
+          self->state.exec->set_checkpoint(plan.checkpoint_nodes);
         });
       },
-      [=](step_atom, int64_t) {
+      [=](const step_start&) {
         guarded(self, [&] {
           auto& st = self->state;
           st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
           st.in_step = true;
-          st.backward_done = st.finishing = false;
+          st.finishing = false;
           st.backwards = 0;
           st.shipped = st.reduced = 0;
-          st.open.clear();
-          st.open_bytes = 0;
-          st.in_bucket.assign(st.store->all().size(), false);
+          if (st.bucketer) st.bucketer->begin_step();
           st.busy_s = 0;
           st.trace.clear();
           st.reducer_trace.clear();
@@ -561,168 +604,90 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
           pump(self);
         });
       },
-      [=](input_atom, int mb, int value, tensor_ref& x) {  // by reference: take() can move
+      [=](stage_tensor& in) {  // by reference: take() can move
         guarded(self, [&] {
-          auto& st = self->state;
-          if (st.known_rows_ok && value == st.tokens_value) {
-            const int32_t* ids = x.t->data<int32_t>();
-            for (int64_t i = 0; i < x.t->numel(); ++i) {
-              MERAK_CHECK(ids[i] >= 0 && size_t(ids[i]) < st.token_seen.size(),
-                          "token id {} outside [0, {})", ids[i], st.token_seen.size());
-              st.token_seen[size_t(ids[i])] = 1;
-            }
+          switch (in.kind) {
+            case kinput:
+              return take_input(self, in.mb, in.value, in.x);
+            case kgrad:
+              return take_grad(self, in.mb, in.value, in.x);
+            case keval:
+              return take_eval(self, in.mb, in.value, in.x);
           }
-          if (file_input(st, st.inputs, st.inputs_seen, mb, value, x.take(), "input")) {
-            st.inputs_seen.erase(mb);
-            if (!st.in_step) {  // the next step's, ahead of its step message
-              st.early_inputs.push_back(mb);
-              return;
-            }
-            st.have_inputs.insert(mb);
-            st.sched->activation_arrived(mb);
-            pump(self);
-          }
+          fail("{} tensor of unknown kind {}", where(self->state), in.kind);
         });
       },
-      [=](grad_atom, int mb, int value, tensor_ref& g) {
+      [=](pump_next) { guarded(self, [&] { pump(self); }); },
+      [=](tp_command& c) {
         guarded(self, [&] {
-          auto& st = self->state;
-          auto& outs = st.exec->output_values();
-          auto it = std::find(outs.begin(), outs.end(), value);
-          MERAK_CHECK(it != outs.end(), "gradient for value {} that this stage does not produce",
-                      value);
-          auto& slot = st.grads[mb];
-          if (slot.empty()) slot.resize(outs.size());
-          auto& dst = slot[it - outs.begin()];
-          if (!dst.defined()) {
-            dst = g.take();
-          } else {  // several readers: sum their gradients
-            float* d = dst.f32();
-            const float* s = g.t->f32();
-            for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
-          }
-          if (++st.grads_seen[mb] == st.grads_expected) {
-            st.have_grads.insert(mb);
-            st.sched->gradient_arrived(mb);
-            pump(self);
-          }
-        });
-      },
-      [=](run_atom) { guarded(self, [&] { pump(self); }); },
-      [=](op_atom, int kind, int mb) {
-        guarded(self, [&] {
-          self->state.commanded.push_back({partition::op_kind(kind), mb});
+          self->state.commanded.push_back(c.op);
           pump(self);
         });
       },
-      [=](tie_atom, const std::string& name, tensor_ref g) {
+      [=](tied_gradient& g) {
         guarded(self, [&] {
           auto& st = self->state;
-          const stage_setup::tie* t = nullptr;
-          for (auto& x : st.cfg.ties)
-            if (x.name == name) t = &x;
-          MERAK_CHECK(t != nullptr, "tied-weight message for '{}'", name);
-          if (t->owner == st.cfg.stage) {
-            int from = -1;
-            auto src = caf::actor_cast<caf::actor>(self->current_sender());
-            for (size_t i = 0; i < st.stages.size(); ++i)
-              if (st.stages[i] == src) from = int(i);
-            st.tie_inbox[name].emplace_back(from, g);
-            try_settle_ties(self);
+          if (st.ties->owns(g.name)) {
+            st.ties->holder_gradient(g.name, g.from_stage, g.grad.take());
+            settle_owned(self);
           } else {  // the owner's sum
-            auto prm = st.store->find(name);
-            std::memcpy(prm->grad.f32(), g.t->f32(), prm->grad.bytes());
-            st.settled.insert(name);
-            if (--st.ties_pending == 0) after_ties(self);
+            auto prm = st.store->find(g.name);
+            MERAK_CHECK(g.grad.t->bytes() == prm->grad.bytes(), "sum of '{}': {} bytes, not {}",
+                        g.name, g.grad.t->bytes(), prm->grad.bytes());
+            std::memcpy(prm->grad.f32(), g.grad.t->f32(), prm->grad.bytes());
+            st.ties->owner_sum(g.name);
+            if (st.ties->finished()) report_ready(self);
           }
         });
       },
-      [=](reduced_atom, int id, tensor_ref sum, uint64_t bytes_sent, int64_t union_rows,
-          double rel_error, const std::string& slice) {
+      [=](bucket_reduced& r) {
         guarded(self, [&] {
           auto& st = self->state;
           core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
-          if (st.cfg.trace) st.reducer_trace += slice;
+          if (st.cfg.trace) st.reducer_trace.push_back(std::move(r.slice));
           auto& all = st.store->all();
-          const float* src = sum.t->f32();
-          for (int p : st.buckets.at(id).params) {
+          const float* src = r.sum.t->f32();
+          for (int p : st.buckets.at(size_t(r.bucket)).params) {
             std::memcpy(all[p]->grad.f32(), src, all[p]->grad.bytes());
             src += all[p]->grad.numel();
           }
-          st.reducer_bytes = bytes_sent;
-          if (st.buckets[id].rows > 0) {
-            st.sparse_union_rows = union_rows;
-            st.sparse_rel_error = rel_error;
+          st.reducer_bytes = r.bytes_sent;
+          if (st.buckets[size_t(r.bucket)].rows > 0) {
+            st.sparse_union_rows = r.union_rows;
+            st.sparse_rel_error = r.rel_error;
           }
           if (++st.reduced == st.shipped && st.finishing) settle_ties(self);
         });
       },
-      [=](apply_atom, float lr, float clip) {
+      [=](const apply_update& u) {
         guarded(self, [&] {
           auto& st = self->state;
           core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
           double t0 = trace_now();
-          st.opt->step(lr, clip, true);  // gradients scaled, used and zeroed in one pass
-          self->send(st.coordinator, applied_atom::value, st.cfg.dp_rank, st.cfg.stage,
-                     st.cfg.tp_rank, t0, trace_now());
+          st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
+          self->send(st.coordinator, stage_applied{coord(st), {"adamw", t0, trace_now()}});
           st.in_step = false;  // the next step waits on the whole run's coordinator
         });
       },
-      // An input of validation forward `seq` (replica 0 only): forwards run
-      // in sequence order, so the TP shards of a stage sum in step.
-      [=](eval_atom, int seq, int value, tensor_ref& x) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          file_input(st, st.eval_inputs, st.eval_seen, seq, value, x.take(), "validation input");
-          const int n = int(st.exec->input_values().size());
-          while (st.eval_seen.count(st.next_eval) && st.eval_seen[st.next_eval] == n) {
-            const int s = st.next_eval++;
-            auto in = std::move(st.eval_inputs[s]);
-            st.eval_inputs.erase(s);
-            st.eval_seen.erase(s);
-            auto r = st.exec->infer(std::move(in));
-            hand_out(self, keval, s, r.outputs);
-            if (st.exec->computes_loss() && st.cfg.tp_rank == 0)
-              self->send(st.coordinator, evaluated_atom::value, s, r.loss);
-          }
-        });
-      },
       // Replica 0 writes this shard's parameters and moments into the
-      // checkpoint being assembled: its slices of split weights, the rest by
-      // TP shard 0 only, tied weights by their owner stage only.
-      [=](save_atom, const std::string& dir, const model::metadata_map& meta) {
+      // checkpoint being assembled.
+      [=](const save_shard& m) {
         guarded(self, [&] {
           auto& st = self->state;
-          std::vector<const model::parameter*> params;
-          std::vector<const model::tensor*> m, v;
-          auto& all = st.store->all();
-          for (size_t i = 0; i < all.size(); ++i) {
-            // TP shards hold the unsplit parameters alike: shard 0 writes them.
-            bool owned = all[i]->spec.shard.sharded() || st.cfg.tp_rank == 0;
-            for (auto& t : st.cfg.ties)
-              if (t.name == all[i]->spec.name) owned = owned && t.owner == st.cfg.stage;
-            if (!owned) continue;
-            params.push_back(all[i].get());
-            m.push_back(&st.opt->first_moments()[i]);
-            v.push_back(&st.opt->second_moments()[i]);
-          }
-          auto records = model::write_shard(
-              dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank), params, m, v, meta);
-          self->send(st.coordinator, saved_atom::value, st.cfg.dp_rank, st.cfg.stage,
-                     st.cfg.tp_rank, std::move(records), st.opt->t());
+          self->send(st.coordinator,
+                     shard_saved{coord(st), write_own_shard(st, m.dir, m.meta), st.opt->t()});
         });
       },
       // A checkpoint of either format, any layout: this shard takes its part
       // of every parameter and moment it holds.
-      [=](restore_atom, const std::string& dir) {
+      [=](const restore_shard& m) {
         guarded(self, [&] {
           auto& st = self->state;
-          model::checkpoint_reader ckpt(dir);
+          model::checkpoint_reader ckpt(m.dir);
           std::vector<model::parameter*> params;
           for (auto& p : st.store->all()) params.push_back(p.get());
           model::load_parameters(ckpt, params, st.opt.get());
-          self->send(st.coordinator, restored_atom::value, st.cfg.dp_rank, st.cfg.stage,
-                     st.cfg.tp_rank);
+          self->send(st.coordinator, shard_restored{coord(st)});
         });
       },
   };
@@ -730,7 +695,7 @@ caf::behavior stage_actor(caf::stateful_actor<stage_state>* self, stage_setup se
 
 }  // namespace
 
-caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup) {
+stage_api spawn_stage(caf::actor_system& sys, stage_setup setup) {
   // Detached: a stage computes for milliseconds at a time on its own thread
   // (with its own OpenMP threads) and never blocks a scheduler worker.
   return sys.spawn<caf::detached>(stage_actor, std::move(setup));

@@ -2,35 +2,40 @@
 // The pipeline stage actor: one per (dp rank, pipeline stage). Included only
 // by actors/*.cpp (it names CAF types).
 //
-// Protocol of one step (arrows are messages):
+// Protocol of one step (arrows are messages, messages.hpp):
 //
-//   stage --memory--> scheduler --plan(policy, checkpoint)--> stage   (once)
-//   coordinator --step--> stage            reset the schedule
-//   coordinator/upstream --input(mb, v, x)--> stage
-//   downstream --grad(mb, v, dx)--> stage
+//   coordinator --stage_wiring--> stage                               (once)
+//   stage --memory_report--> scheduler --stage_plan--> stage           (once)
+//   coordinator --step_start--> stage            reset the schedule
+//   coordinator/upstream --stage_tensor(kinput, mb, value, x)--> stage
+//   downstream --stage_tensor(kgrad, mb, value, dx)--> stage
 //   stage runs F/Fpc/R/B as its stage_scheduler allows, sending activations
-//   downstream, input gradients upstream and per-micro-batch losses to the
+//   downstream, input gradients upstream and micro_batch_loss to the
 //   coordinator;
 //     [dp > 1]  during the last micro-batch's backward, as gradients become
-//               final: stage --reduce(bucket, flat, rows, cols, known rows)-->
-//               its reducer --reduced(bucket, sum, bytes, union rows, rel
-//               error, slice)--> stage
-//               (reducer_actor.hpp; the rest of backward runs meanwhile)
+//               final: stage --reduce_bucket--> its reducer
+//               --bucket_reduced--> stage (reducer_actor.hpp; the rest of
+//               backward runs meanwhile)
 //   when every backward is done and every bucket is back:
-//     [tied weights]  non-owner --tie(name, g)--> owner --tie(name, sum)--> non-owner
-//     stage --ready(dp, s, tp, sum of squares, busy, bytes, union rows,
-//                   sparse rel error)--> coordinator
-//   coordinator --apply(lr, clip)--> stage --applied--> coordinator
+//     [tied weights]  holder --tied_gradient--> owner --tied_gradient(sum)--> holder
+//     stage --stage_trace (with --trace), stage_ready--> coordinator
+//   coordinator --apply_update--> stage --stage_applied--> coordinator
+//
+// Validation (replica 0): coordinator/upstream --stage_tensor(keval, seq,
+// value, x)--> stage; the loss stage --eval_loss--> coordinator.
+// Checkpoints: coordinator --save_shard--> stage of replica 0
+// --shard_saved--> coordinator; coordinator --restore_shard--> every stage
+// --shard_restored--> coordinator.
 //
 // Tensor parallelism: the shards of a stage sum partial results over comm/
 // (blocking their own threads, never a CAF worker), so they must run the
 // same ops in the same order. Shard 0 of each stage decides (its
 // stage_scheduler) and tells the others, which run each op once its inputs
 // are there:
-//   tp rank 0 --op(kind, mb)--> tp ranks 1..tp-1 of the same stage
+//   tp rank 0 --tp_command(op)--> tp ranks 1..tp-1 of the same stage
 //
 // Any exception ends the actor after telling the coordinator what failed and
-// where (`failed`); the coordinator also monitors every stage.
+// where (job_failed); the coordinator also monitors every stage.
 
 #include <caf/all.hpp>
 
@@ -38,10 +43,12 @@
 #include <vector>
 
 #include "actors/core_pool.hpp"
+#include "actors/messages.hpp"
 #include "comm/tensor_channel.hpp"
 #include "comm/transport.hpp"
 #include "model/adamw.hpp"
 #include "model/graph.hpp"
+#include "partition/routing.hpp"
 #include "partition/schedule.hpp"
 
 namespace merak::actors {
@@ -75,18 +82,9 @@ struct stage_setup {
   // replica per stage in each process).
   bool reports_memory = false;
   int max_borrow = 0;
-  // Routing, by value id: which stage produces each input (-1: the
-  // coordinator), which stages read each output.
-  std::vector<int> input_producer;               // parallel to executor inputs
-  std::vector<std::vector<int>> output_readers;  // parallel to executor outputs
-  // Parameters shared with other stages (tied weights): name, owner stage,
-  // the other holders.
-  struct tie {
-    std::string name;
-    int owner;
-    std::vector<int> holders;
-  };
-  std::vector<tie> ties;
+  // Which stage produces each input, which read each output, the tied
+  // weights this stage holds (partition/routing.hpp).
+  partition::stage_route route;
   // Stages of this line (this replica and TP rank) on other processes get
   // their activations and gradients through the process's tensor channel:
   // line_rank[s] is stage s's process (-1: this one) and line_index[s] its
@@ -100,9 +98,8 @@ struct stage_setup {
   std::string sparse_param;
 };
 
-// Spawns a stage actor on its own thread; it waits for `wire` before anything:
-//   wire(stages of my replica and TP rank [pp], reducer, coordinator,
-//        scheduler, my TP peers [tp])
-caf::actor spawn_stage(caf::actor_system& sys, stage_setup setup);
+// Spawns a stage actor on its own thread; it waits for stage_wiring before
+// anything.
+stage_api spawn_stage(caf::actor_system& sys, stage_setup setup);
 
 }  // namespace merak::actors

@@ -15,7 +15,29 @@ namespace merak::actors {
 namespace {
 
 using clock = std::chrono::steady_clock;
-using done_atom = caf::atom_constant<caf::atom("done")>;
+
+// The stages' messages (one process only). An arrival is an activation
+// (forward) or a gradient (backward) of micro-batch mb.
+struct synth_wiring;
+struct synth_arrival {
+  bool forward = true;
+  int mb = 0;
+};
+struct synth_done {
+  int stage = 0;
+  double busy_us = 0;
+  std::string order;
+};
+MERAK_INSPECT(synth_arrival, x.forward, x.mb)
+MERAK_INSPECT(synth_done, x.stage, x.busy_us, x.order)
+using synth_coordinator = caf::typed_actor<caf::reacts_to<synth_done>>;
+using synth_api = caf::typed_actor<caf::reacts_to<synth_wiring>, caf::reacts_to<step_start>,
+                                   caf::reacts_to<synth_arrival>, caf::reacts_to<pump_next>>;
+struct synth_wiring {
+  std::vector<synth_api> stages;
+  synth_coordinator coordinator;
+};
+MERAK_INSPECT(synth_wiring, x.stages, x.coordinator)
 
 // Occupies the stage for `us`. With a core per stage it spins (exact); with
 // more stages than cores it sleeps first, so that the stages run side by side
@@ -30,8 +52,8 @@ void work_us(double us, bool may_sleep) {
 
 struct synth_state {
   std::unique_ptr<partition::stage_scheduler> sched;
-  std::vector<caf::actor> stages;
-  caf::actor coordinator;
+  std::vector<synth_api> stages;
+  synth_coordinator coordinator;
   std::vector<partition::op> order;
   double busy_us = 0;
   std::chrono::microseconds spin{0};
@@ -40,8 +62,8 @@ struct synth_state {
   bool oversubscribed = false;
 };
 
-caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
-                          partition::stage_policy pol, synthetic_pipeline_options o) {
+synth_api::behavior_type synth_stage(synth_api::stateful_pointer<synth_state> self, int s,
+                                     partition::stage_policy pol, synthetic_pipeline_options o) {
   auto pump = [self, s, o](auto& pump_ref) -> void {
     auto& st = self->state;
     if (!st.sched) return;
@@ -50,7 +72,7 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
       if (st.sched->done()) {
         std::string order;
         for (auto& x : st.order) order += partition::op_name(x) + " ";
-        self->send(st.coordinator, done_atom::value, s, st.busy_us, order);
+        self->send(st.coordinator, synth_done{s, st.busy_us, std::move(order)});
         st.sched.reset();
         return;
       }
@@ -77,23 +99,23 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
     st.sched->completed(*op);
     bool fwd = op->kind == partition::op_kind::F || op->kind == partition::op_kind::Fpc;
     if (fwd && s + 1 < int(st.stages.size()))
-      self->send(st.stages[s + 1], input_atom::value, op->mb);
+      self->send(st.stages[size_t(s + 1)], synth_arrival{true, op->mb});
     if (op->kind == partition::op_kind::B && s > 0)
-      self->send(st.stages[s - 1], grad_atom::value, op->mb);
+      self->send(st.stages[size_t(s - 1)], synth_arrival{false, op->mb});
     // Let waiting messages in before the next choice; with none, go on.
     if (!self->mailbox().empty())
-      self->send(self, run_atom::value);
+      self->send(self, pump_next{});
     else
       pump_ref(pump_ref);
   };
   return {
-      [=](wire_atom, std::vector<caf::actor> stages, caf::actor coordinator) {
-        self->state.stages = std::move(stages);
-        self->state.coordinator = std::move(coordinator);
+      [=](synth_wiring& w) {
+        self->state.stages = std::move(w.stages);
+        self->state.coordinator = std::move(w.coordinator);
         self->state.spin = spin_budget(o.spin_us, o.pp);
         self->state.oversubscribed = o.pp > int(std::thread::hardware_concurrency());
       },
-      [=](step_atom) {
+      [=](const step_start&) {
         auto& st = self->state;
         st.sched = std::make_unique<partition::stage_scheduler>(pol);
         st.order.clear();
@@ -102,17 +124,15 @@ caf::behavior synth_stage(caf::stateful_actor<synth_state>* self, int s,
           for (int mb = 0; mb < pol.micro_batches; ++mb) st.sched->activation_arrived(mb);
         pump(pump);
       },
-      [=](input_atom, int mb) {
-        MERAK_CHECK(self->state.sched, "stage {} got an activation before its step", s);
-        self->state.sched->activation_arrived(mb);
+      [=](const synth_arrival& a) {
+        MERAK_CHECK(self->state.sched, "stage {} got an arrival before its step", s);
+        if (a.forward)
+          self->state.sched->activation_arrived(a.mb);
+        else
+          self->state.sched->gradient_arrived(a.mb);
         pump(pump);
       },
-      [=](grad_atom, int mb) {
-        MERAK_CHECK(self->state.sched, "stage {} got a gradient before its step", s);
-        self->state.sched->gradient_arrived(mb);
-        pump(pump);
-      },
-      [=](run_atom) { pump(pump); },
+      [=](pump_next) { pump(pump); },
   };
 }
 
@@ -132,24 +152,25 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
   cfg.set("scheduler.max-threads", 1);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  std::vector<caf::actor> stages;
+  std::vector<synth_api> stages;
   for (int s = 0; s < o.pp; ++s)
     stages.push_back(sys.spawn<caf::detached>(synth_stage, s, pols[s], o));
-  for (auto& a : stages) self->send(a, wire_atom::value, stages, caf::actor{self});
+  for (auto& a : stages)
+    self->send(a, synth_wiring{stages, caf::actor_cast<synth_coordinator>(self)});
   std::vector<double> makespans;
   std::vector<std::string> last_orders;
   double bubble = 0;
   for (int step = 0; step < o.steps; ++step) {
     auto t0 = clock::now();
     // Last stage first: a stage has its step before anything can reach it.
-    for (auto it = stages.rbegin(); it != stages.rend(); ++it) self->send(*it, step_atom::value);
+    for (auto it = stages.rbegin(); it != stages.rend(); ++it) self->send(*it, step_start{step});
     std::vector<double> busy(o.pp, 0);
     std::vector<std::string> orders(o.pp);
     for (int i = 0; i < o.pp; ++i)
       self->receive(
-          [&](done_atom, int s, double b, std::string& order) {
-            busy[s] = b;
-            orders[s] = std::move(order);
+          [&](synth_done& d) {
+            busy[size_t(d.stage)] = d.busy_us;
+            orders[size_t(d.stage)] = std::move(d.order);
           },
           caf::after(std::chrono::seconds(60)) >> [&] { fail("synthetic pipeline stalled"); });
     double ms = std::chrono::duration<double, std::micro>(clock::now() - t0).count();

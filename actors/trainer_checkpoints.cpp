@@ -7,7 +7,7 @@ namespace merak::actors {
 void parallel_trainer::impl::load() {
   if (!lead()) {
     await("waiting for the coordinator to load the checkpoint",
-          [&](step_atom, int64_t resumed) { step = resumed; });
+          [&](const resume_at& r) { step = r.step; });
     return;
   }
   model::checkpoint_reader ckpt(opts.load);
@@ -16,14 +16,14 @@ void parallel_trainer::impl::load() {
   for (auto& rep : stages)
     for (auto& st : rep)
       for (auto& a : st) {
-        (*self)->send(a, restore_atom::value, ckpt.dir());
+        (*self)->send(a, restore_shard{ckpt.dir()});
         ++expected;
       }
   for (int got = 0; got < expected; ++got)
     await(fmt::format("loading checkpoint {} ({}/{} stage actors)", ckpt.dir(), got, expected),
-          [&](restored_atom, int, int, int) {});
+          [&](const shard_restored&) {});
   spdlog::info("resumed from '{}' at step {}", ckpt.dir(), step);
-  for (auto& f : followers) (*self)->send(f, step_atom::value, step);
+  for (auto& f : followers) (*self)->send(f, resume_at{step});
 }
 
 std::string parallel_trainer::impl::save() {
@@ -36,14 +36,14 @@ std::string parallel_trainer::impl::save() {
   int expected = 0;
   for (auto& st : stages[0])
     for (auto& a : st) {
-      (*self)->send(a, save_atom::value, tmp, meta);
+      (*self)->send(a, save_shard{tmp, meta});
       ++expected;
     }
   for (int got = 0; got < expected; ++got)
     await(fmt::format("writing checkpoint shards ({}/{}) of step {}", got, expected, step),
-          [&](saved_atom, int, int, int, std::vector<model::shard_record>& mine, int64_t t) {
-            records.insert(records.end(), mine.begin(), mine.end());
-            adam_t = t;
+          [&](shard_saved& s) {
+            records.insert(records.end(), s.records.begin(), s.records.end());
+            adam_t = s.adam_t;
           });
   meta["merak.step"] = std::to_string(step);
   meta["merak.adam_t"] = std::to_string(adam_t);
@@ -57,7 +57,7 @@ double parallel_trainer::impl::validation_loss() {
   if (!lead()) {
     double loss = 0;
     await("waiting for the coordinator's validation loss",
-          [&](validated_atom, double x) { loss = x; });
+          [&](const validation_done& v) { loss = v.loss; });
     return loss;
   }
   // Forward only, on the stage actors of replica 0: nothing is gathered.
@@ -71,16 +71,16 @@ double parallel_trainer::impl::validation_loss() {
         MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
         const model::tensor& src = v == tokens_v ? vb.tokens : vb.targets;
         for (int t = 0; t < par.tp; ++t)
-          (*self)->send(stages[0][s][t], eval_atom::value, int(eval_seq + i), v,
-                        tensor_ref::make(src.clone()));
+          (*self)->send(stages[0][s][t],
+                        stage_tensor{keval, int(eval_seq + i), v, tensor_ref::make(src.clone())});
       }
   }
   double sum = 0;
   for (int64_t got = 0; got < nb; ++got)
     await(fmt::format("validation forwards ({}/{})", got, nb),
-          [&](evaluated_atom, int, double loss) { sum += loss; });
+          [&](const eval_loss& e) { sum += e.loss; });
   eval_seq += nb;
-  for (auto& f : followers) (*self)->send(f, validated_atom::value, sum / double(nb));
+  for (auto& f : followers) (*self)->send(f, validation_done{sum / double(nb)});
   return sum / double(nb);
 }
 

@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <array>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -44,6 +44,7 @@
 #include "model/gpt.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "partition/placement.hpp"
+#include "partition/routing.hpp"
 #include "partition/stages.hpp"
 #include "partition/tp_rewrite.hpp"
 
@@ -58,7 +59,7 @@ struct parallel_trainer::impl {
   std::vector<partition::tp_graph> shards;  // its TP rewrite, per TP rank
   std::vector<int> shard_bounds;            // the stages in the rewrite
   std::string plan_summary;
-  caf::actor scheduler;
+  scheduler_api scheduler;
   model::lr_schedule schedule;
   int64_t step = 0;
   double bubble = 0;
@@ -72,8 +73,8 @@ struct parallel_trainer::impl {
   bool lead() const { return me == 0; }
   // [dp][pp][tp]: every stage actor on process 0 (the coordinator), this
   // process's own elsewhere (the rest null).
-  std::vector<std::vector<std::vector<caf::actor>>> stages;
-  std::vector<caf::actor> reducers;  // this process's, one per stage actor with dp > 1
+  std::vector<std::vector<std::vector<stage_api>>> stages;
+  std::vector<reducer_api> reducers;  // this process's, one per stage actor with dp > 1
   // UCX transports of groups spread over processes: every process makes one
   // per such group (a collective), members use theirs; kept to the end.
   std::vector<std::shared_ptr<comm::transport>> group_links;
@@ -82,13 +83,13 @@ struct parallel_trainer::impl {
   std::shared_ptr<comm::tensor_channel> channel;
   struct delivery {
     std::mutex mu;
-    std::vector<caf::actor> to;
+    std::vector<stage_api> to;
   };
   std::shared_ptr<delivery> deliveries = std::make_shared<delivery>();
-  caf::actor coordinator;             // on other processes: process 0's
-  caf::actor watchdog;                // this process's heartbeats (multi-process jobs)
-  bool failed = false;                // a wait failed: the job is broken
-  std::vector<caf::actor> followers;  // on process 0: the other processes' homes
+  coordinator_api coordinator;         // on other processes: process 0's
+  watchdog_api watchdog;               // this process's heartbeats (multi-process jobs)
+  bool failed = false;                 // a wait failed: the job is broken
+  std::vector<process_api> followers;  // on process 0: the other processes' homes
   std::map<caf::actor_addr, std::string> names;
   std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
   int64_t eval_seq = 0;  // validation forwards sent so far (their sequence numbers)
@@ -201,9 +202,8 @@ struct parallel_trainer::impl {
   void await(const std::string& what, Handlers&&... handlers) {
     std::string failure;
     (*self)->receive(
-        std::forward<Handlers>(handlers)...,
-        [&](failed_atom, const std::string& msg) { failure = msg; },
-        [&](finish_atom) { failure = "process 0 ended the job"; },
+        std::forward<Handlers>(handlers)..., [&](const job_failed& f) { failure = f.what; },
+        [&](const job_finished&) { failure = "process 0 ended the job"; },
         [&](caf::down_msg& dm) {
           auto it = names.find(dm.source);
           failure = fmt::format("{} stopped: {}", it == names.end() ? "an actor" : it->second,
@@ -224,9 +224,7 @@ struct parallel_trainer::impl {
 
   // Chrome-trace JSON (Perfetto): one track (tid) per actor, one slice per
   // op, times in microseconds from the step's start.
-  void write_trace(const std::map<std::string, std::string>& traces, double t0);
-
-
+  void write_trace(const std::map<std::string, trace_track>& traces, double t0);
 
   // Resumes from opts.load (either checkpoint format, any saved layout):
   // every stage actor reads and takes its own part, in parallel.

@@ -84,25 +84,20 @@ void parallel_trainer::impl::make_channel() {
   std::shared_ptr<comm::transport> data = comm::make_ucx_transport(par.processes, uo);
   group_links.push_back(data);  // cancelled with the others when the job fails
   auto to = deliveries;
-  caf::actor home{*self};
+  auto home = caf::actor_cast<failure_api>(*self);
   channel = std::make_shared<comm::tensor_channel>(
       data,
       [to](int, const comm::tensor_label& l, model::tensor x) {
-        caf::actor a;
+        stage_api a;
         {
           std::lock_guard lock(to->mu);
           if (l.dst >= 0 && size_t(l.dst) < to->to.size()) a = to->to[size_t(l.dst)];
         }
         if (!a) return;  // not ours: the sender's placement differs (refused at start)
-        if (l.kind == kinput)
-          caf::anon_send(a, input_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
-        else if (l.kind == keval)
-          caf::anon_send(a, eval_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
-        else
-          caf::anon_send(a, grad_atom::value, l.mb, l.value, tensor_ref::make(std::move(x)));
+        caf::anon_send(a, stage_tensor{l.kind, l.mb, l.value, tensor_ref::make(std::move(x))});
       },
       [home](const std::string& what) {
-        caf::anon_send(home, failed_atom::value, "tensor channel: " + what);
+        caf::anon_send(home, job_failed{"tensor channel: " + what});
       });
 #else
   fail("stage actors on several processes need the UCX transport, which this build lacks");

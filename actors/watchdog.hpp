@@ -4,14 +4,14 @@
 //
 //   watchdog --ping--> each watched peer's watchdog --pong--> watchdog
 //   every `period`; a peer silent for `limit` (comm::heartbeats):
-//   watchdog --failed("NAME has answered no heartbeat for S s ...")--> home
+//   watchdog --job_failed("NAME has answered no heartbeat for S s ...")--> home
 //
 // Process 0's watchdog watches every other process; the others watch process
 // 0 (the coordinator). Every watchdog answers every ping. It runs on the
 // actor system's scheduler, never on a stage's thread, so a process busy
 // computing still answers; a stopped (SIGSTOP) or hung one does not.
 //
-//   idle --watch(peers, names, period, limit)--> beating --(overdue)--> done
+//   idle --watch_peers(peers, names, period, limit)--> beating --(overdue)--> done
 
 #include <caf/all.hpp>
 
@@ -19,15 +19,17 @@
 #include <string>
 #include <vector>
 
+#include "actors/messages.hpp"
+
 namespace merak::actors {
 
 // Answers pings at once; starts watching on `watch`.
-caf::actor spawn_watchdog(caf::actor_system& sys, caf::actor home);
+watchdog_api spawn_watchdog(caf::actor_system& sys, failure_api home);
 
 // Starts `watchdog` on `peers` (other processes' watchdogs), named in the
 // failure message by `names`.
-void start_watchdog(caf::scoped_actor& self, const caf::actor& watchdog,
-                    std::vector<caf::actor> peers, std::vector<std::string> names,
+void start_watchdog(caf::scoped_actor& self, const watchdog_api& watchdog,
+                    std::vector<watchdog_api> peers, std::vector<std::string> names,
                     std::chrono::milliseconds period, std::chrono::milliseconds limit);
 
 }  // namespace merak::actors

@@ -3,19 +3,9 @@
 #include <chrono>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "core/error.hpp"
 
 namespace merak::comm {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 stream_tp_group::stream_tp_group(std::shared_ptr<transport> link, bool tracing)
     : link_(std::move(link)), stream_(*link_), tracing_(tracing) {}
@@ -25,11 +15,11 @@ int stream_tp_group::start_allreduce(model::tensor& x) {
   auto data = x.span_f32();
   int ticket = int(next_ & 0x7fffffff);
   pending_.emplace(ticket, stream_.enqueue([this, data, tag](transport& t) {
-    double t0 = tracing_ ? now_s() : 0;
+    double t0 = tracing_ ? trace_now() : 0;
     allreduce_sum(t, data, tag);
     if (tracing_) {
       std::lock_guard lock(mu_);
-      trace_ += fmt::format("tp-allreduce {:.6f} {:.6f};", t0, now_s());
+      trace_.push_back({"tp-allreduce", t0, trace_now()});
     }
   }));
   return ticket;
@@ -43,7 +33,7 @@ void stream_tp_group::wait(int ticket) {
   h.wait();
 }
 
-std::string stream_tp_group::take_trace() {
+trace_track stream_tp_group::take_trace() {
   std::lock_guard lock(mu_);
   return std::exchange(trace_, {});
 }

@@ -11,6 +11,7 @@
 
 #include "comm/collectives.hpp"
 #include "comm/transport.hpp"
+#include "core/trace.hpp"
 #include "model/executor.hpp"
 
 namespace merak::comm {
@@ -22,9 +23,8 @@ class stream_tp_group final : public model::tp_group {
   int size() const override { return link_->size(); }
   int start_allreduce(model::tensor& x) override;
   void wait(int ticket) override;
-  // Slices of the sums run since the last call: "tp-allreduce START END;",
-  // seconds on the steady clock.
-  std::string take_trace();
+  // Slices of the sums run since the last call ("tp-allreduce").
+  trace_track take_trace();
 
  private:
   std::shared_ptr<transport> link_;
@@ -33,7 +33,7 @@ class stream_tp_group final : public model::tp_group {
   uint64_t next_ = 0;
   std::map<int, comm_stream::handle> pending_;
   std::mutex mu_;
-  std::string trace_;
+  trace_track trace_;
 };
 
 }  // namespace merak::comm
