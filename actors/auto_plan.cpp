@@ -13,6 +13,7 @@ device_plan plan_for_devices(const model::train_options& opts, int devices, para
   r.model = opts.model;
   r.global_batch = opts.batch;
   r.devices = devices;
+  r.processes = 1;  // the actor devices share this process's cores
   r.device = partition::find_device("cpu");
   r.memory_budget = base.memory_budget;
   const int cores = base.threads > 0 ? base.threads : int(std::thread::hardware_concurrency());

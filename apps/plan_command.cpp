@@ -67,6 +67,9 @@ action add_plan_command(CLI::App& parent) {
       ->capture_default_str();
   c->add_option("--nodes", f->req.nodes, "Hosts the devices are spread over")
       ->capture_default_str();
+  c->add_option("--processes", f->req.processes,
+                "Processes hosting the actors, for the plan's placement (0: one per device)")
+      ->capture_default_str();
   c->add_option("--device-type", f->device_type,
                 "a100-40gb, a100-80gb, h100-80gb, cpu, or one from --device-file")
       ->capture_default_str();

@@ -37,7 +37,10 @@ nlohmann::json plan_json(const partition::plan& p) {
           {"dp_exposed_s", p.dp_exposed_s},
           {"optimizer_s", p.optimizer_s},
           {"tokens_per_s", p.tokens_per_s},
-          {"mfu", p.mfu}};
+          {"mfu", p.mfu},
+          {"processes", p.place.world},
+          {"placement", p.place.str()},
+          {"host_of_rank", p.host_of_rank}};
 }
 
 nlohmann::json plan_json(const partition::plan_request& r, const partition::plan_result& res) {
@@ -69,6 +72,8 @@ void print_plan(const partition::plan_request& r, const partition::plan_result& 
   }
   std::fprintf(out, "  step: pipeline %.4g s + exposed dp all-reduce %.4g s + optimizer %.4g s\n",
                b.pipeline_s, b.dp_exposed_s, b.optimizer_s);
+  std::fprintf(out, "  placement over %d process%s: --placement %s\n", b.place.world,
+               b.place.world == 1 ? "" : "es", b.place.str().c_str());
   for (auto& p : res.runners_up) std::fprintf(out, "runner-up: %s\n", p.str().c_str());
   if (!res.rejected.empty()) {
     std::string why;

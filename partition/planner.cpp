@@ -245,6 +245,11 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
 // The pipeline by simulation, and the step's totals.
 void finish(const plan_request& r, const cost_model& costs, const model::graph& g, candidate& c) {
   plan& out = c.out;
+  const int world = r.processes > 0 ? r.processes : out.dp * out.pp * out.tp;
+  out.place = default_placement(out.dp, out.pp, out.tp, world);
+  const int per_host = std::max(1, (world + std::max(1, r.nodes) - 1) / std::max(1, r.nodes));
+  out.host_of_rank.clear();
+  for (int q = 0; q < world; ++q) out.host_of_rank.push_back(q / per_host);
   auto cost = [&](int s, const op& o, bool rib) { return op_seconds(c, s, o, rib); };
   auto delay = [&](int, int, int) { return c.act_delay; };
   auto trace = simulate_pipeline(c.policies, cost, delay, c.sharing);
@@ -314,6 +319,9 @@ plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int t
 plan_result search_plans(const plan_request& r, const cost_model& costs) {
   if (r.devices < 1) fail("--devices must be at least 1 (got {})", r.devices);
   if (r.global_batch < 1) fail("--global-batch-size must be at least 1 (got {})", r.global_batch);
+  if (r.processes < 0 || r.processes > r.devices)
+    fail("--processes must be from 0 (one per device) to --devices {} (got {})", r.devices,
+         r.processes);
   model::graph g = model::build_model(r.model);
   plan_result res;
   std::vector<candidate> cands;

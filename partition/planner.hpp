@@ -30,6 +30,7 @@
 #include "model/gpt.hpp"
 #include "partition/cost_model.hpp"
 #include "partition/device.hpp"
+#include "partition/placement.hpp"
 #include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
 
@@ -40,6 +41,10 @@ struct plan_request {
   int64_t global_batch = 8;  // sequences per step
   int devices = 1;
   int nodes = 1;  // hosts; devices spread evenly
+  // Processes that host the actors: 0 is one per device (the GPU layout,
+  // processes in host order), 1 puts every actor in one process (merak
+  // train --devices on this machine's cores).
+  int processes = 0;
   device_spec device;
   int64_t memory_budget = 0;  // bytes per device; 0: the device's memory
   int max_micro_batches = 64;
@@ -69,7 +74,13 @@ struct plan {
   std::vector<stage_plan> stages;
   double step_time_s = 0, tokens_per_s = 0, mfu = 0;
   double pipeline_s = 0, dp_exposed_s = 0, optimizer_s = 0;  // parts of step_time_s
-  std::string str() const;                                   // one line
+  // Which process hosts each (dp, pp, tp) actor (partition/placement.hpp):
+  // the default placement over plan_request::processes, so TP shards sit on
+  // adjacent ranks of one host (the "tp within a node" rule) and stages next.
+  placement place;
+  // The host of each process rank (processes spread evenly over the nodes).
+  std::vector<int> host_of_rank;
+  std::string str() const;  // one line
   // What the run does: "stage-aware" that recomputes nothing is "none".
   const char* recompute_name() const;
 };

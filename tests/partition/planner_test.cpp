@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "core/error.hpp"
 #include "partition/planner.hpp"
 #include "partition/simulator.hpp"
 
@@ -216,4 +217,37 @@ TEST_CASE("a CPU profile is measured once and read back from its cache", "[plann
   auto c = profile_cpu(cfg, 2, 1, 2, file);
   CHECK(c.seconds_per_flop.count("linear") == 1);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a plan carries its placement: one process per device, TP groups inside a host",
+          "[planner]") {
+  auto r = gpu_request(24, 2048, 16, 16);  // 2 nodes of 8
+  auto costs = analytic_costs(r.device);
+  auto res = search_plans(r, *costs);
+  std::vector<plan> plans = res.runners_up;
+  plans.push_back(res.best);
+  for (auto& p : plans) {
+    REQUIRE(p.place.world == 16);
+    REQUIRE(p.host_of_rank.size() == 16u);
+    CHECK(p.place.dp == p.dp);
+    CHECK(p.place.pp == p.pp);
+    CHECK(p.place.tp == p.tp);
+    validate_placement(p.place);
+    for (int d = 0; d < p.dp; ++d)
+      for (int s = 0; s < p.pp; ++s)
+        for (int t = 1; t < p.tp; ++t) {
+          const int r0 = p.place.rank(d, s, 0), rt = p.place.rank(d, s, t);
+          CHECK(rt == r0 + t);  // adjacent ranks
+          CHECK(p.host_of_rank[size_t(rt)] == p.host_of_rank[size_t(r0)]);
+        }
+  }
+  // The same plan over 2 processes (8 actors each), and on one.
+  r.processes = 2;
+  auto two = search_plans(r, *costs).best;
+  CHECK(two.place.world == 2);
+  CHECK(two.place.actors_of(0).size() == 8u);
+  r.processes = 1;
+  CHECK(search_plans(r, *costs).best.place.single_process());
+  r.processes = 17;
+  CHECK_THROWS_AS(search_plans(r, *costs), merak::error);
 }
