@@ -4,7 +4,7 @@
 #
 # Usage: bench/compare_liblinear.sh [MERAK_BINARY] [DATA_DIR] [FOLDS]
 #   MERAK_BINARY  default build/bin/merak
-#   DATA_DIR      default ../shared/data (heart_scale.libsvm, golub.csv,
+#   DATA_DIR      default data/ of the repository (heart_scale.libsvm, golub.csv,
 #                 westbc_nodal.csv, sonar.csv, ionosphere.csv; missing ones
 #                 are skipped; DATASETS overrides the list)
 #   FOLDS         default 5; sample i (0-based, in file order) is in fold
@@ -56,11 +56,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 merak=${1:-$root/build/bin/merak}
-data_dir=${2:-$root/../shared/data}
+data_dir=${2:-$root/data}
 folds=${3:-5}
 out=${OUT:-compare_liblinear.jsonl}
-# The sixth session's grid (finer between 0.1 and 0.01, where golub's
-# nonconvex fits go from ~4 to ~15 weights); the same for every method.
+# The lambda grid is finer between 0.1 and 0.01, where golub's nonconvex
+# fits go from ~4 to ~15 weights; the same for every method.
 lambdas=${LAMBDAS:-0.3,0.2,0.15,0.1,0.07,0.06,0.05,0.045,0.04,0.035,0.03,0.025,0.02,0.015,0.01,0.005,0.003,0.001}
 costs=(${COSTS:-0.01 0.03 0.1 0.3 1 3 10})
 tol=${TOL:-1e-4}  # merak --tol
@@ -83,9 +83,9 @@ methods=(${METHODS:-liblinear l1 scad mcp lsp capped-l1})
 # is the L1 fit at a grid value. Its theta grid spans the L1-like end
 # (theta 1, about the size of the weights on z-scored data) to the L0-like
 # end (theta well below every kept weight, the log penalty's usual use as a
-# sparsity surrogate). The seventh to ninth sessions' grid, lambda itself
-# from the grid and theta in {0.03, 0.1, 0.3, 1}, never reached golub's
-# sparsity target (docs/svm.md).
+# sparsity surrogate). A grid with LSP's lambda itself from the grid and
+# theta in {0.03, 0.1, 0.3, 1} never reaches golub's sparsity target
+# (docs/measurements/svm-history.md).
 declare -A thetas=([l1]="0" [scad]="${SCAD_THETAS:-2.2 2.5 3 3.7 5}" [mcp]="${MCP_THETAS:-1.2 1.5 2 3 5}"
                    [lsp]="${LSP_THETAS:-0.0003 0.001 0.003 0.01 0.03 0.1 0.3 1}"
                    [capped-l1]="${CAPPED_THETAS:-1.2 1.5 2 3 5}")

@@ -14,7 +14,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 merak=${1:-$root/build/bin/merak}
-data_dir=${2:-$root/../shared/data}
+data_dir=${2:-$root/data}
 datasets=(${DATASETS:-heart_scale.libsvm sonar.csv ionosphere.csv})
 thetas=(${THETAS:-0.0003 0.001 0.003 0.01 0.03 0.1 0.3 1})
 slopes=(${SLOPES:-0.1 0.03 0.01})
