@@ -116,7 +116,7 @@ void parallel_trainer::impl::spawn() {
   lending lend = make_lending(mine, cores, per_actor);
   std::shared_ptr<core_pool> pool = lend.pool;
   // Who sends each stage its inputs, who reads its outputs, tied weights.
-  const std::vector<partition::stage_route> routes = partition::route(sg, sb);
+  routes = partition::route(sg, sb);
   const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
   if (lead()) {
     scheduler_setup sch;
@@ -239,9 +239,6 @@ void parallel_trainer::impl::spawn() {
     view.actors.push_back(a);
     view.reducers.push_back(reducer_of[r][s][t]);
   }
-  // Graph inputs (tokens, targets) each stage reads: the coordinator sends them.
-  graph_inputs_of.clear();
-  for (auto& r : routes) graph_inputs_of.push_back(r.graph_inputs);
   if (par.processes) {
     view.home = caf::actor{*self};
     watchdog = spawn_watchdog(*sys, caf::actor_cast<failure_api>(*self));
@@ -345,7 +342,7 @@ model::step_result parallel_trainer::impl::train_step() {
       model::batch b =
           corpus.train_batch(opts.seed, step, opts.batch, (r * M + mb) * rows_per_mb, rows_per_mb);
       for (int s = 0; s < P; ++s)
-        for (int v : graph_inputs_of[s]) {
+        for (int v : routes[size_t(s)].graph_inputs) {
           MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
           const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
           for (int t = 0; t < TP; ++t)

@@ -67,7 +67,7 @@ double parallel_trainer::impl::validation_loss() {
   for (int64_t i = 0; i < nb; ++i) {
     model::batch vb = corpus.val_batch(i, opts.batch);
     for (int s = 0; s < par.pp; ++s)
-      for (int v : graph_inputs_of[s]) {
+      for (int v : routes[size_t(s)].graph_inputs) {
         MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
         const model::tensor& src = v == tokens_v ? vb.tokens : vb.targets;
         for (int t = 0; t < par.tp; ++t)

@@ -91,7 +91,9 @@ struct parallel_trainer::impl {
   bool failed = false;                 // a wait failed: the job is broken
   std::vector<process_api> followers;  // on process 0: the other processes' homes
   std::map<caf::actor_addr, std::string> names;
-  std::vector<std::vector<int>> graph_inputs_of;  // per stage: (value id) graph inputs it reads
+  // Per stage: who feeds it, who reads it, tied weights, and the graph
+  // inputs (tokens, targets) the coordinator sends it.
+  std::vector<partition::stage_route> routes;
   int64_t eval_seq = 0;  // validation forwards sent so far (their sequence numbers)
 
   impl(model::train_options o, parallel_options p, model::text_corpus c,
