@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/inspect.hpp"
 #include "actors/parallel_trainer.hpp"
 #include "core/trace.hpp"
 #include "model/sharded_checkpoint.hpp"
@@ -352,13 +353,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, actor_coord& x) {
   return f(caf::meta::type_name("merak.actor_coord"), x.dp, x.stage, x.tp);
 }
-
-// inspect() of struct T over the fields listed (as x.field), named "merak.T".
-#define MERAK_INSPECT(T, ...)                                               \
-  template <class Inspector>                                                \
-  typename Inspector::result_type inspect(Inspector& f, T& x) {             \
-    return f(caf::meta::type_name("merak." #T) __VA_OPT__(, ) __VA_ARGS__); \
-  }
 
 MERAK_INSPECT(stage_wiring, x.line, x.reducer, x.coordinator, x.scheduler, x.tp_peers)
 MERAK_INSPECT(stage_plan, x.policy, x.checkpoint_nodes)

@@ -23,7 +23,7 @@ namespace merak::actors {
 namespace detail {
 
 void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
-                     const std::vector<caf::actor>& ws, int64_t p, svm::consensus_reducer& red,
+                     const std::vector<svm_worker_api>& ws, int64_t p, svm::consensus_reducer& red,
                      const svm_actor_options& o, svm::consensus_result& res) {
   std::vector<Eigen::VectorXd> sent(ws.size());
   auto take = [&](int k, svm_vector& v, int it) {
@@ -37,21 +37,23 @@ void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
       self->send_exit(ws[size_t(o.kill_worker)], caf::exit_reason::kill);
     // Later iterations' local steps come with the previous dual step.
     if (it == 1)
-      svm_phase<svm_local_atom, svm_vector>(
-          sys, self, ws, o.timeout, "local", it, [&](int k, svm_vector& v) { take(k, v, it); },
-          svm_local_atom::value, to_vector(red.zeta()));
-    const svm_vector zeta = to_vector(red.combine(sent));
+      svm_phase<svm_step_reply>(
+          sys, self, ws, o.timeout, "local", it,
+          [&](int k, svm_step_reply& r) { take(k, r.theta_u, it); },
+          svm_local{to_vector(red.zeta())});
+    const svm_dual dual{to_vector(red.combine(sent))};
     svm::worker_residuals sum;
-    svm_phase<svm_dual_atom, svm_vector, svm_vector>(
+    svm_phase<svm_dual_reply>(
         sys, self, ws, o.timeout, "dual", it,
-        [&](int k, svm_vector& v, svm_vector& next) {
+        [&](int k, svm_dual_reply& d) {
           svm::worker_residuals r;
-          if (!unpack(v, r))
-            fail("svm worker {} sent {} residuals in iteration {}, expected 6", k, v.v.size(), it);
+          if (!unpack(d.residuals, r))
+            fail("svm worker {} sent {} residuals in iteration {}, expected 6", k,
+                 d.residuals.v.size(), it);
           sum.add(r);
-          take(k, next, it + 1);
+          take(k, d.theta_u, it + 1);
         },
-        svm_dual_atom::value, zeta);
+        dual);
     const svm::consensus_decision dec = red.finish(sum);
     res.primal_residual = dec.primal, res.dual_residual = dec.dual;
     if (dec.stop) {
@@ -59,9 +61,9 @@ void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
       break;
     }
     if (dec.rho_factor != 1)
-      svm_phase<svm_rho_atom, svm_vector>(
-          sys, self, ws, o.timeout, "rho", it, [&](int k, svm_vector& v) { take(k, v, it + 1); },
-          svm_rho_atom::value, dec.rho_factor);
+      svm_phase<svm_step_reply>(
+          sys, self, ws, o.timeout, "rho", it,
+          [&](int k, svm_step_reply& r) { take(k, r.theta_u, it + 1); }, svm_rho{dec.rho_factor});
   }
   res.iterations = red.iteration();
 }
@@ -74,7 +76,7 @@ svm::consensus_result consensus_fit_actors(caf::actor_system& sys, const svm::da
   const auto t0 = std::chrono::steady_clock::now();
   const svm::consensus_setup s = svm::plan_consensus(d, workers, pen, o.admm);
   caf::scoped_actor self{sys};
-  std::vector<caf::actor> ws;
+  std::vector<svm_worker_api> ws;
   // Workers are stopped on every way out, errors included.
   auto stop = [&] {
     for (auto& w : ws) self->send_exit(w, caf::exit_reason::user_shutdown);

@@ -1,11 +1,11 @@
 #pragma once
 // Internal to actors/svm_consensus.cpp and actors/svm_remote.cpp: how the
 // consensus side sends one phase to every worker and gathers one reply from
-// each (messages: actors/svm_messages.hpp). Replies come back as plain
-// messages that carry the worker's rank, so the same receive also sees a
-// worker's `down` (the consensus side monitors every worker) and a deadline;
-// a request/response pair would only time out when a remote worker's
-// process dies in the middle of a step.
+// each (messages: actors/svm_messages.hpp). The phase goes out as plain
+// sends and the replies come back as messages that carry the worker's rank,
+// so the same receive also sees a worker's `down` (the consensus side
+// monitors every worker) and a deadline; a request/response pair would only
+// time out when a remote worker's process dies in the middle of a step.
 
 #include <caf/all.hpp>
 
@@ -25,24 +25,24 @@ inline std::string svm_phase_name(const char* phase, int iteration) {
                        : fmt::format("'{}'", phase);
 }
 
-inline int svm_rank_of(const std::vector<caf::actor>& ws, const caf::actor_addr& a) {
+inline int svm_rank_of(const std::vector<svm_worker_api>& ws, const caf::actor_addr& a) {
   for (size_t k = 0; k < ws.size(); ++k)
     if (ws[k].address() == a) return int(k);
   return -1;
 }
 
-// Sends `msg...` to every worker in `ws` (rank k = ws[k]), then receives one
-// (Atom, k, Ts...) reply from each and calls on_reply(k, Ts&...) in arrival
-// order. Throws merak::error naming the worker on an (svm_fail, k, what)
-// reply, on a worker's down message, and when `timeout` passes before every
-// worker answered (naming the ones that did not). Call from the consensus
-// side's scoped actor, which monitors every worker.
-template <class Atom, class... Ts, class OnReply, class... Msg>
-void svm_phase(caf::actor_system& sys, caf::scoped_actor& self, const std::vector<caf::actor>& ws,
-               std::chrono::milliseconds timeout, const char* phase, int iteration,
-               OnReply&& on_reply, const Msg&... msg) {
+// Sends `msg` to every worker in `ws` (rank k = ws[k]), then receives one
+// Reply from each and calls on_reply(k, Reply&) in arrival order. Throws
+// merak::error naming the worker on a reply that says what failed, on a
+// worker's down message, and when `timeout` passes before every worker
+// answered (naming the ones that did not). Call from the consensus side's
+// scoped actor, which monitors every worker.
+template <class Reply, class OnReply, class Msg>
+void svm_phase(caf::actor_system& sys, caf::scoped_actor& self,
+               const std::vector<svm_worker_api>& ws, std::chrono::milliseconds timeout,
+               const char* phase, int iteration, OnReply&& on_reply, const Msg& msg) {
   using clock = std::chrono::steady_clock;
-  for (const auto& w : ws) self->send(w, msg...);
+  for (const auto& w : ws) self->send(w, msg);
   std::vector<bool> got(ws.size(), false);
   size_t left = ws.size();
   const auto deadline = clock::now() + timeout;
@@ -51,16 +51,17 @@ void svm_phase(caf::actor_system& sys, caf::scoped_actor& self, const std::vecto
     bool timed_out = now >= deadline;
     if (!timed_out)
       self->receive(
-          [&](Atom, int32_t k, Ts&... xs) {
+          [&](Reply& r) {
+            const int32_t k = r.from.rank;
+            if (!r.from.error.empty())
+              fail("svm worker {} failed in {}: {}", k, svm_phase_name(phase, iteration),
+                   r.from.error);
             if (k < 0 || size_t(k) >= ws.size() || got[size_t(k)])
               fail("svm worker {} answered {} twice or out of turn (of {} workers)", k,
                    svm_phase_name(phase, iteration), ws.size());
             got[size_t(k)] = true;
             --left;
-            on_reply(int(k), xs...);
-          },
-          [&](svm_fail_atom, int32_t k, std::string& what) {
-            fail("svm worker {} failed in {}: {}", k, svm_phase_name(phase, iteration), what);
+            on_reply(int(k), r);
           },
           [&](caf::down_msg& dm) {
             const int k = svm_rank_of(ws, dm.source);
@@ -88,7 +89,7 @@ void svm_phase(caf::actor_system& sys, caf::scoped_actor& self, const std::vecto
 // until it stops; fills res.iterations, converged and the residuals.
 // Throws merak::error naming the worker (svm_phase).
 void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
-                     const std::vector<caf::actor>& ws, int64_t p, svm::consensus_reducer& red,
+                     const std::vector<svm_worker_api>& ws, int64_t p, svm::consensus_reducer& red,
                      const svm_actor_options& o, svm::consensus_result& res);
 
 }  // namespace merak::actors::detail

@@ -35,12 +35,14 @@ bool same_token(const std::string& a, const std::string& b) {
 
 // The published actor: checks each hello and tells the consensus side who
 // joined. Holds no data; only the token, the world size and the ranks taken.
-caf::behavior svm_rendezvous(caf::event_based_actor* self, std::string token, int world,
-                             caf::actor consensus) {
+svm_rendezvous_api::behavior_type svm_rendezvous(svm_rendezvous_api::pointer self,
+                                                 std::string token, int world,
+                                                 svm_consensus_api consensus) {
   auto taken = std::make_shared<std::vector<bool>>(size_t(world), false);
   return {
-      [=](svm_hello_atom, const std::string& t, int32_t rank, int32_t w,
-          const caf::actor& worker) -> std::string {
+      [=](const svm_hello& h) -> svm_verdict {
+        const int32_t rank = h.rank, w = h.world;
+        const std::string& t = h.token;
         std::string why;
         if (!same_token(t, token))
           why = "wrong job token";
@@ -50,15 +52,15 @@ caf::behavior svm_rendezvous(caf::event_based_actor* self, std::string token, in
           why = fmt::format("rank {} is out of range for {} workers", rank, world);
         else if ((*taken)[size_t(rank)])
           why = fmt::format("rank {} has already joined", rank);
-        else if (!worker)
+        else if (!h.worker)
           why = "its hello carries no worker actor";
         if (!why.empty()) {
-          self->send(consensus, svm_refused_atom::value, fmt::format("rank {}: {}", rank, why));
-          return why;
+          self->send(consensus, svm_refused{fmt::format("rank {}: {}", rank, why)});
+          return {why};
         }
         (*taken)[size_t(rank)] = true;
-        self->send(consensus, svm_joined_atom::value, rank, worker);
-        return std::string();
+        self->send(consensus, svm_joined{rank, h.worker});
+        return {};
       },
   };
 }
@@ -72,7 +74,7 @@ void configure(caf::actor_system_config& cfg) {
   cfg.set("logger.console", caf::atom("none"));
 }
 
-std::string rank_list(const std::vector<caf::actor>& ws) {
+std::string rank_list(const std::vector<svm_worker_api>& ws) {
   std::string s;
   for (size_t k = 0; k < ws.size(); ++k)
     if (!ws[k]) s += (s.empty() ? "" : ", ") + std::to_string(k);
@@ -100,8 +102,9 @@ std::vector<svm_remote_result> consensus_path_remote(
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   const size_t K = size_t(workers);
-  std::vector<caf::actor> ws(K);
-  caf::actor rendezvous = sys.spawn(svm_rendezvous, o.token, workers, caf::actor{self});
+  std::vector<svm_worker_api> ws(K);
+  auto rendezvous =
+      sys.spawn(svm_rendezvous, o.token, workers, caf::actor_cast<svm_consensus_api>(self));
   // On every way out: stop the rendezvous (the actor system waits for it)
   // and the workers (a worker process then exits).
   bool done = false;
@@ -109,7 +112,7 @@ std::vector<svm_remote_result> consensus_path_remote(
     for (auto& w : ws)
       if (w) {
         if (done)
-          self->send(w, svm_done_atom::value);
+          self->send(w, svm_done{});
         else
           self->send_exit(w, caf::exit_reason::user_shutdown);
       }
@@ -140,14 +143,14 @@ std::vector<svm_remote_result> consensus_path_remote(
            K - joined > 1 ? "s" : "", rank_list(ws), o.host, *port, o.timeout.count(),
            refused.empty() ? "" : " (refused: " + refused + ")");
     self->receive(
-        [&](svm_joined_atom, int32_t k, caf::actor& w) {
-          ws[size_t(k)] = w;
-          self->monitor(w);
+        [&](svm_joined& j) {
+          ws[size_t(j.rank)] = std::move(j.worker);
+          self->monitor(ws[size_t(j.rank)]);
           ++joined;
         },
-        [&](svm_refused_atom, std::string& why) {
-          spdlog::warn("svm consensus side: refused a worker: {}", why);
-          refused += (refused.empty() ? "" : "; ") + why;
+        [&](svm_refused& r) {
+          spdlog::warn("svm consensus side: refused a worker: {}", r.why);
+          refused += (refused.empty() ? "" : "; ") + r.why;
         },
         [&](caf::down_msg& dm) {
           fail("svm worker {} went down before the fit started ({})",
@@ -182,16 +185,18 @@ std::vector<svm_remote_result> consensus_path_remote(
     // Stats: rows, features and column sums of every shard.
     std::vector<int64_t> rows(K), cols(K);
     std::vector<svm_vector> sums(K);
-    detail::svm_phase<svm_stats_atom, int64_t, int64_t, svm_vector>(
+    detail::svm_phase<svm_stats_reply>(
         sys, self, ws, o.timeout, "stats", 0,
-        [&](int k, int64_t n_k, int64_t p_k, svm_vector& s) {
+        [&](int k, svm_stats_reply& r) {
+          const int64_t n_k = r.rows, p_k = r.cols;
+          svm_vector& s = r.sums;
           if (n_k < 1)
             fail("svm worker {} holds no rows (its data has fewer samples than {} workers?)", k, K);
           if (p_k < 0 || int64_t(s.v.size()) != 2 * p_k)
             fail("svm worker {} sent {} column sums for {} features", k, s.v.size(), p_k);
           rows[size_t(k)] = n_k, cols[size_t(k)] = p_k, sums[size_t(k)] = std::move(s);
         },
-        svm_stats_atom::value);
+        svm_stats{});
     int64_t n = 0, p = 0;
     for (size_t k = 0; k < K; ++k) n += rows[k], p = std::max(p, cols[k]);
     prep.rows = rows, prep.n = n, prep.p = p, prep.carry = {};
@@ -211,10 +216,10 @@ std::vector<svm_remote_result> consensus_path_remote(
     }
     // Setup: each worker scales its rows and factors its system.
     svm::consensus_rhos(n, p, workers, pen, admm, prep.carry.rho1, prep.carry.rho2);
-    detail::svm_phase<svm_setup_atom>(
-        sys, self, ws, o.timeout, "setup", 0, [](int) {}, svm_setup_atom::value,
-        to_vector(prep.scale), n, p, prep.carry.rho1, prep.carry.rho2, int32_t(o.admm.method),
-        o.admm.dense_limit);
+    detail::svm_phase<svm_setup_reply>(
+        sys, self, ws, o.timeout, "setup", 0, [](int, svm_setup_reply&) {},
+        svm_setup{to_vector(prep.scale), n, p, prep.carry.rho1, prep.carry.rho2,
+                  int32_t(o.admm.method), o.admm.dense_limit});
   };
   // The margins X_k w of every shard and the labels, over all the rows the
   // workers hold (in rank order).
@@ -224,9 +229,10 @@ std::vector<svm_remote_result> consensus_path_remote(
     xw.resize(prep.n), y.resize(prep.n);
     std::vector<int64_t> offset(K + 1, 0);
     for (size_t k = 0; k < K; ++k) offset[k + 1] = offset[k] + rows[k];
-    detail::svm_phase<svm_eval_atom, svm_vector, svm_vector>(
+    detail::svm_phase<svm_margins_reply>(
         sys, self, ws, o.timeout, "eval", 0,
-        [&](int k, svm_vector& m, svm_vector& yk) {
+        [&](int k, svm_margins_reply& r) {
+          const svm_vector &m = r.margins, &yk = r.labels;
           const int64_t n_k = rows[size_t(k)];
           if (int64_t(m.v.size()) != n_k || int64_t(yk.v.size()) != n_k)
             fail("svm worker {} sent {} margins and {} labels for its {} rows", k, m.v.size(),
@@ -234,7 +240,7 @@ std::vector<svm_remote_result> consensus_path_remote(
           xw.segment(offset[size_t(k)], n_k) = to_eigen(m);
           y.segment(offset[size_t(k)], n_k) = to_eigen(yk);
         },
-        svm_eval_atom::value, to_vector(w));
+        svm_eval{to_vector(w)});
   };
   // One fit of `pen` on prepared rows (svm::consensus_solve: one run, or
   // LLA's weighted-L1 runs) from prep's carry (with a zeta when the workers
@@ -300,10 +306,10 @@ std::vector<svm_remote_result> consensus_path_remote(
   // fits), so a fit after a selection needs `prepare` first.
   auto select = [&](int folds, int f) {
     std::vector<int64_t> test_rows(K);
-    detail::svm_phase<svm_select_atom, int64_t, int64_t>(
+    detail::svm_phase<svm_select_reply>(
         sys, self, ws, o.timeout, "select", 0,
-        [&](int k, int64_t, int64_t t_k) { test_rows[size_t(k)] = t_k; }, svm_select_atom::value,
-        int32_t(folds), int32_t(f));
+        [&](int k, svm_select_reply& r) { test_rows[size_t(k)] = r.test_rows; },
+        svm_select{int32_t(folds), int32_t(f)});
     held_out_rows = 0;
     for (int64_t t : test_rows) held_out_rows += t;
     return test_rows;
@@ -318,9 +324,10 @@ std::vector<svm_remote_result> consensus_path_remote(
     out.lla = r.lla;
     const Eigen::VectorXd w = r.fit.w.cwiseProduct(r.scale);
     int64_t fold_right = 0, fold_n = 0;
-    detail::svm_phase<svm_test_atom, svm_vector, svm_vector>(
+    detail::svm_phase<svm_margins_reply>(
         sys, self, ws, o.timeout, "test", 0,
-        [&](int k, svm_vector& m, svm_vector& yk) {
+        [&](int k, svm_margins_reply& held) {
+          const svm_vector &m = held.margins, &yk = held.labels;
           if (int64_t(m.v.size()) != test_rows[size_t(k)] || yk.v.size() != m.v.size())
             fail("svm worker {} sent {} held-out margins and {} labels for its {} held-out rows", k,
                  m.v.size(), yk.v.size(), test_rows[size_t(k)]);
@@ -328,7 +335,7 @@ std::vector<svm_remote_result> consensus_path_remote(
             fold_right += ((m.v[j] + r.fit.b >= 0) ? 1.0 : -1.0) == yk.v[j];
           fold_n += int64_t(m.v.size());
         },
-        svm_test_atom::value, to_vector(w));
+        svm_test{to_vector(w)});
     if (fold_n < 1) fail("fold {} of {} holds out no samples", f, o.folds);
     right[i] += fold_right, held_out[i] += fold_n;
     out.fold_accuracy.push_back(double(fold_right) / double(fold_n));
@@ -426,10 +433,10 @@ void run_svm_worker_process(svm::dataset data, const svm_worker_process_options&
   caf::actor_system_config cfg;
   configure(cfg);
   caf::actor_system sys{cfg};
-  caf::actor consensus;
+  svm_rendezvous_api consensus;
   const auto deadline = clock_type::now() + o.timeout;
   for (;;) {
-    auto x = sys.middleman().remote_actor(o.host, o.port);
+    auto x = sys.middleman().remote_actor<svm_rendezvous_api>(o.host, o.port);
     if (x) {
       consensus = std::move(*x);
       break;
@@ -440,17 +447,17 @@ void run_svm_worker_process(svm::dataset data, const svm_worker_process_options&
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const auto idle = o.idle.count() > 0 ? o.idle : 2 * o.timeout;
-  caf::actor worker =
-      spawn_svm_shard_worker(sys, o.rank, o.world, std::move(data), o.whole_file, consensus, idle);
+  svm_worker_api worker =
+      spawn_svm_shard_worker(sys, o.rank, o.world, std::move(data), o.whole_file,
+                             caf::actor_cast<caf::actor>(consensus), idle);
   caf::scoped_actor self{sys};
   self->monitor(worker);
   std::string verdict, error;
   bool answered = false;
-  self->request(consensus, o.timeout, svm_hello_atom::value, o.token, int32_t(o.rank),
-                int32_t(o.world), worker)
+  self->request(consensus, o.timeout, svm_hello{o.token, int32_t(o.rank), int32_t(o.world), worker})
       .receive(
-          [&](std::string& v) {
-            verdict = std::move(v);
+          [&](svm_verdict& v) {
+            verdict = std::move(v.why);
             answered = true;
           },
           [&](caf::error& e) { error = sys.render(e); });

@@ -10,8 +10,6 @@
 namespace merak::actors {
 namespace {
 
-using svm_tick_atom = caf::atom_constant<caf::atom("svmtick")>;  // to self: idle check
-
 struct svm_worker_state {
   int rank = 0;
   // Worker processes: the rows as read (the whole file when whole_file,
@@ -27,18 +25,22 @@ struct svm_worker_state {
   std::chrono::steady_clock::time_point last_message = std::chrono::steady_clock::now();
 };
 
-// Runs `f` and returns its reply, or (svm_fail, rank, what) when it throws.
-template <class F>
-caf::message guarded(svm_worker_state& s, const char* phase, bool needs_setup, F&& f) {
+// Runs `f` and returns its reply from this worker, or an empty one that
+// says what failed when it throws.
+template <class Reply, class F>
+Reply guarded(svm_worker_state& s, const char* phase, bool needs_setup, F&& f) {
   s.last_message = std::chrono::steady_clock::now();
+  Reply reply;
   try {
     if (needs_setup && !s.w) fail("'{}' before svm_setup", phase);
-    caf::message reply = f();
+    reply = f();
     s.last_message = std::chrono::steady_clock::now();  // a long step is not idle time
-    return reply;
   } catch (const std::exception& e) {
-    return caf::make_message(svm_fail_atom::value, int32_t(s.rank), std::string(e.what()));
+    reply = Reply{};
+    reply.from.error = e.what();
   }
+  reply.from.rank = int32_t(s.rank);
+  return reply;
 }
 
 std::vector<int64_t> pick(const std::vector<int64_t>& rows, const std::vector<int64_t>& at) {
@@ -82,8 +84,9 @@ void select_rows(svm_worker_state& s, int folds, int fold) {
   s.have_shard = true;
 }
 
-caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worker_state> s,
-                         caf::actor consensus, std::chrono::milliseconds idle) {
+svm_worker_api::behavior_type svm_worker(svm_worker_api::pointer self,
+                                         std::shared_ptr<svm_worker_state> s, caf::actor consensus,
+                                         std::chrono::milliseconds idle) {
   if (consensus) {
     self->monitor(consensus);
     self->set_down_handler([self, consensus](caf::down_msg& dm) {
@@ -93,115 +96,115 @@ caf::behavior svm_worker(caf::event_based_actor* self, std::shared_ptr<svm_worke
             "the consensus side went away (" + self->system().render(dm.reason) + ")"));
     });
   }
-  if (idle.count() > 0) self->delayed_send(self, idle / 4, svm_tick_atom::value);
-  const int32_t k = s->rank;
+  if (idle.count() > 0) self->delayed_send(self, idle / 4, svm_tick{});
   return {
-      [s, k](svm_local_atom, const svm_vector& zeta) {
-        return guarded(*s, "local", true, [&] {
-          return caf::make_message(svm_local_atom::value, k,
-                                   to_vector(s->w->local_step(to_eigen(zeta))));
+      [s](const svm_local& m) {
+        return guarded<svm_step_reply>(*s, "local", true, [&] {
+          return svm_step_reply{{}, to_vector(s->w->local_step(to_eigen(m.zeta)))};
         });
       },
       // The dual step, then at once the next iteration's local step against
       // the same zeta: one round trip per iteration instead of two.
-      [s, k](svm_dual_atom, const svm_vector& zeta) {
-        return guarded(*s, "dual", true, [&] {
-          s->zeta = to_eigen(zeta);
-          const svm_vector res = pack(s->w->dual_step(s->zeta));
-          return caf::make_message(svm_dual_atom::value, k, res,
-                                   to_vector(s->w->local_step(s->zeta)));
+      [s](const svm_dual& m) {
+        return guarded<svm_dual_reply>(*s, "dual", true, [&] {
+          s->zeta = to_eigen(m.zeta);
+          svm_vector res = pack(s->w->dual_step(s->zeta));
+          return svm_dual_reply{{}, std::move(res), to_vector(s->w->local_step(s->zeta))};
         });
       },
       // A rho change between iterations: the local step sent with the dual
       // step is void; rescale and redo it.
-      [s, k](svm_rho_atom, double factor) {
-        return guarded(*s, "rho", true, [&] {
+      [s](const svm_rho& m) {
+        return guarded<svm_step_reply>(*s, "rho", true, [&] {
           s->w->retract_local_step();
-          s->w->scale_rho(factor);
-          return caf::make_message(svm_rho_atom::value, k, to_vector(s->w->local_step(s->zeta)));
+          s->w->scale_rho(m.factor);
+          return svm_step_reply{{}, to_vector(s->w->local_step(s->zeta))};
         });
       },
-      [s, k](svm_select_atom, int32_t folds, int32_t fold) {
-        return guarded(*s, "select", false, [&] {
-          select_rows(*s, folds, fold);
-          return caf::make_message(svm_select_atom::value, k, int64_t(s->shard.rows()),
-                                   int64_t(s->test.rows()));
+      [s](const svm_select& m) {
+        return guarded<svm_select_reply>(*s, "select", false, [&] {
+          select_rows(*s, m.folds, m.fold);
+          return svm_select_reply{{}, int64_t(s->shard.rows()), int64_t(s->test.rows())};
         });
       },
-      [s, k](svm_stats_atom) {
-        return guarded(*s, "stats", false, [&] {
+      [s](const svm_stats&) {
+        return guarded<svm_stats_reply>(*s, "stats", false, [&] {
           if (!s->have_shard) fail("'stats' after svm_setup without a new svm_select");
           const svm::column_stats st = svm::compute_column_stats(s->shard.x);
           svm_vector sums;
           sums.v.assign(st.sum.data(), st.sum.data() + st.sum.size());
           sums.v.insert(sums.v.end(), st.sq_sum.data(), st.sq_sum.data() + st.sq_sum.size());
-          return caf::make_message(svm_stats_atom::value, k, int64_t(s->shard.rows()),
-                                   int64_t(s->shard.cols()), std::move(sums));
+          return svm_stats_reply{
+              {}, int64_t(s->shard.rows()), int64_t(s->shard.cols()), std::move(sums)};
         });
       },
-      [s, k](svm_setup_atom, const svm_vector& scale, int64_t n_total, int64_t p, double rho1,
-             double rho2, int32_t method, int64_t dense_limit) {
-        return guarded(*s, "setup", false, [&] {
+      [s](const svm_setup& m) {
+        return guarded<svm_setup_reply>(*s, "setup", false, [&] {
+          const auto& scale = m.scale;
+          const int64_t p = m.p;
           if (s->w) fail("svm_setup sent twice");
           if (p < s->shard.cols() || int64_t(scale.v.size()) != p)
             fail("svm_setup for {} features ({} scales); this shard has {}", p, scale.v.size(),
                  s->shard.cols());
           s->shard.x.resize_cols(p);
           s->shard.x.scale_columns(to_eigen(scale));
-          s->w = std::make_unique<svm::consensus_worker>(std::move(s->shard), n_total, rho1, rho2,
-                                                         svm::w_method(method), dense_limit);
+          s->w = std::make_unique<svm::consensus_worker>(std::move(s->shard), m.n_total, m.rho1,
+                                                         m.rho2, svm::w_method(m.method),
+                                                         m.dense_limit);
           s->shard = {};
           s->have_shard = false;
-          return caf::make_message(svm_setup_atom::value, k);
+          return svm_setup_reply{};
         });
       },
-      [s, k](svm_eval_atom, const svm_vector& w) {
-        return guarded(*s, "eval", true, [&] {
+      [s](const svm_eval& m) {
+        return guarded<svm_margins_reply>(*s, "eval", true, [&] {
+          const auto& w = m.w;
           const svm::dataset& d = s->w->shard();
           if (int64_t(w.v.size()) != d.cols())
             fail("svm_eval with {} weights for {} features", w.v.size(), d.cols());
           Eigen::VectorXd xw;
           d.x.times(to_eigen(w), xw);
-          return caf::make_message(svm_eval_atom::value, k, to_vector(xw), to_vector(d.y));
+          return svm_margins_reply{{}, to_vector(xw), to_vector(d.y)};
         });
       },
       // Held-out margins with the weights in the data's units (the held-out
       // rows are not scaled).
-      [s, k](svm_test_atom, const svm_vector& w) {
-        return guarded(*s, "test", false, [&] {
+      [s](const svm_test& m) {
+        return guarded<svm_margins_reply>(*s, "test", false, [&] {
+          const auto& w = m.w;
           const svm::dataset& d = s->test;
           if (int64_t(w.v.size()) < d.cols())
             fail("svm_test with {} weights for {} features", w.v.size(), d.cols());
           Eigen::VectorXd xw = Eigen::VectorXd::Zero(d.rows());
           if (d.rows() > 0) d.x.times(to_eigen(w).head(d.cols()), xw);
-          return caf::make_message(svm_test_atom::value, k, to_vector(xw), to_vector(d.y));
+          return svm_margins_reply{{}, to_vector(xw), to_vector(d.y)};
         });
       },
-      [self](svm_done_atom) { self->quit(); },
-      [self, s, idle](svm_tick_atom) {
+      [self](svm_done) { self->quit(); },
+      [self, s, idle](svm_tick) {
         if (std::chrono::steady_clock::now() - s->last_message > idle)
           self->quit(caf::make_error(
               caf::sec::runtime_error,
               fmt::format("no message from the consensus side for {} ms", idle.count())));
         else
-          self->delayed_send(self, idle / 4, svm_tick_atom::value);
+          self->delayed_send(self, idle / 4, svm_tick{});
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_svm_worker(caf::actor_system& sys, int rank,
-                            std::unique_ptr<svm::consensus_worker> w) {
+svm_worker_api spawn_svm_worker(caf::actor_system& sys, int rank,
+                                std::unique_ptr<svm::consensus_worker> w) {
   auto s = std::make_shared<svm_worker_state>();
   s->rank = rank;
   s->w = std::move(w);
   return sys.spawn(svm_worker, std::move(s), caf::actor{}, std::chrono::milliseconds(0));
 }
 
-caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, int world, svm::dataset data,
-                                  bool whole_file, caf::actor consensus,
-                                  std::chrono::milliseconds idle) {
+svm_worker_api spawn_svm_shard_worker(caf::actor_system& sys, int rank, int world,
+                                      svm::dataset data, bool whole_file, caf::actor consensus,
+                                      std::chrono::milliseconds idle) {
   auto s = std::make_shared<svm_worker_state>();
   s->rank = rank;
   s->world = world;

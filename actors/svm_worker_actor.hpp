@@ -1,10 +1,10 @@
 #pragma once
 // Spawns a consensus ADMM worker actor around one row shard. It answers the
 // phases in actors/svm_messages.hpp with replies that carry its rank; an
-// exception in the maths becomes a (svm_fail, rank, what) reply, so the
-// consensus side names the worker and the cause.
+// exception in the maths becomes a reply that says what failed
+// (svm_from::error), so the consensus side names the worker and the cause.
 
-#include <caf/fwd.hpp>
+#include "actors/svm_messages.hpp"
 
 #include <chrono>
 #include <memory>
@@ -14,8 +14,8 @@
 namespace merak::actors {
 
 // In one process: the shard is already scaled and factored.
-caf::actor spawn_svm_worker(caf::actor_system& sys, int rank,
-                            std::unique_ptr<svm::consensus_worker> w);
+svm_worker_api spawn_svm_worker(caf::actor_system& sys, int rank,
+                                std::unique_ptr<svm::consensus_worker> w);
 
 // In a worker process: `data` is the whole data file when `whole_file`
 // (the actor keeps it and trains on rank `rank`'s block of `world`, or on its
@@ -26,8 +26,8 @@ caf::actor spawn_svm_worker(caf::actor_system& sys, int rank,
 // stops on svm_done (exit reason normal), when `consensus` (the published
 // rendezvous actor of the consensus side) goes down, or after `idle` without
 // a message (0: never); the exit reason then says which.
-caf::actor spawn_svm_shard_worker(caf::actor_system& sys, int rank, int world, svm::dataset data,
-                                  bool whole_file, caf::actor consensus,
-                                  std::chrono::milliseconds idle);
+svm_worker_api spawn_svm_shard_worker(caf::actor_system& sys, int rank, int world,
+                                      svm::dataset data, bool whole_file, caf::actor consensus,
+                                      std::chrono::milliseconds idle);
 
 }  // namespace merak::actors
