@@ -21,6 +21,18 @@ void parallel_options::validate(int batch) const {
   partition::validate_placement(p);
 }
 
+bool parallel_options::needs_actors() const {
+  return processes || dp * pp * tp * micro_batches > 1 || !trace_path.empty() ||
+         recompute != recompute_mode::none || memory_budget > 0;
+}
+
+std::unique_ptr<model::training_job> make_training_job(model::train_options opts,
+                                                       parallel_options par) {
+  if (par.needs_actors())
+    return std::make_unique<parallel_trainer>(std::move(opts), std::move(par));
+  return std::make_unique<model::trainer>(std::move(opts));
+}
+
 void parallel_trainer::impl::shutdown() {
   if (!self) return;
   // The other processes host their actors until process 0 is done with
@@ -466,8 +478,8 @@ void parallel_trainer::configure(caf::actor_system_config& cfg) {
 
 parallel_trainer::~parallel_trainer() = default;
 
-bool parallel_trainer::done() const {
-  return impl_->step >= impl_->opts.steps;
+const model::train_options& parallel_trainer::options() const {
+  return impl_->opts;
 }
 model::step_result parallel_trainer::train_step() {
   return impl_->guarded([&] { return impl_->train_step(); });
@@ -475,11 +487,29 @@ model::step_result parallel_trainer::train_step() {
 std::string parallel_trainer::save() {
   return impl_->guarded([&] { return impl_->save(); });
 }
-bool parallel_trainer::checkpoint_due() const {
-  auto& o = impl_->opts;
-  if (o.save_dir.empty()) return false;
-  if (done()) return true;
-  return o.save_interval > 0 && impl_->step % o.save_interval == 0;
+bool parallel_trainer::writes_outputs() const {
+  return impl_->lead();
+}
+std::vector<std::pair<std::string, double>> parallel_trainer::step_metrics() const {
+  auto& par = impl_->par;
+  std::vector<std::pair<std::string, double>> m{{"bubble", impl_->bubble}};
+  if (par.dp > 1) m.emplace_back("dp_bytes_per_rank", double(impl_->comm.dp_bytes_per_rank));
+  if (par.sparse.kind != comm::codec_kind::dense)
+    m.emplace_back("sparse_union_rows", double(impl_->comm.sparse_union_rows));
+  if (par.measure_sparse_error) m.emplace_back("sparse_rel_error", impl_->comm.sparse_rel_error);
+  return m;
+}
+std::string parallel_trainer::describe() const {
+  auto& par = impl_->par;
+  return fmt::format(
+      "model {} on dp={} tp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}, "
+      "tp-overlap {}{}\nrecomputation: {}",
+      impl_->opts.model.str(), par.dp, par.tp, par.pp, fmt::join(impl_->bounds, ","),
+      par.micro_batches, partition::schedule_name(par.schedule), par.tp_overlap,
+      impl_->place.world > 1
+          ? fmt::format(", {} processes (placement {})", impl_->place.world, impl_->place.str())
+          : "",
+      impl_->plan_summary);
 }
 double parallel_trainer::last_bubble_fraction() const {
   return impl_->bubble;

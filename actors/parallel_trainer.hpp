@@ -99,9 +99,14 @@ struct parallel_options {
   // batch (batch must divide into dp x micro-batches) or the placement the
   // processes.
   void validate(int batch) const;
+  // Whether these options need the actor runtime rather than the
+  // single-device trainer: a job of several processes, a layout other than
+  // one device (dp, tp, pp or micro-batches above 1), a trace, recomputation
+  // or a memory budget.
+  bool needs_actors() const;
 };
 
-class parallel_trainer {
+class parallel_trainer final : public model::training_job {
  public:
   // Loads the data and spawns the actors. Throws merak::error on bad options.
   parallel_trainer(model::train_options opts, parallel_options par);
@@ -119,10 +124,11 @@ class parallel_trainer {
   // that the constructor above takes.
   static void configure(caf::actor_system_config& cfg);
 
-  bool done() const;
+  const model::train_options& options() const override;
+  int64_t step() const override;
   // One step of the global batch. Throws merak::error naming the actor and
   // its coordinate if one fails, or the operation that timed out.
-  model::step_result train_step();
+  model::step_result train_step() override;
   // Measured bubble of the last step: 1 - busy / (stages x pipeline time),
   // over the stages of replica 0.
   double last_bubble_fraction() const;
@@ -139,16 +145,22 @@ class parallel_trainer {
     double sparse_rel_error = -1;
   };
   comm_stats last_comm() const;
-  // Writes a checkpoint of the current step in the single-device format
-  // (every shard and stage gathered: a parallel run's checkpoint loads
-  // anywhere, and --load resumes any run with any dp/tp/pp). Returns its
-  // directory.
-  std::string save();
-  bool checkpoint_due() const;
+  // Writes a sharded checkpoint of the current step (each stage actor of
+  // replica 0 its own slices, nothing gathered; docs/checkpoint-format.md):
+  // it loads under any layout and process count, and on one device.
+  // Process 0 only. Returns its directory.
+  std::string save() override;
   // Mean validation loss: forwards without gradients on the stage actors of
   // replica 0 (nothing gathered). Every process of a job returns process 0's.
-  double validation_loss();
-  int64_t step() const;
+  double validation_loss() override;
+  // Process 0 writes the metrics and the checkpoints.
+  bool writes_outputs() const override;
+  // bubble; dp_bytes_per_rank (dp > 1); sparse_union_rows (a sparse
+  // reducer); sparse_rel_error (measure_sparse_error).
+  std::vector<std::pair<std::string, double>> step_metrics() const override;
+  // The model, layout, stages, schedule and (several processes) placement;
+  // then the negotiated recomputation on a second line.
+  std::string describe() const override;
   // Stage s runs graph nodes [bounds[s], bounds[s+1]).
   const std::vector<int>& stage_bounds() const;
   // The negotiated recomputation, one entry per stage.
@@ -160,5 +172,10 @@ class parallel_trainer {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
+
+// The single-device trainer when `par` needs no actors, else the actor
+// runtime: what merak train runs. Throws merak::error on bad options.
+std::unique_ptr<model::training_job> make_training_job(model::train_options opts,
+                                                       parallel_options par);
 
 }  // namespace merak::actors

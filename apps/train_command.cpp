@@ -12,9 +12,11 @@
 #include <cstring>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "actors/auto_plan.hpp"
@@ -127,10 +129,10 @@ std::shared_ptr<comm::bootstrap> join_job() {
   return comm::connect_bootstrap(o);
 }
 
-// Runs the step loop of either trainer (single-device or actor runtime).
-// In a multi-process job only rank 0 (`lead`) writes metrics and checkpoints.
-template <typename Trainer>
-int train_loop(train_flags& f, Trainer& tr, bool lead = true) {
+// Runs the step loop of a training job (single-device or actor runtime).
+// In a multi-process job only rank 0 writes metrics and checkpoints.
+int train_loop(train_flags& f, model::training_job& tr) {
+  const bool lead = tr.writes_outputs();
   metrics_writer metrics(lead ? f.metrics : std::string(),
                          f.opts.load.empty() ? int64_t(-1) : int64_t(tr.step()));
   const bool tty = lead && ::isatty(STDERR_FILENO);
@@ -140,13 +142,11 @@ int train_loop(train_flags& f, Trainer& tr, bool lead = true) {
     nlohmann::json line{{"step", r.step},     {"loss", r.loss},
                         {"lr", r.lr},         {"tokens_per_s", r.tokens_per_s},
                         {"step_s", r.step_s}, {"grad_norm", r.grad_norm}};
-    if constexpr (requires { tr.last_bubble_fraction(); }) {
-      line["bubble"] = tr.last_bubble_fraction();
-      auto c = tr.last_comm();
-      if (f.par.dp > 1) line["dp_bytes_per_rank"] = c.dp_bytes_per_rank;
-      if (f.par.sparse.kind != comm::codec_kind::dense)
-        line["sparse_union_rows"] = c.sparse_union_rows;
-      if (f.par.measure_sparse_error) line["sparse_rel_error"] = c.sparse_rel_error;
+    for (auto& [name, value] : tr.step_metrics()) {
+      if (std::isfinite(value) && value == std::trunc(value) && std::abs(value) < 0x1p53)
+        line[name] = int64_t(value);  // counts stay integers in the JSON
+      else
+        line[name] = value;
     }
     bool eval = tr.done() || (f.eval_interval > 0 && r.step % f.eval_interval == 0);
     if (eval) line["val_loss"] = tr.validation_loss();
@@ -160,8 +160,7 @@ int train_loop(train_flags& f, Trainer& tr, bool lead = true) {
                    r.lr, r.tokens_per_s,
                    eval ? fmt::format(" val_loss {:.4f}", line["val_loss"].get<double>()) : "");
     }
-    if constexpr (requires { tr.save(); })
-      if (lead && tr.checkpoint_due()) spdlog::info("saved checkpoint {}", tr.save());
+    if (lead && tr.checkpoint_due()) spdlog::info("saved checkpoint {}", tr.save());
   }
   return 0;
 }
@@ -209,30 +208,12 @@ int run_train(train_flags& f) {
   if (f.devices > 0) plan_devices(f);
   // A job of several processes runs on the actors whatever its layout
   // (parallel_options::validate then checks --dp against the processes).
-  const bool parallel = f.par.processes ||
-                        f.par.dp * f.par.pp * f.par.tp * f.par.micro_batches > 1 ||
-                        !f.par.trace_path.empty() ||
-                        f.par.recompute != actors::recompute_mode::none || f.par.memory_budget > 0;
-  if (parallel) {
-    const bool lead = !f.par.processes || f.par.processes->rank() == 0;
-    actors::parallel_trainer tr(f.opts, f.par);
-    if (lead) {
-      spdlog::info(
-          "model {} on dp={} tp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}, "
-          "tp-overlap {}{}",
-          f.opts.model.str(), f.par.dp, f.par.tp, f.par.pp, fmt::join(tr.stage_bounds(), ","),
-          f.par.micro_batches, f.schedule, f.par.tp_overlap,
-          world > 1 ? fmt::format(", {} processes (placement {})", world, tr.placement()) : "");
-      spdlog::info("recomputation: {}", tr.recompute_plan());
-    }
-    return train_loop(f, tr, lead);
+  auto job = actors::make_training_job(f.opts, f.par);
+  if (job->writes_outputs()) {
+    std::istringstream lines(job->describe());
+    for (std::string l; std::getline(lines, l);) spdlog::info("{}", l);
   }
-  model::trainer tr(f.opts);
-  auto& g = tr.model_graph();
-  spdlog::info("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}", f.opts.model.str(),
-               double(g.parameter_count()) * 1e-6, f.opts.batch, model::compute_threads(),
-               model::gemm_backend_name(model::current_gemm_backend()));
-  return train_loop(f, tr);
+  return train_loop(f, *job);
 }
 
 }  // namespace

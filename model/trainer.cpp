@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
+#include "model/gemm.hpp"
 #include "model/sharded_checkpoint.hpp"
 
 namespace merak::model {
@@ -169,10 +170,10 @@ double trainer::validation_loss() {
   return sum / double(nb);
 }
 
-bool trainer::checkpoint_due() const {
-  if (opts_.save_dir.empty()) return false;
-  if (done()) return true;
-  return opts_.save_interval > 0 && step_ % opts_.save_interval == 0;
+std::string trainer::describe() const {
+  return fmt::format("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}",
+                     opts_.model.str(), double(graph_.parameter_count()) * 1e-6, opts_.batch,
+                     compute_threads(), gemm_backend_name(current_gemm_backend()));
 }
 
 std::string trainer::save() {

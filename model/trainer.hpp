@@ -17,6 +17,7 @@
 #include "model/data.hpp"
 #include "model/executor.hpp"
 #include "model/gpt.hpp"
+#include "model/training_job.hpp"
 
 namespace merak::model {
 
@@ -74,7 +75,7 @@ void check_corpus_vocab(const text_corpus& corpus, const gpt_config& model);
 std::map<std::string, std::string> checkpoint_metadata(const train_options& opts, int64_t step,
                                                        const std::string& data_name);
 
-class trainer {
+class trainer final : public training_job {
  public:
   // Loads the data, builds the model and, with options.load, resumes.
   // Throws merak::error on bad data, options or checkpoints.
@@ -82,17 +83,13 @@ class trainer {
   // For tests and benchmarks: a corpus already in memory.
   trainer(train_options opts, text_corpus corpus);
 
-  bool done() const { return step_ >= opts_.steps; }
-  step_result train_step();
-  // Mean loss over the fixed validation batches.
-  double validation_loss();
-  // Writes a checkpoint of the current step; returns its directory.
-  std::string save();
-  // True when a checkpoint is due after the step just completed.
-  bool checkpoint_due() const;
+  step_result train_step() override;
+  double validation_loss() override;
+  std::string save() override;
+  std::string describe() const override;
 
-  int64_t step() const { return step_; }
-  const train_options& options() const { return opts_; }
+  int64_t step() const override { return step_; }
+  const train_options& options() const override { return opts_; }
   const graph& model_graph() const { return graph_; }
   const parameter_store& parameters() const { return store_; }
   int64_t resumed_from() const { return resumed_from_; }
