@@ -114,7 +114,7 @@ double mean(const std::vector<double>& v) {
 
 }  // namespace
 
-TEST_CASE("the words tokenizer hashes words and punctuation into [0, V), deterministically",
+TEST_CASE("the words tokenizer hashes words and punctuation into ids below V, deterministically",
           "[data][tokenizer]") {
   auto a = model::tokenize_hashed_words("Call me Ishmael. Some years ago--never mind", 8192);
   // call me ishmael . some years ago - - never mind
