@@ -23,12 +23,7 @@ device_plan plan_for_devices(const model::train_options& opts, int devices, para
   out.search = partition::search_plans(r, *costs);
   const auto& b = out.search.best;
   auto& p = out.options = std::move(base);
-  p.dp = b.dp;
-  p.tp = b.tp;
-  p.pp = b.pp;
-  p.micro_batches = b.micro_batches;
-  p.schedule = b.schedule;
-  p.tp_overlap = b.tp_overlap;
+  static_cast<partition::layout&>(p) = b;  // recompute: the runtime's mode, below
   // The stages the planner balanced by measured time, not the runtime's
   // default split by FLOPs.
   p.stage_bounds.clear();

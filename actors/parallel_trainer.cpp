@@ -4,14 +4,7 @@
 namespace merak::actors {
 
 void parallel_options::validate(int batch) const {
-  if (dp < 1) fail("--dp must be at least 1 (got {})", dp);
-  if (pp < 1) fail("--pp must be at least 1 (got {})", pp);
-  if (tp < 1) fail("--tp must be at least 1 (got {})", tp);
-  if (tp_overlap < 0 || tp_overlap > 2) fail("--tp-overlap must be 0, 1 or 2 (got {})", tp_overlap);
-  if (micro_batches < 1) fail("--micro-batches must be at least 1 (got {})", micro_batches);
-  if (batch % (dp * micro_batches) != 0)
-    fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
-         micro_batches);
+  partition::layout::validate(batch);
   if (!(timeout_s > 0)) fail("the step timeout must be positive (got {})", timeout_s);
   if (!(heartbeat_s == 0 || (heartbeat_s >= 0.2 && heartbeat_s <= 1e6)))
     fail("--heartbeat-timeout must be 0 (off) or from 0.2 to 1e6 seconds (got {})", heartbeat_s);
@@ -22,7 +15,7 @@ void parallel_options::validate(int batch) const {
 }
 
 bool parallel_options::needs_actors() const {
-  return processes || dp * pp * tp * micro_batches > 1 || !trace_path.empty() ||
+  return processes || actors() * micro_batches > 1 || !trace_path.empty() ||
          recompute != recompute_mode::none || memory_budget > 0;
 }
 
@@ -129,15 +122,10 @@ void parallel_trainer::impl::spawn() {
   std::shared_ptr<core_pool> pool = lend.pool;
   // Who sends each stage its inputs, who reads its outputs, tied weights.
   routes = partition::route(sg, sb);
-  const int64_t tokens = int64_t(opts.batch / (D * par.micro_batches)) * opts.model.max_seq;
+  const int64_t tokens = par.micro_batch_rows(opts.batch) * opts.model.max_seq;
   if (lead()) {
     scheduler_setup sch;
-    sch.kind = par.schedule;
-    sch.pp = P;
-    sch.dp = D * TP;  // every shard of every replica gets its stage's plan
-    sch.micro_batches = par.micro_batches;
-    sch.full_recompute = par.recompute == recompute_mode::full;
-    sch.stage_aware = par.recompute == recompute_mode::stage_aware;
+    sch.layout = par;
     sch.r0 = par.recompute_ratio;
     sch.budget = par.memory_budget;
     scheduler = spawn_scheduler(*sys, sch);
@@ -345,7 +333,7 @@ model::step_result parallel_trainer::impl::train_step() {
   for (auto& rep : stages)
     for (auto& st : rep)
       for (auto& a : st) (*self)->send(a, step_start{step});
-  const int rows_per_mb = opts.batch / (D * M);
+  const int rows_per_mb = int(par.micro_batch_rows(opts.batch));
   const model::graph& sg = shards[0].graph;
   int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
   for (int r = 0; r < D; ++r)

@@ -22,6 +22,7 @@
 
 #include "comm/codec.hpp"
 #include "model/trainer.hpp"
+#include "partition/layout.hpp"
 #include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
 
@@ -40,19 +41,14 @@ namespace merak::actors {
 // formula, or the least recomputation that fits a memory budget.
 using recompute_mode = partition::recompute_kind;
 
-struct parallel_options {
-  int dp = 1;
-  int pp = 1;
-  int tp = 1;
-  int tp_overlap = 0;     // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
-  int micro_batches = 1;  // per replica and step
+// The layout (partition/layout.hpp: dp, tp, pp, micro-batches, schedule,
+// recomputation, TP overlap) and how the runtime runs it.
+struct parallel_options : partition::layout {
   // Stage s runs nodes [stage_bounds[s], stage_bounds[s+1]) of the
   // single-device graph (pp + 1 entries, 0 first, the node count last; a
   // planner's split). Empty: balanced by forward FLOPs
   // (partition::balanced_stages).
   std::vector<int> stage_bounds;
-  partition::schedule_kind schedule = partition::schedule_kind::one_f_one_b;
-  recompute_mode recompute = recompute_mode::none;
   double recompute_ratio = 0.75;  // stage 0's share of recomputed layers (stage_aware)
   int64_t memory_budget = 0;      // bytes per stage actor; 0: no limit
   int threads = 0;                // compute threads in all (0: every core)

@@ -19,24 +19,28 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
     bool wired = false;
   };
   auto st = std::make_shared<state>();
-  st->reports.resize(su.pp);
-  auto plan_and_send = [self, st, su] {
+  const partition::layout& L = su.layout;
+  const int P = L.pp, lines = L.dp * L.tp;  // stages, and the shards of each
+  const bool full = L.recompute == partition::recompute_kind::full;
+  const bool stage_aware = L.recompute == partition::recompute_kind::stage_aware;
+  st->reports.resize(size_t(P));
+  auto plan_and_send = [self, st, su, P, lines, full, stage_aware] {
+    const partition::layout& L = su.layout;
     std::vector<partition::stage_policy> pols;
-    for (int s = 0; s < su.pp; ++s) {
-      pols.push_back(
-          partition::make_policy(su.kind, su.pp, su.micro_batches, s, su.full_recompute));
+    for (int s = 0; s < P; ++s) {
+      pols.push_back(partition::make_policy(L.schedule, P, L.micro_batches, s, full));
       auto& p = pols.back();
-      st->reports[s].in_flight = p.limited ? std::max(p.warm, p.steady) : su.micro_batches;
+      st->reports[size_t(s)].in_flight = p.limited ? std::max(p.warm, p.steady) : L.micro_batches;
     }
     partition::recompute_plan plan;
     try {
-      if (su.stage_aware)
+      if (stage_aware)
         plan = su.budget > 0 ? partition::plan_for_budget(st->reports, su.budget)
                              : partition::plan_stage_aware(st->reports, su.r0);
       else
         plan = partition::plan_stage_aware(st->reports, 0.0);  // keeps everything
-      if (!su.stage_aware && su.budget > 0 && !su.full_recompute)
-        for (int s = 0; s < su.pp; ++s)
+      if (!stage_aware && su.budget > 0 && !full)
+        for (int s = 0; s < P; ++s)
           if (plan.bytes[s] > su.budget)
             throw error(
                 fmt::format("stage {} needs {} bytes without recomputation, more than "
@@ -46,9 +50,10 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       self->send(st->coordinator, job_failed{std::string("scheduler: ") + e.what()});
       return;
     }
-    for (int r = 0; r < su.dp; ++r)
-      for (int s = 0; s < su.pp; ++s)
-        self->send(st->stages[size_t(r) * su.pp + s], stage_plan{pols[s], plan.nodes[s]});
+    for (int r = 0; r < lines; ++r)
+      for (int s = 0; s < P; ++s)
+        self->send(st->stages[size_t(r) * P + s],
+                   stage_plan{pols[size_t(s)], plan.nodes[size_t(s)]});
     self->send(st->coordinator, plan_ready{plan.str()});
   };
   return {
@@ -56,18 +61,17 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
         st->stages = std::move(w.stages);
         st->coordinator = std::move(w.coordinator);
         st->wired = true;
-        if (st->received == su.pp) plan_and_send();  // reports came first
+        if (st->received == P) plan_and_send();  // reports came first
       },
       [=](memory_report& r) {
         const int stage = r.memory.stage;
-        if (stage < 0 || stage >= su.pp) {
-          self->send(
-              st->coordinator,
-              job_failed{fmt::format("scheduler: memory report of stage {} of {}", stage, su.pp)});
+        if (stage < 0 || stage >= P) {
+          self->send(st->coordinator, job_failed{fmt::format(
+                                          "scheduler: memory report of stage {} of {}", stage, P)});
           return;
         }
         st->reports[size_t(stage)] = std::move(r.memory);
-        if (++st->received == su.pp && st->wired) plan_and_send();
+        if (++st->received == P && st->wired) plan_and_send();
       },
   };
 }

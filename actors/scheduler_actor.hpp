@@ -15,17 +15,18 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "partition/schedule.hpp"
+#include "partition/layout.hpp"
 
 namespace merak::actors {
 
 struct scheduler_setup {
-  partition::schedule_kind kind = partition::schedule_kind::one_f_one_b;
-  int pp = 1, dp = 1, micro_batches = 1;
-  bool full_recompute = false;  // 1F1B/GPipe with every backward recomputing
-  bool stage_aware = false;     // negotiate a per-stage plan
-  double r0 = 0.75;             // stage-aware formula's stage-0 ratio
-  int64_t budget = 0;           // bytes per stage; 0: none
+  // The run's layout: its schedule and recomputation kind (full: 1F1B/GPipe
+  // with every backward recomputing; stage_aware: a per-stage plan
+  // negotiated from the memory reports). Every shard of every replica gets
+  // its stage's plan.
+  partition::layout layout;
+  double r0 = 0.75;    // stage-aware formula's stage-0 ratio
+  int64_t budget = 0;  // bytes per stage; 0: none
 };
 
 // Spawns the scheduler actor (on the actor system's workers).

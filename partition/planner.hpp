@@ -30,6 +30,7 @@
 #include "model/gpt.hpp"
 #include "partition/cost_model.hpp"
 #include "partition/device.hpp"
+#include "partition/layout.hpp"
 #include "partition/placement.hpp"
 #include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
@@ -66,11 +67,9 @@ struct stage_plan {
   double forward_s = 0, backward_s = 0;  // one micro-batch
 };
 
-struct plan {
-  int dp = 1, tp = 1, pp = 1, micro_batches = 1;
-  schedule_kind schedule = schedule_kind::one_f_one_b;
-  recompute_kind recompute = recompute_kind::none;
-  int tp_overlap = 0;
+// A layout (partition/layout.hpp) with where its stages cut the model, what
+// each recomputes, and what the cost model predicts.
+struct plan : layout {
   std::vector<stage_plan> stages;
   double step_time_s = 0, tokens_per_s = 0, mfu = 0;
   double pipeline_s = 0, dp_exposed_s = 0, optimizer_s = 0;  // parts of step_time_s

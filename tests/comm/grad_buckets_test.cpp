@@ -61,7 +61,7 @@ TEST_CASE("the sparse parameter leaves alone as soon as it is final", "[buckets]
   CHECK(rest[0].params == std::vector<int>{2, 0});
 }
 
-TEST_CASE("finish without node hooks still buckets everything; a parameter no node uses throws",
+TEST_CASE("finish without node hooks still buckets everything, and a parameter no node uses throws",
           "[buckets]") {
   grad_bucketer b({4, 4, 4}, {{0}, {1, 2}}, -1, 8);
   auto all = b.finish();

@@ -1,0 +1,35 @@
+#pragma once
+// The layout of a parallel run: how many data-parallel replicas, tensor-
+// parallel shards and pipeline stages, how a replica's batch splits into
+// micro-batches, and how the stages schedule and recompute. The planner's
+// plans, the runtime's options and the scheduler actor all hold one.
+
+#include <cstdint>
+#include <string>
+
+#include "partition/recompute.hpp"
+#include "partition/schedule.hpp"
+
+namespace merak::partition {
+
+struct layout {
+  int dp = 1, tp = 1, pp = 1;
+  int micro_batches = 1;  // per replica and step
+  schedule_kind schedule = schedule_kind::one_f_one_b;
+  recompute_kind recompute = recompute_kind::none;
+  int tp_overlap = 0;  // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
+
+  // Stage actors: one per (replica, stage, shard).
+  int actors() const { return dp * tp * pp; }
+  // Sequences in one micro-batch of a global batch of `batch` (which splits
+  // into dp x micro_batches equal parts; validate checks).
+  int64_t micro_batch_rows(int64_t batch) const { return batch / (int64_t(dp) * micro_batches); }
+  // Throws merak::error naming the flag: a count below 1, a TP overlap
+  // level outside 0..2, or a batch that does not split into dp x
+  // micro-batches equal parts.
+  void validate(int64_t batch) const;
+  // "dp=2 tp=2 pp=2 m=4 1f1b recompute=none tp-overlap=0"
+  std::string str() const;
+};
+
+}  // namespace merak::partition
