@@ -18,7 +18,8 @@ namespace merak::actors {
 
 struct device_plan {
   parallel_options options;       // what parallel_trainer runs
-  partition::plan_result search;  // the chosen plan, runners-up, rejected rules
+  partition::plan_result search;  // the chosen plan, runners-up, rejected rules (empty on
+                                  // the other processes of a job: process 0 plans)
 };
 
 // Plans `opts.model` at global batch `opts.batch` for `devices` actor
@@ -27,6 +28,12 @@ struct device_plan {
 // memory budget) are kept. The CPU profile behind the cost model is cached
 // in `profile_cache` ("" : profile every time). Throws merak::error naming
 // the rules when no plan fits.
+//
+// In a job of several processes (base.processes) this is a collective:
+// process 0 plans for the job's cores (base.threads per process, the
+// processes on one host) and its actors placed over the processes (the
+// plan's placement), and every process gets its options, so all run the
+// same layout. `devices` must be at least the number of processes.
 device_plan plan_for_devices(const model::train_options& opts, int devices,
                              parallel_options base = {}, const std::string& profile_cache = "");
 

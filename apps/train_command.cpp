@@ -97,7 +97,8 @@ class metrics_writer {
 
 // --devices N: the planner chooses dp x tp x pp, micro-batches, schedule,
 // recomputation and TP overlap for N actor devices sharing this machine's
-// cores, and the run uses its choice.
+// cores, and the run uses its choice (in a job of several processes,
+// process 0 plans and every process runs its choice and placement).
 void plan_devices(train_flags& f) {
   auto& p = f.par;
   if (p.dp != 1 || p.tp != 1 || p.pp != 1 || p.micro_batches != 1)
@@ -106,12 +107,14 @@ void plan_devices(train_flags& f) {
         f.devices);
   p.threads = f.threads;
   auto plan = actors::plan_for_devices(f.opts, f.devices, p, default_profile_cache());
-  partition::plan_request r;
-  r.model = f.opts.model;
-  r.global_batch = f.opts.batch;
-  r.devices = f.devices;
-  r.device = partition::find_device("cpu");
-  print_plan(r, plan.search, stderr);
+  if (!p.processes || p.processes->rank() == 0) {
+    partition::plan_request r;
+    r.model = f.opts.model;
+    r.global_batch = f.opts.batch;
+    r.devices = f.devices;
+    r.device = partition::find_device("cpu");
+    print_plan(r, plan.search, stderr);
+  }
   p = plan.options;
   f.schedule = std::string(partition::schedule_name(p.schedule));
 }
@@ -191,13 +194,8 @@ int run_train(train_flags& f) {
   f.opts.model.tied_head = !f.untied_head;
   f.par.processes = join_job();
   const int world = f.par.processes ? f.par.processes->size() : 1;
-  if (world > 1 && f.devices > 0)
-    fail(
-        "--devices plans a layout inside one process; in a job of {} processes give --dp, --pp "
-        "and --tp",
-        world);
   if (world > 1) {
-    if (!f.dp_given) f.par.dp = partition::derive_dp(world, f.par.pp, f.par.tp);
+    if (!f.dp_given && f.devices == 0) f.par.dp = partition::derive_dp(world, f.par.pp, f.par.tp);
     // Listen where the job's other hosts reach this one.
     f.par.listen_addr = f.par.processes->local_address();
   }

@@ -39,8 +39,11 @@
 #              in-process --dp 2 --pp 2 run
 #   dp3_s2     3 processes with the S2 sparse reducer on the token embedding
 #              (untied head): equals the in-process --dp 3 S2 run
-#   bad_dp     a job of 2 processes whose layout has 1 actor (or --devices)
+#   bad_dp     a job of 2 processes whose layout has 1 actor (or --devices 1)
 #              is refused with a message naming the process count and flags
+#   devices    --devices 4 over 2 processes: process 0 plans (the plan printed
+#              once), every process runs its layout and placement; within
+#              1e-5 of the single device
 #   restart    pp2 over 2 processes with --max-restarts 1, rank 1 killed
 #              mid-run: the launcher restarts the job from the latest
 #              checkpoint of --save; every step's loss (one metrics line per
@@ -221,16 +224,27 @@ EOF
     grep -q "2 processes but the layout dp=1 x pp=1 x tp=1 has only 1 actors" "$work/e" ||
       { cat "$work/e"; exit 1; }
     set +e
-    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 2 --devices 2 >"$work/o" 2>"$work/e"
+    "$merak" launch --procs 2 --timeout 60 train "${model[@]}" --steps 2 --devices 1 >"$work/o" 2>"$work/e"
     rc=$?
     set -e
-    ((rc == 1)) && grep -q "in a job of 2 processes give --dp, --pp and --tp" "$work/e" || { cat "$work/e"; exit 1; }
+    ((rc == 1)) && grep -q "devices 1 is fewer than the job's 2 processes" "$work/e" || { cat "$work/e"; exit 1; }
     set +e
     "$merak" launch --procs 0 train "${model[@]}" >"$work/o" 2>"$work/e"
     rc=$?
     set -e
     ((rc == 1)) && grep -q "procs must be at least 1 (got 0)" "$work/e" || { cat "$work/e"; exit 1; }
     echo "ok: bad layouts of a job are refused by name"
+    ;;
+  devices)
+    # Process 0 plans, prints the plan once, and every process runs its
+    # choice and placement.
+    "$merak" launch --procs 2 --timeout 150 train "${model[@]}" --steps 4 --devices 4 \
+      --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    (($(grep -c "^plan: " "$work/mp.err") == 1)) || { cat "$work/mp.err"; exit 1; }
+    grep -q "2 processes (placement " "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    "$merak" train "${model[@]}" --steps 4 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/mp.jsonl" 0 "$work/one.jsonl"
+    grep -m1 "info\] model" "$work/mp.err"
     ;;
   stage_dies | shard_dies | coordinator_dies | stage_stops | shard_stops | coordinator_stops)
     victim_rank=1 layout=(--pp 2 --micro-batches 2) coordinate="(dp=0, pp=1, tp=0)"
