@@ -81,6 +81,11 @@ void parallel_trainer::impl::make_channel() {
 #ifdef MERAK_WITH_UCX
   comm::ucx_options uo;
   uo.timeout = timeout();
+  // A tensor moves while both processes' stage threads compute on the same
+  // cores: read by the receiver in one single-copy pass (cma) it arrives
+  // whenever that thread runs once, whereas through the shared-memory FIFO
+  // every segment waits for both channel threads to be scheduled together.
+  uo.cma_min_bytes = size_t{64} << 10;
   std::shared_ptr<comm::transport> data = comm::make_ucx_transport(par.processes, uo);
   group_links.push_back(data);  // cancelled with the others when the job fails
   auto to = deliveries;
