@@ -17,6 +17,8 @@
 namespace merak::apps {
 namespace {
 
+constexpr int kmax_config_depth = 4;
+
 std::vector<CLI::ConfigItem> json_items(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) fail("config file '{}': the top level must be a JSON object", path);
   std::vector<CLI::ConfigItem> items;
@@ -25,10 +27,18 @@ std::vector<CLI::ConfigItem> json_items(const nlohmann::json& j, const std::stri
       fail("config file '{}': key '{}' holds an object (sections are not supported)", path, key);
     CLI::ConfigItem item;
     item.name = key;
+    auto scalar = [&](const nlohmann::json& v) {
+      if (v.is_structured())
+        fail(
+            "config file '{}': key '{}' holds a nested {} (values are numbers, strings, "
+            "booleans or one list of them)",
+            path, key, v.is_array() ? "list" : "object");
+      return v.is_string() ? v.get<std::string>() : v.dump();
+    };
     if (value.is_array())
-      for (auto& v : value) item.inputs.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+      for (auto& v : value) item.inputs.push_back(scalar(v));
     else
-      item.inputs = {value.is_string() ? value.get<std::string>() : value.dump()};
+      item.inputs = {scalar(value)};
     items.push_back(std::move(item));
   }
   return items;
@@ -43,7 +53,15 @@ std::vector<CLI::ConfigItem> read_config(const std::string& path) {
   auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     try {
-      return json_items(nlohmann::json::parse(text), path);
+      // A flag's value nests at most one list deep: refuse deeper nesting
+      // while parsing, before it can cost a deep recursion.
+      const nlohmann::json::parser_callback_t shallow =
+          [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+            if (depth > kmax_config_depth)
+              fail("config file '{}' nests values deeper than {} levels", path, kmax_config_depth);
+            return true;
+          };
+      return json_items(nlohmann::json::parse(text, shallow), path);
     } catch (const nlohmann::json::exception& e) {
       fail("config file '{}' is not valid JSON: {}", path, e.what());
     }
@@ -98,12 +116,14 @@ std::vector<std::string> expand_config_files(CLI::App& app, std::vector<std::str
         if (!item.parents.empty() && item.parents.back() == sub->get_name()) name = item.name;
         if (name == "config" || !sub->get_option_no_throw("--" + name))
           fail("config file '{}': unknown key '{}' for 'merak {}'", path, name, sub->get_name());
-        if (item.inputs.size() == 1) {
-          flags.push_back("--" + name + "=" + item.inputs[0]);
-        } else {
-          flags.push_back("--" + name);
-          flags.insert(flags.end(), item.inputs.begin(), item.inputs.end());
-        }
+        // Each value in the --name=value form, so that no value (a string
+        // such as "--save") can become a flag of its own; a list only for
+        // a flag that takes several values.
+        const CLI::Option* opt = sub->get_option_no_throw("--" + name);
+        if (item.inputs.size() > 1 && opt->get_items_expected_max() <= 1)
+          fail("config file '{}': key '{}' takes one value, not a list of {}", path, name,
+               item.inputs.size());
+        for (auto& v : item.inputs) flags.push_back("--" + name + "=" + v);
       }
       args.insert(args.begin() + long(at + 1), flags.begin(), flags.end());
       return args;

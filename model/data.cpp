@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/rng.hpp"
 
 namespace merak::model {
@@ -61,9 +62,15 @@ std::vector<int32_t> tokenize_hashed_words(std::string_view text, int vocab) {
 text_corpus::text_corpus(const std::string& path, int seq, double val_fraction, tokenizer tok,
                          int vocab)
     : seq_(seq), tok_(tok), vocab_(vocab), name_(path) {
+  check_input_file(path, "data file");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot open data file '{}'", path);
-  std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>{});
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>{});
+  } catch (const std::exception& e) {
+    fail("error reading data file '{}': {}", path, e.what());
+  }
   if (f.bad()) fail("error reading data file '{}'", path);
   init(std::move(bytes), val_fraction);
 }

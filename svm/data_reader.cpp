@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace merak::svm {
 namespace {
 
 std::string slurp(const std::string& path) {
+  check_input_file(path, "data file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail("cannot open data file '{}'", path);
   const std::streamoff size = in.tellg();
@@ -103,6 +105,11 @@ data_format parse_data_format(std::string_view name, const std::string& path) {
   fail("unknown --format '{}' (expected libsvm, csv or auto)", name);
 }
 
+// Feature indices as LIBLINEAR reads them (a C int): a larger one is a
+// corrupt or hostile file, and every fit holds several dense vectors of the
+// feature count.
+constexpr int64_t kmax_feature_index = 2147483647;
+
 dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min_features) {
   // The rows arrive in order with ascending indices (checked below): the
   // CSR arrays are built as read, with room for one entry per ':'.
@@ -133,6 +140,9 @@ dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min
         fail("{}:{}: feature index '{}' is not an integer", name, line, is);
       if (idx < 1)
         fail("{}:{}: feature index {} is below 1 (indices are 1-based)", name, line, idx);
+      if (idx > kmax_feature_index)
+        fail("{}:{}: feature index {} is above the largest supported, {}", name, line, idx,
+             kmax_feature_index);
       if (idx <= last)
         fail("{}:{}: feature index {} does not follow {} (indices must ascend)", name, line, idx,
              last);

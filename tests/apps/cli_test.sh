@@ -39,7 +39,14 @@ case "$case_name" in
     merak=$work/merak expect_error "cannot run $work/merak-full" plan --help
     echo "ok: merak runs svm, merak-full the rest" ;;
   missing_data)
-    expect_error "error: cannot open data file '$work/none.txt'" train --data "$work/none.txt" "${tiny[@]}" --steps 1 ;;
+    expect_error "error: cannot open data file '$work/none.txt'" train --data "$work/none.txt" "${tiny[@]}" --steps 1
+    # A directory or a device that never ends is named, not read.
+    expect_error "error: data file '$work' is a directory" train --data "$work" "${tiny[@]}" --steps 1
+    expect_error "error: data file '/dev/zero' is not a regular file or a pipe" \
+      train --data /dev/zero "${tiny[@]}" --steps 1
+    expect_error "error: data file '$work' is a directory" svm train --data "$work"
+    expect_error "error: data file '/dev/zero' is not a regular file or a pipe" \
+      svm train --data /dev/zero ;;
   empty_data)
     : >"$work/empty.txt"
     expect_error "error: data file '$work/empty.txt' is empty" train --data "$work/empty.txt" "${tiny[@]}" --steps 1 ;;
@@ -53,7 +60,27 @@ case "$case_name" in
     echo '{"layers": 1, "dim": ' >"$work/bad.json"
     expect_error "not valid JSON" train --config "$work/bad.json" --data "$work/text.txt"
     echo '{"layerz": 1}' >"$work/typo.json"
-    expect_error "layerz" train --config "$work/typo.json" --data "$work/text.txt" ;;
+    expect_error "layerz" train --config "$work/typo.json" --data "$work/text.txt"
+    # A list's strings stay values: they cannot become flags of their own.
+    echo '{"steps": ["2", "--save", "'"$work"'/planted"]}' >"$work/splice.json"
+    expect_error "key 'steps' takes one value, not a list of 3" train --config "$work/splice.json" \
+      --data "$work/text.txt"
+    printf 'steps = ["2", "--save", "%s/planted"]\n' "$work" >"$work/splice.toml"
+    expect_error "key 'steps' takes one value, not a list of 3" train --config "$work/splice.toml" \
+      --data "$work/text.txt"
+    echo '{"steps": "--save"}' >"$work/flag.json"
+    expect_error "steps" train --config "$work/flag.json" --data "$work/text.txt"
+    test ! -e "$work/planted" || { echo "FAIL: a config value became --save"; exit 1; }
+    # Deep nesting is refused while parsing (no deep recursion).
+    python3 -c "print('{\"steps\": ' + '[' * 100000 + ']' * 100000 + '}')" >"$work/deep.json"
+    expect_error "nests values deeper than 4 levels" train --config "$work/deep.json" \
+      --data "$work/text.txt"
+    # A list for a flag that takes several values.
+    echo '{"layout": ["pp=2,m=2", "dp=2"], "layers": 1, "dim": 16, "heads": 2, "seq": 8, "batch": 4, "steps": 1, "warmup-steps": 0, "rounds": 1}' >"$work/list.json"
+    "$merak" bench parallel --config "$work/list.json" >"$work/list.out"
+    grep -q '"pp=2,m=2"' "$work/list.out" && grep -q '"dp=2"' "$work/list.out" ||
+      { cat "$work/list.out"; exit 1; }
+    echo "ok: config values stay values" ;;
   train_metrics)
     # Flags from a JSON config file, overridden on the command line.
     printf '{"layers": 1, "dim": 16, "heads": 2, "seq": 8, "batch": 2, "steps": 50}\n' >"$work/cfg.json"

@@ -49,9 +49,19 @@ TEST_CASE("numbers read as strtod reads them, bit for bit", "[svm][io]") {
   // The reader parses with from_chars (no copy, no locale): the same doubles
   // as strtod for every decimal form, a leading '+', and underflow to a
   // subnormal or zero (kept, as strtod keeps it).
-  const char* forms[] = {"0.1", "+2.5", "-3", "1e-1", "1E+05", ".5", "5.", "-0",
-                         "0.30000000000000004", "4.9e-324", "2.2250738585072011e-308",
-                         "1.7976931348623157e308", "123456789012345678901234567890"};
+  const char* forms[] = {"0.1",
+                         "+2.5",
+                         "-3",
+                         "1e-1",
+                         "1E+05",
+                         ".5",
+                         "5.",
+                         "-0",
+                         "0.30000000000000004",
+                         "4.9e-324",
+                         "2.2250738585072011e-308",
+                         "1.7976931348623157e308",
+                         "123456789012345678901234567890"};
   std::string text;
   for (const char* f : forms) text += std::string("1,") + f + "\n";
   dataset d = read_csv(write_temp("forms.csv", text));
@@ -81,6 +91,9 @@ TEST_CASE("malformed LIBSVM lines are errors naming the file and line", "[svm][i
       {"-1 1:1\n-1 7\n", ":2: '7' is not index:value"},
       {"-1 1:inf\n", ":1: feature value 'inf' is not finite"},
       {"-1 1:\n", ":1: empty feature value"},
+      {"+1 9223372036854775807:1\n", ":1: feature index 9223372036854775807 is above the largest"},
+      {"+1 1:1\n+1 2147483648:1\n", ":2: feature index 2147483648 is above the largest"},
+      {"+1 99999999999999999999:1\n", ":1: feature index '99999999999999999999' is not an"},
   };
   int k = 0;
   for (const auto& t : cases) {
@@ -92,6 +105,10 @@ TEST_CASE("malformed LIBSVM lines are errors naming the file and line", "[svm][i
                     Catch::Contains("cannot open data file '/nonexistent/x.libsvm'"));
   CHECK_THROWS_WITH(read_libsvm(write_temp("empty.libsvm", "\n\n")),
                     Catch::Contains("holds no samples"));
+  // A directory is named as one, for either format.
+  const auto dir = std::filesystem::path(write_temp("d.libsvm", "")).parent_path().string();
+  CHECK_THROWS_WITH(read_libsvm(dir), Catch::Contains("'" + dir + "' is a directory"));
+  CHECK_THROWS_WITH(read_csv(dir), Catch::Contains("'" + dir + "' is a directory"));
 }
 
 TEST_CASE("malformed CSV lines are errors naming the file, line and field", "[svm][io]") {
