@@ -41,6 +41,7 @@ tag_t payload_tag(uint64_t seq) {
 }
 
 constexpr std::chrono::microseconds kspin{200};
+constexpr std::chrono::microseconds kflight{2000};
 
 }  // namespace
 
@@ -175,7 +176,7 @@ struct tensor_channel::impl {
       // After any traffic the thread polls for kspin before it sleeps: the
       // next tensor of a step is usually due soon, and a sleeping thread
       // takes tens of microseconds to wake on a loaded machine.
-      auto busy_until = std::chrono::steady_clock::now();
+      auto last_progress = std::chrono::steady_clock::now();
       while (!stop.load(std::memory_order_acquire)) {
         std::deque<outgoing> mine;
         {
@@ -188,8 +189,14 @@ struct tensor_channel::impl {
         for (auto& o : mine) start_send(std::move(o));
         const bool moved = poll_once() || !mine.empty();
         const auto now = std::chrono::steady_clock::now();
-        if (moved || !sends.empty() || !payloads.empty()) busy_until = now + kspin;
-        if (now >= busy_until) t->await_event(std::chrono::milliseconds(100), wake_fd);
+        // With a transfer in flight it keeps polling for kflight after the
+        // last progress; a peer that makes none for that long (slow, or
+        // stopped) is looked at every millisecond instead of spun on.
+        const bool in_flight = !sends.empty() || !payloads.empty();
+        if (moved) last_progress = now;
+        const auto busy_until = last_progress + (in_flight ? kflight : kspin);
+        if (now >= busy_until)
+          t->await_event(std::chrono::milliseconds(in_flight ? 1 : 100), wake_fd);
       }
     } catch (const std::exception& e) {
       failed(e.what());
