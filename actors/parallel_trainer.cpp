@@ -21,6 +21,7 @@ bool parallel_options::needs_actors() const {
 
 std::unique_ptr<model::training_job> make_training_job(model::train_options opts,
                                                        parallel_options par) {
+  par.validate(opts.batch);  // before the layout decides which trainer
   if (par.needs_actors())
     return std::make_unique<parallel_trainer>(std::move(opts), std::move(par));
   return std::make_unique<model::trainer>(std::move(opts));

@@ -223,8 +223,11 @@ int run_with_restarts(const launch_flags& f, const std::vector<std::string>& com
   }
 }
 
+// 0: no limit; else at least a millisecond (a smaller limit would read as
+// none) and at most a year.
 std::chrono::milliseconds seconds_flag(const char* who, double s) {
-  if (s < 0) fail("{}: --timeout must not be negative (got {})", who, s);
+  if (!(s == 0 || (s >= 0.001 && s <= 365.0 * 86400)))
+    fail("{}: --timeout must be 0 (no limit) or from 0.001 to 31536000 seconds (got {})", who, s);
   return std::chrono::milliseconds(int64_t(s * 1000));
 }
 

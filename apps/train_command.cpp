@@ -142,6 +142,12 @@ int train_loop(train_flags& f, model::training_job& tr) {
   const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
   while (!tr.done()) {
     auto r = tr.train_step();
+    // Stop before a diverged step reaches the metrics or a checkpoint.
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+      fail(
+          "step {}: the loss is {} and the gradient norm {}; training diverged (try a lower --lr "
+          "or --grad-clip); nothing of this step was saved",
+          r.step, r.loss, r.grad_norm);
     nlohmann::json line{{"step", r.step},     {"loss", r.loss},
                         {"lr", r.lr},         {"tokens_per_s", r.tokens_per_s},
                         {"step_s", r.step_s}, {"grad_norm", r.grad_norm}};
@@ -175,6 +181,10 @@ int run_train(train_flags& f) {
     int n = std::atoi(lw);
     if (n > 1) f.threads = std::max(1, int(std::thread::hardware_concurrency()) / n);
   }
+  const int most_threads = 8 * std::max(1, int(std::thread::hardware_concurrency()));
+  if (f.threads < 0 || f.threads > most_threads)
+    fail("--threads must be from 0 (every core) to {}, 8 per core (got {})", most_threads,
+         f.threads);
   if (f.threads > 0) model::set_compute_threads(f.threads);
   if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
   if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);

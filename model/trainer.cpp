@@ -1,6 +1,7 @@
 #include "model/trainer.hpp"
 
 #include <chrono>
+#include <cmath>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -36,11 +37,18 @@ void train_options::validate() const {
   model.validate();
   if (batch < 1) fail("--batch must be at least 1 (got {})", batch);
   if (steps < 0) fail("--steps must not be negative (got {})", steps);
-  if (!(lr > 0)) fail("--lr must be positive (got {})", lr);
+  if (!(lr > 0) || !std::isfinite(lr)) fail("--lr must be a positive number (got {})", lr);
+  if (!std::isfinite(min_lr) || min_lr > lr)
+    fail("--min-lr must be a number up to --lr {} (got {}; negative: lr / 10)", lr, min_lr);
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
+    fail("--weight-decay must be a number of at least 0 (got {})", weight_decay);
+  if (!(val_fraction > 0 && val_fraction < 1))
+    fail("--val-fraction must be between 0 and 1 (got {})", val_fraction);
   if (save_interval < 0) fail("--save-interval must not be negative (got {})", save_interval);
   if (save_interval > 0 && save_dir.empty()) fail("--save-interval needs --save DIR");
   if (eval_batches < 1) fail("--eval-batches must be at least 1 (got {})", eval_batches);
-  if (grad_clip < 0) fail("--grad-clip must not be negative (got {})", grad_clip);
+  if (!(grad_clip >= 0) || !std::isfinite(grad_clip))
+    fail("--grad-clip must be a number of at least 0 (got {})", grad_clip);
 }
 
 lr_schedule train_options::schedule() const {

@@ -38,6 +38,28 @@ case "$case_name" in
     cp "$merak" "$work/merak"
     merak=$work/merak expect_error "cannot run $work/merak-full" plan --help
     echo "ok: merak runs svm, merak-full the rest" ;;
+  bad_numbers)
+    # Every numeric flag is checked before anything runs: a layout that is
+    # not one (it used to fall back to one device), non-finite rates, a
+    # thread count that crashed, a launcher timeout that meant none.
+    t=(train --data "$work/text.txt" "${tiny[@]}" --steps 2)
+    expect_error "error: --dp must be at least 1 \(got 0\)" "${t[@]}" --dp 0 --pp 2
+    expect_error "error: --tp must be at least 1 \(got -1\)" "${t[@]}" --tp -1
+    expect_error "error: --micro-batches must be at least 1 \(got 0\)" "${t[@]}" --micro-batches 0
+    expect_error "error: --lr must be a positive number \(got inf\)" "${t[@]}" --lr inf
+    expect_error "error: --weight-decay must be a number of at least 0 \(got nan\)" "${t[@]}" \
+      --weight-decay nan
+    expect_error "error: --grad-clip must be a number of at least 0" "${t[@]}" --grad-clip nan
+    expect_error "error: --min-lr must be a number up to --lr" "${t[@]}" --min-lr 1
+    expect_error "error: --threads must be from 0 \(every core\) to" "${t[@]}" --threads 100000
+    # A run that diverges stops naming the step, with nothing saved.
+    expect_error "error: step [0-9]+: the loss is -?nan and the gradient norm" "${t[@]}" --lr 1e30 \
+      --save "$work/diverged"
+    test ! -e "$work/diverged/latest" || { echo "FAIL: a diverged step was saved"; exit 1; }
+    for bad in 0.0001 nan -1 inf; do
+      expect_error "error: merak launch: --timeout must be 0 \(no limit\) or from 0.001" \
+        launch --procs 1 --timeout "$bad" "${t[@]}"
+    done ;;
   missing_data)
     expect_error "error: cannot open data file '$work/none.txt'" train --data "$work/none.txt" "${tiny[@]}" --steps 1
     # A directory or a device that never ends is named, not read.
