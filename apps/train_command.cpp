@@ -1,4 +1,5 @@
 // `merak train`: single-device GPT training (the reference run).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -56,14 +58,17 @@ class metrics_writer {
   // `resumed_at` >= 0: a run resumed from the checkpoint of that step keeps
   // the file's lines up to it and drops later ones (steps that a failed run
   // took after its last checkpoint, which this run takes again).
-  metrics_writer(const std::string& path, int64_t resumed_at) {
+  metrics_writer(const std::string& path, int64_t resumed_at) : path_(path) {
     if (path.empty()) return;
     if (resumed_at >= 0) keep_through(path, resumed_at);
     out_.open(path, resumed_at >= 0 ? std::ios::app : std::ios::trunc);
     if (!out_) fail("cannot open metrics file '{}' for writing", path);
   }
+  // A line that cannot be written (a full disk) stops the run, naming the file.
   void write(const nlohmann::json& j) {
-    if (out_.is_open()) out_ << j.dump() << '\n' << std::flush;
+    if (!out_.is_open()) return;
+    out_ << j.dump() << '\n' << std::flush;
+    if (!out_) fail("cannot write metrics file '{}': {}", path_, std::strerror(errno));
   }
 
  private:
@@ -92,6 +97,7 @@ class metrics_writer {
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
       fail("cannot replace metrics file '{}': {}", path, std::strerror(errno));
   }
+  std::string path_;
   std::ofstream out_;
 };
 
@@ -130,6 +136,23 @@ std::shared_ptr<comm::bootstrap> join_job() {
   auto o = comm::resolve_bootstrap({});
   if (o.world_size <= 1) return nullptr;
   return comm::connect_bootstrap(o);
+}
+
+// Creates `dir` (and its parents) if needed and checks that a file can be
+// created and written in it; fails naming `flag` and the reason.
+void probe_writable_dir(const std::string& dir, const char* flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("{} '{}': cannot create the directory: {}", flag, dir, ec.message());
+  const std::string probe =
+      (std::filesystem::path(dir) / fmt::format(".merak-probe-{}", ::getpid())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) fail("{} '{}' is not writable: {}", flag, dir, std::strerror(errno));
+  const bool wrote = ::write(fd, "x", 1) == 1;
+  const int err = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (!wrote) fail("{} '{}' is not writable: {}", flag, dir, std::strerror(err));
 }
 
 // Runs the step loop of a training job (single-device or actor runtime).
@@ -203,6 +226,14 @@ int run_train(train_flags& f) {
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
   f.par.processes = join_job();
+  if (!f.par.processes || f.par.processes->rank() == 0) {
+    // Found now, not at the first save or the first metrics line.
+    if (!f.opts.save_dir.empty()) probe_writable_dir(f.opts.save_dir, "--save");
+    if (!f.metrics.empty()) {
+      const auto parent = std::filesystem::path(f.metrics).parent_path();
+      if (!parent.empty()) probe_writable_dir(parent.string(), "--metrics");
+    }
+  }
   const int world = f.par.processes ? f.par.processes->size() : 1;
   if (world > 1) {
     if (!f.dp_given && f.devices == 0) f.par.dp = partition::derive_dp(world, f.par.pp, f.par.tp);

@@ -1,5 +1,10 @@
 #include "core/files.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -14,6 +19,85 @@ void check_input_file(const std::string& path, const char* what) {
   if (st.type() == fs::file_type::directory) fail("{} '{}' is a directory", what, path);
   if (st.type() != fs::file_type::regular && st.type() != fs::file_type::fifo)
     fail("{} '{}' is not a regular file or a pipe", what, path);
+}
+
+namespace {
+
+// Owns a file descriptor.
+class file_handle {
+ public:
+  explicit file_handle(int fd) : fd_(fd) {}
+  ~file_handle() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  file_handle(const file_handle&) = delete;
+  file_handle& operator=(const file_handle&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// Creates `tmp` as a new file: never through a symbolic link planted there,
+// never into an existing file (a stale one, left by a crash, is removed
+// first: unlink removes a link itself, not its target).
+int create_new(const std::string& tmp) {
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(tmp.c_str(), flags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0)
+    fd = ::open(tmp.c_str(), flags, 0644);
+  if (fd < 0) fail("cannot create '{}': {}", tmp, std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  auto p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write '{}': {}", path, std::strerror(errno));
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+void write_file_atomic(const std::string& path,
+                       const std::function<void(int fd, const std::string& tmp)>& fill) {
+  const std::string tmp = path + ".tmp";
+  file_handle fd(create_new(tmp));
+  try {
+    fill(fd.get(), tmp);
+    if (::fsync(fd.get()) != 0) fail("cannot fsync '{}': {}", tmp, std::strerror(errno));
+    if (::close(fd.release()) != 0) fail("cannot close '{}': {}", tmp, std::strerror(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      fail("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  const auto parent = std::filesystem::path(path).parent_path();
+  fsync_directory(parent.empty() ? "." : parent.string());
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, [&](int fd, const std::string& tmp) {
+    write_all(fd, content.data(), content.size(), tmp);
+  });
+}
+
+void fsync_directory(const std::string& dir) {
+  file_handle fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) fail("cannot open directory '{}': {}", dir, std::strerror(errno));
+  if (::fsync(fd.get()) != 0) fail("cannot fsync directory '{}': {}", dir, std::strerror(errno));
 }
 
 }  // namespace merak

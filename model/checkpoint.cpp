@@ -1,6 +1,7 @@
 #include "model/checkpoint.hpp"
 
 #include <cstring>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 
@@ -25,6 +26,18 @@ bool holds_checkpoint(const fs::path& p) {
 }
 
 }  // namespace
+
+int64_t metadata_count(const metadata_map& meta, const std::string& key, const std::string& dir) {
+  auto it = meta.find(key);
+  if (it == meta.end()) fail("checkpoint '{}': metadata {} is missing", dir, key);
+  const std::string& text = it->second;
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+      v > (uint64_t{1} << 53))
+    fail("checkpoint '{}': metadata {} is '{}', not a count from 0 to 2^53", dir, key, text);
+  return int64_t(v);
+}
 
 std::string checkpoint_name(int64_t step) {
   return fmt::format("step_{:08d}", step);

@@ -36,6 +36,11 @@ void write_single_device_files(const std::string& dir, const std::vector<std::st
 // "step_00000010": the directory name of the checkpoint of `step`.
 std::string checkpoint_name(int64_t step);
 
+// Metadata field `key` of checkpoint `dir` as a count: decimal digits only,
+// from 0 to 2^53. Throws merak::error naming the checkpoint, the field and
+// the value when it is missing or anything else.
+int64_t metadata_count(const metadata_map& meta, const std::string& key, const std::string& dir);
+
 // Publishes DIR/NAME.tmp, a complete and fsync'd checkpoint, as DIR/NAME
 // and points DIR/latest at it. Crash-safe at every point: a checkpoint of
 // the same name that is already there is first moved aside to NAME.old

@@ -1,9 +1,7 @@
 #include "model/safetensors.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,62 +10,49 @@
 
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace merak::model {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 constexpr const char* kCrcKey = "merak.crc32c";
+// The checksum's value: "v2:" and the CRC-32C of the whole file with these
+// 8 hex digits read as zeros (header and data); a value of 8 hex digits
+// alone is an older file's CRC of the data section only.
+constexpr const char* kCrcPrefix = "v2:";
+constexpr const char* kCrcPlaceholder = "v2:00000000";
 constexpr uint64_t kMaxHeader = 100u << 20;
+// Elements of one tensor, at most (its bytes must still fit in memory).
+constexpr uint64_t kMaxElements = uint64_t{1} << 40;
 
-// Owns a file descriptor.
-class file_handle {
- public:
-  explicit file_handle(int fd) : fd_(fd) {}
-  ~file_handle() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  file_handle(const file_handle&) = delete;
-  file_handle& operator=(const file_handle&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  auto p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write '{}': {}", path, std::strerror(errno));
-    }
-    p += w;
-    n -= size_t(w);
-  }
+// Where the 8 hex digits of the checksum sit in a header's text (after the
+// "v2:" of its value), or npos.
+size_t checksum_digits(const std::string& h) {
+  const std::string key = fmt::format("\"{}\":\"{}", kCrcKey, kCrcPrefix);
+  const size_t at = h.find(key);
+  return at == std::string::npos ? at : at + key.size();
 }
 
-// Writes through `fill(fd)` into path.tmp, fsyncs and renames onto path.
-template <typename Fill>
-void atomic_write(const std::string& path, Fill&& fill) {
-  std::string tmp = path + ".tmp";
-  file_handle fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) fail("cannot create '{}': {}", tmp, std::strerror(errno));
-  try {
-    fill(fd.get(), tmp);
-    if (::fsync(fd.get()) != 0) fail("cannot fsync '{}': {}", tmp, std::strerror(errno));
-    if (::close(fd.release()) != 0) fail("cannot close '{}': {}", tmp, std::strerror(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      fail("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
+// A shape entry: a whole number of elements, not negative.
+shape_t parse_shape(const json& j, const std::string& where) {
+  if (!j.is_array()) fail("{}: shape is not a list", where);
+  shape_t shape;
+  uint64_t count = 1;
+  for (auto& d : j) {
+    if (!d.is_number_unsigned())
+      fail("{}: shape entry {} is not a whole number of elements", where, d.dump());
+    const uint64_t v = d.get<uint64_t>();
+    if (v > kMaxElements || (v > 0 && count > kMaxElements / v))
+      fail("{}: shape {} holds more than {} elements", where, j.dump(), kMaxElements);
+    count *= v;
+    shape.push_back(int64_t(v));
   }
-  auto parent = fs::path(path).parent_path();
-  fsync_directory(parent.empty() ? "." : parent.string());
+  return shape;
+}
+
+uint64_t element_bytes(dtype t) {
+  return t == dtype::f32 || t == dtype::i32 ? 4 : 0;
 }
 
 dtype parse_dtype(const std::string& s, const std::string& where) {
@@ -78,42 +63,37 @@ dtype parse_dtype(const std::string& s, const std::string& where) {
 
 }  // namespace
 
-void fsync_directory(const std::string& dir) {
-  file_handle fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) fail("cannot open directory '{}': {}", dir, std::strerror(errno));
-  if (::fsync(fd.get()) != 0) fail("cannot fsync directory '{}': {}", dir, std::strerror(errno));
-}
-
-void write_file_atomic(const std::string& path, const std::string& content) {
-  atomic_write(path, [&](int fd, const std::string& tmp) {
-    write_all(fd, content.data(), content.size(), tmp);
-  });
-}
-
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   uint64_t offset = 0;
-  uint32_t crc = 0;
   for (auto& [name, t] : tensors) {
     if (name == "__metadata__") fail("tensor name '__metadata__' is reserved");
     header[name] = {{"dtype", dtype_name(t->type())},
                     {"shape", t->shape()},
                     {"data_offsets", {offset, offset + t->bytes()}}};
     offset += t->bytes();
-    crc = crc32c(t->raw(), t->bytes(), crc);
   }
   json meta = json::object();
-  for (auto& [k, v] : metadata) meta[k] = v;
-  meta[kCrcKey] = fmt::format("{:08x}", crc);
+  for (auto& [k, v] : metadata)
+    if (k != kCrcKey) meta[k] = v;
+  meta[kCrcKey] = kCrcPlaceholder;
   header["__metadata__"] = meta;
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');  // align the data section to 8 bytes
-  atomic_write(path, [&](int fd, const std::string& tmp) {
-    uint64_t n = h.size();
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = (n >> (8 * i)) & 0xFF;
+  uint64_t n = h.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = (n >> (8 * i)) & 0xFF;
+  // The checksum covers the length, the header (its own digits as zeros)
+  // and the data, so a header edit is caught as well as a flipped data bit.
+  const size_t digits = checksum_digits(h);
+  uint32_t whole = crc32c(len, 8);
+  whole = crc32c(h.data(), h.size(), whole);
+  for (auto& [name, t] : tensors) whole = crc32c(t->raw(), t->bytes(), whole);
+  const std::string hex = fmt::format("{:08x}", whole);
+  h.replace(digits, 8, hex);
+  write_file_atomic(path, [&](int fd, const std::string& tmp) {
     write_all(fd, len, 8, tmp);
     write_all(fd, h.data(), h.size(), tmp);
     for (auto& [name, t] : tensors) write_all(fd, t->raw(), t->bytes(), tmp);
@@ -121,20 +101,21 @@ void write_safetensors(const std::string& path,
 }
 
 safetensors_file read_safetensors(const std::string& path) {
+  check_input_file(path, "checkpoint file");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) fail("cannot open checkpoint file '{}'", path);
   const uint64_t file_size = uint64_t(f.tellg());
   f.seekg(0);
   if (file_size < 8) fail("'{}' is truncated ({} bytes, not a safetensors file)", path, file_size);
   unsigned char len[8];
-  f.read(reinterpret_cast<char*>(len), 8);
+  if (!f.read(reinterpret_cast<char*>(len), 8)) fail("'{}': cannot read its first 8 bytes", path);
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
   if (n > kMaxHeader || 8 + n > file_size)
     fail("'{}': header length {} does not fit the file ({} bytes): truncated or not safetensors",
          path, n, file_size);
   std::string h(n, '\0');
-  f.read(h.data(), std::streamsize(n));
+  if (!f.read(h.data(), std::streamsize(n))) fail("'{}': cannot read its {}-byte header", path, n);
   json header;
   try {
     header = json::parse(h);
@@ -158,33 +139,62 @@ safetensors_file read_safetensors(const std::string& path) {
   std::vector<char> data(data_size);
   f.read(data.data(), std::streamsize(data_size));
   if (!f) fail("'{}': cannot read {} bytes of tensor data", path, data_size);
-  uint64_t covered = 0;
   for (auto& [name, desc] : header.items()) {
     if (name == "__metadata__") continue;
     auto where = fmt::format("'{}': tensor '{}'", path, name);
     try {
+      if (!desc.is_object()) fail("{}: its description is not an object", where);
       auto type = parse_dtype(desc.at("dtype").get<std::string>(), where);
-      auto shape = desc.at("shape").get<shape_t>();
+      auto shape = parse_shape(desc.at("shape"), where);
       auto off = desc.at("data_offsets").get<std::vector<uint64_t>>();
       if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
         fail("{}: data_offsets [{}, {}] lie outside the data section ({} bytes): truncated file?",
              where, off.size() > 0 ? off[0] : 0, off.size() > 1 ? off[1] : 0, data_size);
+      uint64_t bytes = element_bytes(type);
+      for (int64_t d : shape) bytes *= uint64_t(d);  // bounded by parse_shape
+      if (off[1] - off[0] != bytes)                  // checked before anything is allocated
+        fail("{}: shape {} needs {} bytes but data_offsets span {}", where, shape_str(shape), bytes,
+             off[1] - off[0]);
       tensor t(shape, type);
-      if (off[1] - off[0] != t.bytes())
-        fail("{}: shape {} needs {} bytes but data_offsets span {}", where, shape_str(shape),
-             t.bytes(), off[1] - off[0]);
       if (t.bytes()) std::memcpy(t.raw(), data.data() + off[0], t.bytes());
-      covered = std::max(covered, off[1]);
       out.tensors.emplace(name, std::move(t));
     } catch (const json::exception& e) {
       fail("{}: bad field: {}", where, e.what());
     }
   }
-  if (!expected_crc.empty()) {
+  // Every field is in range (sizes checked against the file before any
+  // allocation); now the checksum, then the values.
+  if (expected_crc.empty())
+    fail(
+        "'{}' has no {} checksum in its metadata: not written by merak, or its header was "
+        "edited",
+        path, kCrcKey);
+  if (expected_crc.rfind(kCrcPrefix, 0) == 0) {
+    const size_t digits = checksum_digits(h);
+    if (digits == std::string::npos || digits + 8 > h.size())
+      fail("'{}': its checksum is not where merak writes it", path);
+    std::string zeroed = h;
+    zeroed.replace(digits, 8, "00000000");
+    uint32_t whole = crc32c(len, 8);
+    whole = crc32c(zeroed.data(), zeroed.size(), whole);
+    whole = crc32c(data.data(), data.size(), whole);
+    const auto actual = fmt::format("{}{:08x}", kCrcPrefix, whole);
+    if (actual != expected_crc)
+      fail("'{}' is corrupted: checksum {} does not match the recorded {}", path, actual,
+           expected_crc);
+  } else {
     auto actual = fmt::format("{:08x}", crc32c(data.data(), data.size()));
     if (actual != expected_crc)
       fail("'{}' is corrupted: checksum {} does not match the recorded {}", path, actual,
            expected_crc);
+  }
+  for (auto& [name, t] : out.tensors) {
+    if (t.type() != dtype::f32) continue;
+    const float* v = t.f32();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(v[i]))
+        fail("'{}': tensor '{}': element {} is {} (a checkpoint holds finite numbers only)", path,
+             name, i, v[i]);
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/files.hpp"  // write_file_atomic, fsync_directory
 #include "model/tensor.hpp"
 
 namespace merak::model {
@@ -33,10 +34,5 @@ void write_safetensors(const std::string& path,
 // unknown dtype, offsets outside the data or inconsistent with the shape, or
 // a checksum mismatch.
 safetensors_file read_safetensors(const std::string& path);
-
-// Writes `content` to `path` atomically (temporary file, fsync, rename).
-void write_file_atomic(const std::string& path, const std::string& content);
-// fsyncs a directory so that renames inside it are durable.
-void fsync_directory(const std::string& dir);
 
 }  // namespace merak::model

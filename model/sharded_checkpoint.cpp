@@ -283,24 +283,12 @@ void load_parameters(const checkpoint_reader& ckpt, const std::vector<parameter*
     }
   }
   if (opt) {
-    auto it = ckpt.metadata().find("merak.adam_t");
-    int64_t t = -1;
-    try {
-      if (it != ckpt.metadata().end()) t = std::stoll(it->second);
-    } catch (const std::exception&) {
-    }
-    if (t < 0) fail("checkpoint '{}': metadata merak.adam_t is missing or not a count", ckpt.dir());
-    opt->set_t(t);
+    opt->set_t(metadata_count(ckpt.metadata(), "merak.adam_t", ckpt.dir()));
   }
 }
 
 std::string export_single_device(const checkpoint_reader& ckpt, const std::string& out) {
-  int64_t step = -1;
-  try {
-    step = std::stoll(ckpt.metadata().at("merak.step"));
-  } catch (const std::exception&) {
-  }
-  if (step < 0) fail("checkpoint '{}': metadata merak.step is missing or not a count", ckpt.dir());
+  const int64_t step = metadata_count(ckpt.metadata(), "merak.step", ckpt.dir());
   std::vector<std::string> names = ckpt.parameters();
   std::vector<tensor> values, m, v;
   for (auto& name : names) {

@@ -97,16 +97,15 @@ int64_t check_resume(train_options& opts, const metadata_map& metadata, const st
   if (tok != tokenizer_name(opts.tokens))
     fail("checkpoint '{}' was trained with --tokenizer {} but this run uses --tokenizer {}", dir,
          tok, tokenizer_name(opts.tokens));
-  int64_t step = 0;
+  const int64_t step = metadata_count(meta, "merak.step", dir);
   try {
-    step = std::stoll(meta.at("merak.step"));
     uint64_t seed = std::stoull(meta.at("merak.seed"));
     if (seed != opts.seed) {
       spdlog::warn("checkpoint was trained with --seed {}; continuing its data stream", seed);
       opts.seed = seed;
     }
   } catch (const std::logic_error&) {
-    fail("checkpoint '{}': metadata merak.step or merak.seed is missing or not a number", dir);
+    fail("checkpoint '{}': metadata merak.seed is missing or not a number", dir);
   }
   return step;
 }

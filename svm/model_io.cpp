@@ -7,23 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "svm/linear_model.hpp"
 
 namespace merak::svm {
 namespace {
 
+// The model file is crash-safe: a new temporary file, fsync'd, renamed.
 void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot open model file '{}' for writing", tmp);
-    out << text;
-    out.flush();
-    if (!out) fail("cannot write model file '{}'", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail("cannot rename '{}' to '{}': {}", tmp, path, ec.message());
+  write_file_atomic(path, text);
 }
 
 std::string slurp(const std::string& path) {

@@ -60,6 +60,20 @@ case "$case_name" in
       expect_error "error: merak launch: --timeout must be 0 \(no limit\) or from 0.001" \
         launch --procs 1 --timeout "$bad" "${t[@]}"
     done ;;
+  outputs)
+    # Where the run writes is checked before it trains; a write that fails
+    # later (a full disk) stops it, named.
+    t=(train --data "$work/text.txt" "${tiny[@]}" --steps 2)
+    expect_error "error: --save '/proc/merak-nope': cannot create the directory" "${t[@]}" \
+      --save /proc/merak-nope
+    expect_error "error: --metrics '/proc/merak-nope': cannot create the directory" "${t[@]}" \
+      --metrics /proc/merak-nope/m.jsonl
+    expect_error "error: cannot write metrics file '/dev/full': No space left on device" "${t[@]}" \
+      --metrics /dev/full
+    # A fresh directory for the metrics is made, as --save's is.
+    "$merak" "${t[@]}" --metrics "$work/new/dir/m.jsonl"
+    test "$(wc -l <"$work/new/dir/m.jsonl")" -eq 2
+    echo "ok: outputs" ;;
   missing_data)
     expect_error "error: cannot open data file '$work/none.txt'" train --data "$work/none.txt" "${tiny[@]}" --steps 1
     # A directory or a device that never ends is named, not read.

@@ -3,8 +3,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "model/checkpoint.hpp"
 #include "model/safetensors.hpp"
 #include "tests/model/test_util.hpp"
 
@@ -93,4 +96,122 @@ TEST_CASE("damaged safetensors files are reported, naming the file", "[checkpoin
     CHECK_THROWS_WITH(read_safetensors((dir / "nope").string()), Catch::Contains("cannot open"));
   }
   fs::remove_all(dir);
+}
+
+namespace {
+
+// A safetensors file built by hand around `tensors_json` (the header's
+// tensor entries, without the closing brace) and `data`, with a valid merak
+// checksum: what a hostile or buggy writer could produce.
+std::string hand_made(const std::string& tensors_json, const std::string& data) {
+  std::string h = "{" + tensors_json + (tensors_json.empty() ? "" : ",") +
+                  "\"__metadata__\":{\"merak.crc32c\":\"v2:00000000\"}}";
+  h.append((8 - h.size() % 8) % 8, ' ');
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = (uint64_t(h.size()) >> (8 * i)) & 0xFF;
+  uint32_t c = crc32c(len, 8);
+  c = crc32c(h.data(), h.size(), c);
+  c = crc32c(data.data(), data.size(), c);
+  const auto at = h.find("v2:") + 3;
+  h.replace(at, 8, fmt::format("{:08x}", c));
+  return std::string(reinterpret_cast<char*>(len), 8) + h + data;
+}
+
+}  // namespace
+
+TEST_CASE("the checksum covers the header, and a file without one is refused", "[checkpoint]") {
+  auto dir = fs::temp_directory_path() / ("merak_st_crc_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto path = write_sample(dir / "x.safetensors");
+  auto good = read_bytes(path);
+  // Pointing tensor b at a's bytes (same length, a header edit) is caught.
+  auto bad = good;
+  const auto at = bad.find("\"note\":\"hello\"");
+  REQUIRE(at != std::string::npos);
+  bad[at + 9] = 'j';
+  write_bytes(path, bad);
+  CHECK_THROWS_WITH(read_safetensors(path),
+                    Catch::Contains("corrupted") && Catch::Contains("checksum"));
+  // Without the checksum key nothing is believed.
+  std::string plain = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  std::string no_crc(8, '\0');
+  no_crc[0] = char(plain.size());
+  write_bytes(path, no_crc + plain + std::string(4, '\0'));
+  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("has no merak.crc32c checksum"));
+  // A hand-made file with a valid checksum still has its fields checked.
+  write_bytes(path, hand_made("\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}",
+                              std::string(4, '\0')));
+  CHECK(read_safetensors(path).tensors.at("a").f32()[0] == 0.0f);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("shapes are whole numbers checked against the file before any allocation",
+          "[checkpoint]") {
+  auto dir = fs::temp_directory_path() / ("merak_st_shape_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto path = (dir / "x.safetensors").string();
+  struct c {
+    std::string entry, message;
+  };
+  const c cases[] = {
+      {"\"a\":{\"dtype\":\"F32\",\"shape\":[256.5],\"data_offsets\":[0,8]}",
+       "shape entry 256.5 is not a whole number"},
+      {"\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}",
+       "shape entry -2 is not a whole number"},
+      // 12 GB announced by 8 bytes of data: refused, not allocated.
+      {"\"a\":{\"dtype\":\"F32\",\"shape\":[3000000000,1],\"data_offsets\":[0,8]}",
+       "needs 12000000000 bytes but data_offsets span 8"},
+      // An element count that overflows 64 bits.
+      {"\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}",
+       "holds more than"},
+  };
+  for (const auto& t : cases) {
+    INFO(t.entry);
+    write_bytes(path, hand_made(t.entry, std::string(8, '\0')));
+    CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains(t.message));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("non-finite weights are refused on load, naming the tensor", "[checkpoint]") {
+  auto dir = fs::temp_directory_path() / ("merak_st_nan_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto a = test::random_tensor({2, 3}, 1);
+  a.f32()[4] = std::numeric_limits<float>::quiet_NaN();
+  const auto path = (dir / "x.safetensors").string();
+  write_safetensors(path, {{"w", &a}}, {});
+  CHECK_THROWS_WITH(read_safetensors(path),
+                    Catch::Contains("tensor 'w'") && Catch::Contains("element 4 is nan"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a link planted at the temporary name is replaced, its target untouched",
+          "[checkpoint]") {
+  auto dir = fs::temp_directory_path() / ("merak_st_link_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto target = (dir / "precious").string();
+  write_bytes(target, "keep me");
+  const auto path = dir / "x.safetensors";
+  fs::create_symlink(target, path.string() + ".tmp");
+  write_sample(path);
+  CHECK(read_bytes(target) == "keep me");
+  CHECK(read_safetensors(path.string()).tensors.count("a") == 1);
+  CHECK_FALSE(fs::exists(path.string() + ".tmp"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint counts are decimal counts, named when they are not", "[checkpoint]") {
+  const metadata_map meta{{"merak.step", "12"},
+                          {"merak.adam_t", "-3"},
+                          {"merak.bad", "12abc"},
+                          {"merak.empty", ""},
+                          {"merak.big", "99999999999999999999"}};
+  CHECK(metadata_count(meta, "merak.step", "ck") == 12);
+  CHECK_THROWS_WITH(metadata_count(meta, "merak.adam_t", "ck"),
+                    Catch::Contains("checkpoint 'ck': metadata merak.adam_t is '-3', not a count"));
+  CHECK_THROWS_WITH(metadata_count(meta, "merak.bad", "ck"), Catch::Contains("'12abc'"));
+  CHECK_THROWS_WITH(metadata_count(meta, "merak.empty", "ck"), Catch::Contains("''"));
+  CHECK_THROWS_WITH(metadata_count(meta, "merak.big", "ck"), Catch::Contains("not a count"));
+  CHECK_THROWS_WITH(metadata_count(meta, "merak.seed", "ck"),
+                    Catch::Contains("metadata merak.seed is missing"));
 }

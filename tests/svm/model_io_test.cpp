@@ -66,3 +66,20 @@ TEST_CASE("broken model files are refused with the file and line named", "[svm][
   CHECK_THROWS_WITH(read_model(p), Catch::Contains("MCP gamma"));
   CHECK_THROWS_WITH(read_model(temp("none")), Catch::Contains("cannot open model file"));
 }
+
+TEST_CASE("a model is written through a new temporary file, never through a planted link",
+          "[svm][io]") {
+  const auto target = temp("precious");
+  { std::ofstream(target) << "keep me"; }
+  const auto path = temp("linked.json");
+  std::filesystem::remove(path + ".tmp");
+  std::filesystem::create_symlink(target, path + ".tmp");
+  write_model(sample_model(), path);
+  std::ifstream in(target);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(kept == "keep me");
+  CHECK(read_model(path).w == sample_model().w);
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  std::filesystem::remove(target);
+  std::filesystem::remove(path);
+}
