@@ -39,6 +39,15 @@ linear_model parse_json_model(const std::string& text, const std::string& path) 
     fail("model file '{}' is not valid JSON: {}", path, e.what());
   }
   linear_model m;
+  // A count: an integer of the JSON, from 0 to `most` (a float is refused,
+  // not converted).
+  auto count = [&](const char* key, int64_t most) -> int64_t {
+    const auto& v = j.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > most)
+      fail("model file '{}': key '{}' is {}, not a whole number from 0 to {}", path, key, v.dump(),
+           most);
+    return v.get<int64_t>();
+  };
   try {
     if (j.value("format", std::string()) != "merak-svm-model")
       fail("model file '{}': key 'format' is not \"merak-svm-model\"", path);
@@ -48,11 +57,11 @@ linear_model parse_json_model(const std::string& text, const std::string& path) 
     m.b = j.at("bias").get<double>();
     auto w = j.at("weights").get<std::vector<double>>();
     m.w = Eigen::Map<Eigen::VectorXd>(w.data(), int64_t(w.size()));
-    if (j.contains("features") && j["features"].get<int64_t>() != m.w.size())
+    if (j.contains("features") && count("features", 2147483647) != m.w.size())
       fail("model file '{}': key 'features' says {} but 'weights' holds {}", path,
            j["features"].get<int64_t>(), m.w.size());
     m.objective = j.value("objective", 0.0);
-    m.iterations = j.value("iterations", 0);
+    m.iterations = j.contains("iterations") ? int(count("iterations", 2147483647)) : 0;
   } catch (const nlohmann::json::exception& e) {
     fail("model file '{}': {}", path, e.what());
   }
@@ -75,6 +84,14 @@ linear_model parse_text_model(const std::string& text, const std::string& path) 
       fail("model file '{}', line {}: '{}' is not a number ({})", path, line_no, s, key);
     }
   };
+  // A count: a whole number from 0 to `most` (converted only then).
+  auto count = [&](const std::string& s, const char* key, double most) {
+    const double v = number(s, key);
+    if (!(v >= 0 && v <= most && v == std::floor(v)))
+      fail("model file '{}', line {}: {} is '{}', not a whole number from 0 to {}", path, line_no,
+           key, s, most);
+    return int64_t(v);
+  };
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -89,7 +106,7 @@ linear_model parse_text_model(const std::string& text, const std::string& path) 
       if (key == "nr_class" && value != "2")
         fail("model file '{}', line {}: nr_class must be 2", path, line_no);
       if (key == "objective") m.objective = number(value, "objective");
-      if (key == "iterations") m.iterations = int(number(value, "iterations"));
+      if (key == "iterations") m.iterations = int(count(value, "iterations", 2147483647.0));
     } else if (key == "penalty") {
       m.pen.kind = parse_penalty_kind(value);
     } else if (key == "lambda") {
@@ -97,8 +114,7 @@ linear_model parse_text_model(const std::string& text, const std::string& path) 
     } else if (key == "theta") {
       m.pen.theta = number(value, "theta");
     } else if (key == "nr_feature") {
-      features = int64_t(number(value, "nr_feature"));
-      if (features < 0) fail("model file '{}', line {}: nr_feature is negative", path, line_no);
+      features = count(value, "nr_feature", 2147483647.0);
     } else if (key == "bias") {
       bias = number(value, "bias") > 0;
     } else {

@@ -65,6 +65,20 @@ TEST_CASE("broken model files are refused with the file and line named", "[svm][
       R"({"format":"merak-svm-model","penalty":"mcp","lambda":0.1,"theta":0.5,"bias":0,"weights":[1]})");
   CHECK_THROWS_WITH(read_model(p), Catch::Contains("MCP gamma"));
   CHECK_THROWS_WITH(read_model(temp("none")), Catch::Contains("cannot open model file"));
+  // Counts are whole numbers in range, refused rather than converted (a
+  // fuzzer's nr_feature of 2e49 was undefined behaviour).
+  p = write("huge.txt", "nr_feature 22222222222222222222222222222222222222222222222213\nw\n");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains("line 1: nr_feature is '2222"));
+  p = write("half.txt", "nr_feature 1\niterations 2.5\nw\n1\n");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains("line 2: iterations is '2.5', not a whole"));
+  p = write(
+      "huge.json",
+      R"({"format":"merak-svm-model","penalty":"l1","lambda":0.1,"bias":0,"weights":[1],"features":1e300})");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains("key 'features' is 1e+300, not a whole number"));
+  p = write(
+      "iter.json",
+      R"({"format":"merak-svm-model","penalty":"l1","lambda":0.1,"bias":0,"weights":[1],"iterations":-4})");
+  CHECK_THROWS_WITH(read_model(p), Catch::Contains("key 'iterations' is -4"));
 }
 
 TEST_CASE("a model is written through a new temporary file, never through a planted link",
