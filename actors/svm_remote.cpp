@@ -16,6 +16,7 @@
 #include "actors/svm_messages.hpp"
 #include "actors/svm_phase.hpp"
 #include "actors/svm_worker_actor.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "svm/objective.hpp"
 #include "svm/standardize.hpp"
@@ -25,12 +26,8 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// Compares in time independent of where the tokens differ.
 bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
-  return diff == 0;
+  return same_secret(a.data(), a.size(), b.data(), b.size());
 }
 
 // The published actor: checks each hello and tells the consensus side who

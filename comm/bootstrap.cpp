@@ -17,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 
 namespace merak::comm {
@@ -313,7 +314,7 @@ class tcp_bootstrap final : public bootstrap {
       reason = "malformed hello";
       return -1;
     }
-    if (h.compare(20, tlen, o_.token) != 0) {
+    if (!same_secret(h.data() + 20, tlen, o_.token.data(), o_.token.size())) {
       reason = "wrong job token";
       return -1;
     }
@@ -460,6 +461,14 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
       o.bind_addr = (o.addr == "127.0.0.1" || o.addr == "localhost") ? "127.0.0.1" : "0.0.0.0";
   }
   if (o.timeout.count() <= 0) fail("bootstrap: timeout {} ms must be positive", o.timeout.count());
+  // Without a token any process that reaches the port may join: only
+  // where nothing but this host can reach it.
+  const bool loopback = o.addr == "127.0.0.1" || o.addr == "localhost";
+  if (o.world_size > 1 && o.token.empty() && (!loopback || o.bind_addr != "127.0.0.1"))
+    fail(
+        "bootstrap: a job reachable from other hosts (rendezvous {}, listening on {}) needs a job "
+        "token: set MERAK_JOB_TOKEN on every process (merak launch and merak node set one)",
+        o.addr, o.bind_addr);
   return o;
 }
 

@@ -45,4 +45,11 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
   return ~crc;
 }
 
+bool same_secret(const char* a, size_t a_size, const char* b, size_t b_size) {
+  unsigned char diff = a_size == b_size ? 0 : 1;
+  const size_t n = a_size < b_size ? a_size : b_size;
+  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 }  // namespace merak

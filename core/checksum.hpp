@@ -11,4 +11,8 @@ namespace merak {
 // start). Thread-safe.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 
+// Whether two secrets (job tokens) are equal, in time that does not depend
+// on where they differ.
+bool same_secret(const char* a, size_t a_size, const char* b, size_t b_size);
+
 }  // namespace merak

@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 
 using namespace merak::comm;
+using merak::same_secret;
 using namespace std::chrono_literals;
 
 namespace {
@@ -112,6 +114,28 @@ TEST_CASE("bad bootstrap values are refused naming the variable", "[comm][bootst
                     Catch::Contains("MASTER_PORT"));
   CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"WORLD_SIZE", "2"}})),
                     Catch::Contains("no rank"));
+  // No token: only on loopback.
+  CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "1"},
+                                                    {"WORLD_SIZE", "2"},
+                                                    {"MASTER_ADDR", "10.0.0.7"},
+                                                    {"MASTER_PORT", "4000"}})),
+                    Catch::Contains("needs a job token"));
+  CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "0"},
+                                                    {"WORLD_SIZE", "2"},
+                                                    {"MASTER_PORT", "4000"},
+                                                    {"MERAK_BIND_ADDR", "0.0.0.0"}})),
+                    Catch::Contains("needs a job token"));
+  CHECK(
+      resolve_bootstrap({}, fake_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "4000"}}))
+          .token.empty());
+}
+
+TEST_CASE("job tokens are compared in full", "[comm][bootstrap]") {
+  CHECK(same_secret("abc", 3, "abc", 3));
+  CHECK_FALSE(same_secret("abc", 3, "abd", 3));
+  CHECK_FALSE(same_secret("abc", 3, "abcd", 4));
+  CHECK_FALSE(same_secret("", 0, "a", 1));
+  CHECK(same_secret("", 0, "", 0));
 }
 
 TEST_CASE("ranks join over TCP and all-gather blobs in rank order", "[comm][bootstrap]") {
