@@ -247,7 +247,8 @@ void parallel_trainer::impl::spawn() {
     names[watchdog.address()] = "this process's watchdog";
     view.watchdog = watchdog;
     auto views = join_processes(*sys, *self, *par.processes, std::move(view),
-                                par.listen_addr.empty() ? "127.0.0.1" : par.listen_addr, timeout());
+                                par.listen_addr.empty() ? "127.0.0.1" : par.listen_addr, timeout(),
+                                mesh_links);
     const auto limit = std::chrono::milliseconds(int64_t(par.heartbeat_s * 1000));
     const auto period = std::min(std::chrono::milliseconds(1000), limit / 4);
     if (!lead()) {

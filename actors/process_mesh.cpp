@@ -11,6 +11,7 @@
 
 #include "actors/messages.hpp"
 #include "comm/bootstrap.hpp"
+#include "comm/gate.hpp"
 #include "core/error.hpp"
 
 namespace merak::actors {
@@ -24,6 +25,13 @@ directory_api::behavior_type directory_actor(directory_api::pointer self, join_a
       [=](join_job& j) { self->send(home, std::move(j)); },
   };
 }
+
+// The gate in front of this process's CAF port and the tunnels to the
+// lower ranks' gates, for as long as the job's connections run.
+struct mesh_gates {
+  std::unique_ptr<comm::gate_server> gate;
+  std::vector<std::unique_ptr<comm::gate_tunnel>> tunnels;
+};
 
 struct address {
   std::string host;
@@ -42,18 +50,24 @@ std::string host_name() {
 std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_actor& home,
                                          comm::bootstrap& b, process_view mine,
                                          const std::string& listen_addr,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::milliseconds timeout,
+                                         std::shared_ptr<void>& links) {
   const int me = b.rank(), world = b.size();
   auto directory = sys.spawn(directory_actor, caf::actor_cast<join_api>(home));
   auto stop_directory = [&] { home->send_exit(directory, caf::exit_reason::user_shutdown); };
   std::vector<process_view> views(static_cast<size_t>(world));
   try {
-    auto port = sys.middleman().publish(directory, 0, listen_addr.c_str());
+    auto port = sys.middleman().publish(directory, 0, "127.0.0.1");
     if (!port)
-      fail("process {}: cannot listen for the job's actors on {}: {}", me, listen_addr,
+      fail("process {}: cannot listen for the job's actors on loopback: {}", me,
            sys.render(port.error()));
+    auto mesh = std::make_shared<mesh_gates>();
+    links = mesh;
+    mesh->gate = std::make_unique<comm::gate_server>(listen_addr, 0, *port, b.token(), "mesh",
+                                                     fmt::format("process {}", me));
     std::vector<address> peers;
-    for (auto& blob : b.allgather(fmt::format("{} {} {}", listen_addr, *port, host_name()))) {
+    for (auto& blob :
+         b.allgather(fmt::format("{} {} {}", listen_addr, mesh->gate->port(), host_name()))) {
       std::istringstream in(blob);
       address a;
       in >> a.host >> a.port >> a.name;
@@ -63,8 +77,12 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
     const auto deadline = clock_type::now() + timeout;
     directory_api lead_directory;
     for (int j = 0; j < me; ++j) {
-      auto x =
-          sys.middleman().remote_actor<directory_api>(peers[size_t(j)].host, peers[size_t(j)].port);
+      const auto& peer = peers[size_t(j)];
+      mesh->tunnels.push_back(std::make_unique<comm::gate_tunnel>(
+          peer.host, peer.port, b.token(), "mesh", timeout, fmt::format("process {}", me),
+          fmt::format("process {} at {}:{}", j, peer.host, peer.port)));
+      auto x = sys.middleman().remote_actor<directory_api>(
+          "127.0.0.1", uint16_t(mesh->tunnels.back()->local_port()));
       if (!x)
         fail("process {}: cannot reach process {} at {}:{}: {}", me, j, peers[size_t(j)].host,
              peers[size_t(j)].port, sys.render(x.error()));
@@ -117,6 +135,7 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
       views[size_t(r)].addr = fmt::format("{} ({})", peers[size_t(r)].name, peers[size_t(r)].host);
     b.barrier();
     sys.middleman().unpublish(directory, *port);
+    mesh->gate->close_listener();
   } catch (...) {
     stop_directory();
     throw;

@@ -7,22 +7,27 @@
 // Protocol (collective over the job's bootstrap, every process calls
 // join_processes):
 //
-//   every process: publish a directory actor on `listen_addr`, port chosen
-//                  by the kernel; all-gather "addr port" through the bootstrap
-//   process i > 0: connect to the directory of every process j < i (one
-//                  connection per pair, so CAF routes every pair directly),
+//   every process: publish a directory actor on loopback and put a gate
+//                  (comm/gate.hpp, purpose "mesh") in front of it on
+//                  `listen_addr`, port chosen by the kernel; all-gather
+//                  "addr port host" through the bootstrap
+//   process i > 0: through a tunnel that proved the job token to process
+//                  j's gate (and j's gate to it), connect to the directory
+//                  of every process j < i (one connection per pair, so CAF
+//                  routes every pair directly),
 //                  then  --join_job(i, stages, reducers, home, watchdog)--> directory of 0
 //   process 0:     collects the joins, then --join_job(0, {}, {}, home, watchdog)-->
 //                  the home of every other process
 //   bootstrap barrier: every connection stands before the job's actors talk
 //
 // The directory forwards what it receives to its process's `home` actor.
-// The connections are as trusted as the bootstrap that admitted the
-// processes: the listener binds `listen_addr` only.
+// Nothing reaches CAF's port from the network before it proved the job
+// token; the gates stop admitting after the join.
 
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,9 +56,12 @@ struct process_view {
 // of the caller's thread: the joins arrive in its mailbox. Throws
 // merak::error naming the process and address on a failed connection or a
 // timeout.
+// `links` receives the gate and tunnels the connections run through: keep
+// it until the actor system is gone (destroying it closes the connections).
 std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_actor& home,
                                          comm::bootstrap& b, process_view mine,
                                          const std::string& listen_addr,
-                                         std::chrono::milliseconds timeout);
+                                         std::chrono::milliseconds timeout,
+                                         std::shared_ptr<void>& links);
 
 }  // namespace merak::actors

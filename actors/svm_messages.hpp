@@ -31,7 +31,8 @@
 //   svm_done                              - (the worker stops)
 //
 //   worker process -> rendezvous (the published actor of the consensus side):
-//   svm_hello(token, rank, world, worker) -> svm_verdict: "" accepted, else why not
+//   svm_hello(rank, world, worker) -> svm_verdict: "" accepted, else why not
+//   (the connection proved the job token at the gate before: comm/gate.hpp)
 //   rendezvous -> consensus side: svm_joined(rank, worker), svm_refused(why)
 
 #include <caf/all.hpp>
@@ -136,7 +137,6 @@ using svm_worker_api = caf::typed_actor<caf::replies_to<svm_local>::with<svm_ste
                                         caf::reacts_to<svm_done>, caf::reacts_to<svm_tick>>;
 
 struct svm_hello {
-  std::string token;
   int32_t rank = 0, world = 0;
   svm_worker_api worker;
 };
@@ -172,7 +172,7 @@ MERAK_INSPECT(svm_stats_reply, x.from, x.rows, x.cols, x.sums)
 MERAK_INSPECT(svm_setup_reply, x.from)
 MERAK_INSPECT(svm_select_reply, x.from, x.train_rows, x.test_rows)
 MERAK_INSPECT(svm_margins_reply, x.from, x.margins, x.labels)
-MERAK_INSPECT(svm_hello, x.token, x.rank, x.world, x.worker)
+MERAK_INSPECT(svm_hello, x.rank, x.world, x.worker)
 MERAK_INSPECT(svm_verdict, x.why)
 MERAK_INSPECT(svm_joined, x.rank, x.worker)
 MERAK_INSPECT(svm_refused, x.why)

@@ -1,7 +1,7 @@
 // Consensus ADMM across processes: the consensus side (join, stats, setup,
 // the shared iterations, eval, done) and the worker process.
 //
-//   consensus side:  publish rendezvous --> join (hello + token, per rank)
+//   consensus side:  gate + publish rendezvous --> join (hello, per rank)
 //        --> stats --> setup --> iterations (drive_consensus) --> eval --> done
 //   worker process:  connect --> hello --> [verdict "" ?] --> serve until done
 #include "actors/svm_remote.hpp"
@@ -11,12 +11,13 @@
 #include <caf/io/all.hpp>
 
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "actors/svm_messages.hpp"
 #include "actors/svm_phase.hpp"
 #include "actors/svm_worker_actor.hpp"
-#include "core/checksum.hpp"
+#include "comm/gate.hpp"
 #include "core/error.hpp"
 #include "svm/objective.hpp"
 #include "svm/standardize.hpp"
@@ -26,24 +27,17 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-bool same_token(const std::string& a, const std::string& b) {
-  return same_secret(a.data(), a.size(), b.data(), b.size());
-}
-
-// The published actor: checks each hello and tells the consensus side who
-// joined. Holds no data; only the token, the world size and the ranks taken.
-svm_rendezvous_api::behavior_type svm_rendezvous(svm_rendezvous_api::pointer self,
-                                                 std::string token, int world,
+// The published actor: checks each hello (its sender passed the gate) and
+// tells the consensus side who joined. Holds no data; only the world size
+// and the ranks taken.
+svm_rendezvous_api::behavior_type svm_rendezvous(svm_rendezvous_api::pointer self, int world,
                                                  svm_consensus_api consensus) {
   auto taken = std::make_shared<std::vector<bool>>(size_t(world), false);
   return {
       [=](const svm_hello& h) -> svm_verdict {
         const int32_t rank = h.rank, w = h.world;
-        const std::string& t = h.token;
         std::string why;
-        if (!same_token(t, token))
-          why = "wrong job token";
-        else if (w != world)
+        if (w != world)
           why = fmt::format("it was started for {} workers, the consensus side runs {}", w, world);
         else if (rank < 0 || rank >= world)
           why = fmt::format("rank {} is out of range for {} workers", rank, world);
@@ -94,14 +88,16 @@ std::vector<svm_remote_result> consensus_path_remote(
   for (const auto& pen : pens) pen.validate();
   if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.admm.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.admm.max_iter);
+  // The gate outlives the actor system, whose sockets close first, so the
+  // last messages (svm_done) reach the workers.
+  std::optional<comm::gate_server> gate;
   caf::actor_system_config cfg;
   configure(cfg);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   const size_t K = size_t(workers);
   std::vector<svm_worker_api> ws(K);
-  auto rendezvous =
-      sys.spawn(svm_rendezvous, o.token, workers, caf::actor_cast<svm_consensus_api>(self));
+  auto rendezvous = sys.spawn(svm_rendezvous, workers, caf::actor_cast<svm_consensus_api>(self));
   // On every way out: stop the rendezvous (the actor system waits for it)
   // and the workers (a worker process then exits).
   bool done = false;
@@ -118,14 +114,20 @@ std::vector<svm_remote_result> consensus_path_remote(
   std::unique_ptr<decltype(stop), void (*)(decltype(stop)*)> stopper(
       &stop, [](decltype(stop)* f) { (*f)(); });
 
-  auto port = sys.middleman().publish(rendezvous, o.port, o.host.c_str(), true);
-  if (!port)
-    fail("svm consensus side: cannot listen on {}:{}: {}", o.host, o.port,
-         sys.render(port.error()));
+  // CAF listens on loopback only; the network reaches it through the gate.
+  auto caf_port = sys.middleman().publish(rendezvous, 0, "127.0.0.1", true);
+  if (!caf_port)
+    fail("svm consensus side: cannot listen on loopback: {}", sys.render(caf_port.error()));
+  gate.emplace(o.host, o.port, *caf_port, o.token, "svm", "svm consensus side");
+  const uint16_t port = static_cast<uint16_t>(gate->port());
   const auto t_listen = clock_type::now();
-  if (o.on_listening) o.on_listening(*port);
+  if (o.on_listening) o.on_listening(port);
+  auto refusals = [&](std::string refused) {
+    for (auto& r : gate->refusals()) refused += (refused.empty() ? "" : "; ") + r;
+    return refused.empty() ? std::string() : " (refused: " + refused + ")";
+  };
 
-  // Join: every rank presents the token (checked by the rendezvous).
+  // Join: every rank says hello with its rank (checked by the rendezvous).
   std::string refused;
   size_t joined = 0;
   const auto join_deadline = t_listen + o.timeout;
@@ -137,8 +139,8 @@ std::vector<svm_remote_result> consensus_path_remote(
     const auto now = clock_type::now();
     if (now >= join_deadline)
       fail("svm worker{} {} did not join the consensus side at {}:{} within {} ms{}",
-           K - joined > 1 ? "s" : "", rank_list(ws), o.host, *port, o.timeout.count(),
-           refused.empty() ? "" : " (refused: " + refused + ")");
+           K - joined > 1 ? "s" : "", rank_list(ws), o.host, port, o.timeout.count(),
+           refusals(refused));
     self->receive(
         [&](svm_joined& j) {
           ws[size_t(j.rank)] = std::move(j.worker);
@@ -427,22 +429,20 @@ void run_svm_worker_process(svm::dataset data, const svm_worker_process_options&
     fail("svm worker: --rank {} is out of range for --world {}", o.rank, o.world);
   if (o.token.empty())
     fail("svm worker {}: no job token (pass --token or set MERAK_JOB_TOKEN)", o.rank);
+  // Through the gate: both sides prove the token, then CAF connects over
+  // the tunnel. The tunnel outlives the actor system (its sockets close
+  // first).
+  const std::string where = fmt::format("the consensus side at {}:{}", o.host, o.port);
+  std::optional<comm::gate_tunnel> tunnel;
+  tunnel.emplace(o.host, o.port, o.token, "svm", o.timeout, fmt::format("svm worker {}", o.rank),
+                 where);
   caf::actor_system_config cfg;
   configure(cfg);
   caf::actor_system sys{cfg};
-  svm_rendezvous_api consensus;
-  const auto deadline = clock_type::now() + o.timeout;
-  for (;;) {
-    auto x = sys.middleman().remote_actor<svm_rendezvous_api>(o.host, o.port);
-    if (x) {
-      consensus = std::move(*x);
-      break;
-    }
-    if (clock_type::now() >= deadline)
-      fail("svm worker {}: cannot reach the consensus side at {}:{} within {} ms ({})", o.rank,
-           o.host, o.port, o.timeout.count(), sys.render(x.error()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  auto x =
+      sys.middleman().remote_actor<svm_rendezvous_api>("127.0.0.1", uint16_t(tunnel->local_port()));
+  if (!x) fail("svm worker {}: cannot reach {}: {}", o.rank, where, sys.render(x.error()));
+  svm_rendezvous_api consensus = std::move(*x);
   const auto idle = o.idle.count() > 0 ? o.idle : 2 * o.timeout;
   svm_worker_api worker =
       spawn_svm_shard_worker(sys, o.rank, o.world, std::move(data), o.whole_file,
@@ -451,7 +451,7 @@ void run_svm_worker_process(svm::dataset data, const svm_worker_process_options&
   self->monitor(worker);
   std::string verdict, error;
   bool answered = false;
-  self->request(consensus, o.timeout, svm_hello{o.token, int32_t(o.rank), int32_t(o.world), worker})
+  self->request(consensus, o.timeout, svm_hello{int32_t(o.rank), int32_t(o.world), worker})
       .receive(
           [&](svm_verdict& v) {
             verdict = std::move(v.why);

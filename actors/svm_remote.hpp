@@ -1,9 +1,11 @@
 #pragma once
 // Consensus ADMM across processes (docs/svm.md, "Multi-process consensus").
 // The consensus side publishes a rendezvous actor with CAF's network layer
-// (caf::io middleman); each worker process reads its own rows, connects,
-// presents the job token in a hello and is refused unless it matches; only
-// then does data flow. The iterations are the in-process ones
+// (caf::io middleman) on loopback, behind an authenticating gate
+// (comm/gate.hpp) on the address it listens on; each worker process reads
+// its own rows, proves the job token to the gate (which proves it back; the
+// token never crosses the network), connects through it and says hello with
+// its rank; only then does data flow. The iterations are the in-process ones
 // (actors/svm_consensus.cpp) over remote worker handles; the column
 // statistics for standardising, and the margins for the bias and the
 // objective (after every run: LLA's steps compare F), are gathered from the

@@ -64,6 +64,9 @@ struct parallel_trainer::impl {
   int64_t step = 0;
   double bubble = 0;
   parallel_trainer::comm_stats comm;
+  // The gates and tunnels under the actor connections between processes
+  // (process_mesh.hpp): declared first, so they close after the actor system.
+  std::shared_ptr<void> mesh_links;
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> own_sys;  // unless the caller lends one
   caf::actor_system* sys = nullptr;

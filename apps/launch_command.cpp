@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
+#include "comm/auth.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/launcher.hpp"
 #include "core/error.hpp"
@@ -69,7 +70,7 @@ struct node_flags {
   int world_size = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  std::string token;
+  std::string token, token_file;
   double timeout_s = 0;
   bool from_launcher = false;
   std::string chdir;
@@ -140,7 +141,12 @@ void add_flags(CLI::App& c, node_flags& f) {
       ->capture_default_str();
   c.add_option("--master-port", f.master_port,
                "Rank 0's rendezvous port (needed when the job spans hosts)");
-  c.add_option("--token", f.token, "Job token, the same on every host (default: MERAK_JOB_TOKEN)");
+  auto* token = c.add_option("--token", f.token,
+                             "Job token, the same on every host (default: MERAK_JOB_TOKEN)");
+  c.add_option("--token-file", f.token_file,
+               "Read the job token from this file (mode 0600; a token on the command line shows "
+               "in ps)")
+      ->excludes(token);
   c.add_option("--timeout", f.timeout_s, "Seconds this node's ranks may take (0: no limit)")
       ->capture_default_str();
   c.add_option("--chdir", f.chdir,
@@ -420,6 +426,8 @@ int run_node(std::vector<std::string> args) {
          lo.world_size, f.procs);
   if (lo.env.count("MERAK_JOB_TOKEN")) {
     lo.token = lo.env["MERAK_JOB_TOKEN"];
+  } else if (!f.token_file.empty()) {
+    lo.token = comm::read_token_file(f.token_file);
   } else if (!f.token.empty()) {
     lo.token = f.token;
   } else if (const char* t = std::getenv("MERAK_JOB_TOKEN"); t && *t) {

@@ -11,6 +11,7 @@
 #include "actors/svm_consensus.hpp"
 #include "apps/commands.hpp"
 #include "apps/svm_remote_command.hpp"
+#include "comm/auth.hpp"
 #include "core/error.hpp"
 #include "svm/data_reader.hpp"
 #include "svm/fit.hpp"
@@ -31,7 +32,7 @@ struct svm_train_flags {
   bool json = false, no_standardize = false;
   // svm train across processes (apps/svm_remote_command.hpp):
   int procs = 0;
-  std::string listen, token;
+  std::string listen, token, token_file;
   double timeout_s = 60;
   // svm path only:
   std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
@@ -91,7 +92,8 @@ int run_svm_train(const svm_train_flags& f) {
     if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
     svm_remote_train t;
     t.data = f.data, t.format = f.format, t.fit = o, t.procs = f.procs, t.listen = f.listen;
-    t.token = f.token, t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
+    t.token = f.token_file.empty() ? f.token : comm::read_token_file(f.token_file),
+    t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
     t.model = f.model, t.folds = f.folds;
     return run_svm_train_remote(t);
   }
@@ -248,7 +250,8 @@ int run_svm_path(const svm_train_flags& f) {
   if (remote) {
     svm_remote_train t;
     t.data = f.data, t.format = f.format, t.fit = o.fit, t.procs = f.procs, t.listen = f.listen;
-    t.token = f.token, t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
+    t.token = f.token_file.empty() ? f.token : comm::read_token_file(f.token_file),
+    t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
     t.folds = f.folds, t.warm = o.warm;
     run_svm_path_remote(t, pens, o.full_fit, print_point);
     return 0;
@@ -293,9 +296,14 @@ void add_process_flags(CLI::App* c, svm_train_flags& f, const char* procs_help) 
   c->add_option("--procs", f.procs, procs_help);
   c->add_option("--listen", f.listen,
                 "With --procs: listen on HOST[:PORT] for workers started elsewhere");
-  c->add_option("--token", f.token,
-                "With --procs: the job token workers must present (default: MERAK_JOB_TOKEN, "
-                "else random)");
+  auto* token =
+      c->add_option("--token", f.token,
+                    "With --procs: the job token workers must present (default: MERAK_JOB_TOKEN, "
+                    "else random)");
+  c->add_option("--token-file", f.token_file,
+                "With --procs: read the job token from this file (mode 0600; a token on the "
+                "command line shows in ps)")
+      ->excludes(token);
   c->add_option("--timeout-s", f.timeout_s,
                 "With --procs: bound on workers joining and on each phase of an iteration")
       ->capture_default_str();

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "actors/svm_remote.hpp"
+#include "comm/auth.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/launcher.hpp"
 #include "core/error.hpp"
@@ -271,7 +272,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
 
 action add_svm_worker_command(CLI::App& svm) {
   struct flags {
-    std::string connect, data, format = "auto", token;
+    std::string connect, data, format = "auto", token, token_file;
     int rank = -1, world = -1, threads = 0;
     double timeout_s = 60;
     bool presharded = false;
@@ -286,7 +287,11 @@ action add_svm_worker_command(CLI::App& svm) {
   w->add_option("--rank", f->rank,
                 "This worker's rank (default: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID)");
   w->add_option("--world", f->world, "Number of workers (default: WORLD_SIZE, ...)");
-  w->add_option("--token", f->token, "Job token (default: MERAK_JOB_TOKEN)");
+  auto* token = w->add_option("--token", f->token, "Job token (default: MERAK_JOB_TOKEN)");
+  w->add_option("--token-file", f->token_file,
+                "Read the job token from this file (mode 0600; a token on the command line shows "
+                "in ps)")
+      ->excludes(token);
   w->add_flag("--presharded", f->presharded,
               "The file holds this rank's rows only (default: take rows [n R/K, n (R+1)/K))");
   w->add_option("--timeout-s", f->timeout_s,
@@ -298,7 +303,7 @@ action add_svm_worker_command(CLI::App& svm) {
     comm::bootstrap_options b;
     const endpoint e = parse_endpoint(f->connect, "--connect", false);
     b.rank = f->rank, b.world_size = f->world, b.addr = e.host, b.port = e.port;
-    b.token = f->token;
+    b.token = f->token_file.empty() ? f->token : comm::read_token_file(f->token_file);
     b = comm::resolve_bootstrap(b);
     svm::set_solver_threads(f->threads);
     svm::dataset d;

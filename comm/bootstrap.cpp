@@ -17,140 +17,24 @@
 #include <thread>
 #include <utility>
 
-#include "core/checksum.hpp"
+#include "comm/auth.hpp"
+#include "comm/socket_io.hpp"
 #include "core/error.hpp"
 
 namespace merak::comm {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-constexpr char kmagic[8] = {'M', 'E', 'R', 'A', 'K', 'B', 'S', '1'};
-constexpr uint64_t kmax_hello = 4096;               // before the peer is admitted
-constexpr uint64_t kmax_frame = uint64_t{1} << 30;  // after
+using clock_type = net_clock;
+constexpr uint64_t kmax_frame = uint64_t{1} << 30;  // after admission
 constexpr uint64_t knotice = uint64_t{1} << 63;     // length field of a notice
+constexpr const char* kpurpose = "bootstrap";
 
-// Owner of a file descriptor.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~unique_fd() { reset(); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
-
-int ms_left(clock_type::time_point deadline) {
-  auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(d.count(), 1 << 30)));
-}
-
-// Waits for `events` on fd; false on timeout.
-bool wait_fd(int fd, short events, clock_type::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, ms_left(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) return false;
-    if (errno != EINTR) fail("bootstrap: poll: {}", std::strerror(errno));
-  }
-}
-
-// `who` names the other end in errors ("rank 3", "rank 0 at 127.0.0.1:29500").
-void write_all(int fd, const void* data, size_t n, clock_type::time_point deadline,
-               const std::string& self, const std::string& who) {
-  auto* p = static_cast<const char*>(data);
-  while (n) {
-    if (!wait_fd(fd, POLLOUT, deadline)) fail("{}: timed out sending to {}", self, who);
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      fail("{}: sending to {}: {} (did it exit?)", self, who, std::strerror(errno));
-    }
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-void read_all(int fd, void* data, size_t n, clock_type::time_point deadline,
-              const std::string& self, const std::string& who) {
-  auto* p = static_cast<char*>(data);
-  while (n) {
-    if (!wait_fd(fd, POLLIN, deadline)) fail("{}: timed out waiting for {}", self, who);
-    ssize_t k = ::recv(fd, p, n, 0);
-    if (k == 0) fail("{}: {} closed the connection (did it exit?)", self, who);
-    if (k < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      fail("{}: receiving from {}: {}", self, who, std::strerror(errno));
-    }
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-void put_u32(std::string& s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>(v >> (8 * i)));
-}
-void put_u64(std::string& s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>(v >> (8 * i)));
-}
-uint64_t get_le(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
-void send_frame(int fd, const std::string& body, clock_type::time_point deadline,
-                const std::string& self, const std::string& who) {
-  std::string f;
-  f.reserve(8 + body.size());
-  put_u64(f, body.size());
-  f += body;
-  write_all(fd, f.data(), f.size(), deadline, self, who);
-}
-
-std::string recv_frame(int fd, uint64_t max, clock_type::time_point deadline,
-                       const std::string& self, const std::string& who) {
-  char len[8];
-  read_all(fd, len, 8, deadline, self, who);
-  const uint64_t n = get_le(len, 8);
-  if (n > max) fail("{}: {} sent a frame of {} bytes (at most {} allowed)", self, who, n, max);
-  std::string body(n, '\0');
-  read_all(fd, body.data(), n, deadline, self, who);
-  return body;
-}
-
-sockaddr_in resolve_ipv4(const std::string& host, int port, const char* what) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || !res) fail("bootstrap: cannot resolve {} '{}': {}", what, host, gai_strerror(rc));
-  sockaddr_in a{};
-  std::memcpy(&a, res->ai_addr, sizeof a);
-  ::freeaddrinfo(res);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  return a;
-}
-
-void set_nodelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+// The hello's claim: u32 rank, u32 world size.
+std::string claim(int rank, int world_size) {
+  std::string s;
+  put_u32(s, static_cast<uint32_t>(rank));
+  put_u32(s, static_cast<uint32_t>(world_size));
+  return s;
 }
 
 class tcp_bootstrap final : public bootstrap {
@@ -167,6 +51,7 @@ class tcp_bootstrap final : public bootstrap {
 
   int rank() const override { return o_.rank; }
   int size() const override { return o_.world_size; }
+  const std::string& token() const override { return o_.token; }
 
   std::string local_address() const override {
     int fd = -1;
@@ -190,7 +75,7 @@ class tcp_bootstrap final : public bootstrap {
     if (!lock.owns_lock()) return dead_;
     if (o_.rank == 0) {
       for (int k = 1; k < o_.world_size; ++k)
-        if (peers_[k] && closed(peers_[k].get())) {
+        if (peers_[k] && peer_closed(peers_[k].get())) {
           dead_ = k;
           // Best effort: tell the others, who cannot see rank k's sockets.
           for (int j = 1; j < o_.world_size; ++j) {
@@ -207,7 +92,7 @@ class tcp_bootstrap final : public bootstrap {
       if (::recv(root_.get(), b, 8, MSG_PEEK | MSG_DONTWAIT) == 8 && (get_le(b, 8) & knotice)) {
         ::recv(root_.get(), b, 8, MSG_DONTWAIT);
         dead_ = static_cast<int>(get_le(b, 8) & ~knotice);
-      } else if (closed(root_.get())) {
+      } else if (peer_closed(root_.get())) {
         dead_ = 0;
       }
     }
@@ -250,129 +135,66 @@ class tcp_bootstrap final : public bootstrap {
   static std::string who(int k) { return fmt::format("rank {}", k); }
   std::string root_name() const { return fmt::format("rank 0 at {}", where_); }
 
-  // Rank 0: listen, admit world_size-1 peers with the right token.
+  // Rank 0: listen, admit world_size-1 peers that prove the token. Peers
+  // are authenticated concurrently, each within a few seconds, so silent
+  // connections cannot hold up the job's own.
   void admit() {
     const auto deadline = clock_type::now() + o_.timeout;
-    unique_fd lst(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!lst) fail("{}: socket: {}", self_, std::strerror(errno));
-    int one = 1;
-    ::setsockopt(lst.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a = resolve_ipv4(o_.bind_addr, o_.port, "bind address");
-    if (::bind(lst.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-      fail("{}: cannot listen on {}:{}: {} (MASTER_PORT in use?)", self_, o_.bind_addr, o_.port,
-           std::strerror(errno));
-    if (::listen(lst.get(), 128) != 0) fail("{}: listen: {}", self_, std::strerror(errno));
-    ::fcntl(lst.get(), F_SETFL, O_NONBLOCK);
+    unique_fd lst;
+    try {
+      lst = listen_tcp(o_.bind_addr, o_.port, self_);
+    } catch (const error& e) {
+      fail(
+          "{}; rank 0 listens on MASTER_ADDR's interface, so it must run on the host MASTER_ADDR "
+          "names (MERAK_BIND_ADDR picks another address)",
+          e.what());
+    }
     peers_.resize(o_.world_size);
-    int joined = 1;
-    while (joined < o_.world_size) {
-      if (!wait_fd(lst.get(), POLLIN, deadline)) {
+    auth_acceptor acceptor(lst.get(), o_.token, kpurpose);
+    int k = -1;
+    auto decide = [&](const std::string& payload) { return check_claim(payload, k); };
+    for (int joined = 1; joined < o_.world_size; ++joined) {
+      auto a = acceptor.next(deadline, decide);
+      if (!a) {
         std::string missing;
-        for (int k = 1; k < o_.world_size; ++k)
-          if (!peers_[k]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", k);
-        fail("{}: ranks {} did not join within {} ms at {}:{}", self_, missing, o_.timeout.count(),
-             o_.bind_addr, o_.port);
+        for (int r = 1; r < o_.world_size; ++r)
+          if (!peers_[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+        fail("{}: ranks {} did not join within {} ms at {}:{}{}", self_, missing,
+             o_.timeout.count(), o_.bind_addr, o_.port,
+             acceptor.dropped()
+                 ? fmt::format(" ({} connections refused or silent)", acceptor.dropped())
+                 : "");
       }
-      unique_fd c(::accept4(lst.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (!c) continue;
-      set_nodelay(c.get());
-      // A peer gets a few seconds to say hello; a silent one is dropped.
-      const auto hello_deadline =
-          std::min(deadline, clock_type::now() + std::chrono::milliseconds(5000));
-      int k = -1;
-      std::string reason;
-      try {
-        k = check_hello(recv_frame(c.get(), kmax_hello, hello_deadline, self_, "a joining peer"),
-                        reason);
-      } catch (const error&) {
-        continue;  // closed or silent before hello: not one of ours
-      }
-      std::string verdict(1, reason.empty() ? '\1' : '\0');
-      verdict += reason;
-      try {
-        send_frame(c.get(), verdict, hello_deadline, self_, "a joining peer");
-      } catch (const error&) {
-        continue;
-      }
-      if (reason.empty()) {
-        peers_[k] = std::move(c);
-        ++joined;
-      }
+      peers_[k] = std::move(a->fd);
     }
   }
 
-  // Returns the peer's rank, or -1 with `reason` set when it is refused.
-  int check_hello(const std::string& h, std::string& reason) {
-    if (h.size() < 20 || std::memcmp(h.data(), kmagic, 8) != 0) {
-      reason = "not a merak bootstrap hello";
-      return -1;
-    }
-    const int rank = static_cast<int>(get_le(h.data() + 8, 4));
-    const int size = static_cast<int>(get_le(h.data() + 12, 4));
-    const uint64_t tlen = get_le(h.data() + 16, 4);
-    if (h.size() != 20 + tlen) {
-      reason = "malformed hello";
-      return -1;
-    }
-    if (!same_secret(h.data() + 20, tlen, o_.token.data(), o_.token.size())) {
-      reason = "wrong job token";
-      return -1;
-    }
-    if (size != o_.world_size) {
-      reason = fmt::format("world size {} differs from rank 0's {}", size, o_.world_size);
-      return -1;
-    }
-    if (rank < 1 || rank >= o_.world_size) {
-      reason = fmt::format("rank {} out of range 1..{}", rank, o_.world_size - 1);
-      return -1;
-    }
-    if (peers_[rank]) {
-      reason = fmt::format("rank {} already joined", rank);
-      return -1;
-    }
-    return rank;
+  // The reason a peer's claim is refused, or "" with its rank in `k`.
+  std::string check_claim(const std::string& c, int& k) const {
+    if (c.size() != 8) return "malformed bootstrap claim";
+    const int64_t rank = static_cast<int64_t>(get_le(c.data(), 4));
+    const int64_t size = static_cast<int64_t>(get_le(c.data() + 4, 4));
+    if (size != o_.world_size)
+      return fmt::format("world size {} differs from rank 0's {}", size, o_.world_size);
+    if (rank < 1 || rank >= o_.world_size)
+      return fmt::format("rank {} out of range 1..{}", rank, o_.world_size - 1);
+    if (peers_[static_cast<size_t>(rank)]) return fmt::format("rank {} already joined", rank);
+    k = static_cast<int>(rank);
+    return {};
   }
 
-  // Ranks > 0: connect to rank 0 (retrying while it is not yet listening),
-  // present the token, read the verdict.
+  // Ranks > 0: connect to rank 0 (retrying while it is not yet listening)
+  // and run the handshake: each side proves it holds the token.
   void join() {
     const auto deadline = clock_type::now() + o_.timeout;
     sockaddr_in a = resolve_ipv4(o_.addr, o_.port, "MASTER_ADDR");
-    std::string last = "no attempt";
-    for (;;) {
-      unique_fd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!c) fail("{}: socket: {}", self_, std::strerror(errno));
-      if (::connect(c.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-        root_ = std::move(c);
-        break;
-      }
-      last = std::strerror(errno);
-      if (clock_type::now() >= deadline)
-        fail(
-            "{}: rank 0 at {} not reachable within {} ms (last error: {}); check MASTER_ADDR and "
-            "MASTER_PORT, and that rank 0 runs",
-            self_, where_, o_.timeout.count(), last);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    try {
+      root_ = connect_tcp(a, deadline, self_, root_name());
+    } catch (const error& e) {
+      fail("{}; check MASTER_ADDR and MASTER_PORT, and that rank 0 runs", e.what());
     }
-    set_nodelay(root_.get());
-    std::string hello(kmagic, 8);
-    put_u32(hello, static_cast<uint32_t>(o_.rank));
-    put_u32(hello, static_cast<uint32_t>(o_.world_size));
-    put_u32(hello, static_cast<uint32_t>(o_.token.size()));
-    hello += o_.token;
-    send_frame(root_.get(), hello, deadline, self_, root_name());
-    std::string v = recv_frame(root_.get(), kmax_hello, deadline, self_, root_name());
-    if (v.empty() || v[0] != '\1')
-      fail("{}: {} refused this process: {}", self_, root_name(),
-           v.size() > 1 ? v.substr(1) : std::string("no reason given"));
-  }
-
-  // True when the peer's end of `fd` is closed (EOF or reset), without
-  // consuming data.
-  static bool closed(int fd) {
-    char c;
-    const ssize_t k = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    authenticate_client(root_.get(), o_.token, kpurpose, claim(o_.rank, o_.world_size), deadline,
+                        self_, root_name());
   }
 
   // Reads a frame, turning rank 0's notice into an error naming the rank.
@@ -452,13 +274,17 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
   } else if (o.port == 0 || o.port > 65535) {
     fail("bootstrap: port {} is not in 1..65535", o.port);
   }
-  if (o.token.empty())
-    if (const char* s = env("MERAK_JOB_TOKEN")) o.token = s;
+  if (o.token.empty()) {
+    if (const char* s = env("MERAK_JOB_TOKEN"); s && *s)
+      o.token = s;
+    else if (const char* f = env("MERAK_JOB_TOKEN_FILE"); f && *f)
+      o.token = read_token_file(f);
+  }
   if (o.bind_addr.empty()) {
     if (const char* s = env("MERAK_BIND_ADDR"); s && *s)
       o.bind_addr = s;
     else
-      o.bind_addr = (o.addr == "127.0.0.1" || o.addr == "localhost") ? "127.0.0.1" : "0.0.0.0";
+      o.bind_addr = (o.addr == "127.0.0.1" || o.addr == "localhost") ? "127.0.0.1" : o.addr;
   }
   if (o.timeout.count() <= 0) fail("bootstrap: timeout {} ms must be positive", o.timeout.count());
   // Without a token any process that reaches the port may join: only

@@ -1,15 +1,17 @@
 #pragma once
 // Bootstrap: how the processes of one job find each other before any data
-// moves (docs/comm-transport.md). Rank 0 listens on a TCP socket; every
-// other rank connects to it and presents the job token. Afterwards the
-// bootstrap offers an all-gather of small blobs (the UCX transport swaps
-// worker addresses through it), a barrier, and a watch on the job's
-// processes (dead_peer). It carries kilobytes, not tensors.
+// moves (docs/comm-transport.md). Rank 0 listens on a TCP socket on the
+// interface of MASTER_ADDR; every other rank connects to it, and both prove
+// they hold the job token without sending it (comm/auth.hpp, purpose
+// "bootstrap"; the client's claim is u32 rank, u32 world_size). Rank 0
+// runs the handshakes of all connecting peers at once, each with its own
+// deadline. Afterwards the bootstrap offers an all-gather of small blobs
+// (the UCX transport swaps worker addresses through it), a barrier, and a
+// watch on the job's processes (dead_peer). It carries kilobytes, not
+// tensors.
 //
-// Wire format (all integers little-endian, every message one frame):
-//   frame   = u64 length, then `length` bytes
-//   hello   (rank k -> rank 0) = "MERAKBS1" u32 rank u32 world_size u32 token_len token
-//   verdict (rank 0 -> rank k) = u8 accepted (1/0), then the reason if refused
+// Wire format after the handshake (integers little-endian, every message
+// one frame: u64 length, then `length` bytes):
 //   gather  (rank k -> rank 0) = the blob; (rank 0 -> rank k) = for each rank
 //           in rank order: u64 length, blob.
 //   notice  (rank 0 -> rank k, unsolicited) = u64 (2^63 | r): rank r went away
@@ -31,9 +33,10 @@ struct bootstrap_options {
   int world_size = -1;  // -1: from the environment
   std::string addr;     // rendezvous host (rank 0's); empty: environment, else 127.0.0.1
   int port = -1;        // rendezvous port; -1: environment
-  std::string token;    // job token; empty: MERAK_JOB_TOKEN, else none (all must agree)
-  // Where rank 0 listens. Empty: 127.0.0.1 (loopback only) unless `addr` is
-  // set to another host, then 0.0.0.0 (MERAK_BIND_ADDR overrides).
+  std::string token;    // job token; empty: MERAK_JOB_TOKEN, else the file MERAK_JOB_TOKEN_FILE
+                        // names (comm/auth.hpp read_token_file), else none (all must agree)
+  // Where rank 0 listens. Empty: MERAK_BIND_ADDR, else `addr` itself (the
+  // interface other hosts reach rank 0 by; 127.0.0.1 for loopback).
   std::string bind_addr;
   std::chrono::milliseconds timeout{60000};  // bound of every wait
 };
@@ -56,6 +59,9 @@ class bootstrap {
   virtual ~bootstrap() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // The job token, for the handshakes of the job's other connections
+  // (comm/gate.hpp).
+  virtual const std::string& token() const = 0;
   // Every rank's blob, in rank order. Collective: all ranks call it.
   // Throws merak::error naming the peer on a timeout or a closed connection.
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;

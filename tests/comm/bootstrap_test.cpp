@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "comm/socket_io.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 
@@ -74,7 +77,7 @@ TEST_CASE("bootstrap values come from flags, then RANK/WORLD_SIZE, then Open MPI
   CHECK(o.addr == "10.0.0.7");
   CHECK(o.port == 29500);
   CHECK(o.token == "t0k");
-  CHECK(o.bind_addr == "0.0.0.0");  // a non-loopback rendezvous address
+  CHECK(o.bind_addr == "10.0.0.7");  // MASTER_ADDR's interface, not every interface
 
   bootstrap_options given;
   given.rank = 0;
@@ -206,4 +209,55 @@ TEST_CASE("the bootstrap learns that a rank's process went away and tells every 
   for (int r = 0; r < 3; ++r) CHECK(errors[r] == "");
   CHECK(seen[0] == 2);
   CHECK(seen[1] == 2);
+}
+
+TEST_CASE("silent and hostile connections do not delay a job's start", "[comm][bootstrap]") {
+  const int port = pick_free_port();
+  std::vector<unique_fd> silent;
+  std::atomic<bool> stop{false};
+  // Rank 0 first; then 20 connections that say nothing, one that announces
+  // a 4 GiB frame and one that sends garbage, all before the real ranks.
+  auto opts = job(3, port, "t", 8000ms);
+  std::vector<std::string> errors;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread jobs([&] {
+    std::this_thread::sleep_for(300ms);
+    errors = join_all({opts[1], opts[2]}, [](bootstrap& b) { b.barrier(); });
+  });
+  std::thread hostile([&] {
+    const auto a = resolve_ipv4("127.0.0.1", port, "test");
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    for (int i = 0; i < 22; ++i) silent.push_back(connect_tcp(a, until, "test", "rank 0"));
+    std::string big;
+    put_u64(big, uint64_t{1} << 32);
+    ::send(silent[20].get(), big.data(), big.size(), MSG_NOSIGNAL);
+    ::send(silent[21].get(), "\xff\xff\xff\xff\xff\xff\xff\xffjunk", 12, MSG_NOSIGNAL);
+  });
+  std::string err0;
+  try {
+    auto b = connect_bootstrap(resolve_bootstrap(opts[0], fake_env({})));
+    b->barrier();
+  } catch (const std::exception& e) {
+    err0 = e.what();
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  jobs.join();
+  hostile.join();
+  CHECK(err0 == "");
+  REQUIRE(errors.size() == 2);
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  // One at a time, 5 s per silent peer, this took a minute or more.
+  CHECK(took < 3s);
+}
+
+TEST_CASE("rank 0 listens on MASTER_ADDR's interface and says so when that is not this host",
+          "[comm][bootstrap]") {
+  auto o = job(2, pick_free_port(), "t", 1000ms)[0];
+  o.addr = "192.0.2.1";  // TEST-NET-1: never an address of this host
+  o = resolve_bootstrap(o, fake_env({}));
+  CHECK(o.bind_addr == "192.0.2.1");
+  CHECK_THROWS_WITH(connect_bootstrap(o), Catch::Contains("192.0.2.1") &&
+                                              Catch::Contains("not an address of this host") &&
+                                              Catch::Contains("MASTER_ADDR"));
 }

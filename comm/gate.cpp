@@ -1,0 +1,226 @@
+#include "comm/gate.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/auth.hpp"
+#include "comm/socket_io.hpp"
+#include "core/error.hpp"
+
+namespace merak::comm {
+namespace {
+
+// Moves bytes between `a` and `b` both ways until either end closes or
+// fails, or `stop_fd` becomes readable. Both sockets non-blocking.
+void relay(int a, int b, int stop_fd) {
+  struct way {
+    int from, to;
+    std::vector<char> buf = std::vector<char>(size_t{1} << 16);
+    size_t head = 0, tail = 0;
+    bool eof = false;
+  };
+  way w[2] = {{a, b}, {b, a}};
+  auto pump = [](way& d) -> bool {  // false: the connection is over
+    for (;;) {
+      if (d.head < d.tail) {
+        const ssize_t k =
+            ::send(d.to, d.buf.data() + d.head, d.tail - d.head, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+        d.head += static_cast<size_t>(k);
+        if (d.head < d.tail) return true;  // the receiver is full: wait for POLLOUT
+        d.head = d.tail = 0;
+      }
+      if (d.eof) return true;
+      const ssize_t n = ::recv(d.from, d.buf.data(), d.buf.size(), MSG_DONTWAIT);
+      if (n > 0) {
+        d.tail = static_cast<size_t>(n);
+        continue;
+      }
+      if (n == 0) {
+        d.eof = true;
+        ::shutdown(d.to, SHUT_WR);
+        return true;
+      }
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    }
+  };
+  for (;;) {
+    if (!pump(w[0]) || !pump(w[1])) return;
+    if (w[0].eof && w[1].eof) return;
+    pollfd fds[3] = {{a, 0, 0}, {b, 0, 0}, {stop_fd, POLLIN, 0}};
+    for (int i = 0; i < 2; ++i) {
+      way& d = w[i];
+      pollfd& from = fds[i];
+      pollfd& to = fds[1 - i];
+      if (d.head < d.tail)
+        to.events |= POLLOUT;
+      else if (!d.eof)
+        from.events |= POLLIN;
+    }
+    if (::poll(fds, 3, -1) < 0 && errno != EINTR) return;
+    if (fds[2].revents) return;
+  }
+}
+
+unique_fd make_eventfd() {
+  unique_fd e(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!e) fail("gate: eventfd: {}", std::strerror(errno));
+  return e;
+}
+
+void signal_fd(int fd) {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t k = ::write(fd, &one, sizeof one);
+}
+
+}  // namespace
+
+struct gate_server::impl {
+  std::string self;
+  int target_port = 0;
+  unique_fd listener;
+  unique_fd stop = make_eventfd();         // ends everything
+  unique_fd stop_accept = make_eventfd();  // ends admission only
+  std::unique_ptr<auth_acceptor> acceptor;
+  std::thread accept_thread;
+  mutable std::mutex mu;
+  std::vector<std::thread> relays;
+  std::vector<std::string> refusals;  // the last 16
+  std::atomic<size_t> admitted{0}, dropped{0};
+  std::atomic<int> active{0};  // relays still moving bytes
+  int port = 0;
+
+  void accept_loop() {
+    for (;;) {
+      auto a = acceptor->next(
+          net_clock::time_point::max(), [](const std::string&) { return ""; }, stop_accept.get());
+      dropped = acceptor->dropped();
+      if (!a) return;
+      // The service is on this host: it answers at once or not at all.
+      unique_fd service;
+      try {
+        service = connect_tcp(resolve_ipv4("127.0.0.1", target_port, "service"),
+                              net_clock::now() + std::chrono::seconds(5), self,
+                              fmt::format("the local service on port {}", target_port));
+      } catch (const error&) {
+        ++dropped;
+        continue;
+      }
+      ::fcntl(service.get(), F_SETFL, O_NONBLOCK);
+      ++admitted;
+      std::lock_guard lock(mu);
+      // The thread owns both ends: when one closes, the other is closed too.
+      ++active;
+      relays.emplace_back([this, x = std::move(a->fd), y = std::move(service)] {
+        relay(x.get(), y.get(), stop.get());
+        --active;
+      });
+    }
+  }
+};
+
+gate_server::gate_server(const std::string& bind_host, int port, int target_port, std::string token,
+                         std::string purpose, std::string self)
+    : p_(std::make_unique<impl>()) {
+  p_->self = std::move(self);
+  p_->target_port = target_port;
+  p_->listener = listen_tcp(bind_host, port, p_->self);
+  p_->port = bound_port(p_->listener.get());
+  p_->acceptor =
+      std::make_unique<auth_acceptor>(p_->listener.get(), std::move(token), std::move(purpose));
+  p_->acceptor->on_refused = [p = p_.get()](const std::string& peer, const std::string& why) {
+    std::lock_guard lock(p->mu);
+    if (p->refusals.size() == 16) p->refusals.erase(p->refusals.begin());
+    p->refusals.push_back(fmt::format("{}: {}", peer, why));
+  };
+  p_->accept_thread = std::thread([this] { p_->accept_loop(); });
+}
+
+gate_server::~gate_server() {
+  close_listener();
+  // Relayed connections get a moment to end by themselves (both ends
+  // closing after their last messages), then are closed.
+  const auto until = net_clock::now() + std::chrono::seconds(2);
+  while (p_->active > 0 && net_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  signal_fd(p_->stop.get());
+  if (p_->accept_thread.joinable()) p_->accept_thread.join();
+  for (auto& t : p_->relays) t.join();
+}
+
+int gate_server::port() const {
+  return p_->port;
+}
+
+void gate_server::close_listener() {
+  signal_fd(p_->stop_accept.get());
+  if (p_->accept_thread.joinable()) p_->accept_thread.join();
+  p_->listener.reset();
+}
+
+size_t gate_server::admitted() const {
+  return p_->admitted;
+}
+size_t gate_server::dropped() const {
+  return p_->dropped;
+}
+std::vector<std::string> gate_server::refusals() const {
+  std::lock_guard lock(p_->mu);
+  return p_->refusals;
+}
+
+struct gate_tunnel::impl {
+  unique_fd remote, listener, stop = make_eventfd();
+  std::atomic<bool> done{false};
+  int local_port = 0;
+  std::thread worker;
+};
+
+gate_tunnel::gate_tunnel(const std::string& host, int port, std::string token, std::string purpose,
+                         std::chrono::milliseconds timeout, std::string self, std::string who)
+    : p_(std::make_unique<impl>()) {
+  const auto deadline = net_clock::now() + timeout;
+  p_->remote = connect_tcp(resolve_ipv4(host, port, "gate address"), deadline, self, who);
+  authenticate_client(p_->remote.get(), token, purpose, {}, deadline, self, who);
+  ::fcntl(p_->remote.get(), F_SETFL, O_NONBLOCK);
+  p_->listener = listen_tcp("127.0.0.1", 0, self);
+  p_->local_port = bound_port(p_->listener.get());
+  p_->worker = std::thread([p = p_.get(), deadline] {
+    // One local connection (the CAF client's), then the listener closes.
+    pollfd fds[2] = {{p->listener.get(), POLLIN, 0}, {p->stop.get(), POLLIN, 0}};
+    if (::poll(fds, 2, ms_left(deadline)) > 0 && !fds[1].revents) {
+      unique_fd local(::accept4(p->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      p->listener.reset();
+      if (local) {
+        set_nodelay(local.get());
+        relay(local.get(), p->remote.get(), p->stop.get());
+      }
+    }
+    p->remote.reset();
+    p->done = true;
+  });
+}
+
+gate_tunnel::~gate_tunnel() {
+  const auto until = net_clock::now() + std::chrono::seconds(2);
+  while (!p_->done && net_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  signal_fd(p_->stop.get());
+  if (p_->worker.joinable()) p_->worker.join();
+}
+
+int gate_tunnel::local_port() const {
+  return p_->local_port;
+}
+
+}  // namespace merak::comm

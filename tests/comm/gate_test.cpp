@@ -1,0 +1,113 @@
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "comm/gate.hpp"
+#include "comm/socket_io.hpp"
+#include "core/error.hpp"
+
+using namespace merak::comm;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A loopback service that echoes every byte back and counts connections.
+struct echo_service {
+  unique_fd listener = listen_tcp("127.0.0.1", 0, "echo");
+  std::atomic<int> connections{0};
+  std::atomic<bool> stop{false};
+  std::thread thread{[this] {
+    while (!stop) {
+      if (!wait_fd(listener.get(), POLLIN, net_clock::now() + 50ms)) continue;
+      unique_fd c(::accept(listener.get(), nullptr, nullptr));
+      if (!c) continue;
+      ++connections;
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(c.get(), buf, sizeof buf, 0)) > 0;)
+        write_all(c.get(), buf, size_t(n), net_clock::now() + 5s, "echo", "client");
+    }
+  }};
+  int port() const { return bound_port(listener.get()); }
+  ~echo_service() {
+    stop = true;
+    thread.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a gate relays an authenticated connection both ways", "[comm][gate]") {
+  echo_service echo;
+  gate_server gate("127.0.0.1", 0, echo.port(), "tok", "mesh", "test gate");
+  gate_tunnel tunnel("127.0.0.1", gate.port(), "tok", "mesh", 3000ms, "test", "the gate");
+  const auto deadline = net_clock::now() + 10s;
+  unique_fd c =
+      connect_tcp(resolve_ipv4("127.0.0.1", tunnel.local_port(), "t"), deadline, "t", "tunnel");
+  // 1 MiB written while it is read back: the relay must not deadlock.
+  std::string sent(1 << 20, '\0');
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = char(i * 131 % 251);
+  std::thread writer(
+      [&] { write_all(c.get(), sent.data(), sent.size(), deadline, "t", "tunnel"); });
+  std::string got(sent.size(), '\0');
+  read_all(c.get(), got.data(), got.size(), deadline, "t", "tunnel");
+  writer.join();
+  CHECK(got == sent);
+  CHECK(gate.admitted() == 1);
+  CHECK(echo.connections == 1);
+}
+
+TEST_CASE("a gate lets nothing through before the token is proved", "[comm][gate]") {
+  echo_service echo;
+  gate_server gate("127.0.0.1", 0, echo.port(), "tok", "svm", "test gate");
+  CHECK_THROWS_WITH(
+      gate_tunnel("127.0.0.1", gate.port(), "bad", "svm", 3000ms, "svm worker 1", "the gate"),
+      Catch::Contains("svm worker 1: the gate refused this process: wrong job token"));
+  CHECK_THROWS_WITH(
+      gate_tunnel("127.0.0.1", gate.port(), "tok", "mesh", 3000ms, "process 1", "the gate"),
+      Catch::Contains("'svm' service, not 'mesh'"));
+  // What CAF's protocol would read as a 4 GiB message, and bare garbage.
+  const auto a = resolve_ipv4("127.0.0.1", gate.port(), "t");
+  unique_fd big = connect_tcp(a, net_clock::now() + 3s, "t", "gate");
+  std::string frame;
+  put_u64(frame, uint64_t{1} << 32);
+  frame += std::string(64, 'x');
+  ::send(big.get(), frame.data(), frame.size(), MSG_NOSIGNAL);
+  unique_fd junk = connect_tcp(a, net_clock::now() + 3s, "t", "gate");
+  ::send(junk.get(), "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL);
+  // Both are dropped by the gate; a rightful tunnel still gets through.
+  gate_tunnel ok("127.0.0.1", gate.port(), "tok", "svm", 3000ms, "t", "the gate");
+  unique_fd c = connect_tcp(resolve_ipv4("127.0.0.1", ok.local_port(), "t"), net_clock::now() + 3s,
+                            "t", "tunnel");
+  write_all(c.get(), "ping", 4, net_clock::now() + 3s, "t", "tunnel");
+  char back[4];
+  read_all(c.get(), back, 4, net_clock::now() + 3s, "t", "tunnel");
+  CHECK(std::string(back, 4) == "ping");
+  CHECK(echo.connections == 1);
+  CHECK(gate.admitted() == 1);
+  const auto until = net_clock::now() + 3s;
+  while (gate.dropped() < 4 && net_clock::now() < until) std::this_thread::sleep_for(10ms);
+  CHECK(gate.dropped() == 4);
+  auto refused = gate.refusals();
+  REQUIRE(!refused.empty());
+  CHECK_THAT(refused[0], Catch::Contains("127.0.0.1:") && Catch::Contains("wrong job token"));
+}
+
+TEST_CASE("closing one end of a relayed connection closes the other", "[comm][gate]") {
+  unique_fd service = listen_tcp("127.0.0.1", 0, "svc");
+  gate_server gate("127.0.0.1", 0, bound_port(service.get()), "tok", "mesh", "test gate");
+  gate_tunnel tunnel("127.0.0.1", gate.port(), "tok", "mesh", 3000ms, "t", "the gate");
+  unique_fd c = connect_tcp(resolve_ipv4("127.0.0.1", tunnel.local_port(), "t"),
+                            net_clock::now() + 3s, "t", "tunnel");
+  REQUIRE(wait_fd(service.get(), POLLIN, net_clock::now() + 3s));
+  unique_fd s(::accept(service.get(), nullptr, nullptr));
+  REQUIRE(s);
+  s.reset();  // the service's end goes away
+  char b;
+  REQUIRE(wait_fd(c.get(), POLLIN, net_clock::now() + 3s));
+  CHECK(::recv(c.get(), &b, 1, 0) == 0);
+}
