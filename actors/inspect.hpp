@@ -3,10 +3,76 @@
 // the fields listed, under the type name "merak.T": the message structs of
 // actors/messages.hpp and actors/svm_messages.hpp. Included only by actors/.
 
+#include <caf/binary_deserializer.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #define MERAK_INSPECT(T, ...)                                               \
   template <class Inspector>                                                \
   typename Inspector::result_type inspect(Inspector& f, T& x) {             \
     return f(caf::meta::type_name("merak." #T) __VA_OPT__(, ) __VA_ARGS__); \
   }
+
+namespace merak::actors {
+
+// Raw bytes on the wire (tensor data, SVM vectors): u64 length, then the
+// bytes. On load the length is checked against what the message still holds
+// before anything is allocated; CAF's own std::vector<char> would resize to
+// whatever length a peer announces.
+struct wire_bytes {
+  std::vector<char> bytes;
+};
+
+constexpr uint64_t kmax_wire_bytes = uint64_t{1} << 34;  // 16 GiB: any one message
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, wire_bytes& x) {
+  uint64_t n = x.bytes.size();
+  if constexpr (std::is_void_v<typename Inspector::result_type>) {
+    f(n);  // to_string: the byte count
+    return;
+  } else {
+    if (auto err = f(n)) return err;
+    if constexpr (!Inspector::reads_state) {
+      uint64_t left = kmax_wire_bytes;
+      if constexpr (std::is_base_of_v<caf::binary_deserializer, Inspector>)
+        left = std::min<uint64_t>(left, f.remaining());
+      if (n > left) return caf::sec::end_of_stream;
+      x.bytes.resize(n);
+    }
+    return n ? f.apply_raw(n, x.bytes.data()) : typename Inspector::result_type{};
+  }
+}
+
+// A std::string field on the wire, bounded on load as wire_bytes is (CAF's
+// own string loading resizes first): MERAK_INSPECT(T, text_ref{x.name}).
+struct text_ref {
+  std::string& s;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, text_ref& x) {
+  uint64_t n = x.s.size();
+  if constexpr (std::is_void_v<typename Inspector::result_type>) {
+    f(x.s);  // to_string: the text
+    return;
+  } else {
+    if (auto err = f(n)) return err;
+    if constexpr (!Inspector::reads_state) {
+      uint64_t left = kmax_wire_bytes;
+      if constexpr (std::is_base_of_v<caf::binary_deserializer, Inspector>)
+        left = std::min<uint64_t>(left, f.remaining());
+      if (n > left) return caf::sec::end_of_stream;
+      x.s.resize(n);
+    }
+    return n ? f.apply_raw(n, x.s.data()) : typename Inspector::result_type{};
+  }
+}
+
+}  // namespace merak::actors

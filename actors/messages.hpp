@@ -331,22 +331,32 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
   std::vector<int64_t> shape;
   uint8_t type = 0;
-  std::vector<char> bytes;
+  actors::wire_bytes data;
   if (x.t) {
     shape = x.t->shape();
     type = uint8_t(x.t->type());
     if (Inspector::reads_state)
-      bytes.assign(reinterpret_cast<const char*>(x.t->raw()),
-                   reinterpret_cast<const char*>(x.t->raw()) + x.t->bytes());
+      data.bytes.assign(reinterpret_cast<const char*>(x.t->raw()),
+                        reinterpret_cast<const char*>(x.t->raw()) + x.t->bytes());
   }
   auto load = caf::meta::load_callback([&]() -> caf::error {
+    // The shape and type must account for exactly the bytes that came,
+    // checked before the tensor is allocated.
+    if (type > uint8_t(model::dtype::i32)) return caf::sec::invalid_argument;
+    uint64_t n = 1;
+    for (int64_t d : shape) {
+      if (d < 0 || (d > 0 && n > actors::kmax_wire_bytes / uint64_t(d)))
+        return caf::sec::invalid_argument;
+      n *= uint64_t(d);
+    }
+    if (n * model::dtype_size(model::dtype(type)) != data.bytes.size())
+      return caf::sec::invalid_argument;
     auto t = std::make_shared<model::tensor>(shape, model::dtype(type));
-    if (bytes.size() != t->bytes()) return caf::sec::invalid_argument;
-    if (!bytes.empty()) std::memcpy(t->raw(), bytes.data(), bytes.size());
+    if (!data.bytes.empty()) std::memcpy(t->raw(), data.bytes.data(), data.bytes.size());
     x.t = std::move(t);
     return caf::none;
   });
-  return f(caf::meta::type_name("merak.tensor_ref"), shape, type, bytes, load);
+  return f(caf::meta::type_name("merak.tensor_ref"), shape, type, data, load);
 }
 
 template <class Inspector>
@@ -360,11 +370,11 @@ MERAK_INSPECT(step_start, x.step)
 MERAK_INSPECT(stage_tensor, x.kind, x.mb, x.value, x.x)
 MERAK_INSPECT(pump_next)
 MERAK_INSPECT(tp_command, x.op)
-MERAK_INSPECT(tied_gradient, x.name, x.from_stage, x.grad)
+MERAK_INSPECT(tied_gradient, actors::text_ref{x.name}, x.from_stage, x.grad)
 MERAK_INSPECT(bucket_reduced, x.bucket, x.sum, x.bytes_sent, x.union_rows, x.rel_error, x.slice)
 MERAK_INSPECT(apply_update, x.lr, x.clip)
-MERAK_INSPECT(save_shard, x.dir, x.meta)
-MERAK_INSPECT(restore_shard, x.dir)
+MERAK_INSPECT(save_shard, text_ref{x.dir}, x.meta)
+MERAK_INSPECT(restore_shard, text_ref{x.dir})
 MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage)
 MERAK_INSPECT(scheduler_wiring, x.stages, x.coordinator)
 MERAK_INSPECT(memory_report, x.memory)
@@ -376,8 +386,8 @@ MERAK_INSPECT(stage_applied, x.who, x.adamw)
 MERAK_INSPECT(eval_loss, x.seq, x.loss)
 MERAK_INSPECT(shard_saved, x.who, x.records, x.adam_t)
 MERAK_INSPECT(shard_restored, x.who)
-MERAK_INSPECT(plan_ready, x.summary)
-MERAK_INSPECT(job_failed, x.what)
+MERAK_INSPECT(plan_ready, text_ref{x.summary})
+MERAK_INSPECT(job_failed, text_ref{x.what})
 MERAK_INSPECT(join_job, x.rank, x.stages, x.reducers, x.home, x.watchdog)
 MERAK_INSPECT(step_done, x.result, x.bubble, x.comm)
 MERAK_INSPECT(validation_done, x.loss)
@@ -396,12 +406,12 @@ void add_message_types(caf::actor_system_config& cfg);
 
 // Payload types of other modules, inspected where they are declared.
 namespace merak {
-MERAK_INSPECT(trace_slice, x.name, x.start, x.end)
+MERAK_INSPECT(trace_slice, actors::text_ref{x.name}, x.start, x.end)
 }  // namespace merak
 
 namespace merak::model {
 MERAK_INSPECT(shard_spec, x.dim, x.parts, x.index, x.groups, x.full)
-MERAK_INSPECT(shard_record, x.file, x.name, x.spec, x.full)
+MERAK_INSPECT(shard_record, actors::text_ref{x.file}, actors::text_ref{x.name}, x.spec, x.full)
 MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens_per_s, x.forward_s,
               x.backward_s, x.optimizer_s)
 }  // namespace merak::model

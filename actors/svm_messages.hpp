@@ -52,17 +52,17 @@ struct svm_vector {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, svm_vector& x) {
-  std::vector<char> bytes;
+  wire_bytes w;
   if (Inspector::reads_state)
-    bytes.assign(reinterpret_cast<const char*>(x.v.data()),
-                 reinterpret_cast<const char*>(x.v.data() + x.v.size()));
+    w.bytes.assign(reinterpret_cast<const char*>(x.v.data()),
+                   reinterpret_cast<const char*>(x.v.data() + x.v.size()));
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (bytes.size() % sizeof(double) != 0) return caf::sec::invalid_argument;
-    x.v.resize(bytes.size() / sizeof(double));
-    if (!bytes.empty()) std::memcpy(x.v.data(), bytes.data(), bytes.size());
+    if (w.bytes.size() % sizeof(double) != 0) return caf::sec::invalid_argument;
+    x.v.resize(w.bytes.size() / sizeof(double));
+    if (!w.bytes.empty()) std::memcpy(x.v.data(), w.bytes.data(), w.bytes.size());
     return caf::none;
   });
-  return f(caf::meta::type_name("merak.svm_vector"), bytes, load);
+  return f(caf::meta::type_name("merak.svm_vector"), w, load);
 }
 
 // The worker a reply comes from, and what failed ("" when nothing did).
@@ -155,7 +155,7 @@ struct svm_refused {
 // The consensus side, as the rendezvous sees it.
 using svm_consensus_api = caf::typed_actor<caf::reacts_to<svm_joined>, caf::reacts_to<svm_refused>>;
 
-MERAK_INSPECT(svm_from, x.rank, x.error)
+MERAK_INSPECT(svm_from, x.rank, text_ref{x.error})
 MERAK_INSPECT(svm_local, x.zeta)
 MERAK_INSPECT(svm_dual, x.zeta)
 MERAK_INSPECT(svm_rho, x.factor)
@@ -173,9 +173,9 @@ MERAK_INSPECT(svm_setup_reply, x.from)
 MERAK_INSPECT(svm_select_reply, x.from, x.train_rows, x.test_rows)
 MERAK_INSPECT(svm_margins_reply, x.from, x.margins, x.labels)
 MERAK_INSPECT(svm_hello, x.rank, x.world, x.worker)
-MERAK_INSPECT(svm_verdict, x.why)
+MERAK_INSPECT(svm_verdict, text_ref{x.why})
 MERAK_INSPECT(svm_joined, x.rank, x.worker)
-MERAK_INSPECT(svm_refused, x.why)
+MERAK_INSPECT(svm_refused, text_ref{x.why})
 
 // Every message type above, for a system that talks to other processes.
 inline void add_svm_message_types(caf::actor_system_config& cfg) {
