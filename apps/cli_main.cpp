@@ -1,6 +1,7 @@
 #include "apps/cli_main.hpp"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include <malloc.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/log.hpp"
 
 namespace merak::apps {
@@ -32,6 +34,10 @@ int run_cli(int argc, char** argv, const command_entry* commands, int count) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
+  bool skip_checksum = false;
+  app.add_flag("--skip-checksum", skip_checksum,
+               "Load checkpoints and SVM models whose checksum is missing or wrong (every other "
+               "check still runs)");
   // Each sub-command registers its flags and returns what to run.
   std::vector<std::pair<const char*, action>> runs;
   for (int i = 0; i < count; ++i) runs.emplace_back(commands[i].name, commands[i].add(app));
@@ -48,6 +54,10 @@ int run_cli(int argc, char** argv, const command_entry* commands, int count) {
   }
   try {
     setup_logging(log_level);
+    if (skip_checksum) {
+      set_verify_checksums(false);
+      spdlog::warn("--skip-checksum: checkpoint and model checksums are not verified");
+    }
     for (auto& [name, run] : runs)
       if (app.got_subcommand(name)) return run();
   } catch (const merak::error& e) {

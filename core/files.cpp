@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 
 namespace merak {
@@ -92,6 +94,25 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   write_file_atomic(path, [&](int fd, const std::string& tmp) {
     write_all(fd, content.data(), content.size(), tmp);
   });
+}
+
+namespace {
+std::atomic<bool> verify_checksums_flag{true};
+}
+
+void set_verify_checksums(bool on) {
+  verify_checksums_flag = on;
+}
+bool verify_checksums() {
+  return verify_checksums_flag;
+}
+
+std::string crc_field(const std::string& text, size_t digits) {
+  MERAK_CHECK(digits + 8 <= text.size(), "checksum digits at {} of {}", digits, text.size());
+  uint32_t c = crc32c(text.data(), digits);
+  c = crc32c("00000000", 8, c);
+  c = crc32c(text.data() + digits + 8, text.size() - digits - 8, c);
+  return fmt::format("crc32c:{:08x}", c);
 }
 
 void fsync_directory(const std::string& dir) {

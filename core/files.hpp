@@ -27,4 +27,16 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // fsyncs a directory so that renames inside it are durable.
 void fsync_directory(const std::string& dir);
 
+// Whether readers verify the checksums of checkpoints and SVM model files
+// (default: yes). `merak --skip-checksum` turns it off for one run, to load
+// a file whose checksum is missing or damaged; every other check (sizes,
+// shapes, finite values) still runs. Process-wide; thread-safe.
+void set_verify_checksums(bool on);
+bool verify_checksums();
+
+// A file's checksum in merak's text form "crc32c:XXXXXXXX": CRC-32C over the
+// whole file with these 8 digits read as "00000000" (so the checksum can sit
+// inside what it covers). `digits` is where the 8 digits start in `text`.
+std::string crc_field(const std::string& text, size_t digits);
+
 }  // namespace merak

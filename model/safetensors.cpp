@@ -163,13 +163,16 @@ safetensors_file read_safetensors(const std::string& path) {
     }
   }
   // Every field is in range (sizes checked against the file before any
-  // allocation); now the checksum, then the values.
-  if (expected_crc.empty())
+  // allocation); now the checksum (unless --skip-checksum), then the values.
+  if (!verify_checksums()) {
+    // Skipped on request: the structural checks above and the values below
+    // still hold.
+  } else if (expected_crc.empty())
     fail(
         "'{}' has no {} checksum in its metadata: not written by merak, or its header was "
-        "edited",
+        "edited (--skip-checksum loads it anyway)",
         path, kCrcKey);
-  if (expected_crc.rfind(kCrcPrefix, 0) == 0) {
+  else if (expected_crc.rfind(kCrcPrefix, 0) == 0) {
     const size_t digits = checksum_digits(h);
     if (digits == std::string::npos || digits + 8 > h.size())
       fail("'{}': its checksum is not where merak writes it", path);
@@ -180,13 +183,17 @@ safetensors_file read_safetensors(const std::string& path) {
     whole = crc32c(data.data(), data.size(), whole);
     const auto actual = fmt::format("{}{:08x}", kCrcPrefix, whole);
     if (actual != expected_crc)
-      fail("'{}' is corrupted: checksum {} does not match the recorded {}", path, actual,
-           expected_crc);
+      fail(
+          "'{}' is corrupted: checksum {} does not match the recorded {} (--skip-checksum loads "
+          "it anyway)",
+          path, actual, expected_crc);
   } else {
     auto actual = fmt::format("{:08x}", crc32c(data.data(), data.size()));
     if (actual != expected_crc)
-      fail("'{}' is corrupted: checksum {} does not match the recorded {}", path, actual,
-           expected_crc);
+      fail(
+          "'{}' is corrupted: checksum {} does not match the recorded {} (--skip-checksum loads "
+          "it anyway)",
+          path, actual, expected_crc);
   }
   for (auto& [name, t] : out.tensors) {
     if (t.type() != dtype::f32) continue;

@@ -3,8 +3,9 @@
 //   8 bytes little-endian N | N bytes JSON header | raw tensor data
 // The header maps each tensor name to {"dtype", "shape", "data_offsets"}
 // (offsets relative to the data section) and may hold "__metadata__", a map
-// of strings. merak adds "merak.crc32c" to the metadata, the CRC-32C of the
-// data section, so truncation and corruption are detected on load. See
+// of strings. merak adds "merak.crc32c" to the metadata: the CRC-32C of the
+// whole file (length, header with these digits zeroed, data), so truncation,
+// corruption and header edits are detected on load. See
 // docs/checkpoint-format.md.
 
 #include <map>
@@ -31,8 +32,9 @@ void write_safetensors(const std::string& path,
 
 // Reads and validates a file. Throws merak::error naming the file and what is
 // wrong: missing, truncated, bad header JSON, a field of the wrong type, an
-// unknown dtype, offsets outside the data or inconsistent with the shape, or
-// a checksum mismatch.
+// unknown dtype, offsets outside the data or inconsistent with the shape, a
+// missing or mismatched checksum (unless verify_checksums() is off:
+// core/files.hpp), or a value that is not finite.
 safetensors_file read_safetensors(const std::string& path);
 
 }  // namespace merak::model

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,9 +14,48 @@
 namespace merak::svm {
 namespace {
 
-// The model file is crash-safe: a new temporary file, fsync'd, renamed.
-void write_atomically(const std::string& path, const std::string& text) {
+constexpr const char* kchecksum_line = "checksum crc32c:";       // text: the last line
+constexpr const char* kchecksum_key = "\"checksum\":\"crc32c:";  // JSON: a key
+
+// The model file is crash-safe (a new temporary file, fsync'd, renamed) and
+// carries its checksum: `text` holds the marker followed by 8 zero digits,
+// which are replaced by the CRC-32C of the whole file read with them zeroed.
+void write_atomically(const std::string& path, std::string text, const char* marker) {
+  const size_t at = text.rfind(marker);
+  MERAK_CHECK(at != std::string::npos, "model text without its checksum field");
+  const size_t digits = at + std::strlen(marker);
+  text.replace(digits - 7, 15, crc_field(text, digits));  // "crc32c:" + 8 digits
   write_file_atomic(path, text);
+}
+
+// Verifies the checksum of a model file's text (unless --skip-checksum) and
+// returns the text without the text format's checksum line.
+std::string verified(std::string text, const std::string& path) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return text;  // empty: said later
+  const bool json = text.find_first_not_of(" \t\r\n") != std::string::npos &&
+                    text[text.find_first_not_of(" \t\r\n")] == '{';
+  const char* marker = json ? kchecksum_key : kchecksum_line;
+  size_t at = text.rfind(marker);
+  if (!json && at != std::string::npos && at != 0 && text[at - 1] != '\n') at = std::string::npos;
+  const size_t digits = at == std::string::npos ? at : at + std::strlen(marker);
+  if (verify_checksums()) {
+    if (at == std::string::npos)
+      fail(
+          "model file '{}' has no checksum (not written by merak, or written by an older "
+          "version); --skip-checksum loads it anyway",
+          path);
+    if (digits + 8 > text.size() || text.find(marker) != at)
+      fail("model file '{}': its checksum is not where merak writes it", path);
+    const std::string want = "crc32c:" + text.substr(digits, 8);
+    const std::string got = crc_field(text, digits);
+    if (got != want)
+      fail(
+          "model file '{}' is corrupted: checksum {} does not match the recorded {} "
+          "(--skip-checksum loads it anyway)",
+          path, got, want);
+  }
+  if (!json && at != std::string::npos) text.resize(at);
+  return text;
 }
 
 std::string slurp(const std::string& path) {
@@ -150,7 +190,8 @@ void write_model_text(const linear_model& m, const std::string& path) {
   s += fmt::format("objective {:.17g}\niterations {}\nw\n", m.objective, m.iterations);
   for (int64_t j = 0; j < m.w.size(); ++j) s += fmt::format("{:.17g}\n", m.w[j]);
   s += fmt::format("{:.17g}\n", m.b);
-  write_atomically(path, s);
+  s += std::string(kchecksum_line) + "00000000\n";
+  write_atomically(path, s, kchecksum_line);
 }
 
 void write_model_json(const linear_model& m, const std::string& path) {
@@ -163,8 +204,9 @@ void write_model_json(const linear_model& m, const std::string& path) {
                    {"objective", m.objective},
                    {"iterations", m.iterations},
                    {"nnz", m.nnz()},
-                   {"weights", std::vector<double>(m.w.data(), m.w.data() + m.w.size())}};
-  write_atomically(path, j.dump() + "\n");
+                   {"weights", std::vector<double>(m.w.data(), m.w.data() + m.w.size())},
+                   {"checksum", "crc32c:00000000"}};
+  write_atomically(path, j.dump() + "\n", kchecksum_key);
 }
 
 void write_model(const linear_model& m, const std::string& path) {
@@ -175,7 +217,7 @@ void write_model(const linear_model& m, const std::string& path) {
 }
 
 linear_model read_model(const std::string& path) {
-  std::string text = slurp(path);
+  std::string text = verified(slurp(path), path);
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) fail("model file '{}' is empty", path);
   linear_model m = text[first] == '{' ? parse_json_model(text, path) : parse_text_model(text, path);

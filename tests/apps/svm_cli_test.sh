@@ -99,8 +99,17 @@ PY
     expect_error "--lla-steps must not be negative" bench svm --n 50 --p 20 --penalty lsp --lla-steps -1 ;;
   bad_model)
     printf 'nr_feature 8\nbias 1\nw\n1\n' >"$work/short.model"
-    expect_error "error: model file '$work/short.model': 1 weights after 'w', expected 9" \
+    expect_error "error: model file '$work/short.model' has no checksum .*--skip-checksum loads it anyway" \
       svm predict --model "$work/short.model" --data "$work/train.libsvm"
+    expect_error "error: model file '$work/short.model': 1 weights after 'w', expected 9" \
+      --skip-checksum svm predict --model "$work/short.model" --data "$work/train.libsvm"
+    # A model whose bytes changed after it was written.
+    "$merak" svm train --data "$work/train.libsvm" --penalty l1 --model "$work/m.model" >/dev/null
+    sed -i '0,/^w$/s/^lambda .*/lambda 0.5/' "$work/m.model"
+    expect_error "error: model file '$work/m.model' is corrupted: checksum crc32c:[0-9a-f]{8} does not match the recorded" \
+      svm predict --model "$work/m.model" --data "$work/train.libsvm"
+    "$merak" --skip-checksum svm predict --model "$work/m.model" --data "$work/train.libsvm" >/dev/null 2>"$work/skip.err"
+    grep -q "checksums are not verified" "$work/skip.err" || { echo "FAIL: no warning: $(cat "$work/skip.err")"; exit 1; }
     expect_error "error: cannot open model file" svm predict --model "$work/none.model" --data "$work/train.libsvm" ;;
   *)
     echo "unknown case $case_name"

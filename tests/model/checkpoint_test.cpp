@@ -7,6 +7,7 @@
 
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "model/checkpoint.hpp"
 #include "model/safetensors.hpp"
 #include "tests/model/test_util.hpp"
@@ -137,7 +138,16 @@ TEST_CASE("the checksum covers the header, and a file without one is refused", "
   std::string no_crc(8, '\0');
   no_crc[0] = char(plain.size());
   write_bytes(path, no_crc + plain + std::string(4, '\0'));
-  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("has no merak.crc32c checksum"));
+  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("has no merak.crc32c checksum") &&
+                                                Catch::Contains("--skip-checksum"));
+  // --skip-checksum loads both; the other checks still run.
+  merak::set_verify_checksums(false);
+  CHECK(read_safetensors(path).tensors.at("a").f32()[0] == 0.0f);
+  write_bytes(path, bad);
+  CHECK(read_safetensors(path).metadata.at("note") == "hjllo");
+  write_bytes(path, no_crc + plain + std::string(3, '\0'));
+  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("x.safetensors"));
+  merak::set_verify_checksums(true);
   // A hand-made file with a valid checksum still has its fields checked.
   write_bytes(path, hand_made("\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}",
                               std::string(4, '\0')));

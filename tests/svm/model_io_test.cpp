@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "svm/linear_model.hpp"
 
 using namespace merak::svm;
@@ -21,6 +22,13 @@ linear_model sample_model() {
   m.iterations = 77;
   return m;
 }
+
+// Hand-written files carry no checksum: their parse errors are tested with
+// verification off.
+struct checksums_off {
+  checksums_off() { merak::set_verify_checksums(false); }
+  ~checksums_off() { merak::set_verify_checksums(true); }
+};
 
 std::string temp(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("merak_svm_model_" + name)).string();
@@ -48,6 +56,7 @@ TEST_CASE("models round-trip exactly through text and JSON", "[svm][io]") {
 }
 
 TEST_CASE("broken model files are refused with the file and line named", "[svm][io]") {
+  checksums_off off;
   auto write = [](const std::string& name, const std::string& text) {
     std::ofstream(temp(name)) << text;
     return temp(name);
@@ -96,4 +105,44 @@ TEST_CASE("a model is written through a new temporary file, never through a plan
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
   std::filesystem::remove(target);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a model file's checksum covers every byte and is required", "[svm][io]") {
+  for (const char* name : {"sum.txt", "sum.json"}) {
+    INFO(name);
+    const auto path = temp(name);
+    write_model(sample_model(), path);
+    std::string text;
+    {
+      std::ifstream in(path);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    CHECK(text.find("crc32c:00000000") == std::string::npos);
+    // One weight's digit changed: still a valid model, caught by the checksum.
+    std::string edited = text;
+    const size_t at = edited.find("0.125");
+    REQUIRE(at != std::string::npos);
+    edited[at + 4] = '6';
+    { std::ofstream(path) << edited; }
+    CHECK_THROWS_WITH(read_model(path), Catch::Contains(path) && Catch::Contains("is corrupted") &&
+                                            Catch::Contains("--skip-checksum"));
+    {
+      checksums_off off;
+      CHECK(read_model(path).w[1] == 0.126);
+    }
+    // Without its checksum: refused, naming the way out.
+    std::string bare = text;
+    const bool json = std::string(name).ends_with(".json");
+    if (json) {
+      const size_t k = bare.find(",\"checksum\"");
+      bare.erase(k, bare.find('"', bare.find("crc32c:")) + 1 - k);
+    } else {
+      bare.erase(bare.rfind("checksum "));
+    }
+    { std::ofstream(path) << bare; }
+    CHECK_THROWS_WITH(read_model(path), Catch::Contains("has no checksum"));
+    checksums_off off;
+    CHECK(read_model(path).w == sample_model().w);
+    std::filesystem::remove(path);
+  }
 }
