@@ -186,7 +186,8 @@ struct bucket_reduced {
 // coordinator -> stage: take the optimizer step.
 struct apply_update {
   float lr = 0;
-  float clip = 1;  // the global-norm clip factor
+  float clip = 1;     // the global-norm clip factor
+  bool skip = false;  // a skipped step: drop the gradients, keep weights and moments
 };
 
 // coordinator -> stage of replica 0: write this shard into the checkpoint
@@ -372,7 +373,7 @@ MERAK_INSPECT(pump_next)
 MERAK_INSPECT(tp_command, x.op)
 MERAK_INSPECT(tied_gradient, actors::text_ref{x.name}, x.from_stage, x.grad)
 MERAK_INSPECT(bucket_reduced, x.bucket, x.sum, x.bytes_sent, x.union_rows, x.rel_error, x.slice)
-MERAK_INSPECT(apply_update, x.lr, x.clip)
+MERAK_INSPECT(apply_update, x.lr, x.clip, x.skip)
 MERAK_INSPECT(save_shard, text_ref{x.dir}, x.meta)
 MERAK_INSPECT(restore_shard, text_ref{x.dir})
 MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage)
@@ -413,7 +414,7 @@ namespace merak::model {
 MERAK_INSPECT(shard_spec, x.dim, x.parts, x.index, x.groups, x.full)
 MERAK_INSPECT(shard_record, actors::text_ref{x.file}, actors::text_ref{x.name}, x.spec, x.full)
 MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens_per_s, x.forward_s,
-              x.backward_s, x.optimizer_s)
+              x.backward_s, x.optimizer_s, x.skipped)
 }  // namespace merak::model
 
 namespace merak::partition {

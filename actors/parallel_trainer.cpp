@@ -399,9 +399,10 @@ model::step_result parallel_trainer::impl::train_step() {
   norm = std::sqrt(norm);
   const float clip = model::clip_factor(norm, opts.grad_clip);
   float lr = schedule.at(step);
+  const bool skip = model::skip_update(opts, loss_sum / double(D * M), norm);
   for (auto& rep : stages)
     for (auto& st : rep)
-      for (auto& a : st) (*self)->send(a, apply_update{lr, clip});
+      for (auto& a : st) (*self)->send(a, apply_update{lr, clip, skip});
   for (int applied = 0; applied < D * P * TP;)
     await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, D * P * TP,
                       step + 1),
@@ -418,6 +419,7 @@ model::step_result parallel_trainer::impl::train_step() {
   res.loss = loss_sum / double(D * M);
   res.lr = lr;
   res.grad_norm = norm;
+  res.skipped = skip;
   res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
   for (auto& f : followers) (*self)->send(f, step_done{res, bubble, comm});

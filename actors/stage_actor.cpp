@@ -664,7 +664,10 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
           auto& st = self->state;
           core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
           double t0 = trace_now();
-          st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
+          if (u.skip)
+            st.store->zero_grads();
+          else
+            st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
           self->send(st.coordinator, stage_applied{coord(st), {"adamw", t0, trace_now()}});
           st.in_step = false;  // the next step waits on the whole run's coordinator
         });

@@ -163,17 +163,33 @@ int train_loop(train_flags& f, model::training_job& tr) {
                          f.opts.load.empty() ? int64_t(-1) : int64_t(tr.step()));
   const bool tty = lead && ::isatty(STDERR_FILENO);
   const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
+  constexpr int kmax_skipped_in_a_row = 10;
+  int skipped_in_a_row = 0;
   while (!tr.done()) {
     auto r = tr.train_step();
-    // Stop before a diverged step reaches the metrics or a checkpoint.
-    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+    // Stop before a diverged step reaches the metrics or a checkpoint, or
+    // (--skip-nonfinite) note the step that left the weights as they were.
+    const bool finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
+    if (!finite && !r.skipped)
       fail(
           "step {}: the loss is {} and the gradient norm {}; training diverged (try a lower --lr "
-          "or --grad-clip); nothing of this step was saved",
+          "or --grad-clip, or --skip-nonfinite); nothing of this step was saved",
           r.step, r.loss, r.grad_norm);
-    nlohmann::json line{{"step", r.step},     {"loss", r.loss},
+    skipped_in_a_row = r.skipped ? skipped_in_a_row + 1 : 0;
+    if (r.skipped && lead)
+      spdlog::warn("step {}: the loss is {} and the gradient norm {}: skipped (weights unchanged)",
+                   r.step, r.loss, r.grad_norm);
+    if (skipped_in_a_row >= kmax_skipped_in_a_row)
+      fail(
+          "steps {}-{} were all skipped (a non-finite loss or gradient norm {} times in a row): "
+          "training diverged (try a lower --lr or --grad-clip)",
+          r.step - kmax_skipped_in_a_row + 1, r.step, kmax_skipped_in_a_row);
+    // JSON has no NaN: a skipped step's values are written as null.
+    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+    nlohmann::json line{{"step", r.step},     {"loss", number(r.loss)},
                         {"lr", r.lr},         {"tokens_per_s", r.tokens_per_s},
-                        {"step_s", r.step_s}, {"grad_norm", r.grad_norm}};
+                        {"step_s", r.step_s}, {"grad_norm", number(r.grad_norm)}};
+    if (r.skipped) line["skipped"] = true;
     for (auto& [name, value] : tr.step_metrics()) {
       if (std::isfinite(value) && value == std::trunc(value) && std::abs(value) < 0x1p53)
         line[name] = int64_t(value);  // counts stay integers in the JSON
@@ -280,6 +296,9 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
   c->add_option("--grad-clip", o.grad_clip, "Global gradient-norm clip (0: off)")
       ->capture_default_str();
+  c->add_flag("--skip-nonfinite", o.skip_nonfinite,
+              "A step with a non-finite loss or gradient norm leaves the weights and optimizer "
+              "as they were and the run goes on (10 in a row end it); default: the run stops");
   c->add_option("--seed", o.seed, "Random seed (initialisation and data order)")
       ->capture_default_str();
   c->add_option("--val-fraction", o.val_fraction, "Share of the file held out for validation")

@@ -132,6 +132,10 @@ std::map<std::string, std::string> trainer::metadata() const {
   return checkpoint_metadata(opts_, step_, corpus_.name());
 }
 
+bool skip_update(const train_options& opts, double loss, double grad_norm) {
+  return opts.skip_nonfinite && !(std::isfinite(loss) && std::isfinite(grad_norm));
+}
+
 step_result trainer::train_step() {
   MERAK_CHECK(!done(), "train_step past --steps");
   using clock = std::chrono::steady_clock;
@@ -152,7 +156,8 @@ step_result trainer::train_step() {
   auto t3 = clock::now();
   r.grad_norm = global_grad_norm(store_.all());
   r.lr = schedule_.at(step_);
-  opt_->step(r.lr, clip_factor(r.grad_norm, opts_.grad_clip), false);
+  r.skipped = skip_update(opts_, r.loss, r.grad_norm);
+  if (!r.skipped) opt_->step(r.lr, clip_factor(r.grad_norm, opts_.grad_clip), false);
   ++step_;
   r.step = step_;
   auto t4 = clock::now();

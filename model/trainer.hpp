@@ -32,6 +32,10 @@ struct train_options {
   int64_t warmup = -1;                  // warm-up steps; < 0 means steps / 20
   float weight_decay = 0.1f;
   float grad_clip = 1.0f;  // global norm; 0 disables
+  // A step whose loss or gradient norm is not finite leaves the weights and
+  // the optimizer state as they were (Megatron's skipped iteration) instead
+  // of ending the run; the data stream and the step count move on.
+  bool skip_nonfinite = false;
   uint64_t seed = 1337;
   double val_fraction = 0.1;
   int eval_batches = 4;       // validation batches per evaluation
@@ -53,7 +57,12 @@ struct step_result {
   double step_s = 0;
   double tokens_per_s = 0;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // parts of step_s
+  bool skipped = false;  // not applied (skip_nonfinite and a non-finite loss or norm)
 };
+
+// Whether a step's update is skipped: skip_nonfinite is on and its loss or
+// gradient norm is not finite.
+bool skip_update(const train_options& opts, double loss, double grad_norm);
 
 // Loads the checkpoint `opts.load` into `store` and `opt` (checking that it
 // holds this model) and returns its step; a checkpoint trained with another

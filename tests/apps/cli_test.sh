@@ -38,6 +38,46 @@ case "$case_name" in
     cp "$merak" "$work/merak"
     merak=$work/merak expect_error "cannot run $work/merak-full" plan --help
     echo "ok: merak runs svm, merak-full the rest" ;;
+  skip_nonfinite)
+    # --skip-nonfinite: a step whose loss or gradient norm is not finite
+    # leaves weights and optimizer state as they were (its checkpoint holds
+    # the same bytes as the step before), the metrics mark it, and the run
+    # goes on; on one device and as pp 2 on actors. Ten in a row end it.
+    for layout in "" "--pp 2 --micro-batches 2"; do
+      rm -rf "$work/skip" "$work/skip.jsonl"
+      # lr 1e30: step 1's update makes every later loss non-finite.
+      "$merak" train --data "$work/text.txt" "${tiny[@]}" $layout --steps 4 --lr 1e30 --warmup 0 \
+        --skip-nonfinite --save "$work/skip" --save-interval 1 --metrics "$work/skip.jsonl" 2>"$work/skip.err"
+      grep -q "step 2: the loss is .* skipped (weights unchanged)" "$work/skip.err" ||
+        { echo "FAIL ($layout): no warning for step 2:"; cat "$work/skip.err"; exit 1; }
+      python3 - "$work/skip" "$work/skip.jsonl" "$layout" <<'PY'
+import json, os, sys
+run, metrics, layout = sys.argv[1:4]
+def data_sections(step):
+    d = os.path.join(run, f"step_{step:08d}")
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in sorted(files):
+            if f.endswith(".safetensors"):
+                b = open(os.path.join(root, f), "rb").read()
+                n = int.from_bytes(b[:8], "little")
+                out[os.path.relpath(os.path.join(root, f), d)] = b[8 + n:]
+    assert out, (d, "no safetensors files")
+    return out
+one = data_sections(1)
+for step in (2, 3, 4):
+    assert data_sections(step) == one, f"{layout}: step {step} changed the weights or moments"
+lines = [json.loads(l) for l in open(metrics)]
+assert [l.get("skipped", False) for l in lines] == [False, True, True, True], lines
+assert lines[0]["loss"] is not None and lines[1]["loss"] is None, lines
+print(f"ok ({layout or 'one device'}): steps 2-4 skipped, checkpoints equal step 1's")
+PY
+    done
+    # Without the flag the first such step ends the run; ten in a row end it with the flag.
+    expect_error "error: step 2: the loss is .*training diverged" \
+      train --data "$work/text.txt" "${tiny[@]}" --steps 4 --lr 1e30 --warmup 0
+    expect_error "error: steps 2-11 were all skipped \(a non-finite loss or gradient norm 10 times in a row\)" \
+      train --data "$work/text.txt" "${tiny[@]}" --steps 20 --lr 1e30 --warmup 0 --skip-nonfinite ;;
   bad_numbers)
     # Every numeric flag is checked before anything runs: a layout that is
     # not one (it used to fall back to one device), non-finite rates, a
