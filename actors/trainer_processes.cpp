@@ -87,6 +87,7 @@ void parallel_trainer::impl::make_channel() {
   // every segment waits for both channel threads to be scheduled together.
   uo.cma_min_bytes = size_t{64} << 10;
   std::shared_ptr<comm::transport> data = comm::make_ucx_transport(par.processes, uo);
+  spdlog::debug("process {}: tensor channel over UCX ({})", me, comm::ucx_setting_of(*data));
   group_links.push_back(data);  // cancelled with the others when the job fails
   auto to = deliveries;
   auto home = caf::actor_cast<failure_api>(*self);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -162,6 +163,20 @@ unique_fd connect_tcp(const sockaddr_in& a, net_clock::time_point deadline, cons
            std::chrono::ceil<std::chrono::milliseconds>(deadline - start).count(), last);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+std::string interface_of(const std::string& addr) {
+  in_addr want{};
+  if (::inet_pton(AF_INET, addr.c_str(), &want) != 1) return {};
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return {};
+  std::string name;
+  for (ifaddrs* i = all; i && name.empty(); i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+        reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == want.s_addr)
+      name = i->ifa_name;
+  ::freeifaddrs(all);
+  return name;
 }
 
 void set_nodelay(int fd) {

@@ -83,6 +83,10 @@ unique_fd connect_tcp(const sockaddr_in& a, net_clock::time_point deadline, cons
 
 void set_nodelay(int fd);
 
+// The name of the network interface that holds the IPv4 address `addr`
+// ("eth0"; "lo" for 127.0.0.1), or "" when no interface of this host does.
+std::string interface_of(const std::string& addr);
+
 // True when the peer's end of `fd` is closed (EOF or reset), without
 // consuming data.
 bool peer_closed(int fd);

@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "comm/socket_io.hpp"
 #include "core/error.hpp"
 
 namespace merak::comm {
@@ -478,6 +480,13 @@ host_entry decode_host_entry(const std::string& s) {
 
 // This host and boot (hostname and the kernel's boot id): ranks with equal
 // identities share memory.
+// Whether this host has RDMA devices (InfiniBand, RoCE) for UCX.
+bool has_rdma_devices() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+
 std::string host_identity() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
@@ -538,12 +547,13 @@ class ucx_transport final : public transport {
     std::string rndv_thresh;
     const bool negotiate = (!tls || !*tls) && o.error_mode != ucx_error_mode::peer;
     agree_on_negotiation(b, negotiate, tls ? tls : "", o.error_mode);
+    bool one_host = false;
     if (negotiate) {
       std::vector<host_entry> ids;
       std::unique_ptr<cma_hold> hold = o.cma ? hold_cma_if_usable() : nullptr;
       for (const auto& s : b.allgather(encode_host_entry(host_identity(), hold != nullptr)))
         ids.push_back(decode_host_entry(s));
-      const bool one_host =
+      one_host =
           std::all_of(ids.begin(), ids.end(), [&](auto& e) { return e.host == ids.front().host; });
       bool cma = std::all_of(ids.begin(), ids.end(), [](auto& e) { return e.cma; });
       if (one_host && cma) {
@@ -568,6 +578,19 @@ class ucx_transport final : public transport {
       check(ucp_config_modify(config.get(), "TLS", chosen.c_str()),
             ("ucp_config_modify TLS=" + chosen).c_str(), rank);
     setting_ = chosen.empty() ? ucx_tls_setting() : chosen;
+    // Between hosts over TCP, UCX opens listeners on every interface it
+    // finds: keep it to the job's network, the interface this process
+    // reaches rank 0 by (UCX_NET_DEVICES overrides; hosts with RDMA devices
+    // are left to UCX, whose devices there are not interfaces).
+    if (size_t(s_->size) > 1 && !one_host && !std::getenv("UCX_NET_DEVICES") &&
+        !has_rdma_devices()) {
+      const std::string dev = interface_of(b.local_address());
+      if (!dev.empty() && dev != "lo") {
+        check(ucp_config_modify(config.get(), "NET_DEVICES", dev.c_str()),
+              ("ucp_config_modify NET_DEVICES=" + dev).c_str(), rank);
+        setting_ += ";net=" + dev;
+      }
+    }
     if (!rndv_thresh.empty()) setting_ += ";rndv>=" + rndv_thresh;
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

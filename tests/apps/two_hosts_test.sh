@@ -57,7 +57,10 @@ host() {
 host "$ns_b" host-b "${node[@]}" --first-rank 2 train "${model[@]}" 2>"$work/b.err" &
 b=$!
 host "$ns_a" host-a "${node[@]}" --first-rank 0 train "${model[@]}" --metrics "$work/mp.jsonl" \
-  2>"$work/a.err" || { echo "FAIL: host a"; cat "$work/a.err" "$work/b.err"; exit 1; }
+  --log-level debug 2>"$work/a.err" || { echo "FAIL: host a"; cat "$work/a.err" "$work/b.err"; exit 1; }
+# UCX keeps to the job's interface (the veth pair), not every interface.
+grep -q "tensor channel over UCX (tcp,self;net=va$$)" "$work/a.err" ||
+  { echo "FAIL: UCX not restricted to va$$:"; grep "tensor channel" "$work/a.err"; exit 1; }
 wait "$b" || { echo "FAIL: host b"; cat "$work/b.err"; exit 1; }
 grep "processes (placement" "$work/a.err" | sed 's/.*\] //'
 grep -q "4 processes (placement 0,1,2,3)" "$work/a.err" || { cat "$work/a.err"; exit 1; }

@@ -111,3 +111,9 @@ TEST_CASE("closing one end of a relayed connection closes the other", "[comm][ga
   REQUIRE(wait_fd(c.get(), POLLIN, net_clock::now() + 3s));
   CHECK(::recv(c.get(), &b, 1, 0) == 0);
 }
+
+TEST_CASE("the interface that holds an address is found by name", "[comm][gate]") {
+  CHECK(interface_of("127.0.0.1") == "lo");
+  CHECK(interface_of("192.0.2.99") == "");  // TEST-NET-1: no interface here
+  CHECK(interface_of("not an address") == "");
+}
