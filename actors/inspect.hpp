@@ -31,11 +31,13 @@ struct wire_bytes {
 
 constexpr uint64_t kmax_wire_bytes = uint64_t{1} << 34;  // 16 GiB: any one message
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, wire_bytes& x) {
-  uint64_t n = x.bytes.size();
+// The u64 length and raw bytes of a contiguous byte container, the length
+// checked before the container grows; to_string shows the length only.
+template <class Inspector, class Bytes>
+typename Inspector::result_type inspect_byte_block(Inspector& f, Bytes& b) {
+  uint64_t n = b.size();
   if constexpr (std::is_void_v<typename Inspector::result_type>) {
-    f(n);  // to_string: the byte count
+    f(n);
     return;
   } else {
     if (auto err = f(n)) return err;
@@ -44,10 +46,15 @@ typename Inspector::result_type inspect(Inspector& f, wire_bytes& x) {
       if constexpr (std::is_base_of_v<caf::binary_deserializer, Inspector>)
         left = std::min<uint64_t>(left, f.remaining());
       if (n > left) return caf::sec::end_of_stream;
-      x.bytes.resize(n);
+      b.resize(n);
     }
-    return n ? f.apply_raw(n, x.bytes.data()) : typename Inspector::result_type{};
+    return n ? f.apply_raw(n, b.data()) : typename Inspector::result_type{};
   }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, wire_bytes& x) {
+  return inspect_byte_block(f, x.bytes);
 }
 
 // A std::string field on the wire, bounded on load as wire_bytes is (CAF's
@@ -58,21 +65,7 @@ struct text_ref {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, text_ref& x) {
-  uint64_t n = x.s.size();
-  if constexpr (std::is_void_v<typename Inspector::result_type>) {
-    f(x.s);  // to_string: the text
-    return;
-  } else {
-    if (auto err = f(n)) return err;
-    if constexpr (!Inspector::reads_state) {
-      uint64_t left = kmax_wire_bytes;
-      if constexpr (std::is_base_of_v<caf::binary_deserializer, Inspector>)
-        left = std::min<uint64_t>(left, f.remaining());
-      if (n > left) return caf::sec::end_of_stream;
-      x.s.resize(n);
-    }
-    return n ? f.apply_raw(n, x.s.data()) : typename Inspector::result_type{};
-  }
+  return inspect_byte_block(f, x.s);
 }
 
 }  // namespace merak::actors
