@@ -1,10 +1,11 @@
 #include "apps/cli_main.hpp"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <malloc.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/version.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
@@ -27,6 +29,85 @@ void keep_large_blocks_in_heap() {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean 'X'?" for the nearest of `names` to `word` (an edit
+// distance of at most 2, or a third of the word), else "".
+std::string suggestion(const std::string& word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& n : names)
+    if (size_t d = edit_distance(word, n); d < best_d) best = n, best_d = d;
+  return best.empty() ? std::string() : fmt::format("; did you mean '{}'?", best);
+}
+
+// Walks the arguments as CLI11 will and names an unknown command or flag
+// with the nearest known one, before CLI11 reports what is missing (its
+// "--data is required" would hide the typo in "--dat").
+void check_names(CLI::App& app, const std::vector<std::string>& args) {
+  std::vector<CLI::App*> chain{&app};
+  std::string path = "merak";
+  bool value_next = false;  // the previous flag takes a value
+  for (const auto& t : args) {
+    if (t == "--") break;
+    CLI::App* cur = chain.back();
+    if (t.rfind("--", 0) == 0) {
+      const std::string name = t.substr(0, t.find('='));
+      if (name == "--config") {  // any sub-command's (expand_config_files)
+        value_next = t.find('=') == std::string::npos;
+        continue;
+      }
+      CLI::Option* opt = nullptr;
+      for (auto* a : chain)
+        if (!opt) opt = a->get_option_no_throw(name);
+      if (!opt) {
+        std::vector<std::string> known;
+        for (auto* a : chain)
+          for (auto* o : a->get_options())
+            for (const auto& l : o->get_lnames()) known.push_back("--" + l);
+        fail("unknown flag '{}' for '{}'{} (see {} --help)", name, path, suggestion(name, known),
+             path);
+      }
+      value_next = t.find('=') == std::string::npos && opt->get_expected_max() > 0;
+      continue;
+    }
+    const bool value = value_next || (t.size() > 1 && t[0] == '-');
+    value_next = false;
+    if (value) continue;
+    std::vector<std::string> subs;
+    CLI::App* next = nullptr;
+    for (auto* sub : cur->get_subcommands([](CLI::App*) { return true; })) {
+      subs.push_back(sub->get_name());
+      if (sub->check_name(t)) next = sub;
+    }
+    if (subs.empty()) continue;  // a positional argument
+    if (next) {
+      chain.push_back(next);
+      path += " " + t;
+    } else if (cur->get_require_subcommand_min() > 0) {
+      fail("unknown command '{}'{}{} (see {} --help)", t,
+           path == "merak" ? std::string() : " for '" + path + "'", suggestion(t, subs), path);
+    }
+  }
+}
+
+}  // namespace
+
 int run_cli(int argc, char** argv, const command_entry* commands, int count) {
   CLI::App app{"merak: an actor-model runtime for distributed machine learning"};
   app.require_subcommand(1);
@@ -41,8 +122,16 @@ int run_cli(int argc, char** argv, const command_entry* commands, int count) {
   // Each sub-command registers its flags and returns what to run.
   std::vector<std::pair<const char*, action>> runs;
   for (int i = 0; i < count; ++i) runs.emplace_back(commands[i].name, commands[i].add(app));
+  std::string version = version_text();
+  version.pop_back();  // CLI11 ends the line itself
+  app.set_version_flag("--version", version);
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.size() == 1 && args[0] == "version") {
+      std::fputs(version_text().c_str(), stdout);
+      return 0;
+    }
+    check_names(app, args);
     args = expand_config_files(app, std::move(args));
     std::reverse(args.begin(), args.end());  // CLI11 takes them last-first
     app.parse(args);

@@ -25,13 +25,12 @@ std::string full_program() {
   return path.substr(0, path.rfind('/')) + "/merak-full";
 }
 
-// The sub-command: argv[1], or the word after a leading --log-level.
+// The sub-command: the first word after the global flags (--log-level
+// LEVEL, --skip-checksum, ...).
 std::string sub_command(int argc, char** argv) {
   int i = 1;
-  if (i < argc && std::string(argv[i]) == "--log-level")
-    i += 2;
-  else if (i < argc && std::string(argv[i]).rfind("--log-level=", 0) == 0)
-    i += 1;
+  while (i < argc && std::string(argv[i]).rfind("--", 0) == 0)
+    i += std::string(argv[i]) == "--log-level" ? 2 : 1;
   return i < argc ? argv[i] : "";
 }
 

@@ -127,7 +127,26 @@ PY
     : >"$work/empty.txt"
     expect_error "error: data file '$work/empty.txt' is empty" train --data "$work/empty.txt" "${tiny[@]}" --steps 1 ;;
   unknown_flag)
-    expect_error "--bogus" train --data "$work/text.txt" --bogus 3 ;;
+    # Unknown commands and flags are named with the nearest known one, before
+    # anything is reported missing (--dat used to give "--data is required").
+    expect_error "error: unknown flag '--bogus' for 'merak train' \(see merak train --help\)" \
+      train --data "$work/text.txt" --bogus 3
+    expect_error "error: unknown flag '--dat' for 'merak train'; did you mean '--data'\?" train --dat x
+    expect_error "error: unknown flag '--layer' for 'merak train'; did you mean '--layers'\?" \
+      train --data "$work/text.txt" --layer 2
+    expect_error "error: unknown command 'trian'; did you mean 'train'\?" trian --data x
+    expect_error "error: unknown command 'tran' for 'merak svm'; did you mean 'train'\?" svm tran
+    expect_error "error: unknown flag '--dta' for 'merak svm train'; did you mean '--data'\?" \
+      svm train --dta x
+    # A flag's value that looks like a command is not one; --config is every command's.
+    "$merak" bench --help >/dev/null
+    # merak --version: version, commit, build type, the libraries built with.
+    "$merak" --version >"$work/version"
+    grep -Eq "^merak [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]+(-dirty)?|unknown, [A-Za-z]+ build" "$work/version" &&
+      grep -Eq "^built with: CAF 0\.17\.[0-9]+, UCX [0-9.]+|UCX none, oneDNN" "$work/version" ||
+      { echo "FAIL: merak --version printed:"; cat "$work/version"; exit 1; }
+    cmp -s <("$merak" version) "$work/version" || { echo "FAIL: merak version differs"; exit 1; }
+    echo "ok: $(head -n 1 "$work/version")" ;;
   heads_dim)
     expect_error "error: --heads \(4\) must divide --dim \(30\)" train --data "$work/text.txt" --dim 30 --heads 4 --steps 1 ;;
   seq_too_long)
