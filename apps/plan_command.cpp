@@ -28,12 +28,27 @@ struct plan_flags {
   bool json = false;
   int cores = 0;
   std::vector<std::string> schedules, recomputes;
+  int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size (needs --dp)
 };
 
 int run_plan(plan_flags& f) {
   if (f.model != "gpt") fail("--model must be gpt (got '{}')", f.model);
   f.req.model.validate();
   f.req.device = partition::find_device(f.device_type, f.device_file);
+  if (f.micro_batch_size != 0) {
+    const int64_t dp = f.req.dp, size = f.micro_batch_size;
+    if (size < 1) fail("--micro-batch-size must be at least 1 (got {})", size);
+    if (dp < 1)
+      fail(
+          "--micro-batch-size needs --dp: the planner searches dp, and the micro-batch count is "
+          "the batch / (dp x size)");
+    if (f.req.global_batch % (dp * size) != 0)
+      fail(
+          "--micro-batch-size {}: --global-batch-size {} is not a whole number of micro-batches "
+          "of {} per replica (dp {})",
+          size, f.req.global_batch, size, dp);
+    f.req.micro_batches = int(f.req.global_batch / (dp * size));
+  }
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
@@ -56,12 +71,13 @@ action add_plan_command(CLI::App& parent) {
   auto& m = f->req.model;
   m.max_seq = 1024;
   c->add_option("--model", f->model, "Model family (gpt)")->capture_default_str();
-  c->add_option("--layers", m.layers, "Transformer blocks (L)")->capture_default_str();
-  c->add_option("--dim", m.dim, "Channels (C)")->capture_default_str();
-  c->add_option("--heads", m.heads, "Attention heads (NH)")->capture_default_str();
-  c->add_option("--seq", m.max_seq, "Sequence length (T)")->capture_default_str();
+  c->add_option("--layers,--num-layers", m.layers, "Transformer blocks (L)")->capture_default_str();
+  c->add_option("--dim,--hidden-size", m.dim, "Channels (C)")->capture_default_str();
+  c->add_option("--heads,--num-attention-heads", m.heads, "Attention heads (NH)")
+      ->capture_default_str();
+  c->add_option("--seq,--seq-length", m.max_seq, "Sequence length (T)")->capture_default_str();
   c->add_option("--vocab", m.vocab, "Vocabulary (V)")->capture_default_str();
-  c->add_option("--global-batch-size", f->req.global_batch, "Sequences per step")
+  c->add_option("--global-batch-size,--batch", f->req.global_batch, "Sequences per step")
       ->capture_default_str();
   c->add_option("--devices", f->req.devices, "Devices (GPUs, or actor devices on this CPU)")
       ->capture_default_str();
@@ -79,9 +95,13 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--max-micro-batches", f->req.max_micro_batches, "Largest micro-batch count tried")
       ->capture_default_str();
   c->add_option("--dp", f->req.dp, "Fix dp (0: search)");
-  c->add_option("--tp", f->req.tp, "Fix tp (0: search)");
-  c->add_option("--pp", f->req.pp, "Fix pp (0: search)");
-  c->add_option("--micro-batches", f->req.micro_batches, "Fix the micro-batch count (0: search)");
+  c->add_option("--tp,--tensor-model-parallel-size", f->req.tp, "Fix tp (0: search)");
+  c->add_option("--pp,--pipeline-model-parallel-size", f->req.pp, "Fix pp (0: search)");
+  auto* micro_batches = c->add_option("--micro-batches", f->req.micro_batches,
+                                      "Fix the micro-batch count (0: search)");
+  c->add_option("--micro-batch-size", f->micro_batch_size,
+                "Sequences per micro-batch (Megatron's; needs --dp): fixes --micro-batches")
+      ->excludes(micro_batches);
   c->add_option("--schedule", f->schedules, "Only these schedules (gpipe, 1f1b, shifted)");
   c->add_option("--recompute", f->recomputes, "Only these: none, full, stage-aware");
   c->add_option("--tp-overlap", f->req.tp_overlap, "Fix the TP overlap level (-1: search)");

@@ -49,8 +49,22 @@ struct train_flags {
   std::string error_feedback = "off";
   std::string tokenizer = "bytes";
   bool untied_head = false;
-  bool dp_given = false;  // --dp on the command line (else derived from the processes)
+  bool dp_given = false;     // --dp on the command line (else derived from the processes)
+  int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size, a size, not a count
 };
+
+// --micro-batches from Megatron's --micro-batch-size: batch / (dp x size),
+// which must be a whole number.
+int micro_batches_of(const train_flags& f) {
+  const int size = f.micro_batch_size, dp = std::max(1, f.par.dp);
+  if (size < 1) fail("--micro-batch-size must be at least 1 (got {})", size);
+  if (f.opts.batch % (int64_t(dp) * size) != 0)
+    fail(
+        "--micro-batch-size {}: the batch {} is not a whole number of micro-batches of {} per "
+        "replica (dp {})",
+        size, f.opts.batch, size, dp);
+  return int(f.opts.batch / (int64_t(dp) * size));
+}
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
 class metrics_writer {
@@ -260,6 +274,7 @@ int run_train(train_flags& f) {
     fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   if (f.sparse_reducer != "none" && f.par.dp < 2)
     fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)", f.sparse_reducer);
+  if (f.micro_batch_size != 0) f.par.micro_batches = micro_batches_of(f);
   if (f.devices > 0) plan_devices(f);
   // A job of several processes runs on the actors whatever its layout
   // (parallel_options::validate then checks --dp against the processes).
@@ -282,19 +297,23 @@ action add_train_command(CLI::App& parent) {
   c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   c->add_option("--config", "TOML or JSON file with the same keys as these flags");
   c->add_option("--data", o.data, "Training text file (bytes are tokens)")->required();
-  c->add_option("--layers", o.model.layers, "Transformer blocks (L)")->capture_default_str();
-  c->add_option("--dim", o.model.dim, "Channels (C)")->capture_default_str();
-  c->add_option("--heads", o.model.heads, "Attention heads (NH)")->capture_default_str();
-  c->add_option("--seq", o.model.max_seq, "Sequence length (T)")->capture_default_str();
+  c->add_option("--layers,--num-layers", o.model.layers, "Transformer blocks (L)")
+      ->capture_default_str();
+  c->add_option("--dim,--hidden-size", o.model.dim, "Channels (C)")->capture_default_str();
+  c->add_option("--heads,--num-attention-heads", o.model.heads, "Attention heads (NH)")
+      ->capture_default_str();
+  c->add_option("--seq,--seq-length", o.model.max_seq, "Sequence length (T)")
+      ->capture_default_str();
   c->add_option("--vocab", o.model.vocab, "Vocabulary size (bytes: 256; words: the hash range)")
       ->capture_default_str();
-  c->add_option("--batch", o.batch, "Global batch size (B)")->capture_default_str();
-  c->add_option("--steps", o.steps, "Total optimizer steps")->capture_default_str();
+  c->add_option("--batch,--global-batch-size", o.batch, "Global batch size (B)")
+      ->capture_default_str();
+  c->add_option("--steps,--train-iters", o.steps, "Total optimizer steps")->capture_default_str();
   c->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
   c->add_option("--min-lr", o.min_lr, "Final learning rate (default lr/10)");
   c->add_option("--warmup", o.warmup, "Warm-up steps (default steps/20)");
   c->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
-  c->add_option("--grad-clip", o.grad_clip, "Global gradient-norm clip (0: off)")
+  c->add_option("--grad-clip,--clip-grad", o.grad_clip, "Global gradient-norm clip (0: off)")
       ->capture_default_str();
   c->add_flag("--skip-nonfinite", o.skip_nonfinite,
               "A step with a non-finite loss or gradient norm leaves the weights and optimizer "
@@ -322,7 +341,8 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--placement", f->par.placement,
                 "Process rank of each actor, TP rank fastest, then stage, then replica "
                 "(\"0,0,1,1\"); default: contiguous blocks in that order");
-  c->add_option("--pp", f->par.pp, "Pipeline stages (actors)")->capture_default_str();
+  c->add_option("--pp,--pipeline-model-parallel-size", f->par.pp, "Pipeline stages (actors)")
+      ->capture_default_str();
   c->add_option("--bucket-mb", f->bucket_mb,
                 "Data-parallel gradient bucket (MiB), reduced while backward goes on")
       ->capture_default_str();
@@ -348,13 +368,18 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--devices", f->devices,
                 "Plan dp/tp/pp, micro-batches, schedule and recomputation for N actor devices")
       ->capture_default_str();
-  c->add_option("--tp", f->par.tp, "Tensor-parallel shards per stage (actors)")
+  c->add_option("--tp,--tensor-model-parallel-size", f->par.tp,
+                "Tensor-parallel shards per stage (actors)")
       ->capture_default_str();
   c->add_option("--tp-overlap", f->par.tp_overlap,
                 "Sub-pipelined TP: 0 off, 1 two sub-micro-batches, 2 also across blocks")
       ->capture_default_str();
-  c->add_option("--micro-batches", f->par.micro_batches, "Micro-batches per replica and step")
-      ->capture_default_str();
+  auto* micro_batches =
+      c->add_option("--micro-batches", f->par.micro_batches, "Micro-batches per replica and step")
+          ->capture_default_str();
+  c->add_option("--micro-batch-size", f->micro_batch_size,
+                "Sequences per micro-batch (Megatron's): --micro-batches = batch / (dp x this)")
+      ->excludes(micro_batches);
   c->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b or shifted")
       ->capture_default_str();
   c->add_option("--recompute", f->recompute, "Recomputation: none, full or stage-aware")
