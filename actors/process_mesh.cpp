@@ -31,6 +31,13 @@ directory_api::behavior_type directory_actor(directory_api::pointer self, join_a
 struct mesh_gates {
   std::unique_ptr<comm::gate_server> gate;
   std::vector<std::unique_ptr<comm::gate_tunnel>> tunnels;
+  // One deadline for all: with a lent actor system whose connections stay
+  // open, the whole mesh closes within 2 s, not 2 s per link.
+  ~mesh_gates() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (auto& t : tunnels) t->shutdown(until);
+    if (gate) gate->shutdown(until);
+  }
 };
 
 struct address {
@@ -134,8 +141,8 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
     for (int r = 0; r < world; ++r)
       views[size_t(r)].addr = fmt::format("{} ({})", peers[size_t(r)].name, peers[size_t(r)].host);
     b.barrier();
-    sys.middleman().unpublish(directory, *port);
     mesh->gate->close_listener();
+    sys.middleman().unpublish(directory, *port);
   } catch (...) {
     stop_directory();
     throw;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "core/checksum.hpp"
 #include "core/error.hpp"
@@ -165,10 +166,14 @@ std::string auth_client::verdict(std::string_view v) const {
   return {};
 }
 
-void authenticate_client(int fd, const std::string& token, const std::string& purpose,
+bool authenticate_client(int fd, const std::string& token, const std::string& purpose,
                          const std::string& payload, net_clock::time_point deadline,
                          const std::string& self, const std::string& who) {
   auth_client c(token, purpose, payload);
+  // Closed before its verdict: the server dropped this connection (it was
+  // busy or out of descriptors); the caller may try again.
+  auto closed = [&] { return wait_fd(fd, POLLIN, deadline) && peer_closed(fd); };
+  if (closed()) return false;
   const std::string challenge = recv_frame(fd, kmax_auth_frame, deadline, self, who);
   std::string hello;
   try {
@@ -176,9 +181,29 @@ void authenticate_client(int fd, const std::string& token, const std::string& pu
   } catch (const error& e) {
     fail("{}: {}: {}", self, who, e.what());
   }
-  send_frame(fd, hello, deadline, self, who);
+  try {
+    send_frame(fd, hello, deadline, self, who);
+  } catch (const error&) {
+    if (peer_closed(fd)) return false;
+    throw;
+  }
+  if (closed()) return false;
   const std::string why = c.verdict(recv_frame(fd, kmax_auth_frame, deadline, self, who));
   if (!why.empty()) fail("{}: {} refused this process: {}", self, who, why);
+  return true;
+}
+
+unique_fd connect_authenticated(const sockaddr_in& a, const std::string& token,
+                                const std::string& purpose, const std::string& payload,
+                                net_clock::time_point deadline, const std::string& self,
+                                const std::string& who) {
+  for (;;) {
+    unique_fd c = connect_tcp(a, deadline, self, who);
+    if (authenticate_client(c.get(), token, purpose, payload, deadline, self, who)) return c;
+    if (net_clock::now() >= deadline)
+      fail("{}: {} closed every connection before its verdict", self, who);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 // One connection in the handshake: the challenge is sent, the hello is
@@ -202,12 +227,20 @@ auth_acceptor::auth_acceptor(int listen_fd, std::string token, std::string purpo
 auth_acceptor::~auth_acceptor() = default;
 
 void auth_acceptor::accept_new() {
-  for (;;) {
+  // When full, the rest wait in the kernel's listen queue: a pending peer is
+  // never pushed out for a newer one.
+  while (pending_.size() < max_pending_) {
     sockaddr_in a{};
     socklen_t len = sizeof a;
     unique_fd c(
         ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!c) return;  // EAGAIN, or an aborted connection: nothing more now
+    if (!c) {
+      // Out of file descriptors: the listener stays readable, so pause it
+      // rather than spin.
+      if (errno == EMFILE || errno == ENFILE)
+        listener_paused_until_ = net_clock::now() + std::chrono::milliseconds(100);
+      return;  // EAGAIN, or an aborted connection: nothing more now
+    }
     set_nodelay(c.get());
     pending p{std::move(c),
               auth_server(token_, purpose_),
@@ -222,10 +255,6 @@ void auth_acceptor::accept_new() {
         static_cast<ssize_t>(f.size())) {
       ++dropped_;
       continue;
-    }
-    if (pending_.size() >= max_pending_) {
-      pending_.erase(pending_.begin());
-      ++dropped_;
     }
     pending_.push_back(std::move(p));
   }
@@ -285,7 +314,9 @@ std::optional<auth_acceptor::admitted> auth_acceptor::next(net_clock::time_point
     if (now >= deadline) return std::nullopt;
     auto wake = deadline;
     for (auto& p : pending_) wake = std::min(wake, p.deadline);
-    fds.assign({{listen_fd_, POLLIN, 0}});
+    const bool listen = pending_.size() < max_pending_ && now >= listener_paused_until_;
+    if (!listen && pending_.size() < max_pending_) wake = std::min(wake, listener_paused_until_);
+    fds.assign({{listen_fd_, short(listen ? POLLIN : 0), 0}});
     if (stop_fd >= 0) fds.push_back({stop_fd, POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
     const int rc = ::poll(fds.data(), fds.size(), ms_left(wake));

@@ -17,6 +17,7 @@
 // rank, say), covered by both MACs. Every length is bounded before anything
 // is allocated; a hello is at most kmax_auth_frame bytes.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -78,17 +79,28 @@ class auth_client {
 };
 
 // The client's handshake on a connected socket, blocking until `deadline`.
-// Throws merak::error naming `self` and `who` when the server refuses this
-// client (with its reason), cannot prove the token, or times out.
-void authenticate_client(int fd, const std::string& token, const std::string& purpose,
+// True when admitted; false when the server closed the connection before its
+// verdict (busy: try again). Throws merak::error naming `self` and `who`
+// when the server refuses this client (with its reason), cannot prove the
+// token, or times out.
+bool authenticate_client(int fd, const std::string& token, const std::string& purpose,
                          const std::string& payload, net_clock::time_point deadline,
                          const std::string& self, const std::string& who);
 
+// Connects to `a` and runs the handshake, again while the server closes the
+// connection before its verdict, until `deadline`. The admitted socket
+// (non-blocking), or merak::error as connect_tcp and authenticate_client.
+unique_fd connect_authenticated(const sockaddr_in& a, const std::string& token,
+                                const std::string& purpose, const std::string& payload,
+                                net_clock::time_point deadline, const std::string& self,
+                                const std::string& who);
+
 // Accepts connections on a listening socket and runs the server side of the
 // handshake on all of them at once. Each connection has its own deadline
-// (`per_connection`) and at most `max_pending` wait at a time (a new one
-// pushes out the oldest), so silent or slow connections cannot hold up the
-// job's own. One thread at a time.
+// (`per_connection`), so silent or slow connections cannot hold up the
+// job's own. At most `max_pending` are in the handshake at a time; further
+// ones wait in the kernel's listen queue (none is pushed out). One thread
+// at a time.
 class auth_acceptor {
  public:
   auth_acceptor(int listen_fd, std::string token, std::string purpose,
@@ -110,7 +122,7 @@ class auth_acceptor {
                                int stop_fd = -1);
   // Connections dropped so far: refused, silent past their deadline, closed
   // or malformed.
-  size_t dropped() const { return dropped_; }
+  size_t dropped() const { return dropped_; }  // any thread
   // Called (on next()'s thread) for each connection refused with a verdict:
   // its address and the reason it was given.
   std::function<void(const std::string& peer, const std::string& reason)> on_refused;
@@ -125,7 +137,8 @@ class auth_acceptor {
   std::chrono::milliseconds per_connection_;
   size_t max_pending_;
   std::vector<pending> pending_;
-  size_t dropped_ = 0;
+  std::atomic<size_t> dropped_{0};
+  net_clock::time_point listener_paused_until_{};  // after EMFILE
 };
 
 }  // namespace merak::comm

@@ -150,7 +150,8 @@ class tcp_bootstrap final : public bootstrap {
           e.what());
     }
     peers_.resize(o_.world_size);
-    auth_acceptor acceptor(lst.get(), o_.token, kpurpose);
+    auth_acceptor acceptor(lst.get(), o_.token, kpurpose, std::chrono::milliseconds(5000),
+                           std::max<size_t>(64, 2 * size_t(o_.world_size)));
     int k = -1;
     auto decide = [&](const std::string& payload) { return check_claim(payload, k); };
     for (int joined = 1; joined < o_.world_size; ++joined) {
@@ -189,12 +190,13 @@ class tcp_bootstrap final : public bootstrap {
     const auto deadline = clock_type::now() + o_.timeout;
     sockaddr_in a = resolve_ipv4(o_.addr, o_.port, "MASTER_ADDR");
     try {
-      root_ = connect_tcp(a, deadline, self_, root_name());
+      root_ = connect_authenticated(a, o_.token, kpurpose, claim(o_.rank, o_.world_size), deadline,
+                                    self_, root_name());
     } catch (const error& e) {
-      fail("{}; check MASTER_ADDR and MASTER_PORT, and that rank 0 runs", e.what());
+      const std::string what = e.what();
+      if (what.find("not reachable") == std::string::npos) throw;
+      fail("{}; check MASTER_ADDR and MASTER_PORT, and that rank 0 runs", what);
     }
-    authenticate_client(root_.get(), o_.token, kpurpose, claim(o_.rank, o_.world_size), deadline,
-                        self_, root_name());
   }
 
   // Reads a frame, turning rank 0's notice into an error naming the rank.

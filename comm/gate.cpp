@@ -69,6 +69,12 @@ void relay(int a, int b, int stop_fd) {
     }
     if (::poll(fds, 3, -1) < 0 && errno != EINTR) return;
     if (fds[2].revents) return;
+    // An error, or a hang-up on a socket nothing is waited for on (its way
+    // already ended): poll would return at once forever.
+    for (int i = 0; i < 2; ++i)
+      if ((fds[i].revents & (POLLERR | POLLNVAL)) ||
+          ((fds[i].revents & POLLHUP) && fds[i].events == 0))
+        return;
   }
 }
 
@@ -94,37 +100,65 @@ struct gate_server::impl {
   std::unique_ptr<auth_acceptor> acceptor;
   std::thread accept_thread;
   mutable std::mutex mu;
-  std::vector<std::thread> relays;
+  struct relay_thread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<relay_thread> relays;
   std::vector<std::string> refusals;  // the last 16
-  std::atomic<size_t> admitted{0}, dropped{0};
+  std::string failure;                // why admission stopped, if it failed
+  std::atomic<size_t> admitted{0}, service_failures{0};
   std::atomic<int> active{0};  // relays still moving bytes
   int port = 0;
+  bool shut = false;
 
   void accept_loop() {
+    try {
+      admit();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mu);
+      failure = e.what();
+    }
+  }
+
+  void admit() {
     for (;;) {
       auto a = acceptor->next(
           net_clock::time_point::max(), [](const std::string&) { return ""; }, stop_accept.get());
-      dropped = acceptor->dropped();
       if (!a) return;
-      // The service is on this host: it answers at once or not at all.
+      // The service is on this host: one attempt, it answers at once or not
+      // at all (the other handshakes wait meanwhile).
       unique_fd service;
       try {
-        service = connect_tcp(resolve_ipv4("127.0.0.1", target_port, "service"),
-                              net_clock::now() + std::chrono::seconds(5), self,
-                              fmt::format("the local service on port {}", target_port));
+        service = connect_tcp(resolve_ipv4("127.0.0.1", target_port, "service"), net_clock::now(),
+                              self, fmt::format("the local service on port {}", target_port));
       } catch (const error&) {
-        ++dropped;
+        ++service_failures;
         continue;
       }
-      ::fcntl(service.get(), F_SETFL, O_NONBLOCK);
       ++admitted;
       std::lock_guard lock(mu);
-      // The thread owns both ends: when one closes, the other is closed too.
-      ++active;
-      relays.emplace_back([this, x = std::move(a->fd), y = std::move(service)] {
-        relay(x.get(), y.get(), stop.get());
-        --active;
+      // Finished relays are joined here, not only at the end.
+      std::erase_if(relays, [](relay_thread& r) {
+        if (!*r.done) return false;
+        r.thread.join();
+        return true;
       });
+      // The thread owns both ends: when one closes, the other is closed too.
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      relays.reserve(relays.size() + 1);
+      ++active;
+      try {
+        std::thread t([this, done, x = std::move(a->fd), y = std::move(service)] {
+          relay(x.get(), y.get(), stop.get());
+          --active;
+          *done = true;
+        });
+        relays.push_back({std::move(t), std::move(done)});
+      } catch (...) {
+        --active;
+        throw;
+      }
     }
   }
 };
@@ -147,15 +181,20 @@ gate_server::gate_server(const std::string& bind_host, int port, int target_port
 }
 
 gate_server::~gate_server() {
+  shutdown(net_clock::now() + std::chrono::seconds(2));
+}
+
+void gate_server::shutdown(net_clock::time_point linger_until) {
+  if (p_->shut) return;
+  p_->shut = true;
   close_listener();
-  // Relayed connections get a moment to end by themselves (both ends
-  // closing after their last messages), then are closed.
-  const auto until = net_clock::now() + std::chrono::seconds(2);
-  while (p_->active > 0 && net_clock::now() < until)
+  // Relayed connections get until `linger_until` to end by themselves (both
+  // ends closing after their last messages), then are closed.
+  while (p_->active > 0 && net_clock::now() < linger_until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   signal_fd(p_->stop.get());
-  if (p_->accept_thread.joinable()) p_->accept_thread.join();
-  for (auto& t : p_->relays) t.join();
+  for (auto& r : p_->relays) r.thread.join();
+  p_->relays.clear();
 }
 
 int gate_server::port() const {
@@ -172,7 +211,7 @@ size_t gate_server::admitted() const {
   return p_->admitted;
 }
 size_t gate_server::dropped() const {
-  return p_->dropped;
+  return p_->acceptor->dropped() + p_->service_failures;
 }
 std::vector<std::string> gate_server::refusals() const {
   std::lock_guard lock(p_->mu);
@@ -189,22 +228,26 @@ struct gate_tunnel::impl {
 gate_tunnel::gate_tunnel(const std::string& host, int port, std::string token, std::string purpose,
                          std::chrono::milliseconds timeout, std::string self, std::string who)
     : p_(std::make_unique<impl>()) {
-  const auto deadline = net_clock::now() + timeout;
-  p_->remote = connect_tcp(resolve_ipv4(host, port, "gate address"), deadline, self, who);
-  authenticate_client(p_->remote.get(), token, purpose, {}, deadline, self, who);
-  ::fcntl(p_->remote.get(), F_SETFL, O_NONBLOCK);
+  p_->remote = connect_authenticated(resolve_ipv4(host, port, "gate address"), token, purpose, {},
+                                     net_clock::now() + timeout, self, who);
   p_->listener = listen_tcp("127.0.0.1", 0, self);
   p_->local_port = bound_port(p_->listener.get());
-  p_->worker = std::thread([p = p_.get(), deadline] {
+  // The local client connects right after this constructor returns.
+  const auto accept_by = net_clock::now() + timeout;
+  p_->worker = std::thread([p = p_.get(), accept_by] {
     // One local connection (the CAF client's), then the listener closes.
     pollfd fds[2] = {{p->listener.get(), POLLIN, 0}, {p->stop.get(), POLLIN, 0}};
-    if (::poll(fds, 2, ms_left(deadline)) > 0 && !fds[1].revents) {
-      unique_fd local(::accept4(p->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      p->listener.reset();
-      if (local) {
-        set_nodelay(local.get());
-        relay(local.get(), p->remote.get(), p->stop.get());
-      }
+    int rc;
+    while ((rc = ::poll(fds, 2, ms_left(accept_by))) < 0 && errno == EINTR) {
+    }
+    unique_fd local;
+    if (rc > 0 && !fds[1].revents)
+      local =
+          unique_fd(::accept4(p->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    p->listener.reset();
+    if (local) {
+      set_nodelay(local.get());
+      relay(local.get(), p->remote.get(), p->stop.get());
     }
     p->remote.reset();
     p->done = true;
@@ -212,11 +255,15 @@ gate_tunnel::gate_tunnel(const std::string& host, int port, std::string token, s
 }
 
 gate_tunnel::~gate_tunnel() {
-  const auto until = net_clock::now() + std::chrono::seconds(2);
-  while (!p_->done && net_clock::now() < until)
+  shutdown(net_clock::now() + std::chrono::seconds(2));
+}
+
+void gate_tunnel::shutdown(net_clock::time_point linger_until) {
+  if (!p_->worker.joinable()) return;
+  while (!p_->done && net_clock::now() < linger_until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   signal_fd(p_->stop.get());
-  if (p_->worker.joinable()) p_->worker.join();
+  p_->worker.join();
 }
 
 int gate_tunnel::local_port() const {

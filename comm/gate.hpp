@@ -28,10 +28,13 @@ class gate_server {
   // Throws merak::error when it cannot listen.
   gate_server(const std::string& bind_host, int port, int target_port, std::string token,
               std::string purpose, std::string self);
-  // Stops accepting; relayed connections get up to 2 s to close by
-  // themselves (destroy the gate after the service closed its sockets),
-  // then are closed.
+  // shutdown(now + 2 s): destroy the gate after the service closed its
+  // sockets, so that its connections end by themselves.
   ~gate_server();
+  // Stops accepting; relayed connections get until `linger_until` to close
+  // by themselves, then are closed. Several gates and tunnels shut down
+  // with one deadline wait at most that long together. Idempotent.
+  void shutdown(std::chrono::steady_clock::time_point linger_until);
   gate_server(const gate_server&) = delete;
   gate_server& operator=(const gate_server&) = delete;
 
@@ -58,7 +61,9 @@ class gate_tunnel {
   // it holds the token.
   gate_tunnel(const std::string& host, int port, std::string token, std::string purpose,
               std::chrono::milliseconds timeout, std::string self, std::string who);
-  ~gate_tunnel();  // as ~gate_server: up to 2 s for both ends to close
+  ~gate_tunnel();  // shutdown(now + 2 s)
+  // As gate_server::shutdown.
+  void shutdown(std::chrono::steady_clock::time_point linger_until);
   gate_tunnel(const gate_tunnel&) = delete;
   gate_tunnel& operator=(const gate_tunnel&) = delete;
 

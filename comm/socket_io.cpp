@@ -151,13 +151,24 @@ unique_fd connect_tcp(const sockaddr_in& a, net_clock::time_point deadline, cons
   std::string last = "no attempt";
   const auto start = net_clock::now();
   for (;;) {
-    unique_fd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    unique_fd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!c) fail("{}: socket: {}", self, std::strerror(errno));
-    if (::connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
+    int err = ::connect(c.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      // A peer whose packets are dropped holds connect() for minutes: the
+      // deadline bounds the wait.
+      if (!wait_fd(c.get(), POLLOUT, deadline)) {
+        err = ETIMEDOUT;
+      } else {
+        socklen_t len = sizeof err;
+        if (::getsockopt(c.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      }
+    }
+    if (err == 0) {
       set_nodelay(c.get());
       return c;
     }
-    last = std::strerror(errno);
+    last = std::strerror(err);
     if (net_clock::now() >= deadline)
       fail("{}: {} not reachable within {} ms (last error: {})", self, who,
            std::chrono::ceil<std::chrono::milliseconds>(deadline - start).count(), last);

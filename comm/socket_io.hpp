@@ -77,7 +77,9 @@ unique_fd listen_tcp(const std::string& host, int port, const std::string& self)
 int bound_port(int fd);
 
 // Connects to host:port, retrying while nothing listens there yet, until
-// `deadline`. Throws naming `who` and the last error.
+// `deadline` (which also bounds each attempt). The socket is non-blocking
+// (the helpers above wait with poll). Throws naming `who` and the last
+// error.
 unique_fd connect_tcp(const sockaddr_in& a, net_clock::time_point deadline, const std::string& self,
                       const std::string& who);
 

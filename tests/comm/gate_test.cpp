@@ -2,11 +2,14 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "comm/auth.hpp"
 #include "comm/gate.hpp"
 #include "comm/socket_io.hpp"
 #include "core/error.hpp"
@@ -116,4 +119,33 @@ TEST_CASE("the interface that holds an address is found by name", "[comm][gate]"
   CHECK(interface_of("127.0.0.1") == "lo");
   CHECK(interface_of("192.0.2.99") == "");  // TEST-NET-1: no interface here
   CHECK(interface_of("not an address") == "");
+}
+
+TEST_CASE("a busy acceptor keeps new peers queued instead of dropping them", "[comm][gate]") {
+  // One handshake at a time and two silent connections ahead: the three
+  // real clients wait in the listen queue (or retry) and all get in.
+  unique_fd lst = listen_tcp("127.0.0.1", 0, "test");
+  const int port = bound_port(lst.get());
+  auth_acceptor acceptor(lst.get(), "tok", "mesh", 300ms, 1);
+  const auto a = resolve_ipv4("127.0.0.1", port, "t");
+  unique_fd s1 = connect_tcp(a, net_clock::now() + 2s, "t", "acceptor");
+  unique_fd s2 = connect_tcp(a, net_clock::now() + 2s, "t", "acceptor");
+  std::vector<std::thread> clients;
+  std::atomic<int> in{0};
+  for (int i = 0; i < 3; ++i)
+    clients.emplace_back([&, i] {
+      unique_fd c = connect_authenticated(a, "tok", "mesh", std::to_string(i),
+                                          net_clock::now() + 5s, "client", "acceptor");
+      ++in;
+    });
+  std::vector<std::string> admitted;
+  const auto until = net_clock::now() + 5s;
+  while (admitted.size() < 3 && net_clock::now() < until)
+    if (auto x = acceptor.next(until, [](const std::string&) { return ""; }))
+      admitted.push_back(x->payload);
+  for (auto& t : clients) t.join();
+  CHECK(in == 3);
+  std::sort(admitted.begin(), admitted.end());
+  CHECK(admitted == std::vector<std::string>{"0", "1", "2"});
+  CHECK(acceptor.dropped() >= 2);  // the silent ones, after their 300 ms
 }
