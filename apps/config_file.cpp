@@ -32,7 +32,7 @@ std::vector<CLI::ConfigItem> json_items(const nlohmann::json& j, const std::stri
         fail(
             "config file '{}': key '{}' holds a nested {} (values are numbers, strings, "
             "booleans or one list of them)",
-            path, key, v.is_array() ? "list" : "object");
+            path, item.name, v.is_array() ? "list" : "object");
       return v.is_string() ? v.get<std::string>() : v.dump();
     };
     if (value.is_array())

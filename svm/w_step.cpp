@@ -9,6 +9,12 @@
 namespace merak::svm {
 namespace {
 
+// An LLT of an empty matrix: Eigen leaves a default-constructed LLT's status
+// unset, and assigning or copying one reads it (undefined behaviour).
+Eigen::LLT<Eigen::MatrixXd> empty_llt() {
+  return Eigen::LLT<Eigen::MatrixXd>(Eigen::MatrixXd(0, 0));
+}
+
 Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& gram, double diag) {
   Eigen::MatrixXd a = gram;
   a.diagonal().array() += diag;
@@ -45,7 +51,7 @@ class cholesky_solver final : public w_solver {
       if (gram_.rows() <= kExplicitInverseMax &&
           1 + gram_.trace() / (rho1 / rho2) <= kExplicitInverseCond) {
         inverse_ = llt_.solve(Eigen::MatrixXd::Identity(gram_.rows(), gram_.cols()));
-        llt_ = {};
+        llt_ = empty_llt();  // the factor's memory back
       }
     }
     ratio_ = rho1 / rho2, rho1_ = rho1, rho2_ = rho2;
@@ -62,7 +68,7 @@ class cholesky_solver final : public w_solver {
 
  private:
   Eigen::MatrixXd gram_;  // M^T M (d x d)
-  Eigen::LLT<Eigen::MatrixXd> llt_;
+  Eigen::LLT<Eigen::MatrixXd> llt_ = empty_llt();
   Eigen::MatrixXd inverse_;  // ((rho1/rho2) I + M^T M)^-1, when d is small
   double ratio_ = -1;
 };
@@ -109,7 +115,7 @@ class woodbury_solver final : public w_solver {
 
  private:
   Eigen::MatrixXd gram_;  // M M^T (n x n)
-  Eigen::LLT<Eigen::MatrixXd> llt_;
+  Eigen::LLT<Eigen::MatrixXd> llt_ = empty_llt();
   double ratio_ = -1;
   Eigen::VectorXd mq_, ma_, g_;
 };
