@@ -42,9 +42,11 @@ typename Inspector::result_type inspect_byte_block(Inspector& f, Bytes& b) {
   } else {
     if (auto err = f(n)) return err;
     if constexpr (!Inspector::reads_state) {
+      // CAF loads a message through its deserializer base class: ask the
+      // object itself how many bytes it still holds.
       uint64_t left = kmax_wire_bytes;
-      if constexpr (std::is_base_of_v<caf::binary_deserializer, Inspector>)
-        left = std::min<uint64_t>(left, f.remaining());
+      if (auto* b = dynamic_cast<caf::binary_deserializer*>(&f))
+        left = std::min<uint64_t>(left, b->remaining());
       if (n > left) return caf::sec::end_of_stream;
       b.resize(n);
     }

@@ -21,7 +21,8 @@ std::vector<char> save(T& x) {
 
 template <class T>
 caf::error load(const std::vector<char>& buf, T& x) {
-  caf::binary_deserializer d(static_cast<caf::execution_unit*>(nullptr), buf);
+  caf::binary_deserializer bd(static_cast<caf::execution_unit*>(nullptr), buf);
+  caf::deserializer& d = bd;  // as CAF loads a message: through the base class
   return d(x);
 }
 

@@ -10,7 +10,8 @@ namespace {
 
 template <class T>
 void load(const char* p, size_t n) {
-  caf::binary_deserializer d(static_cast<caf::execution_unit*>(nullptr), p, n);
+  caf::binary_deserializer bd(static_cast<caf::execution_unit*>(nullptr), p, n);
+  caf::deserializer& d = bd;  // as CAF loads a message: through the base class
   T x;
   auto err = d(x);
   (void)err;
