@@ -11,7 +11,8 @@
 #          by default (BUILD_DIR build-tsan). The actor tests run on CAF,
 #          which Debian builds without ThreadSanitizer, so its own
 #          synchronisation is invisible to it. Suppressions: tests/tsan.supp
-# Takes 15-30 minutes on 2 cores; not part of CI's run (see docs/testing.md).
+# asan takes about 70 minutes on 2 cores (build and run), tsan about 15; not
+# part of CI's run (see docs/testing.md).
 set -euo pipefail
 kind=${1:?usage: bench/sanitize.sh asan|tsan [BUILD_DIR] [CTEST_REGEX]}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
