@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "comm/auth.hpp"
 #include "comm/bootstrap.hpp"
 #include "core/error.hpp"
 
@@ -29,11 +30,8 @@ std::string self_executable() {
 }
 
 std::string random_token() {
-  std::ifstream in("/dev/urandom", std::ios::binary);
-  unsigned char b[16];
-  if (!in.read(reinterpret_cast<char*>(b), sizeof b)) fail("launcher: cannot read /dev/urandom");
   std::string s;
-  for (unsigned char c : b) s += fmt::format("{:02x}", c);
+  for (unsigned char c : random_bytes(16)) s += fmt::format("{:02x}", c);
   return s;
 }
 
