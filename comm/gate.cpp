@@ -126,12 +126,13 @@ struct gate_server::impl {
       auto a = acceptor->next(
           net_clock::time_point::max(), [](const std::string&) { return ""; }, stop_accept.get());
       if (!a) return;
-      // The service is on this host: one attempt, it answers at once or not
-      // at all (the other handshakes wait meanwhile).
+      // The service is on this host: it answers within a moment or not at
+      // all (the other handshakes wait meanwhile).
       unique_fd service;
       try {
-        service = connect_tcp(resolve_ipv4("127.0.0.1", target_port, "service"), net_clock::now(),
-                              self, fmt::format("the local service on port {}", target_port));
+        service = connect_tcp(resolve_ipv4("127.0.0.1", target_port, "service"),
+                              net_clock::now() + std::chrono::milliseconds(200), self,
+                              fmt::format("the local service on port {}", target_port));
       } catch (const error&) {
         ++service_failures;
         continue;
