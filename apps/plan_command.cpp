@@ -36,18 +36,12 @@ int run_plan(plan_flags& f) {
   f.req.model.validate();
   f.req.device = partition::find_device(f.device_type, f.device_file);
   if (f.micro_batch_size != 0) {
-    const int64_t dp = f.req.dp, size = f.micro_batch_size;
-    if (size < 1) fail("--micro-batch-size must be at least 1 (got {})", size);
-    if (dp < 1)
+    if (f.req.dp < 1)
       fail(
           "--micro-batch-size needs --dp: the planner searches dp, and the micro-batch count is "
           "the batch / (dp x size)");
-    if (f.req.global_batch % (dp * size) != 0)
-      fail(
-          "--micro-batch-size {}: --global-batch-size {} is not a whole number of micro-batches "
-          "of {} per replica (dp {})",
-          size, f.req.global_batch, size, dp);
-    f.req.micro_batches = int(f.req.global_batch / (dp * size));
+    f.req.micro_batches = partition::micro_batches_for_size(
+        f.req.global_batch, f.req.dp, f.micro_batch_size, "--global-batch-size");
   }
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));

@@ -53,19 +53,6 @@ struct train_flags {
   int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size, a size, not a count
 };
 
-// --micro-batches from Megatron's --micro-batch-size: batch / (dp x size),
-// which must be a whole number.
-int micro_batches_of(const train_flags& f) {
-  const int size = f.micro_batch_size, dp = std::max(1, f.par.dp);
-  if (size < 1) fail("--micro-batch-size must be at least 1 (got {})", size);
-  if (f.opts.batch % (int64_t(dp) * size) != 0)
-    fail(
-        "--micro-batch-size {}: the batch {} is not a whole number of micro-batches of {} per "
-        "replica (dp {})",
-        size, f.opts.batch, size, dp);
-  return int(f.opts.batch / (int64_t(dp) * size));
-}
-
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
 class metrics_writer {
  public:
@@ -274,7 +261,9 @@ int run_train(train_flags& f) {
     fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   if (f.sparse_reducer != "none" && f.par.dp < 2)
     fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)", f.sparse_reducer);
-  if (f.micro_batch_size != 0) f.par.micro_batches = micro_batches_of(f);
+  if (f.micro_batch_size != 0)
+    f.par.micro_batches =
+        partition::micro_batches_for_size(f.opts.batch, f.par.dp, f.micro_batch_size, "the batch");
   if (f.devices > 0) plan_devices(f);
   // A job of several processes runs on the actors whatever its layout
   // (parallel_options::validate then checks --dp against the processes).

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace merak::partition {
@@ -21,6 +23,17 @@ std::string layout::str() const {
   return fmt::format("dp={} tp={} pp={} m={} {} recompute={} tp-overlap={}", dp, tp, pp,
                      micro_batches, schedule_name(schedule), recompute_kind_name(recompute),
                      tp_overlap);
+}
+
+int micro_batches_for_size(int64_t batch, int dp, int size, const char* batch_flag) {
+  if (size < 1) fail("--micro-batch-size must be at least 1 (got {})", size);
+  const int64_t per = int64_t(std::max(1, dp)) * size;
+  if (batch % per != 0)
+    fail(
+        "--micro-batch-size {}: {} {} is not a whole number of micro-batches of {} per replica "
+        "(dp {})",
+        size, batch_flag, batch, size, std::max(1, dp));
+  return int(batch / per);
 }
 
 }  // namespace merak::partition

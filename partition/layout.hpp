@@ -32,4 +32,10 @@ struct layout {
   std::string str() const;
 };
 
+// The micro-batch count for Megatron's --micro-batch-size (a size):
+// batch / (dp x size), the inverse of layout::micro_batch_rows. Throws
+// merak::error naming the flag when size < 1 or the batch does not split
+// into whole micro-batches of that size (`batch_flag` names the batch).
+int micro_batches_for_size(int64_t batch, int dp, int size, const char* batch_flag);
+
 }  // namespace merak::partition
