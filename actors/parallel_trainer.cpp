@@ -499,7 +499,10 @@ std::string parallel_trainer::describe() const {
       impl_->opts.model.str(), par.dp, par.tp, par.pp, fmt::join(impl_->bounds, ","),
       par.micro_batches, partition::schedule_name(par.schedule), par.tp_overlap,
       impl_->place.world > 1
-          ? fmt::format(", {} processes (placement {})", impl_->place.world, impl_->place.str())
+          ? fmt::format(", {} processes (placement {}{})", impl_->place.world, impl_->place.str(),
+                        par.processes && par.processes->credentials().tls
+                            ? "; actor and bootstrap connections under TLS"
+                            : "")
           : "",
       impl_->plan_summary);
 }

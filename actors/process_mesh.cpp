@@ -70,7 +70,7 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
            sys.render(port.error()));
     auto mesh = std::make_shared<mesh_gates>();
     links = mesh;
-    mesh->gate = std::make_unique<comm::gate_server>(listen_addr, 0, *port, b.token(), "mesh",
+    mesh->gate = std::make_unique<comm::gate_server>(listen_addr, 0, *port, b.credentials(), "mesh",
                                                      fmt::format("process {}", me));
     std::vector<address> peers;
     for (auto& blob :
@@ -86,7 +86,7 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
     for (int j = 0; j < me; ++j) {
       const auto& peer = peers[size_t(j)];
       mesh->tunnels.push_back(std::make_unique<comm::gate_tunnel>(
-          peer.host, peer.port, b.token(), "mesh", timeout, fmt::format("process {}", me),
+          peer.host, peer.port, b.credentials(), "mesh", timeout, fmt::format("process {}", me),
           fmt::format("process {} at {}:{}", j, peer.host, peer.port)));
       auto x = sys.middleman().remote_actor<directory_api>(
           "127.0.0.1", uint16_t(mesh->tunnels.back()->local_port()));

@@ -88,6 +88,7 @@ std::vector<svm_remote_result> consensus_path_remote(
   for (const auto& pen : pens) pen.validate();
   if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.admm.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.admm.max_iter);
+  const comm::job_credentials creds{o.token, comm::make_tls(o.tls)};
   // The gate outlives the actor system, whose sockets close first, so the
   // last messages (svm_done) reach the workers.
   std::optional<comm::gate_server> gate;
@@ -118,7 +119,7 @@ std::vector<svm_remote_result> consensus_path_remote(
   auto caf_port = sys.middleman().publish(rendezvous, 0, "127.0.0.1", true);
   if (!caf_port)
     fail("svm consensus side: cannot listen on loopback: {}", sys.render(caf_port.error()));
-  gate.emplace(o.host, o.port, *caf_port, o.token, "svm", "svm consensus side");
+  gate.emplace(o.host, o.port, *caf_port, creds, "svm", "svm consensus side");
   const uint16_t port = static_cast<uint16_t>(gate->port());
   const auto t_listen = clock_type::now();
   if (o.on_listening) o.on_listening(port);
@@ -434,8 +435,8 @@ void run_svm_worker_process(svm::dataset data, const svm_worker_process_options&
   // first).
   const std::string where = fmt::format("the consensus side at {}:{}", o.host, o.port);
   std::optional<comm::gate_tunnel> tunnel;
-  tunnel.emplace(o.host, o.port, o.token, "svm", o.timeout, fmt::format("svm worker {}", o.rank),
-                 where);
+  tunnel.emplace(o.host, o.port, comm::job_credentials{o.token, comm::make_tls(o.tls)}, "svm",
+                 o.timeout, fmt::format("svm worker {}", o.rank), where);
   caf::actor_system_config cfg;
   configure(cfg);
   caf::actor_system sys{cfg};

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
+#include "apps/tls_flags.hpp"
 #include "comm/auth.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/launcher.hpp"
@@ -62,6 +63,7 @@ struct launch_flags {
   std::string remote_merak;
   std::string remote_dir;
   std::vector<std::string> env;
+  comm::tls_files tls;
 };
 
 struct node_flags {
@@ -74,6 +76,7 @@ struct node_flags {
   double timeout_s = 0;
   bool from_launcher = false;
   std::string chdir;
+  comm::tls_files tls;
 };
 
 constexpr const char* klaunch_about =
@@ -129,7 +132,8 @@ void add_flags(CLI::App& c, launch_flags& f) {
                "Restart a failed job this many times, from the latest checkpoint of the "
                "command's --save directory (else from the start), as torchrun does")
       ->capture_default_str();
-  c.prefix_command();  // from the first non-flag on, everything is the command's
+  add_tls_flags(c, f.tls);  // with --hostfile: the same paths on every host
+  c.prefix_command();       // from the first non-flag on, everything is the command's
 }
 
 void add_flags(CLI::App& c, node_flags& f) {
@@ -154,6 +158,7 @@ void add_flags(CLI::App& c, node_flags& f) {
   c.add_flag("--from-launcher", f.from_launcher,
              "Read the token and variables from stdin (KEY=VALUE lines, then an empty line) and "
              "end the ranks when stdin closes (set by merak launch --hostfile)");
+  add_tls_flags(c, f.tls);
   c.prefix_command();
 }
 
@@ -379,6 +384,7 @@ int run_launch(std::vector<std::string> args) {
   int code = -1;
   auto command = parse(std::move(args), f, klaunch_about, "merak launch", code);
   if (code >= 0) return code;
+  use_tls_flags(f.tls, "merak launch");
   if (!f.hostfile.empty())
     return run_with_restarts(
         f, command, [&](const std::vector<std::string>& cmd) { return launch_hosts(f, cmd); });
@@ -403,6 +409,19 @@ int run_node(std::vector<std::string> args) {
   if (f.from_launcher) {
     lo.env = read_launcher_env();
     lo.watch_fd = STDIN_FILENO;
+    // The launcher's TLS files, checked here: the same paths on this host.
+    // The ranks inherit them from this process (with this node's flags
+    // taking precedence).
+    for (const char* k : {"MERAK_TLS_CERT", "MERAK_TLS_KEY", "MERAK_TLS_CA"})
+      if (auto it = lo.env.find(k); it != lo.env.end()) {
+        if (f.tls.cert.empty()) ::setenv(k, it->second.c_str(), 1);
+        lo.env.erase(it);
+      }
+  }
+  {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    use_tls_flags(f.tls, fmt::format("merak node on {}", host));
   }
   if (f.procs < 1) fail("merak node: --procs must be at least 1 (got {})", f.procs);
   if (!f.chdir.empty() && ::chdir(f.chdir.c_str()) != 0) {

@@ -11,6 +11,7 @@
 #include "actors/svm_consensus.hpp"
 #include "apps/commands.hpp"
 #include "apps/svm_remote_command.hpp"
+#include "apps/tls_flags.hpp"
 #include "comm/auth.hpp"
 #include "core/error.hpp"
 #include "svm/data_reader.hpp"
@@ -33,6 +34,7 @@ struct svm_train_flags {
   // svm train across processes (apps/svm_remote_command.hpp):
   int procs = 0;
   std::string listen, token, token_file;
+  comm::tls_files tls;
   double timeout_s = 60;
   // svm path only:
   std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
@@ -81,6 +83,16 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   return o;
 }
 
+// The fit across worker processes that the flags describe.
+svm_remote_train remote_train_of(const svm_train_flags& f, const svm::fit_options& fit) {
+  svm_remote_train t;
+  t.data = f.data, t.format = f.format, t.fit = fit, t.procs = f.procs, t.listen = f.listen;
+  t.token = f.token_file.empty() ? f.token : comm::read_token_file(f.token_file);
+  t.tls = use_tls_flags(f.tls, "merak svm");
+  t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json, t.folds = f.folds;
+  return t;
+}
+
 int run_svm_train(const svm_train_flags& f) {
   const svm::fit_options o = make_fit_options(f);
   if (f.procs != 0 || !f.listen.empty()) {
@@ -90,11 +102,8 @@ int run_svm_train(const svm_train_flags& f) {
           "--workers (actor workers in this process) and --procs (worker processes) exclude "
           "each other");
     if (f.folds == 1 || f.folds < 0) fail("--folds must be at least 2 (got {})", f.folds);
-    svm_remote_train t;
-    t.data = f.data, t.format = f.format, t.fit = o, t.procs = f.procs, t.listen = f.listen;
-    t.token = f.token_file.empty() ? f.token : comm::read_token_file(f.token_file),
-    t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
-    t.model = f.model, t.folds = f.folds;
+    svm_remote_train t = remote_train_of(f, o);
+    t.model = f.model;
     return run_svm_train_remote(t);
   }
   if (f.data.empty()) fail("--data is required");
@@ -248,11 +257,8 @@ int run_svm_path(const svm_train_flags& f) {
     }
   };
   if (remote) {
-    svm_remote_train t;
-    t.data = f.data, t.format = f.format, t.fit = o.fit, t.procs = f.procs, t.listen = f.listen;
-    t.token = f.token_file.empty() ? f.token : comm::read_token_file(f.token_file),
-    t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json;
-    t.folds = f.folds, t.warm = o.warm;
+    svm_remote_train t = remote_train_of(f, o.fit);
+    t.warm = o.warm;
     run_svm_path_remote(t, pens, o.full_fit, print_point);
     return 0;
   }
@@ -307,6 +313,7 @@ void add_process_flags(CLI::App* c, svm_train_flags& f, const char* procs_help) 
   c->add_option("--timeout-s", f.timeout_s,
                 "With --procs: bound on workers joining and on each phase of an iteration")
       ->capture_default_str();
+  add_tls_flags(*c, f.tls);
 }
 
 // The data and solver flags that svm train and svm path share.

@@ -1,6 +1,7 @@
 // `merak svm train --procs K` (consensus side, optionally launching the
 // workers) and `merak svm worker` (one row shard in its own process).
 #include "apps/svm_remote_command.hpp"
+#include "apps/tls_flags.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,7 @@ auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
     if (const char* env = std::getenv("MERAK_JOB_TOKEN")) o.token = env;
   const bool made_token = o.token.empty();
   if (made_token) o.token = comm::random_token();
+  o.tls = t.tls;  // exported as MERAK_TLS_*: the workers started here inherit it
 
   auto workers = std::make_shared<local_workers>();
   std::thread launcher;
@@ -273,6 +275,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
 action add_svm_worker_command(CLI::App& svm) {
   struct flags {
     std::string connect, data, format = "auto", token, token_file;
+    comm::tls_files tls;
     int rank = -1, world = -1, threads = 0;
     double timeout_s = 60;
     bool presharded = false;
@@ -299,11 +302,13 @@ action add_svm_worker_command(CLI::App& svm) {
                 "worker")
       ->capture_default_str();
   w->add_option("--threads", f->threads, "Threads for the matrix products (default: all cores)");
+  add_tls_flags(*w, f->tls);
   return [w, f] {
     comm::bootstrap_options b;
     const endpoint e = parse_endpoint(f->connect, "--connect", false);
     b.rank = f->rank, b.world_size = f->world, b.addr = e.host, b.port = e.port;
     b.token = f->token_file.empty() ? f->token : comm::read_token_file(f->token_file);
+    b.tls = use_tls_flags(f->tls, "svm worker");
     b = comm::resolve_bootstrap(b);
     svm::set_solver_threads(f->threads);
     svm::dataset d;
@@ -318,7 +323,7 @@ action add_svm_worker_command(CLI::App& svm) {
     actors::svm_worker_process_options o;
     o.whole_file = !f->presharded;  // the worker keeps the file and takes its rows per fit
     o.host = e.host, o.port = uint16_t(e.port);
-    o.rank = b.rank, o.world = b.world_size, o.token = b.token;
+    o.rank = b.rank, o.world = b.world_size, o.token = b.token, o.tls = b.tls;
     o.timeout = timeout_ms(f->timeout_s, "--timeout-s");
     actors::run_svm_worker_process(std::move(d), o);
     (void)w;

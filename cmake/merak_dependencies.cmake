@@ -8,7 +8,7 @@ find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(CAF 0.17 REQUIRED)
-find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)  # HMAC-SHA256 of the job handshake (comm/auth)
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto SSL)  # the job handshake's HMAC (comm/auth), TLS (comm/tls)
 find_package(ucx CONFIG QUIET)
 
 # GEMM backends. oneDNN's sgemm dispatches on the CPU's instruction set

@@ -166,15 +166,31 @@ std::string auth_client::verdict(std::string_view v) const {
   return {};
 }
 
-bool authenticate_client(int fd, const std::string& token, const std::string& purpose,
+bool authenticate_client(stream& s, const std::string& token, const std::string& purpose,
                          const std::string& payload, net_clock::time_point deadline,
                          const std::string& self, const std::string& who) {
   auth_client c(token, purpose, payload);
   // Closed before its verdict: the server dropped this connection (it was
   // busy or out of descriptors); the caller may try again.
-  auto closed = [&] { return wait_fd(fd, POLLIN, deadline) && peer_closed(fd); };
+  auto closed = [&] {
+    char b;
+    size_t n = 0;
+    for (;;) {
+      switch (s.peek_some(&b, 1, n)) {
+        case stream::io::done:
+          return false;
+        case stream::io::would_block:
+          if (!wait_fd(s.fd(), s.read_wants(), deadline)) return false;  // read_all times out
+          break;
+        case stream::io::closed:
+          return true;
+        case stream::io::failed:
+          return false;  // read_all names the error
+      }
+    }
+  };
   if (closed()) return false;
-  const std::string challenge = recv_frame(fd, kmax_auth_frame, deadline, self, who);
+  const std::string challenge = recv_frame(s, kmax_auth_frame, deadline, self, who);
   std::string hello;
   try {
     hello = c.answer(challenge);
@@ -182,44 +198,63 @@ bool authenticate_client(int fd, const std::string& token, const std::string& pu
     fail("{}: {}: {}", self, who, e.what());
   }
   try {
-    send_frame(fd, hello, deadline, self, who);
+    send_frame(s, hello, deadline, self, who);
   } catch (const error&) {
-    if (peer_closed(fd)) return false;
+    if (peer_closed(s)) return false;
     throw;
   }
   if (closed()) return false;
-  const std::string why = c.verdict(recv_frame(fd, kmax_auth_frame, deadline, self, who));
+  const std::string why = c.verdict(recv_frame(s, kmax_auth_frame, deadline, self, who));
   if (!why.empty()) fail("{}: {} refused this process: {}", self, who, why);
   return true;
 }
 
-unique_fd connect_authenticated(const sockaddr_in& a, const std::string& token,
-                                const std::string& purpose, const std::string& payload,
-                                net_clock::time_point deadline, const std::string& self,
-                                const std::string& who) {
+stream connect_authenticated(const sockaddr_in& a, const job_credentials& c,
+                             const std::string& purpose, const std::string& payload,
+                             net_clock::time_point deadline, const std::string& self,
+                             const std::string& who) {
   for (;;) {
-    unique_fd c = connect_tcp(a, deadline, self, who);
-    if (authenticate_client(c.get(), token, purpose, payload, deadline, self, who)) return c;
+    stream s = tls_client(connect_tcp(a, deadline, self, who), c.tls.get(), deadline, self, who);
+    if (s && authenticate_client(s, c.token, purpose, payload, deadline, self, who)) return s;
     if (net_clock::now() >= deadline)
-      fail("{}: {} closed every connection before its verdict", self, who);
+      fail("{}: {} closed every connection before its verdict{}", self, who,
+           c.tls ? "" : " (does it expect TLS?)");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
-// One connection in the handshake: the challenge is sent, the hello is
-// being read into `in`.
+namespace {
+
+// Writes all of `bytes` at once or not at all: true when written. For the
+// handshake's short frames, which fit an empty socket buffer.
+bool send_now(stream& s, const std::string& bytes) {
+  size_t at = 0;
+  while (at < bytes.size()) {
+    size_t k = 0;
+    if (s.write_some(bytes.data() + at, bytes.size() - at, k) != stream::io::done) return false;
+    at += k;
+  }
+  return true;
+}
+
+}  // namespace
+
+// One connection in the handshake: TLS's first (`in_tls`), then the
+// challenge is sent and the hello is read into `in`.
 struct auth_acceptor::pending {
-  unique_fd fd;
+  stream s;
   auth_server server;
+  bool in_tls = false;
   std::string in;
   net_clock::time_point deadline;
   std::string peer;
+  short events() const { return s.read_wants(); }
 };
 
-auth_acceptor::auth_acceptor(int listen_fd, std::string token, std::string purpose,
+auth_acceptor::auth_acceptor(int listen_fd, job_credentials c, std::string purpose,
                              std::chrono::milliseconds per_connection, size_t max_pending)
     : listen_fd_(listen_fd),
-      token_(std::move(token)),
+      creds_(std::move(c)),
       purpose_(std::move(purpose)),
       per_connection_(per_connection),
       max_pending_(std::max<size_t>(1, max_pending)) {}
@@ -242,17 +277,14 @@ void auth_acceptor::accept_new() {
       return;  // EAGAIN, or an aborted connection: nothing more now
     }
     set_nodelay(c.get());
-    pending p{std::move(c),
-              auth_server(token_, purpose_),
+    const bool tls = creds_.tls != nullptr;
+    pending p{tls ? creds_.tls->wrap(std::move(c), true) : stream(std::move(c)),
+              auth_server(creds_.token, purpose_),
+              tls,
               {},
               net_clock::now() + per_connection_,
               fmt::format("{}:{}", ipv4_text(a), ntohs(a.sin_port))};
-    // The challenge fits an empty socket buffer: one non-blocking send.
-    std::string f;
-    put_u64(f, p.server.challenge().size());
-    f += p.server.challenge();
-    if (::send(p.fd.get(), f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-        static_cast<ssize_t>(f.size())) {
+    if (!tls && !send_now(p.s, frame(p.server.challenge()))) {
       ++dropped_;
       continue;
     }
@@ -260,48 +292,50 @@ void auth_acceptor::accept_new() {
   }
 }
 
-// Reads what has arrived; true when `p` is finished (admitted into `out`,
-// or dropped).
+// Moves `p`'s handshake on as far as what has arrived allows; true when
+// `p` is finished (admitted into `out`, or dropped).
 bool auth_acceptor::advance(pending& p, const decide_fn& decide, std::optional<admitted>& out) {
+  while (p.in_tls) {
+    const auto r = p.s.handshake();
+    if (r == stream::io::would_block) return false;
+    if (r != stream::io::done || !send_now(p.s, frame(p.server.challenge()))) {
+      ++dropped_;
+      return true;
+    }
+    p.in_tls = false;
+  }
   for (;;) {
     const size_t want = p.in.size() < 8 ? 8 : 8 + get_le(p.in.data(), 8);
     if (p.in.size() >= 8 && want - 8 > kmax_auth_frame) break;  // too long: drop unread
     if (p.in.size() == want && want > 8) {
       std::string reason;
       const std::string_view body(p.in.data() + 8, p.in.size() - 8);
-      std::string verdict;
       bool ok = p.server.check(body, reason);
       if (ok) {
         reason = decide(p.server.payload());
         ok = reason.empty();
       }
-      verdict = ok ? p.server.accept() : auth_server::refuse(reason);
-      std::string f;
-      put_u64(f, verdict.size());
-      f += verdict;
-      const bool sent = ::send(p.fd.get(), f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
-                        static_cast<ssize_t>(f.size());
+      const bool sent = send_now(p.s, frame(ok ? p.server.accept() : auth_server::refuse(reason)));
       if (ok && sent) {
-        out = admitted{std::move(p.fd), p.server.payload(), p.peer};
+        out = admitted{std::move(p.s), p.server.payload(), p.peer};
         return true;
       }
       if (!ok && on_refused) on_refused(p.peer, reason);
       break;
     }
     char buf[512];
-    const size_t n = std::min(sizeof buf, want - p.in.size());
-    const ssize_t k = ::recv(p.fd.get(), buf, n, MSG_DONTWAIT);
-    if (k > 0) {
-      p.in.append(buf, static_cast<size_t>(k));
+    size_t k = 0;
+    const auto r = p.s.read_some(buf, std::min(sizeof buf, want - p.in.size()), k);
+    if (r == stream::io::done) {
+      p.in.append(buf, k);
       continue;
     }
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
-    break;  // closed or reset
+    if (r == stream::io::would_block) return false;
+    break;  // closed, reset or a TLS failure
   }
   ++dropped_;
   return true;
 }
-
 std::optional<auth_acceptor::admitted> auth_acceptor::next(net_clock::time_point deadline,
                                                            const decide_fn& decide, int stop_fd) {
   std::vector<pollfd> fds;
@@ -318,7 +352,7 @@ std::optional<auth_acceptor::admitted> auth_acceptor::next(net_clock::time_point
     if (!listen && pending_.size() < max_pending_) wake = std::min(wake, listener_paused_until_);
     fds.assign({{listen_fd_, short(listen ? POLLIN : 0), 0}});
     if (stop_fd >= 0) fds.push_back({stop_fd, POLLIN, 0});
-    for (auto& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
+    for (auto& p : pending_) fds.push_back({p.s.fd(), p.events(), 0});
     const int rc = ::poll(fds.data(), fds.size(), ms_left(wake));
     if (rc < 0 && errno != EINTR) fail("{}: poll: {}", purpose_, std::strerror(errno));
     if (rc <= 0) continue;

@@ -21,14 +21,23 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "comm/socket_io.hpp"
+#include "comm/tls.hpp"
 
 namespace merak::comm {
+
+// What the connections of a job prove: the token, and with TLS the
+// certificates (comm/tls.hpp) of the session the handshake then runs in.
+struct job_credentials {
+  std::string token;
+  std::shared_ptr<const tls_context> tls;  // null: in clear
+};
 
 constexpr size_t kauth_nonce = 32;
 constexpr size_t kauth_mac = 32;
@@ -78,38 +87,40 @@ class auth_client {
   std::string token_, purpose_, payload_, nonce_s_, nonce_c_;
 };
 
-// The client's handshake on a connected socket, blocking until `deadline`.
-// True when admitted; false when the server closed the connection before its
-// verdict (busy: try again). Throws merak::error naming `self` and `who`
-// when the server refuses this client (with its reason), cannot prove the
-// token, or times out.
-bool authenticate_client(int fd, const std::string& token, const std::string& purpose,
+// The client's handshake on a connected stream (after TLS's, if any),
+// blocking until `deadline`. True when admitted; false when the server
+// closed the connection before its verdict (busy: try again). Throws
+// merak::error naming `self` and `who` when the server refuses this client
+// (with its reason), cannot prove the token, or times out.
+bool authenticate_client(stream& s, const std::string& token, const std::string& purpose,
                          const std::string& payload, net_clock::time_point deadline,
                          const std::string& self, const std::string& who);
 
-// Connects to `a` and runs the handshake, again while the server closes the
-// connection before its verdict, until `deadline`. The admitted socket
-// (non-blocking), or merak::error as connect_tcp and authenticate_client.
-unique_fd connect_authenticated(const sockaddr_in& a, const std::string& token,
-                                const std::string& purpose, const std::string& payload,
-                                net_clock::time_point deadline, const std::string& self,
-                                const std::string& who);
+// Connects to `a`, runs TLS's handshake when `c.tls` is set, then merak's;
+// again while the server closes the connection before its verdict, until
+// `deadline`. The admitted stream (non-blocking), or merak::error as
+// connect_tcp, tls_client and authenticate_client.
+stream connect_authenticated(const sockaddr_in& a, const job_credentials& c,
+                             const std::string& purpose, const std::string& payload,
+                             net_clock::time_point deadline, const std::string& self,
+                             const std::string& who);
 
 // Accepts connections on a listening socket and runs the server side of the
-// handshake on all of them at once. Each connection has its own deadline
+// handshakes (TLS's when the credentials carry it, then merak's) on all of
+// them at once. Each connection has its own deadline
 // (`per_connection`), so silent or slow connections cannot hold up the
 // job's own. At most `max_pending` are in the handshake at a time; further
 // ones wait in the kernel's listen queue (none is pushed out). One thread
 // at a time.
 class auth_acceptor {
  public:
-  auth_acceptor(int listen_fd, std::string token, std::string purpose,
+  auth_acceptor(int listen_fd, job_credentials c, std::string purpose,
                 std::chrono::milliseconds per_connection = std::chrono::milliseconds(5000),
                 size_t max_pending = 64);
   ~auth_acceptor();
 
   struct admitted {
-    unique_fd fd;         // non-blocking, TCP_NODELAY
+    stream s;             // non-blocking, TCP_NODELAY
     std::string payload;  // the client's claim
     std::string peer;     // "ADDR:PORT"
   };
@@ -120,8 +131,8 @@ class auth_acceptor {
   // (when >= 0) becomes readable.
   std::optional<admitted> next(net_clock::time_point deadline, const decide_fn& decide,
                                int stop_fd = -1);
-  // Connections dropped so far: refused, silent past their deadline, closed
-  // or malformed.
+  // Connections dropped so far: refused, silent past their deadline, closed,
+  // malformed or failing TLS.
   size_t dropped() const { return dropped_; }  // any thread
   // Called (on next()'s thread) for each connection refused with a verdict:
   // its address and the reason it was given.
@@ -133,7 +144,8 @@ class auth_acceptor {
   bool advance(pending& p, const decide_fn& decide, std::optional<admitted>& out);
 
   int listen_fd_;
-  std::string token_, purpose_;
+  job_credentials creds_;
+  std::string purpose_;
   std::chrono::milliseconds per_connection_;
   size_t max_pending_;
   std::vector<pending> pending_;

@@ -39,7 +39,7 @@ std::string claim(int rank, int world_size) {
 
 class tcp_bootstrap final : public bootstrap {
  public:
-  tcp_bootstrap(const bootstrap_options& o) : o_(o) {
+  tcp_bootstrap(const bootstrap_options& o) : o_(o), creds_{o.token, make_tls(o.tls)} {
     self_ = fmt::format("bootstrap rank {}", o.rank);
     where_ = fmt::format("{}:{}", o.addr, o.port);
     if (o.world_size == 1) return;
@@ -51,15 +51,15 @@ class tcp_bootstrap final : public bootstrap {
 
   int rank() const override { return o_.rank; }
   int size() const override { return o_.world_size; }
-  const std::string& token() const override { return o_.token; }
+  const job_credentials& credentials() const override { return creds_; }
 
   std::string local_address() const override {
     int fd = -1;
     if (o_.rank == 0) {
       for (auto& p : peers_)
-        if (p) fd = p.get();
+        if (p) fd = p.fd();
     } else {
-      fd = root_.get();
+      fd = root_.fd();
     }
     sockaddr_in a{};
     socklen_t len = sizeof a;
@@ -75,24 +75,26 @@ class tcp_bootstrap final : public bootstrap {
     if (!lock.owns_lock()) return dead_;
     if (o_.rank == 0) {
       for (int k = 1; k < o_.world_size; ++k)
-        if (peers_[k] && peer_closed(peers_[k].get())) {
+        if (peers_[k] && peer_closed(peers_[k])) {
           dead_ = k;
           // Best effort: tell the others, who cannot see rank k's sockets.
           for (int j = 1; j < o_.world_size; ++j) {
             if (j == k || !peers_[j]) continue;
             std::string f;
             put_u64(f, knotice | uint64_t(k));
-            ::send(peers_[j].get(), f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            size_t sent = 0;
+            peers_[j].write_some(f.data(), f.size(), sent);
           }
           break;
         }
     } else if (root_) {
       // A notice precedes rank 0's own end of stream: read it first.
       char b[8];
-      if (::recv(root_.get(), b, 8, MSG_PEEK | MSG_DONTWAIT) == 8 && (get_le(b, 8) & knotice)) {
-        ::recv(root_.get(), b, 8, MSG_DONTWAIT);
+      size_t n = 0;
+      if (root_.peek_some(b, 8, n) == stream::io::done && n == 8 && (get_le(b, 8) & knotice)) {
+        root_.read_some(b, 8, n);
         dead_ = static_cast<int>(get_le(b, 8) & ~knotice);
-      } else if (peer_closed(root_.get())) {
+      } else if (peer_closed(root_)) {
         dead_ = 0;
       }
     }
@@ -108,17 +110,17 @@ class tcp_bootstrap final : public bootstrap {
     if (o_.rank == 0) {
       all[0] = mine;
       for (int k = 1; k < P; ++k)
-        all[k] = recv_frame(peers_[k].get(), kmax_frame, deadline, self_, who(k));
+        all[k] = recv_frame(peers_[k], kmax_frame, deadline, self_, who(k));
       std::string out;
       for (auto& b : all) {
         put_u64(out, b.size());
         out += b;
       }
-      for (int k = 1; k < P; ++k) send_frame(peers_[k].get(), out, deadline, self_, who(k));
+      for (int k = 1; k < P; ++k) send_frame(peers_[k], out, deadline, self_, who(k));
       return all;
     }
-    send_frame(root_.get(), mine, deadline, self_, root_name());
-    std::string in = recv_checked(root_.get(), deadline, root_name());
+    send_frame(root_, mine, deadline, self_, root_name());
+    std::string in = recv_checked(root_, deadline, root_name());
     size_t pos = 0;
     for (int k = 0; k < P; ++k) {
       if (in.size() - pos < 8) fail("{}: malformed all-gather reply from rank 0", self_);
@@ -150,10 +152,12 @@ class tcp_bootstrap final : public bootstrap {
           e.what());
     }
     peers_.resize(o_.world_size);
-    auth_acceptor acceptor(lst.get(), o_.token, kpurpose, std::chrono::milliseconds(5000),
+    auth_acceptor acceptor(lst.get(), creds_, kpurpose, std::chrono::milliseconds(5000),
                            std::max<size_t>(64, 2 * size_t(o_.world_size)));
     int k = -1;
     auto decide = [&](const std::string& payload) { return check_claim(payload, k); };
+    // decide() and the admission come from one call of next(): `k` is the
+    // admitted peer's rank.
     for (int joined = 1; joined < o_.world_size; ++joined) {
       auto a = acceptor.next(deadline, decide);
       if (!a) {
@@ -166,7 +170,7 @@ class tcp_bootstrap final : public bootstrap {
                  ? fmt::format(" ({} connections refused or silent)", acceptor.dropped())
                  : "");
       }
-      peers_[k] = std::move(a->fd);
+      peers_[k] = std::move(a->s);
     }
   }
 
@@ -190,7 +194,7 @@ class tcp_bootstrap final : public bootstrap {
     const auto deadline = clock_type::now() + o_.timeout;
     sockaddr_in a = resolve_ipv4(o_.addr, o_.port, "MASTER_ADDR");
     try {
-      root_ = connect_authenticated(a, o_.token, kpurpose, claim(o_.rank, o_.world_size), deadline,
+      root_ = connect_authenticated(a, creds_, kpurpose, claim(o_.rank, o_.world_size), deadline,
                                     self_, root_name());
     } catch (const error& e) {
       const std::string what = e.what();
@@ -200,9 +204,9 @@ class tcp_bootstrap final : public bootstrap {
   }
 
   // Reads a frame, turning rank 0's notice into an error naming the rank.
-  std::string recv_checked(int fd, clock_type::time_point deadline, const std::string& who) {
+  std::string recv_checked(stream& s, clock_type::time_point deadline, const std::string& who) {
     char len[8];
-    read_all(fd, len, 8, deadline, self_, who);
+    read_all(s, len, 8, deadline, self_, who);
     const uint64_t n = get_le(len, 8);
     if (n & knotice) {
       dead_ = static_cast<int>(n & ~knotice);
@@ -211,7 +215,7 @@ class tcp_bootstrap final : public bootstrap {
     if (n > kmax_frame)
       fail("{}: {} sent a frame of {} bytes (at most {} allowed)", self_, who, n, kmax_frame);
     std::string body(n, '\0');
-    read_all(fd, body.data(), n, deadline, self_, who);
+    read_all(s, body.data(), n, deadline, self_, who);
     return body;
   }
 
@@ -219,8 +223,9 @@ class tcp_bootstrap final : public bootstrap {
   std::string self_, where_;
   std::mutex mu_;  // allgather vs dead_peer
   std::atomic<int> dead_{-1};
-  std::vector<unique_fd> peers_;  // rank 0: connection to each rank
-  unique_fd root_;                // ranks > 0: connection to rank 0
+  job_credentials creds_;
+  std::vector<stream> peers_;  // rank 0: connection to each rank
+  stream root_;                // ranks > 0: connection to rank 0
 };
 
 // Parses a non-negative integer, or throws naming the variable.
@@ -282,6 +287,10 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
     else if (const char* f = env("MERAK_JOB_TOKEN_FILE"); f && *f)
       o.token = read_token_file(f);
   }
+  if (o.tls.enabled())
+    check_complete(o.tls, "--tls-cert, --tls-key and --tls-ca");
+  else
+    o.tls = tls_files_from_env(env);
   if (o.bind_addr.empty()) {
     if (const char* s = env("MERAK_BIND_ADDR"); s && *s)
       o.bind_addr = s;

@@ -3,7 +3,8 @@
 // moves (docs/comm-transport.md). Rank 0 listens on a TCP socket on the
 // interface of MASTER_ADDR; every other rank connects to it, and both prove
 // they hold the job token without sending it (comm/auth.hpp, purpose
-// "bootstrap"; the client's claim is u32 rank, u32 world_size). Rank 0
+// "bootstrap"; the client's claim is u32 rank, u32 world_size), inside a
+// TLS session when the job has certificates (comm/tls.hpp). Rank 0
 // runs the handshakes of all connecting peers at once, each with its own
 // deadline. Afterwards the bootstrap offers an all-gather of small blobs
 // (the UCX transport swaps worker addresses through it), a barrier, and a
@@ -26,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/auth.hpp"
+
 namespace merak::comm {
 
 struct bootstrap_options {
@@ -39,6 +42,9 @@ struct bootstrap_options {
   // interface other hosts reach rank 0 by; 127.0.0.1 for loopback).
   std::string bind_addr;
   std::chrono::milliseconds timeout{60000};  // bound of every wait
+  // TLS for the bootstrap and the job's gates (comm/tls.hpp); empty:
+  // MERAK_TLS_CERT / MERAK_TLS_KEY / MERAK_TLS_CA, else in clear.
+  tls_files tls;
 };
 
 // Reads one environment variable; nullptr when unset. Injected for tests.
@@ -47,7 +53,8 @@ using env_lookup = std::function<const char*(const char*)>;
 // Fills what `given` leaves unset, in this order: the explicit value, then
 // RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, then OMPI_COMM_WORLD_RANK /
 // OMPI_COMM_WORLD_SIZE, then SLURM_PROCID / SLURM_NTASKS; the token from
-// MERAK_JOB_TOKEN. Throws merak::error naming the variable when a value is
+// MERAK_JOB_TOKEN; TLS's files from MERAK_TLS_*. Throws merak::error naming
+// the variable when a value is
 // malformed or out of range, or when rank, world size or port cannot be
 // found. A world of size 1 needs no port.
 bootstrap_options resolve_bootstrap(bootstrap_options given, const env_lookup& env);
@@ -59,9 +66,9 @@ class bootstrap {
   virtual ~bootstrap() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // The job token, for the handshakes of the job's other connections
-  // (comm/gate.hpp).
-  virtual const std::string& token() const = 0;
+  // The job token and TLS context, for the handshakes of the job's other
+  // connections (comm/gate.hpp).
+  virtual const job_credentials& credentials() const = 0;
   // Every rank's blob, in rank order. Collective: all ranks call it.
   // Throws merak::error naming the peer on a timeout or a closed connection.
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;

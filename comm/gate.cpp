@@ -21,51 +21,51 @@ namespace merak::comm {
 namespace {
 
 // Moves bytes between `a` and `b` both ways until either end closes or
-// fails, or `stop_fd` becomes readable. Both sockets non-blocking.
-void relay(int a, int b, int stop_fd) {
+// fails, or `stop_fd` becomes readable. Either may be under TLS.
+void relay(stream& a, stream& b, int stop_fd) {
   struct way {
-    int from, to;
+    stream *from, *to;
     std::vector<char> buf = std::vector<char>(size_t{1} << 16);
     size_t head = 0, tail = 0;
     bool eof = false;
   };
-  way w[2] = {{a, b}, {b, a}};
+  way w[2] = {{&a, &b}, {&b, &a}};
   auto pump = [](way& d) -> bool {  // false: the connection is over
     for (;;) {
       if (d.head < d.tail) {
-        const ssize_t k =
-            ::send(d.to, d.buf.data() + d.head, d.tail - d.head, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-        d.head += static_cast<size_t>(k);
-        if (d.head < d.tail) return true;  // the receiver is full: wait for POLLOUT
+        size_t k = 0;
+        const auto r = d.to->write_some(d.buf.data() + d.head, d.tail - d.head, k);
+        if (r == stream::io::would_block) return true;  // the receiver is full
+        if (r != stream::io::done) return false;
+        d.head += k;
+        if (d.head < d.tail) continue;
         d.head = d.tail = 0;
       }
       if (d.eof) return true;
-      const ssize_t n = ::recv(d.from, d.buf.data(), d.buf.size(), MSG_DONTWAIT);
-      if (n > 0) {
-        d.tail = static_cast<size_t>(n);
+      size_t n = 0;
+      const auto r = d.from->read_some(d.buf.data(), d.buf.size(), n);
+      if (r == stream::io::done) {
+        d.tail = n;
         continue;
       }
-      if (n == 0) {
+      if (r == stream::io::closed) {
         d.eof = true;
-        ::shutdown(d.to, SHUT_WR);
+        d.to->shutdown_write();
         return true;
       }
-      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      return r == stream::io::would_block;
     }
   };
   for (;;) {
     if (!pump(w[0]) || !pump(w[1])) return;
     if (w[0].eof && w[1].eof) return;
-    pollfd fds[3] = {{a, 0, 0}, {b, 0, 0}, {stop_fd, POLLIN, 0}};
+    pollfd fds[3] = {{a.fd(), 0, 0}, {b.fd(), 0, 0}, {stop_fd, POLLIN, 0}};
     for (int i = 0; i < 2; ++i) {
       way& d = w[i];
-      pollfd& from = fds[i];
-      pollfd& to = fds[1 - i];
       if (d.head < d.tail)
-        to.events |= POLLOUT;
+        fds[1 - i].events |= d.to->write_wants();
       else if (!d.eof)
-        from.events |= POLLIN;
+        fds[i].events |= d.from->read_wants();
     }
     if (::poll(fds, 3, -1) < 0 && errno != EINTR) return;
     if (fds[2].revents) return;
@@ -128,11 +128,11 @@ struct gate_server::impl {
       if (!a) return;
       // The service is on this host: it answers within a moment or not at
       // all (the other handshakes wait meanwhile).
-      unique_fd service;
+      stream service;
       try {
-        service = connect_tcp(resolve_ipv4("127.0.0.1", target_port, "service"),
-                              net_clock::now() + std::chrono::milliseconds(200), self,
-                              fmt::format("the local service on port {}", target_port));
+        service = stream(connect_tcp(resolve_ipv4("127.0.0.1", target_port, "service"),
+                                     net_clock::now() + std::chrono::milliseconds(200), self,
+                                     fmt::format("the local service on port {}", target_port)));
       } catch (const error&) {
         ++service_failures;
         continue;
@@ -150,8 +150,8 @@ struct gate_server::impl {
       relays.reserve(relays.size() + 1);
       ++active;
       try {
-        std::thread t([this, done, x = std::move(a->fd), y = std::move(service)] {
-          relay(x.get(), y.get(), stop.get());
+        std::thread t([this, done, x = std::move(a->s), y = std::move(service)]() mutable {
+          relay(x, y, stop.get());
           --active;
           *done = true;
         });
@@ -164,15 +164,15 @@ struct gate_server::impl {
   }
 };
 
-gate_server::gate_server(const std::string& bind_host, int port, int target_port, std::string token,
-                         std::string purpose, std::string self)
+gate_server::gate_server(const std::string& bind_host, int port, int target_port,
+                         job_credentials creds, std::string purpose, std::string self)
     : p_(std::make_unique<impl>()) {
   p_->self = std::move(self);
   p_->target_port = target_port;
   p_->listener = listen_tcp(bind_host, port, p_->self);
   p_->port = bound_port(p_->listener.get());
   p_->acceptor =
-      std::make_unique<auth_acceptor>(p_->listener.get(), std::move(token), std::move(purpose));
+      std::make_unique<auth_acceptor>(p_->listener.get(), std::move(creds), std::move(purpose));
   p_->acceptor->on_refused = [p = p_.get()](const std::string& peer, const std::string& why) {
     std::lock_guard lock(p->mu);
     if (p->refusals.size() == 16) p->refusals.erase(p->refusals.begin());
@@ -220,16 +220,18 @@ std::vector<std::string> gate_server::refusals() const {
 }
 
 struct gate_tunnel::impl {
-  unique_fd remote, listener, stop = make_eventfd();
+  stream remote;
+  unique_fd listener, stop = make_eventfd();
   std::atomic<bool> done{false};
   int local_port = 0;
   std::thread worker;
 };
 
-gate_tunnel::gate_tunnel(const std::string& host, int port, std::string token, std::string purpose,
-                         std::chrono::milliseconds timeout, std::string self, std::string who)
+gate_tunnel::gate_tunnel(const std::string& host, int port, const job_credentials& creds,
+                         std::string purpose, std::chrono::milliseconds timeout, std::string self,
+                         std::string who)
     : p_(std::make_unique<impl>()) {
-  p_->remote = connect_authenticated(resolve_ipv4(host, port, "gate address"), token, purpose, {},
+  p_->remote = connect_authenticated(resolve_ipv4(host, port, "gate address"), creds, purpose, {},
                                      net_clock::now() + timeout, self, who);
   p_->listener = listen_tcp("127.0.0.1", 0, self);
   p_->local_port = bound_port(p_->listener.get());
@@ -241,14 +243,14 @@ gate_tunnel::gate_tunnel(const std::string& host, int port, std::string token, s
     int rc;
     while ((rc = ::poll(fds, 2, ms_left(accept_by))) < 0 && errno == EINTR) {
     }
-    unique_fd local;
+    stream local;
     if (rc > 0 && !fds[1].revents)
-      local =
-          unique_fd(::accept4(p->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      local = stream(
+          unique_fd(::accept4(p->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)));
     p->listener.reset();
     if (local) {
-      set_nodelay(local.get());
-      relay(local.get(), p->remote.get(), p->stop.get());
+      set_nodelay(local.fd());
+      relay(local, p->remote, p->stop.get());
     }
     p->remote.reset();
     p->done = true;

@@ -8,7 +8,9 @@
 // gate_tunnel authenticates to the remote gate first and then offers a
 // loopback port for one local connection (the CAF client's), which it
 // relays. Nothing reaches the service before the peer proved the job token,
-// and the token never crosses the network.
+// and the token never crosses the network. With TLS in the credentials
+// (comm/tls.hpp), the network side of every relayed connection is a TLS
+// session; loopback stays in clear.
 //
 // Each relayed connection has a thread of its own that moves bytes both
 // ways through non-blocking sockets; closing one end closes the other.
@@ -18,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/auth.hpp"
+
 namespace merak::comm {
 
 class gate_server {
@@ -26,7 +30,7 @@ class gate_server {
   // connections to 127.0.0.1:target_port. `purpose` names the service in
   // the handshake ("svm", "mesh"); `self` names this side in errors.
   // Throws merak::error when it cannot listen.
-  gate_server(const std::string& bind_host, int port, int target_port, std::string token,
+  gate_server(const std::string& bind_host, int port, int target_port, job_credentials creds,
               std::string purpose, std::string self);
   // shutdown(now + 2 s): destroy the gate after the service closed its
   // sockets, so that its connections end by themselves.
@@ -59,7 +63,7 @@ class gate_tunnel {
   // connection and relays it. Throws merak::error naming `who` when the gate
   // is unreachable, refuses this process (with its reason) or cannot prove
   // it holds the token.
-  gate_tunnel(const std::string& host, int port, std::string token, std::string purpose,
+  gate_tunnel(const std::string& host, int port, const job_credentials& creds, std::string purpose,
               std::chrono::milliseconds timeout, std::string self, std::string who);
   ~gate_tunnel();  // shutdown(now + 2 s)
   // As gate_server::shutdown.

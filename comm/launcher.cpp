@@ -2,8 +2,8 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,9 +87,9 @@ std::map<std::string, std::string> launcher_environment() {
     auto eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "RANK", "WORLD_SIZE",
-                        "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+                        "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
     env.erase(v);
   return env;
 }
@@ -238,10 +238,10 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
       } else if (failed && res.first_failed < 0) {
         res.first_failed = i;
         const auto& name = children[i].name;
-        res.message = res.signal[i] ? fmt::format("{} was killed by signal {} ({})", name,
-                                                  res.signal[i], strsignal(res.signal[i]))
-                                    : fmt::format("{} failed with exit code {}", name,
-                                                  res.exit_code[i]);
+        res.message = res.signal[i]
+                          ? fmt::format("{} was killed by signal {} ({})", name, res.signal[i],
+                                        strsignal(res.signal[i]))
+                          : fmt::format("{} failed with exit code {}", name, res.exit_code[i]);
         kill_at = std::min(kill_at, clock_type::now() + o.grace);
       }
     }
@@ -262,9 +262,10 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
     res.first_failed = std::max(first_killed, 0);
     res.message = orphaned ? "the launcher that started this node went away (its input closed); "
                              "the ranks were killed"
-                           : fmt::format("the job did not finish within {} ms; its processes "
-                                         "were killed",
-                                         o.timeout.count());
+                           : fmt::format(
+                                 "the job did not finish within {} ms; its processes "
+                                 "were killed",
+                                 o.timeout.count());
   }
   return res;
 }

@@ -5,6 +5,9 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,34 +41,201 @@ bool wait_fd(int fd, short events, net_clock::time_point deadline) {
   }
 }
 
-void write_all(int fd, const void* data, size_t n, net_clock::time_point deadline,
-               const std::string& self, const std::string& who) {
-  auto* p = static_cast<const char*>(data);
-  while (n) {
-    if (!wait_fd(fd, POLLOUT, deadline)) fail("{}: timed out sending to {}", self, who);
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      fail("{}: sending to {}: {} (did it exit?)", self, who, std::strerror(errno));
+stream::stream(stream&& o) noexcept
+    : fd_(std::move(o.fd_)),
+      ssl_(std::exchange(o.ssl_, nullptr)),
+      read_wants_(o.read_wants_),
+      write_wants_(o.write_wants_),
+      error_(std::move(o.error_)) {}
+
+stream& stream::operator=(stream&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = std::move(o.fd_);
+    ssl_ = std::exchange(o.ssl_, nullptr);
+    read_wants_ = o.read_wants_;
+    write_wants_ = o.write_wants_;
+    error_ = std::move(o.error_);
+  }
+  return *this;
+}
+
+void stream::reset() {
+  if (ssl_) SSL_free(ssl_);
+  ssl_ = nullptr;
+  fd_.reset();
+}
+
+namespace {
+
+bool transient(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
+
+// OpenSSL's queued errors as one line ("" when none), emptying the queue.
+std::string ssl_errors() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof text);
+    const char* reason = ERR_reason_error_string(e);
+    out += (out.empty() ? "" : "; ") + std::string(reason ? reason : text);
+  }
+  return out;
+}
+
+}  // namespace
+
+stream::io stream::settle(int rc, short& wants) {
+  const int e = SSL_get_error(ssl_, rc);
+  switch (e) {
+    case SSL_ERROR_WANT_READ:
+      wants = POLLIN;
+      return io::would_block;
+    case SSL_ERROR_WANT_WRITE:
+      wants = POLLOUT;
+      return io::would_block;
+    case SSL_ERROR_ZERO_RETURN:
+      return io::closed;
+    case SSL_ERROR_SYSCALL: {
+      const int err = errno;
+      const std::string queued = ssl_errors();
+      if (!queued.empty()) {
+        error_ = queued;
+        return io::failed;
+      }
+      if (rc == 0 || err == 0 || err == ECONNRESET || err == EPIPE) return io::closed;
+      if (transient(err)) {
+        wants = POLLIN;
+        return io::would_block;
+      }
+      error_ = std::strerror(err);
+      return io::failed;
     }
-    p += k;
-    n -= static_cast<size_t>(k);
+    default: {
+      error_ = ssl_errors();
+      const long v = SSL_get_verify_result(ssl_);
+      if (v != X509_V_OK)
+        error_ = fmt::format("{} ({})", error_.empty() ? "certificate refused" : error_,
+                             X509_verify_cert_error_string(v));
+      if (error_.empty()) error_ = "TLS error";
+      return io::failed;
+    }
   }
 }
 
-void read_all(int fd, void* data, size_t n, net_clock::time_point deadline, const std::string& self,
-              const std::string& who) {
+stream::io stream::handshake() {
+  if (!ssl_) return io::done;
+  ERR_clear_error();
+  const int rc = SSL_do_handshake(ssl_);
+  return rc == 1 ? io::done : settle(rc, read_wants_);
+}
+
+stream::io stream::read_some(void* p, size_t cap, size_t& n) {
+  n = 0;
+  if (ssl_) {
+    ERR_clear_error();
+    const int rc = SSL_read_ex(ssl_, p, cap, &n);
+    return rc == 1 ? io::done : settle(rc, read_wants_);
+  }
+  const ssize_t k = ::recv(fd(), p, cap, MSG_DONTWAIT);
+  if (k > 0) {
+    n = static_cast<size_t>(k);
+    return io::done;
+  }
+  if (k == 0 || errno == ECONNRESET) return io::closed;
+  if (transient(errno)) return read_wants_ = POLLIN, io::would_block;
+  error_ = std::strerror(errno);
+  return io::failed;
+}
+
+stream::io stream::peek_some(void* p, size_t cap, size_t& n) {
+  n = 0;
+  if (ssl_) {
+    ERR_clear_error();
+    const int rc = SSL_peek_ex(ssl_, p, cap, &n);
+    return rc == 1 ? io::done : settle(rc, read_wants_);
+  }
+  const ssize_t k = ::recv(fd(), p, cap, MSG_PEEK | MSG_DONTWAIT);
+  if (k > 0) {
+    n = static_cast<size_t>(k);
+    return io::done;
+  }
+  if (k == 0 || errno == ECONNRESET) return io::closed;
+  if (transient(errno)) return read_wants_ = POLLIN, io::would_block;
+  error_ = std::strerror(errno);
+  return io::failed;
+}
+
+stream::io stream::write_some(const void* p, size_t len, size_t& n) {
+  n = 0;
+  if (ssl_) {
+    ERR_clear_error();
+    const int rc = SSL_write_ex(ssl_, p, len, &n);
+    return rc == 1 ? io::done : settle(rc, write_wants_);
+  }
+  const ssize_t k = ::send(fd(), p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (k >= 0) {
+    n = static_cast<size_t>(k);
+    return n ? io::done : (write_wants_ = POLLOUT, io::would_block);
+  }
+  if (errno == EPIPE || errno == ECONNRESET) return io::closed;
+  if (transient(errno)) return write_wants_ = POLLOUT, io::would_block;
+  error_ = std::strerror(errno);
+  return io::failed;
+}
+
+void stream::shutdown_write() {
+  if (ssl_) {
+    ERR_clear_error();
+    SSL_shutdown(ssl_);  // sends close_notify; the peer's comes later, or not
+    ERR_clear_error();
+  } else if (fd_) {
+    ::shutdown(fd(), SHUT_WR);
+  }
+}
+
+void write_all(stream& s, const void* data, size_t n, net_clock::time_point deadline,
+               const std::string& self, const std::string& who) {
+  auto* p = static_cast<const char*>(data);
+  while (n) {
+    size_t k = 0;
+    switch (s.write_some(p, n, k)) {
+      case stream::io::done:
+        p += k;
+        n -= k;
+        break;
+      case stream::io::would_block:
+        if (!wait_fd(s.fd(), s.write_wants(), deadline))
+          fail("{}: timed out sending to {}", self, who);
+        break;
+      case stream::io::closed:
+        fail("{}: sending to {}: connection closed (did it exit?)", self, who);
+      case stream::io::failed:
+        fail("{}: sending to {}: {} (did it exit?)", self, who, s.error());
+    }
+  }
+}
+
+void read_all(stream& s, void* data, size_t n, net_clock::time_point deadline,
+              const std::string& self, const std::string& who) {
   auto* p = static_cast<char*>(data);
   while (n) {
-    if (!wait_fd(fd, POLLIN, deadline)) fail("{}: timed out waiting for {}", self, who);
-    ssize_t k = ::recv(fd, p, n, 0);
-    if (k == 0) fail("{}: {} closed the connection (did it exit?)", self, who);
-    if (k < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      fail("{}: receiving from {}: {}", self, who, std::strerror(errno));
+    size_t k = 0;
+    switch (s.read_some(p, n, k)) {
+      case stream::io::done:
+        p += k;
+        n -= k;
+        break;
+      case stream::io::would_block:
+        if (!wait_fd(s.fd(), s.read_wants(), deadline))
+          fail("{}: timed out waiting for {}", self, who);
+        break;
+      case stream::io::closed:
+        fail("{}: {} closed the connection (did it exit?)", self, who);
+      case stream::io::failed:
+        fail("{}: receiving from {}: {}", self, who, s.error());
     }
-    p += k;
-    n -= static_cast<size_t>(k);
   }
 }
 
@@ -81,23 +251,28 @@ uint64_t get_le(const char* p, int bytes) {
   return v;
 }
 
-void send_frame(int fd, const std::string& body, net_clock::time_point deadline,
-                const std::string& self, const std::string& who) {
+std::string frame(std::string_view body) {
   std::string f;
   f.reserve(8 + body.size());
   put_u64(f, body.size());
   f += body;
-  write_all(fd, f.data(), f.size(), deadline, self, who);
+  return f;
 }
 
-std::string recv_frame(int fd, uint64_t max, net_clock::time_point deadline,
+void send_frame(stream& s, std::string_view body, net_clock::time_point deadline,
+                const std::string& self, const std::string& who) {
+  const std::string f = frame(body);
+  write_all(s, f.data(), f.size(), deadline, self, who);
+}
+
+std::string recv_frame(stream& s, uint64_t max, net_clock::time_point deadline,
                        const std::string& self, const std::string& who) {
   char len[8];
-  read_all(fd, len, 8, deadline, self, who);
+  read_all(s, len, 8, deadline, self, who);
   const uint64_t n = get_le(len, 8);
   if (n > max) fail("{}: {} sent a frame of {} bytes (at most {} allowed)", self, who, n, max);
   std::string body(n, '\0');
-  read_all(fd, body.data(), n, deadline, self, who);
+  read_all(s, body.data(), n, deadline, self, who);
   return body;
 }
 
@@ -195,10 +370,11 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-bool peer_closed(int fd) {
+bool peer_closed(stream& s) {
   char c;
-  const ssize_t k = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  size_t n = 0;
+  const auto r = s.peek_some(&c, 1, n);
+  return r == stream::io::closed || r == stream::io::failed;
 }
 
 }  // namespace merak::comm

@@ -1,8 +1,9 @@
 #pragma once
-// Blocking TCP helpers with deadlines, shared by the bootstrap, the
-// authenticated handshake and the gate (comm/auth.hpp, comm/gate.hpp).
-// Errors are merak::error naming this side (`self`) and the other end
-// (`who`, e.g. "rank 3" or "rank 0 at 10.0.0.1:29500").
+// TCP helpers with deadlines, shared by the bootstrap, the authenticated
+// handshake and the gate (comm/auth.hpp, comm/gate.hpp), and `stream`, a
+// connected socket in clear or under TLS (comm/tls.hpp) that all of them
+// read and write through. Errors are merak::error naming this side (`self`)
+// and the other end (`who`, e.g. "rank 3" or "rank 0 at 10.0.0.1:29500").
 //
 // A frame is a u64 little-endian length, then that many bytes.
 
@@ -13,7 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
+
+struct ssl_st;  // OpenSSL's SSL
 
 namespace merak::comm {
 
@@ -50,19 +54,68 @@ int ms_left(net_clock::time_point deadline);
 // Waits for `events` on fd; false on timeout.
 bool wait_fd(int fd, short events, net_clock::time_point deadline);
 
-void write_all(int fd, const void* data, size_t n, net_clock::time_point deadline,
+// A connected non-blocking socket, in clear or under a TLS session
+// (comm/tls.hpp makes those). The same calls move bytes either way. One
+// thread at a time.
+class stream {
+ public:
+  enum class io {
+    done,         // `n` (> 0) bytes moved, or the handshake finished
+    would_block,  // wait for read_wants() / write_wants() on fd(), then call again
+    closed,       // the peer ended the stream (TLS: close_notify or end of file)
+    failed,       // error() says why
+  };
+  stream() = default;
+  explicit stream(unique_fd fd) : fd_(std::move(fd)) {}
+  // Takes the session, which is bound to fd; handshake() runs it.
+  stream(unique_fd fd, ssl_st* ssl) : fd_(std::move(fd)), ssl_(ssl) {}
+  stream(stream&& o) noexcept;
+  stream& operator=(stream&& o) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  ~stream() { reset(); }
+  void reset();
+
+  int fd() const { return fd_.get(); }
+  bool secure() const { return ssl_ != nullptr; }
+  explicit operator bool() const { return bool(fd_); }
+
+  // One step of the TLS handshake (done at once in clear); would_block
+  // waits for read_wants().
+  io handshake();
+  io read_some(void* p, size_t cap, size_t& n);
+  io peek_some(void* p, size_t cap, size_t& n);  // as read_some, keeping the bytes
+  io write_some(const void* p, size_t len, size_t& n);
+  short read_wants() const { return read_wants_; }
+  short write_wants() const { return write_wants_; }
+  // Ends this side's writing (TLS: close_notify; in clear: FIN); reading
+  // goes on.
+  void shutdown_write();
+  const std::string& error() const { return error_; }
+
+ private:
+  io settle(int rc, short& wants);  // a TLS call's outcome
+  unique_fd fd_;
+  ssl_st* ssl_ = nullptr;
+  short read_wants_ = POLLIN, write_wants_ = POLLOUT;
+  std::string error_;
+};
+
+void write_all(stream& s, const void* data, size_t n, net_clock::time_point deadline,
                const std::string& self, const std::string& who);
-void read_all(int fd, void* data, size_t n, net_clock::time_point deadline, const std::string& self,
-              const std::string& who);
+void read_all(stream& s, void* data, size_t n, net_clock::time_point deadline,
+              const std::string& self, const std::string& who);
 
 void put_u32(std::string& s, uint32_t v);
 void put_u64(std::string& s, uint64_t v);
 uint64_t get_le(const char* p, int bytes);
+// A frame: the length, then `body`.
+std::string frame(std::string_view body);
 
-void send_frame(int fd, const std::string& body, net_clock::time_point deadline,
+void send_frame(stream& s, std::string_view body, net_clock::time_point deadline,
                 const std::string& self, const std::string& who);
 // Refuses (throws) a frame longer than `max` before allocating it.
-std::string recv_frame(int fd, uint64_t max, net_clock::time_point deadline,
+std::string recv_frame(stream& s, uint64_t max, net_clock::time_point deadline,
                        const std::string& self, const std::string& who);
 
 // The IPv4 address of `host` (a name or dotted quad) with `port`; throws
@@ -89,8 +142,8 @@ void set_nodelay(int fd);
 // ("eth0"; "lo" for 127.0.0.1), or "" when no interface of this host does.
 std::string interface_of(const std::string& addr);
 
-// True when the peer's end of `fd` is closed (EOF or reset), without
-// consuming data.
-bool peer_closed(int fd);
+// True when the peer's end of `s` is closed (end of stream, reset or a
+// broken TLS session), without consuming data.
+bool peer_closed(stream& s);
 
 }  // namespace merak::comm

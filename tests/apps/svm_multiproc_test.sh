@@ -27,6 +27,11 @@
 #                shard count gives different fold fits (the comparison has teeth)
 #   path         svm path --procs 2 [--folds 3] [--cv-only]: every lambda's point
 #                equals svm train --procs 2 at that lambda (same workers reused)
+#   tls          --procs 2 with --tls-cert/--tls-key/--tls-ca (files from
+#                deploy/tls-certs.sh): the same iterations and objective as in
+#                clear; a worker whose certificate another CA signed is
+#                refused in the TLS handshake, naming it; an incomplete set
+#                of TLS flags is refused naming what is missing
 #   bad_flags    flag errors are one line and exit 1 (--folds 1, --folds beyond
 #                the samples, svm path --listen without --procs, --cv-only
 #                without --folds, a theta out of range at one lambda)
@@ -139,6 +144,41 @@ case "$case_name" in
   objective_l1) compare l1 1e-3 2 4 ;;
   objective_mcp) compare mcp 1e-3 2 4 ;;
   scad) compare scad 0.02 2 ;;
+  tls)
+    certs=$(dirname "${BASH_SOURCE[0]}")/../../deploy/tls-certs.sh
+    bash "$certs" "$work/pki" job >/dev/null
+    bash "$certs" "$work/rogue" job >/dev/null
+    tls=(--tls-cert "$work/pki/job.pem" --tls-key "$work/pki/job.key" --tls-ca "$work/pki/ca.pem")
+    fit=(svm train --data "$work/train.libsvm" --penalty mcp --lambda 0.02 --procs 2 --json)
+    "$merak" "${fit[@]}" >"$work/clear.json"
+    "$merak" "${fit[@]}" "${tls[@]}" >"$work/tls.json"
+    python3 - "$work" <<'PY'
+import json, sys
+c = json.load(open(f"{sys.argv[1]}/clear.json"))
+t = json.load(open(f"{sys.argv[1]}/tls.json"))
+assert t["procs"] == 2 and t["converged"], t
+assert t["iterations"] == c["iterations"] and t["objective"] == c["objective"], (t, c)
+print(f"ok: under TLS {t['iterations']} iterations, objective {t['objective']:.10g} as in clear "
+      f"({t['time_s']:.2f} s against {c['time_s']:.2f} s)")
+PY
+    "$merak" svm train --data "$work/train.libsvm" --procs 2 --listen 127.0.0.1 --token good \
+      "${tls[@]}" --timeout-s 4 >"$work/c.out" 2>"$work/c.err" &
+    cpid=$!
+    pids+=("$cpid")
+    for _ in $(seq 100); do grep -q "waiting for" "$work/c.err" && break; sleep 0.05; done
+    port=$(grep -o '127\.0\.0\.1:[0-9]*' "$work/c.err" | head -n 1 | cut -d: -f2)
+    [[ -n "$port" ]] || { echo "FAIL: no port in: $(cat "$work/c.err")"; exit 1; }
+    expect_error "svm worker 1: TLS handshake with the consensus side at 127.0.0.1:$port failed: .*certificate verify failed" \
+      svm worker --connect "127.0.0.1:$port" --rank 1 --world 2 --token good \
+      --data "$work/train.libsvm" --tls-cert "$work/rogue/job.pem" --tls-key "$work/rogue/job.key" \
+      --tls-ca "$work/rogue/ca.pem"
+    consensus_fails_with "$work/c.err" "did not join"
+    expect_error "merak svm: TLS needs --tls-cert, --tls-key and --tls-ca together: the key and the CA are missing" \
+      svm train --data "$work/train.libsvm" --procs 2 --tls-cert "$work/pki/job.pem"
+    chmod 644 "$work/pki/job.key"
+    expect_error "svm worker: TLS key '.*job.key' may be read by group or others \(mode 0644\)" \
+      svm worker --connect 127.0.0.1:1 --rank 0 --world 1 --data "$work/train.libsvm" "${tls[@]}"
+    ;;
   bad_token)
     "$merak" svm train --data "$work/train.libsvm" --procs 2 --listen 127.0.0.1 --token good \
       --timeout-s 4 >"$work/c.out" 2>"$work/c.err" &

@@ -65,6 +65,10 @@
 #              equal to the in-process --dp 2 run, as dp2
 #   node_by_hand  two `merak node` processes started by hand with a shared
 #              port and token: equal to the in-process run
+#   tls        merak launch --procs 2 --tls-cert/--tls-key/--tls-ca (files
+#              from deploy/tls-certs.sh) with --pp 2: the job says its
+#              connections are under TLS and equals the in-process run; a
+#              hostfile launch forwards the files to its nodes (dp2 equal)
 #   bad_hosts  hostfiles and node flags that cannot work are refused naming
 #              the file and line or the flag
 #   host_fails a host whose merak cannot start: the launcher names that host
@@ -382,6 +386,25 @@ EOF2
     grep -q "2 processes (placement 0,1)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     [[ "$(sort "$work/rsh.log" | tr '\n' ' ')" == "127.0.0.1 $(id -un)@localhost " ]] ||
       { echo "FAIL: hosts reached:"; cat "$work/rsh.log"; exit 1; }
+    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  tls)
+    bash "$(dirname "$0")/../../deploy/tls-certs.sh" "$work/pki" job >/dev/null
+    tls=(--tls-cert "$work/pki/job.pem" --tls-key "$work/pki/job.key" --tls-ca "$work/pki/ca.pem")
+    "$merak" launch --procs 2 "${tls[@]}" --timeout 150 train "${model[@]}" --steps 4 --pp 2 \
+      --micro-batches 2 --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    grep -q "2 processes (placement 0,1; actor and bootstrap connections under TLS)" "$work/mp.err" ||
+      { cat "$work/mp.err"; exit 1; }
+    "$merak" train "${model[@]}" --steps 4 --pp 2 --micro-batches 2 --metrics "$work/ip.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 4 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    printf 'localhost\n127.0.0.1\n' >"$work/hosts"
+    "$merak" launch --hostfile "$work/hosts" --rsh "bash $rsh" --env HOME "${tls[@]}" --timeout 120 \
+      train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" 2>"$work/mp.err" ||
+      { cat "$work/mp.err"; exit 1; }
+    grep -q "connections under TLS" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
     "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"

@@ -13,6 +13,7 @@
 #include "comm/socket_io.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "test_pki.hpp"
 
 using namespace merak::comm;
 using merak::same_secret;
@@ -209,6 +210,54 @@ TEST_CASE("the bootstrap learns that a rank's process went away and tells every 
   for (int r = 0; r < 3; ++r) CHECK(errors[r] == "");
   CHECK(seen[0] == 2);
   CHECK(seen[1] == 2);
+}
+
+TEST_CASE("under TLS ranks all-gather and learn of a rank that went away", "[comm][bootstrap]") {
+  merak::test::test_pki pki({"r0", "r1", "r2"});
+  const int port = pick_free_port();
+  auto opts = job(3, port, "t", 3000ms);
+  for (int r = 0; r < 3; ++r) opts[r].tls = pki.files(fmt::format("r{}", r));
+  std::vector<int> seen(3, -1);
+  std::vector<std::vector<std::string>> got(3);
+  auto errors = join_all(opts, [&](bootstrap& b) {
+    if (!b.credentials().tls) throw std::runtime_error("no TLS context");
+    got[b.rank()] = b.allgather(std::string(70000 * (b.rank() + 1), char('a' + b.rank())));
+    b.barrier();
+    if (b.rank() == 2) return;
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (b.dead_peer() < 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    seen[b.rank()] = b.dead_peer();
+  });
+  for (int r = 0; r < 3; ++r) {
+    REQUIRE(errors[r] == "");
+    for (int k = 0; k < 3; ++k) CHECK(got[r][k] == std::string(70000 * (k + 1), char('a' + k)));
+  }
+  CHECK(seen[0] == 2);
+  CHECK(seen[1] == 2);
+}
+
+TEST_CASE("under TLS a rank with a certificate of another CA cannot join", "[comm][bootstrap]") {
+  merak::test::test_pki pki({"r0", "r1"});
+  merak::test::test_pki rogue({"r1"});
+  const int port = pick_free_port();
+  auto opts = job(2, port, "t", 1500ms);
+  opts[0].tls = pki.files("r0");
+  opts[1].tls = rogue.files("r1");
+  auto errors = join_all(opts, [](bootstrap&) {});
+  CHECK_THAT(errors[1], Catch::Contains("bootstrap rank 1: TLS handshake with rank 0") &&
+                            Catch::Contains("certificate verify failed"));
+  CHECK_THAT(errors[0], Catch::Contains("ranks 1 did not join") &&
+                            Catch::Contains("connections refused or silent"));
+  // Partial TLS settings are refused before anything connects.
+  auto o = opts[1];
+  o.tls = {};
+  CHECK_THROWS_WITH(
+      resolve_bootstrap(o, fake_env({{"MERAK_TLS_CERT", "/x"}, {"MERAK_TLS_KEY", "/y"}})),
+      Catch::Contains("MERAK_TLS_CA") && Catch::Contains("the CA is missing"));
+  o.tls = {"/x", "", ""};
+  CHECK_THROWS_WITH(resolve_bootstrap(o, fake_env({})),
+                    Catch::Contains("--tls-cert, --tls-key and --tls-ca"));
 }
 
 TEST_CASE("silent and hostile connections do not delay a job's start", "[comm][bootstrap]") {

@@ -27,12 +27,18 @@ struct echo_service {
   std::thread thread{[this] {
     while (!stop) {
       if (!wait_fd(listener.get(), POLLIN, net_clock::now() + 50ms)) continue;
-      unique_fd c(::accept(listener.get(), nullptr, nullptr));
+      stream c(unique_fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK)));
       if (!c) continue;
       ++connections;
       char buf[4096];
-      for (ssize_t n; (n = ::recv(c.get(), buf, sizeof buf, 0)) > 0;)
-        write_all(c.get(), buf, size_t(n), net_clock::now() + 5s, "echo", "client");
+      for (;;) {
+        size_t n = 0;
+        const auto r = c.read_some(buf, sizeof buf, n);
+        if (r == stream::io::would_block && wait_fd(c.fd(), POLLIN, net_clock::now() + 5s))
+          continue;
+        if (r != stream::io::done) break;
+        write_all(c, buf, n, net_clock::now() + 5s, "echo", "client");
+      }
     }
   }};
   int port() const { return bound_port(listener.get()); }
@@ -46,18 +52,19 @@ struct echo_service {
 
 TEST_CASE("a gate relays an authenticated connection both ways", "[comm][gate]") {
   echo_service echo;
-  gate_server gate("127.0.0.1", 0, echo.port(), "tok", "mesh", "test gate");
-  gate_tunnel tunnel("127.0.0.1", gate.port(), "tok", "mesh", 3000ms, "test", "the gate");
+  gate_server gate("127.0.0.1", 0, echo.port(), job_credentials{"tok", nullptr}, "mesh",
+                   "test gate");
+  gate_tunnel tunnel("127.0.0.1", gate.port(), job_credentials{"tok", nullptr}, "mesh", 3000ms,
+                     "test", "the gate");
   const auto deadline = net_clock::now() + 10s;
-  unique_fd c =
-      connect_tcp(resolve_ipv4("127.0.0.1", tunnel.local_port(), "t"), deadline, "t", "tunnel");
+  stream c(
+      connect_tcp(resolve_ipv4("127.0.0.1", tunnel.local_port(), "t"), deadline, "t", "tunnel"));
   // 1 MiB written while it is read back: the relay must not deadlock.
   std::string sent(1 << 20, '\0');
   for (size_t i = 0; i < sent.size(); ++i) sent[i] = char(i * 131 % 251);
-  std::thread writer(
-      [&] { write_all(c.get(), sent.data(), sent.size(), deadline, "t", "tunnel"); });
+  std::thread writer([&] { write_all(c, sent.data(), sent.size(), deadline, "t", "tunnel"); });
   std::string got(sent.size(), '\0');
-  read_all(c.get(), got.data(), got.size(), deadline, "t", "tunnel");
+  read_all(c, got.data(), got.size(), deadline, "t", "tunnel");
   writer.join();
   CHECK(got == sent);
   CHECK(gate.admitted() == 1);
@@ -66,13 +73,15 @@ TEST_CASE("a gate relays an authenticated connection both ways", "[comm][gate]")
 
 TEST_CASE("a gate lets nothing through before the token is proved", "[comm][gate]") {
   echo_service echo;
-  gate_server gate("127.0.0.1", 0, echo.port(), "tok", "svm", "test gate");
+  gate_server gate("127.0.0.1", 0, echo.port(), job_credentials{"tok", nullptr}, "svm",
+                   "test gate");
   CHECK_THROWS_WITH(
-      gate_tunnel("127.0.0.1", gate.port(), "bad", "svm", 3000ms, "svm worker 1", "the gate"),
+      gate_tunnel("127.0.0.1", gate.port(), job_credentials{"bad", nullptr}, "svm", 3000ms,
+                  "svm worker 1", "the gate"),
       Catch::Contains("svm worker 1: the gate refused this process: wrong job token"));
-  CHECK_THROWS_WITH(
-      gate_tunnel("127.0.0.1", gate.port(), "tok", "mesh", 3000ms, "process 1", "the gate"),
-      Catch::Contains("'svm' service, not 'mesh'"));
+  CHECK_THROWS_WITH(gate_tunnel("127.0.0.1", gate.port(), job_credentials{"tok", nullptr}, "mesh",
+                                3000ms, "process 1", "the gate"),
+                    Catch::Contains("'svm' service, not 'mesh'"));
   // What CAF's protocol would read as a 4 GiB message, and bare garbage.
   const auto a = resolve_ipv4("127.0.0.1", gate.port(), "t");
   unique_fd big = connect_tcp(a, net_clock::now() + 3s, "t", "gate");
@@ -83,12 +92,13 @@ TEST_CASE("a gate lets nothing through before the token is proved", "[comm][gate
   unique_fd junk = connect_tcp(a, net_clock::now() + 3s, "t", "gate");
   ::send(junk.get(), "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL);
   // Both are dropped by the gate; a rightful tunnel still gets through.
-  gate_tunnel ok("127.0.0.1", gate.port(), "tok", "svm", 3000ms, "t", "the gate");
-  unique_fd c = connect_tcp(resolve_ipv4("127.0.0.1", ok.local_port(), "t"), net_clock::now() + 3s,
-                            "t", "tunnel");
-  write_all(c.get(), "ping", 4, net_clock::now() + 3s, "t", "tunnel");
+  gate_tunnel ok("127.0.0.1", gate.port(), job_credentials{"tok", nullptr}, "svm", 3000ms, "t",
+                 "the gate");
+  stream c(connect_tcp(resolve_ipv4("127.0.0.1", ok.local_port(), "t"), net_clock::now() + 3s, "t",
+                       "tunnel"));
+  write_all(c, "ping", 4, net_clock::now() + 3s, "t", "tunnel");
   char back[4];
-  read_all(c.get(), back, 4, net_clock::now() + 3s, "t", "tunnel");
+  read_all(c, back, 4, net_clock::now() + 3s, "t", "tunnel");
   CHECK(std::string(back, 4) == "ping");
   CHECK(echo.connections == 1);
   CHECK(gate.admitted() == 1);
@@ -102,8 +112,10 @@ TEST_CASE("a gate lets nothing through before the token is proved", "[comm][gate
 
 TEST_CASE("closing one end of a relayed connection closes the other", "[comm][gate]") {
   unique_fd service = listen_tcp("127.0.0.1", 0, "svc");
-  gate_server gate("127.0.0.1", 0, bound_port(service.get()), "tok", "mesh", "test gate");
-  gate_tunnel tunnel("127.0.0.1", gate.port(), "tok", "mesh", 3000ms, "t", "the gate");
+  gate_server gate("127.0.0.1", 0, bound_port(service.get()), job_credentials{"tok", nullptr},
+                   "mesh", "test gate");
+  gate_tunnel tunnel("127.0.0.1", gate.port(), job_credentials{"tok", nullptr}, "mesh", 3000ms, "t",
+                     "the gate");
   unique_fd c = connect_tcp(resolve_ipv4("127.0.0.1", tunnel.local_port(), "t"),
                             net_clock::now() + 3s, "t", "tunnel");
   REQUIRE(wait_fd(service.get(), POLLIN, net_clock::now() + 3s));
@@ -126,7 +138,7 @@ TEST_CASE("a busy acceptor keeps new peers queued instead of dropping them", "[c
   // real clients wait in the listen queue (or retry) and all get in.
   unique_fd lst = listen_tcp("127.0.0.1", 0, "test");
   const int port = bound_port(lst.get());
-  auth_acceptor acceptor(lst.get(), "tok", "mesh", 300ms, 1);
+  auth_acceptor acceptor(lst.get(), job_credentials{"tok", nullptr}, "mesh", 300ms, 1);
   const auto a = resolve_ipv4("127.0.0.1", port, "t");
   unique_fd s1 = connect_tcp(a, net_clock::now() + 2s, "t", "acceptor");
   unique_fd s2 = connect_tcp(a, net_clock::now() + 2s, "t", "acceptor");
@@ -134,8 +146,9 @@ TEST_CASE("a busy acceptor keeps new peers queued instead of dropping them", "[c
   std::atomic<int> in{0};
   for (int i = 0; i < 3; ++i)
     clients.emplace_back([&, i] {
-      unique_fd c = connect_authenticated(a, "tok", "mesh", std::to_string(i),
-                                          net_clock::now() + 5s, "client", "acceptor");
+      stream c =
+          connect_authenticated(a, job_credentials{"tok", nullptr}, "mesh", std::to_string(i),
+                                net_clock::now() + 5s, "client", "acceptor");
       ++in;
     });
   std::vector<std::string> admitted;
