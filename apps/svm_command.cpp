@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -26,6 +27,7 @@ struct svm_train_flags {
   std::string data, format = "auto", penalty = "l1", model, solver = "auto";
   std::string nonconvex = "auto";
   double lambda = 0.01, theta = 0, rho1 = 0, rho2 = 0, tol = 1e-4, relax = 1.0;
+  double c = 0;  // LIBLINEAR's -c: lambda = 1 / (C n); 0: not given
   std::string screening = "on";
   int max_iter = 5000, workers = 1, folds = 0, threads = 0;
   int lla_steps = 20;  // reweighted L1 steps after step 0 (lla_options::max_steps)
@@ -43,7 +45,7 @@ struct svm_train_flags {
 
 struct svm_predict_flags {
   std::string model, data, format = "auto", output;
-  bool json = false;
+  bool json = false, ignore_extra_features = false;
 };
 
 svm::fit_options make_fit_options(const svm_train_flags& f) {
@@ -94,9 +96,12 @@ svm_remote_train remote_train_of(const svm_train_flags& f, const svm::fit_option
 }
 
 int run_svm_train(const svm_train_flags& f) {
-  const svm::fit_options o = make_fit_options(f);
+  svm::fit_options o = make_fit_options(f);
+  if (f.c < 0 || !std::isfinite(f.c)) fail("-c must be a positive number (got {})", f.c);
   if (f.procs != 0 || !f.listen.empty()) {
     if (f.procs < 1) fail("--listen needs --procs K (the number of worker processes to wait for)");
+    if (f.c > 0)
+      fail("-c needs the sample count, which worker processes hold: give --lambda 1/(C n)");
     if (f.workers > 1)
       fail(
           "--workers (actor workers in this process) and --procs (worker processes) exclude "
@@ -113,6 +118,9 @@ int run_svm_train(const svm_train_flags& f) {
   svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data));
   const double read_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // LIBLINEAR minimises |w|_1 + C sum_i loss_i; merak (1/n) sum_i loss_i +
+  // lambda |w|_1: the same balance when lambda = 1 / (C n).
+  if (f.c > 0) o.pen.lambda = 1.0 / (f.c * double(d.rows()));
   nlohmann::json out{{"data", f.data},         {"samples", d.rows()},
                      {"features", d.cols()},   {"penalty", svm::penalty_name(o.pen.kind)},
                      {"lambda", o.pen.lambda}, {"theta", o.pen.theta},
@@ -270,6 +278,12 @@ int run_svm_predict(const svm_predict_flags& f) {
   svm::linear_model m = svm::read_model(f.model);
   svm::dataset d = svm::read_data(f.data, svm::parse_data_format(f.format, f.data), m.features());
   if (d.cols() > m.features()) {
+    if (!f.ignore_extra_features)
+      fail(
+          "data file '{}' has {} features, the model '{}' {}: the data is not what the model was "
+          "fitted on (--ignore-extra-features gives features {}..{} weight 0, as LIBLINEAR "
+          "does)",
+          f.data, d.cols(), f.model, m.features(), m.features() + 1, d.cols());
     // Features the model never saw have weight 0 (as LIBLINEAR does).
     Eigen::VectorXd w = Eigen::VectorXd::Zero(d.cols());
     w.head(m.features()) = m.w;
@@ -318,8 +332,9 @@ void add_process_flags(CLI::App* c, svm_train_flags& f, const char* procs_help) 
 
 // The data and solver flags that svm train and svm path share.
 void add_fit_flags(CLI::App* c, svm_train_flags& f) {
-  c->add_option("--data", f.data,
-                "Training data (LIBSVM text or CSV, label first); required unless --listen");
+  c->add_option("--data,data", f.data,
+                "Training data (LIBSVM text or CSV, label first; also the first argument, as "
+                "liblinear-train takes it); required unless --listen");
   c->add_option("--format", f.format, "libsvm, csv or auto (by file name)")->capture_default_str();
   c->add_option("--penalty", f.penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
   c->add_option("--theta", f.theta,
@@ -365,7 +380,14 @@ action add_svm_command(CLI::App& parent) {
   auto* t = s->add_subcommand("train", "Fit a model; optionally cross-validate");
   t->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_fit_flags(t, *tf);
-  t->add_option("--lambda", tf->lambda, "Penalty weight")->capture_default_str();
+  auto* lambda = t->add_option("--lambda", tf->lambda,
+                               "Penalty weight: the objective is (1/n) sum of hinge losses + "
+                               "lambda P(w)")
+                     ->capture_default_str();
+  t->add_option("-c", tf->c,
+                "LIBLINEAR's cost C instead of --lambda: lambda = 1/(C n) for n samples (the "
+                "same balance of penalty and total loss)")
+      ->excludes(lambda);
   t->add_option("--max-iter", tf->max_iter, "Iteration cap")->capture_default_str();
   t->add_option("--workers", tf->workers, "Consensus ADMM over K row shards, one actor each")
       ->capture_default_str();
@@ -402,11 +424,16 @@ action add_svm_command(CLI::App& parent) {
   auto pf = std::make_shared<svm_predict_flags>();
   auto* p = s->add_subcommand("predict", "Accuracy of a model on labelled data");
   p->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  p->add_option("--model", pf->model, "Model file from svm train")->required();
-  p->add_option("--data", pf->data, "Labelled data (LIBSVM text or CSV)")->required();
+  // Positional as liblinear-predict takes them: DATA MODEL [OUTPUT].
+  p->add_option("--data,data", pf->data, "Labelled data (LIBSVM text or CSV)")->required();
+  p->add_option("--model,model", pf->model, "Model file from svm train (or from LIBLINEAR)")
+      ->required();
+  p->add_option("--output,output", pf->output, "Write one predicted label per line here");
   p->add_option("--format", pf->format, "libsvm, csv or auto (by file name)")
       ->capture_default_str();
-  p->add_option("--output", pf->output, "Write one predicted label per line here");
+  p->add_flag("--ignore-extra-features", pf->ignore_extra_features,
+              "Data with more features than the model: give the extra ones weight 0 (what "
+              "LIBLINEAR does) instead of refusing it");
   p->add_flag("--json", pf->json, "Print one JSON object");
 
   action worker = add_svm_worker_command(*s);

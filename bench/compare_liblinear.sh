@@ -10,7 +10,7 @@
 #   FOLDS         default 5; sample i (0-based, in file order) is in fold
 #                 i mod FOLDS, which is what `merak svm train|path --folds` do.
 # Needs liblinear-train / liblinear-predict (Debian liblinear-tools:
-# deploy/install-deps.sh --bench) and python3.
+# deploy/install-deps.sh installs it) and python3.
 #
 # Both tools read one file per data set: the features z-scored over the whole
 # file (so LIBLINEAR, which does not standardise, sees the same scale merak

@@ -2,8 +2,7 @@
 # Installs the Debian 12 packages merak builds against, where missing.
 # Idempotent and quick when everything is present; uses sudo when not root.
 # Usage: deploy/install-deps.sh [--bench]   (--bench adds PyTorch for the
-# side-by-side benchmark and LIBLINEAR for bench/compare_liblinear.sh; never
-# needed for building or testing).
+# side-by-side benchmark; never needed for building or testing).
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
@@ -12,9 +11,10 @@ packages=(build-essential cmake ninja-build pkg-config python3
           libssl-dev openssl  # HMAC of the job handshake, TLS; deploy/tls-certs.sh
           libopenmpi-dev openmpi-bin  # MPI: only merak_mpi_allreduce (the bench anchor)
           ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config requires OpenCL
-          strace iproute2)  # tests only: kills inside a checkpoint save; two-host namespaces
+          strace iproute2  # tests only: kills inside a checkpoint save; two-host namespaces
+          liblinear-tools)  # tests only: LIBLINEAR loads merak's model files (92 KB)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch liblinear-tools)
+  packages+=(python3-torch)
 fi
 
 missing=()

@@ -1,12 +1,14 @@
 #include "svm/data_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -43,6 +45,13 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// `s` quoted for an error message, at most 40 of its characters (a field
+// of a file read in the wrong format can be a line of tens of kilobytes).
+std::string shown(std::string_view s) {
+  if (s.size() <= 40) return fmt::format("'{}'", s);
+  return fmt::format("'{}...' ({} bytes)", s.substr(0, 40), s.size());
+}
+
 // Parses all of `s` as a finite double (decimal, as strtod in the C
 // locale, without hexadecimal forms), or fails naming `what` (with
 // `field`: "field N").
@@ -56,7 +65,7 @@ double parse_number(std::string_view s, const std::string& file, int64_t line, c
   double v = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
   if (ec == std::errc::invalid_argument || end != digits.data() + digits.size())
-    fail("{}:{}: {} '{}' is not a number", file, line, name(), s);
+    fail("{}:{}: {} {} is not a number", file, line, name(), shown(s));
   if (ec == std::errc::result_out_of_range || !std::isfinite(v)) {
     // from_chars also calls a value that underflows out of range; strtod's
     // rule: a subnormal or zero result of a non-zero number is kept.
@@ -65,16 +74,28 @@ double parse_number(std::string_view s, const std::string& file, int64_t line, c
     const std::string tmp(digits);
     v = std::strtod(tmp.c_str(), &stop);
     if (!std::isfinite(v) || (errno == ERANGE && std::abs(v) > 1))
-      fail("{}:{}: {} '{}' is not finite", file, line, name(), s);
+      fail("{}:{}: {} {} is not finite", file, line, name(), shown(s));
   }
   return v;
+}
+
+// True when `s` starts like a number (a sign, a digit or a point).
+bool looks_numeric(std::string_view s) {
+  s = trim(s);
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
+  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.');
 }
 
 double parse_label(std::string_view s, const std::string& file, int64_t line) {
   double v = parse_number(s, file, line, "label");
   if (v == 1) return 1;
   if (v == -1 || v == 0) return -1;
-  fail("{}:{}: label '{}' is not +1 or -1 (two-class data only)", file, line, trim(s));
+  fail("{}:{}: label {} is not +1 or -1 (two-class data only)", file, line, shown(trim(s)));
+}
+
+// A line of CSV: commas, and no ':' (LIBSVM's index:value).
+bool line_is_csv(std::string_view l) {
+  return l.find(',') != std::string_view::npos && l.find(':') == std::string_view::npos;
 }
 
 template <typename F>
@@ -120,6 +141,11 @@ dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min
   values.reserve(colons);
   int64_t p = min_features;
   for_each_line(text, [&](std::string_view l, int64_t line) {
+    if (line_is_csv(l))
+      fail(
+          "{}:{}: commas and no index:value pairs: this looks like CSV, read as LIBSVM text "
+          "(give --format csv, or name the file .csv)",
+          name, line);
     size_t pos = 0;
     auto next_token = [&]() -> std::string_view {
       while (pos < l.size() && is_space(l[pos])) ++pos;
@@ -132,12 +158,13 @@ dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min
     for (std::string_view tok = next_token(); !tok.empty(); tok = next_token()) {
       if (tok.front() == '#') break;  // trailing comment
       size_t colon = tok.find(':');
-      if (colon == std::string_view::npos) fail("{}:{}: '{}' is not index:value", name, line, tok);
+      if (colon == std::string_view::npos)
+        fail("{}:{}: {} is not index:value", name, line, shown(tok));
       std::string_view is = tok.substr(0, colon);
       int64_t idx = 0;
       auto [ptr, ec] = std::from_chars(is.data(), is.data() + is.size(), idx);
       if (ec != std::errc() || ptr != is.data() + is.size())
-        fail("{}:{}: feature index '{}' is not an integer", name, line, is);
+        fail("{}:{}: feature index {} is not an integer", name, line, shown(is));
       if (idx < 1)
         fail("{}:{}: feature index {} is below 1 (indices are 1-based)", name, line, idx);
       if (idx > kmax_feature_index)
@@ -167,7 +194,14 @@ dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min
 dataset parse_csv(std::string_view text, const std::string& name, int64_t min_features) {
   std::vector<double> values, labels;
   int64_t fields = -1;
+  bool first = true;
   for_each_line(text, [&](std::string_view l, int64_t line) {
+    // A header row: the first line, its first field not a number (a column
+    // name such as "label"). Its field count must match the data's.
+    if (std::exchange(first, false) && !looks_numeric(l.substr(0, l.find(',')))) {
+      fields = int64_t(std::count(l.begin(), l.end(), ',')) + 1;
+      return;
+    }
     int64_t count = 0;
     size_t s = 0;
     while (true) {
@@ -185,7 +219,8 @@ dataset parse_csv(std::string_view text, const std::string& name, int64_t min_fe
     }
     if (fields < 0) fields = count;
     if (count != fields)
-      fail("{}:{}: {} fields where earlier lines have {}", name, line, count, fields);
+      fail("{}:{}: {} fields where earlier lines (or the header) have {}", name, line, count,
+           fields);
     if (count < 2) fail("{}:{}: a label but no features", name, line);
   });
   dataset d;

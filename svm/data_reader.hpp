@@ -5,8 +5,10 @@
 //
 // LIBSVM text: `label index:value index:value ...`, indices 1-based and
 //   strictly ascending; read into a sparse (CSR) matrix.
-// CSV: `label,x1,x2,...`, no header, the same number of fields on every
-//   line; read into a dense matrix.
+// CSV: `label,x1,x2,...`, the same number of fields on every line, read
+//   into a dense matrix. A first line whose first field is not a number is
+//   a header (column names) and is skipped.
+// Errors quote at most 40 characters of a field.
 
 #include <string>
 #include <string_view>

@@ -108,11 +108,16 @@ linear_model parse_json_model(const std::string& text, const std::string& path) 
   return m;
 }
 
+// LIBLINEAR's header (solver_type, nr_class, label, nr_feature, bias), `w`
+// and the weights, then merak's own fields, where LIBLINEAR stops reading.
+// Files of earlier merak versions, with merak's fields before `w`, and
+// LIBLINEAR's own two-class models read too.
 linear_model parse_text_model(const std::string& text, const std::string& path) {
   std::istringstream in(text);
   std::string line;
   int64_t line_no = 0, features = -1;
-  bool bias = false;
+  double bias = -1;        // LIBLINEAR: the bias feature's value; < 0: no bias
+  double first_label = 1;  // LIBLINEAR: a positive decision value means this label
   linear_model m;
   auto number = [&](const std::string& s, const char* key) {
     try {
@@ -132,6 +137,23 @@ linear_model parse_text_model(const std::string& text, const std::string& path) 
            key, s, most);
     return int64_t(v);
   };
+  // merak's fields: before `w` (earlier versions) or after the weights.
+  auto merak_field = [&](const std::string& key, const std::string& value) {
+    if (key == "penalty")
+      m.pen.kind = parse_penalty_kind(value);
+    else if (key == "lambda")
+      m.pen.lambda = number(value, "lambda");
+    else if (key == "theta")
+      m.pen.theta = number(value, "theta");
+    else if (key == "objective")
+      m.objective = number(value, "objective");
+    else if (key == "iterations")
+      m.iterations = int(count(value, "iterations", 2147483647.0));
+    else if (key != "merak_fields")
+      return false;
+    return true;
+  };
+  bool saw_w = false;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -139,57 +161,81 @@ linear_model parse_text_model(const std::string& text, const std::string& path) 
     std::string key, value;
     ls >> key;
     if (key.empty()) continue;
-    if (key == "w") break;
+    if (key == "w") {
+      saw_w = true;
+      break;
+    }
     ls >> value;
-    if (key == "solver_type" || key == "nr_class" || key == "label" || key == "objective" ||
-        key == "iterations") {
-      if (key == "nr_class" && value != "2")
-        fail("model file '{}', line {}: nr_class must be 2", path, line_no);
-      if (key == "objective") m.objective = number(value, "objective");
-      if (key == "iterations") m.iterations = int(count(value, "iterations", 2147483647.0));
-    } else if (key == "penalty") {
-      m.pen.kind = parse_penalty_kind(value);
-    } else if (key == "lambda") {
-      m.pen.lambda = number(value, "lambda");
-    } else if (key == "theta") {
-      m.pen.theta = number(value, "theta");
+    if (key == "solver_type") {
+      continue;  // LIBLINEAR's solver or merak's: the decision rule is the same
+    } else if (key == "nr_class") {
+      if (value != "2")
+        fail("model file '{}', line {}: nr_class must be 2 (two-class models only)", path, line_no);
+    } else if (key == "label") {
+      std::string second;
+      ls >> second;
+      const double a = number(value, "label"), b = number(second, "label");
+      if (!((a == 1 && b == -1) || (a == -1 && b == 1)))
+        fail("model file '{}', line {}: labels must be 1 and -1", path, line_no);
+      first_label = a;
     } else if (key == "nr_feature") {
       features = count(value, "nr_feature", 2147483647.0);
     } else if (key == "bias") {
-      bias = number(value, "bias") > 0;
-    } else {
+      bias = number(value, "bias");
+    } else if (!merak_field(key, value)) {
       fail("model file '{}', line {}: unknown key '{}'", path, line_no, key);
     }
   }
-  if (features < 0) fail("model file '{}': no nr_feature line before 'w'", path);
+  if (features < 0 || !saw_w)
+    fail("model file '{}': no {} line before the weights", path,
+         features < 0 ? "nr_feature" : "'w'");
   std::vector<double> w;
+  const int64_t want = features + (bias >= 0 ? 1 : 0);
   while (std::getline(in, line)) {
     ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     std::istringstream ls(line);
-    std::string v;
-    if (!(ls >> v)) continue;
-    w.push_back(number(v, "weight"));
+    std::string key, value;
+    if (!(ls >> key)) continue;
+    const bool numeric = key.find_first_not_of("0123456789+-.eE") == std::string::npos ||
+                         key == "nan" || key == "inf" || key == "-inf";
+    if (numeric) {
+      if (int64_t(w.size()) == want)
+        fail("model file '{}': more than the {} weights of nr_feature {}{} (line {})", path, want,
+             features, bias >= 0 ? " plus the bias" : "", line_no);
+      w.push_back(number(key, "weight"));
+      continue;
+    }
+    if (int64_t(w.size()) != want) number(key, "weight");  // a weight is missing: says why
+    ls >> value;
+    if (!merak_field(key, value))
+      fail("model file '{}', line {}: unknown key '{}' after the weights", path, line_no, key);
   }
-  const int64_t want = features + (bias ? 1 : 0);
   if (int64_t(w.size()) != want)
     fail("model file '{}': {} weights after 'w', expected {} (nr_feature {}{})", path, w.size(),
-         want, features, bias ? " plus the bias" : "");
+         want, features, bias >= 0 ? " plus the bias" : "");
   m.w = Eigen::Map<Eigen::VectorXd>(w.data(), features);
-  m.b = bias ? w.back() : 0.0;
+  m.b = bias >= 0 ? w.back() * bias : 0.0;
+  if (first_label < 0) {  // LIBLINEAR's "label -1 1": a positive value means -1
+    m.w = -m.w;
+    m.b = -m.b;
+  }
   return m;
 }
 
 }  // namespace
 
 void write_model_text(const linear_model& m, const std::string& path) {
-  std::string s;
-  s += fmt::format("solver_type ADMM_{}\nnr_class 2\nlabel 1 -1\n", penalty_name(m.pen.kind));
-  s += fmt::format("nr_feature {}\nbias 1\n", m.w.size());
-  s += fmt::format("penalty {}\nlambda {:.17g}\ntheta {:.17g}\n", penalty_name(m.pen.kind),
-                   m.pen.lambda, m.pen.theta);
-  s += fmt::format("objective {:.17g}\niterations {}\nw\n", m.objective, m.iterations);
+  // LIBLINEAR reads up to the last weight and ignores the rest: its
+  // predict loads the file, and merak's fields follow the weights. The
+  // solver name is one LIBLINEAR knows (its predict does not depend on it).
+  std::string s = "solver_type L1R_L2LOSS_SVC\nnr_class 2\nlabel 1 -1\n";
+  s += fmt::format("nr_feature {}\nbias 1\nw\n", m.w.size());
   for (int64_t j = 0; j < m.w.size(); ++j) s += fmt::format("{:.17g}\n", m.w[j]);
   s += fmt::format("{:.17g}\n", m.b);
+  s += fmt::format("merak_fields 1\npenalty {}\nlambda {:.17g}\ntheta {:.17g}\n",
+                   penalty_name(m.pen.kind), m.pen.lambda, m.pen.theta);
+  s += fmt::format("objective {:.17g}\niterations {}\n", m.objective, m.iterations);
   s += std::string(kchecksum_line) + "00000000\n";
   write_atomically(path, s, kchecksum_line);
 }

@@ -3,6 +3,9 @@
 # a one-line error naming file and line (or flag) and exit 1, never a crash;
 # a good run prints what the issue asks for and writes a model that predict
 # reads back. Usage: svm_cli_test.sh MERAK_BINARY CASE
+# liblinear: LIBLINEAR's habits (positional files, -c, CSV headers, feature
+#   counts) and model files read both ways with liblinear-tools, when
+#   installed.
 set -euo pipefail
 merak=$1
 case_name=$2
@@ -25,6 +28,42 @@ PY
 source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
 
 case "$case_name" in
+  liblinear)
+    # liblinear-train's habits: the data file first, -c C (lambda = 1/(C n)).
+    "$merak" svm train "$work/train.libsvm" -c 2 --model "$work/m.model" --json >"$work/c.json"
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert abs(j['lambda'] - 1/(2*120)) < 1e-15, j; print('ok: -c 2 on 120 samples is lambda', j['lambda'])" "$work/c.json"
+    expect_error "--lambda excludes -c|-c excludes --lambda" svm train "$work/train.libsvm" -c 2 --lambda 0.1
+    # liblinear-predict's order: DATA MODEL OUTPUT.
+    "$merak" svm predict "$work/train.libsvm" "$work/m.model" "$work/merak.labels" >/dev/null
+    # A CSV header row is skipped.
+    { echo "label,a,b,c,d,e,f,g,h"; cat "$work/train.csv"; } >"$work/header.csv"
+    "$merak" svm train "$work/header.csv" -c 2 --json >"$work/h.json"
+    python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a['samples'] == 120 and abs(a['objective'] - b['objective']) <= 1e-12 * b['objective'], (a, b); print('ok: the CSV with a header fits as the LIBSVM file')" "$work/h.json" "$work/c.json"
+    # Data with more features than the model: refused, or LIBLINEAR's way.
+    sed 's/$/ 10:1.5/' "$work/train.libsvm" >"$work/wide.libsvm"
+    expect_error "data file '.*wide.libsvm' has 10 features, the model '.*m.model' 8: .*--ignore-extra-features" \
+      svm predict "$work/wide.libsvm" "$work/m.model"
+    "$merak" svm predict --ignore-extra-features "$work/wide.libsvm" "$work/m.model" "$work/wide.labels" >/dev/null
+    cmp "$work/wide.labels" "$work/merak.labels"
+    if ! command -v liblinear-predict >/dev/null; then
+      echo "skip: liblinear-tools not installed (merak's side checked)"
+      exit 0
+    fi
+    # LIBLINEAR's predict loads merak's model and predicts the same labels.
+    liblinear-predict "$work/train.libsvm" "$work/m.model" "$work/ll.labels" >"$work/ll.out"
+    cmp "$work/ll.labels" "$work/merak.labels"
+    echo "ok: liblinear-predict on merak's model: $(cat "$work/ll.out"), the labels merak predicts"
+    # merak reads LIBLINEAR's own model (with a bias feature): the same
+    # labels as LIBLINEAR's predict. It has no checksum, hence
+    # --skip-checksum. (The other class order, "label -1 1", is tested in
+    # tests/svm/model_io_test.cpp.)
+    liblinear-train -s 5 -c 1 -B 1 -q "$work/train.libsvm" "$work/ll.model"
+    liblinear-predict "$work/train.libsvm" "$work/ll.model" "$work/ll2.labels" >/dev/null
+    "$merak" --skip-checksum svm predict "$work/train.libsvm" "$work/ll.model" "$work/m2.labels" \
+      >/dev/null 2>&1
+    cmp "$work/ll2.labels" "$work/m2.labels"
+    echo "ok: merak predicts with LIBLINEAR's model as liblinear-predict does"
+    ;;
   train_predict)
     for pen in l1 scad mcp lsp capped-l1; do
       "$merak" svm train --data "$work/train.libsvm" --penalty "$pen" --lambda 0.02 --folds 4 \
@@ -83,7 +122,7 @@ PY
     printf '+1 1:0.5 2:1\n-1 2:x\n' >"$work/bad.libsvm"
     expect_error "error: $work/bad.libsvm:2: feature value 'x' is not a number" svm train --data "$work/bad.libsvm"
     printf '1,2,3\n-1,2\n' >"$work/bad.csv"
-    expect_error "error: $work/bad.csv:2: 2 fields where earlier lines have 3" svm train --data "$work/bad.csv"
+    expect_error "error: $work/bad.csv:2: 2 fields where earlier lines \(or the header\) have 3" svm train --data "$work/bad.csv"
     expect_error "error: cannot open data file '$work/none.libsvm'" svm train --data "$work/none.libsvm" ;;
   bad_flags)
     expect_error "unknown penalty 'ridge'" svm train --data "$work/train.libsvm" --penalty ridge
@@ -105,7 +144,7 @@ PY
       --skip-checksum svm predict --model "$work/short.model" --data "$work/train.libsvm"
     # A model whose bytes changed after it was written.
     "$merak" svm train --data "$work/train.libsvm" --penalty l1 --model "$work/m.model" >/dev/null
-    sed -i '0,/^w$/s/^lambda .*/lambda 0.5/' "$work/m.model"
+    sed -i 's/^lambda .*/lambda 0.5/' "$work/m.model"
     expect_error "error: model file '$work/m.model' is corrupted: checksum crc32c:[0-9a-f]{8} does not match the recorded" \
       svm predict --model "$work/m.model" --data "$work/train.libsvm"
     "$merak" --skip-checksum svm predict --model "$work/m.model" --data "$work/train.libsvm" >/dev/null 2>"$work/skip.err"

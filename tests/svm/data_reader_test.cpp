@@ -111,17 +111,53 @@ TEST_CASE("malformed LIBSVM lines are errors naming the file and line", "[svm][i
   CHECK_THROWS_WITH(read_csv(dir), Catch::Contains("'" + dir + "' is a directory"));
 }
 
+TEST_CASE("a CSV header row is skipped and a file in the wrong format is named briefly",
+          "[svm][io]") {
+  dataset d = read_csv(write_temp("header.csv", "label,height,weight\n1,0.5,2\n-1,3,4\n"));
+  CHECK(d.rows() == 2);
+  CHECK(d.cols() == 2);
+  CHECK(d.y[1] == -1);
+  CHECK_THROWS_WITH(read_csv(write_temp("only_header.csv", "y,x\n")),
+                    Catch::Contains("holds no samples"));
+  // A wide CSV read as LIBSVM text: said in one short line, not echoed.
+  std::string wide = "1";
+  for (int j = 0; j < 5000; ++j) wide += ",0.123456";
+  auto path = write_temp("wide.data", wide + "\n");
+  try {
+    read_libsvm(path);
+    FAIL("no error");
+  } catch (const merak::error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains(path + ":1: commas and no index:value pairs") &&
+                         Catch::Contains("--format csv"));
+    CHECK(what.size() < 300);
+  }
+  // A long field in an error is cut to 40 characters and its length.
+  path = write_temp("long.libsvm", "+1 " + std::string(10000, '7') + "\n");
+  try {
+    read_libsvm(path);
+    FAIL("no error");
+  } catch (const merak::error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("'" + std::string(40, '7') +
+                                     "...' (10000 bytes) is not "
+                                     "index:value"));
+    CHECK(what.size() < 300);
+  }
+}
+
 TEST_CASE("malformed CSV lines are errors naming the file, line and field", "[svm][io]") {
   struct c {
     const char* text;
     const char* message;
   };
   const c cases[] = {
-      {"1,2,3\n-1,2\n", ":2: 2 fields where earlier lines have 3"},
+      {"1,2,3\n-1,2\n", ":2: 2 fields where earlier lines (or the header) have 3"},
+      {"label,a,b\n-1,2\n", ":2: 2 fields where earlier lines (or the header) have 3"},
       {"1,2,3\n-1,2,abc\n", ":2: field 3 'abc' is not a number"},
       {"1,2,,3\n", ":1: empty field 3"},
       {"1\n", ":1: a label but no features"},
-      {"yes,1\n", ":1: label 'yes' is not a number"},
+      {"1,1\nyes,1\n", ":2: label 'yes' is not a number"},
       {"1,2\n3,4\n", ":2: label '3' is not +1 or -1"},
   };
   int k = 0;

@@ -57,8 +57,8 @@ TEST_CASE("LLA on golub-like data (n < p) keeps fewer weights than L1", "[svm][l
 
 TEST_CASE("LLA with screened steps on wide data reaches stationary points", "[svm][lla]") {
   dataset d = test::synthetic({.n = 40, .p = 1200, .informative = 4, .seed = 22});
-  for (auto kind : {penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp,
-                    penalty_kind::capped_l1}) {
+  for (auto kind :
+       {penalty_kind::scad, penalty_kind::mcp, penalty_kind::lsp, penalty_kind::capped_l1}) {
     penalty pen{kind, 0.03, kind == penalty_kind::lsp ? 0.3 : default_theta(kind)};
     const admm_result l1 = admm_solve(d.x, d.y, {penalty_kind::l1, pen.lambda, 0}, tight());
     const admm_result r = lla_solve(d.x, d.y, pen, tight());
@@ -163,8 +163,7 @@ TEST_CASE("LLA's step 0 is the weighted L1 step from w = 0 (LSP: lambda / theta)
   CHECK((s.w - l1_at_02.w).cwiseAbs().maxCoeff() <= 1e-6);
 }
 
-TEST_CASE("LSP's LLA keeps the better of the chains from w = 0 and from the L1 fit",
-          "[svm][lla]") {
+TEST_CASE("LSP's LLA keeps the better of the chains from w = 0 and from the L1 fit", "[svm][lla]") {
   // lambda / theta = 2: the chain from w = 0 starts from the L1 fit at 2,
   // the empty model, and stays there (its weights never change).
   dataset d = test::synthetic({.n = 80, .p = 20, .informative = 4, .seed = 4});

@@ -52,7 +52,43 @@ TEST_CASE("models round-trip exactly through text and JSON", "[svm][io]") {
   std::ifstream in(temp("m.txt"));
   std::string first;
   std::getline(in, first);
-  CHECK(first == "solver_type ADMM_scad");
+  CHECK(first == "solver_type L1R_L2LOSS_SVC");  // a solver LIBLINEAR's predict accepts
+}
+
+TEST_CASE("text models of earlier merak versions and of LIBLINEAR read", "[svm][io]") {
+  checksums_off off;
+  auto write = [](const std::string& name, const std::string& text) {
+    std::ofstream(temp(name)) << text;
+    return temp(name);
+  };
+  // merak's fields before `w`, merak's own solver name.
+  linear_model m = read_model(write("old.txt",
+                                    "solver_type ADMM_mcp\nnr_class 2\nlabel 1 -1\nnr_feature "
+                                    "2\nbias 1\npenalty mcp\nlambda 0.02\ntheta 3\nobjective "
+                                    "0.5\niterations 9\nw\n0.5\n-0.25\n0.125\n"));
+  CHECK(m.pen.kind == penalty_kind::mcp);
+  CHECK(m.pen.lambda == 0.02);
+  CHECK(m.iterations == 9);
+  CHECK(m.w[1] == -0.25);
+  CHECK(m.b == 0.125);
+  // LIBLINEAR's: classes in the order -1, 1 (a positive value means -1) and
+  // a bias feature of value 2: the same decision as w = -w, b = -2 w_bias.
+  m = read_model(write("liblinear.txt",
+                       "solver_type L2R_L2LOSS_SVC_DUAL\nnr_class 2\nlabel -1 1\nnr_feature "
+                       "2\nbias 2\nw\n0.5 \n-0.25 \n0.125 \n"));
+  CHECK(m.w[0] == -0.5);
+  CHECK(m.w[1] == 0.25);
+  CHECK(m.b == -0.25);
+  // Without a bias (bias -1): no bias weight.
+  m = read_model(write("nobias.txt", "nr_feature 2\nbias -1\nw\n1\n2\n"));
+  CHECK(m.b == 0);
+  CHECK(m.w[1] == 2);
+  CHECK_THROWS_WITH(read_model(write("long.txt", "nr_feature 1\nbias 1\nw\n1\n2\n3\n")),
+                    Catch::Contains("more than the 2 weights of nr_feature 1 plus the bias"));
+  CHECK_THROWS_WITH(read_model(write("after.txt", "nr_feature 1\nbias 1\nw\n1\n2\ncolour x\n")),
+                    Catch::Contains("line 6: unknown key 'colour' after the weights"));
+  CHECK_THROWS_WITH(read_model(write("three.txt", "nr_class 3\nnr_feature 1\nw\n1\n")),
+                    Catch::Contains("nr_class must be 2"));
 }
 
 TEST_CASE("broken model files are refused with the file and line named", "[svm][io]") {
