@@ -19,6 +19,7 @@
 #include "svm/fit.hpp"
 #include "svm/objective.hpp"
 #include "svm/path.hpp"
+#include "svm/select.hpp"
 
 namespace merak::apps {
 namespace {
@@ -38,7 +39,10 @@ struct svm_train_flags {
   std::string listen, token, token_file;
   comm::tls_files tls;
   double timeout_s = 60;
-  // svm path only:
+  // svm train --select cv:
+  std::string select, thetas;
+  uint64_t seed = 1;
+  // svm path, and svm train --select cv:
   std::string lambdas = "0.3,0.1,0.03,0.01,0.003,0.001";
   bool cold = false, theta_per_lambda = false, cv_only = false;
 };
@@ -85,6 +89,58 @@ svm::fit_options make_fit_options(const svm_train_flags& f) {
   return o;
 }
 
+std::vector<double> parse_grid(const std::string& text, const char* flag);
+
+// --select cv: chooses lambda (and theta) on `d` and sets them in `o`;
+// reports the candidates into `out` and, without --json, on stdout.
+void select_penalty(const svm_train_flags& f, const svm::dataset& d, svm::fit_options& o,
+                    nlohmann::json& out) {
+  if (f.select != "cv") fail("--select must be cv (got '{}')", f.select);
+  if (f.c > 0) fail("--select cv chooses lambda itself: drop -c");
+  svm::selection_options so;
+  so.fit = o;
+  so.lambdas = parse_grid(f.lambdas, "--lambdas");
+  if (!f.thetas.empty()) {
+    if (o.pen.kind == svm::penalty_kind::l1) fail("--thetas: the L1 penalty has no theta");
+    so.thetas = parse_grid(f.thetas, "--thetas");
+  }
+  so.folds = f.folds == 0 ? 5 : f.folds;
+  so.seed = f.seed;
+  const svm::selection sel = svm::select_by_cv(d, so);
+  const svm::cv_candidate& pick = sel.candidates[sel.chosen];
+  const svm::cv_candidate& best = sel.candidates[sel.best];
+  o.pen.lambda = pick.lambda;
+  o.pen.theta = pick.theta;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& c : sel.candidates)
+    rows.push_back({{"lambda", c.lambda},
+                    {"theta", c.theta},
+                    {"cv_mean", c.mean},
+                    {"cv_se", c.se},
+                    {"cv_mean_nnz", c.mean_nnz}});
+  out["selection"] = {{"method", "cv, one-standard-error rule"},
+                      {"folds", so.folds},
+                      {"seed", so.seed},
+                      {"candidates", rows},
+                      {"chosen", sel.chosen},
+                      {"best", sel.best}};
+  if (f.json) return;
+  std::printf("select      %d-fold stratified CV (seed %llu), one-standard-error rule\n", so.folds,
+              (unsigned long long)so.seed);
+  std::printf("  %11s %9s %9s %8s %10s\n", "lambda", "theta", "cv_mean", "cv_se", "mean_nnz");
+  for (size_t i = 0; i < sel.candidates.size(); ++i) {
+    const auto& c = sel.candidates[i];
+    std::printf("  %11.4g %9.4g %9.4f %8.4f %10.1f%s\n", c.lambda, c.theta, c.mean, c.se,
+                c.mean_nnz,
+                i == sel.chosen ? "  <- chosen" : (i == sel.best ? "  (best mean)" : ""));
+  }
+  std::printf(
+      "chosen      lambda %.4g theta %.4g: cv %.4f (best %.4f - SE %.4f = %.4f at lambda %.4g "
+      "theta %.4g)\n",
+      pick.lambda, pick.theta, pick.mean, best.mean, best.se, best.mean - best.se, best.lambda,
+      best.theta);
+}
+
 // The fit across worker processes that the flags describe.
 svm_remote_train remote_train_of(const svm_train_flags& f, const svm::fit_options& fit) {
   svm_remote_train t;
@@ -102,6 +158,7 @@ int run_svm_train(const svm_train_flags& f) {
     if (f.procs < 1) fail("--listen needs --procs K (the number of worker processes to wait for)");
     if (f.c > 0)
       fail("-c needs the sample count, which worker processes hold: give --lambda 1/(C n)");
+    if (!f.select.empty()) fail("--select cv runs on one machine (not with --procs)");
     if (f.workers > 1)
       fail(
           "--workers (actor workers in this process) and --procs (worker processes) exclude "
@@ -121,11 +178,14 @@ int run_svm_train(const svm_train_flags& f) {
   // LIBLINEAR minimises |w|_1 + C sum_i loss_i; merak (1/n) sum_i loss_i +
   // lambda |w|_1: the same balance when lambda = 1 / (C n).
   if (f.c > 0) o.pen.lambda = 1.0 / (f.c * double(d.rows()));
+  nlohmann::json selected;
+  if (!f.select.empty()) select_penalty(f, d, o, selected);
   nlohmann::json out{{"data", f.data},         {"samples", d.rows()},
                      {"features", d.cols()},   {"penalty", svm::penalty_name(o.pen.kind)},
                      {"lambda", o.pen.lambda}, {"theta", o.pen.theta},
                      {"workers", o.workers},   {"read_s", read_s}};
-  if (f.folds >= 2) {
+  if (!selected.is_null()) out["selection"] = selected["selection"];
+  if (f.folds >= 2 && f.select.empty()) {
     svm::cv_result cv = svm::cross_validate(d, f.folds, o);
     out["folds"] = f.folds;
     out["cv_accuracy"] = cv.accuracy;
@@ -179,7 +239,7 @@ int run_svm_train(const svm_train_flags& f) {
   return 0;
 }
 
-std::vector<double> parse_lambdas(const std::string& text) {
+std::vector<double> parse_grid(const std::string& text, const char* flag) {
   std::vector<double> out;
   size_t a = 0;
   while (a <= text.size()) {
@@ -194,7 +254,7 @@ std::vector<double> parse_lambdas(const std::string& text) {
       used = 0;
     }
     if (item.empty() || used != item.size())
-      fail("--lambdas: '{}' is not a number (expected a comma-separated list)", item);
+      fail("{}: '{}' is not a number (expected a comma-separated list)", flag, item);
     out.push_back(v);
     a = b + 1;
   }
@@ -204,7 +264,7 @@ std::vector<double> parse_lambdas(const std::string& text) {
 int run_svm_path(const svm_train_flags& f) {
   svm::path_options o;
   o.fit = make_fit_options(f);
-  o.lambdas = parse_lambdas(f.lambdas);
+  o.lambdas = parse_grid(f.lambdas, "--lambdas");
   o.folds = f.folds;
   o.warm = !f.cold;
   o.theta_per_lambda = f.theta_per_lambda;
@@ -394,7 +454,19 @@ action add_svm_command(CLI::App& parent) {
   add_process_flags(t, *tf,
                     "Consensus ADMM over K worker processes (merak svm worker), started here on "
                     "loopback unless --listen");
-  t->add_option("--folds", tf->folds, "Cross-validate with F folds (sample i in fold i mod F)");
+  t->add_option("--folds", tf->folds,
+                "Cross-validate with F folds (sample i in fold i mod F); with --select cv: the "
+                "folds of the selection (default 5)");
+  t->add_option("--select", tf->select,
+                "cv: choose lambda (and theta with --thetas) by stratified, shuffled K-fold CV "
+                "over --lambdas, keeping the sparsest fit within one standard error of the best "
+                "mean accuracy; then fit all the data with it");
+  t->add_option("--lambdas", tf->lambdas, "With --select cv: the lambda grid")
+      ->capture_default_str();
+  t->add_option("--thetas", tf->thetas,
+                "With --select cv, nonconvex penalties: a theta grid (default: --theta only)");
+  t->add_option("--seed", tf->seed, "With --select cv: the seed of the folds' shuffle")
+      ->capture_default_str();
   t->add_option("--model", tf->model,
                 "Write the model here (.json: JSON, otherwise LIBLINEAR-like text)");
   t->add_flag("--json", tf->json, "Print one JSON object");

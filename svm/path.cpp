@@ -79,15 +79,25 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& po,
     const int64_t n = d.rows();
     if (o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
     if (o.folds > n) fail("--folds {} exceeds the {} samples", o.folds, n);
+    if (!o.fold_of.empty()) {
+      if (int64_t(o.fold_of.size()) != n)
+        fail("fold assignment has {} entries for {} samples", o.fold_of.size(), n);
+      for (int f : o.fold_of)
+        if (f < 0 || f >= o.folds) fail("fold {} is out of range for {} folds", f, o.folds);
+    }
+    auto fold = [&](int64_t i) { return o.fold_of.empty() ? int(i % o.folds) : o.fold_of[i]; };
     std::vector<int64_t> right(pts.size(), 0);
     for (int f = 0; f < o.folds; ++f) {
       std::vector<int64_t> train, test;
-      for (int64_t i = 0; i < n; ++i) (i % o.folds == f ? test : train).push_back(i);
+      for (int64_t i = 0; i < n; ++i) (fold(i) == f ? test : train).push_back(i);
+      if (test.empty() || train.empty()) fail("fold {} of {} holds no samples", f, o.folds);
       const dataset tr = d.select_rows(train), te = d.select_rows(test);
       walk(tr, o, pens, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
         const Eigen::VectorXd w = r.w.cwiseProduct(scale);
         const Eigen::VectorXd pred = predict_labels(te.x, w, r.b);
-        right[i] += int64_t(std::llround(accuracy(te.y, pred) * double(te.rows())));
+        const double acc = accuracy(te.y, pred);
+        pts[i].cv_fold_accuracy.push_back(acc);
+        right[i] += int64_t(std::llround(acc * double(te.rows())));
         pts[i].cv_mean_nnz += double(r.nnz()) / o.folds;
         pts[i].cv_time_s += r.time_s;
       });

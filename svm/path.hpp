@@ -25,14 +25,18 @@ struct path_point {
   // With folds >= 2:
   double cv_accuracy = -1;  // pooled over the held-out samples
   double cv_mean_nnz = 0;
-  double cv_time_s = 0;  // this lambda's solves over all folds
-  bool lla = false;      // a nonconvex penalty fitted by LLA (else direct)
+  double cv_time_s = 0;                  // this lambda's solves over all folds
+  std::vector<double> cv_fold_accuracy;  // each fold's held-out accuracy
+  bool lla = false;                      // a nonconvex penalty fitted by LLA (else direct)
 };
 
 struct path_options {
   fit_options fit;  // pen.lambda is ignored; workers must be 1
   std::vector<double> lambdas;
-  int folds = 0;     // 0: no cross-validation; otherwise >= 2 (fold of i: i mod folds)
+  int folds = 0;  // 0: no cross-validation; otherwise >= 2 (fold of i: i mod folds)
+  // With folds: sample i's fold, when given (n entries in [0, folds); e.g.
+  // stratified_folds in svm/select.hpp); empty: i mod folds.
+  std::vector<int> fold_of;
   bool warm = true;  // false: every lambda from a cold start (for comparison)
   // fit.pen.theta is a multiple of lambda: lambda i is fitted with theta =
   // fit.pen.theta * lambdas[i] (e.g. capped-L1's cap at 2 lambda, the way

@@ -28,6 +28,37 @@ PY
 source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
 
 case "$case_name" in
+  select)
+    # --select cv: stratified shuffled CV over the grids, the one-SE rule,
+    # then the fit on all data with the choice (what the model file holds).
+    sel=(svm train "$work/train.libsvm" --penalty mcp --select cv --folds 4 --lambdas 0.2,0.05,0.01
+      --thetas 2,4 --seed 3 --json)
+    "$merak" "${sel[@]}" --model "$work/sel.model" >"$work/sel.json"
+    "$merak" "${sel[@]}" >"$work/sel2.json"
+    python3 - "$work" <<'PY'
+import json, sys
+d = sys.argv[1]
+j = json.load(open(f"{d}/sel.json"))
+s = j["selection"]
+c = s["candidates"]
+assert len(c) == 6 and s["folds"] == 4 and s["seed"] == 3, s
+best, pick = c[s["best"]], c[s["chosen"]]
+assert all(x["cv_mean"] <= best["cv_mean"] for x in c)
+floor = best["cv_mean"] - best["cv_se"]
+assert pick["cv_mean"] >= floor, (pick, best)
+assert all(pick["cv_mean_nnz"] <= x["cv_mean_nnz"] for x in c if x["cv_mean"] >= floor), c
+assert j["lambda"] == pick["lambda"] and j["theta"] == pick["theta"], (j, pick)
+model = open(f"{d}/sel.model").read()
+assert f"lambda {pick['lambda']:.17g}" in model or f"lambda {pick['lambda']}" in model, model[-200:]
+assert json.load(open(f"{d}/sel2.json"))["selection"] == s, "not the same on a second run"
+print(f"ok: chose lambda {pick['lambda']} theta {pick['theta']} (cv {pick['cv_mean']:.4f}, "
+      f"best {best['cv_mean']:.4f} +- {best['cv_se']:.4f}), the same on a second run")
+PY
+    expect_error "--thetas: the L1 penalty has no theta" svm train "$work/train.libsvm" --select cv --thetas 1,2
+    expect_error "--select must be cv \(got 'grid'\)" svm train "$work/train.libsvm" --select grid
+    expect_error "--lambdas: 'x' is not a number" svm train "$work/train.libsvm" --select cv --lambdas 0.1,x
+    expect_error "--select cv runs on one machine" svm train "$work/train.libsvm" --select cv --procs 2
+    ;;
   liblinear)
     # liblinear-train's habits: the data file first, -c C (lambda = 1/(C n)).
     "$merak" svm train "$work/train.libsvm" -c 2 --model "$work/m.model" --json >"$work/c.json"
