@@ -46,8 +46,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// "; did you mean 'X'?" for the nearest of `names` to `word` (an edit
-// distance of at most 2, or a third of the word), else "".
+}  // namespace
+
 std::string suggestion(const std::string& word, const std::vector<std::string>& names) {
   std::string best;
   size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
@@ -55,6 +55,8 @@ std::string suggestion(const std::string& word, const std::vector<std::string>& 
     if (size_t d = edit_distance(word, n); d < best_d) best = n, best_d = d;
   return best.empty() ? std::string() : fmt::format("; did you mean '{}'?", best);
 }
+
+namespace {
 
 // Walks the arguments as CLI11 will and names an unknown command or flag
 // with the nearest known one, before CLI11 reports what is missing (its

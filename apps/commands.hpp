@@ -27,6 +27,10 @@ int run_launch(std::vector<std::string> args);
 // `merak node [--procs K --first-rank R --world-size W ...] COMMAND...`: args after "node".
 int run_node(std::vector<std::string> args);
 
+// "; did you mean 'X'?" for the nearest of `names` to `word` (an edit
+// distance of at most 2, or a third of the word), else "".
+std::string suggestion(const std::string& word, const std::vector<std::string>& names);
+
 // Replaces `SUBCOMMAND ... --config FILE` in args (argv without the program
 // name) by the flags the TOML or JSON file holds, placed right after the
 // sub-command so that later command-line flags override them. Throws

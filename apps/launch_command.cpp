@@ -54,6 +54,12 @@ std::string merak_program() {
 
 struct launch_flags {
   int procs = 2;
+  // torchrun's multi-node form: this host is node `node_rank` of `nnodes`,
+  // each running `procs` ranks; rank 0 listens at `rdzv_endpoint`.
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string rdzv_endpoint;
+  std::string token, token_file;
   int max_restarts = 0;
   double timeout_s = 0;
   std::string hostfile;
@@ -97,12 +103,35 @@ bool forwarded_by_default(const std::string& name) {
 }
 
 void add_flags(CLI::App& c, launch_flags& f) {
-  auto* procs = c.add_option("--procs", f.procs, "Processes (ranks) of the job on this host")
+  auto* procs = c.add_option("--procs,--nproc-per-node,--nproc_per_node", f.procs,
+                             "Processes (ranks) of the job on this host (torchrun's "
+                             "--nproc-per-node)")
                     ->capture_default_str();
+  auto* nnodes = c.add_option("--nnodes", f.nnodes,
+                              "Hosts of the job, as torchrun: start one `merak launch` per host "
+                              "with the same --nnodes, --rdzv-endpoint and token, and its own "
+                              "--node-rank")
+                     ->capture_default_str();
+  c.add_option("--node-rank,--node_rank", f.node_rank,
+               "With --nnodes: this host's index, 0..nnodes-1 (node 0 runs rank 0)")
+      ->capture_default_str()
+      ->needs(nnodes);
+  c.add_option("--rdzv-endpoint,--rdzv_endpoint", f.rdzv_endpoint,
+               "With --nnodes: HOST:PORT where node 0's rank 0 listens")
+      ->needs(nnodes);
+  auto* token = c.add_option("--token", f.token,
+                             "With --nnodes: the job token, the same on every host (default: "
+                             "MERAK_JOB_TOKEN)")
+                    ->needs(nnodes);
+  c.add_option("--token-file", f.token_file,
+               "With --nnodes: read the job token from this file (mode 0600)")
+      ->excludes(token)
+      ->needs(nnodes);
   auto* hostfile = c.add_option("--hostfile", f.hostfile,
                                 "Hosts of the job, one per line: HOST [slots=K] (ranks in file "
                                 "order)");
   procs->excludes(hostfile);  // a hostfile says how many ranks each host runs
+  nnodes->excludes(hostfile);
   c.add_option("--rsh", f.rsh, "With --hostfile: the command that runs a command on a host")
       ->capture_default_str()
       ->needs(hostfile);
@@ -177,6 +206,16 @@ std::vector<std::string> parse(std::vector<std::string> args, Flags& f, const ch
     return {};
   }
   std::vector<std::string> rest = app.remaining();
+  // The command starts with its name: a flag here is one this launcher does
+  // not know (which the command would otherwise receive).
+  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-' && rest.front() != "--") {
+    std::vector<std::string> known;
+    for (auto* o : app.get_options())
+      for (const auto& l : o->get_lnames()) known.push_back("--" + l);
+    const std::string flag = rest.front().substr(0, rest.front().find('='));
+    fail("{}: unknown flag '{}'{} (the command follows the launcher's flags; see {} --help)", name,
+         flag, suggestion(flag, known), name);
+  }
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
   if (rest.empty()) fail("{}: no command given (e.g. {} ... train --data FILE --dp 2)", name, name);
   if (rest.front() == "launch" || rest.front() == "node")
@@ -379,11 +418,56 @@ action add_node_command(CLI::App& parent) {
   return [] { return 0; };
 }
 
+namespace {
+int run_node_share(const node_flags& f, const std::vector<std::string>& command);
+
+// `merak launch --nnodes M --node-rank R --rdzv-endpoint HOST:PORT`: this
+// host's share, as `merak node` with ranks R*N..R*N+N-1 of M*N.
+int launch_torchrun_node(const launch_flags& f, const std::vector<std::string>& command) {
+  if (f.nnodes < 1) fail("merak launch: --nnodes must be at least 1 (got {})", f.nnodes);
+  if (f.node_rank < 0 || f.node_rank >= f.nnodes)
+    fail("merak launch: --node-rank {} is not in 0..{} (--nnodes {})", f.node_rank, f.nnodes - 1,
+         f.nnodes);
+  if (f.procs < 1) fail("merak launch: --nproc-per-node must be at least 1 (got {})", f.procs);
+  if (f.rdzv_endpoint.empty())
+    fail(
+        "merak launch: --nnodes {} needs --rdzv-endpoint HOST:PORT (where node 0's rank 0 "
+        "listens)",
+        f.nnodes);
+  if (f.max_restarts > 0)
+    fail(
+        "merak launch: --max-restarts needs one launcher for the whole job (--procs or "
+        "--hostfile), not one per host (--nnodes)");
+  const size_t colon = f.rdzv_endpoint.rfind(':');
+  node_flags n;
+  if (colon == std::string::npos || colon == 0)
+    fail("merak launch: --rdzv-endpoint '{}' is not HOST:PORT", f.rdzv_endpoint);
+  n.master_addr = f.rdzv_endpoint.substr(0, colon);
+  try {
+    size_t used = 0;
+    n.master_port = std::stoi(f.rdzv_endpoint.substr(colon + 1), &used);
+    if (used != f.rdzv_endpoint.size() - colon - 1 || n.master_port < 1 || n.master_port > 65535)
+      throw std::invalid_argument("port");
+  } catch (const std::exception&) {
+    fail("merak launch: --rdzv-endpoint '{}': the port is not in 1..65535", f.rdzv_endpoint);
+  }
+  n.procs = f.procs;
+  n.first_rank = f.node_rank * f.procs;
+  n.world_size = f.nnodes * f.procs;
+  n.token = f.token;
+  n.token_file = f.token_file;
+  n.timeout_s = f.timeout_s;
+  n.tls = f.tls;
+  return run_node_share(n, command);
+}
+}  // namespace
+
 int run_launch(std::vector<std::string> args) {
   launch_flags f;
   int code = -1;
   auto command = parse(std::move(args), f, klaunch_about, "merak launch", code);
   if (code >= 0) return code;
+  if (f.nnodes != 1 || !f.rdzv_endpoint.empty()) return launch_torchrun_node(f, command);
   use_tls_flags(f.tls, "merak launch");
   if (!f.hostfile.empty())
     return run_with_restarts(
@@ -405,6 +489,14 @@ int run_node(std::vector<std::string> args) {
   int code = -1;
   auto command = parse(std::move(args), f, knode_about, "merak node", code);
   if (code >= 0) return code;
+  return run_node_share(f, command);
+}
+
+namespace {
+
+// This host's ranks of a job, as `merak node` runs them (also for `merak
+// launch --nnodes M --node-rank R`, torchrun's multi-node form).
+int run_node_share(const node_flags& f, const std::vector<std::string>& command) {
   comm::launch_options lo;
   if (f.from_launcher) {
     lo.env = read_launcher_env();
@@ -463,5 +555,7 @@ int run_node(std::vector<std::string> args) {
   if (!r.ok()) fail("merak node: {}", r.message);
   return 0;
 }
+
+}  // namespace
 
 }  // namespace merak::apps

@@ -65,6 +65,10 @@
 #              equal to the in-process --dp 2 run, as dp2
 #   node_by_hand  two `merak node` processes started by hand with a shared
 #              port and token: equal to the in-process run
+#   torchrun   torchrun's flags: two `merak launch --nnodes 2 --node-rank R
+#              --nproc-per-node 1 --rdzv-endpoint HOST:PORT` (one per "host")
+#              equal to the in-process --dp 2 run; the launcher's own
+#              unknown flags and a bad endpoint are refused by name
 #   tls        merak launch --procs 2 --tls-cert/--tls-key/--tls-ca (files
 #              from deploy/tls-certs.sh) with --pp 2: the job says its
 #              connections are under TLS and equals the in-process run; a
@@ -389,6 +393,25 @@ EOF2
     "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
     "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  torchrun)
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    tr=(launch --nnodes 2 --nproc_per_node 1 --rdzv-endpoint "127.0.0.1:$port" --token tr --timeout 120)
+    "$merak" "${tr[@]}" --node-rank 1 train "${model[@]}" --steps 5 --threads 1 2>"$work/n1.err" &
+    n1=$!
+    "$merak" "${tr[@]}" --node-rank 0 train "${model[@]}" --steps 5 --threads 1 \
+      --metrics "$work/mp.jsonl" 2>"$work/n0.err" || { cat "$work/n0.err" "$work/n1.err"; exit 1; }
+    wait "$n1" || { cat "$work/n1.err"; exit 1; }
+    grep -q "dp=2 tp=1 pp=1.*2 processes" "$work/n0.err" || { cat "$work/n0.err"; exit 1; }
+    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    expect_error "merak launch: unknown flag '--nnode'; did you mean '--nnodes'\?" \
+      launch --nnode 2 train --data "$data"
+    expect_error "merak launch: --rdzv-endpoint 'node0' is not HOST:PORT" \
+      launch --nnodes 2 --rdzv-endpoint node0 --token t train --data "$data"
+    expect_error "merak launch: --node-rank 2 is not in 0..1" \
+      launch --nnodes 2 --node-rank 2 --rdzv-endpoint node0:29500 --token t train --data "$data"
     ;;
   tls)
     bash "$(dirname "$0")/../../deploy/tls-certs.sh" "$work/pki" job >/dev/null
