@@ -240,6 +240,46 @@ int parse_int(const char* s, const char* var, int lo, int hi) {
 
 }  // namespace
 
+std::string first_slurm_host(std::string_view list) {
+  auto bad = [&]() -> std::string {
+    fail("bootstrap: SLURM_JOB_NODELIST '{}' is not a Slurm host list", list);
+  };
+  // The first entry: up to a comma outside brackets.
+  size_t end = 0;
+  for (int depth = 0; end < list.size(); ++end) {
+    if (list[end] == '[') ++depth;
+    if (list[end] == ']') --depth;
+    if (list[end] == ',' && depth == 0) break;
+  }
+  std::string_view entry = list.substr(0, end);
+  if (entry.empty()) return bad();
+  std::string host;
+  while (!entry.empty()) {
+    const size_t open = entry.find('[');
+    host += entry.substr(0, open);
+    if (open == std::string_view::npos) break;
+    const size_t close = entry.find(']', open);
+    if (close == std::string_view::npos) return bad();
+    // The first number of the first range, zero padding kept: "01-04,07" -> "01".
+    std::string_view range = entry.substr(open + 1, close - open - 1);
+    const size_t stop = range.find_first_of("-,");
+    std::string_view first_number = range.substr(0, stop);
+    if (first_number.empty() ||
+        first_number.find_first_not_of("0123456789") != std::string_view::npos)
+      return bad();
+    host += first_number;
+    entry.remove_prefix(close + 1);
+  }
+  if (host.empty()) return bad();
+  return host;
+}
+
+int rendezvous_port_of_job(const std::string& job_id, const std::string& step_id) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a: the same on every rank
+  for (char c : job_id + "." + step_id) h = (h ^ uint8_t(c)) * 1099511628211ULL;
+  return 20000 + int(h % 20000);
+}
+
 bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) {
   auto first = [&](std::initializer_list<const char*> vars, const char*& which) -> const char* {
     for (const char* v : vars)
@@ -269,15 +309,39 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
   if (o.rank >= o.world_size)
     fail("bootstrap: rank {} (from {}) is not below the world size {} (from {})", o.rank, rank_src,
          o.world_size, size_src);
+  const char* nodes_src = nullptr;
+  const char* slurm_nodes = first({"SLURM_JOB_NODELIST", "SLURM_NODELIST"}, nodes_src);
+  const char* slurm_job = env("SLURM_JOB_ID");
+  const char* ompi_job = env("OMPI_MCA_ess_base_jobid");
   if (o.addr.empty()) {
     const char* s = env("MASTER_ADDR");
-    o.addr = s && *s ? s : "127.0.0.1";
+    if (s && *s) {
+      o.addr = s;
+    } else if (slurm_nodes && slurm_job) {
+      o.addr = first_slurm_host(slurm_nodes);  // srun starts rank 0 on the first node
+    } else {
+      const char* local = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+      if (ompi_job && local && o.world_size > 1 &&
+          parse_int(local, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 20) < o.world_size)
+        fail(
+            "bootstrap: an Open MPI job over several hosts needs rank 0's address: run mpirun "
+            "-x MASTER_ADDR=HOST (the host of rank 0) -x MASTER_PORT=PORT");
+      o.addr = "127.0.0.1";
+    }
   }
   if (o.port < 0) {
-    if (const char* s = env("MASTER_PORT"); s && *s)
+    if (const char* s = env("MASTER_PORT"); s && *s) {
       o.port = parse_int(s, "MASTER_PORT", 1, 65535);
-    else if (o.world_size > 1)
+    } else if (slurm_job || ompi_job) {
+      // Every rank derives the same port from its job's id (and Slurm's
+      // step), so a plain `srun merak ...` or `mpirun merak ...` needs no
+      // MASTER_PORT.
+      const char* step = env("SLURM_STEP_ID");
+      o.port =
+          rendezvous_port_of_job(slurm_job ? slurm_job : ompi_job, slurm_job && step ? step : "0");
+    } else if (o.world_size > 1) {
       fail("bootstrap: no rendezvous port (flag or MASTER_PORT) for a world of {}", o.world_size);
+    }
   } else if (o.port == 0 || o.port > 65535) {
     fail("bootstrap: port {} is not in 1..65535", o.port);
   }

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/auth.hpp"
@@ -52,7 +53,11 @@ using env_lookup = std::function<const char*(const char*)>;
 
 // Fills what `given` leaves unset, in this order: the explicit value, then
 // RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, then OMPI_COMM_WORLD_RANK /
-// OMPI_COMM_WORLD_SIZE, then SLURM_PROCID / SLURM_NTASKS; the token from
+// OMPI_COMM_WORLD_SIZE, then SLURM_PROCID / SLURM_NTASKS. Without
+// MASTER_ADDR: under Slurm the first host of SLURM_JOB_NODELIST, else
+// 127.0.0.1 (an Open MPI job over several hosts is refused: it must name
+// rank 0's host). Without MASTER_PORT: under Slurm or Open MPI a port
+// derived from the job's id (rendezvous_port_of_job). The token from
 // MERAK_JOB_TOKEN; TLS's files from MERAK_TLS_*. Throws merak::error naming
 // the variable when a value is
 // malformed or out of range, or when rank, world size or port cannot be
@@ -95,6 +100,13 @@ class bootstrap {
 // all ranks joined. Throws merak::error on a refused token, a timeout (naming
 // the ranks that did not join) or a socket error (naming address and port).
 std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o);
+
+// The first host of a Slurm host list: "node[07-09,12],gpu1" -> "node07".
+// Throws merak::error for a list that is not one.
+std::string first_slurm_host(std::string_view list);
+// A port in 20000..39999 derived from a job's id and step: every rank of
+// the job computes the same one.
+int rendezvous_port_of_job(const std::string& job_id, const std::string& step_id);
 
 // A TCP port that is free on `host` right now (the kernel's pick), for a
 // launcher to hand to its workers as MASTER_PORT. Throws merak::error.

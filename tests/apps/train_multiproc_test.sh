@@ -69,6 +69,9 @@
 #              --nproc-per-node 1 --rdzv-endpoint HOST:PORT` (one per "host")
 #              equal to the in-process --dp 2 run; the launcher's own
 #              unknown flags and a bad endpoint are refused by name
+#   mpirun     `mpirun -np 2 merak train --dp 2 ...` with no MASTER_ADDR or
+#              MASTER_PORT (Open MPI's job id gives the port): equal to the
+#              in-process run (skips without mpirun)
 #   tls        merak launch --procs 2 --tls-cert/--tls-key/--tls-ca (files
 #              from deploy/tls-certs.sh) with --pp 2: the job says its
 #              connections are under TLS and equals the in-process run; a
@@ -390,6 +393,18 @@ EOF2
     grep -q "2 processes (placement 0,1)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     [[ "$(sort "$work/rsh.log" | tr '\n' ' ')" == "127.0.0.1 $(id -un)@localhost " ]] ||
       { echo "FAIL: hosts reached:"; cat "$work/rsh.log"; exit 1; }
+    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    ;;
+  mpirun)
+    command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
+    root=()
+    [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
+    env -u MASTER_ADDR -u MASTER_PORT mpirun "${root[@]}" --oversubscribe --bind-to none -np 2 \
+      "$merak" train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" \
+      >"$work/mp.out" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    grep -q "dp=2 tp=1 pp=1.*2 processes" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
     "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"

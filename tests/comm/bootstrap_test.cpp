@@ -105,6 +105,54 @@ TEST_CASE("bootstrap values come from flags, then RANK/WORLD_SIZE, then Open MPI
   CHECK(o.world_size == 6);
 }
 
+TEST_CASE("under Slurm and Open MPI the rendezvous needs no MASTER_ADDR or MASTER_PORT",
+          "[comm][bootstrap]") {
+  CHECK(first_slurm_host("node[07-09,12],gpu1") == "node07");
+  CHECK(first_slurm_host("gpu1,node[07-09]") == "gpu1");
+  CHECK(first_slurm_host("rack[2-3]-n[001-004]") == "rack2-n001");
+  CHECK(first_slurm_host("c5") == "c5");
+  CHECK_THROWS_WITH(first_slurm_host("node[x-3]"), Catch::Contains("not a Slurm host list"));
+  CHECK_THROWS_WITH(first_slurm_host("node[1-3"), Catch::Contains("not a Slurm host list"));
+  CHECK_THROWS_WITH(first_slurm_host(""), Catch::Contains("not a Slurm host list"));
+  // srun: rank 0 on the first node; every rank derives the same port.
+  auto o = resolve_bootstrap({}, fake_env({{"SLURM_PROCID", "3"},
+                                           {"SLURM_NTASKS", "8"},
+                                           {"SLURM_JOB_ID", "4711"},
+                                           {"SLURM_STEP_ID", "0"},
+                                           {"SLURM_JOB_NODELIST", "cn[03-04]"},
+                                           {"MERAK_JOB_TOKEN", "t"}}));
+  CHECK(o.rank == 3);
+  CHECK(o.world_size == 8);
+  CHECK(o.addr == "cn03");
+  CHECK(o.port == rendezvous_port_of_job("4711", "0"));
+  CHECK(o.port >= 20000);
+  CHECK(o.port < 40000);
+  CHECK(rendezvous_port_of_job("4711", "1") != o.port);  // the next step of the job
+  // MASTER_* still win.
+  o = resolve_bootstrap({}, fake_env({{"SLURM_PROCID", "0"},
+                                      {"SLURM_NTASKS", "2"},
+                                      {"SLURM_JOB_ID", "4711"},
+                                      {"SLURM_JOB_NODELIST", "cn[03-04]"},
+                                      {"MASTER_ADDR", "10.1.2.3"},
+                                      {"MASTER_PORT", "29501"},
+                                      {"MERAK_JOB_TOKEN", "t"}}));
+  CHECK(o.addr == "10.1.2.3");
+  CHECK(o.port == 29501);
+  // mpirun on one host: loopback and a port from the job id.
+  o = resolve_bootstrap({}, fake_env({{"OMPI_COMM_WORLD_RANK", "1"},
+                                      {"OMPI_COMM_WORLD_SIZE", "2"},
+                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                      {"OMPI_MCA_ess_base_jobid", "1303445505"}}));
+  CHECK(o.addr == "127.0.0.1");
+  CHECK(o.port == rendezvous_port_of_job("1303445505", "0"));
+  // mpirun over hosts: rank 0's host must be named.
+  CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"OMPI_COMM_WORLD_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                                    {"OMPI_MCA_ess_base_jobid", "5"}})),
+                    Catch::Contains("mpirun -x MASTER_ADDR=HOST"));
+}
+
 TEST_CASE("bad bootstrap values are refused naming the variable", "[comm][bootstrap]") {
   CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})),
                     Catch::Contains("RANK='x1'"));
