@@ -5,9 +5,11 @@
 // is expanded into flags here, before parsing: its values go right after the
 // sub-command's name, and flags given on the command line, coming later,
 // override them (options take the last value).
+#include <toml++/toml.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -44,6 +46,48 @@ std::vector<CLI::ConfigItem> json_items(const nlohmann::json& j, const std::stri
   return items;
 }
 
+// A TOML scalar as the flag's text: strings as they are, numbers and
+// booleans as TOML writes them.
+std::string toml_scalar(const toml::node& v, const std::string& path, const std::string& key) {
+  if (auto s = v.value<std::string>(); s && v.is_string()) return *s;
+  if (v.is_integer()) return std::to_string(*v.value<int64_t>());
+  if (v.is_floating_point()) return fmt::format("{}", *v.value<double>());
+  if (v.is_boolean()) return *v.value<bool>() ? "true" : "false";
+  fail(
+      "config file '{}': key '{}' holds a {} (values are numbers, strings, booleans or one list "
+      "of them)",
+      path, key,
+      v.is_array()   ? "nested list"
+      : v.is_table() ? "table"
+                     : "date or time");
+}
+
+// The keys of `t` (and of a section, [train] say, one level down, as
+// CLI11 reads them: the section is the item's parent).
+std::vector<CLI::ConfigItem> toml_items(const toml::table& t, const std::string& path,
+                                        const std::string& section = {}) {
+  std::vector<CLI::ConfigItem> items;
+  for (auto&& [k, v] : t) {
+    CLI::ConfigItem item;
+    item.name = std::string(k.str());
+    if (!section.empty()) item.parents = {section};
+    if (const toml::table* sub = v.as_table()) {
+      if (!section.empty())
+        fail("config file '{}', line {}: [{}.{}] nests sections (one level at most)", path,
+             k.source().begin.line, section, item.name);
+      auto inner = toml_items(*sub, path, item.name);
+      items.insert(items.end(), inner.begin(), inner.end());
+      continue;
+    }
+    if (const toml::array* a = v.as_array())
+      for (const toml::node& x : *a) item.inputs.push_back(toml_scalar(x, path, item.name));
+    else
+      item.inputs = {toml_scalar(v, path, item.name)};
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
 std::vector<CLI::ConfigItem> read_config(const std::string& path) {
   std::ifstream f(path);
   if (!f) fail("cannot open config file '{}'", path);
@@ -66,12 +110,18 @@ std::vector<CLI::ConfigItem> read_config(const std::string& path) {
       fail("config file '{}' is not valid JSON: {}", path, e.what());
     }
   }
-  std::istringstream in(text);
+  const auto ext = std::filesystem::path(path).extension();
+  if (ext == ".yaml" || ext == ".yml")
+    fail("config file '{}': YAML is not read; write it as TOML (key = value) or JSON", path);
+  toml::table table;
   try {
-    return CLI::ConfigTOML().from_config(in);
-  } catch (const CLI::Error& e) {
-    fail("config file '{}' is not valid TOML: {}", path, e.what());
+    table = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    fail("config file '{}', line {}, column {}: {} (not valid TOML)", path, at.line, at.column,
+         e.description());
   }
+  return toml_items(table, path);
 }
 
 }  // namespace

@@ -13,11 +13,13 @@
 #include <cstring>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -25,8 +27,10 @@
 #include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
 #include "apps/plan_output.hpp"
+#include "apps/version.hpp"
 #include "comm/bootstrap.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
 #include "partition/placement.hpp"
@@ -187,9 +191,15 @@ int train_loop(train_flags& f, model::training_job& tr) {
           r.step - kmax_skipped_in_a_row + 1, r.step, kmax_skipped_in_a_row);
     // JSON has no NaN: a skipped step's values are written as null.
     auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-    nlohmann::json line{{"step", r.step},     {"loss", number(r.loss)},
-                        {"lr", r.lr},         {"tokens_per_s", r.tokens_per_s},
-                        {"step_s", r.step_s}, {"grad_norm", number(r.grad_norm)}};
+    const double now_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    nlohmann::json line{{"step", r.step},
+                        {"time", std::round(now_s * 1000) / 1000},
+                        {"loss", number(r.loss)},
+                        {"lr", r.lr},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"step_s", r.step_s},
+                        {"grad_norm", number(r.grad_norm)}};
     if (r.skipped) line["skipped"] = true;
     for (auto& [name, value] : tr.step_metrics()) {
       if (std::isfinite(value) && value == std::trunc(value) && std::abs(value) < 0x1p53)
@@ -214,7 +224,49 @@ int train_loop(train_flags& f, model::training_job& tr) {
   return 0;
 }
 
-int run_train(train_flags& f) {
+// The run's flags as a TOML config file that `merak train --config FILE`
+// reads back: every flag given (on the command line or in a config file),
+// and the defaults of the others except those a given flag excludes.
+std::string resolved_config(const CLI::App& c) {
+  static const std::regex number(R"([+-]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+  auto toml_value = [](const std::string& v) {
+    if (std::regex_match(v, number) || v == "true" || v == "false") return v;
+    std::string q = "\"";
+    for (char ch : v) q += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    return q + "\"";
+  };
+  std::string version = version_text();
+  std::string out =
+      "# merak train: the flags of this run; merak train --config FILE runs it again\n";
+  out += "# " + version.substr(0, version.find('\n')) + "\n";
+  for (const CLI::Option* o : c.get_options()) {
+    const std::string name = o->get_single_name();
+    if (name == "help" || name == "config" || o->get_lnames().empty()) continue;
+    std::vector<std::string> values;
+    if (o->count() > 0) {
+      values = o->results();
+    } else {
+      if (o->get_default_str().empty()) continue;
+      bool excluded = false;
+      for (const CLI::Option* x : o->get_excludes()) excluded |= x->count() > 0;
+      if (excluded) continue;
+      values = {o->get_default_str()};
+    }
+    if (values.empty()) continue;
+    if (o->get_expected_max() == 0) values = {values.back() == "false" ? "false" : "true"};
+    out += o->get_lnames().front() + " = ";
+    if (values.size() == 1 || o->get_items_expected_max() <= 1) {
+      out += toml_value(values.back()) + "\n";
+    } else {
+      out += "[";
+      for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + toml_value(values[i]);
+      out += "]\n";
+    }
+  }
+  return out;
+}
+
+int run_train(train_flags& f, const CLI::App& c) {
   // Processes sharing this host share its cores (LOCAL_WORLD_SIZE: merak
   // launch, torchrun).
   if (const char* lw = std::getenv("LOCAL_WORLD_SIZE"); lw && f.threads == 0) {
@@ -250,6 +302,12 @@ int run_train(train_flags& f) {
       const auto parent = std::filesystem::path(f.metrics).parent_path();
       if (!parent.empty()) probe_writable_dir(parent.string(), "--metrics");
     }
+    // The run directory records how the run was started.
+    const std::string cfg = resolved_config(c);
+    if (!f.opts.save_dir.empty())
+      write_file_atomic((std::filesystem::path(f.opts.save_dir) / "config.toml").string(), cfg);
+    else if (!f.metrics.empty())
+      write_file_atomic(f.metrics + ".config.toml", cfg);
   }
   const int world = f.par.processes ? f.par.processes->size() : 1;
   if (world > 1) {
@@ -394,7 +452,7 @@ action add_train_command(CLI::App& parent) {
                 "A stage computing while others idle borrows their cores for the op "
                 "(pipeline fill and drain); off for bit-for-bit repeatable runs")
       ->capture_default_str();
-  return [f] { return run_train(*f); };
+  return [f, c] { return run_train(*f, *c); };
 }
 
 }  // namespace merak::apps

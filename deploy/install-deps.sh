@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
           libcaf-dev libucx-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
-          nlohmann-json3-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev
+          nlohmann-json3-dev libtomlplusplus-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev
           libssl-dev openssl  # HMAC of the job handshake, TLS; deploy/tls-certs.sh
           libopenmpi-dev openmpi-bin  # MPI: only merak_mpi_allreduce (the bench anchor)
           ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config requires OpenCL

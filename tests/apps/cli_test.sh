@@ -180,6 +180,16 @@ PY
   bad_config)
     echo '{"layers": 1, "dim": ' >"$work/bad.json"
     expect_error "not valid JSON" train --config "$work/bad.json" --data "$work/text.txt"
+    # A broken TOML file: the parser's line and column.
+    printf 'steps = 2\nlayers = [2\n' >"$work/broken.toml"
+    expect_error "config file '$work/broken.toml', line 2, column [0-9]+: .*\(not valid TOML\)" \
+      train --config "$work/broken.toml" --data "$work/text.txt"
+    printf 'layers: 2\n' >"$work/run.yaml"
+    expect_error "config file '$work/run.yaml': YAML is not read; write it as TOML" \
+      train --config "$work/run.yaml" --data "$work/text.txt"
+    printf '[train]\nlayers = 1\n[train.x]\ny = 2\n' >"$work/nested.toml"
+    expect_error "line 3: \[train.x\] nests sections" train --config "$work/nested.toml" \
+      --data "$work/text.txt"
     echo '{"layerz": 1}' >"$work/typo.json"
     expect_error "layerz" train --config "$work/typo.json" --data "$work/text.txt"
     # A list's strings stay values: they cannot become flags of their own.
@@ -203,6 +213,12 @@ PY
       { cat "$work/list.out"; exit 1; }
     echo "ok: config values stay values" ;;
   train_metrics)
+    # Flags from a TOML file (a [train] section), overridden on the command line.
+    printf '[train]\nlayers = 1\ndim = 16\nheads = 2\nseq = 8\nbatch = 2\nsteps = 50\nlr = 1e-3\n' \
+      >"$work/cfg.toml"
+    "$merak" train --config "$work/cfg.toml" --data "$work/text.txt" --steps 2 \
+      --metrics "$work/toml.jsonl" --log-level warn
+    [[ $(wc -l <"$work/toml.jsonl") == 2 ]] || { echo "FAIL: TOML config"; cat "$work/toml.jsonl"; exit 1; }
     # Flags from a JSON config file, overridden on the command line.
     printf '{"layers": 1, "dim": 16, "heads": 2, "seq": 8, "batch": 2, "steps": 50}\n' >"$work/cfg.json"
     "$merak" train --config "$work/cfg.json" --data "$work/text.txt" --steps 4 \
@@ -211,13 +227,27 @@ PY
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 assert len(lines) == 4, f"expected 4 metrics lines, got {len(lines)}"
+import time
 for i, l in enumerate(lines, 1):
-    for k in ("step", "loss", "lr", "tokens_per_s"):
+    for k in ("step", "time", "loss", "lr", "tokens_per_s"):
         assert k in l, f"line {i} lacks {k}: {l}"
     assert l["step"] == i
+    assert abs(l["time"] - time.time()) < 600, l["time"]  # wall clock, seconds since 1970
+assert all(a["time"] <= b["time"] for a, b in zip(lines, lines[1:]))
 assert "val_loss" in lines[-1]
 print("ok: metrics", lines[-1])
 PY
+    # The resolved configuration beside the metrics, which runs the same again.
+    grep -q '^steps = 4$' "$work/metrics.jsonl.config.toml" &&
+      grep -q '^dim = 16$' "$work/metrics.jsonl.config.toml" &&
+      grep -q '^lr = ' "$work/metrics.jsonl.config.toml" ||
+      { echo "FAIL: resolved config"; cat "$work/metrics.jsonl.config.toml"; exit 1; }
+    "$merak" train --config "$work/metrics.jsonl.config.toml" --metrics "$work/again.jsonl" --log-level warn
+    python3 -c "
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]; b = [json.loads(l) for l in open(sys.argv[2])]
+assert [x['loss'] for x in a] == [x['loss'] for x in b], (a, b)
+print('ok: the run directory\'s config.toml reruns the run: same losses')" "$work/metrics.jsonl" "$work/again.jsonl"
     # The same from TOML.
     printf 'layers = 1\ndim = 16\nheads = 2\nseq = 8\nbatch = 2\nsteps = 3\n' >"$work/cfg.toml"
     "$merak" train --config "$work/cfg.toml" --data "$work/text.txt" --metrics "$work/m2.jsonl" --log-level warn
