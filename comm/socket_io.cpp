@@ -131,32 +131,14 @@ stream::io stream::handshake() {
   return rc == 1 ? io::done : settle(rc, read_wants_);
 }
 
-stream::io stream::read_some(void* p, size_t cap, size_t& n) {
+stream::io stream::receive(void* p, size_t cap, size_t& n, bool peek) {
   n = 0;
   if (ssl_) {
     ERR_clear_error();
-    const int rc = SSL_read_ex(ssl_, p, cap, &n);
+    const int rc = peek ? SSL_peek_ex(ssl_, p, cap, &n) : SSL_read_ex(ssl_, p, cap, &n);
     return rc == 1 ? io::done : settle(rc, read_wants_);
   }
-  const ssize_t k = ::recv(fd(), p, cap, MSG_DONTWAIT);
-  if (k > 0) {
-    n = static_cast<size_t>(k);
-    return io::done;
-  }
-  if (k == 0 || errno == ECONNRESET) return io::closed;
-  if (transient(errno)) return read_wants_ = POLLIN, io::would_block;
-  error_ = std::strerror(errno);
-  return io::failed;
-}
-
-stream::io stream::peek_some(void* p, size_t cap, size_t& n) {
-  n = 0;
-  if (ssl_) {
-    ERR_clear_error();
-    const int rc = SSL_peek_ex(ssl_, p, cap, &n);
-    return rc == 1 ? io::done : settle(rc, read_wants_);
-  }
-  const ssize_t k = ::recv(fd(), p, cap, MSG_PEEK | MSG_DONTWAIT);
+  const ssize_t k = ::recv(fd(), p, cap, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
   if (k > 0) {
     n = static_cast<size_t>(k);
     return io::done;

@@ -83,8 +83,9 @@ class stream {
   // One step of the TLS handshake (done at once in clear); would_block
   // waits for read_wants().
   io handshake();
-  io read_some(void* p, size_t cap, size_t& n);
-  io peek_some(void* p, size_t cap, size_t& n);  // as read_some, keeping the bytes
+  io read_some(void* p, size_t cap, size_t& n) { return receive(p, cap, n, false); }
+  // As read_some, keeping the bytes.
+  io peek_some(void* p, size_t cap, size_t& n) { return receive(p, cap, n, true); }
   io write_some(const void* p, size_t len, size_t& n);
   short read_wants() const { return read_wants_; }
   short write_wants() const { return write_wants_; }
@@ -95,6 +96,7 @@ class stream {
 
  private:
   io settle(int rc, short& wants);  // a TLS call's outcome
+  io receive(void* p, size_t cap, size_t& n, bool peek);
   unique_fd fd_;
   ssl_st* ssl_ = nullptr;
   short read_wants_ = POLLIN, write_wants_ = POLLOUT;

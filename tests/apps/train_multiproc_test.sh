@@ -117,6 +117,14 @@ print(f"ok: {len(mp)} steps equal to {tol:g} (last loss {mp[-1]['loss']:.6f}); s
 EOF
 }
 
+# Compares $work/mp.jsonl (5 steps of dp 2 as processes) with dp 2 in one
+# process and with the single device.
+compare_dp2_in_process() {
+  "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
+  "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
+  compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+}
+
 # Runs the layout $1... as processes and in process, and the single device.
 run_pair() {
   local procs=$1
@@ -393,9 +401,7 @@ EOF2
     grep -q "2 processes (placement 0,1)" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     [[ "$(sort "$work/rsh.log" | tr '\n' ' ')" == "127.0.0.1 $(id -un)@localhost " ]] ||
       { echo "FAIL: hosts reached:"; cat "$work/rsh.log"; exit 1; }
-    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
-    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
-    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    compare_dp2_in_process
     ;;
   mpirun)
     command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
@@ -405,9 +411,7 @@ EOF2
       "$merak" train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" \
       >"$work/mp.out" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     grep -q "dp=2 tp=1 pp=1.*2 processes" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
-    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
-    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
-    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    compare_dp2_in_process
     ;;
   torchrun)
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -418,9 +422,7 @@ EOF2
       --metrics "$work/mp.jsonl" 2>"$work/n0.err" || { cat "$work/n0.err" "$work/n1.err"; exit 1; }
     wait "$n1" || { cat "$work/n1.err"; exit 1; }
     grep -q "dp=2 tp=1 pp=1.*2 processes" "$work/n0.err" || { cat "$work/n0.err"; exit 1; }
-    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
-    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
-    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    compare_dp2_in_process
     expect_error "merak launch: unknown flag '--nnode'; did you mean '--nnodes'\?" \
       launch --nnode 2 train --data "$data"
     expect_error "merak launch: --rdzv-endpoint 'node0' is not HOST:PORT" \
@@ -443,9 +445,7 @@ EOF2
       train "${model[@]}" --steps 5 --dp 2 --threads 1 --metrics "$work/mp.jsonl" 2>"$work/mp.err" ||
       { cat "$work/mp.err"; exit 1; }
     grep -q "connections under TLS" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
-    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
-    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
-    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    compare_dp2_in_process
     ;;
   node_by_hand)
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -455,9 +455,7 @@ EOF2
     "$merak" node --first-rank 0 "${node[@]}" train "${model[@]}" --steps 5 --dp 2 --threads 1 \
       --metrics "$work/mp.jsonl" 2>"$work/n0.err" || { cat "$work/n0.err" "$work/n1.err"; exit 1; }
     wait "$n1" || { cat "$work/n1.err"; exit 1; }
-    "$merak" train "${model[@]}" --steps 5 --dp 2 --metrics "$work/ip.jsonl" 2>/dev/null
-    "$merak" train "${model[@]}" --steps 5 --metrics "$work/one.jsonl" 2>/dev/null
-    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    compare_dp2_in_process
     ;;
   resume)
     run8=(train "${model[@]}" --steps 8 --dp 2)

@@ -13,42 +13,11 @@
 #include "comm/gate.hpp"
 #include "comm/socket_io.hpp"
 #include "core/error.hpp"
+#include "echo_service.hpp"
 
 using namespace merak::comm;
 using namespace std::chrono_literals;
-
-namespace {
-
-// A loopback service that echoes every byte back and counts connections.
-struct echo_service {
-  unique_fd listener = listen_tcp("127.0.0.1", 0, "echo");
-  std::atomic<int> connections{0};
-  std::atomic<bool> stop{false};
-  std::thread thread{[this] {
-    while (!stop) {
-      if (!wait_fd(listener.get(), POLLIN, net_clock::now() + 50ms)) continue;
-      stream c(unique_fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK)));
-      if (!c) continue;
-      ++connections;
-      char buf[4096];
-      for (;;) {
-        size_t n = 0;
-        const auto r = c.read_some(buf, sizeof buf, n);
-        if (r == stream::io::would_block && wait_fd(c.fd(), POLLIN, net_clock::now() + 5s))
-          continue;
-        if (r != stream::io::done) break;
-        write_all(c, buf, n, net_clock::now() + 5s, "echo", "client");
-      }
-    }
-  }};
-  int port() const { return bound_port(listener.get()); }
-  ~echo_service() {
-    stop = true;
-    thread.join();
-  }
-};
-
-}  // namespace
+using merak::test::echo_service;
 
 TEST_CASE("a gate relays an authenticated connection both ways", "[comm][gate]") {
   echo_service echo;

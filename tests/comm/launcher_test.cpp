@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -73,8 +73,8 @@ TEST_CASE("supervise kills the children when the watched input closes", "[launch
   supervise_options o;
   o.watch_fd = fds[0];
   const auto start = std::chrono::steady_clock::now();
-  auto r = supervise({shell_child("rank 0", "exec sleep 30"), shell_child("rank 1", "exec sleep 30")},
-                     o);
+  auto r = supervise(
+      {shell_child("rank 0", "exec sleep 30"), shell_child("rank 1", "exec sleep 30")}, o);
   closer.join();
   ::close(fds[0]);
   CHECK(std::chrono::steady_clock::now() - start < 10s);
@@ -108,9 +108,10 @@ TEST_CASE("a local launch gives each rank its global and local rank", "[launcher
   o.world_size = 4;
   o.master_port = 1;  // nobody connects: the children only print their variables
   o.token = "tok";
-  o.argv = {"/bin/sh", "-c",
-            std::string("echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MERAK_JOB_TOKEN > ") +
-                dir + "/r$RANK"};
+  o.argv = {
+      "/bin/sh", "-c",
+      std::string("echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MERAK_JOB_TOKEN > ") +
+          dir + "/r$RANK"};
   REQUIRE(launch_local(o).ok());
   for (int rank : {2, 3}) {
     std::ifstream in(std::string(dir) + "/r" + std::to_string(rank));

@@ -242,8 +242,8 @@ int worker(const std::string& scenario) {
     } else if (scenario == "mixed_tls") {
       const std::string other = rank == 1 ? "rank 0 runs with UCX_TLS=(unset), error mode none"
                                           : "rank 1 runs with UCX_TLS=tcp,self, error mode none";
-      expected = msg.find(other) != std::string::npos &&
-                 msg.find("same UCX_TLS") != std::string::npos;
+      expected =
+          msg.find(other) != std::string::npos && msg.find("same UCX_TLS") != std::string::npos;
     }
     return expected ? kexpected_failure : 1;
   }

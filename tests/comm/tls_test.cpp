@@ -15,42 +15,19 @@
 #include "comm/socket_io.hpp"
 #include "comm/tls.hpp"
 #include "core/error.hpp"
+#include "echo_service.hpp"
 #include "test_pki.hpp"
 
 using namespace merak::comm;
 using merak::test::test_pki;
 using namespace std::chrono_literals;
+using merak::test::echo_service;
 
 namespace {
 
 job_credentials creds(const std::string& token, const tls_files& f) {
   return {token, make_tls(f)};
 }
-
-// A loopback service that echoes every byte back.
-struct echo_service {
-  unique_fd listener = listen_tcp("127.0.0.1", 0, "echo");
-  std::atomic<bool> stop{false};
-  std::thread thread{[this] {
-    while (!stop) {
-      if (!wait_fd(listener.get(), POLLIN, net_clock::now() + 50ms)) continue;
-      stream c(unique_fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK)));
-      char buf[4096];
-      for (size_t n = 0; c;) {
-        const auto r = c.read_some(buf, sizeof buf, n);
-        if (r == stream::io::would_block && wait_fd(c.fd(), POLLIN, net_clock::now() + 5s))
-          continue;
-        if (r != stream::io::done) break;
-        write_all(c, buf, n, net_clock::now() + 5s, "echo", "client");
-      }
-    }
-  }};
-  int port() const { return bound_port(listener.get()); }
-  ~echo_service() {
-    stop = true;
-    thread.join();
-  }
-};
 
 // A TCP forwarder between a client and `target` that keeps a copy of every
 // byte it forwards: what someone on the network would see.
