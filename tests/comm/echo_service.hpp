@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "comm/socket_io.hpp"
@@ -42,5 +43,23 @@ struct echo_service {
     thread.join();
   }
 };
+
+// Writes `bytes` patterned bytes to the loopback `port` (a tunnel to an
+// echo service) while reading them back, so a relay that cannot move both
+// ways at once deadlocks; true when they came back unchanged.
+inline bool echo_round_trip(int port, size_t bytes, std::chrono::seconds within) {
+  using comm::net_clock;
+  const auto deadline = net_clock::now() + within;
+  comm::stream c(
+      comm::connect_tcp(comm::resolve_ipv4("127.0.0.1", port, "t"), deadline, "t", "tunnel"));
+  std::string sent(bytes, '\0');
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = char(i * 131 % 251);
+  std::thread writer(
+      [&] { comm::write_all(c, sent.data(), sent.size(), deadline, "t", "tunnel"); });
+  std::string got(sent.size(), '\0');
+  comm::read_all(c, got.data(), got.size(), deadline, "t", "tunnel");
+  writer.join();
+  return got == sent;
+}
 
 }  // namespace merak::test

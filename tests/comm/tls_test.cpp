@@ -110,15 +110,7 @@ TEST_CASE("a gate under TLS relays a large stream without loss", "[comm][tls]") 
   gate_server gate("127.0.0.1", 0, echo.port(), creds("tok", pki.files("a")), "svm", "gate");
   gate_tunnel tunnel("127.0.0.1", gate.port(), creds("tok", pki.files("b")), "svm", 3000ms, "t",
                      "the gate");
-  const auto deadline = net_clock::now() + 20s;
-  stream c(connect_tcp(resolve_ipv4("127.0.0.1", tunnel.local_port(), "t"), deadline, "t", "t"));
-  std::string sent(4 << 20, '\0');
-  for (size_t i = 0; i < sent.size(); ++i) sent[i] = char(i * 131 % 251);
-  std::thread writer([&] { write_all(c, sent.data(), sent.size(), deadline, "t", "tunnel"); });
-  std::string got(sent.size(), '\0');
-  read_all(c, got.data(), got.size(), deadline, "t", "tunnel");
-  writer.join();
-  CHECK(got == sent);
+  CHECK(merak::test::echo_round_trip(tunnel.local_port(), 4 << 20, 20s));
   CHECK(gate.admitted() == 1);
 }
 
