@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages merak builds against, where missing.
 # Idempotent and quick when everything is present; uses sudo when not root.
 # Usage: deploy/install-deps.sh [--bench]   (--bench adds PyTorch for the
-# side-by-side benchmark; never needed for building or testing).
+# side-by-side benchmark and Chromium, in which cli.report renders `merak
+# report`'s page; never needed for building, and the tests skip without them).
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
@@ -14,7 +15,7 @@ packages=(build-essential cmake ninja-build pkg-config python3
           strace iproute2  # tests only: kills inside a checkpoint save; two-host namespaces
           liblinear-tools)  # tests only: LIBLINEAR loads merak's model files (92 KB)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch)
+  packages+=(python3-torch chromium)
 fi
 
 missing=()
