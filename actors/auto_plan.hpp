@@ -26,7 +26,8 @@ struct device_plan {
 // devices sharing this machine's cores (base.threads of them, or all). The
 // other fields of `base` (threads, timeout, trace, bucket size, codecs, a
 // memory budget) are kept. The CPU profile behind the cost model is cached
-// in `profile_cache` ("" : profile every time). Throws merak::error naming
+// in `profile_cache` (by default where `merak plan` caches it; "": profile
+// every time). Throws merak::error naming
 // the rules when no plan fits.
 //
 // In a job of several processes (base.processes) this is a collective:
@@ -35,6 +36,7 @@ struct device_plan {
 // plan's placement), and every process gets its options, so all run the
 // same layout. `devices` must be at least the number of processes.
 device_plan plan_for_devices(const model::train_options& opts, int devices,
-                             parallel_options base = {}, const std::string& profile_cache = "");
+                             parallel_options base = {},
+                             const std::string& profile_cache = partition::default_profile_cache());
 
 }  // namespace merak::actors

@@ -46,8 +46,8 @@ int run_plan(plan_flags& f) {
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
-  auto costs =
-      partition::costs_for(f.req, cores, f.cache.empty() ? default_profile_cache() : f.cache);
+  auto costs = partition::costs_for(f.req, cores,
+                                    f.cache.empty() ? partition::default_profile_cache() : f.cache);
   auto res = partition::search_plans(f.req, *costs);
   if (f.json) {
     std::printf("%s\n", plan_json(f.req, res).dump().c_str());

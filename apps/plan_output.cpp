@@ -6,14 +6,6 @@
 
 namespace merak::apps {
 
-std::string default_profile_cache() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    return std::string(x) + "/merak/cpu-profile.json";
-  if (const char* h = std::getenv("HOME"); h && *h)
-    return std::string(h) + "/.cache/merak/cpu-profile.json";
-  return "";
-}
-
 nlohmann::json plan_json(const partition::plan& p) {
   nlohmann::json stages = nlohmann::json::array();
   for (auto& s : p.stages)

@@ -10,8 +10,6 @@
 
 namespace merak::apps {
 
-// $XDG_CACHE_HOME/merak/cpu-profile.json (or ~/.cache/...).
-std::string default_profile_cache();
 nlohmann::json plan_json(const partition::plan& p);
 nlohmann::json plan_json(const partition::plan_request& r, const partition::plan_result& res);
 void print_plan(const partition::plan_request& r, const partition::plan_result& res, FILE* out);

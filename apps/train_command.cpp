@@ -117,7 +117,7 @@ void plan_devices(train_flags& f) {
         "--devices {} plans dp/tp/pp and micro-batches itself: drop --dp/--tp/--pp/--micro-batches",
         f.devices);
   p.threads = f.threads;
-  auto plan = actors::plan_for_devices(f.opts, f.devices, p, default_profile_cache());
+  auto plan = actors::plan_for_devices(f.opts, f.devices, p);
   if (!p.processes || p.processes->rank() == 0) {
     partition::plan_request r;
     r.model = f.opts.model;

@@ -1,5 +1,7 @@
 #include "partition/cost_model.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -81,7 +83,12 @@ class measured final : public cost_model {
     double f = flops * double(tokens);
     return {f * rate.first, f * rate.second};
   }
-  double peak_flops() const override { return at(nominal_rows_ * cfg_.max_seq).matmul_flops; }
+  // Over every micro-batch shape profiled so far (each plan's own among them).
+  double peak_flops() const override {
+    double peak = peak_flops_of(at(nominal_rows_ * cfg_.max_seq));
+    for (const auto& [rows, p] : profiles_) peak = std::max(peak, peak_flops_of(p));
+    return peak;
+  }
   double optimizer_s(double params) const override {
     return params * at(nominal_rows_ * cfg_.max_seq).optimizer_s_per_param;
   }
@@ -223,6 +230,15 @@ std::unique_ptr<cost_model> measured_costs(const model::gpt_config& cfg, int thr
                                     std::max<int64_t>(1, nominal_rows), std::move(cache_file));
 }
 
+double peak_flops_of(const cpu_profile& p) {
+  double peak = p.matmul_flops;
+  for (const auto& [kind, r] : p.seconds_per_flop) {
+    if (r.first > 0) peak = std::max(peak, 1.0 / r.first);
+    if (r.second > 0) peak = std::max(peak, 2.0 / r.second);
+  }
+  return peak;
+}
+
 std::unique_ptr<cost_model> measured_costs(std::vector<cpu_profile> profiles, int max_seq,
                                            int cores) {
   return std::make_unique<measured>(std::move(profiles), max_seq, cores);
@@ -257,6 +273,10 @@ cpu_profile profile_cpu(const model::gpt_config& full, int64_t rows, int threads
       cache = nlohmann::json::object();  // a damaged cache is rebuilt
     }
   }
+  // A second or more of silence otherwise: say what is measured.
+  spdlog::info("profiling this CPU for the planner: {} with {} rows of {} tokens, {} thread{}{}",
+               cfg.str(), rows, cfg.max_seq, threads, threads == 1 ? "" : "s",
+               cache_file.empty() ? "" : fmt::format(" (cached in {})", cache_file));
   const int saved = omp_get_max_threads();
   const int reps = 5;
   pass_times alone = run_passes(cfg, rows, threads, reps);

@@ -61,6 +61,13 @@ class cost_model {
 std::unique_ptr<cost_model> analytic_costs(const device_spec& d);
 
 // Seconds per forward FLOP per layer kind (forward, backward), at one shape.
+// The fastest FLOP rate a profile observed: the linear layers' forward
+// rate, or any kind's forward or backward rate (a backward pass does twice
+// its forward FLOPs) when faster. MFU is measured against it, so no op's
+// cost, and no plan, exceeds 100%.
+struct cpu_profile;
+double peak_flops_of(const cpu_profile& p);
+
 struct cpu_profile {
   std::map<std::string, std::pair<double, double>> seconds_per_flop;
   int threads = 1;

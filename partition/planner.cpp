@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -430,6 +431,14 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
       res.runners_up.push_back(all[i]);
   }
   return res;
+}
+
+std::string default_profile_cache() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return std::string(x) + "/merak/cpu-profile.json";
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.cache/merak/cpu-profile.json";
+  return "";
 }
 
 }  // namespace merak::partition

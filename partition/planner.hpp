@@ -95,6 +95,10 @@ struct plan_result {
 // Searches the plans; throws merak::error naming the rules when none fits.
 plan_result search_plans(const plan_request& r, const cost_model& costs);
 
+// Where a CPU profile is cached by default: $XDG_CACHE_HOME/merak/cpu-profile.json,
+// else ~/.cache/merak/cpu-profile.json ("" when neither is set).
+std::string default_profile_cache();
+
 // The cost model a request plans with: analytic for a device model; for
 // "cpu", profiles of this machine measured at each micro-batch shape a
 // candidate asks for, with cores / devices threads per actor (at least one,

@@ -169,6 +169,28 @@ TEST_CASE("the pruned search picks the plan and runners-up of the exhaustive one
   }
 }
 
+TEST_CASE("MFU is measured against the fastest rate a profile saw, never above 100%", "[planner]") {
+  // A backward pass faster per FLOP than the linear layers' forward, and
+  // attention faster still: against the forward linear rate alone, the
+  // plan's MFU came out above 1.
+  cpu_profile p = fake_profile(2, 1.0);
+  for (auto& [kind, r] : p.seconds_per_flop) r.second = 0.4e-11;  // backward: 5e11 FLOP/s
+  p.seconds_per_flop["attention"] = {0.3e-11, 0.25e-11};
+  CHECK(peak_flops_of(p) == Approx(8e11));
+  plan_request r;
+  r.model = {.vocab = 256, .max_seq = 64, .layers = 3, .dim = 96, .heads = 4};
+  r.global_batch = 8;
+  r.devices = 2;
+  r.device = find_device("cpu");
+  auto costs = measured_costs({p}, 64, 2);
+  auto found = search_plans(r, *costs);
+  CHECK(found.best.mfu > 0);
+  CHECK(found.best.mfu <= 1);
+  for (auto& x : found.runners_up) CHECK(x.mfu <= 1);
+  // The same plan against the forward linear rate: above 100%.
+  CHECK(found.best.mfu * peak_flops_of(p) / p.matmul_flops > 1);
+}
+
 TEST_CASE("devices sharing cores: processor sharing in the simulator", "[planner]") {
   // Jobs on shared cores: the shortest ends first.
   CHECK(shared_makespan({1, 3}, 1, 1, 1.0) == Approx(4.0));
