@@ -54,12 +54,7 @@ TEST_CASE("a gate lets nothing through before the token is proved", "[comm][gate
   // Both are dropped by the gate; a rightful tunnel still gets through.
   gate_tunnel ok("127.0.0.1", gate.port(), job_credentials{"tok", nullptr}, "svm", 3000ms, "t",
                  "the gate");
-  stream c(connect_tcp(resolve_ipv4("127.0.0.1", ok.local_port(), "t"), net_clock::now() + 3s, "t",
-                       "tunnel"));
-  write_all(c, "ping", 4, net_clock::now() + 3s, "t", "tunnel");
-  char back[4];
-  read_all(c, back, 4, net_clock::now() + 3s, "t", "tunnel");
-  CHECK(std::string(back, 4) == "ping");
+  CHECK(merak::test::echo_round_trip(ok.local_port(), 4, 3s));
   CHECK(echo.connections == 1);
   CHECK(gate.admitted() == 1);
   const auto until = net_clock::now() + 3s;

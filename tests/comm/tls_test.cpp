@@ -134,12 +134,7 @@ TEST_CASE("a certificate of another CA is refused in the TLS handshake", "[comm]
   // The job's own worker gets through.
   gate_tunnel ok("127.0.0.1", gate.port(), creds("tok", job.files("worker")), "svm", 3000ms, "t",
                  "the gate");
-  stream c(connect_tcp(resolve_ipv4("127.0.0.1", ok.local_port(), "t"), net_clock::now() + 3s, "t",
-                       "t"));
-  write_all(c, "ping", 4, net_clock::now() + 3s, "t", "tunnel");
-  char back[4];
-  read_all(c, back, 4, net_clock::now() + 3s, "t", "tunnel");
-  CHECK(std::string(back, 4) == "ping");
+  CHECK(merak::test::echo_round_trip(ok.local_port(), 4, 3s));
   CHECK(gate.admitted() == 1);
   const auto until = net_clock::now() + 3s;
   while (gate.dropped() < 2 && net_clock::now() < until) std::this_thread::sleep_for(10ms);
