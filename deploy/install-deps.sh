@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages merak builds against, where missing.
 # Idempotent and quick when everything is present; uses sudo when not root.
-# Usage: deploy/install-deps.sh [--bench]   (--bench adds PyTorch for the
+# Usage: deploy/install-deps.sh [--data] [--bench]   (--data adds npm, with
+# which deploy/get-data.sh fetches the corpus; --bench adds PyTorch for the
 # side-by-side benchmark and Chromium, in which cli.report renders `merak
-# report`'s page; never needed for building, and the tests skip without them).
+# report`'s page; neither is needed for building, and the tests skip without them).
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
@@ -14,9 +15,13 @@ packages=(build-essential cmake ninja-build pkg-config python3
           ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config requires OpenCL
           strace iproute2  # tests only: kills inside a checkpoint save; two-host namespaces
           liblinear-tools)  # tests only: LIBLINEAR loads merak's model files (92 KB)
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch chromium)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --data) command -v npm >/dev/null || packages+=(npm) ;;  # any npm will do
+    --bench) packages+=(python3-torch chromium) ;;
+    *) echo "install-deps: unknown option '$arg' (--data, --bench)" >&2; exit 1 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

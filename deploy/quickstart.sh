@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-./deploy/install-deps.sh
+./deploy/install-deps.sh --data
 ./deploy/build.sh
 ./deploy/get-data.sh
 run=${RUN_DIR:-runs/quickstart}

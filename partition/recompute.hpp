@@ -1,5 +1,5 @@
 #pragma once
-// Stage-aware recomputation (specs/pipeline.md): which leading layers of each
+// Stage-aware recomputation (docs/training.md, "Recomputation"): which leading layers of each
 // pipeline stage keep only their input and are recomputed in backward.
 //
 // Stage s holds up to `in_flight` micro-batches at once (p - s under 1F1B),

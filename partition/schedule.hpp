@@ -1,5 +1,5 @@
 #pragma once
-// Pipeline schedules as priority policies (../docs: specs/pipeline.md).
+// Pipeline schedules as priority policies (docs/training.md, "Schedules").
 //
 // A schedule is not a list of ops: each stage holds a ready queue and, when
 // idle, runs the first eligible op in its current preference order, within an

@@ -20,7 +20,7 @@ void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double
   // wide data a larger rho1 reaches a lower objective at the same tolerance.
   // With n >= p (sonar, heart_scale, ionosphere; docs/measurements/svm-history.md) rho1 = 3
   // needs 1.5-3x fewer iterations than 10 at objectives within ~1e-5
-  // relative (1 was slower or worse on ionosphere MCP). The nonconvex
+  // relative, and 1 needs more iterations on ionosphere with MCP. The nonconvex
   // penalties' direct ADMM settles on worse stationary points at a large
   // rho1, so it starts small (above the prox threshold) and lets residual
   // balancing raise it.

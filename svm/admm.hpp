@@ -1,7 +1,7 @@
 #pragma once
 // Two-block ADMM for the penalised hinge-loss SVM
 //   min_{w,b} (1/n) sum_i max(0, 1 - y_i (x_i^T w + b)) + sum_j P(w_j),
-// exactly as in shared/specs/svm-admm.md ("ADMM (two-block form)"): split
+// as docs/svm.md describes it: split
 // r = 1 - Y(Xw + b1) and z = w, columns centred implicitly, the w-system
 // factored once (w_step.hpp). Returns (z, b): z is exactly sparse.
 

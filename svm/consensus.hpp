@@ -1,5 +1,5 @@
 #pragma once
-// Consensus ADMM maths (shared/specs/svm-admm.md, "Consensus ADMM"), as pure
+// Consensus ADMM maths (docs/svm.md, "Multi-process consensus"), as pure
 // classes that actors (or a plain loop, see consensus_fit) drive:
 //
 //   worker k:   theta_k = (rho1 I + rho2 A_k^T A_k)^-1

@@ -65,7 +65,7 @@ double prox_lsp(const penalty& p, double v, double rho) {
 }
 
 double prox_capped(const penalty& p, double v, double rho) {
-  // The spec's closed form holds only when 2 rho theta >= lambda: otherwise
+  // The usual closed form holds only when 2 rho theta >= lambda: otherwise
   // the soft-threshold piece is still 0 where keeping v (cost lambda theta)
   // already wins, at u > sqrt(2 lambda theta / rho). Compare the two pieces'
   // minimisers then. At a tie keep the sparser one.

@@ -1,9 +1,10 @@
 #pragma once
 // Penalties P(t) on one weight and their rho-weighted proximal operators
 //   prox_{P/rho}(v) = argmin_z P(z) + (rho/2)(z - v)^2.
-// Formulas and the conditions on rho under which the closed forms hold are in
-// shared/specs/svm-admm.md ("Proximal operators"); where a condition fails the
-// prox compares the objective at every per-piece candidate instead.
+// Each penalty's closed form holds for rho above a threshold (rho_threshold;
+// the formulas are in penalty.cpp, the capped-L1 case in docs/svm.md, "What
+// the solver does beyond the basic algorithm"); where it does not, the prox
+// compares the objective at every per-piece candidate instead.
 
 #include <Eigen/Core>
 

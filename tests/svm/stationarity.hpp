@@ -1,7 +1,7 @@
 #pragma once
 // How far (w, b) is from a stationary point of
 //   F(w, b) = (1/n) sum_i max(0, 1 - m_i) + sum_j P(w_j),  m_i = y_i (x_i^T w + b),
-// by the first-order conditions of shared/specs/svm-admm.md's problem: there
+// by the first-order conditions of the problem in docs/svm.md: there
 // are hinge subgradients s_i (1 where m_i < 1, 0 where m_i > 1, anything in
 // [0, 1] where m_i = 1) with
 //   bias:        (1/n) sum_i s_i y_i = 0
