@@ -59,10 +59,8 @@ struct ring_options {
   // bandwidth, as MPI and NCCL choose by size. Bytes sent per rank:
   // log2(p2)·n·b, plus n·b for ranks below P - p2 (they return the result
   // to a folded rank) — equal to the ring's at P = 2, more at P > 2. 0: the
-  // ring always. 256 KiB: at P = 2 over UCX shared memory doubling measured
-  // faster than the ring or within its noise up to 384 KiB (256 KiB: 48-50
-  // against 54 µs) and slower from 512 KiB (1 MiB: 0.26 against 0.22 ms);
-  // docs/measurements/s2-reducer-history.md. Not timed at P > 2 (2 cores).
+  // ring always. The default is about where doubling stops beating the ring
+  // at P = 2 over shared memory (docs/measurements/s2-reducer-history.md).
   size_t doubling_max_bytes = size_t{256} << 10;
 };
 

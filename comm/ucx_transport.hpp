@@ -57,14 +57,12 @@ enum class ucx_error_mode { automatic, peer, none };
 struct ucx_options {
   std::chrono::milliseconds timeout{60000};  // bound of every wait
   // Busy-poll this long before sleeping on the event fd: latency for short
-  // waits, no core burnt for long ones. 2 ms, not less: a wait that sleeps
-  // pays the event fd's wake-up, which measured 1-3 ms per 4 MiB all-reduce
-  // on this machine (median 3.5-4.6 ms with 200 µs of spinning against
-  // 1.1-1.6 ms with 2 ms over shared memory; docs/comm-transport.md).
+  // waits, no core burnt for long ones. A wait that sleeps pays the event
+  // fd's wake-up, so the spin covers a typical large message's wait
+  // (docs/comm-transport.md, "Spinning before sleeping").
   std::chrono::microseconds spin{2000};
   // Then poll this much longer yielding the core between polls
-  // (sched_yield) before sleeping. Default 0: measured no better than
-  // sleeping at once (4 MiB, shared memory, N = 2).
+  // (sched_yield) before sleeping; 0: sleep at once (docs/comm-transport.md).
   std::chrono::microseconds yield_spin{0};
   // Inside a collective (transport::begin_collective) a wait busy-polls at
   // least this long before sleeping: the peers are in the same collective,
@@ -81,9 +79,8 @@ struct ucx_options {
   // is set, a rendezvous threshold of cma_min_bytes: from that size on the
   // receiver reads the message straight from the sender's memory (cma,
   // process_vm_readv), smaller messages go through the shared-memory FIFO
-  // (posix), whose copies leave the data in cache (below ~1 MiB cma was
-  // slower end to end: 0.20 against 0.18 ms for a 1 MiB all-reduce; 4 MiB
-  // 0.69 against 0.96 ms, docs/comm-transport.md). Ranks on several hosts
+  // (posix), whose copies leave the data in cache, which is faster for them
+  // (docs/comm-transport.md, "Large messages by cma"). Ranks on several hosts
   // leave the choice to UCX. cma is left out when any rank cannot use it:
   // process_vm_readv refused on itself (e.g. by a seccomp filter), Yama's
   // ptrace_scope above 0, or a word of another rank it could not read (each

@@ -28,23 +28,11 @@ namespace merak::svm {
 // How a nonconvex penalty is fitted (on one machine and by consensus).
 //   lla       reweighted L1 from the L1 fit (lla.hpp): on wide data the
 //             direct ADMM lands on poor stationary points (golub);
-//   direct    ADMM with the nonconvex prox (the spec's algorithm);
+//   direct    ADMM with the nonconvex prox (docs/svm.md);
 //   automatic lla for LSP, and for the other penalties when the data has
 //             more features than samples; direct otherwise (see
-//             resolve_nonconvex). Measured (docs/measurements/svm-history.md; sonar,
-//             heart_scale and ionosphere, 4 lambdas x 7 penalty settings
-//             each, full data): direct reached a lower objective in 26 of 84
-//             fits, the same (0.1%) in 41 and a higher one in 17 (7 by more
-//             than 2%, mostly at lambda 0.01 where it stops at the iteration
-//             cap), 1.3% lower in geometric mean, in 3.4x less time. LSP is
-//             the exception (docs/svm.md, bench/svm_lsp_methods.sh: the
-//             same three sets, theta 3e-4 to 1, lambda / theta 0.01 to 0.1,
-//             72 fits): its prox needs rho1 >= lambda / theta^2 and the
-//             direct ADMM stopped at the 5000-iteration cap in 38 of them;
-//             LLA from zero did not converge in 1. Their objectives are
-//             close (direct lower by more than 1% in 21, LLA from zero in
-//             12, 1.9% lower in geometric mean); LLA from best is lower than
-//             direct in 36.
+//             resolve_nonconvex). Why, with the fits compared on three data
+//             sets: docs/svm.md and docs/measurements/svm-history.md.
 enum class nonconvex_method { automatic, lla, direct };
 nonconvex_method parse_nonconvex_method(std::string_view name);  // "auto", "lla", "direct"
 const char* nonconvex_method_name(nonconvex_method m);
