@@ -41,29 +41,8 @@ bool wait_fd(int fd, short events, net_clock::time_point deadline) {
   }
 }
 
-stream::stream(stream&& o) noexcept
-    : fd_(std::move(o.fd_)),
-      ssl_(std::exchange(o.ssl_, nullptr)),
-      read_wants_(o.read_wants_),
-      write_wants_(o.write_wants_),
-      error_(std::move(o.error_)) {}
-
-stream& stream::operator=(stream&& o) noexcept {
-  if (this != &o) {
-    reset();
-    fd_ = std::move(o.fd_);
-    ssl_ = std::exchange(o.ssl_, nullptr);
-    read_wants_ = o.read_wants_;
-    write_wants_ = o.write_wants_;
-    error_ = std::move(o.error_);
-  }
-  return *this;
-}
-
-void stream::reset() {
-  if (ssl_) SSL_free(ssl_);
-  ssl_ = nullptr;
-  fd_.reset();
+void stream::ssl_free::operator()(ssl_st* s) const {
+  SSL_free(s);
 }
 
 namespace {
@@ -71,6 +50,8 @@ namespace {
 bool transient(int e) {
   return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
 }
+
+}  // namespace
 
 // OpenSSL's queued errors as one line ("" when none), emptying the queue.
 std::string ssl_errors() {
@@ -84,10 +65,8 @@ std::string ssl_errors() {
   return out;
 }
 
-}  // namespace
-
 stream::io stream::settle(int rc, short& wants) {
-  const int e = SSL_get_error(ssl_, rc);
+  const int e = SSL_get_error(ssl_.get(), rc);
   switch (e) {
     case SSL_ERROR_WANT_READ:
       wants = POLLIN;
@@ -114,7 +93,7 @@ stream::io stream::settle(int rc, short& wants) {
     }
     default: {
       error_ = ssl_errors();
-      const long v = SSL_get_verify_result(ssl_);
+      const long v = SSL_get_verify_result(ssl_.get());
       if (v != X509_V_OK)
         error_ = fmt::format("{} ({})", error_.empty() ? "certificate refused" : error_,
                              X509_verify_cert_error_string(v));
@@ -127,7 +106,7 @@ stream::io stream::settle(int rc, short& wants) {
 stream::io stream::handshake() {
   if (!ssl_) return io::done;
   ERR_clear_error();
-  const int rc = SSL_do_handshake(ssl_);
+  const int rc = SSL_do_handshake(ssl_.get());
   return rc == 1 ? io::done : settle(rc, read_wants_);
 }
 
@@ -135,7 +114,7 @@ stream::io stream::receive(void* p, size_t cap, size_t& n, bool peek) {
   n = 0;
   if (ssl_) {
     ERR_clear_error();
-    const int rc = peek ? SSL_peek_ex(ssl_, p, cap, &n) : SSL_read_ex(ssl_, p, cap, &n);
+    const int rc = peek ? SSL_peek_ex(ssl_.get(), p, cap, &n) : SSL_read_ex(ssl_.get(), p, cap, &n);
     return rc == 1 ? io::done : settle(rc, read_wants_);
   }
   const ssize_t k = ::recv(fd(), p, cap, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
@@ -153,7 +132,7 @@ stream::io stream::write_some(const void* p, size_t len, size_t& n) {
   n = 0;
   if (ssl_) {
     ERR_clear_error();
-    const int rc = SSL_write_ex(ssl_, p, len, &n);
+    const int rc = SSL_write_ex(ssl_.get(), p, len, &n);
     return rc == 1 ? io::done : settle(rc, write_wants_);
   }
   const ssize_t k = ::send(fd(), p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -170,7 +149,7 @@ stream::io stream::write_some(const void* p, size_t len, size_t& n) {
 void stream::shutdown_write() {
   if (ssl_) {
     ERR_clear_error();
-    SSL_shutdown(ssl_);  // sends close_notify; the peer's comes later, or not
+    SSL_shutdown(ssl_.get());  // sends close_notify; the peer's comes later, or not
     ERR_clear_error();
   } else if (fd_) {
     ::shutdown(fd(), SHUT_WR);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,15 +70,10 @@ class stream {
   explicit stream(unique_fd fd) : fd_(std::move(fd)) {}
   // Takes the session, which is bound to fd; handshake() runs it.
   stream(unique_fd fd, ssl_st* ssl) : fd_(std::move(fd)), ssl_(ssl) {}
-  stream(stream&& o) noexcept;
-  stream& operator=(stream&& o) noexcept;
-  stream(const stream&) = delete;
-  stream& operator=(const stream&) = delete;
-  ~stream() { reset(); }
-  void reset();
 
   int fd() const { return fd_.get(); }
   bool secure() const { return ssl_ != nullptr; }
+  void reset() { *this = stream(); }
   explicit operator bool() const { return bool(fd_); }
 
   // One step of the TLS handshake (done at once in clear); would_block
@@ -97,8 +93,11 @@ class stream {
  private:
   io settle(int rc, short& wants);  // a TLS call's outcome
   io receive(void* p, size_t cap, size_t& n, bool peek);
+  struct ssl_free {
+    void operator()(ssl_st* s) const;
+  };
   unique_fd fd_;
-  ssl_st* ssl_ = nullptr;
+  std::unique_ptr<ssl_st, ssl_free> ssl_;  // freed before fd_ closes (declared after it)
   short read_wants_ = POLLIN, write_wants_ = POLLOUT;
   std::string error_;
 };
@@ -143,6 +142,9 @@ void set_nodelay(int fd);
 // The name of the network interface that holds the IPv4 address `addr`
 // ("eth0"; "lo" for 127.0.0.1), or "" when no interface of this host does.
 std::string interface_of(const std::string& addr);
+
+// OpenSSL's queued errors as one line ("" when none), emptying the queue.
+std::string ssl_errors();
 
 // True when the peer's end of `s` is closed (end of stream, reset or a
 // broken TLS session), without consuming data.

@@ -16,12 +16,8 @@ namespace merak::comm {
 namespace {
 
 std::string openssl_reason() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    const char* r = ERR_reason_error_string(e);
-    out += (out.empty() ? "" : "; ") + std::string(r ? r : "unknown OpenSSL error");
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
+  const std::string why = ssl_errors();
+  return why.empty() ? "unknown OpenSSL error" : why;
 }
 
 // A regular file this process can read; for a key, one that neither group
