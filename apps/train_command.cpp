@@ -140,6 +140,9 @@ std::shared_ptr<comm::bootstrap> join_job() {
   if (!launched) return nullptr;
   auto o = comm::resolve_bootstrap({});
   if (o.world_size <= 1) return nullptr;
+  if (o.rank == 0)
+    spdlog::info("rank 0 of {} listens on {}:{} (rendezvous {}, from {})", o.world_size,
+                 o.bind_addr, o.port, o.addr, o.found_by);
   return comm::connect_bootstrap(o);
 }
 

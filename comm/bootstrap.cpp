@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "comm/auth.hpp"
+#include "comm/pmix_rendezvous.hpp"
 #include "comm/socket_io.hpp"
 #include "core/error.hpp"
 
@@ -313,12 +314,16 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
   const char* slurm_nodes = first({"SLURM_JOB_NODELIST", "SLURM_NODELIST"}, nodes_src);
   const char* slurm_job = env("SLURM_JOB_ID");
   const char* ompi_job = env("OMPI_MCA_ess_base_jobid");
-  if (o.addr.empty()) {
+  if (!o.addr.empty()) {
+    if (o.found_by.empty()) o.found_by = "given";
+  } else {
     const char* s = env("MASTER_ADDR");
     if (s && *s) {
       o.addr = s;
+      o.found_by = "MASTER_ADDR";
     } else if (slurm_nodes && slurm_job) {
       o.addr = first_slurm_host(slurm_nodes);  // srun starts rank 0 on the first node
+      o.found_by = fmt::format("the first host of {}", nodes_src);
     } else {
       const char* local = env("OMPI_COMM_WORLD_LOCAL_SIZE");
       if (ompi_job && local && o.world_size > 1 &&
@@ -327,6 +332,7 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
             "bootstrap: an Open MPI job over several hosts needs rank 0's address: run mpirun "
             "-x MASTER_ADDR=HOST (the host of rank 0) -x MASTER_PORT=PORT");
       o.addr = "127.0.0.1";
+      o.found_by = "loopback (one host)";
     }
   }
   if (o.port < 0) {
@@ -373,8 +379,41 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
   return o;
 }
 
+bool rendezvous_through_pmix(const bootstrap_options& given, const env_lookup& env) {
+  auto set = [&](const char* v) {
+    const char* s = env(v);
+    return s && *s;
+  };
+  if (!given.addr.empty() || set("MASTER_ADDR") || !set("PMIX_NAMESPACE") ||
+      !set("OMPI_MCA_ess_base_jobid") || !set("OMPI_COMM_WORLD_LOCAL_SIZE") ||
+      !set("OMPI_COMM_WORLD_SIZE"))
+    return false;
+  return parse_int(env("OMPI_COMM_WORLD_LOCAL_SIZE"), "OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 20) <
+         parse_int(env("OMPI_COMM_WORLD_SIZE"), "OMPI_COMM_WORLD_SIZE", 1, 1 << 20);
+}
+
 bootstrap_options resolve_bootstrap(bootstrap_options given) {
-  return resolve_bootstrap(std::move(given), [](const char* v) { return std::getenv(v); });
+  const env_lookup env = [](const char* v) { return std::getenv(v); };
+  auto set = [&](const char* v) {
+    const char* s = env(v);
+    return s && *s;
+  };
+  if (rendezvous_through_pmix(given, env)) {
+    const bool make_token =
+        given.token.empty() && !set("MERAK_JOB_TOKEN") && !set("MERAK_JOB_TOKEN_FILE");
+    const pmix_rendezvous_result r = pmix_rendezvous(make_token, given.timeout);
+    given.addr = r.host;
+    given.found_by = "the launcher's PMIx server";
+    if (given.port < 0 && !set("MASTER_PORT")) given.port = r.port;
+    if (make_token) given.token = r.token;
+    // A host whose name maps to a loopback address on itself (Debian's
+    // 127.0.1.1 line in /etc/hosts) is reached by the others through
+    // another address: rank 0 then listens on every interface.
+    if (r.rank == 0 && given.bind_addr.empty() && !set("MERAK_BIND_ADDR") &&
+        (ntohl(resolve_ipv4(r.host, 0, "rank 0's host").sin_addr.s_addr) >> 24) == 127)
+      given.bind_addr = "0.0.0.0";
+  }
+  return resolve_bootstrap(std::move(given), env);
 }
 
 std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o) {

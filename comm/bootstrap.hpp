@@ -46,6 +46,9 @@ struct bootstrap_options {
   // TLS for the bootstrap and the job's gates (comm/tls.hpp); empty:
   // MERAK_TLS_CERT / MERAK_TLS_KEY / MERAK_TLS_CA, else in clear.
   tls_files tls;
+  // Set by resolve_bootstrap: where `addr` came from, for the log ("MASTER_ADDR",
+  // "the launcher's PMIx server", ...).
+  std::string found_by;
 };
 
 // Reads one environment variable; nullptr when unset. Injected for tests.
@@ -57,13 +60,21 @@ using env_lookup = std::function<const char*(const char*)>;
 // MASTER_ADDR: under Slurm the first host of SLURM_JOB_NODELIST, else
 // 127.0.0.1 (an Open MPI job over several hosts is refused: it must name
 // rank 0's host). Without MASTER_PORT: under Slurm or Open MPI a port
-// derived from the job's id (rendezvous_port_of_job). The token from
+// derived from the job's id (rendezvous_port_of_job). The overload without
+// `env` first asks the launcher's PMIx server (comm/pmix_rendezvous.hpp)
+// where an Open MPI job spans several hosts and no MASTER_ADDR is set
+// (rendezvous_through_pmix): rank 0's host, a port rank 0 picked and, unless
+// MERAK_JOB_TOKEN(_FILE) is set, a token rank 0 made. The token from
 // MERAK_JOB_TOKEN; TLS's files from MERAK_TLS_*. Throws merak::error naming
 // the variable when a value is
 // malformed or out of range, or when rank, world size or port cannot be
 // found. A world of size 1 needs no port.
 bootstrap_options resolve_bootstrap(bootstrap_options given, const env_lookup& env);
 bootstrap_options resolve_bootstrap(bootstrap_options given);  // the process environment
+// Whether resolve_bootstrap(given) rendezvouses through PMIx (above): an
+// Open MPI job (OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE) whose local size
+// is below its world size, with no address given or in MASTER_ADDR.
+bool rendezvous_through_pmix(const bootstrap_options& given, const env_lookup& env);
 
 // A joined job. Created by connect_bootstrap; used by one thread at a time.
 class bootstrap {

@@ -153,6 +153,38 @@ TEST_CASE("under Slurm and Open MPI the rendezvous needs no MASTER_ADDR or MASTE
                     Catch::Contains("mpirun -x MASTER_ADDR=HOST"));
 }
 
+TEST_CASE("an Open MPI job over several hosts rendezvouses through PMIx unless told where",
+          "[comm][bootstrap]") {
+  std::map<std::string, std::string> two_hosts{{"OMPI_COMM_WORLD_RANK", "1"},
+                                               {"OMPI_COMM_WORLD_SIZE", "4"},
+                                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                               {"OMPI_MCA_ess_base_jobid", "5"},
+                                               {"PMIX_NAMESPACE", "prterun-a-5@1"}};
+  CHECK(rendezvous_through_pmix({}, fake_env(two_hosts)));
+  // Told where: MASTER_ADDR or an explicit address.
+  auto told = two_hosts;
+  told["MASTER_ADDR"] = "h1";
+  CHECK_FALSE(rendezvous_through_pmix({}, fake_env(told)));
+  bootstrap_options given;
+  given.addr = "h1";
+  CHECK_FALSE(rendezvous_through_pmix(given, fake_env(two_hosts)));
+  // One host: loopback does (above). No PMIx server: nothing to ask.
+  auto one_host = two_hosts;
+  one_host["OMPI_COMM_WORLD_LOCAL_SIZE"] = "4";
+  CHECK_FALSE(rendezvous_through_pmix({}, fake_env(one_host)));
+  auto no_server = two_hosts;
+  no_server.erase("PMIX_NAMESPACE");
+  CHECK_FALSE(rendezvous_through_pmix({}, fake_env(no_server)));
+  // Not Open MPI (a PMIx server of another launcher): its own variables.
+  auto other = two_hosts;
+  other.erase("OMPI_MCA_ess_base_jobid");
+  CHECK_FALSE(rendezvous_through_pmix({}, fake_env(other)));
+  auto bad = two_hosts;
+  bad["OMPI_COMM_WORLD_LOCAL_SIZE"] = "two";
+  CHECK_THROWS_WITH(rendezvous_through_pmix({}, fake_env(bad)),
+                    Catch::Contains("OMPI_COMM_WORLD_LOCAL_SIZE"));
+}
+
 TEST_CASE("bad bootstrap values are refused naming the variable", "[comm][bootstrap]") {
   CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})),
                     Catch::Contains("RANK='x1'"));
