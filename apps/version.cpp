@@ -15,7 +15,7 @@ std::string version_text() {
   s += fmt::format("built with: CAF {}.{}.{}, {}, {}", CAF_VERSION / 10000, CAF_VERSION / 100 % 100,
                    CAF_VERSION % 100, MERAK_UCX_TEXT, MERAK_DNNL_TEXT);
   s += fmt::format(", OpenSSL {}", OPENSSL_VERSION_STR);
-  s += fmt::format(", {}, {}\n", MERAK_CUDA_TEXT, MERAK_NCCL_TEXT);
+  s += fmt::format(", {}, {}, {}\n", MERAK_CUDA_TEXT, MERAK_CUDNN_TEXT, MERAK_NCCL_TEXT);
   return s;
 }
 

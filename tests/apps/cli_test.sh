@@ -169,7 +169,8 @@ PY
     # merak --version: version, commit, build type, the libraries built with.
     "$merak" --version >"$work/version"
     grep -Eq "^merak [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]+(-dirty)?|unknown, [A-Za-z]+ build" "$work/version" &&
-      grep -Eq "^built with: CAF 0\.17\.[0-9]+, UCX [0-9.]+|UCX none, oneDNN" "$work/version" ||
+      grep -Eq "^built with: CAF 0\.17\.[0-9]+, UCX ([0-9.]+|none), oneDNN" "$work/version" &&
+      grep -Eq ", CUDA ([0-9.]+|none), cuDNN ([0-9.]+|none), NCCL ([0-9.]+|none)$" "$work/version" ||
       { echo "FAIL: merak --version printed:"; cat "$work/version"; exit 1; }
     cmp -s <("$merak" version) "$work/version" || { echo "FAIL: merak version differs"; exit 1; }
     echo "ok: $(head -n 1 "$work/version")" ;;
