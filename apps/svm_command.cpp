@@ -467,8 +467,9 @@ action add_svm_command(CLI::App& parent) {
                 "With --select cv, nonconvex penalties: a theta grid (default: --theta only)");
   t->add_option("--seed", tf->seed, "With --select cv: the seed of the folds' shuffle")
       ->capture_default_str();
-  t->add_option("--model", tf->model,
-                "Write the model here (.json: JSON, otherwise LIBLINEAR-like text)");
+  t->add_option("--model,model", tf->model,
+                "Write the model here (.json: JSON, otherwise LIBLINEAR-like text; also the "
+                "argument after the data, as liblinear-train takes it)");
   t->add_flag("--json", tf->json, "Print one JSON object");
 
   auto hf = std::make_shared<svm_train_flags>();

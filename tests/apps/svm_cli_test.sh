@@ -60,8 +60,9 @@ PY
     expect_error "--select cv runs on one machine" svm train "$work/train.libsvm" --select cv --procs 2
     ;;
   liblinear)
-    # liblinear-train's habits: the data file first, -c C (lambda = 1/(C n)).
-    "$merak" svm train "$work/train.libsvm" -c 2 --model "$work/m.model" --json >"$work/c.json"
+    # liblinear-train's habits: options, then DATA [MODEL]; -c C (lambda = 1/(C n)).
+    "$merak" svm train -c 2 --json "$work/train.libsvm" "$work/m.model" >"$work/c.json"
+    [[ -s $work/m.model ]] || { echo "FAIL: the second argument did not name the model file"; exit 1; }
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert abs(j['lambda'] - 1/(2*120)) < 1e-15, j; print('ok: -c 2 on 120 samples is lambda', j['lambda'])" "$work/c.json"
     expect_error "--lambda excludes -c|-c excludes --lambda" svm train "$work/train.libsvm" -c 2 --lambda 0.1
     # liblinear-predict's order: DATA MODEL OUTPUT.
