@@ -57,9 +57,12 @@ set_property(TARGET merak_core APPEND PROPERTY INTERFACE_COMPILE_FEATURES cxx_st
 # heap alignment depends on the instruction set: the library, built with
 # -march=native (MERAK_NATIVE) on an AVX-512 machine, allocates 64-byte
 # aligned blocks that a program compiled without it would free as 16-byte
-# ones (a crash). The package pins the program's Eigen alignment to the
-# library's, read here from the preprocessor under the library's flags.
-function(merak_eigen_alignment out_max out_static)
+# ones (a crash). Likewise a sanitizer build makes Eigen stop trusting
+# malloc's alignment (it then allocates with its own offset blocks, which a
+# program compiled without the sanitizer would free directly). The package
+# pins the program's Eigen alignment and allocator choice to the library's,
+# read here from the preprocessor under the library's flags.
+function(merak_eigen_alignment out_max out_static out_malloc)
   get_target_property(_eigen_inc Eigen3::Eigen INTERFACE_INCLUDE_DIRECTORIES)
   get_target_property(_opts merak_warnings INTERFACE_COMPILE_OPTIONS)
   if(NOT _opts)
@@ -68,7 +71,7 @@ function(merak_eigen_alignment out_max out_static)
   string(TOUPPER "${CMAKE_BUILD_TYPE}" _cfg)
   separate_arguments(_flags UNIX_COMMAND "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_cfg}}")
   set(_src ${PROJECT_BINARY_DIR}/cmake/merak_eigen_align.cpp)
-  file(WRITE ${_src} "#include <Eigen/Core>\nmerak_align EIGEN_MAX_ALIGN_BYTES EIGEN_MAX_STATIC_ALIGN_BYTES\n")
+  file(WRITE ${_src} "#include <Eigen/Core>\nmerak_align EIGEN_MAX_ALIGN_BYTES EIGEN_MAX_STATIC_ALIGN_BYTES EIGEN_MALLOC_ALREADY_ALIGNED\n")
   set(_inc "")
   foreach(d ${_eigen_inc})
     list(APPEND _inc -I${d})
@@ -76,20 +79,23 @@ function(merak_eigen_alignment out_max out_static)
   execute_process(
     COMMAND ${CMAKE_CXX_COMPILER} ${_flags} ${_opts} -std=c++20 ${_inc} -E -P ${_src}
     OUTPUT_VARIABLE _pp ERROR_QUIET RESULT_VARIABLE _rc)
-  if(_rc EQUAL 0 AND _pp MATCHES "merak_align ([0-9]+) ([0-9]+)")
+  if(_rc EQUAL 0 AND _pp MATCHES "merak_align ([0-9]+) ([0-9]+) ([0-9]+)")
     set(${out_max} ${CMAKE_MATCH_1} PARENT_SCOPE)
     set(${out_static} ${CMAKE_MATCH_2} PARENT_SCOPE)
+    set(${out_malloc} ${CMAKE_MATCH_3} PARENT_SCOPE)
   else()
     message(WARNING "merak: could not read Eigen's alignment: programs using the installed merak::svm must match the library's -march")
     set(${out_max} "" PARENT_SCOPE)
     set(${out_static} "" PARENT_SCOPE)
+    set(${out_malloc} "" PARENT_SCOPE)
   endif()
 endfunction()
-merak_eigen_alignment(MERAK_EIGEN_MAX_ALIGN MERAK_EIGEN_STATIC_ALIGN)
+merak_eigen_alignment(MERAK_EIGEN_MAX_ALIGN MERAK_EIGEN_STATIC_ALIGN MERAK_EIGEN_MALLOC_ALIGNED)
 if(MERAK_EIGEN_MAX_ALIGN)
   set_property(TARGET merak_svm APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS
                $<INSTALL_INTERFACE:EIGEN_MAX_ALIGN_BYTES=${MERAK_EIGEN_MAX_ALIGN}>
-               $<INSTALL_INTERFACE:EIGEN_MAX_STATIC_ALIGN_BYTES=${MERAK_EIGEN_STATIC_ALIGN}>)
+               $<INSTALL_INTERFACE:EIGEN_MAX_STATIC_ALIGN_BYTES=${MERAK_EIGEN_STATIC_ALIGN}>
+               $<INSTALL_INTERFACE:EIGEN_MALLOC_ALREADY_ALIGNED=${MERAK_EIGEN_MALLOC_ALIGNED}>)
 endif()
 
 # merak::merak: everything a program needs to train or fit (the actor
