@@ -24,25 +24,42 @@ struct plan_flags {
   partition::plan_request req;
   std::string device_type = "cpu";
   std::string device_file;
+  std::string cluster;  // built-in name or JSON file
+  std::string attention = "fused";
+  bool explain = false;
   std::string cache;
   bool json = false;
   int cores = 0;
   std::vector<std::string> schedules, recomputes;
   int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size (needs --dp)
+  int nodes_given = 0;       // --nodes was given
 };
 
 int run_plan(plan_flags& f) {
   if (f.model != "gpt") fail("--model must be gpt (got '{}')", f.model);
   f.req.model.validate();
-  f.req.device = partition::find_device(f.device_type, f.device_file);
+  if (!f.cluster.empty()) {
+    f.req.cluster = partition::find_cluster(f.cluster);
+    f.req.device = f.req.cluster->device;
+    if (f.nodes_given == 0) {
+      const int per = f.req.cluster->devices_per_node;
+      f.req.nodes = (f.req.devices + per - 1) / per;
+    }
+  } else {
+    f.req.device = partition::find_device(f.device_type, f.device_file);
+  }
   if (f.micro_batch_size != 0) {
+    // Megatron's habit: --tp and --pp given, dp the rest of the devices.
+    if (f.req.dp < 1 && f.req.tp > 0 && f.req.pp > 0 && f.req.devices % (f.req.tp * f.req.pp) == 0)
+      f.req.dp = f.req.devices / (f.req.tp * f.req.pp);
     if (f.req.dp < 1)
       fail(
-          "--micro-batch-size needs --dp: the planner searches dp, and the micro-batch count is "
-          "the batch / (dp x size)");
+          "--micro-batch-size needs --dp (or --tp and --pp): the planner searches dp, and the "
+          "micro-batch count is the batch / (dp x size)");
     f.req.micro_batches = partition::micro_batches_for_size(
         f.req.global_batch, f.req.dp, f.micro_batch_size, "--global-batch-size");
   }
+  f.req.attention = partition::parse_attention_kernel(f.attention);
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
@@ -53,6 +70,7 @@ int run_plan(plan_flags& f) {
     std::printf("%s\n", plan_json(f.req, res).dump().c_str());
   } else {
     print_plan(f.req, res, stdout);
+    if (f.explain) explain_plan(f.req, res.best, stdout);
   }
   return 0;
 }
@@ -75,8 +93,10 @@ action add_plan_command(CLI::App& parent) {
       ->capture_default_str();
   c->add_option("--devices", f->req.devices, "Devices (GPUs, or actor devices on this CPU)")
       ->capture_default_str();
-  c->add_option("--nodes", f->req.nodes, "Hosts the devices are spread over")
-      ->capture_default_str();
+  auto* nodes = c->add_option("--nodes", f->req.nodes,
+                              "Hosts the devices are spread over (with --cluster: as many as "
+                              "the devices fill)")
+                    ->capture_default_str();
   c->add_option("--processes", f->req.processes,
                 "Processes hosting the actors, for the plan's placement (0: one per device)")
       ->capture_default_str();
@@ -84,6 +104,18 @@ action add_plan_command(CLI::App& parent) {
                 "a100-40gb, a100-80gb, h100-80gb, cpu, or one from --device-file")
       ->capture_default_str();
   c->add_option("--device-file", f->device_file, "JSON file of more device types");
+  c->add_option("--cluster", f->cluster,
+                "A cluster: dgx-a100-hdr, dgx-h100-ndr or a JSON file (docs/planning.md); sets "
+                "the device type and prices collectives over its links");
+  c->add_option("--attention", f->attention,
+                "GPU attention kernels: fused (flash / cuDNN SDPA) or unfused (scores in memory, "
+                "as Megatron-LM in 2021)")
+      ->capture_default_str();
+  c->add_flag("--recompute-every-stage", f->req.recompute_every_stage,
+              "Full recomputation on the last stage too (Megatron-LM's activation checkpointing)");
+  c->add_flag("--explain", f->explain,
+              "Also print where the step's time goes: its critical path, communication and the "
+              "FLOP count");
   c->add_option("--memory-budget", f->req.memory_budget, "Bytes per device (0: its memory)")
       ->capture_default_str();
   c->add_option("--max-micro-batches", f->req.max_micro_batches, "Largest micro-batch count tried")
@@ -102,7 +134,10 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--cores", f->cores, "Cores of this machine the actor devices share (cpu)");
   c->add_option("--profile-cache", f->cache, "Where the CPU profile is cached");
   c->add_flag("--json", f->json, "Print one JSON object");
-  return [f] { return run_plan(*f); };
+  return [f, nodes] {
+    f->nodes_given = int(nodes->count());
+    return run_plan(*f);
+  };
 }
 
 }  // namespace merak::apps

@@ -30,6 +30,22 @@ nlohmann::json plan_json(const partition::plan& p) {
           {"optimizer_s", p.optimizer_s},
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
+          {"tflops_per_device", p.tflops_per_device},
+          {"flop_count", p.flops_count_recompute ? "megatron-96 (full recomputation)"
+                                                 : "megatron-72 (no recomputation)"},
+          {"tp_allreduce_s", p.tp_allreduce_s},
+          {"tp_algorithm", p.tp_algo},
+          {"p2p_s", p.p2p_s},
+          {"dp_allreduce_s", p.dp_allreduce_s},
+          {"dp_algorithm", p.dp_algo},
+          {"critical_path",
+           {{"ops", p.path.ops},
+            {"forward_s", p.path.forward_s},
+            {"backward_s", p.path.backward_s},
+            {"links_s", p.path.links_s},
+            {"stage_ops", p.path.stage_ops},
+            {"from", p.path.first_op},
+            {"to", p.path.last_op}}},
           {"processes", p.place.world},
           {"placement", p.place.str()},
           {"host_of_rank", p.host_of_rank}};
@@ -39,6 +55,7 @@ nlohmann::json plan_json(const partition::plan_request& r, const partition::plan
   auto j = plan_json(res.best);
   j["devices"] = r.devices;
   j["device_type"] = r.device.name;
+  if (r.cluster) j["cluster"] = r.cluster->name;
   j["model"] = r.model.str();
   j["global_batch_size"] = r.global_batch;
   j["evaluated"] = res.evaluated;
@@ -64,8 +81,12 @@ void print_plan(const partition::plan_request& r, const partition::plan_result& 
   }
   std::fprintf(out, "  step: pipeline %.4g s + exposed dp all-reduce %.4g s + optimizer %.4g s\n",
                b.pipeline_s, b.dp_exposed_s, b.optimizer_s);
+  std::string where = b.place.str();
+  if (where.size() > 160)  // thousands of ranks: the JSON has them all
+    where = where.substr(0, where.find(',', 60)) + ",... (" + std::to_string(b.place.world) +
+            " ranks; --json lists them)";
   std::fprintf(out, "  placement over %d process%s: --placement %s\n", b.place.world,
-               b.place.world == 1 ? "" : "es", b.place.str().c_str());
+               b.place.world == 1 ? "" : "es", where.c_str());
   for (auto& p : res.runners_up) std::fprintf(out, "runner-up: %s\n", p.str().c_str());
   if (!res.rejected.empty()) {
     std::string why;
@@ -73,6 +94,32 @@ void print_plan(const partition::plan_request& r, const partition::plan_result& 
       why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", rule, n);
     std::fprintf(out, "rejected by rule: %s\n", why.c_str());
   }
+}
+
+void explain_plan(const partition::plan_request& r, const partition::plan& p, FILE* out) {
+  std::fprintf(out, "explain:\n");
+  std::fprintf(out, "  %.1f TFLOP/s per device (Megatron's count, %s; peak %.0f)\n",
+               p.tflops_per_device,
+               p.flops_count_recompute ? "96 B s l h^2 (...), full recomputation"
+                                       : "72 B s l h^2 (...), no recomputation",
+               r.device.peak_flops / 1e12);
+  if (p.tp > 1)
+    std::fprintf(out, "  tp all-reduce of one micro-batch's activations: %.4g s (%s, %d ranks)\n",
+                 p.tp_allreduce_s, p.tp_algo.c_str(), p.tp);
+  if (p.pp > 1)
+    std::fprintf(out, "  one activation between stages: %.4g s (the slowest boundary)\n", p.p2p_s);
+  if (p.dp > 1)
+    std::fprintf(out, "  dp all-reduce of the gradients: %.4g s (%s, %d ranks), %.4g s exposed\n",
+                 p.dp_allreduce_s, p.dp_algo.c_str(), p.dp, p.dp_exposed_s);
+  const auto& c = p.path;
+  std::string per_stage;
+  for (size_t s = 0; s < c.stage_ops.size(); ++s)
+    per_stage += fmt::format("{}{}", s ? " " : "", c.stage_ops[s]);
+  std::fprintf(out,
+               "  critical path: %s .. %s, %d ops (per stage: %s): forward %.4g s, backward %.4g "
+               "s, messages %.4g s, of the pipeline's %.4g s\n",
+               c.first_op.c_str(), c.last_op.c_str(), c.ops, per_stage.c_str(), c.forward_s,
+               c.backward_s, c.links_s, p.pipeline_s);
 }
 
 }  // namespace merak::apps

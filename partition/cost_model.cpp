@@ -32,15 +32,46 @@ double now_s() {
 
 class analytic final : public cost_model {
  public:
-  explicit analytic(device_spec d) : d_(std::move(d)) {}
+  // `seq` and `head_dim` (0: unknown) give attention its GEMM shapes.
+  analytic(device_spec d, int seq, int head_dim, attention_kernel attention)
+      : d_(std::move(d)), seq_(seq), head_dim_(head_dim), attention_(attention) {}
   node_time time(const model::node_info& n, int64_t tokens) const override {
     node_time t;
+    const int eb = d_.activation_bytes;
+    const double stream_bw = d_.memory_bw * d_.memory_efficiency;
+    if (n.kind == "linear" && !n.params.empty() && n.params[0].shape.size() == 2) {
+      // y (tokens x OC) = x (tokens x C) W^T; backward: dx and dW.
+      const double oc = double(n.params[0].shape[0]), c = double(n.params[0].shape[1]);
+      const double m = double(tokens);
+      t.forward_s = gemm_seconds(d_, m, oc, c, 1, eb);
+      t.backward_s = gemm_seconds(d_, m, c, oc, 1, eb) + gemm_seconds(d_, c, oc, m, 1, eb);
+      return t;
+    }
+    if (n.kind == "attention" && seq_ > 0 && head_dim_ > 0) {
+      // Per sequence and head: S = Q K^T and O = P V (attention_kernel).
+      const double T = seq_, rows = double(tokens) / T;
+      const double c_shard = n.flops_per_token / (2.0 * (T + 1));  // see causal_attention
+      const double heads = std::max(1.0, std::round(c_shard / head_dim_));
+      const double batch = rows * heads;
+      if (attention_ == attention_kernel::fused) {
+        const double gemm = 0.5 * 2 * gemm_compute_seconds(d_, T, T, head_dim_, batch);
+        t.forward_s = gemm + d_.launch_s;
+        t.backward_s = 2.5 * gemm + d_.launch_s;
+      } else {
+        const double gemm = 2 * gemm_compute_seconds(d_, T, T, head_dim_, batch);
+        const double pass = T * T * batch * 2 / stream_bw;  // one pass over a T x T tensor
+        t.forward_s = gemm + 6.5 * pass + 4 * d_.launch_s;
+        t.backward_s = 2 * gemm + 9.5 * pass + 6 * d_.launch_s;
+      }
+      return t;
+    }
     if (is_matmul(n)) {
       t.forward_s = n.flops_per_token * double(tokens) / (d_.peak_flops * d_.matmul_efficiency);
     } else {
       // Read the input, write the output (activation bytes per token).
-      t.forward_s = 2.0 * double(n.activation_bytes_per_token) * double(d_.activation_bytes) / 4.0 *
-                    double(tokens) / d_.memory_bw;
+      t.forward_s = 2.0 * double(n.activation_bytes_per_token) * double(eb) / 4.0 * double(tokens) /
+                        stream_bw +
+                    d_.launch_s;
     }
     t.backward_s = (n.params.empty() && !is_matmul(n) ? 1.0 : 2.0) * t.forward_s;
     if (n.kind == "attention") t.backward_s = 2.5 * t.forward_s;  // recomputes scores
@@ -48,10 +79,14 @@ class analytic final : public cost_model {
   }
   double peak_flops() const override { return d_.peak_flops; }
   // Reads and writes parameter, gradient and two moments (28 bytes each).
-  double optimizer_s(double params) const override { return params * 28.0 / d_.memory_bw; }
+  double optimizer_s(double params) const override {
+    return params * 28.0 / (d_.memory_bw * d_.memory_efficiency);
+  }
 
  private:
   device_spec d_;
+  int seq_ = 0, head_dim_ = 0;
+  attention_kernel attention_;
 };
 
 // Profiles by row count, measured on demand (or given).
@@ -221,7 +256,25 @@ double optimizer_rate(const model::gpt_config& cfg, int threads) {
 std::unique_ptr<cost_model> analytic_costs(const device_spec& d) {
   if (d.peak_flops <= 0 || d.memory_bw <= 0)
     fail("device '{}' has no FLOP rate or memory bandwidth for analytic costs", d.name);
-  return std::make_unique<analytic>(d);
+  return std::make_unique<analytic>(d, 0, 0, attention_kernel::fused);
+}
+
+std::unique_ptr<cost_model> analytic_costs(const device_spec& d, const model::gpt_config& cfg,
+                                           attention_kernel attention) {
+  if (d.peak_flops <= 0 || d.memory_bw <= 0)
+    fail("device '{}' has no FLOP rate or memory bandwidth for analytic costs", d.name);
+  return std::make_unique<analytic>(d, cfg.max_seq, cfg.heads > 0 ? cfg.dim / cfg.heads : 0,
+                                    attention);
+}
+
+std::string_view attention_kernel_name(attention_kernel k) {
+  return k == attention_kernel::fused ? "fused" : "unfused";
+}
+
+attention_kernel parse_attention_kernel(std::string_view name) {
+  if (name == "fused") return attention_kernel::fused;
+  if (name == "unfused") return attention_kernel::unfused;
+  fail("unknown attention kernel '{}' (fused or unfused)", name);
 }
 
 std::unique_ptr<cost_model> measured_costs(const model::gpt_config& cfg, int threads, int cores,

@@ -4,10 +4,13 @@
 // tokens. A node of a TP rewrite already carries its shard's FLOPs.
 //
 // Two sources:
-// - analytic (a device_spec): matrix products at matmul_efficiency x peak,
-//   everything else bound by memory bandwidth (its activation bytes read
-//   and written); backward costs twice forward for nodes with parameters
-//   (input and weight gradients), once for the rest.
+// - analytic (a device_spec): linear layers as GEMMs of their shapes
+//   (device.hpp gemm_seconds: efficiency by shape), attention as its batched
+//   per-head GEMMs plus the softmax's memory traffic when the model's
+//   sequence length and head size are given, everything else bound by
+//   memory bandwidth (its activation bytes read and written) plus a kernel
+//   launch; backward is the input- and weight-gradient GEMMs for linear
+//   layers, twice forward for other nodes with parameters, once for the rest.
 // - measured (profile_cpu): this machine's seconds per FLOP for each layer
 //   kind, forward and backward, measured by running the model at the
 //   micro-batch shape the plan implies (each shape profiled when a plan first
@@ -23,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/gpt.hpp"
@@ -59,6 +63,24 @@ class cost_model {
 };
 
 std::unique_ptr<cost_model> analytic_costs(const device_spec& d);
+// How attention's kernels run on a GPU:
+//   fused    one kernel (flash attention, cuDNN's fused SDPA): the causal
+//            half of the score GEMMs, no T x T tensor in memory; backward
+//            2.5 x forward (it recomputes the scores)
+//   unfused  the scores materialised (Megatron-LM 2021): both GEMMs over the
+//            whole T x T square, then passes over the T x T tensors in 16-bit
+//            elements, a dropout mask counting half: forward 6.5 (scores
+//            written; scale-mask-softmax read and write; dropout read, write
+//            and mask; P V reads), backward 9.5 (dP written; dV reads P;
+//            dropout's gradient 2.5; softmax's gradient reads P and dP and
+//            writes dS; dQ and dK read dS)
+enum class attention_kernel { fused, unfused };
+std::string_view attention_kernel_name(attention_kernel k);
+attention_kernel parse_attention_kernel(std::string_view name);  // throws naming the value
+
+// With the GEMM shapes of `cfg`'s attention (sequence length, head size).
+std::unique_ptr<cost_model> analytic_costs(const device_spec& d, const model::gpt_config& cfg,
+                                           attention_kernel attention = attention_kernel::fused);
 
 // Seconds per forward FLOP per layer kind (forward, backward), at one shape.
 // The fastest FLOP rate a profile observed: the linear layers' forward

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <thread>
 
@@ -13,18 +14,19 @@
 namespace merak::partition {
 namespace {
 
-device_spec gpu(std::string name, double tflops, double mem_gb, double mem_bw_tbs,
-                double nvlink_gbs, double ib_gbs) {
+device_spec gpu(std::string name, double tflops, int sms, double efficiency, double mem_gb,
+                double mem_bw_tbs, double nvlink_gbs, double ib_gbs) {
   device_spec d;
   d.name = std::move(name);
   d.peak_flops = tflops * 1e12;
-  d.matmul_efficiency = 0.6;
+  d.matmul_efficiency = efficiency;
+  d.sms = sms;
   d.memory_bytes = mem_gb * 1e9;
   d.memory_bw = mem_bw_tbs * 1e12;
   d.intra_bw = nvlink_gbs * 1e9;
-  d.intra_latency = 10e-6;
+  d.intra_latency = 1e-6;  // per ring step (cluster.cpp)
   d.inter_bw = ib_gbs * 1e9;
-  d.inter_latency = 20e-6;
+  d.inter_latency = 5e-6;
   d.devices_per_node = 8;
   d.activation_bytes = 2;  // bf16 mixed precision (weights: 16 bytes per parameter either way)
   return d;
@@ -40,12 +42,16 @@ std::string lower(std::string s) {
 const std::vector<device_spec>& builtin_devices() {
   static const std::vector<device_spec> all = [] {
     std::vector<device_spec> v;
-    // bf16 dense tensor-core peaks; NVLink all-reduce bus bandwidth per GPU
-    // (A100: 600 GB/s NVLink 3, about 230 GB/s achieved by a ring; H100:
-    // 900 GB/s NVLink 4, about 370); one 200 / 400 Gb/s HCA per GPU.
-    v.push_back(gpu("a100-40gb", 312, 40, 1.555, 230, 25));
-    v.push_back(gpu("a100-80gb", 312, 80, 2.039, 230, 25));
-    v.push_back(gpu("h100-80gb", 989, 80, 3.35, 370, 50));
+    // Data-sheet bf16 dense tensor-core peaks, SM counts, HBM sizes and
+    // bandwidths; large-GEMM efficiency as cuBLAS reaches it (A100 about 85%
+    // of peak, Hopper about 75%); NVLink all-reduce bus bandwidth per GPU
+    // (about 77% of the per-direction NVLink rate); one 200 / 400 Gb/s HCA
+    // per GPU. Sources: docs/planning.md.
+    v.push_back(gpu("a100-40gb", 312, 108, 0.85, 40, 1.555, 230, 25));
+    v.push_back(gpu("a100-80gb", 312, 108, 0.85, 80, 2.039, 230, 25));
+    v.push_back(gpu("h100-sxm", 989, 132, 0.75, 80, 3.35, 350, 50));
+    v.push_back(gpu("h100-80gb", 989, 132, 0.75, 80, 3.35, 350, 50));
+    v.push_back(gpu("h200", 989, 132, 0.75, 141, 4.8, 350, 50));
     device_spec cpu;
     cpu.name = "cpu";
     cpu.profiled = true;
@@ -66,6 +72,58 @@ const std::vector<device_spec>& builtin_devices() {
   return all;
 }
 
+device_spec parse_device(const nlohmann::json& e, const std::string& where) {
+  auto need = [&](const char* key) -> double {
+    if (!e.contains(key) || !e[key].is_number()) fail("{} needs a number '{}'", where, key);
+    const double v = e[key].get<double>();
+    if (!std::isfinite(v)) fail("{}: '{}' is not finite", where, key);
+    return v;
+  };
+  device_spec d;
+  if (!e.is_object() || !e.contains("name") || !e["name"].is_string())
+    fail("{} needs a string 'name'", where);
+  d.name = e["name"].get<std::string>();
+  d.peak_flops = need("peak_tflops") * 1e12;
+  d.memory_bytes = need("memory_gb") * 1e9;
+  d.memory_bw = need("memory_bw_gbs") * 1e9;
+  d.intra_bw = need("intra_bw_gbs") * 1e9;
+  d.intra_latency = need("intra_latency_us") * 1e-6;
+  d.inter_bw = need("inter_bw_gbs") * 1e9;
+  d.inter_latency = need("inter_latency_us") * 1e-6;
+  d.devices_per_node = int(need("devices_per_node"));
+  if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency");
+  if (e.contains("sms")) d.sms = int(need("sms"));
+  d.activation_bytes = e.contains("activation_bytes") ? int(need("activation_bytes")) : 2;
+  if (d.peak_flops <= 0 || d.memory_bytes <= 0 || d.memory_bw <= 0 || d.devices_per_node < 1 ||
+      d.intra_bw <= 0 || d.inter_bw <= 0 || d.sms < 0 || d.matmul_efficiency <= 0 ||
+      d.matmul_efficiency > 1)
+    fail("{} ('{}') has a non-positive rate or size, or an efficiency outside (0, 1]", where,
+         d.name);
+  return d;
+}
+
+double gemm_compute_seconds(const device_spec& d, double m, double n, double k, double batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  double wave = 1;
+  if (d.sms > 0) {
+    // Output tiles of 128 x 128 (cuBLAS's common bf16 tile), one per SM per
+    // wave: a last wave that fills few SMs leaves the rest idle.
+    const double tiles = batch * std::ceil(m / 128) * std::ceil(n / 128);
+    const double waves = std::ceil(tiles / d.sms);
+    wave = tiles / (waves * d.sms);
+  }
+  return 2 * m * n * k * batch / (d.peak_flops * d.matmul_efficiency * wave);
+}
+
+double gemm_seconds(const device_spec& d, double m, double n, double k, double batch,
+                    int elem_bytes) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  const double bytes = (m * k + k * n + m * n) * batch * elem_bytes;
+  return std::max(gemm_compute_seconds(d, m, n, k, batch),
+                  bytes / (d.memory_bw * d.memory_efficiency)) +
+         d.launch_s;
+}
+
 device_spec find_device(const std::string& name, const std::string& file) {
   std::vector<device_spec> all = builtin_devices();
   if (!file.empty()) {
@@ -81,29 +139,7 @@ device_spec find_device(const std::string& name, const std::string& file) {
       fail("device file '{}': expected {{\"devices\": [...]}}", file);
     int i = 0;
     for (auto& e : j["devices"]) {
-      auto need = [&](const char* key) -> double {
-        if (!e.contains(key) || !e[key].is_number())
-          fail("device file '{}': devices[{}] needs a number '{}'", file, i, key);
-        return e[key].get<double>();
-      };
-      device_spec d;
-      if (!e.contains("name") || !e["name"].is_string())
-        fail("device file '{}': devices[{}] needs a string 'name'", file, i);
-      d.name = e["name"].get<std::string>();
-      d.peak_flops = need("peak_tflops") * 1e12;
-      d.memory_bytes = need("memory_gb") * 1e9;
-      d.memory_bw = need("memory_bw_gbs") * 1e9;
-      d.intra_bw = need("intra_bw_gbs") * 1e9;
-      d.intra_latency = need("intra_latency_us") * 1e-6;
-      d.inter_bw = need("inter_bw_gbs") * 1e9;
-      d.inter_latency = need("inter_latency_us") * 1e-6;
-      d.devices_per_node = int(need("devices_per_node"));
-      if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency");
-      d.activation_bytes = e.contains("activation_bytes") ? int(need("activation_bytes")) : 2;
-      if (d.peak_flops <= 0 || d.memory_bytes <= 0 || d.devices_per_node < 1)
-        fail("device file '{}': devices[{}] ('{}') has a non-positive rate or size", file, i,
-             d.name);
-      all.push_back(d);
+      all.push_back(parse_device(e, fmt::format("device file '{}': devices[{}]", file, i)));
       ++i;
     }
   }

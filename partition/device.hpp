@@ -2,26 +2,37 @@
 // Device descriptions for planning without the hardware.
 //
 // A device is what one (dp, pp, tp) shard runs on: its compute rate, memory
-// and links. Built-in: A100-40GB, A100-80GB, H100-80GB (dense bf16 tensor
-// core rates, NVLink inside a node, InfiniBand between nodes) and "cpu",
-// this machine's cores shared by N actor "devices" (its rates come from
-// profiling, cost_model.hpp). More can be given in a JSON file:
+// and links. Built-in: A100-40GB, A100-80GB, H100-SXM (also H100-80GB), H200
+// (dense bf16 tensor-core rates, NVLink inside a node, InfiniBand between
+// nodes; the constants and their sources are in docs/planning.md) and
+// "cpu", this machine's cores shared by N actor "devices" (its rates come
+// from profiling, cost_model.hpp). More can be given in a JSON file:
 //
 //   {"devices": [{"name": "my-gpu", "peak_tflops": 100, "memory_gb": 24,
 //     "memory_bw_gbs": 900, "intra_bw_gbs": 64, "intra_latency_us": 10,
 //     "inter_bw_gbs": 12.5, "inter_latency_us": 20, "devices_per_node": 4,
-//     "matmul_efficiency": 0.6}]}
+//     "matmul_efficiency": 0.6, "sms": 80}]}
+//
+// A GEMM's time on a device (gemm_seconds) is the larger of its FLOPs at
+// matmul_efficiency x peak, scaled by how full the last wave of output
+// tiles leaves the streaming multiprocessors, and its bytes at the
+// achievable memory bandwidth, plus a kernel launch.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace merak::partition {
 
 struct device_spec {
   std::string name;
-  double peak_flops = 0;           // dense matmul FLOP/s
-  double matmul_efficiency = 0.6;  // share of peak a transformer's GEMMs reach
+  double peak_flops = 0;            // dense matmul FLOP/s
+  double matmul_efficiency = 0.6;   // share of peak a large GEMM reaches
+  int sms = 0;                      // streaming multiprocessors (0: no wave model)
+  double memory_efficiency = 0.85;  // share of memory_bw streaming kernels reach
+  double launch_s = 4e-6;           // per kernel
   double memory_bytes = 0;
   double memory_bw = 0;      // bytes/s, for memory-bound ops and the optimizer
   double intra_bw = 0;       // bytes/s per device inside a node (all-reduce bus bandwidth)
@@ -35,6 +46,16 @@ struct device_spec {
 
 // The built-in devices.
 const std::vector<device_spec>& builtin_devices();
+// One device of a device file's "devices" list (or a cluster file's
+// "device" object); errors start with `where`.
+device_spec parse_device(const nlohmann::json& e, const std::string& where);
+
+// Seconds of `batch` GEMMs of an (m x k) by (k x n) product with elements of
+// `elem_bytes` (see above).
+double gemm_seconds(const device_spec& d, double m, double n, double k, double batch,
+                    int elem_bytes);
+// Its compute part alone (no memory bound, no launch).
+double gemm_compute_seconds(const device_spec& d, double m, double n, double k, double batch);
 // A device by name (case-insensitive) from the built-ins and, if `file` is
 // not empty, a JSON file of more. Throws merak::error naming the file, the
 // field or the unknown name (listing the known ones).

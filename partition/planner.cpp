@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -23,9 +24,14 @@ struct rule_error {
   std::string rule, detail;
 };
 
-double ring_time(double bytes, int n, double bw, double latency) {
-  if (n <= 1 || bytes <= 0) return 0;
-  return 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * latency;
+cluster_spec links_of(const plan_request& r) {
+  return r.cluster ? *r.cluster : cluster_of(r.device);
+}
+
+// Devices per node the plan uses: the request's devices spread evenly over
+// its nodes, at most the node's size.
+int devices_per_node_of(const plan_request& r, const cluster_spec& cl) {
+  return std::max(1, std::min(r.devices / std::max(1, r.nodes), cl.devices_per_node));
 }
 
 // Share of a TP all-reduce left on the critical path per overlap level:
@@ -45,6 +51,8 @@ struct layout {
   std::vector<std::vector<double>> seg_fwd;  // forward seconds per segment
   std::vector<stage_plan> stages;
   double act_bytes = 0;
+  double tp_allreduce_s = 0;
+  std::string tp_algo;
 };
 
 // What the search reuses across candidates with the same tp.
@@ -52,6 +60,9 @@ struct tp_context {
   int tp = 1;
   tp_graph tg;
   std::map<std::tuple<int, int64_t, int>, layout> layouts;  // (pp, rows, overlap)
+  const std::vector<int>* cuts = nullptr;                   // cut_points of the single-device graph
+  std::vector<int> shard_cuts;                              // cut_points of the shard's graph
+  double weights_bytes = 0;  // one shard's weights, gradients and moments
 };
 
 const layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
@@ -63,11 +74,14 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   const auto& tg = ctx.tg;
   const auto& d = r.device;
   const int64_t tokens = rows * r.model.max_seq;
-  // Node times of the shard's graph, with the TP sums it waits for.
+  // Node times of the shard's graph, with the TP sums it waits for (TP
+  // groups sit inside a node: the rule "tp within a node").
   const double act_scale = double(d.activation_bytes) / 4.0;  // the graph counts f32
   L.act_bytes = double(tokens) * r.model.dim * d.activation_bytes;
-  const double tp_ar =
-      ring_time(L.act_bytes, tp, d.intra_bw, d.intra_latency) * exposed_share(overlap);
+  const collective_cost tp_cost = allreduce_cost(links_of(r), L.act_bytes, tp, tp);
+  L.tp_allreduce_s = tp_cost.seconds;
+  L.tp_algo = collective_algo_name(tp_cost.algo);
+  const double tp_ar = tp_cost.seconds * exposed_share(overlap);
   const auto& nodes = tg.graph.nodes();
   std::vector<node_time> t(nodes.size());
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -82,7 +96,7 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
     for (int k = tg.node_map[n]; k < tg.node_map[n + 1]; ++k)
       cost0[n] += t[k].forward_s + t[k].backward_s;
   try {
-    L.bounds = balanced_stages(g, pp, cost0);
+    L.bounds = balanced_stages(g, pp, cost0, ctx.cuts);
   } catch (const error& e) {
     L.rule = "pp within cut points";
     L.detail = e.what();
@@ -90,7 +104,7 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   }
   for (int s = 0; s < pp; ++s) {
     int a = tg.node_map[L.bounds[s]], b = tg.node_map[L.bounds[s + 1]];
-    L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1));
+    L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
     for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
     L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
@@ -123,9 +137,9 @@ struct candidate {
   std::vector<stage_policy> policies;
   std::vector<double> prefix;  // per stage: forward seconds of its checkpointed segments
   core_sharing sharing;
-  double act_delay = 0;    // one activation or gradient between stages
-  double lower_bound = 0;  // no simulation can give a shorter step
-  int order = 0;           // enumeration order (ties keep it)
+  std::vector<double> act_delay;  // one activation or gradient across boundary s | s+1
+  double lower_bound = 0;         // no simulation can give a shorter step
+  int order = 0;                  // enumeration order (ties keep it)
 };
 
 double op_seconds(const candidate& c, int s, const op& o, bool rib) {
@@ -162,13 +176,25 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     throw rule_error{"tp overlap needs tp > 1 and an even micro-batch",
                      fmt::format("tp {} rows {}", tp, rows)};
   const int64_t tokens = rows * r.model.max_seq;
-  const int per_node = std::max(1, r.devices / std::max(1, r.nodes));
-  const bool tp_intra = tp <= std::min(per_node, d.devices_per_node);
-  if (!tp_intra) throw rule_error{"tp within a node", fmt::format("tp {} > {}", tp, per_node)};
+  const int64_t budget = r.memory_budget > 0 ? r.memory_budget : int64_t(d.memory_bytes);
+  // Some stage holds at least the average share of the weights: no split
+  // of this tp and pp can fit when that share alone does not.
+  if (ctx.weights_bytes / pp > double(budget))
+    throw rule_error{"memory budget",
+                     fmt::format("the weights alone need {:.0f} bytes per stage, more than {}",
+                                 ctx.weights_bytes / pp, budget)};
+  const cluster_spec cl = links_of(r);
+  const int per_node = devices_per_node_of(r, cl);
+  // A TP group never straddles two nodes: tp divides the devices per node.
+  if (tp > per_node || per_node % tp != 0)
+    throw rule_error{"tp within a node",
+                     fmt::format("tp {} does not divide {} devices per node", tp, per_node)};
   const layout& L = layout_for(r, costs, g, ctx, pp, rows, overlap);
   if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
   candidate c;
   c.policies = make_policies(kind, pp, m, rc == recompute_kind::full);
+  if (rc == recompute_kind::full && r.recompute_every_stage)
+    for (auto& pol : c.policies) pol.recompute_in_backward = kind != schedule_kind::shifted;
   auto mem = L.mem;
   plan& out = c.out;
   out.dp = dp;
@@ -183,10 +209,10 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     auto& pol = c.policies[s];
     mem[s].in_flight = pol.limited ? std::max(pol.warm, pol.steady) : m;
   }
-  const int64_t budget = r.memory_budget > 0 ? r.memory_budget : int64_t(d.memory_bytes);
   std::vector<int> k(pp, 0);
   if (rc == recompute_kind::full) {
-    for (int s = 0; s + 1 < pp; ++s) k[s] = int(mem[s].stash_bytes.size());
+    for (int s = 0; s + 1 < pp + (r.recompute_every_stage ? 1 : 0); ++s)
+      k[s] = int(mem[s].stash_bytes.size());
   } else if (rc == recompute_kind::stage_aware && pp > 0) {
     try {
       k = plan_for_budget(mem, budget).segments;
@@ -209,18 +235,33 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   const sharing_model sh = costs.sharing(tokens);
   if (sh.cores > 0)
     c.sharing = core_sharing{sh.cores, sh.threads, sh.threads * dp * tp, sh.contention};
-  const bool pp_intra = tp * pp <= std::min(per_node, d.devices_per_node);
-  // Actor devices in one process pass activations by reference: a message.
-  c.act_delay = d.profiled ? d.intra_latency
-                : pp_intra ? L.act_bytes / d.intra_bw + d.intra_latency
-                           : L.act_bytes / d.inter_bw + d.inter_latency;
-  // The exposed dp all-reduce and the optimizer, after the pipeline.
-  const bool dp_intra = r.devices <= std::min(per_node, d.devices_per_node);
+  // Activations between stages: actor devices in one process pass them by
+  // reference (a message); devices send them over the node's links or, for a
+  // boundary some replica's ranks (default placement: tp innermost, then
+  // stages, then replicas) cross between nodes, the network.
+  out.tp_allreduce_s = L.tp_allreduce_s;
+  out.tp_algo = tp > 1 ? L.tp_algo : "";
+  for (int s = 0; s + 1 < pp; ++s) {
+    bool crosses = false;
+    for (int q = 0; q < dp && !crosses; ++q) {
+      const int64_t a = (int64_t(q) * pp + s) * tp, b = a + tp;
+      crosses = a / per_node != b / per_node;
+    }
+    c.act_delay.push_back(d.profiled ? d.intra_latency : p2p_seconds(cl, L.act_bytes, !crosses));
+    out.p2p_s = std::max(out.p2p_s, c.act_delay.back());
+  }
+  // The exposed dp all-reduce and the optimizer, after the pipeline. The
+  // dp ranks of one (stage, tp rank) sit tp x pp ranks apart.
+  const int dp_per_node = tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp));
   std::vector<double> opt_work;
   for (int s = 0; s < pp; ++s) {
     double params = double(mem[s].weights_bytes) / 16.0;
-    double ar = ring_time(params * 4.0, dp, dp_intra ? d.intra_bw : d.inter_bw,
-                          dp_intra ? d.intra_latency : d.inter_latency);
+    const collective_cost ar_cost = allreduce_cost(cl, params * 4.0, dp, std::min(dp, dp_per_node));
+    const double ar = ar_cost.seconds;
+    if (ar >= out.dp_allreduce_s) {
+      out.dp_allreduce_s = ar;
+      out.dp_algo = dp > 1 ? collective_algo_name(ar_cost.algo) : "";
+    }
     // Buckets leave during the last micro-batch's backward.
     out.dp_exposed_s = std::max(out.dp_exposed_s, std::max(0.0, ar - out.stages[s].backward_s));
     for (int i = 0; i < dp * tp; ++i) opt_work.push_back(costs.optimizer_s(params));
@@ -228,19 +269,82 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.optimizer_s = sh.cores > 0 ? shared_makespan(opt_work, sh.threads, sh.cores, sh.contention)
                                  : *std::max_element(opt_work.begin(), opt_work.end());
   // A stage runs one op at a time, never faster than alone: its ops' total
-  // bounds the pipeline from below.
-  double busiest = 0;
+  // bounds the pipeline from below, and it cannot start before the first
+  // micro-batch's forwards on the stages before it, nor end later than a
+  // backward through each of them before the step ends.
+  double pipeline_bound = 0, fill = 0, drain = 0;
   for (int s = 0; s < pp; ++s) {
     const bool rib = c.policies[s].recompute_in_backward;
-    double sum = 0;
+    double sum = 0, fastest_b = std::numeric_limits<double>::infinity();
     for (int mb = 0; mb < m; ++mb) {
-      sum += op_seconds(c, s, {op_kind::F, mb}, rib) + op_seconds(c, s, {op_kind::B, mb}, rib);
+      const double b = op_seconds(c, s, {op_kind::B, mb}, rib);
+      fastest_b = std::min(fastest_b, b);
+      sum += op_seconds(c, s, {op_kind::F, mb}, rib) + b;
       if (c.policies[s].pre.count(mb)) sum += op_seconds(c, s, {op_kind::R, mb}, rib);
     }
-    busiest = std::max(busiest, sum);
+    pipeline_bound = std::max(pipeline_bound, fill + sum + drain);
+    if (s + 1 < pp) {
+      fill += op_seconds(c, s, {op_kind::F, 0}, rib) + c.act_delay[s];
+      drain += fastest_b + c.act_delay[s];
+    }
   }
-  c.lower_bound = busiest + out.dp_exposed_s + out.optimizer_s;
+  c.lower_bound = pipeline_bound + out.dp_exposed_s + out.optimizer_s;
   return c;
+}
+
+// The critical path of a simulated step, walked back from the op that ends
+// last: each op started when the op before it on its stage ended, or when
+// the message it waited for (an activation from the stage before, a
+// gradient from the stage after) arrived.
+critical_path walk_critical_path(const pipeline_trace& tr, const link_delay_fn& delay) {
+  critical_path cp;
+  const int p = int(tr.stages.size());
+  cp.stage_ops.assign(p, 0);
+  if (p == 0) return cp;
+  // Where each stage ran the forward (F or Fpc) and the backward of a micro-batch.
+  std::vector<std::map<int, int>> fwd(p), bwd(p);
+  int s = 0, i = -1;
+  double last_end = -1;
+  for (int k = 0; k < p; ++k)
+    for (int j = 0; j < int(tr.stages[k].size()); ++j) {
+      const auto& t = tr.stages[k][j];
+      if (t.what.kind == op_kind::F || t.what.kind == op_kind::Fpc) fwd[k][t.what.mb] = j;
+      if (t.what.kind == op_kind::B) bwd[k][t.what.mb] = j;
+      if (t.end > last_end) {
+        last_end = t.end;
+        s = k;
+        i = j;
+      }
+    }
+  if (i < 0) return cp;
+  auto name = [&](int k, int j) { return fmt::format("s{}:{}", k, op_name(tr.stages[k][j].what)); };
+  cp.last_op = name(s, i);
+  const double eps = 1e-9 * std::max(1.0, tr.makespan);
+  for (;;) {
+    const auto& t = tr.stages[s][i];
+    ++cp.ops;
+    ++cp.stage_ops[s];
+    (t.what.kind == op_kind::B ? cp.backward_s : cp.forward_s) += t.end - t.start;
+    cp.first_op = name(s, i);
+    if (i > 0 && std::abs(tr.stages[s][i - 1].end - t.start) <= eps) {
+      --i;  // waited for its own stage
+      continue;
+    }
+    // Waited for a message: the forward before or the backward after.
+    int from = -1, j = -1;
+    const int mb = t.what.mb;
+    if ((t.what.kind == op_kind::F || t.what.kind == op_kind::Fpc) && s > 0 && fwd[s - 1].count(mb))
+      from = s - 1, j = fwd[s - 1][mb];
+    if (t.what.kind == op_kind::B && s + 1 < p && bwd[s + 1].count(mb))
+      from = s + 1, j = bwd[s + 1][mb];
+    if (from < 0) break;
+    const double arrive = tr.stages[from][j].end + delay(from, s, mb);
+    if (std::abs(arrive - t.start) > eps) break;
+    cp.links_s += delay(from, s, mb);
+    s = from;
+    i = j;
+  }
+  return cp;
 }
 
 // The pipeline by simulation, and the step's totals.
@@ -252,7 +356,7 @@ void finish(const plan_request& r, const cost_model& costs, const model::graph& 
   out.host_of_rank.clear();
   for (int q = 0; q < world; ++q) out.host_of_rank.push_back(q / per_host);
   auto cost = [&](int s, const op& o, bool rib) { return op_seconds(c, s, o, rib); };
-  auto delay = [&](int, int, int) { return c.act_delay; };
+  auto delay = [&](int from, int to, int) { return c.act_delay[std::min(from, to)]; };
   auto trace = simulate_pipeline(c.policies, cost, delay, c.sharing);
   MERAK_CHECK(!trace.deadlocked, "the simulated schedule deadlocked (pp {}, m {})", out.pp,
               out.micro_batches);
@@ -262,6 +366,10 @@ void finish(const plan_request& r, const cost_model& costs, const model::graph& 
   out.tokens_per_s = tokens_step / out.step_time_s;
   out.mfu =
       3.0 * g.flops_per_token() * tokens_step / (out.step_time_s * r.devices * costs.peak_flops());
+  out.flops_count_recompute = out.recompute == recompute_kind::full;
+  out.tflops_per_device = megatron_flops(r.model, r.global_batch, out.flops_count_recompute) /
+                          (out.step_time_s * r.devices) / 1e12;
+  out.path = walk_critical_path(trace, delay);
 }
 
 std::vector<int> divisors(int n) {
@@ -271,13 +379,25 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-tp_context make_context(const model::graph& g, int tp) {
+tp_context make_context(const model::graph& g, int tp, const std::vector<int>& cuts) {
   if (auto e = tp_divisibility_error(g, tp); !e.empty())
     throw rule_error{"tp divides heads and features", e};
-  return {tp, rewrite_for_tp(g, tp, 0), {}};
+  tp_context ctx{tp, rewrite_for_tp(g, tp, 0), {}, &cuts, {}, 0};
+  ctx.shard_cuts = cut_points(ctx.tg.graph);
+  std::set<std::string> seen;  // a tied weight counts once
+  for (const auto& n : ctx.tg.graph.nodes())
+    for (const auto& p : n.params)
+      if (seen.insert(p.name).second) ctx.weights_bytes += double(model::shape_numel(p.shape)) * 16;
+  return ctx;
 }
 
 }  // namespace
+
+double megatron_flops(const model::gpt_config& m, int64_t global_batch, bool recompute) {
+  const double B = double(global_batch), s = m.max_seq, l = m.layers, h = m.dim, V = m.vocab;
+  return recompute ? 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+                   : 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
 
 const char* plan::recompute_name() const {
   int segments = 0;
@@ -296,7 +416,7 @@ std::string plan::str() const {
 
 std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
                                       const std::string& cache_file) {
-  if (!r.device.profiled) return analytic_costs(r.device);
+  if (!r.device.profiled) return analytic_costs(r.device, r.model, r.attention);
   cores = std::max(1, cores);
   // As the runtime assigns them: cores / actors threads per actor, at least one.
   int threads = std::max(1, cores / std::max(1, r.devices));
@@ -307,8 +427,9 @@ std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
 plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int tp, int pp, int m,
                    schedule_kind kind, recompute_kind rc, int tp_overlap) {
   model::graph g = model::build_model(r.model);
+  const std::vector<int> cuts = cut_points(g);
   try {
-    tp_context ctx = make_context(g, tp);
+    tp_context ctx = make_context(g, tp, cuts);
     candidate c = prepare(r, costs, g, ctx, dp, pp, m, kind, rc, tp_overlap);
     finish(r, costs, g, c);
     return c.out;
@@ -324,13 +445,14 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
     fail("--processes must be from 0 (one per device) to --devices {} (got {})", r.devices,
          r.processes);
   model::graph g = model::build_model(r.model);
+  const std::vector<int> cuts = cut_points(g);
   plan_result res;
   std::vector<candidate> cands;
   for (int tp : divisors(r.devices)) {
     if (r.tp && tp != r.tp) continue;
     tp_context ctx;
     try {
-      ctx = make_context(g, tp);
+      ctx = make_context(g, tp, cuts);
     } catch (const rule_error& e) {
       ++res.rejected[e.rule];
       continue;
@@ -360,7 +482,9 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
                     ? rc == recompute_kind::none
                     : std::find(r.recomputes.begin(), r.recomputes.end(), rc) == r.recomputes.end())
               continue;
-            if (pp == 1 && rc == recompute_kind::full && r.recomputes.empty()) continue;
+            if (pp == 1 && rc == recompute_kind::full && r.recomputes.empty() &&
+                !r.recompute_every_stage)
+              continue;
             for (int ov : {0, 1, 2}) {
               if (tp == 1 && ov > 0) continue;
               if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;

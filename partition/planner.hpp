@@ -24,10 +24,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/gpt.hpp"
+#include "partition/cluster.hpp"
 #include "partition/cost_model.hpp"
 #include "partition/device.hpp"
 #include "partition/layout.hpp"
@@ -47,7 +49,16 @@ struct plan_request {
   // train --devices on this machine's cores).
   int processes = 0;
   device_spec device;
+  // The links between devices (cluster.hpp); unset: what `device` implies
+  // (cluster_of). When set, `device` must be its device.
+  std::optional<cluster_spec> cluster;
   int64_t memory_budget = 0;  // bytes per device; 0: the device's memory
+  // GPU attention kernels (cost_model.hpp).
+  attention_kernel attention = attention_kernel::fused;
+  // Full recomputation on every stage, the last too (Megatron-LM's
+  // activation checkpointing); merak's runtime keeps the last stage's
+  // activations, which it needs at once.
+  bool recompute_every_stage = false;
   int max_micro_batches = 64;
   // Restrict the search (0 / empty: free).
   int dp = 0, tp = 0, pp = 0, micro_batches = 0;
@@ -57,6 +68,18 @@ struct plan_request {
   // Simulate every candidate (the search otherwise skips those whose lower
   // bound cannot make the best plan or a runner-up; the choice is the same).
   bool exhaustive = false;
+};
+
+// Where a step's time goes along its critical path: the chain of ops and
+// messages, each waiting for the one before, that ends at the pipeline's
+// last op (walked back from it through the simulated trace).
+struct critical_path {
+  int ops = 0;                    // ops on the path
+  double forward_s = 0;           // F, Fpc and R on the path
+  double backward_s = 0;          // B on the path (with recomputation inside it)
+  double links_s = 0;             // activations and gradients in flight on the path
+  std::vector<int> stage_ops;     // ops on the path per stage
+  std::string first_op, last_op;  // "s0:F0", "s0:B95"
 };
 
 struct stage_plan {
@@ -73,6 +96,16 @@ struct plan : layout {
   std::vector<stage_plan> stages;
   double step_time_s = 0, tokens_per_s = 0, mfu = 0;
   double pipeline_s = 0, dp_exposed_s = 0, optimizer_s = 0;  // parts of step_time_s
+  // Megatron-LM's count of a step's FLOPs per device per second (see
+  // megatron_flops), and whether it counts recomputation.
+  double tflops_per_device = 0;
+  bool flops_count_recompute = false;
+  // Communication, priced on the cluster: one TP all-reduce of a
+  // micro-batch's activations (and its algorithm), one activation between
+  // stages (the slowest boundary), the whole data-parallel all-reduce.
+  double tp_allreduce_s = 0, p2p_s = 0, dp_allreduce_s = 0;
+  std::string tp_algo, dp_algo;
+  critical_path path;
   // Which process hosts each (dp, pp, tp) actor (partition/placement.hpp):
   // the default placement over plan_request::processes, so TP shards sit on
   // adjacent ranks of one host (the "tp within a node" rule) and stages next.
@@ -91,6 +124,12 @@ struct plan_result {
   int evaluated = 0;                    // candidates that fit every rule
   int simulated = 0;  // of them, scored by the simulator (the rest were bounded out)
 };
+
+// Megatron-LM's FLOPs of one step (Narayanan et al., SC'21, eq. 3) for
+// global batch B, sequence s, layers l, hidden h, vocabulary V:
+//   with full recomputation  96 B s l h^2 (1 + s/(6h) + V/(16 l h))
+//   without                  72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+double megatron_flops(const model::gpt_config& m, int64_t global_batch, bool recompute);
 
 // Searches the plans; throws merak::error naming the rules when none fits.
 plan_result search_plans(const plan_request& r, const cost_model& costs);

@@ -33,7 +33,7 @@ recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> 
 }  // namespace
 
 stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
-                            int in_flight) {
+                            int in_flight, const std::vector<int>* cuts) {
   stage_memory m;
   m.stage = stage;
   m.in_flight = in_flight;
@@ -44,7 +44,7 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
       if (params.insert(p.name).second) param_count += model::shape_numel(p.shape);
   m.weights_bytes = param_count * 4 * 4;  // value, gradient, two moments
   std::vector<int> bounds{first};
-  for (int c : cut_points(g))
+  for (int c : cuts ? *cuts : cut_points(g))
     if (c > first && c < last) bounds.push_back(c);
   bounds.push_back(last);
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {

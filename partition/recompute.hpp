@@ -35,8 +35,9 @@ struct stage_memory {
 };
 
 // Describes nodes [first, last) of g for micro-batches of `tokens` tokens.
+// `cuts`: cut_points(g) when the caller has them (null: computed here).
 stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
-                            int in_flight);
+                            int in_flight, const std::vector<int>* cuts = nullptr);
 
 // Peak bytes of a stage whose first k segments are checkpointed:
 // weights + in_flight x (kept activations) + one recomputation's transient.

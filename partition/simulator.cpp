@@ -172,8 +172,21 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
   // Stage 0's inputs (the data) are all there at the start.
   for (int mb = 0; mb < policies.front().micro_batches; ++mb) sched[0].activation_arrived(mb);
 
+  // Only a stage an event touched can have a new op to run: dispatch those,
+  // in stage order (the order every stage would be asked in).
+  std::vector<char> touched(p, 1);
+  std::vector<int> pending;
+  for (int s = 0; s < p; ++s) pending.push_back(s);
+  auto touch = [&](int s) {
+    if (!touched[s]) {
+      touched[s] = 1;
+      pending.push_back(s);
+    }
+  };
   auto dispatch = [&] {
-    for (int s = 0; s < p; ++s) {
+    std::sort(pending.begin(), pending.end());
+    for (int s : pending) {
+      touched[s] = 0;
       if (busy[s]) continue;
       auto o = sched[s].next();
       if (!o) continue;
@@ -182,6 +195,7 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
       tr.stages[s].push_back({*o, now, now + d});
       q.push({now + d, seq++, event::complete, s, *o});
     }
+    pending.clear();
   };
   dispatch();
   while (!q.empty()) {
@@ -190,6 +204,7 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
     while (!q.empty() && q.top().time == now) {
       event e = q.top();
       q.pop();
+      touch(e.stage);
       switch (e.kind) {
         case event::complete: {
           busy[e.stage] = false;

@@ -45,47 +45,70 @@ std::vector<int> balanced_stages(const model::graph& g, int pp) {
 
 namespace {
 
-struct split {
-  double max_cost = std::numeric_limits<double>::infinity();  // inf: no split
-  std::vector<int> bounds;
-};
-
-// The split of nodes [0, n) into pp stages at boundaries from `pos` (first 0,
-// last n) that minimises the largest stage cost: exact, by dynamic programming.
-split best_split(const std::vector<int>& pos, const std::vector<double>& prefix, int pp) {
+// Stages a greedy walk needs when each takes the most positions it can at
+// cost <= v (k positions, the last at k - 1); pp + 1 once it needs more
+// than pp, or a single step costs more than v.
+int stages_needed(const std::vector<int>& pos, const std::vector<double>& prefix, int pp,
+                  double v) {
   const int k = int(pos.size());
-  split out;
-  if (pp > k - 1) return out;
-  auto cost = [&](int a, int b) { return prefix[size_t(pos[b])] - prefix[size_t(pos[a])]; };
-  const double inf = std::numeric_limits<double>::infinity();
-  // best[s][j]: smallest max-stage cost covering pos[0..j] with s stages.
-  std::vector<std::vector<double>> best(pp + 1, std::vector<double>(k, inf));
-  std::vector<std::vector<int>> from(pp + 1, std::vector<int>(k, -1));
-  best[0][0] = 0;
-  for (int s = 1; s <= pp; ++s)
-    for (int j = 1; j < k; ++j)
-      for (int i = s - 1; i < j; ++i) {
-        if (best[s - 1][i] == inf) continue;
-        double c = std::max(best[s - 1][i], cost(i, j));
-        if (c < best[s][j]) {
-          best[s][j] = c;
-          from[s][j] = i;
-        }
-      }
-  out.max_cost = best[pp][k - 1];
-  out.bounds.assign(pp + 1, 0);
-  int j = k - 1;
-  for (int s = pp; s >= 1; --s) {
-    out.bounds[s] = pos[j];
-    j = from[s][j];
+  int stages = 0, i = 0;
+  while (i < k - 1) {
+    if (++stages > pp) return pp + 1;
+    int j = i;
+    while (j + 1 < k && prefix[size_t(pos[j + 1])] - prefix[size_t(pos[i])] <= v) ++j;
+    if (j == i) return pp + 1;
+    i = j;
   }
-  return out;
+  return stages;
 }
 
 }  // namespace
 
+split_result min_max_split(const std::vector<int>& pos, const std::vector<double>& prefix, int pp) {
+  const int k = int(pos.size());
+  split_result out;
+  if (pp < 1 || pp > k - 1) return out;
+  auto cost = [&](int a, int b) { return prefix[size_t(pos[b])] - prefix[size_t(pos[a])]; };
+  // The optimum lies between the largest single step and the whole; a
+  // greedy walk tells whether a bound is reachable in pp stages (fewer
+  // stages split further never cost more), so bisect on it.
+  double lo = 0, hi = cost(0, k - 1);
+  for (int a = 0; a + 1 < k; ++a) lo = std::max(lo, cost(a, a + 1));
+  if (stages_needed(pos, prefix, pp, lo) > pp) {
+    for (int it = 0; it < 200 && hi > lo; ++it) {
+      const double mid = lo + (hi - lo) / 2;
+      if (mid <= lo || mid >= hi) break;  // adjacent doubles
+      if (stages_needed(pos, prefix, pp, mid) <= pp)
+        hi = mid;
+      else
+        lo = mid;
+    }
+  } else {
+    hi = lo;
+  }
+  // The split: each stage takes the most positions it can at cost <= hi,
+  // leaving one position for each stage after it.
+  out.bounds.assign(pp + 1, 0);
+  out.max_cost = 0;
+  int a = 0;
+  for (int st = 1; st <= pp; ++st) {
+    int b = a + 1;
+    const int room = k - 1 - (pp - st);
+    if (st == pp) {
+      b = k - 1;
+    } else {
+      while (b + 1 <= room && cost(a, b + 1) <= hi) ++b;
+    }
+    out.bounds[st] = pos[b];
+    out.max_cost = std::max(out.max_cost, cost(a, b));
+    a = b;
+  }
+  return out;
+}
+
 std::vector<int> balanced_stages(const model::graph& g, int pp,
-                                 const std::vector<double>& node_cost) {
+                                 const std::vector<double>& node_cost,
+                                 const std::vector<int>* cuts) {
   const int n = int(g.nodes().size());
   MERAK_CHECK(int(node_cost.size()) == n, "{} node costs for {} nodes", node_cost.size(), n);
   if (pp < 1) fail("--pp must be at least 1 (got {})", pp);
@@ -98,9 +121,9 @@ std::vector<int> balanced_stages(const model::graph& g, int pp,
     largest = std::max(largest, node_cost[i]);
   }
   std::vector<int> pos{0};
-  for (int c : cut_points(g)) pos.push_back(c);
+  for (int c : cuts ? *cuts : cut_points(g)) pos.push_back(c);
   pos.push_back(n);
-  split single = best_split(pos, prefix, pp);
+  split_result single = min_max_split(pos, prefix, pp);
   // Cuts where one tensor crosses are preferred. Skip connections that span
   // much of the model leave few of them; then cutting between any nodes, the
   // crossing values going along to the next stage as extra tensors, may
@@ -112,7 +135,7 @@ std::vector<int> balanced_stages(const model::graph& g, int pp,
   if (single.max_cost <= 1.5 * bound) return single.bounds;
   std::vector<int> every(n + 1);
   for (int c = 0; c <= n; ++c) every[c] = c;
-  split any = best_split(every, prefix, pp);
+  split_result any = min_max_split(every, prefix, pp);
   return single.max_cost > 1.5 * any.max_cost ? any.bounds : single.bounds;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Contiguous pipeline stages over a model graph.
 
+#include <limits>
 #include <vector>
 
 #include "model/graph.hpp"
@@ -15,8 +16,20 @@ std::vector<int> cut_points(const model::graph& g);
 // it (c in 1..nodes-1).
 std::vector<int> crossing_counts(const model::graph& g);
 
+struct split_result {
+  double max_cost = std::numeric_limits<double>::infinity();  // no split
+  std::vector<int> bounds;
+};
+// The split of [0, pos.back()) into pp stages with boundaries from `pos`
+// (pos[0] = 0, increasing) minimising the largest stage cost, a stage
+// [a, b) costing prefix[b] - prefix[a] (prefix never decreasing): the
+// least bound a greedy walk reaches in pp stages, by bisection to the
+// resolution of doubles, then each stage as long as that bound allows.
+// O(positions x 64) per bisection step.
+split_result min_max_split(const std::vector<int>& pos, const std::vector<double>& prefix, int pp);
+
 // Stage s runs nodes [bounds[s], bounds[s+1]). Minimises the largest
-// stage's forward FLOPs over the cut points (exact, by dynamic programming).
+// stage's forward FLOPs over the cut points (exact: min_max_split).
 // Cuts where a single tensor crosses are preferred; when skip connections
 // leave too few of them (the best such split's slowest stage over 1.5x that
 // of the best split between any nodes), it cuts between any nodes and the
@@ -24,7 +37,9 @@ std::vector<int> crossing_counts(const model::graph& g);
 // Throws merak::error naming pp when the graph has fewer than pp nodes.
 std::vector<int> balanced_stages(const model::graph& g, int pp);
 // The same with a cost per node (e.g. measured forward + backward seconds).
+// `cuts`: cut_points(g) when the caller has them (null: computed here).
 std::vector<int> balanced_stages(const model::graph& g, int pp,
-                                 const std::vector<double>& node_cost);
+                                 const std::vector<double>& node_cost,
+                                 const std::vector<int>* cuts = nullptr);
 
 }  // namespace merak::partition

@@ -1,0 +1,191 @@
+// Clusters, collectives over their links, GEMMs by shape, Megatron's FLOP
+// count, the critical path, and the planner on a cluster against published
+// runs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "partition/cluster.hpp"
+#include "partition/planner.hpp"
+
+using namespace merak;
+using namespace merak::partition;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path =
+      std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("collectives are priced over the links they cross", "[planner][cluster]") {
+  const cluster_spec c = find_cluster("dgx-a100-hdr");
+  CHECK(c.devices_per_node == 8);
+  CHECK(c.inter_bw_per_device() == Approx(25e9));
+  const double bytes = 1e9;
+  // Inside a node: a ring at the NVSwitch bus bandwidth.
+  auto tp = allreduce_cost(c, bytes, 8, 8);
+  CHECK_FALSE(tp.crosses_nodes);
+  CHECK(tp.algo == collective_algo::ring);
+  CHECK(tp.seconds == Approx(2.0 * 7 / 8 * bytes / 230e9 + 14 * 1e-6));
+  // One rank per node (dp across nodes): the device's NIC share bounds it.
+  auto dp = allreduce_cost(c, bytes, 16, 1);
+  CHECK(dp.crosses_nodes);
+  CHECK(dp.seconds > bytes / 25e9);
+  CHECK(dp.seconds < 2 * bytes / 25e9 + 1e-3);
+  // Four of the group on each node: four NICs' worth, capped by NVSwitch.
+  auto dp4 = allreduce_cost(c, bytes, 16, 4);
+  CHECK(dp4.seconds < dp.seconds / 3);
+  // Small messages at scale: the tree's log latency wins.
+  auto small = allreduce_cost(c, 1e3, 512, 1);
+  CHECK(small.algo == collective_algo::tree);
+  CHECK(allreduce_cost(c, 1e3, 512, 1).seconds < 2.0 * 512 * c.inter.latency);
+  // Large messages: the ring's 2 (n-1)/n beats the tree's 2.
+  CHECK(allreduce_cost(c, 1e10, 4, 1).algo == collective_algo::ring);
+  CHECK(allreduce_cost(c, bytes, 1, 1).seconds == 0);
+  // Point to point: NVSwitch inside a node, the NIC share across.
+  CHECK(p2p_seconds(c, bytes, true) < p2p_seconds(c, bytes, false));
+  CHECK(p2p_seconds(c, bytes, false) == Approx(bytes / 25e9 + 5e-6));
+}
+
+TEST_CASE("clusters come built in or from a JSON file that is checked field by field",
+          "[planner][cluster]") {
+  CHECK(find_cluster("DGX-H100-NDR").device.name == "h100-sxm");
+  CHECK_THROWS_WITH(find_cluster("dgx-b200"), Catch::Contains("unknown --cluster 'dgx-b200'") &&
+                                                  Catch::Contains("dgx-a100-hdr, dgx-h100-ndr"));
+  auto good = write_temp("cluster", R"({"name": "pcie-box", "device": "a100-40gb",
+      "devices_per_node": 4, "intra": {"kind": "pcie", "bw_gbs": 20, "latency_us": 15},
+      "inter": {"nics_per_node": 1, "nic_gbs": 12.5, "latency_us": 20}})");
+  auto c = find_cluster(good);
+  CHECK(c.name == "pcie-box");
+  CHECK(c.devices_per_node == 4);
+  CHECK(c.intra.kind == "pcie");
+  CHECK(c.inter_bw_per_device() == Approx(12.5e9 / 4));
+  CHECK(c.device.name == "a100-40gb");
+  auto bad = write_temp("cluster-bad", R"({"device": "a100-40gb", "devices_per_node": 4,
+      "intra": {"latency_us": 15}, "inter": {"nics_per_node": 1, "nic_gbs": 12.5, "latency_us": 2}})");
+  CHECK_THROWS_WITH(find_cluster(bad), Catch::Contains(bad) && Catch::Contains("'intra.bw_gbs'"));
+  auto neg = write_temp("cluster-neg", R"({"device": "a100-40gb", "devices_per_node": 0,
+      "intra": {"bw_gbs": 1, "latency_us": 1}, "inter": {"nics_per_node": 1, "nic_gbs": 1, "latency_us": 1}})");
+  CHECK_THROWS_WITH(find_cluster(neg), Catch::Contains("'devices_per_node' is 0"));
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+  std::filesystem::remove(neg);
+}
+
+TEST_CASE("a GEMM's time follows its shape: waves of tiles and the memory bound",
+          "[planner][cluster]") {
+  const device_spec a100 = find_device("a100-80gb");
+  // 108 tiles of 128 x 128 fill the 108 SMs once; one more tile needs a
+  // second wave that leaves 107 of them idle.
+  const double full = gemm_compute_seconds(a100, 128 * 108, 128, 4096, 1);
+  const double spill = gemm_compute_seconds(a100, 128 * 109, 128, 4096, 1);
+  CHECK(spill / full == Approx(2.0 * 109 / 109).epsilon(0.05));
+  CHECK(full == Approx(2.0 * 128 * 108 * 128 * 4096 / (312e12 * 0.85)));
+  // A thin product is bound by memory, not by FLOPs.
+  const double thin = gemm_seconds(a100, 8192, 8192, 8, 1, 2);
+  CHECK(thin > 8192.0 * 8192 * 2 / (a100.memory_bw * a100.memory_efficiency));  // the output
+  CHECK(gemm_compute_seconds(a100, 8192, 8192, 8, 1) < thin / 10);
+}
+
+TEST_CASE("Megatron's FLOP count of a step", "[planner][cluster]") {
+  model::gpt_config m{.vocab = 51200, .max_seq = 2048, .layers = 80, .dim = 12288, .heads = 96};
+  const double B = 2304, s = 2048, l = 80, h = 12288, V = 51200;
+  CHECK(megatron_flops(m, 2304, true) ==
+        Approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))));
+  CHECK(megatron_flops(m, 2304, false) ==
+        Approx(72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))));
+  CHECK(megatron_flops(m, 2304, true) / megatron_flops(m, 2304, false) ==
+        Approx(4.0 / 3).epsilon(0.01));
+}
+
+TEST_CASE("a TP group never straddles two nodes", "[planner][cluster]") {
+  plan_request r;
+  r.model = {.vocab = 51200, .max_seq = 2048, .layers = 24, .dim = 2304, .heads = 24};
+  r.cluster = find_cluster("dgx-a100-hdr");
+  r.device = r.cluster->device;
+  r.devices = 48;
+  r.nodes = 6;
+  r.global_batch = 48;
+  auto costs = costs_for(r, 1, "");
+  CHECK_THROWS_WITH(
+      evaluate_plan(r, *costs, 8, 6, 1, 1, schedule_kind::one_f_one_b, recompute_kind::none, 0),
+      Catch::Contains("tp within a node") &&
+          Catch::Contains("tp 6 does not divide 8 devices per node"));
+  auto ok =
+      evaluate_plan(r, *costs, 6, 8, 1, 1, schedule_kind::one_f_one_b, recompute_kind::none, 0);
+  CHECK(ok.tp_algo == "ring");
+  CHECK(ok.tp_allreduce_s > 0);
+  CHECK(ok.dp_allreduce_s > 0);
+}
+
+TEST_CASE("the critical path of a plan ends at the pipeline's end and accounts for it",
+          "[planner][cluster]") {
+  plan_request r;
+  r.model = {.vocab = 51200, .max_seq = 1024, .layers = 16, .dim = 2048, .heads = 16};
+  r.cluster = find_cluster("dgx-h100-ndr");
+  r.device = r.cluster->device;
+  r.devices = 16;
+  r.nodes = 2;
+  r.global_batch = 64;
+  auto costs = costs_for(r, 1, "");
+  // pp 1: the path is every op of the one stage, back to back.
+  auto one =
+      evaluate_plan(r, *costs, 16, 1, 1, 4, schedule_kind::one_f_one_b, recompute_kind::none, 0);
+  CHECK(one.path.ops == 8);
+  CHECK(one.path.forward_s + one.path.backward_s == Approx(one.pipeline_s));
+  CHECK(one.path.links_s == 0);
+  // pp 4 over two nodes (tp 4: stages 0-1 on node 0, 2-3 on node 1): the
+  // path starts at stage 0's first forward and ends at its last backward;
+  // its ops and messages cover the pipeline exactly.
+  auto four =
+      evaluate_plan(r, *costs, 1, 4, 4, 8, schedule_kind::one_f_one_b, recompute_kind::none, 0);
+  CHECK(four.path.first_op == "s0:F0");
+  CHECK(four.path.last_op == "s0:B7");
+  CHECK(four.path.forward_s + four.path.backward_s + four.path.links_s == Approx(four.pipeline_s));
+  CHECK(four.path.links_s > 0);
+  // The boundary between the nodes goes over the network.
+  CHECK(four.p2p_s == Approx(p2p_seconds(*r.cluster, 1024.0 * 8 * 2048 * 2, false)));
+}
+
+TEST_CASE("published Megatron-LM runs on DGX A100 are predicted within 15%", "[planner][cluster]") {
+  // Narayanan et al., SC'21, Table 1: rows (heads, hidden, layers, tp, pp,
+  // GPUs, batch) -> TFLOP/s per GPU; 1F1B with every layer recomputed and
+  // unfused attention, as they ran (their interleaving aside).
+  struct row {
+    int heads, hidden, layers, tp, pp, gpus, batch;
+    double published;
+  };
+  for (row w :
+       {row{96, 12288, 80, 8, 8, 1536, 2304, 148}, row{160, 25600, 128, 8, 64, 3072, 3072, 163}}) {
+    plan_request r;
+    r.model = {
+        .vocab = 51200, .max_seq = 2048, .layers = w.layers, .dim = w.hidden, .heads = w.heads};
+    r.cluster = find_cluster("dgx-a100-hdr");
+    r.device = r.cluster->device;
+    r.devices = w.gpus;
+    r.nodes = w.gpus / 8;
+    r.global_batch = w.batch;
+    r.attention = attention_kernel::unfused;
+    r.recompute_every_stage = true;
+    const int dp = w.gpus / (w.tp * w.pp);
+    auto costs = costs_for(r, 1, "");
+    auto p = evaluate_plan(r, *costs, dp, w.tp, w.pp, w.batch / dp, schedule_kind::one_f_one_b,
+                           recompute_kind::full, 0);
+    INFO(w.hidden << ": predicted " << p.tflops_per_device << " TFLOP/s, published "
+                  << w.published);
+    CHECK(p.flops_count_recompute);
+    CHECK(p.tflops_per_device / w.published > 0.85);
+    CHECK(p.tflops_per_device / w.published < 1.15);
+  }
+}
