@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -78,14 +77,7 @@ cluster_spec find_cluster(const std::string& name_or_file) {
     fail("unknown --cluster '{}' (built-in: {}; or a JSON file)", name_or_file, known);
   }
   const std::string& path = name_or_file;
-  std::ifstream in(path);
-  if (!in) fail("cannot read cluster file '{}'", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    fail("cluster file '{}': {}", path, e.what());
-  }
+  const nlohmann::json j = read_json_file(path, "cluster file");
   if (!j.is_object()) fail("cluster file '{}': expected a JSON object", path);
   auto number = [&](const nlohmann::json& o, const std::string& where, const char* key,
                     double lo) -> double {

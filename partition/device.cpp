@@ -72,6 +72,16 @@ const std::vector<device_spec>& builtin_devices() {
   return all;
 }
 
+nlohmann::json read_json_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read {} '{}'", what, path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    fail("{} '{}': {}", what, path, e.what());
+  }
+}
+
 device_spec parse_device(const nlohmann::json& e, const std::string& where) {
   auto need = [&](const char* key) -> double {
     if (!e.contains(key) || !e[key].is_number()) fail("{} needs a number '{}'", where, key);
@@ -127,14 +137,7 @@ double gemm_seconds(const device_spec& d, double m, double n, double k, double b
 device_spec find_device(const std::string& name, const std::string& file) {
   std::vector<device_spec> all = builtin_devices();
   if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) fail("cannot read device file '{}'", file);
-    nlohmann::json j;
-    try {
-      in >> j;
-    } catch (const std::exception& e) {
-      fail("device file '{}': {}", file, e.what());
-    }
+    const nlohmann::json j = read_json_file(file, "device file");
     if (!j.contains("devices") || !j["devices"].is_array())
       fail("device file '{}': expected {{\"devices\": [...]}}", file);
     int i = 0;

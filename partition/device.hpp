@@ -46,6 +46,9 @@ struct device_spec {
 
 // The built-in devices.
 const std::vector<device_spec>& builtin_devices();
+// The JSON a planning input file holds; errors name `what` and the file
+// ("cannot read device file 'x.json'", "cluster file 'c.json': <parse error>").
+nlohmann::json read_json_file(const std::string& path, const char* what);
 // One device of a device file's "devices" list (or a cluster file's
 // "device" object); errors start with `where`.
 device_spec parse_device(const nlohmann::json& e, const std::string& where);

@@ -26,6 +26,19 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path.string();
 }
 
+// A request for `cluster`'s devices, spread over `nodes` nodes.
+plan_request cluster_request(const char* cluster, model::gpt_config m, int devices, int nodes,
+                             int64_t batch) {
+  plan_request r;
+  r.model = m;
+  r.cluster = find_cluster(cluster);
+  r.device = r.cluster->device;
+  r.devices = devices;
+  r.nodes = nodes;
+  r.global_batch = batch;
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("collectives are priced over the links they cross", "[planner][cluster]") {
@@ -110,13 +123,9 @@ TEST_CASE("Megatron's FLOP count of a step", "[planner][cluster]") {
 }
 
 TEST_CASE("a TP group never straddles two nodes", "[planner][cluster]") {
-  plan_request r;
-  r.model = {.vocab = 51200, .max_seq = 2048, .layers = 24, .dim = 2304, .heads = 24};
-  r.cluster = find_cluster("dgx-a100-hdr");
-  r.device = r.cluster->device;
-  r.devices = 48;
-  r.nodes = 6;
-  r.global_batch = 48;
+  auto r = cluster_request(
+      "dgx-a100-hdr", {.vocab = 51200, .max_seq = 2048, .layers = 24, .dim = 2304, .heads = 24}, 48,
+      6, 48);
   auto costs = costs_for(r, 1, "");
   CHECK_THROWS_WITH(
       evaluate_plan(r, *costs, 8, 6, 1, 1, schedule_kind::one_f_one_b, recompute_kind::none, 0),
@@ -131,13 +140,9 @@ TEST_CASE("a TP group never straddles two nodes", "[planner][cluster]") {
 
 TEST_CASE("the critical path of a plan ends at the pipeline's end and accounts for it",
           "[planner][cluster]") {
-  plan_request r;
-  r.model = {.vocab = 51200, .max_seq = 1024, .layers = 16, .dim = 2048, .heads = 16};
-  r.cluster = find_cluster("dgx-h100-ndr");
-  r.device = r.cluster->device;
-  r.devices = 16;
-  r.nodes = 2;
-  r.global_batch = 64;
+  auto r = cluster_request(
+      "dgx-h100-ndr", {.vocab = 51200, .max_seq = 1024, .layers = 16, .dim = 2048, .heads = 16}, 16,
+      2, 64);
   auto costs = costs_for(r, 1, "");
   // pp 1: the path is every op of the one stage, back to back.
   auto one =
@@ -168,14 +173,10 @@ TEST_CASE("published Megatron-LM runs on DGX A100 are predicted within 15%", "[p
   };
   for (row w :
        {row{96, 12288, 80, 8, 8, 1536, 2304, 148}, row{160, 25600, 128, 8, 64, 3072, 3072, 163}}) {
-    plan_request r;
-    r.model = {
-        .vocab = 51200, .max_seq = 2048, .layers = w.layers, .dim = w.hidden, .heads = w.heads};
-    r.cluster = find_cluster("dgx-a100-hdr");
-    r.device = r.cluster->device;
-    r.devices = w.gpus;
-    r.nodes = w.gpus / 8;
-    r.global_batch = w.batch;
+    auto r = cluster_request(
+        "dgx-a100-hdr",
+        {.vocab = 51200, .max_seq = 2048, .layers = w.layers, .dim = w.hidden, .heads = w.heads},
+        w.gpus, w.gpus / 8, w.batch);
     r.attention = attention_kernel::unfused;
     r.recompute_every_stage = true;
     const int dp = w.gpus / (w.tp * w.pp);
