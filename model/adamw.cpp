@@ -41,21 +41,21 @@ void adamw::step(float lr, float grad_scale, bool zero_grads) {
 }
 
 double global_grad_norm(const std::vector<parameter_ptr>& params) {
-  // Per-thread partial sums added in thread order: the result does not
-  // depend on which thread finishes first (resumed runs must match exactly).
-  int nth = omp_get_max_threads();
+  // Partial sums over a fixed number of blocks, added in block order: the
+  // result depends neither on which thread finishes first nor on how many
+  // threads the runtime gives the team (resumed runs must match exactly).
+  const int nth = omp_get_max_threads();
   std::vector<double> partial(size_t(nth) * 8, 0.0);  // padded against false sharing
   for (auto& p : params) {
     const float* g = p->grad.f32();
     const int64_t n = p->grad.numel();
 #pragma omp parallel num_threads(nth)
-    {
-      int me = omp_get_thread_num();
-      int64_t j0 = n * me / nth, j1 = n * (me + 1) / nth;
+    for (int blk = omp_get_thread_num(); blk < nth; blk += omp_get_num_threads()) {
+      int64_t j0 = n * blk / nth, j1 = n * (blk + 1) / nth;
       double s = 0;
 #pragma omp simd reduction(+ : s)
       for (int64_t j = j0; j < j1; ++j) s += double(g[j]) * g[j];
-      partial[size_t(me) * 8] += s;
+      partial[size_t(blk) * 8] += s;
     }
   }
   double total = 0;

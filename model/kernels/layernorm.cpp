@@ -32,16 +32,18 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int N, int C) {
-  // dweight/dbias are sums over rows: each thread sums a fixed block of rows
-  // into its own partial, then partials are added in thread order.
-  int nth = omp_get_max_threads();
+  // dweight/dbias are sums over rows: the rows are cut into a fixed number
+  // of blocks, each summed into its own partial, and the partials added in
+  // block order, so the result does not depend on how many threads the
+  // runtime actually gives the team (OMP_THREAD_LIMIT, nested regions):
+  // each thread takes every team-size-th block.
+  const int nth = omp_get_max_threads();
   std::vector<float> partial(size_t(nth) * 2 * C, 0.f);
 #pragma omp parallel num_threads(nth)
-  {
-    int me = omp_get_thread_num();
-    float* pw = partial.data() + size_t(me) * 2 * C;
+  for (int blk = omp_get_thread_num(); blk < nth; blk += omp_get_num_threads()) {
+    float* pw = partial.data() + size_t(blk) * 2 * C;
     float* pb = pw + C;
-    int n0 = int(int64_t(N) * me / nth), n1 = int(int64_t(N) * (me + 1) / nth);
+    int n0 = int(int64_t(N) * blk / nth), n1 = int(int64_t(N) * (blk + 1) / nth);
     for (int n = n0; n < n1; ++n) {
       const float* x = inp + int64_t(n) * C;
       const float* d = dout + int64_t(n) * C;

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <cmath>
 #include <vector>
 
@@ -108,4 +110,39 @@ TEST_CASE("cross-entropy equals -log softmax at the target", "[kernels]") {
     for (int v = 0; v < V; ++v) psum += probs.f32()[n * V + v];
     CHECK(psum == Approx(1.0).epsilon(1e-5));
   }
+}
+
+TEST_CASE("row-block sums do not depend on how many threads the team really gets", "[kernels]") {
+  // Inside an active parallel region a nested one gets a single thread
+  // while omp_get_max_threads() still says 4: every block of rows must
+  // still be summed (they were skipped), and in the same order.
+  const int N = 37, C = 9;
+  auto x = test::random_tensor({N, C}, 11), dout = test::random_tensor({N, C}, 12);
+  auto w = test::random_tensor({C}, 13), b = test::random_tensor({C}, 14);
+  tensor out({N, C}), mean({N}), rstd({N});
+  kernels::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), b.f32(), N, C);
+  auto backward = [&] {
+    std::vector<float> dx(size_t(N) * C, 0.f), dw(C, 0.f), db(C, 0.f);
+    kernels::layernorm_backward(dx.data(), dw.data(), db.data(), dout.f32(), x.f32(), w.f32(),
+                                mean.f32(), rstd.f32(), N, C);
+    dw.insert(dw.end(), db.begin(), db.end());
+    return dw;
+  };
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(4);
+  const std::vector<float> full = backward();
+  std::vector<float> nested;
+  const int levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(1);
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    {
+      omp_set_num_threads(4);
+      nested = backward();
+    }
+  }
+  omp_set_max_active_levels(levels);
+  omp_set_num_threads(saved);
+  CHECK(nested == full);
 }
