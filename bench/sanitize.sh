@@ -11,10 +11,14 @@
 #          by default (BUILD_DIR build-tsan). The actor tests run on CAF,
 #          which Debian builds without ThreadSanitizer, so its own
 #          synchronisation is invisible to it. Suppressions: tests/tsan.supp
+#   tsan-actors  ThreadSanitizer over the actor tests (merak_actors_tests,
+#          merak_svm_actor_tests) against a CAF built with it: give its prefix
+#          in MERAK_CAF_TSAN (bench/caf-tsan.sh builds one). Suppressions:
+#          tests/tsan-actors.supp (libgomp's regions, UCX; nothing of CAF)
 # asan takes about 70 minutes on 2 cores (build and run), tsan about 15; not
 # part of CI's run (see docs/testing.md).
 set -euo pipefail
-kind=${1:?usage: bench/sanitize.sh asan|tsan [BUILD_DIR] [CTEST_REGEX]}
+kind=${1:?usage: bench/sanitize.sh asan|tsan|tsan-actors [BUILD_DIR] [CTEST_REGEX]}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case "$kind" in
   asan) build=${2:-$root/build-asan}; flag=-DMERAK_SANITIZE=ON; regex=${3:-.}
@@ -23,9 +27,18 @@ case "$kind" in
   tsan) build=${2:-$root/build-tsan}; flag=-DMERAK_TSAN=ON; regex=${3:-'^comm\.'}
         # Not the tests of the merak program or of the LD_PRELOAD shim.
         exclude='bench|yama|nccl'; targets=(--target merak_comm_tests --target merak_comm_multiproc) ;;
-  *) echo "bench/sanitize.sh: unknown sanitizer '$kind' (asan or tsan)" >&2; exit 1 ;;
+  tsan-actors)
+        caf=${MERAK_CAF_TSAN:?tsan-actors needs MERAK_CAF_TSAN=PREFIX of a CAF built by bench/caf-tsan.sh}
+        build=${2:-$root/build-tsan-actors}; flag="-DMERAK_TSAN=ON -DCMAKE_PREFIX_PATH=$caf"
+        regex=${3:-'^(actors|svm\.actors)\.'}; exclude='bench|yama|nccl'
+        targets=(--target merak_actors_tests --target merak_svm_actor_tests)
+        export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan-actors.supp}
+        # libgomp is not instrumented: no OpenMP worker threads.
+        export OMP_NUM_THREADS=1 ;;
+  *) echo "bench/sanitize.sh: unknown sanitizer '$kind' (asan, tsan or tsan-actors)" >&2; exit 1 ;;
 esac
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$flag" >&2
+# shellcheck disable=SC2086  # $flag may hold two options
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $flag >&2
 cmake --build "$build" -j"${MERAK_JOBS:-2}" "${targets[@]}" >&2
 # UCX's malloc hooks and the sanitizers' allocator do not mix.
 export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none
