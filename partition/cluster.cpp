@@ -17,6 +17,16 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The device description carries the cluster's links too (code that prices
+// from a device_spec alone sees the same numbers).
+void mirror_links(cluster_spec& c) {
+  c.device.devices_per_node = c.devices_per_node;
+  c.device.intra_bw = c.intra.bw;
+  c.device.intra_latency = c.intra.latency;
+  c.device.inter_bw = c.inter_bw_per_device();
+  c.device.inter_latency = c.inter.latency;
+}
+
 // A DGX-style node: 8 devices on an NVSwitch, one NIC per device.
 cluster_spec dgx(std::string name, const std::string& device, double nvswitch_busbw_gbs,
                  std::string nic_kind, double nic_gbs) {
@@ -30,11 +40,7 @@ cluster_spec dgx(std::string name, const std::string& device, double nvswitch_bu
   c.intra = {"nvswitch", nvswitch_busbw_gbs * 1e9, 1e-6};
   c.inter = {std::move(nic_kind), nic_gbs * 1e9, 5e-6};
   c.nics_per_node = 8;
-  c.device.devices_per_node = 8;
-  c.device.intra_bw = c.intra.bw;
-  c.device.intra_latency = c.intra.latency;
-  c.device.inter_bw = c.inter_bw_per_device();
-  c.device.inter_latency = c.inter.latency;
+  mirror_links(c);
   return c;
 }
 
@@ -113,11 +119,7 @@ cluster_spec find_cluster(const std::string& name_or_file) {
   c.nics_per_node = int(number(inter, "inter.", "nics_per_node", 1));
   c.inter.bw = number(inter, "inter.", "nic_gbs", 1e-9) * 1e9;
   c.inter.latency = number(inter, "inter.", "latency_us", 0) * 1e-6;
-  c.device.devices_per_node = c.devices_per_node;
-  c.device.intra_bw = c.intra.bw;
-  c.device.intra_latency = c.intra.latency;
-  c.device.inter_bw = c.inter_bw_per_device();
-  c.device.inter_latency = c.inter.latency;
+  mirror_links(c);
   return c;
 }
 
