@@ -193,8 +193,11 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
   candidate c;
   c.policies = make_policies(kind, pp, m, rc == recompute_kind::full);
-  if (rc == recompute_kind::full && r.recompute_every_stage)
-    for (auto& pol : c.policies) pol.recompute_in_backward = kind != schedule_kind::shifted;
+  // Megatron-LM's checkpointing recomputes on the last stage too (inside its
+  // backward; the shifted schedule places recomputation itself).
+  const bool every_stage =
+      rc == recompute_kind::full && r.recompute_every_stage && kind != schedule_kind::shifted;
+  if (every_stage) c.policies.back().recompute_in_backward = true;
   auto mem = L.mem;
   plan& out = c.out;
   out.dp = dp;
@@ -211,8 +214,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   }
   std::vector<int> k(pp, 0);
   if (rc == recompute_kind::full) {
-    for (int s = 0; s + 1 < pp + (r.recompute_every_stage ? 1 : 0); ++s)
-      k[s] = int(mem[s].stash_bytes.size());
+    for (int s = 0; s + 1 < pp + (every_stage ? 1 : 0); ++s) k[s] = int(mem[s].stash_bytes.size());
   } else if (rc == recompute_kind::stage_aware && pp > 0) {
     try {
       k = plan_for_budget(mem, budget).segments;
