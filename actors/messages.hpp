@@ -343,7 +343,7 @@ typename Inspector::result_type inspect(Inspector& f, tensor_ref& x) {
   auto load = caf::meta::load_callback([&]() -> caf::error {
     // The shape and type must account for exactly the bytes that came,
     // checked before the tensor is allocated.
-    if (type > uint8_t(model::dtype::i32)) return caf::sec::invalid_argument;
+    if (type >= model::kdtype_count) return caf::sec::invalid_argument;
     uint64_t n = 1;
     for (int64_t d : shape) {
       if (d < 0 || (d > 0 && n > actors::kmax_wire_bytes / uint64_t(d)))

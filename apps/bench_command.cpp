@@ -12,6 +12,7 @@
 #include "bench/parallel_bench.hpp"
 #include "bench/svm_bench.hpp"
 #include "core/error.hpp"
+#include "model/gpt.hpp"
 #include "partition/schedule.hpp"
 
 namespace merak::apps {
@@ -21,6 +22,7 @@ action add_bench_command(CLI::App& parent) {
   b->require_subcommand(1);
 
   auto gpt = std::make_shared<bench::gpt_bench_options>();
+  auto gpt_precision = std::make_shared<std::string>("fp32");
   auto* g = b->add_subcommand("gpt", "GPT training steps: tokens/s, GFLOP/s, peak memory");
   g->add_option("--layers", gpt->model.layers)->capture_default_str();
   g->add_option("--dim", gpt->model.dim)->capture_default_str();
@@ -33,6 +35,7 @@ action add_bench_command(CLI::App& parent) {
       ->capture_default_str();
   g->add_option("--threads", gpt->threads, "Compute threads (default: all cores)");
   g->add_option("--gemm", gpt->gemm, "GEMM backend: onednn, openblas or eigen");
+  g->add_option("--precision", *gpt_precision, "fp32 or bf16")->capture_default_str();
   g->add_flag("--profile", gpt->profile, "Add per-layer-kind times to the JSON");
   g->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
@@ -160,8 +163,8 @@ action add_bench_command(CLI::App& parent) {
   pp->add_option("--iters", p2p->iters, "Round trips per size")->capture_default_str();
   pp->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, s, gpt, gemm, sv, svp, svt, svs, svn, svls, pl, pipe, pipe_schedule, a, ar, pb,
-          par, pp, p2p] {
+  return [b, g, m, s, gpt, gpt_precision, gemm, sv, svp, svt, svs, svn, svls, pl, pipe,
+          pipe_schedule, a, ar, pb, par, pp, p2p] {
     nlohmann::json out;
     if (b->got_subcommand(pp)) {
       out = bench::run_p2p_bench(*p2p);
@@ -183,7 +186,10 @@ action add_bench_command(CLI::App& parent) {
         fail("--lla-steps must not be negative (got {})", sv->fit.lla_opts.max_steps);
       out = bench::run_svm_bench(*sv);
     }
-    if (b->got_subcommand(g)) out = bench::run_gpt_bench(*gpt);
+    if (b->got_subcommand(g)) {
+      gpt->model.activations = model::parse_precision(*gpt_precision);
+      out = bench::run_gpt_bench(*gpt);
+    }
     if (b->got_subcommand(pl)) {
       pipe->schedule = partition::parse_schedule(*pipe_schedule);
       auto r = actors::run_synthetic_pipeline(*pipe);

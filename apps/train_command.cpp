@@ -46,6 +46,7 @@ struct train_flags {
   std::string metrics;
   int threads = 0;
   std::string gemm;
+  std::string precision = "fp32";
   int64_t eval_interval = 0;
   double bucket_mb = 4;
   int devices = 0;  // > 0: plan dp/tp/pp automatically
@@ -297,6 +298,7 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.par.sparse.seed = f.opts.seed;
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
+  f.opts.model.activations = model::parse_precision(f.precision);
   f.par.processes = join_job();
   if (!f.par.processes || f.par.processes->rank() == 0) {
     // Found now, not at the first save or the first metrics line.
@@ -383,6 +385,10 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
+  c->add_option("--precision", f->precision,
+                "fp32, or bf16: bf16 activations and GEMMs with float accumulation, float "
+                "master weights, optimizer state, statistics and loss")
+      ->capture_default_str();
   c->add_option("--dp", f->par.dp,
                 "Data-parallel replicas (actors; in a job of several processes default "
                 "processes / (pp x tp) when that divides, else 1)")

@@ -33,6 +33,7 @@ struct gpt_bench_options {
   int threads = 0;
   std::string gemm;  // backend name; empty: default
   uint64_t seed = 1337;
+  // model.activations: f32 or bf16 (--precision)
   bool profile = false;  // add per-layer-kind forward/backward times
 };
 // Full training steps (forward, backward, AdamW) on random tokens: tokens/s,

@@ -68,6 +68,8 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
                         {"params", tr.model_graph().parameter_count()},
                         {"threads", th},
                         {"gemm", model::gemm_backend_name(model::current_gemm_backend())},
+                        {"precision", model::precision_name(o.model.activations)},
+                        {"bf16_gemm", model::bf16_support()},
                         {"steps", o.steps},
                         {"tokens_per_s", tokens / mean},
                         {"step_s", mean},

@@ -115,7 +115,7 @@ struct tensor_channel::impl {
     const wire_header hd = h->header;
     const uint64_t expect = ++recv_seq[size_t(peer)];
     if (hd.magic != kmagic || hd.seq != expect || hd.ndim < 0 || hd.ndim > kmax_dims ||
-        (hd.dtype != int32_t(model::dtype::f32) && hd.dtype != int32_t(model::dtype::i32)))
+        hd.dtype < 0 || hd.dtype >= int32_t(model::kdtype_count))
       fail("tensor channel rank {}: a malformed header from peer {} (message {}, expected {})",
            t->rank(), peer, hd.seq, expect);
     model::shape_t shape(hd.dims, hd.dims + hd.ndim);

@@ -170,6 +170,8 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
       fail("input '{}' has shape {}, batch {} expected", info.name, shape_str(inputs[i].shape()),
            inputs[0].dim(0));
   }
+  if (batches_.empty())
+    for (auto& l : layers_) l->parameters_changed();
   const int k = inputs.empty() ? 1 : sub_count(inputs[0].dim(0));
   micro_batch s;
   s.subs.resize(k);
@@ -265,8 +267,9 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     din.clear();
     for (int v : nodes[n].inputs) {
       in.push_back(&sub.values[v]);
-      bool needs = vinfo[v].type == dtype::f32 && (vinfo[v].producer >= 0 || is_input[v]);
-      if (needs && !g[v].defined()) g[v] = pool_.acquire(sub.values[v].shape(), dtype::f32, true);
+      bool needs = is_floating(vinfo[v].type) && (vinfo[v].producer >= 0 || is_input[v]);
+      if (needs && !g[v].defined())
+        g[v] = pool_.acquire(sub.values[v].shape(), vinfo[v].type, true);
       din.push_back(needs ? &g[v] : nullptr);
     }
     if (node_hook_) node_hook_();

@@ -14,6 +14,11 @@
 // stages); input gradients are moved out of backward. Not thread-safe: one
 // owner (a trainer or a stage actor) calls it. Kernels use the calling
 // thread's OpenMP thread count.
+//
+// Parameters may change (an optimizer step, a checkpoint load) only while
+// no micro-batch is in flight: a forward that finds none in flight tells
+// every layer (layer::parameters_changed) to refresh what it derives from
+// them, such as the bf16 copy of a weight.
 
 #include <functional>
 #include <map>

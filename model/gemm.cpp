@@ -4,11 +4,19 @@
 
 #include <Eigen/Core>
 #include <atomic>
+#include <vector>
 
 #include "core/error.hpp"
 
 #ifdef MERAK_HAVE_ONEDNN
 #include <dnnl.h>
+// oneDNN exports its bf16 GEMM with dnnl_sgemm's contract (row-major,
+// 'N'/'T') and bf16 A and B, but does not declare it in its public header.
+extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N,
+                                               dnnl_dim_t K, float alpha,
+                                               const merak::model::bf16* A, dnnl_dim_t lda,
+                                               const merak::model::bf16* B, dnnl_dim_t ldb,
+                                               float beta, float* C, dnnl_dim_t ldc);
 #endif
 #ifdef MERAK_HAVE_OPENBLAS
 #include <cblas.h>
@@ -122,6 +130,37 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
     default:
       eigen_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+}
+
+namespace {
+
+// A row-major (rows, cols) block with row stride ld, widened to a dense
+// float copy (row stride cols).
+std::vector<float> widen(const bf16* x, int rows, int cols, int ld) {
+  std::vector<float> w(size_t(rows) * size_t(cols));
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) w[size_t(r) * cols + c] = to_f32(x[int64_t(r) * ld + c]);
+  return w;
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf16* A, int lda,
+               const bf16* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+#ifdef MERAK_HAVE_ONEDNN
+  if (g_backend.load(std::memory_order_relaxed) == gemm_backend::onednn) {
+    auto st = dnnl_gemm_bf16bf16f32(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
+                                    beta, C, ldc);
+    if (st == dnnl_success) return;
+    MERAK_CHECK(st == dnnl_unimplemented, "dnnl_gemm_bf16bf16f32({}x{}x{}) returned {}", M, N, K,
+                int(st));
+  }
+#endif
+  const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  auto a = widen(A, ar, ac, lda);
+  auto b = widen(B, br, bc, ldb);
+  sgemm(ta, tb, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc);
 }
 
 }  // namespace merak::model

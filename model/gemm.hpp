@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/bf16.hpp"
+
 namespace merak::model {
 
 enum class gemm_backend { onednn, openblas, eigen };
@@ -34,5 +36,12 @@ int compute_threads();
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc);
+
+// The same with bf16 inputs, float accumulation and a float C. Runs on
+// oneDNN's bf16 kernels (AMX or AVX512-BF16 where the CPU has them, its own
+// emulation on other AVX-512 CPUs); elsewhere, or with another backend
+// chosen, the inputs are widened and go through sgemm (same contract).
+void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda,
+               const bf16* B, int ldb, float beta, float* C, int ldc);
 
 }  // namespace merak::model

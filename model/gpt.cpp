@@ -29,6 +29,16 @@ bool gpt_config::operator==(const gpt_config& o) const {
          heads == o.heads && tied_head == o.tied_head && bool(build) == bool(o.build);
 }
 
+dtype parse_precision(const std::string& s) {
+  if (s == "fp32") return dtype::f32;
+  if (s == "bf16") return dtype::bf16;
+  fail("--precision must be fp32 or bf16 (got '{}')", s);
+}
+
+const char* precision_name(dtype activations) {
+  return activations == dtype::bf16 ? "bf16" : "fp32";
+}
+
 graph build_model(const gpt_config& cfg) {
   if (!cfg.build) return build_gpt(cfg);
   cfg.validate();
@@ -44,6 +54,11 @@ graph build_model(const gpt_config& cfg) {
            dtype_name(v.type), want[i]);
   }
   if (g.loss() < 0) fail("custom model: the graph sets no loss (graph::set_loss)");
+  if (g.activation_type() != cfg.activations)
+    fail(
+        "custom model: the graph's activations are {} but the run asks for {} "
+        "(call graph::set_activation_type(cfg.activations) before adding layers)",
+        dtype_name(g.activation_type()), dtype_name(cfg.activations));
   return g;
 }
 
@@ -54,6 +69,7 @@ graph build_gpt(const gpt_config& cfg) {
   // GPT-2 scales the residual projections by 1/sqrt(2L) at initialisation.
   const float proj_std = 0.02f / std::sqrt(2.0f * cfg.layers);
   graph g;
+  g.set_activation_type(cfg.activations);
   int tokens = g.add_input("tokens", {}, dtype::i32);
   int targets = g.add_input("targets", {}, dtype::i32);
   int x = ly::embedding(g, "embed", tokens, V, T, C);

@@ -20,12 +20,18 @@ struct gpt_config {
   int dim = 384;          // C
   int heads = 6;          // NH
   bool tied_head = true;  // LM head shares "wte"; false: its own (V, C) weight
+  // Element type of the activations (--precision): f32, or bf16 for mixed
+  // precision (float master weights, optimizer state, statistics and loss).
+  // Not part of the model's identity: checkpoints hold float weights, so a
+  // run of either precision resumes from the other's checkpoint.
+  dtype activations = dtype::f32;
   // A model of your own instead of GPT-2, written for one device with the
   // layer API (layers.hpp): it builds the graph from this config. vocab and
   // max_seq are the data's (token ids in [0, vocab), max_seq positions); the
   // other fields are the model's to use as it likes (the planner reads dim as
   // the width of the activations between blocks). The graph's inputs must be
-  // "tokens" and "targets" (i32, one per position) and it must set a loss.
+  // "tokens" and "targets" (i32, one per position), it must set a loss, and
+  // it sets graph::set_activation_type(activations) before adding layers.
   // Empty: build_gpt. merak partitions, shards and schedules either alike.
   std::function<graph(const gpt_config&)> build = {};
 
@@ -35,6 +41,11 @@ struct gpt_config {
   // The shape fields, and whether both are custom (functions do not compare).
   bool operator==(const gpt_config& o) const;
 };
+
+// --precision: "fp32" -> dtype::f32, "bf16" -> dtype::bf16; throws
+// merak::error naming the flag otherwise. precision_name is the inverse.
+dtype parse_precision(const std::string& s);
+const char* precision_name(dtype activations);
 
 // Graph inputs are "tokens" and "targets" (B, T) i32; the loss value is the
 // per-token cross-entropy (B, T).

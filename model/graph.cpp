@@ -20,6 +20,12 @@ const char* tp_split_name(tp_split s) {
   return "?";
 }
 
+void graph::set_activation_type(dtype t) {
+  if (t != dtype::f32 && t != dtype::bf16)
+    fail("activations must be F32 or BF16, not {}", dtype_name(t));
+  activation_type_ = t;
+}
+
 int graph::add_input(std::string name, shape_t features, dtype type) {
   if (find_value(name) >= 0) fail("graph value '{}' defined twice", name);
   values_.push_back({std::move(name), std::move(features), type, -1});

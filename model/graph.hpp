@@ -74,6 +74,11 @@ class graph {
   int add_input(std::string name, shape_t features, dtype type);
   // Adds a node whose inputs are existing values; returns its output value.
   int add_node(node_info node, shape_t out_features, dtype out_type = dtype::f32);
+  // Element type of the activations the layer builders (layers.hpp) create
+  // from now on: f32 (the default) or bf16 (mixed precision: parameters,
+  // their gradients, statistics and losses stay f32).
+  void set_activation_type(dtype t);
+  dtype activation_type() const { return activation_type_; }
   // Marks the value that holds per-token losses (B, T).
   void set_loss(int value) { loss_ = value; }
 
@@ -96,6 +101,7 @@ class graph {
   std::vector<value_info> values_;
   std::vector<int> inputs_;
   int loss_ = -1;
+  dtype activation_type_ = dtype::f32;
 };
 
 }  // namespace merak::model

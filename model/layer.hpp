@@ -56,6 +56,11 @@ class layer {
   // The layer's own output is not passed: it may have left the stage.
   virtual void backward(std::span<const tensor* const> in, const tensor& dout,
                         std::span<tensor* const> din, stash& st) = 0;
+
+  // The parameters' values may have changed since the last call: whatever
+  // the layer derives from them (a bf16 copy of a weight) must be rebuilt
+  // before its next use. Called by the executor between steps.
+  virtual void parameters_changed() {}
 };
 
 }  // namespace merak::model

@@ -1,16 +1,12 @@
 #include "model/layers.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "model/kernels/kernels.hpp"
+#include "model/backend.hpp"
 
 namespace merak::model::layers {
 namespace {
-
-namespace k = kernels;
 
 int64_t rows(const tensor& t) {
   return t.dim(0) * t.dim(1);
@@ -34,6 +30,10 @@ void check_ids(const tensor& ids, int limit, const char* what) {
       fail("{} id {} at position {} is outside [0, {})", what, p[i], i, limit);
 }
 
+backend& cpu() {
+  return backend_for(device::cpu());
+}
+
 class embedding_layer final : public layer {
  public:
   embedding_layer(parameter_ptr wte, parameter_ptr wpe)
@@ -45,17 +45,12 @@ class embedding_layer final : public layer {
     return {in[0][0], in[0][1], wte_->value.dim(1)};
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    const tensor& ids = *in[0];
-    check_ids(ids, int(wte_->value.dim(0)), "token");
-    k::encoder_forward(out.f32(), ids.data<int32_t>(), wte_->value.f32(), wpe_->value.f32(),
-                       int(ids.dim(0)), int(ids.dim(1)), int(out.dim(2)));
+    check_ids(*in[0], int(wte_->value.dim(0)), "token");
+    cpu().encoder_forward(out, *in[0], wte_->value, wpe_->value);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const>,
                 stash&) override {
-    const tensor& ids = *in[0];
-    k::encoder_backward(wte_->grad.f32(), wpe_->grad.f32(), dout.f32(), ids.data<int32_t>(),
-                        int(ids.dim(0)), int(ids.dim(1)), int(dout.dim(2)),
-                        int(wte_->value.dim(0)));
+    cpu().encoder_backward(wte_->grad, wpe_->grad, dout, *in[0]);
   }
 
  private:
@@ -73,20 +68,20 @@ class layernorm_layer final : public layer {
     int64_t N = rows(*in[0]);
     st.add({N});  // mean
     st.add({N});  // rstd
-    k::layernorm_forward(out.f32(), st.tensors[0].f32(), st.tensors[1].f32(), in[0]->f32(),
-                         w_->value.f32(), b_->value.f32(), int(N), int(out.dim(2)));
+    cpu().layernorm_forward(out, st.tensors[0], st.tensors[1], *in[0], w_->value, b_->value);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    k::layernorm_backward(din[0]->f32(), w_->grad.f32(), b_->grad.f32(), dout.f32(), in[0]->f32(),
-                          w_->value.f32(), st.tensors[0].f32(), st.tensors[1].f32(),
-                          int(rows(*in[0])), int(dout.dim(2)));
+    cpu().layernorm_backward(*din[0], w_->grad, b_->grad, dout, *in[0], w_->value, st.tensors[0],
+                             st.tensors[1]);
   }
 
  private:
   parameter_ptr w_, b_;
 };
 
+// With bf16 activations the GEMM reads a bf16 copy of the float master
+// weight, made on first use after parameters_changed().
 class linear_layer final : public layer {
  public:
   linear_layer(parameter_ptr w, parameter_ptr b) : w_(std::move(w)), b_(std::move(b)) {}
@@ -95,18 +90,29 @@ class linear_layer final : public layer {
     return with_features(in[0], {w_->value.dim(0)});
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    k::matmul_forward(out.f32(), in[0]->f32(), w_->value.f32(), b_ ? b_->value.f32() : nullptr,
-                      int(rows(*in[0])), int(w_->value.dim(1)), int(w_->value.dim(0)));
+    cpu().matmul_forward(out, *in[0], weight_for(*in[0]), b_ ? &b_->value : nullptr);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    k::matmul_backward(din[0] ? din[0]->f32() : nullptr, w_->grad.f32(),
-                       b_ ? b_->grad.f32() : nullptr, dout.f32(), in[0]->f32(), w_->value.f32(),
-                       int(rows(*in[0])), int(w_->value.dim(1)), int(w_->value.dim(0)));
+    cpu().matmul_backward(din[0], w_->grad, b_ ? &b_->grad : nullptr, dout, *in[0],
+                          weight_for(*in[0]));
   }
+  void parameters_changed() override { copy_stale_ = true; }
 
  private:
+  const tensor& weight_for(const tensor& x) {
+    if (x.type() == w_->value.type()) return w_->value;
+    if (copy_stale_ || !copy_.defined() || copy_.type() != x.type()) {
+      if (!copy_.defined() || copy_.type() != x.type()) copy_ = tensor(w_->value.shape(), x.type());
+      cpu().copy(copy_, w_->value);
+      copy_stale_ = false;
+    }
+    return copy_;
+  }
+
   parameter_ptr w_, b_;  // b_ may be null
+  tensor copy_;          // the weight in the activations' type, if not float
+  bool copy_stale_ = true;
 };
 
 // Heads are counted from the input: a tensor-parallel shard gets the qkv of
@@ -120,22 +126,17 @@ class attention_layer final : public layer {
     return with_features(in[0], {in[0][2] / 3});
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
-    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), C = int(out.dim(2)), NH = C / hs_;
-    st.add({B, NH, T, T});  // softmax probabilities
-    k::attention_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), B, T, C, NH);
+    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), NH = int(out.dim(2)) / hs_;
+    st.add({B, NH, T, T}, in[0]->type());  // softmax probabilities
+    cpu().attention_forward(out, st.tensors[0], *in[0], NH);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), C = int(dout.dim(2)), NH = C / hs_;
-    int64_t need = k::attention_scratch_floats(T) * omp_get_max_threads();
-    if (scratch_.numel() < need) scratch_ = tensor(shape_t{need});
-    k::attention_backward(din[0]->f32(), dout.f32(), in[0]->f32(), st.tensors[0].f32(),
-                          scratch_.f32(), B, T, C, NH);
+    cpu().attention_backward(*din[0], dout, *in[0], st.tensors[0], int(dout.dim(2)) / hs_);
   }
 
  private:
   int hs_;
-  tensor scratch_;  // per-thread dP/dS blocks, reused across calls
 };
 
 // Forward copies, backward adds: the executor does the TP sum (tp_comm).
@@ -143,13 +144,11 @@ class identity_layer final : public layer {
  public:
   shape_t output_shape(std::span<const shape_t> in) const override { return in[0]; }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    std::copy_n(in[0]->f32(), out.numel(), out.f32());
+    cpu().copy(out, *in[0]);
   }
   void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    float* d = din[0]->f32();
-    const float* g = dout.f32();
-    for (int64_t i = 0; i < dout.numel(); ++i) d[i] += g[i];
+    cpu().accumulate(*din[0], dout);
   }
 };
 
@@ -161,25 +160,11 @@ class bias_layer final : public layer {
     return in[0];
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    const int64_t N = rows(*in[0]), C = out.dim(2);
-    const float* x = in[0]->f32();
-    const float* b = b_->value.f32();
-    float* y = out.f32();
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t c = 0; c < C; ++c) y[r * C + c] = x[r * C + c] + b[c];
+    cpu().bias_forward(out, *in[0], b_->value);
   }
-  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
+  void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    const int64_t N = rows(dout), C = dout.dim(2);
-    const float* g = dout.f32();
-    float* db = b_->grad.f32();
-    float* dx = din[0] ? din[0]->f32() : nullptr;
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t c = 0; c < C; ++c) {
-        db[c] += g[r * C + c];
-        if (dx) dx[r * C + c] += g[r * C + c];
-      }
+    cpu().bias_backward(din[0], b_->grad, dout);
   }
 
  private:
@@ -190,11 +175,11 @@ class gelu_layer final : public layer {
  public:
   shape_t output_shape(std::span<const shape_t> in) const override { return in[0]; }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    k::gelu_forward(out.f32(), in[0]->f32(), out.numel());
+    cpu().gelu_forward(out, *in[0]);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    k::gelu_backward(din[0]->f32(), in[0]->f32(), dout.f32(), dout.numel());
+    cpu().gelu_backward(*din[0], *in[0], dout);
   }
 };
 
@@ -205,11 +190,11 @@ class residual_layer final : public layer {
     return in[0];
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    k::residual_forward(out.f32(), in[0]->f32(), in[1]->f32(), out.numel());
+    cpu().residual_forward(out, *in[0], *in[1]);
   }
   void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    k::residual_backward(din[0]->f32(), din[1]->f32(), dout.f32(), dout.numel());
+    cpu().residual_backward(*din[0], *din[1], dout);
   }
 };
 
@@ -224,15 +209,12 @@ class cross_entropy_layer final : public layer {
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
     check_ids(*in[1], V_, "target");
-    int N = int(rows(*in[0]));
-    st.add({N, V_});  // probabilities
-    k::crossentropy_forward(out.f32(), st.tensors[0].f32(), in[0]->f32(), in[1]->data<int32_t>(), N,
-                            V_);
+    st.add({rows(*in[0]), V_});  // probabilities, float
+    cpu().crossentropy_forward(out, st.tensors[0], *in[0], *in[1]);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    k::crossentropy_backward(din[0]->f32(), dout.f32(), st.tensors[0].f32(), in[1]->data<int32_t>(),
-                             int(rows(*in[0])), V_);
+    cpu().crossentropy_backward(*din[0], dout, st.tensors[0], *in[1]);
   }
 
  private:
@@ -240,6 +222,11 @@ class cross_entropy_layer final : public layer {
 };
 
 constexpr int64_t kF32 = 4;
+
+// Bytes of one activation element in this graph.
+int64_t act(const graph& g) {
+  return int64_t(dtype_size(g.activation_type()));
+}
 
 }  // namespace
 
@@ -251,11 +238,11 @@ int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, i
   n.inputs = {tokens};
   n.params = {{wte, {V, C}}, {wpe, {max_T, C}, init_kind::normal, 0.01f}};
   n.flops_per_token = C;
-  n.activation_bytes_per_token = C * kF32;
+  n.activation_bytes_per_token = C * act(g);
   n.make = [](std::span<const parameter_ptr> p) {
     return std::make_unique<embedding_layer>(p[0], p[1]);
   };
-  return g.add_node(std::move(n), {C});
+  return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 int layernorm(graph& g, const std::string& name, int x, int C) {
@@ -266,11 +253,11 @@ int layernorm(graph& g, const std::string& name, int x, int C) {
   n.params = {{name + ".weight", {C}, init_kind::ones, 0, false},
               {name + ".bias", {C}, init_kind::zeros, 0, false}};
   n.flops_per_token = 8.0 * C;
-  n.activation_bytes_per_token = (C + 2) * kF32;
+  n.activation_bytes_per_token = C * act(g) + 2 * kF32;
   n.make = [](std::span<const parameter_ptr> p) {
     return std::make_unique<layernorm_layer>(p[0], p[1]);
   };
-  return g.add_node(std::move(n), {C});
+  return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 int linear(graph& g, const std::string& name, int x, int C, int OC, tp_split tp, float stddev,
@@ -282,12 +269,12 @@ int linear(graph& g, const std::string& name, int x, int C, int OC, tp_split tp,
   n.params = {{name + ".weight", {OC, C}, init_kind::normal, stddev, true}};
   if (bias) n.params.push_back({name + ".bias", {OC}, init_kind::zeros, 0, false});
   n.flops_per_token = 2.0 * C * OC;
-  n.activation_bytes_per_token = OC * kF32;
+  n.activation_bytes_per_token = OC * act(g);
   n.tp = tp;
   n.make = [](std::span<const parameter_ptr> p) {
     return std::make_unique<linear_layer>(p[0], p.size() > 1 ? p[1] : nullptr);
   };
-  return g.add_node(std::move(n), {OC});
+  return g.add_node(std::move(n), {OC}, g.activation_type());
 }
 
 int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, int max_T) {
@@ -298,13 +285,13 @@ int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, 
   n.inputs = {qkv};
   // Q K^T and P V over the causal triangle (about T/2 keys per query).
   n.flops_per_token = 2.0 * 2.0 * C * (max_T + 1) / 2.0;
-  n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * kF32;
+  n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * act(g);
   n.tp = tp_split::heads;
   n.heads = NH;
   n.make = [hs = C / NH](std::span<const parameter_ptr>) {
     return std::make_unique<attention_layer>(hs);
   };
-  return g.add_node(std::move(n), {C});
+  return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 int gelu(graph& g, const std::string& name, int x, int C) {
@@ -313,9 +300,9 @@ int gelu(graph& g, const std::string& name, int x, int C) {
   n.kind = "gelu";
   n.inputs = {x};
   n.flops_per_token = 10.0 * C;
-  n.activation_bytes_per_token = C * kF32;
+  n.activation_bytes_per_token = C * act(g);
   n.make = [](std::span<const parameter_ptr>) { return std::make_unique<gelu_layer>(); };
-  return g.add_node(std::move(n), {C});
+  return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 int residual(graph& g, const std::string& name, int a, int b, int C) {
@@ -324,9 +311,9 @@ int residual(graph& g, const std::string& name, int a, int b, int C) {
   n.kind = "residual";
   n.inputs = {a, b};
   n.flops_per_token = C;
-  n.activation_bytes_per_token = C * kF32;
+  n.activation_bytes_per_token = C * act(g);
   n.make = [](std::span<const parameter_ptr>) { return std::make_unique<residual_layer>(); };
-  return g.add_node(std::move(n), {C});
+  return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 int lm_head(graph& g, const std::string& name, int x, int C, int V,
@@ -337,12 +324,12 @@ int lm_head(graph& g, const std::string& name, int x, int C, int V,
   n.inputs = {x};
   n.params = {{tied_weight, {V, C}, init_kind::normal, 0.02f, true}};
   n.flops_per_token = 2.0 * C * V;
-  n.activation_bytes_per_token = V * kF32;
+  n.activation_bytes_per_token = V * act(g);
   n.tp = tp_split::column;
   n.make = [](std::span<const parameter_ptr> p) {
     return std::make_unique<linear_layer>(p[0], nullptr);
   };
-  return g.add_node(std::move(n), {V});
+  return g.add_node(std::move(n), {V}, g.activation_type());
 }
 
 namespace {
@@ -352,10 +339,10 @@ int tp_identity(graph& g, const std::string& name, int x, int C, tp_comm comm) {
   n.name = name;
   n.kind = comm == tp_comm::copy ? "tp_copy" : "tp_reduce";
   n.inputs = {x};
-  n.activation_bytes_per_token = C * kF32;
+  n.activation_bytes_per_token = C * act(g);
   n.comm = comm;
   n.make = [](std::span<const parameter_ptr>) { return std::make_unique<identity_layer>(); };
-  return g.add_node(std::move(n), {C});
+  return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 }  // namespace
@@ -375,9 +362,9 @@ int bias_add(graph& g, const std::string& name, int x, int C, const param_spec& 
   n.inputs = {x};
   n.params = {bias};
   n.flops_per_token = C;
-  n.activation_bytes_per_token = C * kF32;
+  n.activation_bytes_per_token = C * act(g);
   n.make = [](std::span<const parameter_ptr> p) { return std::make_unique<bias_layer>(p[0]); };
-  return g.add_node(std::move(n), {C});
+  return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V) {

@@ -52,13 +52,14 @@ shape_t parse_shape(const json& j, const std::string& where) {
 }
 
 uint64_t element_bytes(dtype t) {
-  return t == dtype::f32 || t == dtype::i32 ? 4 : 0;
+  return dtype_size(t);
 }
 
 dtype parse_dtype(const std::string& s, const std::string& where) {
   if (s == "F32") return dtype::f32;
   if (s == "I32") return dtype::i32;
-  fail("{}: unsupported dtype '{}' (merak reads F32 and I32)", where, s);
+  if (s == "BF16") return dtype::bf16;
+  fail("{}: unsupported dtype '{}' (merak reads F32, I32 and BF16)", where, s);
 }
 
 }  // namespace

@@ -11,11 +11,23 @@
 namespace merak::model {
 
 size_t dtype_size(dtype t) {
-  return 4;
+  return t == dtype::bf16 ? 2 : 4;
 }
 
 const char* dtype_name(dtype t) {
-  return t == dtype::f32 ? "F32" : "I32";
+  switch (t) {
+    case dtype::f32:
+      return "F32";
+    case dtype::i32:
+      return "I32";
+    case dtype::bf16:
+      return "BF16";
+  }
+  return "?";
+}
+
+bool is_floating(dtype t) {
+  return t != dtype::i32;
 }
 
 std::string device::str() const {

@@ -16,12 +16,18 @@
 #include <utility>
 #include <vector>
 
+#include "model/bf16.hpp"
+
 namespace merak::model {
 
-enum class dtype : uint8_t { f32, i32 };
+// f32: float; i32: token ids; bf16: bfloat16 (model/bf16.hpp), the
+// activations of mixed-precision runs. Values past bf16 are never stored.
+enum class dtype : uint8_t { f32, i32, bf16 };
+constexpr uint8_t kdtype_count = 3;
 
 size_t dtype_size(dtype t);
-const char* dtype_name(dtype t);  // "F32", "I32" (safetensors spelling)
+const char* dtype_name(dtype t);  // "F32", "I32", "BF16" (safetensors spelling)
+bool is_floating(dtype t);
 
 struct device {
   enum class kind : uint8_t { cpu, cuda };
@@ -83,6 +89,8 @@ class tensor {
   const float* f32() const { return data<float>(); }
   std::span<float> span_f32() { return {f32(), size_t(numel_)}; }
   std::span<const float> span_f32() const { return {f32(), size_t(numel_)}; }
+  bf16* bf16s() { return data<bf16>(); }
+  const bf16* bf16s() const { return data<bf16>(); }
   std::byte* raw() { return data_.get(); }
   const std::byte* raw() const { return data_.get(); }
 

@@ -43,6 +43,7 @@ merak::model::graph parallel_block_gpt(const merak::model::gpt_config& c) {
   namespace ly = merak::model::layers;
   using merak::model::tp_split;
   merak::model::graph g;
+  g.set_activation_type(c.activations);  // f32, or bf16 under --precision bf16
   const int tokens = g.add_input("tokens", {}, merak::model::dtype::i32);
   const int targets = g.add_input("targets", {}, merak::model::dtype::i32);
   int x = ly::embedding(g, "embed", tokens, c.vocab, c.max_seq, c.dim);

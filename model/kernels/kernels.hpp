@@ -9,8 +9,16 @@
 // gradients without extra passes; callers zero gradients before the first
 // contribution. All kernels use the OpenMP thread count and are deterministic
 // for a fixed thread count (reductions run in a fixed order).
+//
+// Mixed precision: each kernel also comes with bf16 activations (inputs,
+// outputs and their gradients), computing in float: statistics (layer-norm
+// mean and rstd), softmax probabilities of the loss, losses and parameter
+// gradients stay float; parameters are the float master weights, except
+// the GEMM weight of matmul, which is the bf16 copy the GEMM reads.
 
 #include <cstdint>
+
+#include "model/bf16.hpp"
 
 namespace merak::model::kernels {
 
@@ -61,6 +69,32 @@ void crossentropy_forward(float* losses, float* probs, const float* logits, cons
                           int N, int V);
 // dlogits (N,V) += (probs - onehot(target)) * dlosses[n].
 void crossentropy_backward(float* dlogits, const float* dlosses, const float* probs,
+                           const int32_t* targets, int N, int V);
+
+// bf16 activations (see the header comment).
+void encoder_forward(bf16* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+                     int T, int C);
+void encoder_backward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B,
+                      int T, int C, int V);
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const float* weight,
+                       const float* bias, int N, int C);
+void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C);
+void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int N, int C,
+                    int OC);
+void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                     const bf16* weight, int N, int C, int OC);
+// att (B,NH,T,T) in bf16; no scratch argument (per-thread buffers inside).
+void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int C, int NH);
+void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* att, int B,
+                        int T, int C, int NH);
+void gelu_forward(bf16* out, const bf16* inp, int64_t N);
+void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
+void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
+void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
+void crossentropy_forward(float* losses, float* probs, const bf16* logits, const int32_t* targets,
+                          int N, int V);
+void crossentropy_backward(bf16* dlogits, const float* dlosses, const float* probs,
                            const int32_t* targets, int N, int V);
 
 }  // namespace merak::model::kernels

@@ -36,11 +36,16 @@ class barrier_group final : public tp_group {
     s_.sync.arrive_and_wait();
     std::vector<float> sum(size_t(t.numel()), 0.f);
     for (int r = 0; r < s_.size; ++r) {
-      const float* p = s_.slots[r]->f32();
-      for (size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
+      const tensor& x = *s_.slots[r];
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] += x.type() == dtype::bf16 ? to_f32(x.bf16s()[i]) : x.f32()[i];
     }
     s_.sync.arrive_and_wait();  // everyone has read every slot
-    std::copy(sum.begin(), sum.end(), t.f32());
+    for (size_t i = 0; i < sum.size(); ++i)
+      if (t.type() == dtype::bf16)
+        t.bf16s()[i] = to_bf16(sum[i]);
+      else
+        t.f32()[i] = sum[i];
     ++calls;
     return calls;
   }

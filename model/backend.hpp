@@ -1,0 +1,74 @@
+#pragma once
+// The compute backend: the model's operations on the tensors of one device.
+//
+// Layers (layers.cpp) call these operations, never kernels directly; a
+// backend dispatches on the tensors' element types (float, or bf16
+// activations with float statistics and parameter gradients, as
+// kernels/kernels.hpp states per kernel). The CPU backend (cpu_backend.cpp)
+// is the oracle every other backend is tested against; another device adds
+// a backend behind this interface rather than editing the layers.
+//
+// Shapes are those of kernels.hpp with the sizes read from the tensors:
+// activations (B, T, features); N = B * T rows. Every backward accumulates
+// (+=) into its gradient outputs. A backend is used by one thread at a time
+// per executor and keeps no state between calls that callers can observe.
+
+#include <string_view>
+
+#include "model/tensor.hpp"
+
+namespace merak::model {
+
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // out (B,T,C) = wte[tokens] + wpe[t]; wte (V,C), wpe (max_T,C) float.
+  virtual void encoder_forward(tensor& out, const tensor& tokens, const tensor& wte,
+                               const tensor& wpe) = 0;
+  virtual void encoder_backward(tensor& dwte, tensor& dwpe, const tensor& dout,
+                                const tensor& tokens) = 0;
+  // mean, rstd (N) float.
+  virtual void layernorm_forward(tensor& out, tensor& mean, tensor& rstd, const tensor& in,
+                                 const tensor& weight, const tensor& bias) = 0;
+  virtual void layernorm_backward(tensor& din, tensor& dweight, tensor& dbias, const tensor& dout,
+                                  const tensor& in, const tensor& weight, const tensor& mean,
+                                  const tensor& rstd) = 0;
+  // out = in @ weight^T + bias; `weight` (OC,C) has the activations' type
+  // (a bf16 run passes the bf16 copy of the float master weight); bias
+  // (OC) float or null. din, dbias may be null.
+  virtual void matmul_forward(tensor& out, const tensor& in, const tensor& weight,
+                              const tensor* bias) = 0;
+  virtual void matmul_backward(tensor* din, tensor& dweight, tensor* dbias, const tensor& dout,
+                               const tensor& in, const tensor& weight) = 0;
+  // qkv (B,T,3C) -> out (B,T,C), `heads` heads; att (B,heads,T,T) stashed,
+  // of the activations' type.
+  virtual void attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads) = 0;
+  virtual void attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv,
+                                  const tensor& att, int heads) = 0;
+  virtual void gelu_forward(tensor& out, const tensor& in) = 0;
+  virtual void gelu_backward(tensor& din, const tensor& in, const tensor& dout) = 0;
+  // out = a + b; backward: da += dout, db += dout.
+  virtual void residual_forward(tensor& out, const tensor& a, const tensor& b) = 0;
+  virtual void residual_backward(tensor& da, tensor& db, const tensor& dout) = 0;
+  // out = in + bias (per feature); backward: dbias += column sums, din +=
+  // dout (din may be null).
+  virtual void bias_forward(tensor& out, const tensor& in, const tensor& bias) = 0;
+  virtual void bias_backward(tensor* din, tensor& dbias, const tensor& dout) = 0;
+  // dst = src, converting the element type (float <-> bf16) if they differ.
+  virtual void copy(tensor& dst, const tensor& src) = 0;
+  // dst += src (same shape; types may differ: the sum is formed in float).
+  virtual void accumulate(tensor& dst, const tensor& src) = 0;
+  // losses (B,T) float = -log softmax(logits)[target]; probs (N,V) float.
+  virtual void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
+                                    const tensor& targets) = 0;
+  virtual void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
+                                     const tensor& targets) = 0;
+};
+
+// The backend of a device; throws merak::error for a device this build has
+// no backend for.
+backend& backend_for(device d);
+
+}  // namespace merak::model

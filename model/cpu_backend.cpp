@@ -1,0 +1,243 @@
+// The CPU backend: kernels/kernels.hpp behind the backend interface,
+// dispatching on the activations' element type (float or bf16).
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/backend.hpp"
+#include "model/kernels/kernels.hpp"
+
+namespace merak::model {
+namespace {
+
+namespace k = kernels;
+
+int rows(const tensor& t) {
+  return int(t.numel() / t.dim(-1));
+}
+int cols(const tensor& t) {
+  return int(t.dim(-1));
+}
+
+bool is_bf16(const tensor& t) {
+  return t.type() == dtype::bf16;
+}
+
+// Checks that every tensor has the element type `want`, naming the operation.
+void expect_type(const char* op, dtype want, std::initializer_list<const tensor*> ts) {
+  for (const tensor* t : ts)
+    if (t && t->type() != want)
+      fail("{}: a {} tensor {} where {} is expected", op, dtype_name(t->type()),
+           shape_str(t->shape()), dtype_name(want));
+}
+
+class cpu_backend final : public backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+
+  void encoder_forward(tensor& out, const tensor& tokens, const tensor& wte,
+                       const tensor& wpe) override {
+    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols(out);
+    if (is_bf16(out))
+      k::encoder_forward(out.bf16s(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), B, T, C);
+    else
+      k::encoder_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), B, T, C);
+  }
+  void encoder_backward(tensor& dwte, tensor& dwpe, const tensor& dout,
+                        const tensor& tokens) override {
+    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols(dout), V = int(dwte.dim(0));
+    if (is_bf16(dout))
+      k::encoder_backward(dwte.f32(), dwpe.f32(), dout.bf16s(), tokens.data<int32_t>(), B, T, C, V);
+    else
+      k::encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.data<int32_t>(), B, T, C, V);
+  }
+
+  void layernorm_forward(tensor& out, tensor& mean, tensor& rstd, const tensor& in,
+                         const tensor& weight, const tensor& bias) override {
+    expect_type("layernorm", out.type(), {&in});
+    if (is_bf16(in))
+      k::layernorm_forward(out.bf16s(), mean.f32(), rstd.f32(), in.bf16s(), weight.f32(),
+                           bias.f32(), rows(in), cols(in));
+    else
+      k::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(),
+                           rows(in), cols(in));
+  }
+  void layernorm_backward(tensor& din, tensor& dweight, tensor& dbias, const tensor& dout,
+                          const tensor& in, const tensor& weight, const tensor& mean,
+                          const tensor& rstd) override {
+    expect_type("layernorm backward", in.type(), {&din, &dout});
+    if (is_bf16(in))
+      k::layernorm_backward(din.bf16s(), dweight.f32(), dbias.f32(), dout.bf16s(), in.bf16s(),
+                            weight.f32(), mean.f32(), rstd.f32(), rows(in), cols(in));
+    else
+      k::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(),
+                            weight.f32(), mean.f32(), rstd.f32(), rows(in), cols(in));
+  }
+
+  void matmul_forward(tensor& out, const tensor& in, const tensor& weight,
+                      const tensor* bias) override {
+    expect_type("linear", in.type(), {&out, &weight});
+    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    const float* b = bias ? bias->f32() : nullptr;
+    if (is_bf16(in))
+      k::matmul_forward(out.bf16s(), in.bf16s(), weight.bf16s(), b, N, C, OC);
+    else
+      k::matmul_forward(out.f32(), in.f32(), weight.f32(), b, N, C, OC);
+  }
+  void matmul_backward(tensor* din, tensor& dweight, tensor* dbias, const tensor& dout,
+                       const tensor& in, const tensor& weight) override {
+    expect_type("linear backward", in.type(), {din, &dout, &weight});
+    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    float* db = dbias ? dbias->f32() : nullptr;
+    if (is_bf16(in))
+      k::matmul_backward(din ? din->bf16s() : nullptr, dweight.f32(), db, dout.bf16s(), in.bf16s(),
+                         weight.bf16s(), N, C, OC);
+    else
+      k::matmul_backward(din ? din->f32() : nullptr, dweight.f32(), db, dout.f32(), in.f32(),
+                         weight.f32(), N, C, OC);
+  }
+
+  void attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads) override {
+    expect_type("attention", qkv.type(), {&out, &att});
+    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols(out);
+    if (is_bf16(qkv))
+      k::attention_forward(out.bf16s(), att.bf16s(), qkv.bf16s(), B, T, C, heads);
+    else
+      k::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, heads);
+  }
+  void attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv, const tensor& att,
+                          int heads) override {
+    expect_type("attention backward", qkv.type(), {&dqkv, &dout, &att});
+    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols(dout);
+    if (is_bf16(qkv)) {
+      k::attention_backward(dqkv.bf16s(), dout.bf16s(), qkv.bf16s(), att.bf16s(), B, T, C, heads);
+      return;
+    }
+    // Per-thread dP/dS blocks, reused across calls.
+    static thread_local std::vector<float> scratch;
+    const size_t need = size_t(k::attention_scratch_floats(T)) * size_t(omp_get_max_threads());
+    if (scratch.size() < need) scratch.resize(need);
+    k::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), scratch.data(), B, T, C,
+                          heads);
+  }
+
+  void gelu_forward(tensor& out, const tensor& in) override {
+    expect_type("gelu", in.type(), {&out});
+    if (is_bf16(in))
+      k::gelu_forward(out.bf16s(), in.bf16s(), in.numel());
+    else
+      k::gelu_forward(out.f32(), in.f32(), in.numel());
+  }
+  void gelu_backward(tensor& din, const tensor& in, const tensor& dout) override {
+    expect_type("gelu backward", in.type(), {&din, &dout});
+    if (is_bf16(in))
+      k::gelu_backward(din.bf16s(), in.bf16s(), dout.bf16s(), in.numel());
+    else
+      k::gelu_backward(din.f32(), in.f32(), dout.f32(), in.numel());
+  }
+
+  void residual_forward(tensor& out, const tensor& a, const tensor& b) override {
+    expect_type("residual", out.type(), {&a, &b});
+    if (is_bf16(out))
+      k::residual_forward(out.bf16s(), a.bf16s(), b.bf16s(), out.numel());
+    else
+      k::residual_forward(out.f32(), a.f32(), b.f32(), out.numel());
+  }
+  void residual_backward(tensor& da, tensor& db, const tensor& dout) override {
+    expect_type("residual backward", dout.type(), {&da, &db});
+    if (is_bf16(dout))
+      k::residual_backward(da.bf16s(), db.bf16s(), dout.bf16s(), dout.numel());
+    else
+      k::residual_backward(da.f32(), db.f32(), dout.f32(), dout.numel());
+  }
+
+  void bias_forward(tensor& out, const tensor& in, const tensor& bias) override {
+    expect_type("bias", in.type(), {&out});
+    if (is_bf16(in))
+      bias_fwd(out.bf16s(), in.bf16s(), bias.f32(), rows(in), cols(in));
+    else
+      bias_fwd(out.f32(), in.f32(), bias.f32(), rows(in), cols(in));
+  }
+  void bias_backward(tensor* din, tensor& dbias, const tensor& dout) override {
+    expect_type("bias backward", dout.type(), {din});
+    if (is_bf16(dout))
+      bias_bwd(din ? din->bf16s() : nullptr, dbias.f32(), dout.bf16s(), rows(dout), cols(dout));
+    else
+      bias_bwd(din ? din->f32() : nullptr, dbias.f32(), dout.f32(), rows(dout), cols(dout));
+  }
+
+  void copy(tensor& dst, const tensor& src) override {
+    MERAK_CHECK(dst.numel() == src.numel(), "copy of {} into {}", shape_str(src.shape()),
+                shape_str(dst.shape()));
+    if (dst.type() == src.type())
+      std::copy_n(src.raw(), src.bytes(), dst.raw());
+    else if (is_bf16(dst) && src.type() == dtype::f32)
+      convert(dst.bf16s(), src.f32(), src.numel());
+    else if (dst.type() == dtype::f32 && is_bf16(src))
+      convert(dst.f32(), src.bf16s(), src.numel());
+    else
+      fail("copy from {} to {} is not supported", dtype_name(src.type()), dtype_name(dst.type()));
+  }
+  void accumulate(tensor& dst, const tensor& src) override {
+    MERAK_CHECK(dst.numel() == src.numel(), "sum of {} into {}", shape_str(src.shape()),
+                shape_str(dst.shape()));
+    const int64_t n = dst.numel();
+    auto body = [n](auto* d, const auto* s) {
+      for (int64_t i = 0; i < n; ++i) store(d[i], load(d[i]) + load(s[i]));
+    };
+    if (is_bf16(dst))
+      is_bf16(src) ? body(dst.bf16s(), src.bf16s()) : body(dst.bf16s(), src.f32());
+    else
+      is_bf16(src) ? body(dst.f32(), src.bf16s()) : body(dst.f32(), src.f32());
+  }
+
+  void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
+                            const tensor& targets) override {
+    const int N = rows(logits), V = cols(logits);
+    if (is_bf16(logits))
+      k::crossentropy_forward(losses.f32(), probs.f32(), logits.bf16s(), targets.data<int32_t>(), N,
+                              V);
+    else
+      k::crossentropy_forward(losses.f32(), probs.f32(), logits.f32(), targets.data<int32_t>(), N,
+                              V);
+  }
+  void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
+                             const tensor& targets) override {
+    const int N = rows(dlogits), V = cols(dlogits);
+    if (is_bf16(dlogits))
+      k::crossentropy_backward(dlogits.bf16s(), dlosses.f32(), probs.f32(), targets.data<int32_t>(),
+                               N, V);
+    else
+      k::crossentropy_backward(dlogits.f32(), dlosses.f32(), probs.f32(), targets.data<int32_t>(),
+                               N, V);
+  }
+
+ private:
+  template <typename A>
+  static void bias_fwd(A* y, const A* x, const float* b, int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < C; ++c) store(y[r * C + c], load(x[r * C + c]) + b[c]);
+  }
+  template <typename A>
+  static void bias_bwd(A* dx, float* db, const A* g, int64_t N, int64_t C) {
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        float v = load(g[r * C + c]);
+        db[c] += v;
+        if (dx) store(dx[r * C + c], load(dx[r * C + c]) + v);
+      }
+  }
+};
+
+}  // namespace
+
+backend& backend_for(device d) {
+  static cpu_backend cpu;
+  if (d.type == device::kind::cpu) return cpu;
+  fail("this build has no backend for device {}", d.str());
+}
+
+}  // namespace merak::model
