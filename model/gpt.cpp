@@ -20,8 +20,10 @@ void gpt_config::validate() const {
 }
 
 std::string gpt_config::str() const {
-  return fmt::format("L={} C={} NH={} V={} T={}{}{}", layers, dim, heads, vocab, max_seq,
-                     tied_head ? "" : " untied-head", build ? " custom model" : "");
+  return fmt::format(
+      "L={} C={} NH={} V={} T={}{}{}{}", layers, dim, heads, vocab, max_seq,
+      tied_head ? "" : " untied-head", build ? " custom model" : "",
+      activations == dtype::bf16 ? fmt::format(" bf16 (GEMMs: {})", bf16_support()) : "");
 }
 
 bool gpt_config::operator==(const gpt_config& o) const {

@@ -37,7 +37,8 @@ struct gpt_config {
 
   // Throws merak::error naming the field when the shape is inconsistent.
   void validate() const;
-  std::string str() const;  // "L=6 C=384 NH=6 V=256 T=256" (+ " custom model")
+  // "L=6 C=384 NH=6 V=256 T=256" (+ " custom model", + " bf16 (GEMMs: AMX)")
+  std::string str() const;
   // The shape fields, and whether both are custom (functions do not compare).
   bool operator==(const gpt_config& o) const;
 };

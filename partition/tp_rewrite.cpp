@@ -99,6 +99,7 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
   tp_graph out;
   out.pairs = npairs;
   auto& ng = out.graph;
+  ng.set_activation_type(g.activation_type());
   std::vector<int> vmap(values.size(), -1);
   for (int v : g.inputs())
     vmap[v] = ng.add_input(values[v].name, values[v].features, values[v].type);
