@@ -21,7 +21,11 @@ struct gemm_options {
     bool ta, tb;
   };
   std::vector<shape> shapes;
+  bool bf16 = true;  // also the default backend with bf16 inputs (gemm_bf16)
 };
+// The GEMMs of a GPT step with `rows` = batch x sequence tokens (the
+// linear layers' forward and both backward products).
+std::vector<gemm_options::shape> model_gemm_shapes(const model::gpt_config& m, int rows);
 // GFLOP/s of sgemm per backend and shape, and the machine's FP32 peak.
 nlohmann::json run_gemm_bench(const gemm_options& o);
 

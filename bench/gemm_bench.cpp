@@ -11,22 +11,25 @@
 namespace merak::bench {
 
 double measure_cpu_ghz() {
-  // A chain of dependent integer adds retires one per cycle, so adds per
-  // second is the clock the core runs at now (turbo included), which
-  // /proc/cpuinfo does not report inside a VM.
-  constexpr int64_t kIters = 20'000'000;
+  // A chain of dependent 64-bit integer multiplies retires one per three
+  // cycles on every x86-64 core of the last decade (Intel since Nehalem, AMD
+  // since Zen), so multiplies per second x 3 is the clock the core runs at
+  // now, turbo included, which /proc/cpuinfo does not report inside a VM.
+  // (Chains of add-immediates do not work: newer Intel cores fold them at
+  // rename and retire several per cycle.)
+  constexpr int64_t kIters = 4'000'000;
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    uint64_t x = 0;
+    uint64_t x = 3;
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < kIters; ++i) {
       asm volatile(
-          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+          "imul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0\n\t"
+          "imul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0"
           : "+r"(x));
     }
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 8.0 * double(kIters) / dt * 1e-9);
+    best = std::max(best, 3.0 * 8.0 * double(kIters) / dt * 1e-9);
   }
   return best;
 }
@@ -67,17 +70,33 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
     for (auto& b : o.backends) backends.push_back(model::parse_gemm_backend(b));
   auto saved = model::current_gemm_backend();
   nlohmann::json results = nlohmann::json::array();
-  for (auto be : backends) {
+  // Every backend in float; then the default backend with bf16 inputs.
+  std::vector<std::pair<gemm_backend, bool>> runs;
+  for (auto be : backends) runs.push_back({be, false});
+  if (o.bf16) runs.push_back({saved, true});
+  for (auto [be, bf16] : runs) {
     model::set_gemm_backend(be);
     double total_flops = 0, total_s = 0;
     nlohmann::json per_shape = nlohmann::json::array();
     for (auto& s : shapes) {
-      model::tensor a({int64_t(s.M) * s.K}), b({int64_t(s.K) * s.N}), c({int64_t(s.M) * s.N});
-      for (auto& x : a.span_f32()) x = 0.5f;
-      for (auto& x : b.span_f32()) x = 0.25f;
+      const auto type = bf16 ? model::dtype::bf16 : model::dtype::f32;
+      model::tensor a({int64_t(s.M) * s.K}, type), b({int64_t(s.K) * s.N}, type),
+          c({int64_t(s.M) * s.N});
+      if (bf16) {
+        std::fill_n(a.bf16s(), a.numel(), model::to_bf16(0.5f));
+        std::fill_n(b.bf16s(), b.numel(), model::to_bf16(0.25f));
+      } else {
+        std::fill_n(a.f32(), a.numel(), 0.5f);
+        std::fill_n(b.f32(), b.numel(), 0.25f);
+      }
       int lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
       auto run = [&] {
-        model::sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.f, a.f32(), lda, b.f32(), ldb, 0.f, c.f32(), s.N);
+        if (bf16)
+          model::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.f, a.bf16s(), lda, b.bf16s(), ldb, 0.f,
+                           c.f32(), s.N);
+        else
+          model::sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.f, a.f32(), lda, b.f32(), ldb, 0.f, c.f32(),
+                       s.N);
       };
       run();
       // Best of three timed rounds: the machine is shared and noisy.
@@ -100,6 +119,7 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
                            {"gflops", flops / dt * 1e-9}});
     }
     results.push_back({{"backend", model::gemm_backend_name(be)},
+                       {"precision", bf16 ? "bf16" : "fp32"},
                        {"gflops", total_flops / total_s * 1e-9},
                        {"shapes", per_shape}});
   }
@@ -110,7 +130,21 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
           {"threads", th},
           {"cpu_ghz", ghz},
           {"peak_gflops", ghz * cpu_flops_per_cycle() * th},
+          {"bf16_gemm", model::bf16_support()},
           {"results", results}};
+}
+
+std::vector<gemm_options::shape> model_gemm_shapes(const model::gpt_config& m, int rows) {
+  const int C = m.dim, V = m.vocab;
+  std::vector<gemm_options::shape> out;
+  // (input features, output features) of qkv, attn.proj, mlp.fc, mlp.proj,
+  // lm_head; per layer: forward Y = X W^T, dX = dY W, dW = dY^T X.
+  for (auto [in, oc] : {std::pair{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}) {
+    out.push_back({rows, oc, in, false, true});
+    out.push_back({rows, in, oc, false, false});
+    out.push_back({oc, in, rows, true, false});
+  }
+  return out;
 }
 
 }  // namespace merak::bench

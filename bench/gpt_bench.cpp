@@ -54,7 +54,20 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   if (auto it = tr.model_executor().profile().find("linear");
       it != tr.model_executor().profile().end())
     linear_s = (it->second.forward_s + it->second.backward_s) / o.steps;
+  const double peak_rss_mb = double(peak_rss_bytes()) / (1 << 20);  // before the GEMM run
   double ghz = measure_cpu_ghz();
+  // The GEMM rate of this machine on this model's shapes, measured in the
+  // same run, with the backend the steps used.
+  gemm_options go;
+  go.backends = {std::string(model::gemm_backend_name(model::current_gemm_backend()))};
+  go.shapes = model_gemm_shapes(o.model, o.batch * T);
+  go.iters = 3;
+  go.bf16 = o.model.activations == model::dtype::bf16;
+  auto gemm = run_gemm_bench(go);
+  double sgemm_gflops = 0, bf16_gflops = 0;
+  for (auto& r : gemm["results"])
+    (r["precision"] == "bf16" ? bf16_gflops : sgemm_gflops) = r["gflops"].get<double>();
+  const double gemm_gflops = go.bf16 ? bf16_gflops : sgemm_gflops;
   for (auto& [kind, t] : tr.model_executor().profile())
     profile[kind] = {{"forward_ms", t.forward_s * 1e3 / o.steps},
                      {"backward_ms", t.backward_s * 1e3 / o.steps}};
@@ -78,13 +91,16 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
                         {"step_s_max", sorted.back()},
                         {"gflops", flops / mean * 1e-9},
                         {"matmul_gflops", linear_s > 0 ? linear_flops / linear_s * 1e-9 : 0.0},
+                        {"sgemm_gflops", sgemm_gflops},
+                        {"bf16_gemm_gflops", bf16_gflops},
+                        {"step_share_of_gemm_rate", flops / mean * 1e-9 / gemm_gflops},
                         {"cpu_ghz", ghz},
                         {"peak_gflops", ghz * cpu_flops_per_cycle() * th},
                         {"final_loss", loss},
                         {"forward_ms", fwd * 1e3 / o.steps},
                         {"backward_ms", bwd * 1e3 / o.steps},
                         {"optimizer_ms", opt * 1e3 / o.steps},
-                        {"peak_rss_mb", double(peak_rss_bytes()) / (1 << 20)}};
+                        {"peak_rss_mb", peak_rss_mb}};
   if (o.profile) out["profile_per_step"] = profile;
   return out;
 }

@@ -13,6 +13,10 @@ on 2-D weights only), global grad-norm clipping at 1.0. A timed step is
 zero_grad + forward + backward + clip + optimizer step, on random byte tokens
 (the speed of a step does not depend on the text).
 
+--precision bf16 runs forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), PyTorch's mixed precision on the CPU (fp32 weights
+and optimizer; GEMMs and most activations in bf16).
+
 Prints one JSON object on stdout.
 """
 import argparse
@@ -129,7 +133,8 @@ def run(args, threads):
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         opt.step()
@@ -150,6 +155,7 @@ def run(args, threads):
         "framework": "pytorch",
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),
+        "precision": args.precision,
         "layers": args.layers, "dim": args.dim, "heads": args.heads,
         "seq": T, "batch": B, "vocab": V,
         "params": params,
@@ -180,6 +186,8 @@ def main():
     p.add_argument("--lr", type=float, default=6e-4)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: torch.autocast on the CPU")
     p.add_argument("--foreach", action="store_true",
                    help="AdamW(foreach=True), the multi-tensor implementation")
     args = p.parse_args()
