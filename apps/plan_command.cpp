@@ -14,6 +14,7 @@
 #include "apps/commands.hpp"
 #include "apps/plan_output.hpp"
 #include "core/error.hpp"
+#include "model/gpt.hpp"
 #include "partition/planner.hpp"
 
 namespace merak::apps {
@@ -26,6 +27,7 @@ struct plan_flags {
   std::string device_file;
   std::string cluster;  // built-in name or JSON file
   std::string attention = "fused";
+  std::string precision;  // empty: bf16 on GPUs, fp32 on this CPU
   bool explain = false;
   std::string cache;
   bool json = false;
@@ -60,6 +62,17 @@ int run_plan(plan_flags& f) {
         f.req.global_batch, f.req.dp, f.micro_batch_size, "--global-batch-size");
   }
   f.req.attention = partition::parse_attention_kernel(f.attention);
+  if (!f.precision.empty()) {
+    const model::dtype p = model::parse_precision(f.precision);
+    if (f.req.device.profiled) {
+      f.req.model.activations = p;  // the profile runs the model in that precision
+    } else if (p == model::dtype::f32) {
+      // GPUs train fp32 on their TF32 tensor cores: half the dense bf16
+      // rate on A100, H100 and H200, with 4-byte activations.
+      f.req.device.peak_flops *= 0.5;
+      f.req.device.activation_bytes = 4;
+    }
+  }
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
@@ -107,6 +120,9 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--cluster", f->cluster,
                 "A cluster: dgx-a100-hdr, dgx-h100-ndr or a JSON file (docs/planning.md); sets "
                 "the device type and prices collectives over its links");
+  c->add_option("--precision", f->precision,
+                "fp32 or bf16 (default: bf16 on GPU devices, as they train; fp32 on the cpu "
+                "device)");
   c->add_option("--attention", f->attention,
                 "GPU attention kernels: fused (flash / cuDNN SDPA) or unfused (scores in memory, "
                 "as Megatron-LM in 2021)")

@@ -76,8 +76,14 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   const int64_t tokens = rows * r.model.max_seq;
   // Node times of the shard's graph, with the TP sums it waits for (TP
   // groups sit inside a node: the rule "tp within a node").
-  const double act_scale = double(d.activation_bytes) / 4.0;  // the graph counts f32
-  L.act_bytes = double(tokens) * r.model.dim * d.activation_bytes;
+  // Bytes per activation element: a profiled device (this CPU) stores what
+  // the graph says (fp32, or bf16 under --precision bf16); an analytic device
+  // (a GPU) what it is described with. The graph's own byte counts are
+  // rescaled to that.
+  const double graph_elem = double(model::dtype_size(g.activation_type()));
+  const double elem = d.profiled ? graph_elem : double(d.activation_bytes);
+  const double act_scale = elem / graph_elem;
+  L.act_bytes = double(tokens) * r.model.dim * elem;
   const collective_cost tp_cost = allreduce_cost(links_of(r), L.act_bytes, tp, tp);
   L.tp_allreduce_s = tp_cost.seconds;
   L.tp_algo = collective_algo_name(tp_cost.algo);
