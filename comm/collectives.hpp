@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/bf16.hpp"
 #include "comm/transport.hpp"
 
 namespace merak::comm {
@@ -72,6 +73,11 @@ struct ring_options {
 // guarantee: partners add the lower rank's value first, so every rank holds
 // the same bits; the summation order differs from the ring's).
 void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o = {});
+
+// The same over bf16 elements (half the bytes on the wire): each addition
+// is formed in float and rounded to bf16 once, so a sum over P ranks is
+// rounded P - 1 times (once at P = 2); bitwise identical on every rank.
+void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& o = {});
 
 // data <- bitwise OR over ranks (bitmaps of non-zero rows), same ring (or
 // recursive doubling when small).

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <utility>
-#include <vector>
 
 #include "core/error.hpp"
 
@@ -18,19 +17,10 @@ int stream_tp_group::start_allreduce(model::tensor& x) {
               "TP all-reduce of a {} tensor", model::dtype_name(x.type()));
   pending_.emplace(ticket, stream_.enqueue([this, &x, tag](transport& t) {
     double t0 = tracing_ ? trace_now() : 0;
-    if (x.type() == model::dtype::f32) {
+    if (x.type() == model::dtype::f32)
       allreduce_sum(t, x.span_f32(), tag);
-    } else {
-      // bf16 partial sums are added in float and rounded once, so every
-      // shard rounds the same float sum to the same bits.
-      // Serial loops: this runs on the stream's thread, beside the
-      // shard's OpenMP team.
-      model::bf16* h = x.bf16s();
-      std::vector<float> wide(size_t(x.numel()));
-      for (size_t i = 0; i < wide.size(); ++i) wide[i] = model::to_f32(h[i]);
-      allreduce_sum(t, std::span<float>(wide), tag);
-      for (size_t i = 0; i < wide.size(); ++i) h[i] = model::to_bf16(wide[i]);
-    }
+    else
+      allreduce_sum(t, std::span<bf16>(x.bf16s(), size_t(x.numel())), tag);
     if (tracing_) {
       std::lock_guard lock(mu_);
       trace_.push_back({"tp-allreduce", t0, trace_now()});

@@ -166,6 +166,50 @@ TEST_CASE("ring allreduce_sum of a large buffer sends 2(P-1)/P n 4 bytes per ran
   }
 }
 
+TEST_CASE("bf16 allreduce_sum rounds once per addition, sends half the bytes, equal bits everywhere",
+          "[comm][collectives][bf16]") {
+  using merak::bf16;
+  using merak::to_bf16;
+  using merak::to_f32;
+  for (int P : {1, 2, 3, 4})
+    for (size_t doubling : {size_t{0}, kalways}) {
+      const size_t n = 5000;
+      const ring_options o{.doubling_max_bytes = doubling};
+      std::vector<std::vector<bf16>> out(P);
+      std::vector<uint64_t> sent(P);
+      auto errors = run_ranks(P, [&](transport& t) {
+        std::vector<bf16> x(n);
+        for (size_t i = 0; i < n; ++i) x[i] = to_bf16(value(t.rank(), i));
+        allreduce_sum(t, x, 13, o);
+        out[t.rank()] = std::move(x);
+        sent[t.rank()] = t.bytes_sent();
+      });
+      INFO("P = " << P << (doubling ? ", recursive doubling" : ", ring"));
+      for (int r = 0; r < P; ++r) REQUIRE(errors[r] == "");
+      for (int r = 1; r < P; ++r)
+        REQUIRE(std::memcmp(out[r].data(), out[0].data(), n * sizeof(bf16)) == 0);
+      for (size_t i = 0; i < n; ++i) {
+        double ref = 0, mag = 0;
+        for (int r = 0; r < P; ++r) {
+          ref += to_f32(to_bf16(value(r, i)));
+          mag += std::abs(value(r, i));
+        }
+        // P - 1 roundings to bf16, each within half a bf16 ulp (at most
+        // 2^-8 relative, bf16 having 8 significant bits) of a partial sum
+        // <= mag.
+        REQUIRE(std::abs(to_f32(out[0][i]) - ref) <= (P - 1) * 0x1p-8 * mag + 1e-30);
+        // At P = 2 the one addition is rounded once: exactly the float sum, rounded.
+        if (P == 2)
+          REQUIRE(out[0][i].bits ==
+                  to_bf16(to_f32(to_bf16(value(0, i))) + to_f32(to_bf16(value(1, i)))).bits);
+      }
+      if (P > 1 && doubling == 0) {
+        const double expect = 2.0 * (P - 1) / P * n * 2;  // two bytes an element
+        for (int r = 0; r < P; ++r) REQUIRE(std::abs(double(sent[r]) - expect) <= 2.0 * P * 2);
+      }
+    }
+}
+
 TEST_CASE("allreduce_or is the union of every rank's bitmap", "[comm][collectives]") {
   for (size_t doubling : {size_t{0}, kalways})
     for (int P = 1; P <= 8; ++P)

@@ -87,21 +87,27 @@ TEST_CASE("bf16 rounds to nearest even and keeps infinities and NaN", "[bf16]") 
   CHECK(std::string(bf16_support()).size() > 0);
 }
 
-TEST_CASE("bf16 GEMM matches sgemm on the same inputs for every transpose", "[bf16]") {
+TEST_CASE("bf16 GEMM matches sgemm on the same inputs, every transpose and backend", "[bf16]") {
+  // oneDNN runs bf16 kernels (or its emulation); the other backends widen
+  // the inputs and run their sgemm: the path of a CPU without bf16 GEMMs.
   const int M = 37, N = 29, K = 300;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      tensor a = representable(ta ? shape_t{K, M} : shape_t{M, K}, 1);
-      tensor b = representable(tb ? shape_t{N, K} : shape_t{K, N}, 2);
-      tensor c0 = representable({M, N}, 3), c1 = c0.clone();
-      sgemm(ta, tb, M, N, K, 0.5f, a.f32(), ta ? M : K, b.f32(), tb ? K : N, 1.f, c0.f32(), N);
-      tensor ab = to_bf16_tensor(a), bb = to_bf16_tensor(b);
-      gemm_bf16(ta, tb, M, N, K, 0.5f, ab.bf16s(), ta ? M : K, bb.bf16s(), tb ? K : N, 1.f,
-                c1.f32(), N);
-      INFO("ta " << ta << " tb " << tb);
-      // Float accumulation of exact products: only the summation order differs.
-      CHECK(rel_err(c1, c0) < 1e-5);
-    }
+  const auto saved = current_gemm_backend();
+  for (auto backend : available_gemm_backends())
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        set_gemm_backend(backend);
+        tensor a = representable(ta ? shape_t{K, M} : shape_t{M, K}, 1);
+        tensor b = representable(tb ? shape_t{N, K} : shape_t{K, N}, 2);
+        tensor c0 = representable({M, N}, 3), c1 = c0.clone();
+        sgemm(ta, tb, M, N, K, 0.5f, a.f32(), ta ? M : K, b.f32(), tb ? K : N, 1.f, c0.f32(), N);
+        tensor ab = to_bf16_tensor(a), bb = to_bf16_tensor(b);
+        gemm_bf16(ta, tb, M, N, K, 0.5f, ab.bf16s(), ta ? M : K, bb.bf16s(), tb ? K : N, 1.f,
+                  c1.f32(), N);
+        INFO(gemm_backend_name(backend) << " ta " << ta << " tb " << tb);
+        // Float accumulation of exact products: only the summation order differs.
+        CHECK(rel_err(c1, c0) < 1e-5);
+      }
+  set_gemm_backend(saved);
 }
 
 TEST_CASE("bf16 linear forward and backward match float", "[bf16]") {
