@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -31,6 +32,15 @@ gemm_backend default_backend() {
 }
 
 std::atomic<gemm_backend> g_backend{default_backend()};
+
+// oneDNN splits a GEMM by omp_get_max_threads() and relies on a team that
+// large; under OMP_THREAD_LIMIT below that count the team is smaller and
+// part of the output is never computed. Each calling thread's count is
+// therefore kept within the limit (an ICV of the calling thread; two calls).
+void keep_within_thread_limit() {
+  const int limit = omp_get_thread_limit();
+  if (omp_get_max_threads() > limit) omp_set_num_threads(limit);
+}
 
 void eigen_sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
                  const float* B, int ldb, float beta, float* C, int ldc) {
@@ -99,7 +109,7 @@ gemm_backend current_gemm_backend() {
 
 void set_compute_threads(int n) {
   if (n < 1) fail("--threads must be at least 1 (got {})", n);
-  omp_set_num_threads(n);
+  omp_set_num_threads(std::min(n, omp_get_thread_limit()));
 #ifdef MERAK_HAVE_OPENBLAS
   openblas_set_num_threads(n);
 #endif
@@ -115,6 +125,7 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
   switch (g_backend.load(std::memory_order_relaxed)) {
 #ifdef MERAK_HAVE_ONEDNN
     case gemm_backend::onednn: {
+      keep_within_thread_limit();
       auto st =
           dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       MERAK_CHECK(st == dnnl_success, "dnnl_sgemm({}x{}x{}) returned {}", M, N, K, int(st));
@@ -150,6 +161,7 @@ void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const bf16* A
   if (M == 0 || N == 0) return;
 #ifdef MERAK_HAVE_ONEDNN
   if (g_backend.load(std::memory_order_relaxed) == gemm_backend::onednn) {
+    keep_within_thread_limit();
     auto st = dnnl_gemm_bf16bf16f32(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
                                     beta, C, ldc);
     if (st == dnnl_success) return;
