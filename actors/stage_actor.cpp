@@ -259,6 +259,10 @@ void run_op(stage_self self, const partition::op& o, Computed&& computed) {
       }
       break;
     }
+    case partition::op_kind::W: {
+      // Refused before any actor starts (parallel_options::validate).
+      fail("stage actors do not run split backwards (zb-h1)");
+    }
   }
   auto t1 = clock::now();
   st.busy_s += std::chrono::duration<double>(t1 - t0).count();
@@ -387,6 +391,7 @@ bool can_run(const stage_state& st, const partition::op& o) {
     case partition::op_kind::B:
       return st.exec->output_values().empty() || st.have_grads.count(o.mb) > 0;
     case partition::op_kind::R:
+    case partition::op_kind::W:
       return true;
   }
   return false;

@@ -14,6 +14,8 @@ struct synthetic_pipeline_options {
   partition::schedule_kind schedule = partition::schedule_kind::one_f_one_b;
   bool full_recompute = false;
   double t_f_us = 1000, t_b_us = 2000, t_r_us = 1000;  // op costs
+  // zb-h1: B is the input gradient (t_b_us), W the weight gradient (t_w_us).
+  double t_w_us = 1000;
   int steps = 5;
   int spin_us = -1;  // idle polling before blocking; -1 = automatic (idle_wait.hpp)
 };

@@ -97,11 +97,15 @@ action add_bench_command(CLI::App& parent) {
                                "measured step and bubble against the simulator");
   pl->add_option("--pp", pipe->pp)->capture_default_str();
   pl->add_option("--micro-batches", pipe->micro_batches)->capture_default_str();
-  pl->add_option("--schedule", *pipe_schedule, "gpipe, 1f1b or shifted")->capture_default_str();
+  pl->add_option("--schedule", *pipe_schedule, "gpipe, 1f1b, shifted or zb-h1")
+      ->capture_default_str();
   pl->add_flag("--full-recompute", pipe->full_recompute);
   pl->add_option("--t-f-us", pipe->t_f_us, "Forward cost (microseconds)")->capture_default_str();
   pl->add_option("--t-b-us", pipe->t_b_us, "Backward cost (microseconds)")->capture_default_str();
   pl->add_option("--t-r-us", pipe->t_r_us, "Recomputation cost (microseconds)")
+      ->capture_default_str();
+  pl->add_option("--t-w-us", pipe->t_w_us,
+                 "zb-h1: weight-gradient cost (microseconds; --t-b-us is then the input gradient)")
       ->capture_default_str();
   pl->add_option("--steps", pipe->steps, "Steps (the median is reported)")->capture_default_str();
   pl->add_option("--spin-us", pipe->spin_us,
@@ -202,6 +206,7 @@ action add_bench_command(CLI::App& parent) {
              {"t_f_us", pipe->t_f_us},
              {"t_b_us", pipe->t_b_us},
              {"t_r_us", pipe->t_r_us},
+             {"t_w_us", pipe->t_w_us},
              {"step_us", r.makespan_us},
              {"simulated_step_us", r.simulated_makespan_us},
              {"bubble", r.bubble},

@@ -14,7 +14,8 @@
 #   tsan-actors  ThreadSanitizer over the actor tests (merak_actors_tests,
 #          merak_svm_actor_tests) against a CAF built with it: give its prefix
 #          in MERAK_CAF_TSAN (bench/caf-tsan.sh builds one). Suppressions:
-#          tests/tsan-actors.supp (libgomp's regions, UCX; nothing of CAF)
+#          tests/tsan-actors.supp (UCX; nothing of CAF); OMP_THREAD_LIMIT=1,
+#          so no OpenMP worker thread exists
 # asan takes about 70 minutes on 2 cores (build and run), tsan about 15; not
 # part of CI's run (see docs/testing.md).
 set -euo pipefail
@@ -33,8 +34,9 @@ case "$kind" in
         regex=${3:-'^(actors|svm\.actors)\.'}; exclude='bench|yama|nccl'
         targets=(--target merak_actors_tests --target merak_svm_actor_tests)
         export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan-actors.supp}
-        # libgomp is not instrumented: no OpenMP worker threads.
-        export OMP_NUM_THREADS=1 ;;
+        # libgomp is not instrumented: no OpenMP worker threads at all, even
+        # where a stage actor widens its team to borrowed cores.
+        export OMP_THREAD_LIMIT=1 ;;
   *) echo "bench/sanitize.sh: unknown sanitizer '$kind' (asan, tsan or tsan-actors)" >&2; exit 1 ;;
 esac
 # shellcheck disable=SC2086  # $flag may hold two options

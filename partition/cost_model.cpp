@@ -44,7 +44,8 @@ class analytic final : public cost_model {
       const double oc = double(n.params[0].shape[0]), c = double(n.params[0].shape[1]);
       const double m = double(tokens);
       t.forward_s = gemm_seconds(d_, m, oc, c, 1, eb);
-      t.backward_s = gemm_seconds(d_, m, c, oc, 1, eb) + gemm_seconds(d_, c, oc, m, 1, eb);
+      t.weight_s = gemm_seconds(d_, c, oc, m, 1, eb);  // dW = dY^T X
+      t.backward_s = gemm_seconds(d_, m, c, oc, 1, eb) + t.weight_s;
       return t;
     }
     if (n.kind == "attention" && seq_ > 0 && head_dim_ > 0) {

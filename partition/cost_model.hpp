@@ -37,6 +37,7 @@ namespace merak::partition {
 
 struct node_time {
   double forward_s = 0, backward_s = 0;
+  double weight_s = 0;  // of backward_s: the weight gradient a split backward (zb-h1) defers
 };
 
 // How devices share hardware (0 cores: each device is its own).

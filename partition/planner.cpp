@@ -131,10 +131,18 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
     for (int k = a; k < b; ++k) {
       sp.forward_s += t[k].forward_s;
       sp.backward_s += t[k].backward_s;
+      sp.weight_s += t[k].weight_s;
     }
     L.stages.push_back(sp);
   }
   return L;
+}
+
+// Whether a search with no --schedule tries `kind`: every schedule the
+// runtime runs, and zb-h1 for devices described rather than profiled (a
+// plan for this CPU is one `merak train` runs on the stage actors).
+bool searched_by_default(schedule_kind kind, const plan_request& r) {
+  return runs_on_actors(kind) || !r.device.profiled;
 }
 
 // A candidate that fits every rule, before (or after) its simulation.
@@ -156,9 +164,12 @@ double op_seconds(const candidate& c, int s, const op& o, bool rib) {
     case op_kind::R:
       return sp.forward_s;
     case op_kind::B:
+      if (c.policies[s].split_weight) return sp.backward_s - sp.weight_s;
       if (rib) return sp.backward_s + sp.forward_s;
       if (c.policies[s].pre.count(o.mb)) return sp.backward_s;
       return sp.backward_s + c.prefix[s];
+    case op_kind::W:
+      return sp.weight_s;
   }
   return 0.0;
 }
@@ -177,6 +188,9 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
                      fmt::format("{} into {} x {}", r.global_batch, dp, m)};
   if (kind == schedule_kind::shifted && pp < 3)
     throw rule_error{"shifted needs pp >= 3", fmt::format("pp {}", pp)};
+  if (kind == schedule_kind::zb_h1 && rc != recompute_kind::none)
+    throw rule_error{"zb-h1 without recomputation",
+                     fmt::format("recompute {}", recompute_kind_name(rc))};
   const int64_t rows = r.global_batch / (int64_t(dp) * m);
   if (overlap > 0 && (tp == 1 || rows % 2 != 0))
     throw rule_error{"tp overlap needs tp > 1 and an even micro-batch",
@@ -289,6 +303,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
       fastest_b = std::min(fastest_b, b);
       sum += op_seconds(c, s, {op_kind::F, mb}, rib) + b;
       if (c.policies[s].pre.count(mb)) sum += op_seconds(c, s, {op_kind::R, mb}, rib);
+      if (c.policies[s].split_weight) sum += op_seconds(c, s, {op_kind::W, mb}, rib);
     }
     pipeline_bound = std::max(pipeline_bound, fill + sum + drain);
     if (s + 1 < pp) {
@@ -332,7 +347,8 @@ critical_path walk_critical_path(const pipeline_trace& tr, const link_delay_fn& 
     const auto& t = tr.stages[s][i];
     ++cp.ops;
     ++cp.stage_ops[s];
-    (t.what.kind == op_kind::B ? cp.backward_s : cp.forward_s) += t.end - t.start;
+    (t.what.kind == op_kind::B || t.what.kind == op_kind::W ? cp.backward_s : cp.forward_s) +=
+        t.end - t.start;
     cp.first_op = name(s, i);
     if (i > 0 && std::abs(tr.stages[s][i - 1].end - t.start) <= eps) {
       --i;  // waited for its own stage
@@ -476,18 +492,21 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
       for (int m = 1; m <= r.max_micro_batches; ++m) {
         if (r.micro_batches && m != r.micro_batches) continue;
         if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
-        for (auto kind :
-             {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted}) {
+        for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
+                          schedule_kind::shifted, schedule_kind::zb_h1}) {
           if (pp == 1 && kind != schedule_kind::one_f_one_b) continue;
-          if (!r.schedules.empty() &&
-              std::find(r.schedules.begin(), r.schedules.end(), kind) == r.schedules.end())
+          if (r.schedules.empty() ? !searched_by_default(kind, r)
+                                  : std::find(r.schedules.begin(), r.schedules.end(), kind) ==
+                                        r.schedules.end())
             continue;
+          const bool split = kind == schedule_kind::zb_h1;
           for (auto rc :
                {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full}) {
             // stage-aware with a budget keeps everything when it fits, so it
-            // stands for `none` unless none is asked for by name.
+            // stands for `none` unless none is asked for by name (zb-h1
+            // runs without recomputation: only `none`).
             if (r.recomputes.empty()
-                    ? rc == recompute_kind::none
+                    ? (split ? rc != recompute_kind::none : rc == recompute_kind::none)
                     : std::find(r.recomputes.begin(), r.recomputes.end(), rc) == r.recomputes.end())
               continue;
             if (pp == 1 && rc == recompute_kind::full && r.recomputes.empty() &&

@@ -88,6 +88,7 @@ struct stage_plan {
   int recompute_segments = 0, segments = 0;
   int64_t memory_bytes = 0;
   double forward_s = 0, backward_s = 0;  // one micro-batch
+  double weight_s = 0;                   // of backward_s: the weight gradients (zb-h1's W)
 };
 
 // A layout (partition/layout.hpp) with where its stages cut the model, what

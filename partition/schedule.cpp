@@ -14,19 +14,26 @@ std::string_view schedule_name(schedule_kind k) {
       return "1f1b";
     case schedule_kind::shifted:
       return "shifted";
+    case schedule_kind::zb_h1:
+      return "zb-h1";
   }
   return "?";
+}
+
+bool runs_on_actors(schedule_kind k) {
+  return k != schedule_kind::zb_h1;
 }
 
 schedule_kind parse_schedule(std::string_view name) {
   if (name == "gpipe") return schedule_kind::gpipe;
   if (name == "1f1b") return schedule_kind::one_f_one_b;
   if (name == "shifted") return schedule_kind::shifted;
-  fail("unknown schedule '{}' (expected gpipe, 1f1b or shifted)", name);
+  if (name == "zb-h1") return schedule_kind::zb_h1;
+  fail("unknown schedule '{}' (expected gpipe, 1f1b, shifted or zb-h1)", name);
 }
 
 std::string op_name(const op& o) {
-  static const char* names[] = {"F", "Fpc", "R", "B"};
+  static const char* names[] = {"F", "Fpc", "R", "B", "W"};
   return fmt::format("{}{}", names[int(o.kind)], o.mb);
 }
 
@@ -47,6 +54,15 @@ stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_reco
       break;
     case schedule_kind::one_f_one_b:
       pol.warm = pol.steady = p - s;
+      break;
+    case schedule_kind::zb_h1:
+      if (full_recompute) fail("the zb-h1 schedule runs without recomputation");
+      // 1F1B's forwards before the first backward; after it, up to p
+      // micro-batches awaiting their W on any stage, the most 1F1B's first
+      // stage holds: deferred Ws then fill the waits at the end.
+      pol.warm = p - s;
+      pol.steady = p;
+      pol.split_weight = true;
       break;
     case schedule_kind::shifted:
       pol.warm = pol.steady = p - s;
@@ -103,6 +119,10 @@ bool stage_scheduler::b_eligible() const {
   return keeps_stash(b) || recomputed_[b] || policy_.recompute_in_backward;
 }
 
+bool stage_scheduler::w_eligible() const {
+  return policy_.split_weight && weighted_ < backwarded_;
+}
+
 bool stage_scheduler::r_eligible() const {
   int b = backwarded_;
   return b < forwarded_ && policy_.pre.count(b) && !recomputed_[b];
@@ -121,6 +141,8 @@ std::optional<op> stage_scheduler::next() {
     pick = op{op_kind::B, backwarded_};
   else if (r_eligible())
     pick = op{op_kind::R, backwarded_};
+  else if (w_eligible())
+    pick = op{op_kind::W, weighted_};  // fills what would be a wait
   if (pick) busy_ = true;
   return pick;
 }
@@ -146,14 +168,20 @@ void stage_scheduler::completed(const op& o) {
       any_backward_ = true;
       last_was_backward_ = true;
       break;
+    case op_kind::W:
+      MERAK_CHECK(o.mb == weighted_, "weight gradient of micro-batch {} out of order", o.mb);
+      ++weighted_;
+      break;
   }
 }
 
 bool stage_scheduler::done() const {
-  return backwarded_ == policy_.micro_batches;
+  return backwarded_ == policy_.micro_batches &&
+         (!policy_.split_weight || weighted_ == policy_.micro_batches);
 }
 
 std::vector<op> reference_order(schedule_kind kind, int p, int m, int s) {
+  if (kind == schedule_kind::zb_h1) fail("no reference order for zb-h1");
   auto pol = make_policy(kind, p, m, s);
   std::vector<op> out;
   auto fwd = [&](int i) { out.push_back({pol.pre.count(i) ? op_kind::Fpc : op_kind::F, i}); };

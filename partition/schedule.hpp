@@ -7,6 +7,13 @@
 // three policies over the same mechanism. The runtime's stage actors and the
 // event simulator both drive a stage_scheduler, so what the simulator predicts
 // is what the actors do. Pure code: no actors, no threads.
+//
+// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2023) splits each
+// backward into B, the input gradient (what the stage before waits for),
+// and W, the weight gradient (nobody waits for it): W ops fill the waits,
+// and a micro-batch counts as in flight until its W, so activation memory
+// stays 1F1B's. The planner prices it; the stage actors do not run it yet
+// (runs_on_actors).
 
 #include <cstdint>
 #include <optional>
@@ -17,8 +24,10 @@
 
 namespace merak::partition {
 
-enum class schedule_kind { gpipe, one_f_one_b, shifted };
-std::string_view schedule_name(schedule_kind k);  // "gpipe", "1f1b", "shifted"
+enum class schedule_kind { gpipe, one_f_one_b, shifted, zb_h1 };
+std::string_view schedule_name(schedule_kind k);  // "gpipe", "1f1b", "shifted", "zb-h1"
+// Whether the stage actors run `k` (all but zb-h1).
+bool runs_on_actors(schedule_kind k);
 // Throws merak::error naming the value for an unknown name.
 schedule_kind parse_schedule(std::string_view name);
 
@@ -31,6 +40,7 @@ struct stage_policy {
   bool forward_first = false;  // GPipe: F before B always
   std::set<int> pre;           // micro-batches run as Fpc + R (checkpointed, recomputed early)
   bool recompute_in_backward = false;  // every F is Fpc and B recomputes (full recomputation)
+  bool split_weight = false;  // ZB-H1: B is the input gradient; W(mb) the weight gradient
 };
 
 // The policy of stage `s` of `p` for `m` micro-batches. With
@@ -38,16 +48,18 @@ struct stage_policy {
 // recomputes inside backward (1F1B/GPipe with full recomputation).
 // Throws merak::error for p < 1, m < 1, s outside [0, p), or the shifted
 // schedule with p < 3 or m < max(4, p)... (shifted falls back to 1F1B limits
-// for p < 3).
+// for p < 3). zb-h1 has 1F1B's limits, counted until W, and no
+// recomputation (full_recompute throws).
 stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute = false);
 
-enum class op_kind : uint8_t { F, Fpc, R, B };
+// W: the weight-gradient half of a split backward (zb-h1 only).
+enum class op_kind : uint8_t { F, Fpc, R, B, W };
 struct op {
   op_kind kind;
   int mb;
   bool operator==(const op&) const = default;
 };
-std::string op_name(const op& o);  // "F3", "Fpc5", "R5", "B0"
+std::string op_name(const op& o);  // "F3", "Fpc5", "R5", "B0", "W0"
 
 // One stage's decisions. Feed it arrivals and completions; ask next() when
 // the stage is idle. Single-threaded (owned by one stage actor).
@@ -63,10 +75,13 @@ class stage_scheduler {
   std::optional<op> next();
   void completed(const op& o);
   // Whether next() would return an op now.
-  bool has_eligible() const { return !busy_ && (f_eligible() || b_eligible() || r_eligible()); }
+  bool has_eligible() const {
+    return !busy_ && (f_eligible() || b_eligible() || r_eligible() || w_eligible());
+  }
 
   bool done() const;
-  int in_flight() const { return forwarded_ - backwarded_; }
+  // Micro-batches forwarded and not yet done (backward, or W when split).
+  int in_flight() const { return forwarded_ - (policy_.split_weight ? weighted_ : backwarded_); }
   int max_in_flight_seen() const { return max_in_flight_; }
   const stage_policy& policy() const { return policy_; }
   // Whether the stash of `mb` must be kept after its forward (F) or only
@@ -77,11 +92,13 @@ class stage_scheduler {
   bool f_eligible() const;
   bool b_eligible() const;
   bool r_eligible() const;
+  bool w_eligible() const;
 
   stage_policy policy_;
   std::vector<bool> act_, grad_, recomputed_;
   int forwarded_ = 0;   // micro-batches forwarded (in order)
   int backwarded_ = 0;  // micro-batches backwarded (in order)
+  int weighted_ = 0;    // micro-batches whose W ran (in order; split_weight only)
   bool any_backward_ = false;
   bool last_was_backward_ = false;
   bool busy_ = false;
@@ -89,7 +106,8 @@ class stage_scheduler {
 };
 
 // The order the rules of the spec give for stage s, built directly (the
-// test oracle for the emergent order; not used by the runtime).
+// test oracle for the emergent order; not used by the runtime). Not for
+// zb-h1 (throws).
 std::vector<op> reference_order(schedule_kind kind, int p, int m, int s);
 
 }  // namespace merak::partition

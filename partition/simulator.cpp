@@ -34,7 +34,7 @@ double pipeline_trace::bubble_fraction() const {
   return 1.0 - busy / (double(stages.size()) * makespan);
 }
 
-op_cost_fn uniform_costs(double t_f, double t_b, double t_r) {
+op_cost_fn uniform_costs(double t_f, double t_b, double t_r, double t_w) {
   return [=](int, const op& o, bool recompute_in_backward) {
     switch (o.kind) {
       case op_kind::F:
@@ -44,6 +44,8 @@ op_cost_fn uniform_costs(double t_f, double t_b, double t_r) {
         return t_r;
       case op_kind::B:
         return t_b + (recompute_in_backward ? t_r : 0.0);
+      case op_kind::W:
+        return t_w;
     }
     return 0.0;
   };

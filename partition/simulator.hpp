@@ -59,8 +59,9 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
 double shared_makespan(std::vector<double> work, int threads, int cores, double contention);
 
 // Uniform costs: F = Fpc = t_f, B = t_b (+ t_r when recomputing inside it),
-// R = t_r, free links.
-op_cost_fn uniform_costs(double t_f, double t_b, double t_r);
+// R = t_r, W = t_w (a split backward's weight gradient; B is then its input
+// gradient alone), free links.
+op_cost_fn uniform_costs(double t_f, double t_b, double t_r, double t_w = 0);
 
 std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m,
                                         bool full_recompute = false);

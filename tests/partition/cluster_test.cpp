@@ -190,3 +190,27 @@ TEST_CASE("published Megatron-LM runs on DGX A100 are predicted within 15%", "[p
     CHECK(p.tflops_per_device / w.published < 1.15);
   }
 }
+
+TEST_CASE("zb-h1 is searched on described devices, wins where the drain costs, never recomputes",
+          "[planner][cluster]") {
+  model::gpt_config m{.vocab = 51200, .max_seq = 2048, .layers = 48, .dim = 8192, .heads = 64};
+  auto r = cluster_request("dgx-a100-hdr", m, 32, 4, 32);
+  r.tp = 8;
+  r.pp = 4;
+  r.dp = 1;
+  r.micro_batches = 32;
+  auto costs = analytic_costs(r.device, m);
+  auto best = search_plans(r, *costs).best;
+  CHECK(best.schedule == schedule_kind::zb_h1);
+  CHECK(best.recompute == recompute_kind::none);
+  // Against 1F1B on the same layout: the weight gradients leave the
+  // critical path's drain.
+  auto one_f_one_b = evaluate_plan(r, *costs, 1, 8, 4, 32, schedule_kind::one_f_one_b,
+                                   recompute_kind::none, 0);
+  CHECK(best.pipeline_s < one_f_one_b.pipeline_s);
+  CHECK(best.stages[0].weight_s > 0);
+  CHECK(best.stages[0].weight_s < best.stages[0].backward_s);
+  CHECK_THROWS_WITH(evaluate_plan(r, *costs, 1, 8, 4, 32, schedule_kind::zb_h1,
+                                  recompute_kind::full, 0),
+                    Catch::Contains("zb-h1 without recomputation"));
+}

@@ -79,13 +79,13 @@ TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", 
     rng r(seed, 1);
     int p = 2 + int(r.below(7));
     int m = p + int(r.below(2 * p + 1));
-    auto kind = schedule_kind(r.below(3));
-    bool full = r.below(2) == 1;
+    auto kind = schedule_kind(r.below(4));
+    bool full = r.below(2) == 1 && kind != schedule_kind::zb_h1;
     auto pols = make_policies(kind, p, m, full);
     std::vector<double> scale(p);
     for (auto& x : scale) x = 0.2 + 3.0 * r.uniform();
     auto cost = [&](int s, const op& o, bool rib) {
-      return uniform_costs(1, 2, 1)(s, o, rib) * scale[s] * (0.5 + r.uniform());
+      return uniform_costs(1, 2, 1, 1)(s, o, rib) * scale[s] * (0.5 + r.uniform());
     };
     auto delay = [&](int, int, int) { return 2.0 * r.uniform(); };
     auto tr = simulate_pipeline(pols, cost, delay);
@@ -93,7 +93,41 @@ TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", 
     REQUIRE_FALSE(tr.deadlocked);
     for (int s = 0; s < p; ++s) {
       if (pols[s].limited) CHECK(tr.max_in_flight[s] <= std::max(pols[s].warm, pols[s].steady));
-      CHECK(int(tr.stages[s].size()) >= 2 * m);
+      CHECK(int(tr.stages[s].size()) >= (kind == schedule_kind::zb_h1 ? 3 : 2) * m);
     }
   }
+}
+
+TEST_CASE("zb-h1 leaves (p-1)(F+B-W) of bubble: weight gradients fill the drain", "[schedule]") {
+  // F = B = W = 1 (B the input gradient, W the weight gradient): zb-h1 takes
+  // 3m + (p-1) (Qi et al. 2023), 1F1B with its whole backward (B + W = 2)
+  // 3(m + p - 1).
+  for (int p = 2; p <= 8; ++p)
+    for (int m = p; m <= 3 * p; ++m) {
+      INFO("p=" << p << " m=" << m);
+      auto zb = simulate_pipeline(make_policies(schedule_kind::zb_h1, p, m),
+                                  uniform_costs(1, 1, 0, 1), no_delay);
+      auto ofob = simulate_pipeline(make_policies(schedule_kind::one_f_one_b, p, m),
+                                    uniform_costs(1, 2, 0), no_delay);
+      REQUIRE_FALSE(zb.deadlocked);
+      CHECK(zb.makespan == 3.0 * m + (p - 1));
+      CHECK(ofob.makespan == 3.0 * (m + p - 1));
+      for (int s = 0; s < p; ++s) {
+        // Every micro-batch's F, B and W, W after its B; never more than
+        // p micro-batches awaiting their W (1F1B's first stage's memory).
+        int f = 0, b = 0, w = 0;
+        for (auto& t : zb.stages[s]) {
+          if (t.what.kind == op_kind::F) CHECK(t.what.mb == f++);
+          if (t.what.kind == op_kind::B) CHECK(t.what.mb == b++);
+          if (t.what.kind == op_kind::W) CHECK(t.what.mb == w++);
+          CHECK(w <= b);
+        }
+        CHECK((f == m && b == m && w == m));
+        CHECK(zb.max_in_flight[s] <= p);
+      }
+    }
+  CHECK_THROWS_WITH(make_policy(schedule_kind::zb_h1, 4, 8, 0, true),
+                    Catch::Contains("without recomputation"));
+  CHECK(parse_schedule("zb-h1") == schedule_kind::zb_h1);
+  CHECK_FALSE(runs_on_actors(schedule_kind::zb_h1));
 }
