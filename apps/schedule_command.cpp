@@ -8,6 +8,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
+#include "core/error.hpp"
 #include "partition/simulator.hpp"
 
 namespace merak::apps {
@@ -18,16 +19,20 @@ struct schedule_flags {
   int micro_batches = 8;
   std::string schedule = "1f1b";
   bool full_recompute = false;
-  double t_f = 1, t_b = 2, t_r = 1;
+  double t_f = 1, t_b = 2, t_r = 1, t_w = 1;
   bool stats = false;
 };
 
 int run_show(const schedule_flags& f) {
   using namespace partition;
   auto kind = parse_schedule(f.schedule);
-  auto tr =
-      simulate_pipeline(make_policies(kind, f.pp, f.micro_batches, f.full_recompute),
-                        uniform_costs(f.t_f, f.t_b, f.t_r), [](int, int, int) { return 0.0; });
+  if (!(f.t_w >= 0 && f.t_w <= f.t_b))
+    fail("--t-w must be from 0 to --t-b {} (got {})", f.t_b, f.t_w);
+  // zb-h1 splits the backward: B is its input gradient, W the rest.
+  const bool split = kind == schedule_kind::zb_h1;
+  auto tr = simulate_pipeline(make_policies(kind, f.pp, f.micro_batches, f.full_recompute),
+                              uniform_costs(f.t_f, split ? f.t_b - f.t_w : f.t_b, f.t_r, f.t_w),
+                              [](int, int, int) { return 0.0; });
   for (int s = 0; s < f.pp; ++s) {
     std::printf("s%d:", s);
     for (auto& o : tr.order(s)) std::printf(" %s", op_name(o).c_str());
@@ -45,16 +50,20 @@ action add_schedule_command(CLI::App& parent) {
   auto* c = parent.add_subcommand("schedule", "Pipeline schedules");
   c->require_subcommand(1);
   auto* show =
-      c->add_subcommand("show", "Print each stage's op order (F, Fpc, R, B) for uniform op costs");
+      c->add_subcommand("show", "Print each stage's op order (F, Fpc, R, B, W) for uniform op costs");
   show->add_option("--pp", f->pp, "Pipeline stages")->capture_default_str();
   show->add_option("--micro-batches", f->micro_batches, "Micro-batches per step")
       ->capture_default_str();
-  show->add_option("--schedule", f->schedule, "gpipe, 1f1b or shifted")->capture_default_str();
+  show->add_option("--schedule", f->schedule, "gpipe, 1f1b, shifted or zb-h1")
+      ->capture_default_str();
   show->add_flag("--full-recompute", f->full_recompute,
                  "Every stage but the last recomputes in backward");
   show->add_option("--t-f", f->t_f, "Cost of a forward")->capture_default_str();
   show->add_option("--t-b", f->t_b, "Cost of a backward")->capture_default_str();
   show->add_option("--t-r", f->t_r, "Cost of a recomputation")->capture_default_str();
+  show->add_option("--t-w", f->t_w,
+                   "Of the backward's cost, the weight gradient (zb-h1 runs it as W, later)")
+      ->capture_default_str();
   show->add_flag("--stats", f->stats, "Also print the makespan and bubble fraction");
   return [f] { return run_show(*f); };
 }
