@@ -5,10 +5,9 @@ namespace merak::actors {
 
 void parallel_options::validate(int batch) const {
   partition::layout::validate(batch);
-  if (!partition::runs_on_actors(schedule))
-    fail("--schedule {}: the planner prices it (merak plan) but the stage actors do not run it "
-         "yet; use gpipe, 1f1b or shifted",
-         partition::schedule_name(schedule));
+  if (schedule == partition::schedule_kind::zb_h1 && recompute != recompute_mode::none)
+    fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
+         recompute == recompute_mode::full ? "full" : "stage-aware");
   if (!(timeout_s > 0)) fail("the step timeout must be positive (got {})", timeout_s);
   if (!(heartbeat_s == 0 || (heartbeat_s >= 0.2 && heartbeat_s <= 1e6)))
     fail("--heartbeat-timeout must be 0 (off) or from 0.2 to 1e6 seconds (got {})", heartbeat_s);

@@ -41,6 +41,7 @@ struct stage_state {
   std::deque<partition::op> commanded;
   std::set<int> have_inputs, have_grads;
   int backwards = 0;
+  int weights = 0;  // W ops run (zb-h1)
   // Per micro-batch: inputs and output gradients gathered so far.
   std::map<int, std::vector<model::tensor>> inputs, grads;
   std::map<int, int> inputs_seen, grads_seen;
@@ -250,7 +251,9 @@ void run_op(stage_self self, const partition::op& o, Computed&& computed) {
       std::function<void(int)> done;
       if (st.cfg.dp > 1 && o.mb == st.cfg.policy.micro_batches - 1)
         done = [self](int n) { node_finished(self, n); };
-      auto dx = ex.backward(o.mb, std::move(g), st.cfg.loss_scale, done);
+      // zb-h1: the weight gradients wait for this micro-batch's W.
+      auto dx =
+          ex.backward(o.mb, std::move(g), st.cfg.loss_scale, done, st.cfg.policy.split_weight);
       cores.compute_done(computed());
       for (size_t i = 0; i < dx.size(); ++i) {
         int producer = st.cfg.route.input_producer[i];
@@ -260,8 +263,12 @@ void run_op(stage_self self, const partition::op& o, Computed&& computed) {
       break;
     }
     case partition::op_kind::W: {
-      // Refused before any actor starts (parallel_options::validate).
-      fail("stage actors do not run split backwards (zb-h1)");
+      std::function<void(int)> done;
+      if (st.cfg.dp > 1 && o.mb == st.cfg.policy.micro_batches - 1)
+        done = [self](int n) { node_finished(self, n); };
+      ex.weight_backward(o.mb, done);
+      cores.compute_done(computed());
+      break;
     }
   }
   auto t1 = clock::now();
@@ -405,6 +412,7 @@ void after_op(stage_self self, const partition::op& o) {
     st.have_grads.erase(o.mb);
     ++st.backwards;
   }
+  if (o.kind == partition::op_kind::W) ++st.weights;
 }
 
 void pump(stage_self self) {
@@ -417,7 +425,8 @@ void pump(stage_self self) {
       run_op(self, o, [] { return false; });
       after_op(self, o);
     }
-    if (st.backwards == st.cfg.policy.micro_batches) {
+    const int m = st.cfg.policy.micro_batches;
+    if (st.backwards == m && (!st.cfg.policy.split_weight || st.weights == m)) {
       st.finishing = true;
       finish_backward(self);
     }
@@ -595,6 +604,7 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
           st.in_step = true;
           st.finishing = false;
           st.backwards = 0;
+          st.weights = 0;
           st.shipped = st.reduced = 0;
           if (st.bucketer) st.bucketer->begin_step();
           st.busy_s = 0;

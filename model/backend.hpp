@@ -37,10 +37,10 @@ class backend {
                                   const tensor& rstd) = 0;
   // out = in @ weight^T + bias; `weight` (OC,C) has the activations' type
   // (a bf16 run passes the bf16 copy of the float master weight); bias
-  // (OC) float or null. din, dbias may be null.
+  // (OC) float or null. din, dweight, dbias may be null (not computed).
   virtual void matmul_forward(tensor& out, const tensor& in, const tensor& weight,
                               const tensor* bias) = 0;
-  virtual void matmul_backward(tensor* din, tensor& dweight, tensor* dbias, const tensor& dout,
+  virtual void matmul_backward(tensor* din, tensor* dweight, tensor* dbias, const tensor& dout,
                                const tensor& in, const tensor& weight) = 0;
   // qkv (B,T,3C) -> out (B,T,C), `heads` heads; att (B,heads,T,T) stashed,
   // of the activations' type.

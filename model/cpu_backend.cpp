@@ -86,16 +86,17 @@ class cpu_backend final : public backend {
     else
       k::matmul_forward(out.f32(), in.f32(), weight.f32(), b, N, C, OC);
   }
-  void matmul_backward(tensor* din, tensor& dweight, tensor* dbias, const tensor& dout,
+  void matmul_backward(tensor* din, tensor* dweight, tensor* dbias, const tensor& dout,
                        const tensor& in, const tensor& weight) override {
     expect_type("linear backward", in.type(), {din, &dout, &weight});
     const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
     float* db = dbias ? dbias->f32() : nullptr;
+    float* dw = dweight ? dweight->f32() : nullptr;
     if (is_bf16(in))
-      k::matmul_backward(din ? din->bf16s() : nullptr, dweight.f32(), db, dout.bf16s(), in.bf16s(),
+      k::matmul_backward(din ? din->bf16s() : nullptr, dw, db, dout.bf16s(), in.bf16s(),
                          weight.bf16s(), N, C, OC);
     else
-      k::matmul_backward(din ? din->f32() : nullptr, dweight.f32(), db, dout.f32(), in.f32(),
+      k::matmul_backward(din ? din->f32() : nullptr, dw, db, dout.f32(), in.f32(),
                          weight.f32(), N, C, OC);
   }
 

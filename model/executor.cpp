@@ -247,6 +247,7 @@ bool executor::has_stash(int mb) const {
 }
 
 void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
+                            const std::vector<char>* keep,
                             const std::function<void(int)>& node_done) {
   auto& nodes = graph_.nodes();
   auto& vinfo = graph_.values();
@@ -274,14 +275,23 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     }
     if (node_hook_) node_hook_();
     double t0 = profiling_ ? now_s() : 0;
-    layers_[n - first_]->backward(in, g[out], din, sub.stashes[n - first_]);
+    auto& l = *layers_[n - first_];
+    const bool defer = keep && l.splits_weight_grad();
+    if (defer)
+      l.backward_input(in, g[out], din, sub.stashes[n - first_]);
+    else
+      l.backward(in, g[out], din, sub.stashes[n - first_]);
     if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
     // Every consumer of `out` in this range ran its backward already
-    // (reverse topological order): its value, gradient and stash are done.
-    pool_.release(std::move(g[out]));
-    pool_.release(std::move(sub.values[out]));
+    // (reverse topological order): its value, gradient and stash are done,
+    // but for what a deferred weight gradient reads.
+    if (defer)
+      sub.weight_douts[n] = std::move(g[out]);
+    else
+      pool_.release(std::move(g[out]));
+    if (!keep || !(*keep)[out]) pool_.release(std::move(sub.values[out]));
     sub.stashes[n - first_].clear();
-    finished(n);
+    if (!defer) finished(n);
   };
   // Mirror of run_forward: the last sub-batch first; a sub-batch starts the
   // all-reduce of a tp_copy node's output gradient, hands over, and runs
@@ -324,8 +334,10 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
 }
 
 std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale,
-                                       const std::function<void(int)>& node_done) {
+                                       const std::function<void(int)>& node_done,
+                                       bool split_weights) {
   auto& s = state(mb);
+  if (s.awaiting_weights) fail("backward of micro-batch {} ran already", mb);
   if (output_grads.size() != outputs_.size())
     fail("backward of micro-batch {} got {} output gradients, expected {}", mb, output_grads.size(),
          outputs_.size());
@@ -349,7 +361,14 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
       grads[j][graph_.loss()] = std::move(d);
     }
   }
-  run_backward(s, grads, node_done);
+  std::vector<char> keep;
+  if (split_weights) {
+    keep.assign(graph_.values().size(), 0);
+    for (int n = first_; n < last_; ++n)
+      if (layers_[n - first_]->splits_weight_grad())
+        for (int v : graph_.nodes()[n].inputs) keep[v] = 1;
+  }
+  run_backward(s, grads, split_weights ? &keep : nullptr, node_done);
   std::vector<tensor> input_grads;
   for (int v : inputs_) {
     if (!grads[0][v].defined()) {
@@ -362,9 +381,44 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
     if (k > 1)
       for (auto* p : parts) pool_.release(std::move(*p));
   }
+  if (split_weights) {
+    // Only what the weight gradients read stays (kept values were never
+    // released; the gradients of this range's values are done).
+    for (auto& g : grads)
+      for (auto& t : g)
+        if (t.defined()) pool_.release(std::move(t));
+    s.awaiting_weights = true;
+    return input_grads;
+  }
   release(s);
   batches_.erase(mb);
   return input_grads;
+}
+
+void executor::weight_backward(int mb, const std::function<void(int)>& node_done) {
+  auto& s = state(mb);
+  if (!s.awaiting_weights) fail("micro-batch {} has no split backward to finish", mb);
+  auto& nodes = graph_.nodes();
+  std::vector<const tensor*> in;
+  for (int n = last_ - 1; n >= first_; --n) {
+    bool ran = false;
+    for (auto& sub : s.subs) {
+      auto it = sub.weight_douts.find(n);
+      if (it == sub.weight_douts.end()) continue;
+      in.clear();
+      for (int v : nodes[n].inputs) in.push_back(&sub.values[v]);
+      if (node_hook_) node_hook_();
+      double t0 = profiling_ ? now_s() : 0;
+      layers_[n - first_]->backward_weight(in, it->second);
+      if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
+      pool_.release(std::move(it->second));
+      sub.weight_douts.erase(it);
+      ran = true;
+    }
+    if (ran && node_done) node_done(n);
+  }
+  release(s);
+  batches_.erase(mb);
 }
 
 double executor::evaluate(std::vector<tensor> inputs) {

@@ -94,8 +94,19 @@ class executor {
   // backward ran (for every sub-micro-batch): its parameters' gradients then
   // hold this micro-batch's share, so a last micro-batch can hand them to
   // the data-parallel reduction while the rest of backward runs.
+  //
+  // split_weights (the zb-h1 schedule): layers that can (layer::
+  // splits_weight_grad) leave their weight gradients for weight_backward();
+  // the micro-batch stays in flight, holding what those need (their inputs
+  // and output gradients), until then, and node_done is called for those
+  // nodes there.
   std::vector<tensor> backward(int mb, std::vector<tensor> output_grads, float loss_scale = 1.0f,
-                               const std::function<void(int)>& node_done = {});
+                               const std::function<void(int)>& node_done = {},
+                               bool split_weights = false);
+  // The weight gradients a split backward of `mb` left; frees the
+  // micro-batch. Accumulates into the same parameter gradients, so a split
+  // run sums exactly what backward() would.
+  void weight_backward(int mb, const std::function<void(int)>& node_done = {});
 
   // Mean loss of a forward without gradients (needs computes_loss()).
   double evaluate(std::vector<tensor> inputs);
@@ -128,10 +139,12 @@ class executor {
   struct sub_batch {
     std::vector<tensor> values;  // by graph value id
     std::vector<stash> stashes;  // by node index - first_
+    std::map<int, tensor> weight_douts;  // by node index: output gradients for weight_backward
   };
   struct micro_batch {
     std::vector<sub_batch> subs;
     int dropped_until = 0;  // nodes [first_, dropped_until) need recomputing
+    bool awaiting_weights = false;  // a split backward ran; weight_backward frees it
     bool stashed() const { return dropped_until == 0; }
   };
   micro_batch& state(int mb);
@@ -140,7 +153,10 @@ class executor {
   // Runs nodes [from, to) forward over every sub-batch, interleaved at the
   // TP all-reduces.
   void run_forward(micro_batch& s, int from, int to);
+  // keep (by value id, split backward only): values the deferred weight
+  // gradients read, not released.
   void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
+                    const std::vector<char>* keep,
                     const std::function<void(int)>& node_done);
   // Drops what nodes [first_, until) produced, but what later nodes read.
   void drop_activations(micro_batch& s, int until);

@@ -57,6 +57,17 @@ class layer {
   virtual void backward(std::span<const tensor* const> in, const tensor& dout,
                         std::span<tensor* const> din, stash& st) = 0;
 
+  // Split backward (the zb-h1 schedule): a layer that can leave its weight
+  // gradient for later says so; backward_input() then accumulates the input
+  // gradients (and any cheap parameter gradients), backward_weight() the
+  // rest, from the same inputs and output gradient. Their sum is backward().
+  virtual bool splits_weight_grad() const { return false; }
+  virtual void backward_input(std::span<const tensor* const> in, const tensor& dout,
+                              std::span<tensor* const> din, stash& st) {
+    backward(in, dout, din, st);
+  }
+  virtual void backward_weight(std::span<const tensor* const> in, const tensor& dout) {}
+
   // The parameters' values may have changed since the last call: whatever
   // the layer derives from them (a bf16 copy of a weight) must be rebuilt
   // before its next use. Called by the executor between steps.

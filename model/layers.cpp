@@ -94,8 +94,19 @@ class linear_layer final : public layer {
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    cpu().matmul_backward(din[0], w_->grad, b_ ? &b_->grad : nullptr, dout, *in[0],
+    cpu().matmul_backward(din[0], &w_->grad, b_ ? &b_->grad : nullptr, dout, *in[0],
                           weight_for(*in[0]));
+  }
+  // Split: the input gradient and the bias (a column sum) first, the weight
+  // gradient's GEMM later.
+  bool splits_weight_grad() const override { return true; }
+  void backward_input(std::span<const tensor* const> in, const tensor& dout,
+                      std::span<tensor* const> din, stash&) override {
+    cpu().matmul_backward(din[0], nullptr, b_ ? &b_->grad : nullptr, dout, *in[0],
+                          weight_for(*in[0]));
+  }
+  void backward_weight(std::span<const tensor* const> in, const tensor& dout) override {
+    cpu().matmul_backward(nullptr, &w_->grad, nullptr, dout, *in[0], weight_for(*in[0]));
   }
   void parameters_changed() override { copy_stale_ = true; }
 

@@ -117,7 +117,11 @@ class measured final : public cost_model {
     double flops =
         n.flops_per_token > 0 ? n.flops_per_token : double(n.activation_bytes_per_token) / 4.0;
     double f = flops * double(tokens);
-    return {f * rate.first, f * rate.second};
+    node_time t{f * rate.first, f * rate.second};
+    // A linear layer's backward is two GEMMs of its forward's size: dX and
+    // the weight gradient dW (what a split backward defers).
+    if (n.kind == "linear") t.weight_s = 0.5 * t.backward_s;
+    return t;
   }
   // Over every micro-batch shape profiled so far (each plan's own among them).
   double peak_flops() const override {

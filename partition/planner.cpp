@@ -138,13 +138,6 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   return L;
 }
 
-// Whether a search with no --schedule tries `kind`: every schedule the
-// runtime runs, and zb-h1 for devices described rather than profiled (a
-// plan for this CPU is one `merak train` runs on the stage actors).
-bool searched_by_default(schedule_kind kind, const plan_request& r) {
-  return runs_on_actors(kind) || !r.device.profiled;
-}
-
 // A candidate that fits every rule, before (or after) its simulation.
 struct candidate {
   plan out;
@@ -495,9 +488,8 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
         for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
                           schedule_kind::shifted, schedule_kind::zb_h1}) {
           if (pp == 1 && kind != schedule_kind::one_f_one_b) continue;
-          if (r.schedules.empty() ? !searched_by_default(kind, r)
-                                  : std::find(r.schedules.begin(), r.schedules.end(), kind) ==
-                                        r.schedules.end())
+          if (!r.schedules.empty() &&
+              std::find(r.schedules.begin(), r.schedules.end(), kind) == r.schedules.end())
             continue;
           const bool split = kind == schedule_kind::zb_h1;
           for (auto rc :

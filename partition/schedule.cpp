@@ -20,9 +20,6 @@ std::string_view schedule_name(schedule_kind k) {
   return "?";
 }
 
-bool runs_on_actors(schedule_kind k) {
-  return k != schedule_kind::zb_h1;
-}
 
 schedule_kind parse_schedule(std::string_view name) {
   if (name == "gpipe") return schedule_kind::gpipe;

@@ -12,8 +12,7 @@
 // backward into B, the input gradient (what the stage before waits for),
 // and W, the weight gradient (nobody waits for it): W ops fill the waits,
 // and a micro-batch counts as in flight until its W, so activation memory
-// stays 1F1B's. The planner prices it; the stage actors do not run it yet
-// (runs_on_actors).
+// stays 1F1B's.
 
 #include <cstdint>
 #include <optional>
@@ -26,8 +25,6 @@ namespace merak::partition {
 
 enum class schedule_kind { gpipe, one_f_one_b, shifted, zb_h1 };
 std::string_view schedule_name(schedule_kind k);  // "gpipe", "1f1b", "shifted", "zb-h1"
-// Whether the stage actors run `k` (all but zb-h1).
-bool runs_on_actors(schedule_kind k);
 // Throws merak::error naming the value for an unknown name.
 schedule_kind parse_schedule(std::string_view name);
 

@@ -40,7 +40,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC);
 // dinp (N,C) += dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) +=
-// column sums of dout. dinp or dbias may be null (not needed).
+// column sums of dout. Any of dinp, dweight, dbias may be null (not needed).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC);
 

@@ -50,7 +50,7 @@ float* scratch_floats(int64_t n) {
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC) {
   if (dinp) sgemm(false, false, N, C, OC, 1.f, dout, OC, weight, C, 1.f, dinp, C);
-  sgemm(true, false, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dweight, C);
+  if (dweight) sgemm(true, false, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dweight, C);
   if (dbias) add_column_sums(dbias, dout, N, OC);
 }
 
@@ -76,7 +76,7 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
     gemm_bf16(false, false, N, C, OC, 1.f, dout, OC, weight, C, 0.f, dx, C);
     accumulate(dinp, dx, int64_t(N) * C);
   }
-  gemm_bf16(true, false, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dweight, C);
+  if (dweight) gemm_bf16(true, false, OC, C, N, 1.f, dout, OC, inp, C, 1.f, dweight, C);
   if (dbias) add_column_sums(dbias, dout, N, OC);
 }
 

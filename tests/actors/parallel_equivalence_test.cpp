@@ -189,6 +189,45 @@ TEST_CASE("layouts in bf16 match the single device in bf16", "[actors][equivalen
   }
 }
 
+// zb-h1: each backward split into B (input gradients, what the stage before
+// waits for) and W (the linear layers' weight gradients, run where the stage
+// would wait). The same sums as 1F1B, so the same tolerance.
+TEST_CASE("the zb-h1 schedule on the stage actors matches the single device",
+          "[actors][equivalence][zb]") {
+  const int64_t steps = 20;
+  static const auto reference = single_device_losses(steps);
+  struct config {
+    int dp, tp, pp, m, overlap;
+  };
+  const config configs[] = {{1, 1, 2, 4, 0}, {1, 1, 4, 8, 0}, {2, 1, 2, 2, 0},
+                            {1, 2, 2, 4, 0}, {1, 2, 2, 4, 1}, {2, 2, 2, 2, 2}};
+  for (auto c : configs) {
+    actors::parallel_options par;
+    par.dp = c.dp;
+    par.tp = c.tp;
+    par.pp = c.pp;
+    par.micro_batches = c.m;
+    par.tp_overlap = c.overlap;
+    par.schedule = schedule_kind::zb_h1;
+    par.bucket_bytes = 8192;
+    par.timeout_s = 60;
+    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " tp-overlap "
+               << c.overlap << " zb-h1");
+    actors::parallel_trainer tr(tiny(steps), par, corpus());
+    for (int64_t s = 0; s < steps; ++s) {
+      double loss = tr.train_step().loss;
+      INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+      REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
+    }
+  }
+  actors::parallel_options bad;
+  bad.pp = 2;
+  bad.micro_batches = 4;
+  bad.schedule = schedule_kind::zb_h1;
+  bad.recompute = actors::recompute_mode::full;
+  CHECK_THROWS_WITH(bad.validate(16), Catch::Contains("zb-h1 runs without recomputation"));
+}
+
 TEST_CASE("a tensor-parallel split that does not divide is refused by name", "[actors][tp]") {
   actors::parallel_options par;
   par.tp = 3;

@@ -19,6 +19,9 @@
 #              tp2 over 2 processes (bf16 activations and TP sums on the
 #              wire) equal the same layout in one process to 1e-12 and the
 #              single device in bf16 within 1e-3
+#   zb         pp2 over 2 processes with the zb-h1 schedule (split backward):
+#              equal to the same in one process and within 1e-5 of the
+#              single device
 #   pp2_lend   pp2 over 2 processes lending cores between them (shared
 #              memory): equal to one process and the single device to 1e-5
 #   placement  --placement "1,0" puts stage 0 on process 1; and bad
@@ -193,6 +196,9 @@ case $case_name in
     ;;
   dp2_tp2_pp2_2)
     DP=2 run_layout 2 --dp 2 --tp 2 --pp 2 --micro-batches 2 --tp-overlap 1 --schedule shifted
+    ;;
+  zb)
+    DP=1 run_layout 2 --pp 2 --micro-batches 4 --schedule zb-h1
     ;;
   bf16)
     for layout in "--pp 2 --micro-batches 3 --schedule shifted --recompute stage-aware" \

@@ -122,8 +122,8 @@ TEST_CASE("bf16 linear forward and backward match float", "[bf16]") {
   tensor dx32 = tensor::zeros({B, T, C}), dw32 = tensor::zeros({OC, C}), db32 = tensor::zeros({OC});
   tensor dx16 = tensor::zeros({B, T, C}, dtype::bf16), dw16 = tensor::zeros({OC, C}),
          db16 = tensor::zeros({OC});
-  be().matmul_backward(&dx32, dw32, &db32, dy, x, w);
-  be().matmul_backward(&dx16, dw16, &db16, to_bf16_tensor(dy), to_bf16_tensor(x),
+  be().matmul_backward(&dx32, &dw32, &db32, dy, x, w);
+  be().matmul_backward(&dx16, &dw16, &db16, to_bf16_tensor(dy), to_bf16_tensor(x),
                        to_bf16_tensor(w));
   CHECK(rel_err(dx16, dx32) < kTol);
   CHECK(rel_err(dw16, dw32) < 1e-5);  // float accumulation of exact products

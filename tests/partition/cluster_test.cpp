@@ -191,7 +191,7 @@ TEST_CASE("published Megatron-LM runs on DGX A100 are predicted within 15%", "[p
   }
 }
 
-TEST_CASE("zb-h1 is searched on described devices, wins where the drain costs, never recomputes",
+TEST_CASE("zb-h1 is searched, wins where the drain costs, never recomputes",
           "[planner][cluster]") {
   model::gpt_config m{.vocab = 51200, .max_seq = 2048, .layers = 48, .dim = 8192, .heads = 64};
   auto r = cluster_request("dgx-a100-hdr", m, 32, 4, 32);
