@@ -120,6 +120,10 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--cluster", f->cluster,
                 "A cluster: dgx-a100-hdr, dgx-h100-ndr or a JSON file (docs/planning.md); sets "
                 "the device type and prices collectives over its links");
+  c->add_option("--chunks", f->req.chunks,
+                "Model chunks per device of the interleaved schedule (Megatron-LM's virtual "
+                "pipeline stages)")
+      ->capture_default_str();
   c->add_option("--precision", f->precision,
                 "fp32 or bf16 (default: bf16 on GPU devices, as they train; fp32 on the cpu "
                 "device)");
@@ -144,7 +148,7 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--micro-batch-size", f->micro_batch_size,
                 "Sequences per micro-batch (Megatron's; needs --dp): fixes --micro-batches")
       ->excludes(micro_batches);
-  c->add_option("--schedule", f->schedules, "Only these schedules (gpipe, 1f1b, shifted)");
+  c->add_option("--schedule", f->schedules, "Only these schedules (gpipe, 1f1b, shifted, zb-h1, interleaved)");
   c->add_option("--recompute", f->recomputes, "Only these: none, full, stage-aware");
   c->add_option("--tp-overlap", f->req.tp_overlap, "Fix the TP overlap level (-1: search)");
   c->add_option("--cores", f->cores, "Cores of this machine the actor devices share (cpu)");

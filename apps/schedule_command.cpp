@@ -20,6 +20,7 @@ struct schedule_flags {
   std::string schedule = "1f1b";
   bool full_recompute = false;
   double t_f = 1, t_b = 2, t_r = 1, t_w = 1;
+  int chunks = 2;
   bool stats = false;
 };
 
@@ -30,9 +31,12 @@ int run_show(const schedule_flags& f) {
     fail("--t-w must be from 0 to --t-b {} (got {})", f.t_b, f.t_w);
   // zb-h1 splits the backward: B is its input gradient, W the rest.
   const bool split = kind == schedule_kind::zb_h1;
-  auto tr = simulate_pipeline(make_policies(kind, f.pp, f.micro_batches, f.full_recompute),
-                              uniform_costs(f.t_f, split ? f.t_b - f.t_w : f.t_b, f.t_r, f.t_w),
-                              [](int, int, int) { return 0.0; });
+  // Interleaved: each chunk holds 1/chunks of a stage's layers.
+  const double per = kind == schedule_kind::interleaved ? 1.0 / f.chunks : 1.0;
+  auto tr = simulate_pipeline(
+      make_policies(kind, f.pp, f.micro_batches, f.full_recompute, f.chunks),
+      uniform_costs(f.t_f * per, (split ? f.t_b - f.t_w : f.t_b) * per, f.t_r * per, f.t_w * per),
+      [](int, int, int) { return 0.0; });
   for (int s = 0; s < f.pp; ++s) {
     std::printf("s%d:", s);
     for (auto& o : tr.order(s)) std::printf(" %s", op_name(o).c_str());
@@ -54,7 +58,11 @@ action add_schedule_command(CLI::App& parent) {
   show->add_option("--pp", f->pp, "Pipeline stages")->capture_default_str();
   show->add_option("--micro-batches", f->micro_batches, "Micro-batches per step")
       ->capture_default_str();
-  show->add_option("--schedule", f->schedule, "gpipe, 1f1b, shifted or zb-h1")
+  show->add_option("--schedule", f->schedule, "gpipe, 1f1b, shifted, zb-h1 or interleaved")
+      ->capture_default_str();
+  show->add_option("--chunks", f->chunks,
+                   "interleaved: model chunks per device (op costs are per chunk: 1/chunks of a "
+                   "stage's)")
       ->capture_default_str();
   show->add_flag("--full-recompute", f->full_recompute,
                  "Every stage but the last recomputes in backward");

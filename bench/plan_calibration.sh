@@ -3,18 +3,22 @@
 # al., SC'21, Table 1; A100-80GB, 8 per node, NVSwitch, 8 x 200 Gb/s HDR
 # InfiniBand per node; V = 51,200, s = 2048). For each row, `merak plan
 # --cluster dgx-a100-hdr` scores that row's layout (tp, pp, dp = the rest,
-# micro-batches of one sequence, 1F1B with every layer recomputed, attention
-# unfused, as Megatron-LM ran; their interleaved schedule is not modelled)
+# micro-batches of one sequence, every layer recomputed, attention unfused,
+# and for the pipelined rows the interleaved schedule with CHUNKS model
+# chunks per device (default 2), as Megatron-LM ran; SCHEDULE=1f1b scores
+# them with plain 1F1B instead)
 # and prints predicted TFLOP/s per GPU (Megatron's count) beside the
 # published one; then it searches freely under the same memory and prints
 # the plan it would choose, its prediction, and why (its critical path and
 # communication). One set of device and network constants serves every row
 # (partition/device.cpp, partition/cluster.cpp; sources in docs/planning.md).
 #
-# Usage: bench/plan_calibration.sh [build/bin/merak]
+# Usage: [SCHEDULE=interleaved|1f1b] [CHUNKS=2] bench/plan_calibration.sh [build/bin/merak]
 # Prints one JSON object per row on stdout and the table on stderr.
 set -euo pipefail
 merak=${1:-build/bin/merak}
+schedule=${SCHEDULE:-interleaved}
+chunks=${CHUNKS:-2}
 # params heads hidden layers tp pp gpus batch published
 rows=("1.7B 24 2304 24 1 1 32 512 137"
       "7.5B 32 4096 36 4 1 128 512 142"
@@ -31,8 +35,10 @@ for row in "${rows[@]}"; do
           --layers "$layers" --devices "$gpus" --global-batch-size "$batch"
           --attention unfused --recompute-every-stage --max-micro-batches 4096 --json)
   start=$(date +%s.%N)
+  given_schedule=(--schedule 1f1b)
+  ((pp > 1)) && given_schedule=(--schedule "$schedule" --chunks "$chunks")
   "$merak" plan "${common[@]}" --tp "$tp" --pp "$pp" --micro-batch-size 1 \
-    --schedule 1f1b --recompute full --tp-overlap 0 >"$work/given.json"
+    "${given_schedule[@]}" --recompute full --tp-overlap 0 >"$work/given.json"
   mid=$(date +%s.%N)
   "$merak" plan "${common[@]}" >"$work/free.json"
   end=$(date +%s.%N)

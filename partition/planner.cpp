@@ -151,6 +151,11 @@ struct candidate {
 
 double op_seconds(const candidate& c, int s, const op& o, bool rib) {
   const auto& sp = c.out.stages[s];
+  const int v = c.policies[s].chunks;
+  if (v > 1) {  // interleaved: a chunk holds 1/v of the stage's layers
+    if (o.kind == op_kind::B) return (sp.backward_s + (rib ? sp.forward_s : 0.0)) / v;
+    return sp.forward_s / v;
+  }
   switch (o.kind) {
     case op_kind::F:
     case op_kind::Fpc:
@@ -181,6 +186,11 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
                      fmt::format("{} into {} x {}", r.global_batch, dp, m)};
   if (kind == schedule_kind::shifted && pp < 3)
     throw rule_error{"shifted needs pp >= 3", fmt::format("pp {}", pp)};
+  if (kind == schedule_kind::interleaved && (pp < 2 || m % pp != 0))
+    throw rule_error{"interleaved needs pp >= 2 and micro-batches a multiple of pp",
+                     fmt::format("pp {} m {}", pp, m)};
+  if (kind == schedule_kind::interleaved && rc == recompute_kind::stage_aware)
+    throw rule_error{"interleaved recomputes all or nothing", "recompute stage-aware"};
   if (kind == schedule_kind::zb_h1 && rc != recompute_kind::none)
     throw rule_error{"zb-h1 without recomputation",
                      fmt::format("recompute {}", recompute_kind_name(rc))};
@@ -205,7 +215,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   const layout& L = layout_for(r, costs, g, ctx, pp, rows, overlap);
   if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
   candidate c;
-  c.policies = make_policies(kind, pp, m, rc == recompute_kind::full);
+  c.policies = make_policies(kind, pp, m, rc == recompute_kind::full, r.chunks);
   // Megatron-LM's checkpointing recomputes on the last stage too (inside its
   // backward; the shifted schedule places recomputation itself).
   const bool every_stage =
@@ -223,7 +233,9 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.stages = L.stages;
   for (int s = 0; s < pp; ++s) {
     auto& pol = c.policies[s];
-    mem[s].in_flight = pol.limited ? std::max(pol.warm, pol.steady) : m;
+    // In flight counts chunk-sized micro-batches when interleaved.
+    const int n = pol.limited ? std::max(pol.warm, pol.steady) : m;
+    mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
   }
   std::vector<int> k(pp, 0);
   if (rc == recompute_kind::full) {
@@ -291,10 +303,11 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   for (int s = 0; s < pp; ++s) {
     const bool rib = c.policies[s].recompute_in_backward;
     double sum = 0, fastest_b = std::numeric_limits<double>::infinity();
+    const int v = c.policies[s].chunks;
     for (int mb = 0; mb < m; ++mb) {
       const double b = op_seconds(c, s, {op_kind::B, mb}, rib);
       fastest_b = std::min(fastest_b, b);
-      sum += op_seconds(c, s, {op_kind::F, mb}, rib) + b;
+      sum += v * (op_seconds(c, s, {op_kind::F, mb}, rib) + b);
       if (c.policies[s].pre.count(mb)) sum += op_seconds(c, s, {op_kind::R, mb}, rib);
       if (c.policies[s].split_weight) sum += op_seconds(c, s, {op_kind::W, mb}, rib);
     }
@@ -318,14 +331,17 @@ critical_path walk_critical_path(const pipeline_trace& tr, const link_delay_fn& 
   cp.stage_ops.assign(p, 0);
   if (p == 0) return cp;
   // Where each stage ran the forward (F or Fpc) and the backward of a micro-batch.
-  std::vector<std::map<int, int>> fwd(p), bwd(p);
+  std::vector<std::map<std::pair<int, int>, int>> fwd(p), bwd(p);  // by (mb, chunk)
+  int chunks = 1;
   int s = 0, i = -1;
   double last_end = -1;
   for (int k = 0; k < p; ++k)
     for (int j = 0; j < int(tr.stages[k].size()); ++j) {
       const auto& t = tr.stages[k][j];
-      if (t.what.kind == op_kind::F || t.what.kind == op_kind::Fpc) fwd[k][t.what.mb] = j;
-      if (t.what.kind == op_kind::B) bwd[k][t.what.mb] = j;
+      const std::pair key{t.what.mb, t.what.chunk};
+      if (t.what.kind == op_kind::F || t.what.kind == op_kind::Fpc) fwd[k][key] = j;
+      if (t.what.kind == op_kind::B) bwd[k][key] = j;
+      chunks = std::max(chunks, t.what.chunk + 1);
       if (t.end > last_end) {
         last_end = t.end;
         s = k;
@@ -347,13 +363,20 @@ critical_path walk_critical_path(const pipeline_trace& tr, const link_delay_fn& 
       --i;  // waited for its own stage
       continue;
     }
-    // Waited for a message: the forward before or the backward after.
+    // Waited for a message: the forward before or the backward after (the
+    // previous or next virtual stage when interleaved).
     int from = -1, j = -1;
-    const int mb = t.what.mb;
-    if ((t.what.kind == op_kind::F || t.what.kind == op_kind::Fpc) && s > 0 && fwd[s - 1].count(mb))
-      from = s - 1, j = fwd[s - 1][mb];
-    if (t.what.kind == op_kind::B && s + 1 < p && bwd[s + 1].count(mb))
-      from = s + 1, j = bwd[s + 1][mb];
+    const int mb = t.what.mb, c = t.what.chunk;
+    if (t.what.kind == op_kind::F || t.what.kind == op_kind::Fpc) {
+      const std::pair key = s > 0 ? std::pair{mb, c} : std::pair{mb, c - 1};
+      const int k = s > 0 ? s - 1 : p - 1;
+      if ((s > 0 || c > 0) && fwd[k].count(key)) from = k, j = fwd[k][key];
+    }
+    if (t.what.kind == op_kind::B) {
+      const std::pair key = s + 1 < p ? std::pair{mb, c} : std::pair{mb, c + 1};
+      const int k = s + 1 < p ? s + 1 : 0;
+      if ((s + 1 < p || c + 1 < chunks) && bwd[k].count(key)) from = k, j = bwd[k][key];
+    }
     if (from < 0) break;
     const double arrive = tr.stages[from][j].end + delay(from, s, mb);
     if (std::abs(arrive - t.start) > eps) break;
@@ -486,19 +509,31 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
         if (r.micro_batches && m != r.micro_batches) continue;
         if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
         for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
-                          schedule_kind::shifted, schedule_kind::zb_h1}) {
+                          schedule_kind::shifted, schedule_kind::zb_h1,
+                          schedule_kind::interleaved}) {
           if (pp == 1 && kind != schedule_kind::one_f_one_b) continue;
-          if (!r.schedules.empty() &&
-              std::find(r.schedules.begin(), r.schedules.end(), kind) == r.schedules.end())
+          // Unasked, a plan for this CPU keeps to what `merak train` runs.
+          if (r.schedules.empty() ? !actors_run(kind) && r.device.profiled
+                                  : std::find(r.schedules.begin(), r.schedules.end(), kind) ==
+                                        r.schedules.end())
             continue;
-          const bool split = kind == schedule_kind::zb_h1;
+          // stage-aware with a budget keeps everything when it fits, so it
+          // stands for `none` unless none is asked for by name; zb-h1 runs
+          // without recomputation, interleaved recomputes all or nothing.
+          auto searched = [kind](recompute_kind rc) {
+            switch (kind) {
+              case schedule_kind::zb_h1:
+                return rc == recompute_kind::none;
+              case schedule_kind::interleaved:
+                return rc != recompute_kind::stage_aware;
+              default:
+                return rc != recompute_kind::none;
+            }
+          };
           for (auto rc :
                {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full}) {
-            // stage-aware with a budget keeps everything when it fits, so it
-            // stands for `none` unless none is asked for by name (zb-h1
-            // runs without recomputation: only `none`).
             if (r.recomputes.empty()
-                    ? (split ? rc != recompute_kind::none : rc == recompute_kind::none)
+                    ? !searched(rc)
                     : std::find(r.recomputes.begin(), r.recomputes.end(), rc) == r.recomputes.end())
               continue;
             if (pp == 1 && rc == recompute_kind::full && r.recomputes.empty() &&

@@ -65,6 +65,7 @@ struct plan_request {
   std::vector<schedule_kind> schedules;  // empty: all
   std::vector<recompute_kind> recomputes;
   int tp_overlap = -1;  // -1: all levels
+  int chunks = 2;       // model chunks per device of the interleaved schedule
   // Simulate every candidate (the search otherwise skips those whose lower
   // bound cannot make the best plan or a runner-up; the choice is the same).
   bool exhaustive = false;

@@ -16,25 +16,48 @@ std::string_view schedule_name(schedule_kind k) {
       return "shifted";
     case schedule_kind::zb_h1:
       return "zb-h1";
+    case schedule_kind::interleaved:
+      return "interleaved";
   }
   return "?";
 }
 
+
+bool actors_run(schedule_kind k) {
+  return k != schedule_kind::interleaved;
+}
 
 schedule_kind parse_schedule(std::string_view name) {
   if (name == "gpipe") return schedule_kind::gpipe;
   if (name == "1f1b") return schedule_kind::one_f_one_b;
   if (name == "shifted") return schedule_kind::shifted;
   if (name == "zb-h1") return schedule_kind::zb_h1;
-  fail("unknown schedule '{}' (expected gpipe, 1f1b, shifted or zb-h1)", name);
+  if (name == "interleaved") return schedule_kind::interleaved;
+  fail("unknown schedule '{}' (expected gpipe, 1f1b, shifted, zb-h1 or interleaved)", name);
 }
 
 std::string op_name(const op& o) {
   static const char* names[] = {"F", "Fpc", "R", "B", "W"};
+  if (o.chunk > 0) return fmt::format("{}{}.{}", names[int(o.kind)], o.mb, o.chunk);
   return fmt::format("{}{}", names[int(o.kind)], o.mb);
 }
 
-stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute) {
+op_target next_for(const op& o, int stage, int p, int v) {
+  const bool fwd = o.kind == op_kind::F || o.kind == op_kind::Fpc;
+  if (fwd) {
+    if (stage + 1 < p) return {stage + 1, o.chunk};
+    if (o.chunk + 1 < v) return {0, o.chunk + 1};
+    return {-1, 0};
+  }
+  if (o.kind == op_kind::B) {
+    if (stage > 0) return {stage - 1, o.chunk};
+    if (o.chunk > 0) return {p - 1, o.chunk - 1};
+  }
+  return {-1, 0};
+}
+
+stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute,
+                         int chunks) {
   if (p < 1) fail("--pp must be at least 1 (got {})", p);
   if (m < 1) fail("--micro-batches must be at least 1 (got {})", m);
   if (s < 0 || s >= p) fail("stage {} outside [0, {})", s, p);
@@ -51,6 +74,14 @@ stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_reco
       break;
     case schedule_kind::one_f_one_b:
       pol.warm = pol.steady = p - s;
+      break;
+    case schedule_kind::interleaved:
+      if (chunks < 2) fail("the interleaved schedule needs at least 2 chunks (got {})", chunks);
+      if (m % p != 0)
+        fail("the interleaved schedule needs micro-batches ({}) a multiple of --pp ({})", m, p);
+      pol.chunks = chunks;
+      // Megatron-LM's warm-up, then one forward and one backward in turn.
+      pol.warm = pol.steady = std::min(m * chunks, (p - s - 1) * 2 + (chunks - 1) * p + 1);
       break;
     case schedule_kind::zb_h1:
       if (full_recompute) fail("the zb-h1 schedule runs without recomputation");
@@ -81,18 +112,33 @@ stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_reco
 
 stage_scheduler::stage_scheduler(stage_policy policy)
     : policy_(std::move(policy)),
-      act_(policy_.micro_batches, false),
-      grad_(policy_.micro_batches, false),
-      recomputed_(policy_.micro_batches, false) {}
+      act_(size_t(policy_.micro_batches) * policy_.chunks, false),
+      grad_(act_.size(), false),
+      recomputed_(act_.size(), false),
+      forwarded_slot_(act_.size(), false) {}
 
-void stage_scheduler::activation_arrived(int mb) {
-  MERAK_CHECK(mb >= 0 && mb < policy_.micro_batches, "activation of micro-batch {}", mb);
-  act_[mb] = true;
+op stage_scheduler::forward_at(int k) const {
+  const int v = policy_.chunks, p = policy_.stages;
+  if (v == 1) return {op_kind::F, k, 0};
+  return {op_kind::F, (k / (p * v)) * p + k % p, (k / p) % v};
 }
 
-void stage_scheduler::gradient_arrived(int mb) {
-  MERAK_CHECK(mb >= 0 && mb < policy_.micro_batches, "gradient of micro-batch {}", mb);
-  grad_[mb] = true;
+op stage_scheduler::backward_at(int k) const {
+  const int v = policy_.chunks, p = policy_.stages;
+  if (v == 1) return {op_kind::B, k, 0};
+  return {op_kind::B, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v};
+}
+
+void stage_scheduler::activation_arrived(int mb, int chunk) {
+  MERAK_CHECK(mb >= 0 && mb < policy_.micro_batches && chunk >= 0 && chunk < policy_.chunks,
+              "activation of micro-batch {} chunk {}", mb, chunk);
+  act_[slot({op_kind::F, mb, chunk})] = true;
+}
+
+void stage_scheduler::gradient_arrived(int mb, int chunk) {
+  MERAK_CHECK(mb >= 0 && mb < policy_.micro_batches && chunk >= 0 && chunk < policy_.chunks,
+              "gradient of micro-batch {} chunk {}", mb, chunk);
+  grad_[slot({op_kind::B, mb, chunk})] = true;
 }
 
 bool stage_scheduler::keeps_stash(int mb) const {
@@ -100,29 +146,32 @@ bool stage_scheduler::keeps_stash(int mb) const {
 }
 
 bool stage_scheduler::f_eligible() const {
-  if (forwarded_ >= policy_.micro_batches || !act_[forwarded_]) return false;
+  const int total = policy_.micro_batches * policy_.chunks;
+  if (forwarded_ >= total || !act_[slot(forward_at(forwarded_))]) return false;
   if (!policy_.limited) return true;
   int limit = any_backward_ ? policy_.steady : policy_.warm;
   return in_flight() < limit;
 }
 
 bool stage_scheduler::b_eligible() const {
-  int b = backwarded_;
-  if (b >= forwarded_) return false;
-  bool last = policy_.stage == policy_.stages - 1;
-  if (!last && !grad_[b]) return false;
+  if (backwarded_ >= forwarded_) return false;
+  const op b = backward_at(backwarded_);
+  if (!forwarded_slot_[slot(b)]) return false;
+  bool last = policy_.stage == policy_.stages - 1 && b.chunk == policy_.chunks - 1;
+  if (!last && !grad_[slot(b)]) return false;
   // The stash exists if F kept it, or R rebuilt it; with full recomputation
   // B rebuilds it itself.
-  return keeps_stash(b) || recomputed_[b] || policy_.recompute_in_backward;
+  return keeps_stash(b.mb) || recomputed_[slot(b)] || policy_.recompute_in_backward;
+}
+
+bool stage_scheduler::r_eligible() const {
+  if (backwarded_ >= forwarded_) return false;
+  const op b = backward_at(backwarded_);
+  return policy_.pre.count(b.mb) && !recomputed_[slot(b)];
 }
 
 bool stage_scheduler::w_eligible() const {
   return policy_.split_weight && weighted_ < backwarded_;
-}
-
-bool stage_scheduler::r_eligible() const {
-  int b = backwarded_;
-  return b < forwarded_ && policy_.pre.count(b) && !recomputed_[b];
 }
 
 std::optional<op> stage_scheduler::next() {
@@ -130,16 +179,18 @@ std::optional<op> stage_scheduler::next() {
   bool f = f_eligible(), b = b_eligible();
   std::optional<op> pick;
   bool prefer_f = policy_.forward_first || last_was_backward_;
-  if (f && (prefer_f || !b))
-    pick = op{
-        policy_.pre.count(forwarded_) || policy_.recompute_in_backward ? op_kind::Fpc : op_kind::F,
-        forwarded_};
-  else if (b)
-    pick = op{op_kind::B, backwarded_};
-  else if (r_eligible())
-    pick = op{op_kind::R, backwarded_};
-  else if (w_eligible())
-    pick = op{op_kind::W, weighted_};  // fills what would be a wait
+  if (f && (prefer_f || !b)) {
+    pick = forward_at(forwarded_);
+    if (policy_.pre.count(pick->mb) || policy_.recompute_in_backward) pick->kind = op_kind::Fpc;
+  } else if (b) {
+    pick = backward_at(backwarded_);
+  } else if (r_eligible()) {
+    pick = backward_at(backwarded_);
+    pick->kind = op_kind::R;
+  } else if (w_eligible()) {
+    pick = backward_at(weighted_);  // fills what would be a wait
+    pick->kind = op_kind::W;
+  }
   if (pick) busy_ = true;
   return pick;
 }
@@ -147,38 +198,41 @@ std::optional<op> stage_scheduler::next() {
 void stage_scheduler::completed(const op& o) {
   MERAK_CHECK(busy_, "completed() without a running op");
   busy_ = false;
+  auto same = [&](op want) { return want.mb == o.mb && want.chunk == o.chunk; };
   switch (o.kind) {
     case op_kind::F:
     case op_kind::Fpc:
-      MERAK_CHECK(o.mb == forwarded_, "forward of micro-batch {} out of order", o.mb);
+      MERAK_CHECK(same(forward_at(forwarded_)), "forward of {} out of order", op_name(o));
+      forwarded_slot_[slot(o)] = true;
       ++forwarded_;
       max_in_flight_ = std::max(max_in_flight_, in_flight());
       last_was_backward_ = false;
       break;
     case op_kind::R:
-      recomputed_[o.mb] = true;
+      recomputed_[slot(o)] = true;
       last_was_backward_ = false;
       break;
     case op_kind::B:
-      MERAK_CHECK(o.mb == backwarded_, "backward of micro-batch {} out of order", o.mb);
+      MERAK_CHECK(same(backward_at(backwarded_)), "backward of {} out of order", op_name(o));
       ++backwarded_;
       any_backward_ = true;
       last_was_backward_ = true;
       break;
     case op_kind::W:
-      MERAK_CHECK(o.mb == weighted_, "weight gradient of micro-batch {} out of order", o.mb);
+      MERAK_CHECK(same(backward_at(weighted_)), "weight gradient of {} out of order", op_name(o));
       ++weighted_;
       break;
   }
 }
 
 bool stage_scheduler::done() const {
-  return backwarded_ == policy_.micro_batches &&
-         (!policy_.split_weight || weighted_ == policy_.micro_batches);
+  const int total = policy_.micro_batches * policy_.chunks;
+  return backwarded_ == total && (!policy_.split_weight || weighted_ == total);
 }
 
 std::vector<op> reference_order(schedule_kind kind, int p, int m, int s) {
-  if (kind == schedule_kind::zb_h1) fail("no reference order for zb-h1");
+  if (kind == schedule_kind::zb_h1 || kind == schedule_kind::interleaved)
+    fail("no reference order for {}", schedule_name(kind));
   auto pol = make_policy(kind, p, m, s);
   std::vector<op> out;
   auto fwd = [&](int i) { out.push_back({pol.pre.count(i) ? op_kind::Fpc : op_kind::F, i}); };

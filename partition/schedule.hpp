@@ -13,6 +13,16 @@
 // and W, the weight gradient (nobody waits for it): W ops fill the waits,
 // and a micro-batch counts as in flight until its W, so activation memory
 // stays 1F1B's.
+//
+// Interleaved 1F1B (Narayanan et al., SC'21) gives each of the p devices v
+// model chunks: virtual stage c·p + d is chunk c of device d, so a
+// micro-batch passes every device v times and the bubble shrinks to
+// (p − 1)/(v·m) of the ideal time. A device runs its chunks' forwards in
+// Megatron-LM's order (p micro-batches of chunk 0, then of chunk 1, ...) and
+// its backwards with the chunks reversed, (p − d − 1)·2 + (v − 1)·p
+// forwards ahead before the first backward; m must be a multiple of p. The
+// simulator and the planner run it; the stage actors do not yet (one
+// executor per actor): actors_run() says which schedules they run.
 
 #include <cstdint>
 #include <optional>
@@ -23,8 +33,11 @@
 
 namespace merak::partition {
 
-enum class schedule_kind { gpipe, one_f_one_b, shifted, zb_h1 };
-std::string_view schedule_name(schedule_kind k);  // "gpipe", "1f1b", "shifted", "zb-h1"
+enum class schedule_kind { gpipe, one_f_one_b, shifted, zb_h1, interleaved };
+// "gpipe", "1f1b", "shifted", "zb-h1", "interleaved"
+std::string_view schedule_name(schedule_kind k);
+// Whether the stage actors run `k` (all but interleaved).
+bool actors_run(schedule_kind k);
 // Throws merak::error naming the value for an unknown name.
 schedule_kind parse_schedule(std::string_view name);
 
@@ -38,6 +51,7 @@ struct stage_policy {
   std::set<int> pre;           // micro-batches run as Fpc + R (checkpointed, recomputed early)
   bool recompute_in_backward = false;  // every F is Fpc and B recomputes (full recomputation)
   bool split_weight = false;  // ZB-H1: B is the input gradient; W(mb) the weight gradient
+  int chunks = 1;             // interleaved: model chunks per device (virtual stages)
 };
 
 // The policy of stage `s` of `p` for `m` micro-batches. With
@@ -46,17 +60,29 @@ struct stage_policy {
 // Throws merak::error for p < 1, m < 1, s outside [0, p), or the shifted
 // schedule with p < 3 or m < max(4, p)... (shifted falls back to 1F1B limits
 // for p < 3). zb-h1 has 1F1B's limits, counted until W, and no
-// recomputation (full_recompute throws).
-stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute = false);
+// recomputation (full_recompute throws). interleaved takes `chunks` >= 2
+// (and no recomputation; m a multiple of p); the others ignore it.
+stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute = false,
+                         int chunks = 2);
 
 // W: the weight-gradient half of a split backward (zb-h1 only).
 enum class op_kind : uint8_t { F, Fpc, R, B, W };
 struct op {
   op_kind kind;
   int mb;
+  int chunk = 0;  // interleaved: which of the device's model chunks
   bool operator==(const op&) const = default;
 };
-std::string op_name(const op& o);  // "F3", "Fpc5", "R5", "B0", "W0"
+// "F3", "Fpc5", "R5", "B0", "W0"; a chunk above 0 follows a dot: "F3.1".
+std::string op_name(const op& o);
+
+// Where an op's result goes in a pipeline of p devices with v chunks each
+// (v = 1: plain stages): the stage and chunk an F's activation or a B's
+// gradient is for, or stage -1 when it leaves the pipeline.
+struct op_target {
+  int stage, chunk;
+};
+op_target next_for(const op& o, int stage, int p, int v);
 
 // One stage's decisions. Feed it arrivals and completions; ask next() when
 // the stage is idle. Single-threaded (owned by one stage actor).
@@ -64,8 +90,11 @@ class stage_scheduler {
  public:
   explicit stage_scheduler(stage_policy policy);
 
-  void activation_arrived(int mb);  // every input of F(mb) is here (stage 0 too: its data)
-  void gradient_arrived(int mb);    // output gradient of B(mb) is here (last stage: implicit)
+  // Every input of F(mb) of `chunk` is here (stage 0's chunk 0 too: its data).
+  void activation_arrived(int mb, int chunk = 0);
+  // The output gradient of B(mb) of `chunk` is here (the last virtual stage:
+  // implicit).
+  void gradient_arrived(int mb, int chunk = 0);
 
   // The op to run now, or nothing if none is eligible. The op counts as
   // started: call completed() when it finishes. One op at a time.
@@ -77,7 +106,8 @@ class stage_scheduler {
   }
 
   bool done() const;
-  // Micro-batches forwarded and not yet done (backward, or W when split).
+  // Micro-batches (of any chunk) forwarded and not yet done (backward, or W
+  // when split).
   int in_flight() const { return forwarded_ - (policy_.split_weight ? weighted_ : backwarded_); }
   int max_in_flight_seen() const { return max_in_flight_; }
   const stage_policy& policy() const { return policy_; }
@@ -90,12 +120,16 @@ class stage_scheduler {
   bool b_eligible() const;
   bool r_eligible() const;
   bool w_eligible() const;
+  // The k-th forward and backward (and W) of this stage, in policy order.
+  op forward_at(int k) const;
+  op backward_at(int k) const;
+  int slot(const op& o) const { return o.chunk * policy_.micro_batches + o.mb; }
 
   stage_policy policy_;
-  std::vector<bool> act_, grad_, recomputed_;
-  int forwarded_ = 0;   // micro-batches forwarded (in order)
-  int backwarded_ = 0;  // micro-batches backwarded (in order)
-  int weighted_ = 0;    // micro-batches whose W ran (in order; split_weight only)
+  std::vector<bool> act_, grad_, recomputed_, forwarded_slot_;  // by slot()
+  int forwarded_ = 0;   // forwards run (positions in forward_at order)
+  int backwarded_ = 0;  // backwards run (positions in backward_at order)
+  int weighted_ = 0;    // W ops run (backward_at order; split_weight only)
   bool any_backward_ = false;
   bool last_was_backward_ = false;
   bool busy_ = false;
@@ -104,7 +138,7 @@ class stage_scheduler {
 
 // The order the rules of the spec give for stage s, built directly (the
 // test oracle for the emergent order; not used by the runtime). Not for
-// zb-h1 (throws).
+// zb-h1 or interleaved (throws).
 std::vector<op> reference_order(schedule_kind kind, int p, int m, int s);
 
 }  // namespace merak::partition

@@ -17,6 +17,20 @@ struct event {
   op what;
   bool operator>(const event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
+using event_queue = std::priority_queue<event, std::vector<event>, std::greater<>>;
+
+// Queues the message a finished op sends: an F's activation to the next
+// virtual stage, a B's gradient to the one before.
+void send_result(const op& o, int s, int p, int chunks, double now, const link_delay_fn& delay,
+                 event_queue& q, int64_t& seq) {
+  const op_target t = next_for(o, s, p, chunks);
+  if (t.stage < 0) return;
+  op msg = o;
+  msg.chunk = t.chunk;
+  const bool fwd = o.kind == op_kind::F || o.kind == op_kind::Fpc;
+  q.push({now + delay(s, t.stage, o.mb), seq++, fwd ? event::activation : event::gradient, t.stage,
+          msg});
+}
 
 }  // namespace
 
@@ -51,9 +65,10 @@ op_cost_fn uniform_costs(double t_f, double t_b, double t_r, double t_w) {
   };
 }
 
-std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m, bool full_recompute) {
+std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m, bool full_recompute,
+                                        int chunks) {
   std::vector<stage_policy> v;
-  for (int s = 0; s < p; ++s) v.push_back(make_policy(kind, p, m, s, full_recompute));
+  for (int s = 0; s < p; ++s) v.push_back(make_policy(kind, p, m, s, full_recompute, chunks));
   return v;
 }
 
@@ -93,10 +108,11 @@ pipeline_trace simulate_shared(const std::vector<stage_policy>& policies, const 
   const int p = int(policies.size());
   std::vector<stage_scheduler> sched;
   for (auto& pol : policies) sched.emplace_back(pol);
+  const int chunks = policies.front().chunks;
   std::vector<bool> busy(p, false);
   std::vector<double> left(p, 0);
   std::vector<op> running(p, op{op_kind::F, 0});
-  std::priority_queue<event, std::vector<event>, std::greater<>> q;  // arrivals only
+  event_queue q;  // arrivals only
   int64_t seq = 0;
   pipeline_trace tr;
   tr.stages.resize(p);
@@ -133,20 +149,16 @@ pipeline_trace simulate_shared(const std::vector<stage_policy>& policies, const 
       const op o = running[s];
       tr.stages[s].back().end = now;
       sched[s].completed(o);
-      bool fwd = o.kind == op_kind::F || o.kind == op_kind::Fpc;
-      if (fwd && s + 1 < p)
-        q.push({now + delay(s, s + 1, o.mb), seq++, event::activation, s + 1, o});
-      if (o.kind == op_kind::B && s > 0)
-        q.push({now + delay(s, s - 1, o.mb), seq++, event::gradient, s - 1, o});
+      send_result(o, s, p, chunks, now, delay, q, seq);
       tr.makespan = std::max(tr.makespan, now);
     }
     while (!q.empty() && q.top().time <= now) {
       event e = q.top();
       q.pop();
       if (e.kind == event::activation)
-        sched[e.stage].activation_arrived(e.what.mb);
+        sched[e.stage].activation_arrived(e.what.mb, e.what.chunk);
       else
-        sched[e.stage].gradient_arrived(e.what.mb);
+        sched[e.stage].gradient_arrived(e.what.mb, e.what.chunk);
     }
     dispatch();
   }
@@ -165,8 +177,9 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
   const int p = int(policies.size());
   std::vector<stage_scheduler> sched;
   for (auto& pol : policies) sched.emplace_back(pol);
+  const int chunks = policies.front().chunks;
   std::vector<bool> busy(p, false);
-  std::priority_queue<event, std::vector<event>, std::greater<>> q;
+  event_queue q;
   int64_t seq = 0;
   pipeline_trace tr;
   tr.stages.resize(p);
@@ -211,21 +224,15 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
         case event::complete: {
           busy[e.stage] = false;
           sched[e.stage].completed(e.what);
-          bool fwd = e.what.kind == op_kind::F || e.what.kind == op_kind::Fpc;
-          if (fwd && e.stage + 1 < p)
-            q.push({now + delay(e.stage, e.stage + 1, e.what.mb), seq++, event::activation,
-                    e.stage + 1, e.what});
-          if (e.what.kind == op_kind::B && e.stage > 0)
-            q.push({now + delay(e.stage, e.stage - 1, e.what.mb), seq++, event::gradient,
-                    e.stage - 1, e.what});
+          send_result(e.what, e.stage, p, chunks, now, delay, q, seq);
           tr.makespan = std::max(tr.makespan, now);
           break;
         }
         case event::activation:
-          sched[e.stage].activation_arrived(e.what.mb);
+          sched[e.stage].activation_arrived(e.what.mb, e.what.chunk);
           break;
         case event::gradient:
-          sched[e.stage].gradient_arrived(e.what.mb);
+          sched[e.stage].gradient_arrived(e.what.mb, e.what.chunk);
           break;
       }
     }

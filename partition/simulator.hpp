@@ -63,7 +63,8 @@ double shared_makespan(std::vector<double> work, int threads, int cores, double 
 // gradient alone), free links.
 op_cost_fn uniform_costs(double t_f, double t_b, double t_r, double t_w = 0);
 
+// `chunks`: model chunks per device of the interleaved schedule.
 std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m,
-                                        bool full_recompute = false);
+                                        bool full_recompute = false, int chunks = 2);
 
 }  // namespace merak::partition

@@ -79,9 +79,12 @@ TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", 
     rng r(seed, 1);
     int p = 2 + int(r.below(7));
     int m = p + int(r.below(2 * p + 1));
-    auto kind = schedule_kind(r.below(4));
-    bool full = r.below(2) == 1 && kind != schedule_kind::zb_h1;
-    auto pols = make_policies(kind, p, m, full);
+    auto kind = schedule_kind(r.below(5));
+    bool full = r.below(2) == 1 && kind != schedule_kind::zb_h1 &&
+                kind != schedule_kind::interleaved;
+    const int chunks = 2 + int(r.below(3));
+    if (kind == schedule_kind::interleaved) m = p * (1 + int(r.below(3)));
+    auto pols = make_policies(kind, p, m, full, chunks);
     std::vector<double> scale(p);
     for (auto& x : scale) x = 0.2 + 3.0 * r.uniform();
     auto cost = [&](int s, const op& o, bool rib) {
@@ -93,7 +96,10 @@ TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", 
     REQUIRE_FALSE(tr.deadlocked);
     for (int s = 0; s < p; ++s) {
       if (pols[s].limited) CHECK(tr.max_in_flight[s] <= std::max(pols[s].warm, pols[s].steady));
-      CHECK(int(tr.stages[s].size()) >= (kind == schedule_kind::zb_h1 ? 3 : 2) * m);
+      const int per_mb = kind == schedule_kind::zb_h1         ? 3
+                         : kind == schedule_kind::interleaved ? 2 * chunks
+                                                               : 2;
+      CHECK(int(tr.stages[s].size()) >= per_mb * m);
     }
   }
 }
@@ -129,4 +135,35 @@ TEST_CASE("zb-h1 leaves (p-1)(F+B-W) of bubble: weight gradients fill the drain"
   CHECK_THROWS_WITH(make_policy(schedule_kind::zb_h1, 4, 8, 0, true),
                     Catch::Contains("without recomputation"));
   CHECK(parse_schedule("zb-h1") == schedule_kind::zb_h1);
+}
+
+TEST_CASE("interleaved 1F1B leaves (p-1)/v of 1F1B's bubble", "[schedule]") {
+  // A stage's F = 1, B = 2, split into v chunks of 1/v each: the step takes
+  // m(F + B) + (p - 1)(F + B)/v (Narayanan et al. 2021), 1F1B's
+  // (m + p - 1)(F + B).
+  for (int p = 2; p <= 8; ++p)
+    for (int v = 2; v <= 4; ++v)
+      for (int m = p; m <= 3 * p; m += p) {
+        INFO("p=" << p << " v=" << v << " m=" << m);
+        auto pols = make_policies(schedule_kind::interleaved, p, m, false, v);
+        auto tr = simulate_pipeline(pols, uniform_costs(1.0 / v, 2.0 / v, 0), no_delay);
+        REQUIRE_FALSE(tr.deadlocked);
+        CHECK(tr.makespan == Approx(3.0 * m + 3.0 * (p - 1) / v).epsilon(1e-12));
+        for (int s = 0; s < p; ++s) {
+          // Each chunk's micro-batches forward in order, and every (micro-batch,
+          // chunk) runs F then B exactly once.
+          std::vector<int> next_f(v, 0), seen_b(v, 0);
+          for (auto& t : tr.stages[s]) {
+            if (t.what.kind == op_kind::F) CHECK(t.what.mb == next_f[t.what.chunk]++);
+            if (t.what.kind == op_kind::B) ++seen_b[t.what.chunk];
+          }
+          for (int c = 0; c < v; ++c) CHECK((next_f[c] == m && seen_b[c] == m));
+          CHECK(tr.max_in_flight[s] <= pols[s].warm);
+        }
+      }
+  CHECK_THROWS_WITH(make_policy(schedule_kind::interleaved, 4, 6, 0, false, 2),
+                    Catch::Contains("multiple of --pp"));
+  CHECK_THROWS_WITH(make_policy(schedule_kind::interleaved, 4, 8, 0, false, 1),
+                    Catch::Contains("at least 2 chunks"));
+  CHECK(op_name({op_kind::B, 3, 1}) == "B3.1");
 }
