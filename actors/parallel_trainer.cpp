@@ -6,9 +6,10 @@ namespace merak::actors {
 void parallel_options::validate(int batch) const {
   partition::layout::validate(batch);
   if (schedule == partition::schedule_kind::interleaved)
-    fail("--schedule interleaved: the planner and the simulator run it (merak plan, merak "
-         "schedule show) but the stage actors do not yet (one model chunk per actor); use "
-         "gpipe, 1f1b, shifted or zb-h1");
+    fail(
+        "--schedule interleaved: the planner and the simulator run it (merak plan, merak "
+        "schedule show) but the stage actors do not yet (one model chunk per actor); use "
+        "gpipe, 1f1b, shifted or zb-h1");
   if (schedule == partition::schedule_kind::zb_h1 && recompute != recompute_mode::none)
     fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
          recompute == recompute_mode::full ? "full" : "stage-aware");

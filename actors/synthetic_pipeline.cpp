@@ -143,9 +143,9 @@ synth_api::behavior_type synth_stage(synth_api::stateful_pointer<synth_state> se
 
 synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_options& o) {
   auto pols = partition::make_policies(o.schedule, o.pp, o.micro_batches, o.full_recompute);
-  auto sim =
-      partition::simulate_pipeline(pols, partition::uniform_costs(o.t_f_us, o.t_b_us, o.t_r_us, o.t_w_us),
-                                   [](int, int, int) { return 0.0; });
+  auto sim = partition::simulate_pipeline(
+      pols, partition::uniform_costs(o.t_f_us, o.t_b_us, o.t_r_us, o.t_w_us),
+      [](int, int, int) { return 0.0; });
   caf::actor_system_config cfg;
   cfg.set("logger.console", caf::atom("none"));
   // Stages are detached; the few event-based actors share one worker that

@@ -148,7 +148,8 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--micro-batch-size", f->micro_batch_size,
                 "Sequences per micro-batch (Megatron's; needs --dp): fixes --micro-batches")
       ->excludes(micro_batches);
-  c->add_option("--schedule", f->schedules, "Only these schedules (gpipe, 1f1b, shifted, zb-h1, interleaved)");
+  c->add_option("--schedule", f->schedules,
+                "Only these schedules (gpipe, 1f1b, shifted, zb-h1, interleaved)");
   c->add_option("--recompute", f->recomputes, "Only these: none, full, stage-aware");
   c->add_option("--tp-overlap", f->req.tp_overlap, "Fix the TP overlap level (-1: search)");
   c->add_option("--cores", f->cores, "Cores of this machine the actor devices share (cpu)");

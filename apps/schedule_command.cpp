@@ -53,8 +53,8 @@ action add_schedule_command(CLI::App& parent) {
   auto f = std::make_shared<schedule_flags>();
   auto* c = parent.add_subcommand("schedule", "Pipeline schedules");
   c->require_subcommand(1);
-  auto* show =
-      c->add_subcommand("show", "Print each stage's op order (F, Fpc, R, B, W) for uniform op costs");
+  auto* show = c->add_subcommand(
+      "show", "Print each stage's op order (F, Fpc, R, B, W) for uniform op costs");
   show->add_option("--pp", f->pp, "Pipeline stages")->capture_default_str();
   show->add_option("--micro-batches", f->micro_batches, "Micro-batches per step")
       ->capture_default_str();

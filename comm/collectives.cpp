@@ -232,9 +232,11 @@ void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_op
 
 void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& o) {
   with_context("allreduce_sum (bf16)", t, tag, [&] {
-    allreduce_by_size(t, data, tag, o, [](bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
-      for (size_t k = 0; k < n; ++k) dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
-    });
+    allreduce_by_size(t, data, tag, o,
+                      [](bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
+                        for (size_t k = 0; k < n; ++k)
+                          dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
+                      });
   });
 }
 

@@ -37,8 +37,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/bf16.hpp"
 #include "comm/transport.hpp"
+#include "core/bf16.hpp"
 
 namespace merak::comm {
 

@@ -96,8 +96,8 @@ class cpu_backend final : public backend {
       k::matmul_backward(din ? din->bf16s() : nullptr, dw, db, dout.bf16s(), in.bf16s(),
                          weight.bf16s(), N, C, OC);
     else
-      k::matmul_backward(din ? din->f32() : nullptr, dw, db, dout.f32(), in.f32(),
-                         weight.f32(), N, C, OC);
+      k::matmul_backward(din ? din->f32() : nullptr, dw, db, dout.f32(), in.f32(), weight.f32(), N,
+                         C, OC);
   }
 
   void attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads) override {

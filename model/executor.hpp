@@ -137,13 +137,13 @@ class executor {
  private:
   // One sub-micro-batch (the whole micro-batch unless sub-pipelined).
   struct sub_batch {
-    std::vector<tensor> values;  // by graph value id
-    std::vector<stash> stashes;  // by node index - first_
+    std::vector<tensor> values;          // by graph value id
+    std::vector<stash> stashes;          // by node index - first_
     std::map<int, tensor> weight_douts;  // by node index: output gradients for weight_backward
   };
   struct micro_batch {
     std::vector<sub_batch> subs;
-    int dropped_until = 0;  // nodes [first_, dropped_until) need recomputing
+    int dropped_until = 0;          // nodes [first_, dropped_until) need recomputing
     bool awaiting_weights = false;  // a split backward ran; weight_backward frees it
     bool stashed() const { return dropped_until == 0; }
   };
@@ -156,8 +156,7 @@ class executor {
   // keep (by value id, split backward only): values the deferred weight
   // gradients read, not released.
   void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
-                    const std::vector<char>* keep,
-                    const std::function<void(int)>& node_done);
+                    const std::vector<char>* keep, const std::function<void(int)>& node_done);
   // Drops what nodes [first_, until) produced, but what later nodes read.
   void drop_activations(micro_batch& s, int until);
   void release(micro_batch& s);

@@ -508,14 +508,13 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
       for (int m = 1; m <= r.max_micro_batches; ++m) {
         if (r.micro_batches && m != r.micro_batches) continue;
         if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
-        for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
-                          schedule_kind::shifted, schedule_kind::zb_h1,
-                          schedule_kind::interleaved}) {
+        for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted,
+                          schedule_kind::zb_h1, schedule_kind::interleaved}) {
           if (pp == 1 && kind != schedule_kind::one_f_one_b) continue;
           // Unasked, a plan for this CPU keeps to what `merak train` runs.
-          if (r.schedules.empty() ? !actors_run(kind) && r.device.profiled
-                                  : std::find(r.schedules.begin(), r.schedules.end(), kind) ==
-                                        r.schedules.end())
+          if (r.schedules.empty()
+                  ? !actors_run(kind) && r.device.profiled
+                  : std::find(r.schedules.begin(), r.schedules.end(), kind) == r.schedules.end())
             continue;
           // stage-aware with a budget keeps everything when it fits, so it
           // stands for `none` unless none is asked for by name; zb-h1 runs

@@ -22,7 +22,6 @@ std::string_view schedule_name(schedule_kind k) {
   return "?";
 }
 
-
 bool actors_run(schedule_kind k) {
   return k != schedule_kind::interleaved;
 }
@@ -56,8 +55,7 @@ op_target next_for(const op& o, int stage, int p, int v) {
   return {-1, 0};
 }
 
-stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute,
-                         int chunks) {
+stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute, int chunks) {
   if (p < 1) fail("--pp must be at least 1 (got {})", p);
   if (m < 1) fail("--micro-batches must be at least 1 (got {})", m);
   if (s < 0 || s >= p) fail("stage {} outside [0, {})", s, p);

@@ -50,8 +50,8 @@ struct stage_policy {
   bool forward_first = false;  // GPipe: F before B always
   std::set<int> pre;           // micro-batches run as Fpc + R (checkpointed, recomputed early)
   bool recompute_in_backward = false;  // every F is Fpc and B recomputes (full recomputation)
-  bool split_weight = false;  // ZB-H1: B is the input gradient; W(mb) the weight gradient
-  int chunks = 1;             // interleaved: model chunks per device (virtual stages)
+  bool split_weight = false;           // ZB-H1: B is the input gradient; W(mb) the weight gradient
+  int chunks = 1;                      // interleaved: model chunks per device (virtual stages)
 };
 
 // The policy of stage `s` of `p` for `m` micro-batches. With

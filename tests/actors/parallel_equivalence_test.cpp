@@ -54,6 +54,38 @@ std::vector<double> single_device_losses(int64_t steps,
   return out;
 }
 
+// One layout of a table-driven test.
+struct layout_case {
+  int dp, tp, pp, m, overlap;
+  schedule_kind kind;
+  actors::recompute_mode rc;
+};
+
+// Trains `opts` on layout `c` (small gradient buckets: several reductions
+// overlap backward); each step's loss within `tol` (relative) of reference.
+void expect_losses(const model::train_options& opts, const layout_case& c,
+                   const std::vector<double>& reference, double tol) {
+  actors::parallel_options par;
+  par.dp = c.dp;
+  par.tp = c.tp;
+  par.pp = c.pp;
+  par.micro_batches = c.m;
+  par.tp_overlap = c.overlap;
+  par.schedule = c.kind;
+  par.recompute = c.rc;
+  par.bucket_bytes = 8192;
+  par.timeout_s = 60;
+  INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " tp-overlap "
+             << c.overlap << " " << partition::schedule_name(c.kind)
+             << " recompute=" << partition::recompute_kind_name(c.rc));
+  actors::parallel_trainer tr(opts, par, corpus());
+  for (size_t s = 0; s < reference.size(); ++s) {
+    double loss = tr.train_step().loss;
+    INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+    REQUIRE(std::abs(loss - reference[s]) <= tol * std::abs(reference[s]));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every dp x pp configuration, schedule and recomputation matches the single device",
@@ -152,41 +184,16 @@ TEST_CASE(
 TEST_CASE("layouts in bf16 match the single device in bf16", "[actors][equivalence][bf16]") {
   const int64_t steps = 20;
   static const auto reference = single_device_losses(steps, model::dtype::bf16);
-  struct config {
-    int dp, tp, pp, m, overlap;
-    schedule_kind kind;
-    actors::recompute_mode rc;
-  };
   using rm = actors::recompute_mode;
-  const config configs[] = {{2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
-                            {1, 1, 2, 4, 0, schedule_kind::one_f_one_b, rm::full},
-                            {1, 1, 4, 4, 0, schedule_kind::shifted, rm::stage_aware},
-                            {1, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
-                            {1, 2, 2, 4, 1, schedule_kind::gpipe, rm::none},
-                            {2, 2, 2, 2, 2, schedule_kind::shifted, rm::stage_aware}};
-  for (auto c : configs) {
-    actors::parallel_options par;
-    par.dp = c.dp;
-    par.tp = c.tp;
-    par.pp = c.pp;
-    par.micro_batches = c.m;
-    par.tp_overlap = c.overlap;
-    par.schedule = c.kind;
-    par.recompute = c.rc;
-    par.bucket_bytes = 8192;
-    par.timeout_s = 60;
-    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " tp-overlap "
-               << c.overlap << " " << partition::schedule_name(c.kind)
-               << " recompute=" << int(c.rc));
-    auto opts = tiny(steps);
-    opts.model.activations = model::dtype::bf16;
-    actors::parallel_trainer tr(opts, par, corpus());
-    for (int64_t s = 0; s < steps; ++s) {
-      double loss = tr.train_step().loss;
-      INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
-      REQUIRE(std::abs(loss - reference[s]) <= 1e-3 * std::abs(reference[s]));
-    }
-  }
+  const layout_case cases[] = {{2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+                               {1, 1, 2, 4, 0, schedule_kind::one_f_one_b, rm::full},
+                               {1, 1, 4, 4, 0, schedule_kind::shifted, rm::stage_aware},
+                               {1, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+                               {1, 2, 2, 4, 1, schedule_kind::gpipe, rm::none},
+                               {2, 2, 2, 2, 2, schedule_kind::shifted, rm::stage_aware}};
+  auto opts = tiny(steps);
+  opts.model.activations = model::dtype::bf16;
+  for (auto& c : cases) expect_losses(opts, c, reference, 1e-3);
 }
 
 // zb-h1: each backward split into B (input gradients, what the stage before
@@ -196,30 +203,12 @@ TEST_CASE("the zb-h1 schedule on the stage actors matches the single device",
           "[actors][equivalence][zb]") {
   const int64_t steps = 20;
   static const auto reference = single_device_losses(steps);
-  struct config {
-    int dp, tp, pp, m, overlap;
-  };
-  const config configs[] = {{1, 1, 2, 4, 0}, {1, 1, 4, 8, 0}, {2, 1, 2, 2, 0},
-                            {1, 2, 2, 4, 0}, {1, 2, 2, 4, 1}, {2, 2, 2, 2, 2}};
-  for (auto c : configs) {
-    actors::parallel_options par;
-    par.dp = c.dp;
-    par.tp = c.tp;
-    par.pp = c.pp;
-    par.micro_batches = c.m;
-    par.tp_overlap = c.overlap;
-    par.schedule = schedule_kind::zb_h1;
-    par.bucket_bytes = 8192;
-    par.timeout_s = 60;
-    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " tp-overlap "
-               << c.overlap << " zb-h1");
-    actors::parallel_trainer tr(tiny(steps), par, corpus());
-    for (int64_t s = 0; s < steps; ++s) {
-      double loss = tr.train_step().loss;
-      INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
-      REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
-    }
-  }
+  const auto zb = schedule_kind::zb_h1;
+  const auto none = actors::recompute_mode::none;
+  const layout_case cases[] = {{1, 1, 2, 4, 0, zb, none}, {1, 1, 4, 8, 0, zb, none},
+                               {2, 1, 2, 2, 0, zb, none}, {1, 2, 2, 4, 0, zb, none},
+                               {1, 2, 2, 4, 1, zb, none}, {2, 2, 2, 2, 2, zb, none}};
+  for (auto& c : cases) expect_losses(tiny(steps), c, reference, 1e-5);
   actors::parallel_options bad;
   bad.pp = 2;
   bad.micro_batches = 4;
@@ -431,30 +420,13 @@ TEST_CASE(
     while (!single.done()) reference.push_back(single.train_step().loss);
     REQUIRE(reference.back() < reference.front());  // it learns
   }
-  struct config {
-    int dp, tp, pp, m;
-    schedule_kind kind;
-    actors::recompute_mode rc;
-  };
-  const config configs[] = {
-      {2, 1, 1, 1, schedule_kind::one_f_one_b, actors::recompute_mode::none},
-      {1, 2, 1, 1, schedule_kind::one_f_one_b, actors::recompute_mode::none},
-      {1, 1, 2, 4, schedule_kind::one_f_one_b, actors::recompute_mode::full},
-      {1, 1, 3, 4, schedule_kind::shifted, actors::recompute_mode::stage_aware},
-      {2, 2, 2, 2, schedule_kind::gpipe, actors::recompute_mode::none}};
-  for (auto c : configs) {
-    actors::parallel_options par;
-    par.dp = c.dp;
-    par.tp = c.tp;
-    par.pp = c.pp;
-    par.micro_batches = c.m;
-    par.schedule = c.kind;
-    par.recompute = c.rc;
-    par.timeout_s = 60;
-    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
-               << partition::schedule_name(c.kind) << " recompute=" << int(c.rc));
-    expect_reference_losses(tiny_custom(steps), par, reference);
-  }
+  using rm = actors::recompute_mode;
+  const layout_case cases[] = {{2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+                               {1, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+                               {1, 1, 2, 4, 0, schedule_kind::one_f_one_b, rm::full},
+                               {1, 1, 3, 4, 0, schedule_kind::shifted, rm::stage_aware},
+                               {2, 2, 2, 2, 0, schedule_kind::gpipe, rm::none}};
+  for (auto& c : cases) expect_losses(tiny_custom(steps), c, reference, 1e-5);
 }
 
 TEST_CASE("a skip connection across every stage boundary travels as an extra tensor",

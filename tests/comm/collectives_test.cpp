@@ -166,8 +166,9 @@ TEST_CASE("ring allreduce_sum of a large buffer sends 2(P-1)/P n 4 bytes per ran
   }
 }
 
-TEST_CASE("bf16 allreduce_sum rounds once per addition, sends half the bytes, equal bits everywhere",
-          "[comm][collectives][bf16]") {
+TEST_CASE(
+    "bf16 allreduce_sum rounds once per addition, sends half the bytes, equal bits everywhere",
+    "[comm][collectives][bf16]") {
   using merak::bf16;
   using merak::to_bf16;
   using merak::to_f32;

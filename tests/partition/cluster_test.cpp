@@ -191,8 +191,7 @@ TEST_CASE("published Megatron-LM runs on DGX A100 are predicted within 15%", "[p
   }
 }
 
-TEST_CASE("zb-h1 is searched, wins where the drain costs, never recomputes",
-          "[planner][cluster]") {
+TEST_CASE("zb-h1 is searched, wins where the drain costs, never recomputes", "[planner][cluster]") {
   model::gpt_config m{.vocab = 51200, .max_seq = 2048, .layers = 48, .dim = 8192, .heads = 64};
   auto r = cluster_request("dgx-a100-hdr", m, 32, 4, 32);
   r.tp = 8;
@@ -206,14 +205,14 @@ TEST_CASE("zb-h1 is searched, wins where the drain costs, never recomputes",
   CHECK(best.recompute == recompute_kind::none);
   // Against 1F1B on the same layout: the weight gradients leave the
   // critical path's drain.
-  auto one_f_one_b = evaluate_plan(r, *costs, 1, 8, 4, 32, schedule_kind::one_f_one_b,
-                                   recompute_kind::none, 0);
+  auto one_f_one_b =
+      evaluate_plan(r, *costs, 1, 8, 4, 32, schedule_kind::one_f_one_b, recompute_kind::none, 0);
   CHECK(best.pipeline_s < one_f_one_b.pipeline_s);
   CHECK(best.stages[0].weight_s > 0);
   CHECK(best.stages[0].weight_s < best.stages[0].backward_s);
-  CHECK_THROWS_WITH(evaluate_plan(r, *costs, 1, 8, 4, 32, schedule_kind::zb_h1,
-                                  recompute_kind::full, 0),
-                    Catch::Contains("zb-h1 without recomputation"));
+  CHECK_THROWS_WITH(
+      evaluate_plan(r, *costs, 1, 8, 4, 32, schedule_kind::zb_h1, recompute_kind::full, 0),
+      Catch::Contains("zb-h1 without recomputation"));
 }
 
 TEST_CASE("interleaved 1F1B is priced per chunk and shortens the pipeline", "[planner][cluster]") {
@@ -221,12 +220,12 @@ TEST_CASE("interleaved 1F1B is priced per chunk and shortens the pipeline", "[pl
   auto r = cluster_request("dgx-a100-hdr", m, 32, 4, 32);
   r.recompute_every_stage = true;  // as Megatron-LM ran
   auto costs = analytic_costs(r.device, m);
-  auto one = evaluate_plan(r, *costs, 1, 8, 4, 8, schedule_kind::one_f_one_b,
-                           recompute_kind::full, 0);
+  auto one =
+      evaluate_plan(r, *costs, 1, 8, 4, 8, schedule_kind::one_f_one_b, recompute_kind::full, 0);
   for (int v : {2, 4}) {
     r.chunks = v;
-    auto inter = evaluate_plan(r, *costs, 1, 8, 4, 8, schedule_kind::interleaved,
-                               recompute_kind::full, 0);
+    auto inter =
+        evaluate_plan(r, *costs, 1, 8, 4, 8, schedule_kind::interleaved, recompute_kind::full, 0);
     INFO("chunks " << v << ": " << inter.pipeline_s << " s against 1F1B's " << one.pipeline_s);
     CHECK(inter.pipeline_s < one.pipeline_s);
     // The bubble shrinks to about 1/v of 1F1B's: (p - 1)/(v m) of the ideal.
@@ -234,9 +233,9 @@ TEST_CASE("interleaved 1F1B is priced per chunk and shortens the pipeline", "[pl
     CHECK(inter.pipeline_s - ideal < 1.25 * (one.pipeline_s - ideal) / v);
     CHECK(inter.path.ops > 0);
   }
-  CHECK_THROWS_WITH(evaluate_plan(r, *costs, 1, 8, 4, 2, schedule_kind::interleaved,
-                                  recompute_kind::none, 0),
-                    Catch::Contains("multiple of pp"));
+  CHECK_THROWS_WITH(
+      evaluate_plan(r, *costs, 1, 8, 4, 2, schedule_kind::interleaved, recompute_kind::none, 0),
+      Catch::Contains("multiple of pp"));
   // Unasked, a search for the CPU (what `merak train` runs) leaves it out:
   // checked on the actors' side, which refuse it by name.
 }

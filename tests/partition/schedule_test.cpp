@@ -80,8 +80,8 @@ TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", 
     int p = 2 + int(r.below(7));
     int m = p + int(r.below(2 * p + 1));
     auto kind = schedule_kind(r.below(5));
-    bool full = r.below(2) == 1 && kind != schedule_kind::zb_h1 &&
-                kind != schedule_kind::interleaved;
+    bool full =
+        r.below(2) == 1 && kind != schedule_kind::zb_h1 && kind != schedule_kind::interleaved;
     const int chunks = 2 + int(r.below(3));
     if (kind == schedule_kind::interleaved) m = p * (1 + int(r.below(3)));
     auto pols = make_policies(kind, p, m, full, chunks);
@@ -98,7 +98,7 @@ TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", 
       if (pols[s].limited) CHECK(tr.max_in_flight[s] <= std::max(pols[s].warm, pols[s].steady));
       const int per_mb = kind == schedule_kind::zb_h1         ? 3
                          : kind == schedule_kind::interleaved ? 2 * chunks
-                                                               : 2;
+                                                              : 2;
       CHECK(int(tr.stages[s].size()) >= per_mb * m);
     }
   }
