@@ -129,6 +129,7 @@ void parallel_trainer::impl::spawn() {
   const int per_actor = std::max(1, cores / int(mine.size()));
   lending lend = make_lending(mine, cores, per_actor);
   std::shared_ptr<core_pool> pool = lend.pool;
+  cores_held = pool;
   // Who sends each stage its inputs, who reads its outputs, tied weights.
   routes = partition::route(sg, sb);
   const int64_t tokens = par.micro_batch_rows(opts.batch) * opts.model.max_seq;

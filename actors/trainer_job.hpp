@@ -69,6 +69,10 @@ struct parallel_trainer::impl {
   std::shared_ptr<void> mesh_links;
   std::unique_ptr<caf::actor_system_config> cfg;
   std::unique_ptr<caf::actor_system> own_sys;  // unless the caller lends one
+  // The trainer's own reference to its stages' core pool: released with the
+  // trainer, after shutdown() saw every actor go, so the pool is freed here
+  // and not by whichever stage actor happens to end last.
+  std::shared_ptr<core_pool> cores_held;
   caf::actor_system* sys = nullptr;
   std::unique_ptr<caf::scoped_actor> self;
   partition::placement place;
