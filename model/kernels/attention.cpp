@@ -106,6 +106,13 @@ void gather(float* dst, const bf16* src, int ld, int T, int hs) {
     for (int d = 0; d < hs; ++d) dst[int64_t(t) * hs + d] = to_f32(src[int64_t(t) * ld + d]);
 }
 
+// The widened q, k, v of one (batch, head) of a bf16 qkv (row stride 3C).
+void gather_qkv(head_buffers& w, const bf16* q, int C, int T, int hs) {
+  gather(w.q.data(), q, 3 * C, T, hs);
+  gather(w.k.data(), q + C, 3 * C, T, hs);
+  gather(w.v.data(), q + 2 * C, 3 * C, T, hs);
+}
+
 }  // namespace
 
 int64_t attention_scratch_floats(int T) {
@@ -155,9 +162,7 @@ void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int 
     int b = bh / NH, h = bh % NH;
     auto& w = buffers(T, hs);
     const bf16* q = qkv + int64_t(b) * T * C3 + h * hs;
-    gather(w.q.data(), q, C3, T, hs);
-    gather(w.k.data(), q + C, C3, T, hs);
-    gather(w.v.data(), q + 2 * C, C3, T, hs);
+    gather_qkv(w, q, C, T, hs);
     head_forward(w.o.data(), hs, w.p.data(), w.q.data(), w.k.data(), w.v.data(), hs, T, hs, scale);
     bf16* o = out + int64_t(b) * T * C + h * hs;
     for (int t = 0; t < T; ++t)
@@ -179,9 +184,7 @@ void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf1
     auto& w = buffers(T, hs);
     int64_t base = int64_t(b) * T * C3 + h * hs;
     const bf16* q = qkv + base;
-    gather(w.q.data(), q, C3, T, hs);
-    gather(w.k.data(), q + C, C3, T, hs);
-    gather(w.v.data(), q + 2 * C, C3, T, hs);
+    gather_qkv(w, q, C, T, hs);
     gather(w.o.data(), dout + int64_t(b) * T * C + h * hs, C, T, hs);  // dO
     const bf16* a = att + int64_t(bh) * T * T;
     for (int i = 0; i < T; ++i)

@@ -7,16 +7,22 @@
 #include "model/kernels/kernels.hpp"
 
 namespace merak::model::kernels {
+namespace {
+
+// Y = X W^T + b starts as the bias in every row (the GEMM then accumulates
+// onto it): returns the GEMM's beta, 1 with a bias, 0 without.
+float broadcast_bias(float* y, const float* bias, int N, int OC) {
+  if (!bias) return 0.f;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) std::memcpy(y + int64_t(n) * OC, bias, sizeof(float) * OC);
+  return 1.f;
+}
+
+}  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC) {
-  // Y = X W^T + b: broadcast the bias into Y, then accumulate the GEMM onto it.
-  float beta = 0.f;
-  if (bias) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; ++n) std::memcpy(out + int64_t(n) * OC, bias, sizeof(float) * OC);
-    beta = 1.f;
-  }
+  const float beta = broadcast_bias(out, bias, N, OC);
   sgemm(false, true, N, OC, C, 1.f, inp, C, weight, C, beta, out, OC);
 }
 
@@ -59,12 +65,7 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const float*
   // The GEMM accumulates in float into a scratch buffer (bias first), then
   // rounds once into out.
   float* y = scratch_floats(int64_t(N) * OC);
-  float beta = 0.f;
-  if (bias) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; ++n) std::memcpy(y + int64_t(n) * OC, bias, sizeof(float) * OC);
-    beta = 1.f;
-  }
+  const float beta = broadcast_bias(y, bias, N, OC);
   gemm_bf16(false, true, N, OC, C, 1.f, inp, C, weight, C, beta, y, OC);
   convert(out, y, int64_t(N) * OC);
 }
