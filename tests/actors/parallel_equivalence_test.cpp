@@ -61,6 +61,19 @@ struct layout_case {
   actors::recompute_mode rc;
 };
 
+// Trains `opts` with `par` on the actors; every step's loss must equal the
+// single device's `reference` within `tol` (relative; the file's 1e-5 unless
+// a test says otherwise).
+void expect_reference_losses(const model::train_options& opts, const actors::parallel_options& par,
+                             const std::vector<double>& reference, double tol = 1e-5) {
+  actors::parallel_trainer tr(opts, par, corpus());
+  for (size_t s = 0; s < reference.size(); ++s) {
+    double loss = tr.train_step().loss;
+    INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+    REQUIRE(std::abs(loss - reference[s]) <= tol * std::abs(reference[s]));
+  }
+}
+
 // Trains `opts` on layout `c` (small gradient buckets: several reductions
 // overlap backward); each step's loss within `tol` (relative) of reference.
 void expect_losses(const model::train_options& opts, const layout_case& c,
@@ -78,12 +91,7 @@ void expect_losses(const model::train_options& opts, const layout_case& c,
   INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " tp-overlap "
              << c.overlap << " " << partition::schedule_name(c.kind)
              << " recompute=" << partition::recompute_kind_name(c.rc));
-  actors::parallel_trainer tr(opts, par, corpus());
-  for (size_t s = 0; s < reference.size(); ++s) {
-    double loss = tr.train_step().loss;
-    INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
-    REQUIRE(std::abs(loss - reference[s]) <= tol * std::abs(reference[s]));
-  }
+  expect_reference_losses(opts, par, reference, tol);
 }
 
 }  // namespace
@@ -385,18 +393,6 @@ model::graph mlp_language_model(const model::gpt_config& c) {
 }
 model::graph long_skip_model(const model::gpt_config& c) {
   return mlp_model(c, true);
-}
-
-// Trains `opts` with `par` on the actors; every step's loss must equal the
-// single device's `reference` within the file's tolerance.
-void expect_reference_losses(const model::train_options& opts, const actors::parallel_options& par,
-                             const std::vector<double>& reference) {
-  actors::parallel_trainer tr(opts, par, corpus());
-  for (size_t s = 0; s < reference.size(); ++s) {
-    double loss = tr.train_step().loss;
-    INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
-    REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
-  }
 }
 
 model::train_options tiny_custom(int64_t steps) {
