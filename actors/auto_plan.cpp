@@ -17,6 +17,7 @@ std::string encode_layout(const parallel_options& p) {
                         {"pp", p.pp},
                         {"micro_batches", p.micro_batches},
                         {"schedule", partition::schedule_name(p.schedule)},
+                        {"chunks", p.chunks},
                         {"recompute", partition::recompute_kind_name(p.recompute)},
                         {"tp_overlap", p.tp_overlap},
                         {"stage_bounds", p.stage_bounds},
@@ -32,6 +33,7 @@ void decode_layout(const std::string& blob, parallel_options& p) {
     p.dp = j.at("dp"), p.tp = j.at("tp"), p.pp = j.at("pp");
     p.micro_batches = j.at("micro_batches");
     p.schedule = partition::parse_schedule(j.at("schedule").get<std::string>());
+    p.chunks = j.at("chunks");
     p.recompute = partition::parse_recompute_kind(j.at("recompute").get<std::string>());
     p.tp_overlap = j.at("tp_overlap");
     p.stage_bounds = j.at("stage_bounds").get<std::vector<int>>();
@@ -80,12 +82,16 @@ device_plan plan_for_devices(const model::train_options& opts, int devices, para
   const auto& b = out.search.best;
   auto& p = out.options = std::move(base);
   static_cast<partition::layout&>(p) = b;  // recompute: the runtime's mode, below
-  if (world > 1) p.placement = b.place.str();
+  if (world > 1)
+    p.placement = (b.chunks > 1 ? partition::with_chunks(b.place, b.chunks) : b.place).str();
   // The stages the planner balanced by measured time, not the runtime's
-  // default split by FLOPs.
+  // default split by FLOPs (interleaved: the planner's stages are devices,
+  // and the runtime balances the virtual stages).
   p.stage_bounds.clear();
-  for (const auto& st : b.stages) p.stage_bounds.push_back(st.first);
-  if (!b.stages.empty()) p.stage_bounds.push_back(b.stages.back().last);
+  if (b.chunks == 1) {
+    for (const auto& st : b.stages) p.stage_bounds.push_back(st.first);
+    if (!b.stages.empty()) p.stage_bounds.push_back(b.stages.back().last);
+  }
   bool any = false;
   for (const auto& st : b.stages) any = any || st.recompute_segments > 0;
   if (b.recompute == partition::recompute_kind::full) {

@@ -11,6 +11,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   MERAK_MESSAGE(stage_tensor);
   MERAK_MESSAGE(pump_next);
   MERAK_MESSAGE(tp_command);
+  MERAK_MESSAGE(chunk_ready);
+  MERAK_MESSAGE(chunk_command);
+  MERAK_MESSAGE(chunk_done);
   MERAK_MESSAGE(tied_gradient);
   MERAK_MESSAGE(bucket_reduced);
   MERAK_MESSAGE(apply_update);

@@ -65,6 +65,9 @@ struct step_start;
 struct stage_tensor;
 struct pump_next;
 struct tp_command;
+struct chunk_ready;
+struct chunk_command;
+struct chunk_done;
 struct tied_gradient;
 struct bucket_reduced;
 struct apply_update;
@@ -73,6 +76,7 @@ struct restore_shard;
 using stage_api = caf::typed_actor<
     caf::reacts_to<stage_wiring>, caf::reacts_to<stage_plan>, caf::reacts_to<step_start>,
     caf::reacts_to<stage_tensor>, caf::reacts_to<pump_next>, caf::reacts_to<tp_command>,
+    caf::reacts_to<chunk_ready>, caf::reacts_to<chunk_command>, caf::reacts_to<chunk_done>,
     caf::reacts_to<tied_gradient>, caf::reacts_to<bucket_reduced>, caf::reacts_to<apply_update>,
     caf::reacts_to<save_shard>, caf::reacts_to<restore_shard>>;
 
@@ -162,6 +166,25 @@ struct pump_next {};
 
 // TP shard 0 -> the other shards of its stage: run this op next.
 struct tp_command {
+  partition::op op{partition::op_kind::F, 0};
+};
+
+// Interleaved schedule: the chunk-0 actor of a pipeline device (TP shard 0)
+// decides the ops of all the device's chunks.
+// Chunk c > 0 -> the device's chunk 0: every input (kind kinput) or every
+// output gradient (kgrad) of micro-batch `mb` of chunk `chunk` is here.
+struct chunk_ready {
+  int kind = kinput;
+  int mb = 0;
+  int chunk = 0;
+};
+// The device's chunk 0 -> chunk op.chunk: run this op now (its inputs are
+// there); the device runs nothing else until chunk_done.
+struct chunk_command {
+  partition::op op{partition::op_kind::F, 0};
+};
+// Chunk c > 0 -> the device's chunk 0: the commanded op has finished.
+struct chunk_done {
   partition::op op{partition::op_kind::F, 0};
 };
 
@@ -371,6 +394,9 @@ MERAK_INSPECT(step_start, x.step)
 MERAK_INSPECT(stage_tensor, x.kind, x.mb, x.value, x.x)
 MERAK_INSPECT(pump_next)
 MERAK_INSPECT(tp_command, x.op)
+MERAK_INSPECT(chunk_ready, x.kind, x.mb, x.chunk)
+MERAK_INSPECT(chunk_command, x.op)
+MERAK_INSPECT(chunk_done, x.op)
 MERAK_INSPECT(tied_gradient, actors::text_ref{x.name}, x.from_stage, x.grad)
 MERAK_INSPECT(bucket_reduced, x.bucket, x.sum, x.bytes_sent, x.union_rows, x.rel_error, x.slice)
 MERAK_INSPECT(apply_update, x.lr, x.clip, x.skip)
@@ -421,18 +447,18 @@ namespace merak::partition {
 MERAK_INSPECT(stage_memory, x.stage, x.weights_bytes, x.segment_nodes, x.stash_bytes,
               x.checkpoint_bytes, x.input_bytes, x.in_flight)
 MERAK_INSPECT(stage_policy, x.stage, x.stages, x.micro_batches, x.limited, x.warm, x.steady,
-              x.forward_first, x.pre, x.recompute_in_backward)
+              x.forward_first, x.pre, x.recompute_in_backward, x.split_weight, x.chunks)
 
 // The kind travels as its number and is checked on arrival.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op& x) {
   uint8_t kind = uint8_t(x.kind);
   auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (kind > uint8_t(op_kind::B)) return caf::sec::invalid_argument;
+    if (kind > uint8_t(op_kind::W)) return caf::sec::invalid_argument;
     x.kind = op_kind(kind);
     return caf::none;
   });
-  return f(caf::meta::type_name("merak.op"), kind, x.mb, load);
+  return f(caf::meta::type_name("merak.op"), kind, x.mb, x.chunk, load);
 }
 }  // namespace merak::partition
 

@@ -5,21 +5,20 @@ namespace merak::actors {
 
 void parallel_options::validate(int batch) const {
   partition::layout::validate(batch);
-  if (schedule == partition::schedule_kind::interleaved)
-    fail(
-        "--schedule interleaved: the planner and the simulator run it (merak plan, merak "
-        "schedule show) but the stage actors do not yet (one model chunk per actor); use "
-        "gpipe, 1f1b, shifted or zb-h1");
   if (schedule == partition::schedule_kind::zb_h1 && recompute != recompute_mode::none)
     fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
          recompute == recompute_mode::full ? "full" : "stage-aware");
   if (!(timeout_s > 0)) fail("the step timeout must be positive (got {})", timeout_s);
   if (!(heartbeat_s == 0 || (heartbeat_s >= 0.2 && heartbeat_s <= 1e6)))
     fail("--heartbeat-timeout must be 0 (off) or from 0.2 to 1e6 seconds (got {})", heartbeat_s);
-  const int world = processes ? processes->size() : 1;
-  auto p = placement.empty() ? partition::default_placement(dp, pp, tp, world)
-                             : partition::parse_placement(placement, dp, pp, tp, world);
-  partition::validate_placement(p);
+  partition::validate_placement(actor_placement(processes ? processes->size() : 1));
+}
+
+partition::placement parallel_options::actor_placement(int world) const {
+  if (!placement.empty())
+    return partition::parse_placement(placement, dp, virtual_stages(), tp, world);
+  auto devices = partition::default_placement(dp, pp, tp, world);
+  return chunks > 1 ? partition::with_chunks(devices, chunks) : devices;
 }
 
 bool parallel_options::needs_actors() const {
@@ -114,11 +113,12 @@ void parallel_trainer::impl::spawn() {
         "parallel_trainer::configure");
   }
   self = std::make_unique<caf::scoped_actor>(*sys);
-  const int P = par.pp, D = par.dp, TP = par.tp;
+  // P counts virtual stages: an interleaved layout's pp x chunks actors per
+  // line, virtual stage c x pp + d being chunk c of pipeline device d.
+  const int P = par.virtual_stages(), D = par.dp, TP = par.tp;
   const int world = par.processes ? par.processes->size() : 1;
   me = par.processes ? par.processes->rank() : 0;
-  place = par.placement.empty() ? partition::default_placement(D, P, TP, world)
-                                : partition::parse_placement(par.placement, D, P, TP, world);
+  place = par.actor_placement(world);
   partition::validate_placement(place);
   const std::vector<int> mine = place.actors_of(me);
   const model::graph& sg = shards[0].graph;  // every shard has the same structure
@@ -126,7 +126,10 @@ void parallel_trainer::impl::spawn() {
   // Cores: this process's, shared by its actors, and lent between the
   // stages of the host (core_pool.hpp).
   const int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
-  const int per_actor = std::max(1, cores / int(mine.size()));
+  // A device's chunks (interleaved) take turns: each gets the device's share.
+  std::set<std::array<int, 3>> devices_here;
+  for (int i : mine) devices_here.insert({i / (P * TP), i / TP % P % par.pp, i % TP});
+  const int per_actor = std::max(1, cores / int(devices_here.size()));
   lending lend = make_lending(mine, cores, per_actor);
   std::shared_ptr<core_pool> pool = lend.pool;
   cores_held = pool;
@@ -204,6 +207,7 @@ void parallel_trainer::impl::spawn() {
     su.dp = D;
     su.stage = s;
     su.pp = P;
+    su.chunks = par.chunks;
     su.tp_rank = t;
     su.tp = TP;
     su.tp_link = tp_link[r][s][t];
@@ -213,8 +217,8 @@ void parallel_trainer::impl::spawn() {
     su.last = sb[s + 1];
     su.seed = opts.seed;
     su.adam.weight_decay = opts.weight_decay;
-    su.policy.stage = s;  // the rest of the policy comes from the scheduler actor
-    su.policy.stages = P;
+    su.policy.stage = s % par.pp;  // its device; the rest comes from the scheduler actor
+    su.policy.stages = par.pp;
     su.policy.micro_batches = par.micro_batches;
     su.tokens_per_micro_batch = tokens;
     su.loss_scale = 1.0f / float(D * par.micro_batches);
@@ -340,7 +344,7 @@ model::step_result parallel_trainer::impl::train_step() {
   if (!lead()) return follow_step();
   auto t0 = std::chrono::steady_clock::now();
   const double trace_t0 = trace_now();
-  const int D = par.dp, P = par.pp, M = par.micro_batches, TP = par.tp;
+  const int D = par.dp, P = par.virtual_stages(), M = par.micro_batches, TP = par.tp;
   for (auto& rep : stages)
     for (auto& st : rep)
       for (auto& a : st) (*self)->send(a, step_start{step});
@@ -402,7 +406,7 @@ model::step_result parallel_trainer::impl::train_step() {
   double pipe_s = std::chrono::duration<double>(t_pipe - t0).count();
   double busy_total = 0;
   for (double x : busy) busy_total += x;
-  bubble = 1.0 - busy_total / (P * pipe_s);
+  bubble = 1.0 - busy_total / (par.pp * pipe_s);  // a device's chunks share it
   double norm = 0;
   for (double x : sumsq) norm += x;
   norm = std::sqrt(norm);
@@ -503,9 +507,10 @@ std::vector<std::pair<std::string, double>> parallel_trainer::step_metrics() con
 std::string parallel_trainer::describe() const {
   auto& par = impl_->par;
   return fmt::format(
-      "model {} on dp={} tp={} pp={} (stages at nodes {}), {} micro-batches, schedule {}, "
+      "model {} on dp={} tp={} pp={}{} (stages at nodes {}), {} micro-batches, schedule {}, "
       "tp-overlap {}{}\nrecomputation: {}",
-      impl_->opts.model.str(), par.dp, par.tp, par.pp, fmt::join(impl_->bounds, ","),
+      impl_->opts.model.str(), par.dp, par.tp, par.pp,
+      par.chunks > 1 ? fmt::format(" x {} chunks", par.chunks) : "", fmt::join(impl_->bounds, ","),
       par.micro_batches, partition::schedule_name(par.schedule), par.tp_overlap,
       impl_->place.world > 1
           ? fmt::format(", {} processes (placement {}{})", impl_->place.world, impl_->place.str(),

@@ -23,6 +23,7 @@
 #include "comm/codec.hpp"
 #include "model/trainer.hpp"
 #include "partition/layout.hpp"
+#include "partition/placement.hpp"
 #include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
 
@@ -45,7 +46,7 @@ using recompute_mode = partition::recompute_kind;
 // recomputation, TP overlap) and how the runtime runs it.
 struct parallel_options : partition::layout {
   // Stage s runs nodes [stage_bounds[s], stage_bounds[s+1]) of the
-  // single-device graph (pp + 1 entries, 0 first, the node count last; a
+  // single-device graph (virtual_stages() + 1 entries, 0 first, the node count last; a
   // planner's split). Empty: balanced by forward FLOPs
   // (partition::balanced_stages).
   std::vector<int> stage_bounds;
@@ -95,6 +96,10 @@ struct parallel_options : partition::layout {
   // batch (batch must divide into dp x micro-batches) or the placement the
   // processes.
   void validate(int batch) const;
+  // Which of `world` processes hosts each stage actor: `placement` when
+  // given (one rank per actor: per virtual stage when interleaved), else
+  // the default over the devices, a device's chunks on its process.
+  partition::placement actor_placement(int world) const;
   // Whether these options need the actor runtime rather than the
   // single-device trainer: a job of several processes, a layout other than
   // one device (dp, tp, pp or micro-batches above 1), a trace, recomputation

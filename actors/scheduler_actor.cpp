@@ -20,7 +20,8 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
   };
   auto st = std::make_shared<state>();
   const partition::layout& L = su.layout;
-  const int P = L.pp, lines = L.dp * L.tp;  // stages, and the shards of each
+  // Virtual stages (pp x chunks), and the shards of each.
+  const int P = L.virtual_stages(), lines = L.dp * L.tp;
   const bool full = L.recompute == partition::recompute_kind::full;
   const bool stage_aware = L.recompute == partition::recompute_kind::stage_aware;
   st->reports.resize(size_t(P));
@@ -28,9 +29,14 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
     const partition::layout& L = su.layout;
     std::vector<partition::stage_policy> pols;
     for (int s = 0; s < P; ++s) {
-      pols.push_back(partition::make_policy(L.schedule, P, L.micro_batches, s, full));
+      // Every chunk of a device carries the device's policy (its chunk-0
+      // actor schedules them all).
+      pols.push_back(
+          partition::make_policy(L.schedule, L.pp, L.micro_batches, s % L.pp, full, L.chunks));
       auto& p = pols.back();
-      st->reports[size_t(s)].in_flight = p.limited ? std::max(p.warm, p.steady) : L.micro_batches;
+      // In flight per chunk: the device's limit shared by its chunks.
+      const int limit = p.limited ? std::max(p.warm, p.steady) : L.micro_batches;
+      st->reports[size_t(s)].in_flight = (limit + p.chunks - 1) / p.chunks;
     }
     partition::recompute_plan plan;
     try {

@@ -42,6 +42,10 @@ struct stage_state {
   std::set<int> have_inputs, have_grads;
   int backwards = 0;
   int weights = 0;  // W ops run (zb-h1)
+  // Interleaved, the device's chunk 0: an op of another chunk is running;
+  // chunk_ready messages that came before this step's start.
+  bool awaiting_chunk = false;
+  std::vector<chunk_ready> early_ready;
   // Per micro-batch: inputs and output gradients gathered so far.
   std::map<int, std::vector<model::tensor>> inputs, grads;
   std::map<int, int> inputs_seen, grads_seen;
@@ -100,6 +104,17 @@ double seconds(clock::time_point t) {
 
 actor_coord coord(const stage_state& st) {
   return {st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank};
+}
+
+// Interleaved layouts: this actor's pipeline device and model chunk.
+int devices(const stage_state& st) {
+  return st.cfg.pp / st.cfg.chunks;
+}
+int device(const stage_state& st) {
+  return st.cfg.stage % devices(st);
+}
+int chunk(const stage_state& st) {
+  return st.cfg.stage / devices(st);
 }
 
 std::string where(const stage_state& st) {
@@ -385,8 +400,29 @@ void settle_ties(stage_self self) {
   settle_owned(self);
 }
 
+// Runs the ops another actor decides: a TP shard other than 0 (its stage's
+// shard 0 decides), or a chunk other than 0 (its device's chunk 0 decides).
 bool follower(const stage_state& st) {
-  return st.cfg.tp_rank > 0;
+  return st.cfg.tp_rank > 0 || chunk(st) > 0;
+}
+
+// The device's chunk 0, which schedules this chunk.
+const stage_api& device_lead(const stage_state& st) {
+  return st.stages[size_t(device(st))];
+}
+
+// Every input (kinput) or output gradient (kgrad) of `mb` is here.
+void arrived(stage_self self, int kind, int mb) {
+  auto& st = self->state;
+  (kind == kinput ? st.have_inputs : st.have_grads).insert(mb);
+  if (chunk(st) > 0) {
+    if (st.cfg.tp_rank == 0) self->send(device_lead(st), chunk_ready{kind, mb, chunk(st)});
+  } else if (kind == kinput) {
+    st.sched->activation_arrived(mb);
+  } else {
+    st.sched->gradient_arrived(mb);
+  }
+  pump(self);
 }
 
 // A follower may run the leader's next op once its own inputs are here.
@@ -419,11 +455,15 @@ void pump(stage_self self) {
   auto& st = self->state;
   if (!st.sched || st.finishing) return;
   if (follower(st)) {
+    const bool commands_shards = st.cfg.tp_rank == 0;  // a chunk above 0
     while (!st.commanded.empty() && can_run(st, st.commanded.front())) {
       auto o = st.commanded.front();
       st.commanded.pop_front();
+      if (commands_shards)
+        for (size_t t = 1; t < st.tp_peers.size(); ++t) self->send(st.tp_peers[t], tp_command{o});
       run_op(self, o, [] { return false; });
       after_op(self, o);
+      if (commands_shards) self->send(device_lead(st), chunk_done{o});
     }
     const int m = st.cfg.policy.micro_batches;
     if (st.backwards == m && (!st.cfg.policy.split_weight || st.weights == m)) {
@@ -432,7 +472,14 @@ void pump(stage_self self) {
     }
     return;
   }
+  if (st.awaiting_chunk) return;  // the device is running another chunk's op
   while (auto o = st.sched->next()) {
+    if (o->chunk != chunk(st)) {  // another chunk of this device runs it; it answers chunk_done
+      const int s = o->chunk * devices(st) + device(st);
+      self->send(st.stages[size_t(s)], chunk_command{*o});
+      st.awaiting_chunk = true;
+      return;
+    }
     for (size_t t = 1; t < st.tp_peers.size(); ++t) self->send(st.tp_peers[t], tp_command{*o});
     run_op(self, *o, [&] {
       st.sched->completed(*o);
@@ -495,9 +542,7 @@ void take_input(stage_self self, int mb, int value, tensor_ref& x) {
     st.early_inputs.push_back(mb);
     return;
   }
-  st.have_inputs.insert(mb);
-  st.sched->activation_arrived(mb);
-  pump(self);
+  arrived(self, kinput, mb);
 }
 
 // The gradient of output `value` of micro-batch `mb`: several readers' are
@@ -517,11 +562,18 @@ void take_grad(stage_self self, int mb, int value, tensor_ref& g) {
     const float* s = g.t->f32();
     for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
   }
-  if (++st.grads_seen[mb] == st.grads_expected) {
-    st.have_grads.insert(mb);
-    st.sched->gradient_arrived(mb);
-    pump(self);
-  }
+  if (++st.grads_seen[mb] == st.grads_expected) arrived(self, kgrad, mb);
+}
+
+// The device's chunk 0: chunk r.chunk has what an op of `r.mb` needs.
+void take_chunk_ready(stage_self self, const chunk_ready& r) {
+  auto& st = self->state;
+  MERAK_CHECK(chunk(st) == 0 && st.cfg.chunks > 1 && r.chunk > 0 && r.chunk < st.cfg.chunks,
+              "chunk_ready from chunk {} of {}", r.chunk, st.cfg.chunks);
+  if (r.kind == kinput)
+    st.sched->activation_arrived(r.mb, r.chunk);
+  else
+    st.sched->gradient_arrived(r.mb, r.chunk);
 }
 
 // An input of validation forward `seq` (replica 0 only): forwards run in
@@ -605,6 +657,7 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
           st.finishing = false;
           st.backwards = 0;
           st.weights = 0;
+          st.awaiting_chunk = false;
           st.shipped = st.reduced = 0;
           if (st.bucketer) st.bucketer->begin_step();
           st.busy_s = 0;
@@ -612,10 +665,8 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
           st.reducer_trace.clear();
           if (st.known_rows_ok)
             st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->value.dim(0)), 0);
-          for (int mb : std::exchange(st.early_inputs, {})) {
-            st.have_inputs.insert(mb);
-            st.sched->activation_arrived(mb);
-          }
+          for (int mb : std::exchange(st.early_inputs, {})) arrived(self, kinput, mb);
+          for (auto& r : std::exchange(st.early_ready, {})) take_chunk_ready(self, r);
           pump(self);
         });
       },
@@ -636,6 +687,36 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
       [=](tp_command& c) {
         guarded(self, [&] {
           self->state.commanded.push_back(c.op);
+          pump(self);
+        });
+      },
+      [=](chunk_command& c) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          MERAK_CHECK(chunk(st) > 0 && st.cfg.tp_rank == 0 && c.op.chunk == chunk(st),
+                      "command for chunk {}", c.op.chunk);
+          st.commanded.push_back(c.op);
+          pump(self);
+        });
+      },
+      [=](const chunk_ready& r) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          if (!st.in_step) {  // a chunk's inputs, ahead of this step's message
+            st.early_ready.push_back(r);
+            return;
+          }
+          take_chunk_ready(self, r);
+          pump(self);
+        });
+      },
+      [=](const chunk_done& d) {
+        guarded(self, [&] {
+          auto& st = self->state;
+          MERAK_CHECK(st.awaiting_chunk, "{} finished while no chunk was commanded",
+                      partition::op_name(d.op));
+          st.awaiting_chunk = false;
+          st.sched->completed(d.op);
           pump(self);
         });
       },

@@ -34,6 +34,17 @@
 // are there:
 //   tp rank 0 --tp_command(op)--> tp ranks 1..tp-1 of the same stage
 //
+// Interleaved schedule: each virtual stage c x devices + d (chunk c of
+// pipeline device d) is a stage actor; the device's chunk-0 actor (TP shard
+// 0) runs the stage_scheduler of all its chunks, so the device runs one op
+// at a time in the schedule's order:
+//   chunk c --chunk_ready(kind, mb, c)--> chunk 0       (inputs / gradients here)
+//   chunk 0 --chunk_command(op)--> chunk op.chunk       (run it now)
+//   chunk c --chunk_done(op)--> chunk 0                 (the device is free)
+// A commanded chunk is a TP leader for its own shards (tp_command). Each
+// chunk keeps its own weights, gradient buckets, tied weights and shard
+// file, exactly as a stage.
+//
 // Any exception ends the actor after telling the coordinator what failed and
 // where (job_failed); the coordinator also monitors every stage.
 
@@ -55,7 +66,9 @@ namespace merak::actors {
 
 struct stage_setup {
   int dp_rank = 0, dp = 1;
+  // The virtual stage and how many there are (pipeline devices x chunks).
   int stage = 0, pp = 1;
+  int chunks = 1;  // model chunks per pipeline device (interleaved)
   int tp_rank = 0, tp = 1;
   // This shard's endpoint of the stage's TP group (tp > 1), and the
   // sub-pipelining level (model::executor::set_tp).

@@ -49,8 +49,9 @@ std::string parallel_trainer::impl::save() {
   meta["merak.adam_t"] = std::to_string(adam_t);
   return model::commit_sharded_checkpoint(
       opts.save_dir, step, records, meta,
-      fmt::format("dp={} pp={} tp={} processes={} placement={}", par.dp, par.pp, par.tp,
-                  place.world, place.str()));
+      fmt::format("dp={} pp={}{} tp={} processes={} placement={}", par.dp, par.pp,
+                  par.chunks > 1 ? fmt::format(" chunks={}", par.chunks) : "", par.tp, place.world,
+                  place.str()));
 }
 
 double parallel_trainer::impl::validation_loss() {
@@ -66,7 +67,7 @@ double parallel_trainer::impl::validation_loss() {
   const int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
   for (int64_t i = 0; i < nb; ++i) {
     model::batch vb = corpus.val_batch(i, opts.batch);
-    for (int s = 0; s < par.pp; ++s)
+    for (int s = 0; s < par.virtual_stages(); ++s)
       for (int v : routes[size_t(s)].graph_inputs) {
         MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
         const model::tensor& src = v == tokens_v ? vb.tokens : vb.targets;

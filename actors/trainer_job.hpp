@@ -120,16 +120,19 @@ struct parallel_trainer::impl {
             "does not have (layers::embedding makes it)",
             comm::codec_kind_name(par.sparse.kind));
     }
+    const int stages = par.virtual_stages();
     if (par.stage_bounds.empty()) {
-      bounds = partition::balanced_stages(graph, par.pp);
+      bounds = partition::balanced_stages(graph, stages);
     } else {
       const auto& sb = par.stage_bounds;
       const int n = int(graph.nodes().size());
-      bool ok = int(sb.size()) == par.pp + 1 && sb.front() == 0 && sb.back() == n;
+      bool ok = int(sb.size()) == stages + 1 && sb.front() == 0 && sb.back() == n;
       for (size_t s = 1; ok && s < sb.size(); ++s) ok = sb[s - 1] < sb[s];
       if (!ok)
-        fail("stage bounds [{}] do not split the model's {} nodes into --pp {} stages",
-             fmt::join(sb, ", "), n, par.pp);
+        fail("stage bounds [{}] do not split the model's {} nodes into {} stages{}",
+             fmt::join(sb, ", "), n, stages,
+             par.chunks > 1 ? fmt::format(" (--pp {} x --chunks {})", par.pp, par.chunks)
+                            : fmt::format(" (--pp {})", par.pp));
       bounds = sb;
     }
     for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));

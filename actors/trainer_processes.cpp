@@ -7,8 +7,10 @@ namespace merak::actors {
 parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::vector<int>& mine,
                                                                      int cores, int per_actor) {
   lending out;
-  const int P = par.pp;
-  if (!par.lend_cores || par.tp != 1) return out;
+  const int P = par.virtual_stages();
+  // Not with TP (shards run in step) nor with chunks (a device's chunks take
+  // turns on the device's cores; they never compute at once).
+  if (!par.lend_cores || par.tp != 1 || par.chunks != 1) return out;
   std::vector<int> host_ranks{me};
   uint64_t nonce = 0;
   std::string host;

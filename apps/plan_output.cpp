@@ -21,6 +21,7 @@ nlohmann::json plan_json(const partition::plan& p) {
           {"pp", p.pp},
           {"micro_batches", p.micro_batches},
           {"schedule", std::string(partition::schedule_name(p.schedule))},
+          {"chunks", p.chunks},
           {"recompute", p.recompute_name()},
           {"tp_overlap", p.tp_overlap},
           {"stages", stages},

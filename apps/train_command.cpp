@@ -42,6 +42,7 @@ struct train_flags {
   model::train_options opts;
   actors::parallel_options par;
   std::string schedule = "1f1b";
+  int chunks = 0;  // 0: 2 with --schedule interleaved, else 1
   std::string recompute = "none";
   std::string metrics;
   int threads = 0;
@@ -285,6 +286,10 @@ int run_train(train_flags& f, const CLI::App& c) {
   if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
   if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
   f.par.schedule = partition::parse_schedule(f.schedule);
+  if (f.chunks < 0) fail("--chunks must be at least 1 (got {})", f.chunks);
+  f.par.chunks = f.chunks > 0                                              ? f.chunks
+                 : f.par.schedule == partition::schedule_kind::interleaved ? 2
+                                                                           : 1;
   f.par.recompute = partition::parse_recompute_kind(f.recompute);
   f.par.threads = f.threads;
   if (f.bucket_mb <= 0) fail("--bucket-mb must be positive (got {})", f.bucket_mb);
@@ -395,8 +400,9 @@ action add_train_command(CLI::App& parent) {
       ->capture_default_str()
       ->each([f](const std::string&) { f->dp_given = true; });
   c->add_option("--placement", f->par.placement,
-                "Process rank of each actor, TP rank fastest, then stage, then replica "
-                "(\"0,0,1,1\"); default: contiguous blocks in that order");
+                "Process rank of each actor, TP rank fastest, then stage (virtual stage when "
+                "interleaved), then replica (\"0,0,1,1\"); default: contiguous blocks in that "
+                "order, a stage's chunks with it");
   c->add_option("--pp,--pipeline-model-parallel-size", f->par.pp, "Pipeline stages (actors)")
       ->capture_default_str();
   c->add_option("--bucket-mb", f->bucket_mb,
@@ -436,8 +442,12 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--micro-batch-size", f->micro_batch_size,
                 "Sequences per micro-batch (Megatron's): --micro-batches = batch / (dp x this)")
       ->excludes(micro_batches);
-  c->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b or shifted")
+  c->add_option("--schedule", f->schedule,
+                "Pipeline schedule: gpipe, 1f1b, shifted, zb-h1 or interleaved")
       ->capture_default_str();
+  c->add_option("--chunks", f->chunks,
+                "Interleaved: model chunks per pipeline stage (virtual stages = pp x this; "
+                "default 2)");
   c->add_option("--recompute", f->recompute, "Recomputation: none, full or stage-aware")
       ->capture_default_str();
   c->add_option("--recompute-ratio", f->par.recompute_ratio,

@@ -65,6 +65,8 @@ layout_spec parse_layout(const std::string& layout) {
       p.tp_overlap = number();
     else if (k == "schedule")
       p.schedule = partition::parse_schedule(v);
+    else if (k == "chunks")
+      p.chunks = number();
     else if (k == "recompute")
       p.recompute = partition::parse_recompute_kind(v);
     else if (k == "lend")
@@ -73,12 +75,15 @@ layout_spec parse_layout(const std::string& layout) {
       spec.procs = number();
     else
       fail(
-          "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, recompute, overlap, lend, "
-          "procs)",
+          "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, overlap, "
+          "lend, procs)",
           layout, k);
     if (k != "procs") spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
   }
   if (spec.procs < 1) fail("layout '{}': procs must be at least 1", layout);
+  if (p.schedule == partition::schedule_kind::interleaved &&
+      layout.find("chunks=") == std::string::npos)
+    p.chunks = 2;  // as merak train's default
   return spec;
 }
 
@@ -128,6 +133,8 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              num(p.tp_overlap),
              "--schedule",
              std::string(partition::schedule_name(p.schedule)),
+             "--chunks",
+             num(p.chunks),
              "--recompute",
              std::string(partition::recompute_kind_name(p.recompute)),
              "--lend-cores",

@@ -17,12 +17,24 @@ void layout::validate(int64_t batch) const {
   if (batch % (int64_t(dp) * micro_batches) != 0)
     fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
          micro_batches);
+  if (schedule == schedule_kind::interleaved) {
+    if (chunks < 2) fail("--schedule interleaved needs --chunks of at least 2 (got {})", chunks);
+    if (pp < 2) fail("--schedule interleaved needs --pp of at least 2 (got {})", pp);
+    if (micro_batches % pp != 0)
+      fail("--schedule interleaved needs --micro-batches a multiple of --pp {} (got {})", pp,
+           micro_batches);
+    if (recompute == recompute_kind::stage_aware)
+      fail("--schedule interleaved recomputes all or nothing (got --recompute stage-aware)");
+  } else if (chunks != 1) {
+    fail("--chunks {} needs --schedule interleaved (got {})", chunks, schedule_name(schedule));
+  }
 }
 
 std::string layout::str() const {
-  return fmt::format("dp={} tp={} pp={} m={} {} recompute={} tp-overlap={}", dp, tp, pp,
-                     micro_batches, schedule_name(schedule), recompute_kind_name(recompute),
-                     tp_overlap);
+  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}", dp, tp, pp,
+                     micro_batches, schedule_name(schedule),
+                     chunks > 1 ? fmt::format(" chunks={}", chunks) : "",
+                     recompute_kind_name(recompute), tp_overlap);
 }
 
 int micro_batches_for_size(int64_t batch, int dp, int size, const char* batch_flag) {

@@ -18,17 +18,26 @@ struct layout {
   schedule_kind schedule = schedule_kind::one_f_one_b;
   recompute_kind recompute = recompute_kind::none;
   int tp_overlap = 0;  // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
+  // Model chunks per pipeline device (the interleaved schedule; 1 for the
+  // others): the model splits into pp x chunks virtual stages, virtual stage
+  // c x pp + d being chunk c of device d.
+  int chunks = 1;
 
-  // Stage actors: one per (replica, stage, shard).
-  int actors() const { return dp * tp * pp; }
+  // Virtual stages: the pipeline's pieces of the model, each a stage actor.
+  int virtual_stages() const { return pp * chunks; }
+  // Stage actors: one per (replica, virtual stage, shard).
+  int actors() const { return dp * tp * pp * chunks; }
   // Sequences in one micro-batch of a global batch of `batch` (which splits
   // into dp x micro_batches equal parts; validate checks).
   int64_t micro_batch_rows(int64_t batch) const { return batch / (int64_t(dp) * micro_batches); }
   // Throws merak::error naming the flag: a count below 1, a TP overlap
-  // level outside 0..2, or a batch that does not split into dp x
-  // micro-batches equal parts.
+  // level outside 0..2, a batch that does not split into dp x
+  // micro-batches equal parts, chunks above 1 without the interleaved
+  // schedule, or an interleaved layout with chunks < 2, pp < 2,
+  // micro-batches not a multiple of pp, or stage-aware recomputation.
   void validate(int64_t batch) const;
-  // "dp=2 tp=2 pp=2 m=4 1f1b recompute=none tp-overlap=0"
+  // "dp=2 tp=2 pp=2 m=4 1f1b recompute=none tp-overlap=0" (interleaved:
+  // "... m=4 interleaved chunks=2 ...")
   std::string str() const;
 };
 

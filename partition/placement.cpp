@@ -69,6 +69,15 @@ placement default_placement(int dp, int pp, int tp, int world) {
   return p;
 }
 
+placement with_chunks(const placement& devices, int chunks) {
+  MERAK_CHECK(chunks >= 1, "{} chunks per device", chunks);
+  placement p{devices.dp, devices.pp * chunks, devices.tp, devices.world, {}};
+  for (int d = 0; d < p.dp; ++d)
+    for (int s = 0; s < p.pp; ++s)
+      for (int t = 0; t < p.tp; ++t) p.rank_of.push_back(devices.rank(d, s % devices.pp, t));
+  return p;
+}
+
 placement parse_placement(const std::string& text, int dp, int pp, int tp, int world) {
   check_layout(dp, pp, tp, world);
   placement p{dp, pp, tp, world, {}};

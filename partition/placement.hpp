@@ -44,6 +44,12 @@ enum class group_spread { one_process, one_per_process };
 // the world has more processes than the layout has actors.
 placement default_placement(int dp, int pp, int tp, int world);
 
+// The placement of an interleaved layout's actors (`chunks` model chunks per
+// pipeline device; its pp counts virtual stages, pp x chunks) from the
+// placement of its devices: virtual stage c x pp + s goes where stage s of
+// `devices` is, so a device's chunks share its process.
+placement with_chunks(const placement& devices, int chunks);
+
 // `text` lists one rank per actor in layout order ("0,1,0,1"). Throws
 // merak::error naming the entry when it is not a rank of the world, the
 // count when it does not match, or a process that would host nothing.

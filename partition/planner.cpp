@@ -228,6 +228,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.pp = pp;
   out.micro_batches = m;
   out.schedule = kind;
+  out.chunks = kind == schedule_kind::interleaved ? r.chunks : 1;
   out.recompute = rc;
   out.tp_overlap = overlap;
   out.stages = L.stages;
@@ -448,10 +449,11 @@ const char* plan::recompute_name() const {
 
 std::string plan::str() const {
   return fmt::format(
-      "dp={} tp={} pp={} m={} {} recompute={} tp-overlap={}: {:.4g} s/step, {:.0f} tokens/s, "
+      "dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}: {:.4g} s/step, {:.0f} tokens/s, "
       "MFU {:.1f}%",
-      dp, tp, pp, micro_batches, schedule_name(schedule), recompute_name(), tp_overlap, step_time_s,
-      tokens_per_s, 100 * mfu);
+      dp, tp, pp, micro_batches, schedule_name(schedule),
+      chunks > 1 ? fmt::format(" chunks={}", chunks) : "", recompute_name(), tp_overlap,
+      step_time_s, tokens_per_s, 100 * mfu);
 }
 
 std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
@@ -511,9 +513,11 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
         for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted,
                           schedule_kind::zb_h1, schedule_kind::interleaved}) {
           if (pp == 1 && kind != schedule_kind::one_f_one_b) continue;
-          // Unasked, a plan for this CPU keeps to what `merak train` runs.
+          // Unasked, a plan for this CPU leaves out interleaved: the planner
+          // cuts its chunks by layer share, the runtime by FLOPs, and the
+          // profile has not been calibrated on it.
           if (r.schedules.empty()
-                  ? !actors_run(kind) && r.device.profiled
+                  ? kind == schedule_kind::interleaved && r.device.profiled
                   : std::find(r.schedules.begin(), r.schedules.end(), kind) == r.schedules.end())
             continue;
           // stage-aware with a budget keeps everything when it fits, so it

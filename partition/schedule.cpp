@@ -22,10 +22,6 @@ std::string_view schedule_name(schedule_kind k) {
   return "?";
 }
 
-bool actors_run(schedule_kind k) {
-  return k != schedule_kind::interleaved;
-}
-
 schedule_kind parse_schedule(std::string_view name) {
   if (name == "gpipe") return schedule_kind::gpipe;
   if (name == "1f1b") return schedule_kind::one_f_one_b;

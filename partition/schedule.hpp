@@ -20,9 +20,10 @@
 // (p − 1)/(v·m) of the ideal time. A device runs its chunks' forwards in
 // Megatron-LM's order (p micro-batches of chunk 0, then of chunk 1, ...) and
 // its backwards with the chunks reversed, (p − d − 1)·2 + (v − 1)·p
-// forwards ahead before the first backward; m must be a multiple of p. The
-// simulator and the planner run it; the stage actors do not yet (one
-// executor per actor): actors_run() says which schedules they run.
+// forwards ahead before the first backward; m must be a multiple of p. On
+// the stage actors each virtual stage is an actor and the chunk-0 actor of
+// a device runs this scheduler for all of the device's chunks
+// (actors/stage_actor.hpp).
 
 #include <cstdint>
 #include <optional>
@@ -36,8 +37,6 @@ namespace merak::partition {
 enum class schedule_kind { gpipe, one_f_one_b, shifted, zb_h1, interleaved };
 // "gpipe", "1f1b", "shifted", "zb-h1", "interleaved"
 std::string_view schedule_name(schedule_kind k);
-// Whether the stage actors run `k` (all but interleaved).
-bool actors_run(schedule_kind k);
 // Throws merak::error naming the value for an unknown name.
 schedule_kind parse_schedule(std::string_view name);
 
@@ -61,7 +60,7 @@ struct stage_policy {
 // schedule with p < 3 or m < max(4, p)... (shifted falls back to 1F1B limits
 // for p < 3). zb-h1 has 1F1B's limits, counted until W, and no
 // recomputation (full_recompute throws). interleaved takes `chunks` >= 2
-// (and no recomputation; m a multiple of p); the others ignore it.
+// and m a multiple of p; the others ignore `chunks`.
 stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute = false,
                          int chunks = 2);
 

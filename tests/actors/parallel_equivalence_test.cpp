@@ -16,7 +16,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "actors/parallel_trainer.hpp"
 #include "model/layers.hpp"
@@ -59,6 +64,7 @@ struct layout_case {
   int dp, tp, pp, m, overlap;
   schedule_kind kind;
   actors::recompute_mode rc;
+  int chunks = 1;  // interleaved: model chunks per pipeline stage
 };
 
 // Trains `opts` with `par` on the actors; every step's loss must equal the
@@ -86,12 +92,45 @@ void expect_losses(const model::train_options& opts, const layout_case& c,
   par.tp_overlap = c.overlap;
   par.schedule = c.kind;
   par.recompute = c.rc;
+  par.chunks = c.chunks;
   par.bucket_bytes = 8192;
   par.timeout_s = 60;
   INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " tp-overlap "
-             << c.overlap << " " << partition::schedule_name(c.kind)
+             << c.overlap << " chunks " << c.chunks << " " << partition::schedule_name(c.kind)
              << " recompute=" << partition::recompute_kind_name(c.rc));
   expect_reference_losses(opts, par, reference, tol);
+}
+
+// One slice of a Chrome trace the trainer wrote: the op, the virtual stage
+// of the stage actor that ran it (replica 0, TP shard 0 tracks only), and
+// its time in microseconds.
+struct trace_op {
+  std::string name;
+  int stage;
+  double start, end;
+};
+
+std::vector<trace_op> read_trace_ops(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  std::map<int, int> stage_of_track;
+  for (auto& e : j["traceEvents"])
+    if (e["ph"] == "M") {
+      int dp = -1, stage = -1, tp = -1;
+      auto name = e["args"]["name"].get<std::string>();
+      if (std::sscanf(name.c_str(), "stage (dp=%d, pp=%d, tp=%d)", &dp, &stage, &tp) == 3 &&
+          dp == 0 && tp == 0)
+        stage_of_track[e["tid"].get<int>()] = stage;
+    }
+  std::vector<trace_op> out;
+  for (auto& e : j["traceEvents"])
+    if (e["ph"] == "X" && stage_of_track.count(e["tid"].get<int>())) {
+      const double ts = e["ts"].get<double>();
+      out.push_back({e["name"].get<std::string>(), stage_of_track[e["tid"].get<int>()], ts,
+                     ts + e["dur"].get<double>()});
+    }
+  return out;
 }
 
 }  // namespace
@@ -223,6 +262,87 @@ TEST_CASE("the zb-h1 schedule on the stage actors matches the single device",
   bad.schedule = schedule_kind::zb_h1;
   bad.recompute = actors::recompute_mode::full;
   CHECK_THROWS_WITH(bad.validate(16), Catch::Contains("zb-h1 runs without recomputation"));
+}
+
+// Interleaved 1F1B: every model chunk of a pipeline device is a stage actor
+// and the device's chunk 0 decides which chunk runs what. The same sums as
+// 1F1B over pp x chunks stages, so the same tolerance.
+TEST_CASE("the interleaved schedule on the stage actors matches the single device",
+          "[actors][equivalence][interleaved]") {
+  const int64_t steps = 20;
+  static const auto reference = single_device_losses(steps);
+  const auto il = schedule_kind::interleaved;
+  const auto none = actors::recompute_mode::none, full = actors::recompute_mode::full;
+  const layout_case cases[] = {{1, 1, 2, 4, 0, il, none, 2}, {1, 1, 2, 2, 0, il, none, 3},
+                               {1, 1, 4, 4, 0, il, none, 2}, {1, 1, 2, 4, 0, il, full, 2},
+                               {2, 1, 2, 2, 0, il, none, 2}, {1, 2, 2, 4, 1, il, none, 2},
+                               {2, 2, 2, 2, 2, il, full, 2}};
+  for (auto& c : cases) expect_losses(tiny(steps), c, reference, 1e-5);
+  actors::parallel_options bad;
+  bad.pp = 2;
+  bad.micro_batches = 3;
+  bad.schedule = il;
+  bad.chunks = 2;
+  CHECK_THROWS_WITH(bad.validate(15), Catch::Contains("a multiple of --pp 2"));
+  bad.micro_batches = 4;
+  bad.chunks = 1;
+  CHECK_THROWS_WITH(bad.validate(16), Catch::Contains("--chunks of at least 2"));
+  bad.schedule = schedule_kind::one_f_one_b;
+  bad.chunks = 2;
+  CHECK_THROWS_WITH(bad.validate(16), Catch::Contains("--chunks 2 needs --schedule interleaved"));
+}
+
+// The device's ops follow the interleaved order: read back from the trace
+// of the last step, a device's chunks never compute at once, run their
+// forwards in Megatron-LM's order (p micro-batches of chunk 0, then of
+// chunk 1, ...) and their backwards with the chunks reversed, and hold no
+// more micro-batches in flight than the warm-up allows.
+TEST_CASE("an interleaved device runs one chunk's op at a time in the schedule's order",
+          "[actors][interleaved]") {
+  const int p = 2, v = 2, m = 4;
+  auto trace = std::filesystem::temp_directory_path() /
+               ("merak-interleaved-trace-" + std::to_string(::getpid()) + ".json");
+  actors::parallel_options par;
+  par.pp = p;
+  par.chunks = v;
+  par.micro_batches = m;
+  par.schedule = schedule_kind::interleaved;
+  par.trace_path = trace.string();
+  par.timeout_s = 60;
+  actors::parallel_trainer tr(tiny(2), par, corpus());
+  REQUIRE(int(tr.stage_bounds().size()) == p * v + 1);
+  CHECK_THAT(tr.describe(), Catch::Contains("pp=2 x 2 chunks"));
+  tr.train_step();
+  tr.train_step();
+  const auto slices = read_trace_ops(trace.string());
+  std::filesystem::remove(trace);
+  for (int d = 0; d < p; ++d) {
+    // This device's ops: those of its chunks' actors (virtual stages c*p+d).
+    std::vector<trace_op> ops;
+    for (auto& s : slices)
+      if (s.stage % p == d && s.name != "adamw") ops.push_back(s);
+    std::sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.start < b.start; });
+    REQUIRE(int(ops.size()) == 2 * m * v);
+    auto pol = partition::make_policy(schedule_kind::interleaved, p, m, d, false, v);
+    int f = 0, b = 0, in_flight = 0, most = 0;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      INFO("device " << d << " op " << k << ": " << ops[k].name << " of virtual stage "
+                     << ops[k].stage);
+      if (k > 0) CHECK(ops[k].start >= ops[k - 1].end);  // one at a time
+      const int chunk = ops[k].stage / p;
+      const bool fwd = ops[k].name[0] == 'F';
+      const int n = fwd ? f++ : b++;
+      // k-th forward: micro-batch (n / (p v)) p + n % p of chunk (n / p) % v;
+      // backwards the same with the chunks reversed.
+      const int mb = (n / (p * v)) * p + n % p, c = fwd ? (n / p) % v : v - 1 - (n / p) % v;
+      CHECK(ops[k].name ==
+            partition::op_name({fwd ? partition::op_kind::F : partition::op_kind::B, mb, c}));
+      CHECK(chunk == c);
+      in_flight += fwd ? 1 : -1;
+      most = std::max(most, in_flight);
+    }
+    CHECK(most <= pol.warm);
+  }
 }
 
 TEST_CASE("a tensor-parallel split that does not divide is refused by name", "[actors][tp]") {

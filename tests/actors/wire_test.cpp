@@ -80,3 +80,34 @@ TEST_CASE("a tensor's shape must account for its bytes before it is allocated", 
   CHECK(load(hbuf, hb));
   CHECK_FALSE(hb.t);
 }
+
+TEST_CASE("a stage plan and every op kind cross processes whole", "[actors][wire]") {
+  // Every field of the policy: a field left out of inspect() would run a
+  // remote stage on another schedule than the scheduler chose.
+  stage_plan p{partition::make_policy(partition::schedule_kind::zb_h1, 4, 8, 1), 3};
+  auto buf = save(p);
+  stage_plan back;
+  REQUIRE(!load(buf, back));
+  CHECK(back.policy.split_weight);
+  CHECK(back.policy.steady == p.policy.steady);
+  CHECK(back.checkpoint_nodes == 3);
+  stage_plan q{partition::make_policy(partition::schedule_kind::interleaved, 2, 4, 1, false, 3), 0};
+  buf = save(q);
+  REQUIRE(!load(buf, back));
+  CHECK(back.policy.chunks == 3);
+  CHECK(back.policy.warm == q.policy.warm);
+  using partition::op_kind;
+  for (auto kind : {op_kind::F, op_kind::Fpc, op_kind::R, op_kind::B, op_kind::W}) {
+    chunk_command c{{kind, 5, 2}};
+    buf = save(c);
+    chunk_command got;
+    REQUIRE(!load(buf, got));
+    CHECK(got.op == c.op);
+  }
+  // An op kind past W is refused on arrival.
+  tp_command t{{op_kind::W, 1, 0}};
+  buf = save(t);
+  buf[0] = char(uint8_t(op_kind::W) + 1);
+  tp_command bad;
+  CHECK(load(buf, bad));
+}

@@ -22,6 +22,11 @@
 #   zb         pp2 over 2 processes with the zb-h1 schedule (split backward):
 #              equal to the same in one process and within 1e-5 of the
 #              single device
+#   interleaved  pp2 x 2 chunks (interleaved 1F1B) over 2 processes (a
+#              device's chunks on its process), then over 4 processes with
+#              --placement 0,1,2,3 (each chunk alone: the device's chunk 0
+#              commands chunk 1 across processes): equal to the same layout
+#              in one process and within 1e-5 of the single device
 #   pp2_lend   pp2 over 2 processes lending cores between them (shared
 #              memory): equal to one process and the single device to 1e-5
 #   placement  --placement "1,0" puts stage 0 on process 1; and bad
@@ -163,13 +168,13 @@ rank_pid() {
 }
 
 # Runs a layout ($2...) as $1 processes (--dp derived from the processes
-# unless given; --placement $PLACEMENT if set) and in one process with --dp
-# $DP, and the single device.
+# unless given, or $MP_DP if set; --placement $PLACEMENT if set) and in one
+# process with --dp $DP, and the single device.
 run_layout() {
   local procs=$1
   shift
   "$merak" launch --procs "$procs" --timeout 150 train "${model[@]}" --steps 4 "$@" \
-    ${PLACEMENT:+--placement "$PLACEMENT"} \
+    ${PLACEMENT:+--placement "$PLACEMENT"} ${MP_DP:+--dp "$MP_DP"} \
     --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
   grep -q "$procs processes (placement " "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
   grep "processes (placement" "$work/mp.err" | sed 's/.*\] //'
@@ -199,6 +204,13 @@ case $case_name in
     ;;
   zb)
     DP=1 run_layout 2 --pp 2 --micro-batches 4 --schedule zb-h1
+    ;;
+  interleaved)
+    DP=1 run_layout 2 --pp 2 --chunks 2 --micro-batches 4 --schedule interleaved
+    grep -q "pp=2 x 2 chunks" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    # (4 processes would otherwise derive --dp 2: one device, both its chunks, each)
+    DP=1 MP_DP=1 PLACEMENT=0,1,2,3 run_layout 4 --pp 2 --chunks 2 --micro-batches 4 \
+      --schedule interleaved
     ;;
   bf16)
     for layout in "--pp 2 --micro-batches 3 --schedule shifted --recompute stage-aware" \
