@@ -67,8 +67,12 @@ class backend {
                                      const tensor& targets) = 0;
 };
 
-// The backend of a device; throws merak::error for a device this build has
-// no backend for.
+// The backend of a device; throws merak::error for a device no backend was
+// registered for.
 backend& backend_for(device d);
+
+// Registers the backends of device kind `k`: `of(index)` returns device
+// index's (the CUDA ones: gpu/cuda_backend.hpp). Once, before use.
+void register_backend(device::kind k, backend& (*of)(int index));
 
 }  // namespace merak::model

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/error.hpp"
@@ -235,10 +236,21 @@ class cpu_backend final : public backend {
 
 }  // namespace
 
+namespace {
+std::atomic<backend& (*)(int)> device_backends[2];
+}  // namespace
+
+void register_backend(device::kind k, backend& (*of)(int index)) {
+  MERAK_CHECK(k != device::kind::cpu, "the CPU backend is built in");
+  device_backends[size_t(k)].store(of, std::memory_order_release);
+}
+
 backend& backend_for(device d) {
   static cpu_backend cpu;
   if (d.type == device::kind::cpu) return cpu;
-  fail("this build has no backend for device {}", d.str());
+  auto of = device_backends[size_t(d.type)].load(std::memory_order_acquire);
+  if (!of) fail("no backend for device {}: this program did not enable it", d.str());
+  return of(d.index);
 }
 
 }  // namespace merak::model

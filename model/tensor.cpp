@@ -1,5 +1,6 @@
 #include "model/tensor.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -47,35 +48,80 @@ int64_t shape_numel(const shape_t& s) {
   return n;
 }
 
-void tensor::free_deleter::operator()(std::byte* p) const noexcept {
-  std::free(p);
+namespace {
+
+// One slot per device kind; the host's is unused (plain aligned memory).
+std::atomic<const device_memory_ops*> memory_ops[2];
+
+const device_memory_ops& ops_of(device d) {
+  const device_memory_ops* ops = memory_ops[size_t(d.type)].load(std::memory_order_acquire);
+  if (!ops) fail("no memory for tensors on {}: this program did not enable that device", d.str());
+  return *ops;
 }
 
-tensor::tensor(shape_t shape, dtype type)
-    : shape_(std::move(shape)), numel_(shape_numel(shape_)), type_(type) {
+}  // namespace
+
+void register_device_memory(device::kind k, const device_memory_ops* ops) {
+  MERAK_CHECK(k != device::kind::cpu, "the host's memory is built in");
+  memory_ops[size_t(k)].store(ops, std::memory_order_release);
+}
+
+bool has_device_memory(device::kind k) {
+  return k == device::kind::cpu || memory_ops[size_t(k)].load(std::memory_order_acquire);
+}
+
+void tensor::free_deleter::operator()(std::byte* p) const noexcept {
+  if (where.type == device::kind::cpu)
+    std::free(p);
+  else
+    memory_ops[size_t(where.type)].load(std::memory_order_acquire)->release(p, where.index);
+}
+
+tensor::tensor(shape_t shape, dtype type, device where)
+    : data_(nullptr, free_deleter{where}),
+      shape_(std::move(shape)),
+      numel_(shape_numel(shape_)),
+      type_(type),
+      device_(where) {
   size_t n = bytes();
   if (n == 0) return;
   // aligned_alloc needs a size that is a multiple of the alignment.
   size_t padded = (n + 63) / 64 * 64;
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(64, padded));
-  if (!p) fail("out of memory allocating a tensor of shape {} ({} bytes)", shape_str(shape_), n);
+  auto* p = where.type == device::kind::cpu
+                ? static_cast<std::byte*>(std::aligned_alloc(64, padded))
+                : static_cast<std::byte*>(ops_of(where).allocate(padded, where.index));
+  if (!p)
+    fail("out of memory allocating a tensor of shape {} ({} bytes) on {}", shape_str(shape_), n,
+         where.str());
   data_.reset(p);
 }
 
-tensor tensor::zeros(shape_t shape, dtype type) {
-  tensor t(std::move(shape), type);
+tensor tensor::zeros(shape_t shape, dtype type, device where) {
+  tensor t(std::move(shape), type, where);
   t.fill_zero();
   return t;
 }
 
 tensor tensor::clone() const {
-  tensor t(shape_, type_);
-  if (bytes()) std::memcpy(t.raw(), raw(), bytes());
+  return to(device_);
+}
+
+tensor tensor::to(device d) const {
+  tensor t(shape_, type_, d);
+  if (!bytes()) return t;
+  if (d.type == device::kind::cpu && device_.type == device::kind::cpu)
+    std::memcpy(t.raw(), raw(), bytes());
+  else
+    ops_of(d.type != device::kind::cpu ? d : device_).copy(t.raw(), d, raw(), device_, bytes());
   return t;
 }
 
 void tensor::fill_zero() {
-  if (bytes()) std::memset(raw(), 0, bytes());
+  if (!bytes()) return;
+  if (device_.type == device::kind::cpu)
+    std::memset(raw(), 0, bytes());
+  else
+    ops_of(device_).zero(raw(), bytes(), device_.index);
 }
 
 void tensor::reshape(shape_t shape) {

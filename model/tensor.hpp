@@ -1,11 +1,18 @@
 #pragma once
-// Host tensors.
+// Tensors on the host or on a device.
 //
-// A tensor owns 64-byte aligned storage and carries its shape, element type
-// and device tag. Tensors move (never copy implicitly): passing one between
-// actors in a process moves ownership of the buffer. clone() copies.
-// Storage is not initialised unless zeros() is used. Not thread-safe: one
-// owner at a time.
+// A tensor owns its storage (64-byte aligned host memory, or memory of the
+// device it is tagged with) and carries its shape and element type. Tensors
+// move (never copy implicitly): passing one between actors in a process
+// moves ownership of the buffer. clone() copies on the same device, to()
+// onto another. Storage is not initialised unless zeros() is used. Not
+// thread-safe: one owner at a time.
+//
+// data() of a device tensor is a device pointer: only that device's
+// backend (model/backend.hpp) and kernels read it. Device memory comes from
+// the operations a device library registers (register_device_memory; the
+// CUDA ones: gpu/memory.hpp); a tensor on a device nobody registered is an
+// error naming it.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +46,21 @@ struct device {
   std::string str() const;  // "cpu", "cuda:0"
 };
 
+// How tensors on one kind of device get, copy and free memory. copy moves
+// `bytes` between any two devices of which at least one is of this kind
+// (the other may be the host); it has finished when it returns.
+struct device_memory_ops {
+  void* (*allocate)(size_t bytes, int index);
+  void (*release)(void* p, int index) noexcept;
+  void (*copy)(void* dst, device dst_device, const void* src, device src_device, size_t bytes);
+  void (*zero)(void* p, size_t bytes, int index);
+};
+// Registers the operations of device kind `k` (once, before tensors of it
+// exist; `ops` must outlive them).
+void register_device_memory(device::kind k, const device_memory_ops* ops);
+// Whether tensors of kind `k` can be made.
+bool has_device_memory(device::kind k);
+
 using shape_t = std::vector<int64_t>;
 std::string shape_str(const shape_t& s);  // "(2, 3)"
 int64_t shape_numel(const shape_t& s);
@@ -46,9 +68,9 @@ int64_t shape_numel(const shape_t& s);
 class tensor {
  public:
   tensor() = default;
-  // Uninitialised storage of the given shape (host memory).
-  tensor(shape_t shape, dtype type = dtype::f32);
-  static tensor zeros(shape_t shape, dtype type = dtype::f32);
+  // Uninitialised storage of the given shape, on the host or on `where`.
+  tensor(shape_t shape, dtype type = dtype::f32, device where = device::cpu());
+  static tensor zeros(shape_t shape, dtype type = dtype::f32, device where = device::cpu());
 
   tensor(tensor&& o) noexcept { *this = std::move(o); }
   tensor& operator=(tensor&& o) noexcept {
@@ -64,6 +86,8 @@ class tensor {
   tensor& operator=(const tensor&) = delete;
 
   tensor clone() const;
+  // A copy on device `d` (a clone when it is already there).
+  tensor to(device d) const;
   void fill_zero();
   // Reshape in place; the element count must not change.
   void reshape(shape_t shape);
@@ -96,6 +120,7 @@ class tensor {
 
  private:
   struct free_deleter {
+    device where;
     void operator()(std::byte* p) const noexcept;
   };
   std::unique_ptr<std::byte[], free_deleter> data_;

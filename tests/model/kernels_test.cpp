@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/backend.hpp"
 #include "model/gemm.hpp"
 #include "model/kernels/kernels.hpp"
 #include "model/vec_math.hpp"
@@ -145,4 +146,17 @@ TEST_CASE("row-block sums do not depend on how many threads the team really gets
   omp_set_max_active_levels(levels);
   omp_set_num_threads(saved);
   CHECK(nested == full);
+}
+
+TEST_CASE("a tensor or backend on a device this program did not enable is refused by name",
+          "[kernels]") {
+  if (model::has_device_memory(model::device::kind::cuda)) return;  // enabled (GPU tests)
+  CHECK_THROWS_WITH(model::tensor({4}, model::dtype::f32, model::device::cuda(0)),
+                    Catch::Contains("no memory for tensors on cuda:0"));
+  CHECK_THROWS_WITH(model::backend_for(model::device::cuda(1)),
+                    Catch::Contains("no backend for device cuda:1"));
+  // Host tensors still move between host and host.
+  auto x = test::random_tensor({3}, 1);
+  auto y = x.to(model::device::cpu());
+  CHECK(y.f32()[2] == x.f32()[2]);
 }

@@ -1,0 +1,229 @@
+#include "gpu/cuda_backend.hpp"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpu/cuda_util.hpp"
+#include "gpu/gemm.hpp"
+#include "gpu/kernels.hpp"
+#include "gpu/memory.hpp"
+#include "model/backend.hpp"
+
+namespace merak::gpu {
+namespace {
+
+using model::dtype;
+using model::tensor;
+namespace k = kernels;
+
+int rows(const tensor& t) {
+  return int(t.numel() / t.dim(-1));
+}
+int cols(const tensor& t) {
+  return int(t.dim(-1));
+}
+bool is_bf16(const tensor& t) {
+  return t.type() == dtype::bf16;
+}
+
+class cuda_backend final : public model::backend {
+ public:
+  explicit cuda_backend(int index) : index_(index), name_(fmt::format("cuda:{}", index)) {}
+  std::string_view name() const override { return name_; }
+
+  void encoder_forward(tensor& out, const tensor& tokens, const tensor& wte,
+                       const tensor& wpe) override {
+    on({&out, &tokens, &wte, &wpe});
+    k::encoder_forward(is_bf16(out), out.raw(), tokens.data<int32_t>(), wte.f32(), wpe.f32(),
+                       int(tokens.dim(0)), int(tokens.dim(1)), cols(out), s());
+  }
+  void encoder_backward(tensor& dwte, tensor& dwpe, const tensor& dout,
+                        const tensor& tokens) override {
+    on({&dwte, &dwpe, &dout, &tokens});
+    k::encoder_backward(is_bf16(dout), dwte.f32(), dwpe.f32(), dout.raw(), tokens.data<int32_t>(),
+                        int(tokens.dim(0)), int(tokens.dim(1)), cols(dout), s());
+  }
+
+  void layernorm_forward(tensor& out, tensor& mean, tensor& rstd, const tensor& in,
+                         const tensor& weight, const tensor& bias) override {
+    on({&out, &mean, &rstd, &in, &weight, &bias});
+    same_type("layernorm", in, {&out});
+    k::layernorm_forward(is_bf16(in), out.raw(), mean.f32(), rstd.f32(), in.raw(), weight.f32(),
+                         bias.f32(), rows(in), cols(in), s());
+  }
+  void layernorm_backward(tensor& din, tensor& dweight, tensor& dbias, const tensor& dout,
+                          const tensor& in, const tensor& weight, const tensor& mean,
+                          const tensor& rstd) override {
+    on({&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd});
+    same_type("layernorm backward", in, {&din, &dout});
+    scratch partial(size_t(k::layernorm_partial_floats(rows(in), cols(in))) * sizeof(float),
+                    index_);
+    k::layernorm_backward(is_bf16(in), din.raw(), dweight.f32(), dbias.f32(), dout.raw(), in.raw(),
+                          weight.f32(), mean.f32(), rstd.f32(), partial.as<float>(), rows(in),
+                          cols(in), s());
+  }
+
+  // Row-major out (N,OC) = in (N,C) @ W^T is column-major out^T (OC x N) =
+  // W' (C x OC)^T x in' (C x N), where X' is row-major X read column-major.
+  void matmul_forward(tensor& out, const tensor& in, const tensor& weight,
+                      const tensor* bias) override {
+    on({&out, &in, &weight, bias});
+    same_type("linear", in, {&out, &weight});
+    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    const bool b16 = is_bf16(in);
+    gemm(index_, b16, b16, true, false, OC, N, C, 1.f, weight.raw(), C, in.raw(), C, 0.f, out.raw(),
+         OC, s());
+    if (bias) k::bias_forward(b16, out.raw(), out.raw(), bias->f32(), N, OC, s());
+  }
+  void matmul_backward(tensor* din, tensor* dweight, tensor* dbias, const tensor& dout,
+                       const tensor& in, const tensor& weight) override {
+    on({din, dweight, dbias, &dout, &in, &weight});
+    same_type("linear backward", in, {din, &dout, &weight});
+    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    const bool b16 = is_bf16(in);
+    // din' (C x N) += W' (C x OC) x dout' (OC x N)
+    if (din)
+      gemm(index_, b16, b16, false, false, C, N, OC, 1.f, weight.raw(), C, dout.raw(), OC, 1.f,
+           din->raw(), C, s());
+    // dW' (C x OC) += in' (C x N) x dout'^T (N x OC), in float
+    if (dweight)
+      gemm(index_, b16, false, false, true, C, OC, N, 1.f, in.raw(), C, dout.raw(), OC, 1.f,
+           dweight->raw(), C, s());
+    if (dbias) column_sums(*dbias, dout);
+  }
+
+  void attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads) override {
+    on({&out, &att, &qkv});
+    same_type("attention", qkv, {&out, &att});
+    k::attention_forward(is_bf16(qkv), out.raw(), att.raw(), qkv.raw(), int(qkv.dim(0)),
+                         int(qkv.dim(1)), cols(out), heads, s());
+  }
+  void attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv, const tensor& att,
+                          int heads) override {
+    on({&dqkv, &dout, &qkv, &att});
+    same_type("attention backward", qkv, {&dqkv, &dout, &att});
+    const int B = int(qkv.dim(0)), T = int(qkv.dim(1));
+    scratch ds(size_t(B) * heads * T * T * sizeof(float), index_);
+    k::attention_backward(is_bf16(qkv), dqkv.raw(), dout.raw(), qkv.raw(), att.raw(),
+                          ds.as<float>(), B, T, cols(dout), heads, s());
+  }
+
+  void gelu_forward(tensor& out, const tensor& in) override {
+    on({&out, &in});
+    same_type("gelu", in, {&out});
+    k::gelu_forward(is_bf16(in), out.raw(), in.raw(), in.numel(), s());
+  }
+  void gelu_backward(tensor& din, const tensor& in, const tensor& dout) override {
+    on({&din, &in, &dout});
+    same_type("gelu backward", in, {&din, &dout});
+    k::gelu_backward(is_bf16(in), din.raw(), in.raw(), dout.raw(), in.numel(), s());
+  }
+
+  void residual_forward(tensor& out, const tensor& a, const tensor& b) override {
+    on({&out, &a, &b});
+    same_type("residual", out, {&a, &b});
+    k::residual_forward(is_bf16(out), out.raw(), a.raw(), b.raw(), out.numel(), s());
+  }
+  void residual_backward(tensor& da, tensor& db, const tensor& dout) override {
+    on({&da, &db, &dout});
+    same_type("residual backward", dout, {&da, &db});
+    k::residual_backward(is_bf16(dout), da.raw(), db.raw(), dout.raw(), dout.numel(), s());
+  }
+
+  void bias_forward(tensor& out, const tensor& in, const tensor& bias) override {
+    on({&out, &in, &bias});
+    same_type("bias", in, {&out});
+    k::bias_forward(is_bf16(in), out.raw(), in.raw(), bias.f32(), rows(in), cols(in), s());
+  }
+  void bias_backward(tensor* din, tensor& dbias, const tensor& dout) override {
+    on({din, &dbias, &dout});
+    same_type("bias backward", dout, {din});
+    column_sums(dbias, dout);
+    if (din)
+      k::convert(is_bf16(*din), din->raw(), is_bf16(dout), dout.raw(), dout.numel(), true, s());
+  }
+
+  void copy(tensor& dst, const tensor& src) override {
+    on({&dst, &src});
+    MERAK_CHECK(dst.numel() == src.numel(), "copy of {} into {}", model::shape_str(src.shape()),
+                model::shape_str(dst.shape()));
+    if (dst.type() == src.type()) {
+      MERAK_CUDA(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, s()));
+      return;
+    }
+    floating("copy", {&dst, &src});
+    k::convert(is_bf16(dst), dst.raw(), is_bf16(src), src.raw(), src.numel(), false, s());
+  }
+  void accumulate(tensor& dst, const tensor& src) override {
+    on({&dst, &src});
+    MERAK_CHECK(dst.numel() == src.numel(), "sum of {} into {}", model::shape_str(src.shape()),
+                model::shape_str(dst.shape()));
+    floating("accumulate", {&dst, &src});
+    k::convert(is_bf16(dst), dst.raw(), is_bf16(src), src.raw(), src.numel(), true, s());
+  }
+
+  void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
+                            const tensor& targets) override {
+    on({&losses, &probs, &logits, &targets});
+    k::crossentropy_forward(is_bf16(logits), losses.f32(), probs.f32(), logits.raw(),
+                            targets.data<int32_t>(), rows(logits), cols(logits), s());
+  }
+  void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
+                             const tensor& targets) override {
+    on({&dlogits, &dlosses, &probs, &targets});
+    k::crossentropy_backward(is_bf16(dlogits), dlogits.raw(), dlosses.f32(), probs.f32(),
+                             targets.data<int32_t>(), rows(dlogits), cols(dlogits), s());
+  }
+
+ private:
+  cudaStream_t s() const { return stream_of(index_); }
+
+  // Every tensor (null ones skipped) must live on this backend's device.
+  void on(std::initializer_list<const tensor*> ts) const {
+    for (const tensor* t : ts)
+      if (t && t->defined() && !(t->where() == model::device::cuda(index_)))
+        fail("{}: a tensor {} on {}", name_, model::shape_str(t->shape()), t->where().str());
+    select_device(index_);
+  }
+  static void same_type(const char* op, const tensor& ref,
+                        std::initializer_list<const tensor*> ts) {
+    for (const tensor* t : ts)
+      if (t && t->type() != ref.type())
+        fail("{}: a {} tensor {} where {} is expected", op, model::dtype_name(t->type()),
+             model::shape_str(t->shape()), model::dtype_name(ref.type()));
+  }
+  static void floating(const char* op, std::initializer_list<const tensor*> ts) {
+    for (const tensor* t : ts)
+      if (!model::is_floating(t->type()))
+        fail("{}: {} tensors are not supported", op, model::dtype_name(t->type()));
+  }
+  void column_sums(tensor& dbias, const tensor& dout) {
+    scratch partial(size_t(k::column_partial_floats(rows(dout), cols(dout))) * sizeof(float),
+                    index_);
+    k::column_sums(is_bf16(dout), dbias.f32(), dout.raw(), partial.as<float>(), rows(dout),
+                   cols(dout), s());
+  }
+
+  int index_;
+  std::string name_;
+};
+
+model::backend& backend_of(int index) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<cuda_backend>> all;
+  std::lock_guard lock(mu);
+  MERAK_CHECK(index >= 0 && index < 64, "CUDA device index {}", index);
+  if (all.size() <= size_t(index)) all.resize(size_t(index) + 1);
+  if (!all[size_t(index)]) all[size_t(index)] = std::make_unique<cuda_backend>(index);
+  return *all[size_t(index)];
+}
+
+}  // namespace
+
+void enable_cuda() {
+  enable_cuda_memory();
+  model::register_backend(model::device::kind::cuda, backend_of);
+}
+
+}  // namespace merak::gpu

@@ -1,0 +1,584 @@
+// CUDA kernels of the GPT family (kernels.hpp). Every kernel is written once
+// over the activation type A (float or __nv_bfloat16), loading into float
+// and storing with round-to-nearest-even, as the CPU kernels do.
+#include "gpu/kernels.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "gpu/cuda_util.hpp"
+
+namespace merak::gpu::kernels {
+namespace {
+
+using bf = __nv_bfloat16;
+
+__device__ __forceinline__ float ld(float x) {
+  return x;
+}
+__device__ __forceinline__ float ld(bf x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ void st(float& d, float v) {
+  d = v;
+}
+__device__ __forceinline__ void st(bf& d, float v) {
+  d = __float2bfloat16_rn(v);
+}
+
+constexpr int kthreads = 256;
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum (or max) over the block; every thread gets the result. `buf` holds
+// 32 floats of shared memory; blockDim.x is a multiple of 32.
+__device__ float block_reduce(float v, bool max, float* buf) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = max ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // buf may still be read by a previous reduction
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  float r = lane < warps ? buf[lane] : (max ? -INFINITY : 0.f);
+  return max ? warp_max(r) : warp_sum(r);
+}
+
+int blocks_for(int64_t n, int per = kthreads) {
+  return int(std::min<int64_t>((n + per - 1) / per, 65535LL * 8));
+}
+
+void check_launch(const char* what) {
+  check_cuda(cudaGetLastError(), what);
+}
+
+// Calls f with the activation type the flag names.
+template <typename F>
+void with_type(bool bf16, F&& f) {
+  if (bf16)
+    f(bf{});
+  else
+    f(float{});
+}
+
+// ---- encoder -------------------------------------------------------------
+
+template <typename A>
+__global__ void encoder_fwd(A* out, const int32_t* tok, const float* wte, const float* wpe,
+                            int64_t BT, int T, int C) {
+  const int64_t n = BT * C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t bt = i / C;
+    const int c = int(i % C), t = int(bt % T);
+    st(out[i], wte[int64_t(tok[bt]) * C + c] + wpe[int64_t(t) * C + c]);
+  }
+}
+
+template <typename A>
+__global__ void encoder_bwd_wte(float* dwte, const A* dout, const int32_t* tok, int64_t BT, int C) {
+  const int64_t n = BT * C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t bt = i / C;
+    atomicAdd(&dwte[int64_t(tok[bt]) * C + i % C], ld(dout[i]));
+  }
+}
+
+template <typename A>
+__global__ void encoder_bwd_wpe(float* dwpe, const A* dout, int B, int T, int C) {
+  const int64_t n = int64_t(T) * C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.f;
+    for (int b = 0; b < B; ++b) s += ld(dout[int64_t(b) * n + i]);
+    dwpe[i] += s;
+  }
+}
+
+// ---- layer norm ----------------------------------------------------------
+
+template <typename A>
+__global__ void layernorm_fwd(A* out, float* mean, float* rstd, const A* in, const float* w,
+                              const float* b, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const A* x = in + int64_t(row) * C;
+  A* o = out + int64_t(row) * C;
+  float s = 0.f;
+  for (int c = lane; c < C; c += 32) s += ld(x[c]);
+  const float m = warp_sum(s) / C;
+  float v = 0.f;
+  for (int c = lane; c < C; c += 32) {
+    const float d = ld(x[c]) - m;
+    v += d * d;
+  }
+  const float r = rsqrtf(warp_sum(v) / C + 1e-5f);
+  for (int c = lane; c < C; c += 32) st(o[c], (ld(x[c]) - m) * r * w[c] + b[c]);
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
+}
+
+template <typename A>
+__global__ void layernorm_bwd_rows(A* din, const A* dout, const A* in, const float* w,
+                                   const float* mean, const float* rstd, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const int64_t off = int64_t(row) * C;
+  const float m = mean[row], r = rstd[row];
+  float a = 0.f, b = 0.f;
+  for (int c = lane; c < C; c += 32) {
+    const float xhat = (ld(in[off + c]) - m) * r, dn = w[c] * ld(dout[off + c]);
+    a += dn;
+    b += dn * xhat;
+  }
+  a = warp_sum(a) / C;
+  b = warp_sum(b) / C;
+  for (int c = lane; c < C; c += 32) {
+    const float xhat = (ld(in[off + c]) - m) * r, dn = w[c] * ld(dout[off + c]);
+    st(din[off + c], ld(din[off + c]) + (dn - a - xhat * b) * r);
+  }
+}
+
+// Rows per block of the column sums; partial sums per (row block, column),
+// then added in row-block order.
+constexpr int kcol_rows = 64;
+
+int row_blocks(int N) {
+  return (N + kcol_rows - 1) / kcol_rows;
+}
+
+// partial[y][c] = sum over rows of block y of g[n][c] (and, with x given,
+// partial[Y + y][c] of xhat * g: the layer norm's weight gradient).
+template <typename A>
+__global__ void column_partials(float* partial, const A* g, const A* x, const float* mean,
+                                const float* rstd, int N, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+  if (c >= C) return;
+  const int n0 = y * kcol_rows, n1 = min(N, n0 + kcol_rows);
+  float s = 0.f, sx = 0.f;
+  for (int n = n0; n < n1; ++n) {
+    const float v = ld(g[int64_t(n) * C + c]);
+    s += v;
+    if (x) sx += (ld(x[int64_t(n) * C + c]) - mean[n]) * rstd[n] * v;
+  }
+  partial[int64_t(y) * C + c] = s;
+  if (x) partial[int64_t(gridDim.y + y) * C + c] = sx;
+}
+
+// out[c] += sum over y of partial[y][c], y in order.
+__global__ void column_finish(float* out, const float* partial, int Y, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float s = 0.f;
+  for (int y = 0; y < Y; ++y) s += partial[int64_t(y) * C + c];
+  out[c] += s;
+}
+
+template <typename A>
+void column_sums_of(float* out, float* out_x, const A* g, const A* x, const float* mean,
+                    const float* rstd, float* partial, int N, int C, cudaStream_t s) {
+  const int Y = row_blocks(N);
+  dim3 grid((C + kthreads - 1) / kthreads, Y);
+  column_partials<<<grid, kthreads, 0, s>>>(partial, g, x, mean, rstd, N, C);
+  column_finish<<<(C + kthreads - 1) / kthreads, kthreads, 0, s>>>(out, partial, Y, C);
+  if (x)
+    column_finish<<<(C + kthreads - 1) / kthreads, kthreads, 0, s>>>(
+        out_x, partial + int64_t(Y) * C, Y, C);
+}
+
+// ---- element-wise --------------------------------------------------------
+
+template <typename A>
+__global__ void bias_fwd(A* out, const A* in, const float* bias, int64_t n, int C) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    st(out[i], ld(in[i]) + bias[i % C]);
+}
+
+template <typename A>
+__global__ void gelu_fwd(A* out, const A* in, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float x = ld(in[i]), u = kSqrt2OverPi * (x + kCubic * x * x * x);
+    st(out[i], 0.5f * x * (1.0f + tanhf(u)));
+  }
+}
+
+template <typename A>
+__global__ void gelu_bwd(A* din, const A* in, const A* dout, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float x = ld(in[i]), u = kSqrt2OverPi * (x + kCubic * x * x * x), th = tanhf(u);
+    const float local = 0.5f * (1.0f + th) +
+                        0.5f * x * (1.0f - th * th) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+    st(din[i], ld(din[i]) + local * ld(dout[i]));
+  }
+}
+
+template <typename A>
+__global__ void residual_fwd(A* out, const A* a, const A* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    st(out[i], ld(a[i]) + ld(b[i]));
+}
+
+template <typename A>
+__global__ void residual_bwd(A* da, A* db, const A* dout, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = ld(dout[i]);
+    st(da[i], ld(da[i]) + g);
+    st(db[i], ld(db[i]) + g);
+  }
+}
+
+template <typename D, typename S>
+__global__ void convert_k(D* dst, const S* src, int64_t n, bool accumulate) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    st(dst[i], (accumulate ? ld(dst[i]) : 0.f) + ld(src[i]));
+}
+
+// ---- attention -----------------------------------------------------------
+
+// Longest sequence: a row of scores lives in shared memory (48 KiB without
+// opting in to more).
+constexpr int kmax_t = 11 * 1024;
+constexpr int kattn_threads = 128;
+
+// One block per (query row i, batch x head): scores against keys 0..i,
+// softmax, the probabilities stashed in att, out_i = P V.
+template <typename A>
+__global__ void attention_fwd(A* out, A* att, const A* qkv, int T, int C, int NH) {
+  extern __shared__ float p[];  // T
+  __shared__ float red[32];
+  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
+  const int64_t C3 = 3 * int64_t(C);
+  const A* q = qkv + (int64_t(b) * T + i) * C3 + h * hs;
+  const A* k0 = qkv + int64_t(b) * T * C3 + C + h * hs;
+  const A* v0 = k0 + C;
+  const float scale = rsqrtf(float(hs));
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+    const A* k = k0 + int64_t(j) * C3;
+    float s = 0.f;
+    for (int d = 0; d < hs; ++d) s += ld(q[d]) * ld(k[d]);
+    s *= scale;
+    p[j] = s;
+    mx = fmaxf(mx, s);
+  }
+  mx = block_reduce(mx, true, red);
+  float sum = 0.f;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+    const float e = __expf(p[j] - mx);
+    p[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / block_reduce(sum, false, red);
+  A* row = att + (int64_t(bh) * T + i) * T;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+    p[j] *= inv;
+    st(row[j], p[j]);
+  }
+  __syncthreads();
+  A* o = out + (int64_t(b) * T + i) * C + h * hs;
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j <= i; ++j) acc += p[j] * ld(v0[int64_t(j) * C3 + d]);
+    st(o[d], acc);
+  }
+}
+
+// Rows: dP_ij = dout_i . v_j, dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) into
+// ds, and dq_i += scale dS_i K.
+template <typename A>
+__global__ void attention_bwd_rows(A* dqkv, float* ds, const A* dout, const A* qkv, const A* att,
+                                   int T, int C, int NH) {
+  extern __shared__ float g[];  // T: dP, then dS
+  __shared__ float red[32];
+  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
+  const int64_t C3 = 3 * int64_t(C);
+  const A* go = dout + (int64_t(b) * T + i) * C + h * hs;
+  const A* k0 = qkv + int64_t(b) * T * C3 + C + h * hs;
+  const A* v0 = k0 + C;
+  const A* prow = att + (int64_t(bh) * T + i) * T;
+  const float scale = rsqrtf(float(hs));
+  float dot = 0.f;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+    const A* v = v0 + int64_t(j) * C3;
+    float s = 0.f;
+    for (int d = 0; d < hs; ++d) s += ld(go[d]) * ld(v[d]);
+    g[j] = s;
+    dot += ld(prow[j]) * s;
+  }
+  dot = block_reduce(dot, false, red);
+  float* dsrow = ds + (int64_t(bh) * T + i) * T;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+    g[j] = ld(prow[j]) * (g[j] - dot);
+    dsrow[j] = g[j];
+  }
+  __syncthreads();
+  A* dq = dqkv + (int64_t(b) * T + i) * C3 + h * hs;
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j <= i; ++j) acc += g[j] * ld(k0[int64_t(j) * C3 + d]);
+    st(dq[d], ld(dq[d]) + scale * acc);
+  }
+}
+
+// Columns: dk_j += scale sum_i dS_ij q_i, dv_j += sum_i P_ij dout_i, i >= j.
+template <typename A>
+__global__ void attention_bwd_cols(A* dqkv, const float* ds, const A* dout, const A* qkv,
+                                   const A* att, int T, int C, int NH) {
+  const int j = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
+  const int64_t C3 = 3 * int64_t(C);
+  const A* q0 = qkv + int64_t(b) * T * C3 + h * hs;
+  const A* go0 = dout + int64_t(b) * T * C + h * hs;
+  const float* dscol = ds + int64_t(bh) * T * T + j;
+  const A* pcol = att + int64_t(bh) * T * T + j;
+  const float scale = rsqrtf(float(hs));
+  A* dk = dqkv + (int64_t(b) * T + j) * C3 + C + h * hs;
+  A* dv = dk + C;
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    float ak = 0.f, av = 0.f;
+    for (int i = j; i < T; ++i) {
+      ak += dscol[int64_t(i) * T] * ld(q0[int64_t(i) * C3 + d]);
+      av += ld(pcol[int64_t(i) * T]) * ld(go0[int64_t(i) * C + d]);
+    }
+    st(dk[d], ld(dk[d]) + scale * ak);
+    st(dv[d], ld(dv[d]) + av);
+  }
+}
+
+// ---- cross-entropy -------------------------------------------------------
+
+template <typename A>
+__global__ void crossentropy_fwd(float* losses, float* probs, const A* logits,
+                                 const int32_t* targets, int V) {
+  __shared__ float red[32];
+  const int n = blockIdx.x;
+  const A* z = logits + int64_t(n) * V;
+  float* p = probs + int64_t(n) * V;
+  float mx = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, ld(z[v]));
+  mx = block_reduce(mx, true, red);
+  float sum = 0.f;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) {
+    const float e = __expf(ld(z[v]) - mx);
+    p[v] = e;
+    sum += e;
+  }
+  sum = block_reduce(sum, false, red);
+  const float inv = 1.0f / sum;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) p[v] *= inv;
+  // -log p[target] from the logits, accurate at tiny p.
+  if (threadIdx.x == 0) losses[n] = logf(sum) - (ld(z[targets[n]]) - mx);
+}
+
+template <typename A>
+__global__ void crossentropy_bwd(A* dlogits, const float* dlosses, const float* probs,
+                                 const int32_t* targets, int64_t NV, int V) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < NV;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = i / V;
+    const int v = int(i % V);
+    const float g = (probs[i] - (v == targets[n] ? 1.f : 0.f)) * dlosses[n];
+    st(dlogits[i], ld(dlogits[i]) + g);
+  }
+}
+
+}  // namespace
+
+void encoder_forward(bool bf16, void* out, const int32_t* tokens, const float* wte,
+                     const float* wpe, int B, int T, int C, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const int64_t n = int64_t(B) * T * C;
+    encoder_fwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(out), tokens, wte, wpe,
+                                                   int64_t(B) * T, T, C);
+  });
+  check_launch("encoder forward");
+}
+
+void encoder_backward(bool bf16, float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
+                      int B, int T, int C, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const A* g = static_cast<const A*>(dout);
+    encoder_bwd_wte<<<blocks_for(int64_t(B) * T * C), kthreads, 0, s>>>(dwte, g, tokens,
+                                                                        int64_t(B) * T, C);
+    encoder_bwd_wpe<<<blocks_for(int64_t(T) * C), kthreads, 0, s>>>(dwpe, g, B, T, C);
+  });
+  check_launch("encoder backward");
+}
+
+void layernorm_forward(bool bf16, void* out, float* mean, float* rstd, const void* in,
+                       const float* weight, const float* bias, int N, int C, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const int rows = kthreads / 32;
+    layernorm_fwd<<<(N + rows - 1) / rows, kthreads, 0, s>>>(
+        static_cast<A*>(out), mean, rstd, static_cast<const A*>(in), weight, bias, N, C);
+  });
+  check_launch("layer norm forward");
+}
+
+int64_t layernorm_partial_floats(int N, int C) {
+  return 2 * int64_t(row_blocks(N)) * C;
+}
+
+void layernorm_backward(bool bf16, void* din, float* dweight, float* dbias, const void* dout,
+                        const void* in, const float* weight, const float* mean, const float* rstd,
+                        float* partial, int N, int C, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const A* g = static_cast<const A*>(dout);
+    const A* x = static_cast<const A*>(in);
+    const int rows = kthreads / 32;
+    layernorm_bwd_rows<<<(N + rows - 1) / rows, kthreads, 0, s>>>(static_cast<A*>(din), g, x,
+                                                                  weight, mean, rstd, N, C);
+    column_sums_of(dbias, dweight, g, x, mean, rstd, partial, N, C, s);
+  });
+  check_launch("layer norm backward");
+}
+
+void bias_forward(bool bf16, void* out, const void* in, const float* bias, int N, int C,
+                  cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const int64_t n = int64_t(N) * C;
+    bias_fwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(out), static_cast<const A*>(in),
+                                                bias, n, C);
+  });
+  check_launch("bias forward");
+}
+
+int64_t column_partial_floats(int N, int C) {
+  return int64_t(row_blocks(N)) * C;
+}
+
+void column_sums(bool bf16, float* dbias, const void* dout, float* partial, int N, int C,
+                 cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    column_sums_of<A>(dbias, nullptr, static_cast<const A*>(dout), nullptr, nullptr, nullptr,
+                      partial, N, C, s);
+  });
+  check_launch("column sums");
+}
+
+int attention_max_t() {
+  return kmax_t;
+}
+
+void attention_forward(bool bf16, void* out, void* att, const void* qkv, int B, int T, int C,
+                       int NH, cudaStream_t s) {
+  MERAK_CHECK(T <= kmax_t, "attention over {} positions: at most {} on this kernel", T, kmax_t);
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    attention_fwd<<<dim3(T, B * NH), kattn_threads, size_t(T) * sizeof(float), s>>>(
+        static_cast<A*>(out), static_cast<A*>(att), static_cast<const A*>(qkv), T, C, NH);
+  });
+  check_launch("attention forward");
+}
+
+void attention_backward(bool bf16, void* dqkv, const void* dout, const void* qkv, const void* att,
+                        float* ds, int B, int T, int C, int NH, cudaStream_t s) {
+  MERAK_CHECK(T <= kmax_t, "attention over {} positions: at most {} on this kernel", T, kmax_t);
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const A* g = static_cast<const A*>(dout);
+    const A* x = static_cast<const A*>(qkv);
+    const A* p = static_cast<const A*>(att);
+    attention_bwd_rows<<<dim3(T, B * NH), kattn_threads, size_t(T) * sizeof(float), s>>>(
+        static_cast<A*>(dqkv), ds, g, x, p, T, C, NH);
+    // After every row's dS: the columns read all of them.
+    attention_bwd_cols<<<dim3(T, B * NH), 64, 0, s>>>(static_cast<A*>(dqkv), ds, g, x, p, T, C, NH);
+  });
+  check_launch("attention backward");
+}
+
+void gelu_forward(bool bf16, void* out, const void* in, int64_t n, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    gelu_fwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(out), static_cast<const A*>(in), n);
+  });
+  check_launch("gelu forward");
+}
+
+void gelu_backward(bool bf16, void* din, const void* in, const void* dout, int64_t n,
+                   cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    gelu_bwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(din), static_cast<const A*>(in),
+                                                static_cast<const A*>(dout), n);
+  });
+  check_launch("gelu backward");
+}
+
+void residual_forward(bool bf16, void* out, const void* a, const void* b, int64_t n,
+                      cudaStream_t s) {
+  with_type(bf16, [&](auto t) {
+    using A = decltype(t);
+    residual_fwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(out), static_cast<const A*>(a),
+                                                    static_cast<const A*>(b), n);
+  });
+  check_launch("residual forward");
+}
+
+void residual_backward(bool bf16, void* da, void* db, const void* dout, int64_t n, cudaStream_t s) {
+  with_type(bf16, [&](auto t) {
+    using A = decltype(t);
+    residual_bwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(da), static_cast<A*>(db),
+                                                    static_cast<const A*>(dout), n);
+  });
+  check_launch("residual backward");
+}
+
+void convert(bool dst_bf16, void* dst, bool src_bf16, const void* src, int64_t n, bool accumulate,
+             cudaStream_t s) {
+  with_type(dst_bf16, [&](auto d) {
+    using D = decltype(d);
+    with_type(src_bf16, [&](auto x) {
+      using S = decltype(x);
+      convert_k<<<blocks_for(n), kthreads, 0, s>>>(static_cast<D*>(dst), static_cast<const S*>(src),
+                                                   n, accumulate);
+    });
+  });
+  check_launch("convert");
+}
+
+void crossentropy_forward(bool bf16, float* losses, float* probs, const void* logits,
+                          const int32_t* targets, int N, int V, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    crossentropy_fwd<<<N, kthreads, 0, s>>>(losses, probs, static_cast<const A*>(logits), targets,
+                                            V);
+  });
+  check_launch("cross-entropy forward");
+}
+
+void crossentropy_backward(bool bf16, void* dlogits, const float* dlosses, const float* probs,
+                           const int32_t* targets, int N, int V, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const int64_t n = int64_t(N) * V;
+    crossentropy_bwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(dlogits), dlosses, probs,
+                                                        targets, n, V);
+  });
+  check_launch("cross-entropy backward");
+}
+
+}  // namespace merak::gpu::kernels

@@ -1,0 +1,70 @@
+#pragma once
+// CUDA kernels of the GPT family (kernels.cu): the operations of
+// model/backend.hpp on device memory, with model/kernels/kernels.hpp's
+// shapes and conventions (outputs first; every backward accumulates).
+// Activations are float or bf16 (`bf16` true), computed in float;
+// statistics, probabilities, losses and parameter gradients are float.
+// Each launches on `s` and returns at once. Included by gpu/ only.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace merak::gpu::kernels {
+
+// out (B,T,C) = wte[tokens] + wpe[t]; tokens must be in [0, V).
+void encoder_forward(bool bf16, void* out, const int32_t* tokens, const float* wte,
+                     const float* wpe, int B, int T, int C, cudaStream_t s);
+// dwte += scatter(dout) (atomic adds: the order of a token's rows varies),
+// dwpe += sum over the batch.
+void encoder_backward(bool bf16, float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
+                      int B, int T, int C, cudaStream_t s);
+
+// One warp per row; eps 1e-5 as the CPU kernel.
+void layernorm_forward(bool bf16, void* out, float* mean, float* rstd, const void* in,
+                       const float* weight, const float* bias, int N, int C, cudaStream_t s);
+// dweight, dbias: column sums in a fixed order (deterministic). `partial`
+// holds layernorm_partial_floats(N, C) floats.
+void layernorm_backward(bool bf16, void* din, float* dweight, float* dbias, const void* dout,
+                        const void* in, const float* weight, const float* mean, const float* rstd,
+                        float* partial, int N, int C, cudaStream_t s);
+int64_t layernorm_partial_floats(int N, int C);
+
+// out (N,C) = in + bias; in-place (out == in) allowed.
+void bias_forward(bool bf16, void* out, const void* in, const float* bias, int N, int C,
+                  cudaStream_t s);
+// dbias (C) += column sums of dout (N,C), in a fixed order; `partial` holds
+// column_partial_floats(N, C) floats.
+void column_sums(bool bf16, float* dbias, const void* dout, float* partial, int N, int C,
+                 cudaStream_t s);
+int64_t column_partial_floats(int N, int C);
+
+// Causal self-attention with the probabilities stashed, as the CPU kernel:
+// qkv (B,T,3C), out (B,T,C), att (B,NH,T,T) of the activations' type
+// (entries above the diagonal unwritten). T is at most attention_max_t().
+void attention_forward(bool bf16, void* out, void* att, const void* qkv, int B, int T, int C,
+                       int NH, cudaStream_t s);
+// dqkv += ; `ds` holds B*NH*T*T floats of scratch. Deterministic.
+void attention_backward(bool bf16, void* dqkv, const void* dout, const void* qkv, const void* att,
+                        float* ds, int B, int T, int C, int NH, cudaStream_t s);
+int attention_max_t();
+
+void gelu_forward(bool bf16, void* out, const void* in, int64_t n, cudaStream_t s);
+void gelu_backward(bool bf16, void* din, const void* in, const void* dout, int64_t n,
+                   cudaStream_t s);
+void residual_forward(bool bf16, void* out, const void* a, const void* b, int64_t n,
+                      cudaStream_t s);
+// da += dout; db += dout.
+void residual_backward(bool bf16, void* da, void* db, const void* dout, int64_t n, cudaStream_t s);
+// dst = src, or dst += src (accumulate), converting between float and bf16.
+void convert(bool dst_bf16, void* dst, bool src_bf16, const void* src, int64_t n, bool accumulate,
+             cudaStream_t s);
+
+// losses (N) = -log softmax(logits)[target]; probs (N,V) float.
+void crossentropy_forward(bool bf16, float* losses, float* probs, const void* logits,
+                          const int32_t* targets, int N, int V, cudaStream_t s);
+// dlogits += (probs - onehot(target)) * dlosses[n].
+void crossentropy_backward(bool bf16, void* dlogits, const float* dlosses, const float* probs,
+                           const int32_t* targets, int N, int V, cudaStream_t s);
+
+}  // namespace merak::gpu::kernels

@@ -1,0 +1,240 @@
+// The CUDA backend against the CPU backend, operation by operation, forward
+// and backward, in float and bf16, on random inputs (gradient outputs start
+// random too, so a backward that overwrites instead of accumulating fails).
+// Skips (exit 77) without a CUDA device.
+//
+// Tolerances are normwise relative errors ||gpu - cpu|| / ||cpu||: 1e-5 in
+// float with exact float GEMMs (the summation order differs), 2e-3 with TF32
+// GEMMs (10-bit mantissas), 1e-2 in bf16 (either side may round an element
+// to the neighbouring bf16 value, 2^-8 apart).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+
+#include "gpu/cuda_backend.hpp"
+#include "gpu/device.hpp"
+#include "model/backend.hpp"
+#include "tests/model/test_util.hpp"
+
+using namespace merak;
+using model::dtype;
+using model::tensor;
+
+namespace {
+
+const model::device gpu0 = model::device::cuda(0);
+
+model::backend& cpu() {
+  return model::backend_for(model::device::cpu());
+}
+model::backend& dev() {
+  return model::backend_for(gpu0);
+}
+
+// A host tensor and its copy on the device.
+struct both {
+  tensor h, d;
+};
+
+// Normal(0, scale) values of `type` (bf16: rounded from float).
+both random(const model::shape_t& shape, dtype type, uint64_t seed, float scale = 1.0f) {
+  tensor f = test::random_tensor(shape, seed, scale);
+  tensor h(shape, type);
+  cpu().copy(h, f);
+  return {std::move(h), {}};
+}
+both on_device(both x) {
+  x.d = x.h.to(gpu0);
+  return x;
+}
+both rnd(const model::shape_t& shape, dtype type, uint64_t seed, float scale = 1.0f) {
+  return on_device(random(shape, type, seed, scale));
+}
+both ids(const model::shape_t& shape, int limit, uint64_t seed) {
+  return on_device({test::random_ids(shape, limit, seed), {}});
+}
+both empty(const model::shape_t& shape, dtype type) {
+  return {tensor(shape, type), tensor(shape, type, gpu0)};
+}
+
+// ||gpu - cpu|| / ||cpu|| of x within tol.
+void expect_close(const both& x, double tol, const char* what) {
+  tensor back = x.d.to(model::device::cpu());
+  tensor a(x.h.shape()), b(x.h.shape());
+  cpu().copy(a, x.h);
+  cpu().copy(b, back);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = double(b.f32()[i]) - a.f32()[i];
+    num += d * d;
+    den += double(a.f32()[i]) * a.f32()[i];
+  }
+  const double err = std::sqrt(num / std::max(den, 1e-30));
+  INFO(what << ": normwise error " << err << " (tolerance " << tol << ")");
+  CHECK(err <= tol);
+}
+
+double tol_of(dtype t) {
+  return t == dtype::bf16 ? 1e-2 : 1e-5;
+}
+
+}  // namespace
+
+TEST_CASE("every CUDA operation matches the CPU backend, float and bf16", "[gpu][backend]") {
+  gpu::set_float_gemm_math(gpu::gemm_math::exact);
+  const int B = 2, T = 64, C = 96, NH = 4, V = 101, OC = 160;
+  const int64_t N = int64_t(B) * T;
+  for (dtype A : {dtype::f32, dtype::bf16}) {
+    INFO("activations " << model::dtype_name(A));
+    const double tol = tol_of(A);
+
+    auto tokens = ids({B, T}, V, 1);
+    auto wte = rnd({V, C}, dtype::f32, 2), wpe = rnd({T, C}, dtype::f32, 3);
+    auto enc = empty({B, T, C}, A);
+    cpu().encoder_forward(enc.h, tokens.h, wte.h, wpe.h);
+    dev().encoder_forward(enc.d, tokens.d, wte.d, wpe.d);
+    expect_close(enc, tol, "encoder forward");
+    auto g = rnd({B, T, C}, A, 4);
+    auto dwte = rnd({V, C}, dtype::f32, 5), dwpe = rnd({T, C}, dtype::f32, 6);
+    cpu().encoder_backward(dwte.h, dwpe.h, g.h, tokens.h);
+    dev().encoder_backward(dwte.d, dwpe.d, g.d, tokens.d);
+    expect_close(dwte, tol, "encoder backward: dwte");
+    expect_close(dwpe, tol, "encoder backward: dwpe");
+
+    auto x = rnd({B, T, C}, A, 7);
+    auto w = rnd({C}, dtype::f32, 8), bias = rnd({C}, dtype::f32, 9);
+    auto ln = empty({B, T, C}, A), mean = empty({N}, dtype::f32), rstd = empty({N}, dtype::f32);
+    cpu().layernorm_forward(ln.h, mean.h, rstd.h, x.h, w.h, bias.h);
+    dev().layernorm_forward(ln.d, mean.d, rstd.d, x.d, w.d, bias.d);
+    expect_close(ln, tol, "layernorm forward");
+    expect_close(mean, tol, "layernorm mean");
+    expect_close(rstd, tol, "layernorm rstd");
+    auto dx = rnd({B, T, C}, A, 10), dw = rnd({C}, dtype::f32, 11), db = rnd({C}, dtype::f32, 12);
+    cpu().layernorm_backward(dx.h, dw.h, db.h, g.h, x.h, w.h, mean.h, rstd.h);
+    dev().layernorm_backward(dx.d, dw.d, db.d, g.d, x.d, w.d, mean.h.to(gpu0), rstd.h.to(gpu0));
+    expect_close(dx, tol, "layernorm backward: din");
+    expect_close(dw, tol, "layernorm backward: dweight");
+    expect_close(db, tol, "layernorm backward: dbias");
+
+    // Linear: the GEMM weight has the activations' type; N, C, OC not
+    // multiples of 8 somewhere, so no algorithm may assume alignment of rows.
+    for (int oc : {OC, 37}) {
+      auto wl = rnd({oc, C}, A, 13, 0.1f);
+      auto bl = rnd({oc}, dtype::f32, 14);
+      auto y = empty({B, T, oc}, A);
+      cpu().matmul_forward(y.h, x.h, wl.h, &bl.h);
+      dev().matmul_forward(y.d, x.d, wl.d, &bl.d);
+      expect_close(y, tol, "matmul forward");
+      auto gy = rnd({B, T, oc}, A, 15);
+      auto din = rnd({B, T, C}, A, 16), dwl = rnd({oc, C}, dtype::f32, 17),
+           dbl = rnd({oc}, dtype::f32, 18);
+      cpu().matmul_backward(&din.h, &dwl.h, &dbl.h, gy.h, x.h, wl.h);
+      dev().matmul_backward(&din.d, &dwl.d, &dbl.d, gy.d, x.d, wl.d);
+      expect_close(din, tol, "matmul backward: din");
+      expect_close(dwl, tol, "matmul backward: dweight");
+      expect_close(dbl, tol, "matmul backward: dbias");
+    }
+
+    auto qkv = rnd({B, T, 3 * C}, A, 19);
+    auto out = empty({B, T, C}, A), att = empty({B, NH, T, T}, A);
+    cpu().attention_forward(out.h, att.h, qkv.h, NH);
+    dev().attention_forward(out.d, att.d, qkv.d, NH);
+    expect_close(out, tol, "attention forward");
+    auto dqkv = rnd({B, T, 3 * C}, A, 20);
+    // Both sides read the CPU's probabilities (the entries above the
+    // diagonal are unwritten on either).
+    auto att_h = both{att.h.clone(), att.h.to(gpu0)};
+    cpu().attention_backward(dqkv.h, g.h, qkv.h, att_h.h, NH);
+    dev().attention_backward(dqkv.d, g.d, qkv.d, att_h.d, NH);
+    expect_close(dqkv, tol, "attention backward");
+
+    auto ge = empty({B, T, C}, A);
+    cpu().gelu_forward(ge.h, x.h);
+    dev().gelu_forward(ge.d, x.d);
+    expect_close(ge, tol, "gelu forward");
+    auto dge = rnd({B, T, C}, A, 21);
+    cpu().gelu_backward(dge.h, x.h, g.h);
+    dev().gelu_backward(dge.d, x.d, g.d);
+    expect_close(dge, tol, "gelu backward");
+
+    auto y2 = rnd({B, T, C}, A, 22);
+    auto res = empty({B, T, C}, A);
+    cpu().residual_forward(res.h, x.h, y2.h);
+    dev().residual_forward(res.d, x.d, y2.d);
+    expect_close(res, tol, "residual forward");
+    auto da = rnd({B, T, C}, A, 23), dbb = rnd({B, T, C}, A, 24);
+    cpu().residual_backward(da.h, dbb.h, g.h);
+    dev().residual_backward(da.d, dbb.d, g.d);
+    expect_close(da, tol, "residual backward: da");
+    expect_close(dbb, tol, "residual backward: db");
+
+    auto bo = empty({B, T, C}, A);
+    cpu().bias_forward(bo.h, x.h, bias.h);
+    dev().bias_forward(bo.d, x.d, bias.d);
+    expect_close(bo, tol, "bias forward");
+    auto dbi = rnd({B, T, C}, A, 25), dbias = rnd({C}, dtype::f32, 26);
+    cpu().bias_backward(&dbi.h, dbias.h, g.h);
+    dev().bias_backward(&dbi.d, dbias.d, g.d);
+    expect_close(dbi, tol, "bias backward: din");
+    expect_close(dbias, tol, "bias backward: dbias");
+
+    auto logits = rnd({B, T, V}, A, 27, 3.0f);
+    auto targets = ids({B, T}, V, 28);
+    auto losses = empty({B, T}, dtype::f32), probs = empty({N, V}, dtype::f32);
+    cpu().crossentropy_forward(losses.h, probs.h, logits.h, targets.h);
+    dev().crossentropy_forward(losses.d, probs.d, logits.d, targets.d);
+    expect_close(losses, tol, "cross-entropy forward: losses");
+    expect_close(probs, tol, "cross-entropy forward: probabilities");
+    auto dl = rnd({B, T}, dtype::f32, 29), dlogits = rnd({B, T, V}, A, 30);
+    cpu().crossentropy_backward(dlogits.h, dl.h, probs.h, targets.h);
+    dev().crossentropy_backward(dlogits.d, dl.d, probs.h.to(gpu0), targets.d);
+    expect_close(dlogits, tol, "cross-entropy backward");
+  }
+
+  // Conversions both ways and mixed-type sums.
+  auto f = rnd({1000}, dtype::f32, 31), h16 = empty({1000}, dtype::bf16);
+  cpu().copy(h16.h, f.h);
+  dev().copy(h16.d, f.d);
+  expect_close(h16, 0, "float to bf16 (round to nearest even on both)");
+  auto acc = rnd({1000}, dtype::f32, 32);
+  cpu().accumulate(acc.h, h16.h);
+  dev().accumulate(acc.d, h16.d);
+  expect_close(acc, 1e-7, "float += bf16");
+}
+
+TEST_CASE("TF32 GEMMs stay within TF32's precision of float", "[gpu][backend]") {
+  gpu::set_float_gemm_math(gpu::gemm_math::tf32);
+  const int B = 4, T = 128, C = 256, OC = 768;
+  auto x = rnd({B, T, C}, dtype::f32, 40), w = rnd({OC, C}, dtype::f32, 41, 0.05f);
+  auto y = empty({B, T, OC}, dtype::f32);
+  cpu().matmul_forward(y.h, x.h, w.h, nullptr);
+  dev().matmul_forward(y.d, x.d, w.d, nullptr);
+  expect_close(y, 2e-3, "TF32 matmul forward");
+  gpu::set_float_gemm_math(gpu::gemm_math::exact);
+}
+
+TEST_CASE("device tensors copy, clone and zero through the CUDA memory", "[gpu][memory]") {
+  auto x = test::random_tensor({3, 1000}, 50);
+  tensor d = x.to(gpu0);
+  CHECK(d.where() == gpu0);
+  tensor c = d.clone();
+  tensor back = c.to(model::device::cpu());
+  for (int64_t i = 0; i < x.numel(); ++i) REQUIRE(back.f32()[i] == x.f32()[i]);
+  c.fill_zero();
+  back = c.to(model::device::cpu());
+  for (int64_t i = 0; i < x.numel(); ++i) REQUIRE(back.f32()[i] == 0.f);
+  // A host tensor handed to the CUDA backend is refused by name.
+  tensor host_out({3, 1000});
+  CHECK_THROWS_WITH(dev().gelu_forward(host_out, d), Catch::Contains("on cpu"));
+}
+
+int main(int argc, char* argv[]) {
+  if (gpu::cuda_devices().empty()) {
+    std::printf("skipped: %s\n", gpu::cuda_unavailable_reason().c_str());
+    return 77;
+  }
+  gpu::enable_cuda();
+  return Catch::Session().run(argc, argv);
+}
