@@ -6,6 +6,7 @@
 
 #include "actors/synthetic_pipeline.hpp"
 #include "apps/commands.hpp"
+#include "apps/device_flag.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "bench/benchmarks.hpp"
 #include "bench/p2p_bench.hpp"
@@ -36,6 +37,11 @@ action add_bench_command(CLI::App& parent) {
   g->add_option("--threads", gpt->threads, "Compute threads (default: all cores)");
   g->add_option("--gemm", gpt->gemm, "GEMM backend: onednn, openblas or eigen");
   g->add_option("--precision", *gpt_precision, "fp32 or bf16")->capture_default_str();
+  auto gpt_device = std::make_shared<std::string>("cpu");
+  g->add_option("--device", *gpt_device, "cpu, cuda or cuda:N")->capture_default_str();
+  g->add_option("--peak-tflops", gpt->peak_tflops,
+                "On a GPU: the dense peak MFU is counted against (bf16; TF32 for fp32)")
+      ->capture_default_str();
   g->add_flag("--profile", gpt->profile, "Add per-layer-kind times to the JSON");
   g->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
@@ -167,7 +173,7 @@ action add_bench_command(CLI::App& parent) {
   pp->add_option("--iters", p2p->iters, "Round trips per size")->capture_default_str();
   pp->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
 
-  return [b, g, m, s, gpt, gpt_precision, gemm, sv, svp, svt, svs, svn, svls, pl, pipe,
+  return [b, g, m, s, gpt, gpt_precision, gpt_device, gemm, sv, svp, svt, svs, svn, svls, pl, pipe,
           pipe_schedule, a, ar, pb, par, pp, p2p] {
     nlohmann::json out;
     if (b->got_subcommand(pp)) {
@@ -192,6 +198,7 @@ action add_bench_command(CLI::App& parent) {
     }
     if (b->got_subcommand(g)) {
       gpt->model.activations = model::parse_precision(*gpt_precision);
+      gpt->where = apps::enable_device(*gpt_device);
       out = bench::run_gpt_bench(*gpt);
     }
     if (b->got_subcommand(pl)) {

@@ -26,6 +26,7 @@
 #include "actors/auto_plan.hpp"
 #include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
+#include "apps/device_flag.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
 #include "comm/bootstrap.hpp"
@@ -48,6 +49,7 @@ struct train_flags {
   int threads = 0;
   std::string gemm;
   std::string precision = "fp32";
+  std::string device = "cpu";
   int64_t eval_interval = 0;
   double bucket_mb = 4;
   int devices = 0;  // > 0: plan dp/tp/pp automatically
@@ -304,6 +306,7 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
   f.opts.model.activations = model::parse_precision(f.precision);
+  f.opts.where = apps::enable_device(f.device);
   f.par.processes = join_job();
   if (!f.par.processes || f.par.processes->rank() == 0) {
     // Found now, not at the first save or the first metrics line.
@@ -332,6 +335,12 @@ int run_train(train_flags& f, const CLI::App& c) {
   if (f.micro_batch_size != 0)
     f.par.micro_batches =
         partition::micro_batches_for_size(f.opts.batch, f.par.dp, f.micro_batch_size, "the batch");
+  if (f.opts.where.type != model::device::kind::cpu && (f.par.needs_actors() || f.devices > 0))
+    fail(
+        "--device {} trains on one GPU with the single-device trainer; parallel layouts, "
+        "processes and traces on GPUs are not built yet (drop --dp/--tp/--pp/--micro-batches/"
+        "--devices/--trace)",
+        f.device);
   if (f.devices > 0) plan_devices(f);
   // A job of several processes runs on the actors whatever its layout
   // (parallel_options::validate then checks --dp against the processes).
@@ -390,6 +399,8 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
+  c->add_option("--device", f->device, "cpu, cuda or cuda:N (one GPU: the single-device trainer)")
+      ->capture_default_str();
   c->add_option("--precision", f->precision,
                 "fp32, or bf16: bf16 activations and GEMMs with float accumulation, float "
                 "master weights, optimizer state, statistics and loss")

@@ -39,6 +39,11 @@ struct gpt_bench_options {
   uint64_t seed = 1337;
   // model.activations: f32 or bf16 (--precision)
   bool profile = false;  // add per-layer-kind forward/backward times
+  // A CUDA device (enabled by the caller): the step runs there, and the JSON
+  // reports MFU on `peak_tflops` and the device's peak memory instead of the
+  // CPU's GEMM rates.
+  model::device where = model::device::cpu();
+  double peak_tflops = 989;  // H200 / H100 SXM dense bf16
 };
 // Full training steps (forward, backward, AdamW) on random tokens: tokens/s,
 // step time, achieved GFLOP/s, peak RSS.

@@ -7,7 +7,21 @@
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
 
+#ifdef MERAK_WITH_CUDA
+#include "gpu/cuda_backend.hpp"
+#endif
+
 namespace merak::bench {
+
+namespace {
+
+// Megatron-LM's FLOPs of one step without recomputation (SC'21, eq. 3).
+double megatron_flops(const model::gpt_config& m, double batch) {
+  const double s = m.max_seq, h = m.dim, l = m.layers, V = m.vocab;
+  return 72.0 * batch * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+}  // namespace
 
 nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   if (o.threads > 0) model::set_compute_threads(o.threads);
@@ -22,6 +36,7 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
   t.batch = o.batch;
   t.steps = o.warmup_steps + o.steps;
   t.seed = o.seed;
+  t.where = o.where;
   model::trainer tr(t, model::text_corpus(std::move(bytes), T, 0.1, "random"));
   for (int i = 0; i < o.warmup_steps; ++i) tr.train_step();
   tr.model_executor().set_profiling(true);  // two clock reads per node: negligible
@@ -55,6 +70,45 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
       it != tr.model_executor().profile().end())
     linear_s = (it->second.forward_s + it->second.backward_s) / o.steps;
   const double peak_rss_mb = double(peak_rss_bytes()) / (1 << 20);  // before the GEMM run
+  if (o.where.type != model::device::kind::cpu) {
+    const double mfu_flops = megatron_flops(o.model, o.batch);
+    nlohmann::json out = {{"benchmark", "gpt"},
+                          {"device", o.where.str()},
+                          {"layers", o.model.layers},
+                          {"dim", o.model.dim},
+                          {"heads", o.model.heads},
+                          {"seq", T},
+                          {"batch", o.batch},
+                          {"vocab", o.model.vocab},
+                          {"params", tr.model_graph().parameter_count()},
+                          {"precision", model::precision_name(o.model.activations)},
+                          {"steps", o.steps},
+                          {"tokens_per_s", tokens / mean},
+                          {"step_s", mean},
+                          {"step_s_median", sorted[sorted.size() / 2]},
+                          {"step_s_min", sorted.front()},
+                          {"step_s_max", sorted.back()},
+                          {"tflops", mfu_flops / mean * 1e-12},
+                          {"mfu", mfu_flops / mean / (o.peak_tflops * 1e12)},
+                          {"mfu_flop_count", "megatron-72 (no recomputation)"},
+                          {"peak_tflops", o.peak_tflops},
+                          {"final_loss", loss},
+                          {"forward_ms", fwd * 1e3 / o.steps},
+                          {"backward_ms", bwd * 1e3 / o.steps},
+                          {"optimizer_ms", opt * 1e3 / o.steps},
+                          {"peak_rss_mb", peak_rss_mb}};
+#ifdef MERAK_WITH_CUDA
+    out["peak_device_memory_mb"] = double(gpu::peak_device_memory(o.where.index)) / (1 << 20);
+#endif
+    if (o.profile) {
+      nlohmann::json prof = nlohmann::json::object();
+      for (auto& [kind, tm] : tr.model_executor().profile())
+        prof[kind] = {{"forward_ms", tm.forward_s * 1e3 / o.steps},
+                      {"backward_ms", tm.backward_s * 1e3 / o.steps}};
+      out["profile_per_step"] = prof;
+    }
+    return out;
+  }
   double ghz = measure_cpu_ghz();
   // The GEMM rate of this machine on this model's shapes, measured in the
   // same run, with the backend the steps used.

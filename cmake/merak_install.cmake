@@ -68,6 +68,8 @@ function(merak_eigen_alignment out_max out_static out_malloc)
   if(NOT _opts)
     set(_opts "")
   endif()
+  # The C++ flags, out of their language guard (nvcc gets none of them).
+  string(REGEX REPLACE "\\$<\\$<COMPILE_LANGUAGE:CXX>:([^>]*)>" "\\1" _opts "${_opts}")
   string(TOUPPER "${CMAKE_BUILD_TYPE}" _cfg)
   separate_arguments(_flags UNIX_COMMAND "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_cfg}}")
   set(_src ${PROJECT_BINARY_DIR}/cmake/merak_eigen_align.cpp)

@@ -176,8 +176,41 @@ class cuda_backend final : public model::backend {
                              targets.data<int32_t>(), rows(dlogits), cols(dlogits), s());
   }
 
+  double sum_squares(const tensor& x) override {
+    on({&x});
+    floats("sum of squares", {&x});
+    const int blocks = k::sum_squares_blocks(x.numel());
+    scratch partial(size_t(blocks) * sizeof(double), index_);
+    k::sum_squares(partial.as<double>(), x.f32(), x.numel(), s());
+    std::vector<double> host(static_cast<size_t>(blocks));
+    MERAK_CUDA(cudaMemcpyAsync(host.data(), partial.as<double>(), host.size() * sizeof(double),
+                               cudaMemcpyDeviceToHost, s()));
+    MERAK_CUDA(cudaStreamSynchronize(s()));
+    double sum = 0;
+    for (double p : host) sum += p;
+    return sum;
+  }
+  void scale(tensor& x, float factor) override {
+    on({&x});
+    floats("scale", {&x});
+    k::scale(x.f32(), factor, x.numel(), s());
+  }
+  void adamw_update(tensor& value, tensor& grad, tensor& m, tensor& v,
+                    const adamw_args& a) override {
+    on({&value, &grad, &m, &v});
+    floats("adamw", {&value, &grad, &m, &v});
+    k::adamw(value.f32(), grad.f32(), m.f32(), v.f32(), value.numel(), a.lr, a.beta1, a.beta2,
+             a.eps, a.weight_decay, a.c1, a.c2, a.grad_scale, a.zero_grad, s());
+  }
+
  private:
   cudaStream_t s() const { return stream_of(index_); }
+  static void floats(const char* op, std::initializer_list<const tensor*> ts) {
+    for (const tensor* t : ts)
+      if (t->type() != dtype::f32)
+        fail("{}: a {} tensor {} where F32 is expected", op, model::dtype_name(t->type()),
+             model::shape_str(t->shape()));
+  }
 
   // Every tensor (null ones skipped) must live on this backend's device.
   void on(std::initializer_list<const tensor*> ts) const {

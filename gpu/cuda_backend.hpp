@@ -8,6 +8,7 @@
 // probabilities (B, NH, T, T) as the CPU backend does: the fp32 path and
 // the fallback a fused kernel is checked against.
 
+#include <cstddef>
 #include <cstdint>
 
 namespace merak::gpu {
@@ -17,6 +18,10 @@ namespace merak::gpu {
 // GEMMs always accumulate in float.
 enum class gemm_math : uint8_t { tf32, exact };
 void set_float_gemm_math(gemm_math m);
+
+// The most device memory this process's tensors held at once on device
+// `index` (the memory pool's high-water mark), in bytes.
+size_t peak_device_memory(int index);
 
 // Registers CUDA memory and the CUDA backend with model/ (idempotent).
 // Throws merak::error naming the reason when no CUDA device is usable.

@@ -399,7 +399,69 @@ __global__ void crossentropy_bwd(A* dlogits, const float* dlosses, const float* 
   }
 }
 
+// ---- optimizer -------------------------------------------------------------
+
+constexpr int kmax_sq_blocks = 1024;
+
+__global__ void sum_squares_k(double* partial, const float* x, int64_t n) {
+  __shared__ double buf[kthreads];
+  double s = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    s += double(x[i]) * x[i];
+  buf[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {  // a fixed tree: deterministic
+    if (threadIdx.x < w) buf[threadIdx.x] += buf[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = buf[0];
+}
+
+__global__ void scale_k(float* x, float f, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] *= f;
+}
+
+__global__ void adamw_k(float* w, float* g, float* m, float* v, int64_t n, float lr, float b1,
+                        float b2, float eps, float wd, float c1, float c2, float gs, bool zero) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float gi = gs == 1.0f ? g[i] : g[i] * gs;
+    const float mi = b1 * m[i] + (1.0f - b1) * gi;
+    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= lr * (mi * c1 / (sqrtf(vi * c2) + eps) + wd * w[i]);
+    if (zero) g[i] = 0.f;
+  }
+}
+
 }  // namespace
+
+int sum_squares_blocks(int64_t n) {
+  return int(std::max<int64_t>(
+      1, std::min<int64_t>(kmax_sq_blocks, (n + kthreads * 8 - 1) / (kthreads * 8))));
+}
+
+void sum_squares(double* partial, const float* x, int64_t n, cudaStream_t s) {
+  sum_squares_k<<<sum_squares_blocks(n), kthreads, 0, s>>>(partial, x, n);
+  check_launch("sum of squares");
+}
+
+void scale(float* x, float factor, int64_t n, cudaStream_t s) {
+  scale_k<<<blocks_for(n), kthreads, 0, s>>>(x, factor, n);
+  check_launch("scale");
+}
+
+void adamw(float* w, float* g, float* m, float* v, int64_t n, float lr, float b1, float b2,
+           float eps, float wd, float c1, float c2, float grad_scale, bool zero_grad,
+           cudaStream_t s) {
+  adamw_k<<<blocks_for(n), kthreads, 0, s>>>(w, g, m, v, n, lr, b1, b2, eps, wd, c1, c2, grad_scale,
+                                             zero_grad);
+  check_launch("adamw");
+}
 
 void encoder_forward(bool bf16, void* out, const int32_t* tokens, const float* wte,
                      const float* wpe, int B, int T, int C, cudaStream_t s) {

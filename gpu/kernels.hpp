@@ -67,4 +67,15 @@ void crossentropy_forward(bool bf16, float* losses, float* probs, const void* lo
 void crossentropy_backward(bool bf16, void* dlogits, const float* dlosses, const float* probs,
                            const int32_t* targets, int N, int V, cudaStream_t s);
 
+// Optimizer side, float tensors of n elements.
+// partial[b] = the sum of squares of block b's share (double), for
+// sum_squares_blocks(n) blocks; the caller adds them in order.
+void sum_squares(double* partial, const float* x, int64_t n, cudaStream_t s);
+int sum_squares_blocks(int64_t n);
+void scale(float* x, float factor, int64_t n, cudaStream_t s);
+// AdamW as model/backend.hpp states it.
+void adamw(float* w, float* g, float* m, float* v, int64_t n, float lr, float b1, float b2,
+           float eps, float wd, float c1, float c2, float grad_scale, bool zero_grad,
+           cudaStream_t s);
+
 }  // namespace merak::gpu::kernels

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "gpu/cuda_backend.hpp"
 #include "gpu/cuda_util.hpp"
 #include "gpu/device.hpp"
 #include "model/tensor.hpp"
@@ -106,6 +107,15 @@ scratch::scratch(size_t bytes, int index) : index_(index) {
 
 scratch::~scratch() {
   release(p_, index_);
+}
+
+size_t peak_device_memory(int index) {
+  state_of(index);
+  cudaMemPool_t pool;
+  MERAK_CUDA(cudaDeviceGetDefaultMemPool(&pool, index));
+  uint64_t high = 0;
+  MERAK_CUDA(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
+  return size_t(high);
 }
 
 void enable_cuda_memory() {

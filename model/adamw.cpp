@@ -5,13 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/backend.hpp"
+
 namespace merak::model {
 
 adamw::adamw(adamw_config cfg, std::vector<parameter_ptr> params)
     : cfg_(cfg), params_(std::move(params)) {
-  for (auto& p : params_) {
-    m_.push_back(tensor::zeros(p->value.shape()));
-    v_.push_back(tensor::zeros(p->value.shape()));
+  for (auto& p : params_) {  // beside the parameter, on its device
+    m_.push_back(tensor::zeros(p->value.shape(), dtype::f32, p->value.where()));
+    v_.push_back(tensor::zeros(p->value.shape(), dtype::f32, p->value.where()));
   }
 }
 
@@ -21,6 +23,13 @@ void adamw::step(float lr, float grad_scale, bool zero_grads) {
   const float c1 = 1.0f / (1.0f - std::pow(b1, float(t_)));
   const float c2 = 1.0f / (1.0f - std::pow(b2, float(t_)));
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i]->value.where().type != device::kind::cpu) {
+      const float wd = params_[i]->spec.decay ? cfg_.weight_decay : 0.f;
+      backend_for(params_[i]->value.where())
+          .adamw_update(params_[i]->value, params_[i]->grad, m_[i], v_[i],
+                        {lr, b1, b2, eps, wd, c1, c2, grad_scale, zero_grads});
+      continue;
+    }
     float* w = params_[i]->value.f32();
     float* g = params_[i]->grad.f32();
     float* m = m_[i].f32();
@@ -46,7 +55,12 @@ double global_grad_norm(const std::vector<parameter_ptr>& params) {
   // threads the runtime gives the team (resumed runs must match exactly).
   const int nth = omp_get_max_threads();
   std::vector<double> partial(size_t(nth) * 8, 0.0);  // padded against false sharing
+  double on_devices = 0;  // device tensors: their backend's sums, in parameter order
   for (auto& p : params) {
+    if (p->grad.where().type != device::kind::cpu) {
+      on_devices += backend_for(p->grad.where()).sum_squares(p->grad);
+      continue;
+    }
     const float* g = p->grad.f32();
     const int64_t n = p->grad.numel();
 #pragma omp parallel num_threads(nth)
@@ -58,7 +72,7 @@ double global_grad_norm(const std::vector<parameter_ptr>& params) {
       partial[size_t(blk) * 8] += s;
     }
   }
-  double total = 0;
+  double total = on_devices;
   for (int t = 0; t < nth; ++t) total += partial[size_t(t) * 8];
   return std::sqrt(total);
 }
@@ -72,6 +86,10 @@ double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm)
   if (max_norm > 0 && norm > max_norm) {
     float f = clip_factor(norm, max_norm);
     for (auto& p : params) {
+      if (p->grad.where().type != device::kind::cpu) {
+        backend_for(p->grad.where()).scale(p->grad, f);
+        continue;
+      }
       float* g = p->grad.f32();
       const int64_t n = p->grad.numel();
 #pragma omp parallel for simd schedule(static)

@@ -65,6 +65,23 @@ class backend {
                                     const tensor& targets) = 0;
   virtual void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                                      const tensor& targets) = 0;
+
+  // Optimizer-side operations on float tensors (parameters, gradients,
+  // AdamW moments), so that they stay on the device.
+  // The sum of squares, accumulated in double.
+  virtual double sum_squares(const tensor& x) = 0;
+  // x *= factor.
+  virtual void scale(tensor& x, float factor) = 0;
+  // One AdamW update of one parameter (model/adamw.hpp's formula): with
+  // g = grad * grad_scale, m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+  // value -= lr (m c1 / (sqrt(v c2) + eps) + weight_decay value); the
+  // gradient is zeroed afterwards when zero_grad is set.
+  struct adamw_args {
+    float lr, beta1, beta2, eps, weight_decay, c1, c2, grad_scale;
+    bool zero_grad;
+  };
+  virtual void adamw_update(tensor& value, tensor& grad, tensor& m, tensor& v,
+                            const adamw_args& a) = 0;
 };
 
 // The backend of a device; throws merak::error for a device no backend was

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <vector>
 
 #include "core/error.hpp"
@@ -214,6 +215,39 @@ class cpu_backend final : public backend {
     else
       k::crossentropy_backward(dlogits.f32(), dlosses.f32(), probs.f32(), targets.data<int32_t>(),
                                N, V);
+  }
+
+  double sum_squares(const tensor& x) override {
+    expect_type("sum of squares", dtype::f32, {&x});
+    const float* g = x.f32();
+    const int64_t n = x.numel();
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < n; ++j) s += double(g[j]) * g[j];
+    return s;
+  }
+  void scale(tensor& x, float factor) override {
+    expect_type("scale", dtype::f32, {&x});
+    float* g = x.f32();
+    const int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t j = 0; j < n; ++j) g[j] *= factor;
+  }
+  void adamw_update(tensor& value, tensor& grad, tensor& m, tensor& v,
+                    const adamw_args& a) override {
+    expect_type("adamw", dtype::f32, {&value, &grad, &m, &v});
+    float *w = value.f32(), *g = grad.f32(), *mm = m.f32(), *vv = v.f32();
+    const int64_t n = value.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      const float gj = a.grad_scale == 1.0f ? g[j] : g[j] * a.grad_scale;
+      const float mj = a.beta1 * mm[j] + (1.0f - a.beta1) * gj;
+      const float vj = a.beta2 * vv[j] + (1.0f - a.beta2) * gj * gj;
+      mm[j] = mj;
+      vv[j] = vj;
+      w[j] -= a.lr * (mj * a.c1 / (std::sqrt(vj * a.c2) + a.eps) + a.weight_decay * w[j]);
+      if (a.zero_grad) g[j] = 0.f;
+    }
   }
 
  private:

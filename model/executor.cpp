@@ -18,7 +18,11 @@ double now_s() {
 }  // namespace
 
 executor::executor(const graph& g, parameter_store& store, int first, int last)
-    : graph_(g), first_(first), last_(last < 0 ? int(g.nodes().size()) : last) {
+    : graph_(g),
+      first_(first),
+      last_(last < 0 ? int(g.nodes().size()) : last),
+      where_(store.where()),
+      pool_(store.where()) {
   auto& nodes = g.nodes();
   if (first_ < 0 || first_ >= last_ || last_ > int(nodes.size()))
     fail("node range [{}, {}) is not inside the graph's {} nodes", first_, last_, nodes.size());
@@ -74,7 +78,7 @@ std::vector<tensor> split_rows(tensor&& t, int k, tensor_pool& pool) {
   const size_t bytes = t.bytes() / size_t(k);
   for (int i = 0; i < k; ++i) {
     parts.push_back(pool.acquire(sh, t.type(), false));
-    std::memcpy(parts.back().raw(), reinterpret_cast<const char*>(t.raw()) + i * bytes, bytes);
+    copy_bytes(parts.back(), 0, t, size_t(i) * bytes, bytes);
   }
   pool.release(std::move(t));
   return parts;
@@ -86,10 +90,10 @@ tensor concat_rows(std::vector<tensor*> parts, tensor_pool& pool, bool move_sing
   shape_t sh = parts[0]->shape();
   sh[0] *= int64_t(parts.size());
   tensor out = pool.acquire(sh, parts[0]->type(), false);
-  char* p = reinterpret_cast<char*>(out.raw());
+  size_t at = 0;
   for (auto* t : parts) {
-    std::memcpy(p, t->raw(), t->bytes());
-    p += t->bytes();
+    copy_bytes(out, at, *t, 0, t->bytes());
+    at += t->bytes();
   }
   return out;
 }
@@ -170,6 +174,9 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
       fail("input '{}' has shape {}, batch {} expected", info.name, shape_str(inputs[i].shape()),
            inputs[0].dim(0));
   }
+  // Inputs from the host (the data) move to this executor's device.
+  for (auto& in : inputs)
+    if (!(in.where() == where_)) in = in.to(where_);
   if (batches_.empty())
     for (auto& l : layers_) l->parameters_changed();
   const int k = inputs.empty() ? 1 : sub_count(inputs[0].dim(0));
@@ -205,7 +212,10 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
     double sum = 0;
     int64_t count = 0;
     for (auto& sub : stored.subs) {
-      const tensor& losses = sub.values[graph_.loss()];
+      const tensor& on_device = sub.values[graph_.loss()];
+      const tensor host =
+          on_device.where().type == device::kind::cpu ? tensor() : on_device.to(device::cpu());
+      const tensor& losses = host.defined() ? host : on_device;
       for (float l : losses.span_f32()) sum += l;
       count += losses.numel();
     }
@@ -357,7 +367,13 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
     for (int j = 0; j < k; ++j) {
       const tensor& losses = s.subs[j].values[graph_.loss()];
       tensor d = pool_.acquire(losses.shape(), dtype::f32, false);
-      for (auto& x : d.span_f32()) x = g;
+      if (where_.type == device::kind::cpu) {
+        for (auto& x : d.span_f32()) x = g;
+      } else {
+        tensor h(losses.shape());
+        for (auto& x : h.span_f32()) x = g;
+        copy_bytes(d, 0, h, 0, h.bytes());
+      }
       grads[j][graph_.loss()] = std::move(d);
     }
   }

@@ -169,6 +169,7 @@ class executor {
   bool computes_loss_ = false;
   int checkpoint_ = 0;
   std::map<int, micro_batch> batches_;
+  device where_;  // the parameters' device: activations live there too
   tensor_pool pool_;
   tp_group* tp_ = nullptr;
   int tp_overlap_ = 0;

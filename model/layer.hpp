@@ -20,10 +20,11 @@ namespace merak::model {
 struct stash {
   std::vector<tensor> tensors;
   tensor_pool* pool = nullptr;  // where add() takes storage from, if set
+  device where;                 // else: the device add() allocates on
 
   // Appends a stash tensor of this shape and returns it.
   tensor& add(const shape_t& shape, dtype type = dtype::f32) {
-    tensors.push_back(pool ? pool->acquire(shape, type, false) : tensor(shape, type));
+    tensors.push_back(pool ? pool->acquire(shape, type, false) : tensor(shape, type, where));
     return tensors.back();
   }
   // Drops the stash, returning storage to the pool.

@@ -24,14 +24,16 @@ void expect_features(const shape_t& s, int64_t f, const char* what) {
 }
 
 void check_ids(const tensor& ids, int limit, const char* what) {
+  if (ids.where().type != device::kind::cpu) return check_ids(ids.to(device::cpu()), limit, what);
   const int32_t* p = ids.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     if (p[i] < 0 || p[i] >= limit)
       fail("{} id {} at position {} is outside [0, {})", what, p[i], i, limit);
 }
 
-backend& cpu() {
-  return backend_for(device::cpu());
+// The backend of the device a tensor lives on.
+backend& on(const tensor& t) {
+  return backend_for(t.where());
 }
 
 class embedding_layer final : public layer {
@@ -46,11 +48,11 @@ class embedding_layer final : public layer {
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
     check_ids(*in[0], int(wte_->value.dim(0)), "token");
-    cpu().encoder_forward(out, *in[0], wte_->value, wpe_->value);
+    on(out).encoder_forward(out, *in[0], wte_->value, wpe_->value);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const>,
                 stash&) override {
-    cpu().encoder_backward(wte_->grad, wpe_->grad, dout, *in[0]);
+    on(dout).encoder_backward(wte_->grad, wpe_->grad, dout, *in[0]);
   }
 
  private:
@@ -68,12 +70,12 @@ class layernorm_layer final : public layer {
     int64_t N = rows(*in[0]);
     st.add({N});  // mean
     st.add({N});  // rstd
-    cpu().layernorm_forward(out, st.tensors[0], st.tensors[1], *in[0], w_->value, b_->value);
+    on(out).layernorm_forward(out, st.tensors[0], st.tensors[1], *in[0], w_->value, b_->value);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    cpu().layernorm_backward(*din[0], w_->grad, b_->grad, dout, *in[0], w_->value, st.tensors[0],
-                             st.tensors[1]);
+    on(dout).layernorm_backward(*din[0], w_->grad, b_->grad, dout, *in[0], w_->value, st.tensors[0],
+                                st.tensors[1]);
   }
 
  private:
@@ -90,23 +92,23 @@ class linear_layer final : public layer {
     return with_features(in[0], {w_->value.dim(0)});
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    cpu().matmul_forward(out, *in[0], weight_for(*in[0]), b_ ? &b_->value : nullptr);
+    on(out).matmul_forward(out, *in[0], weight_for(*in[0]), b_ ? &b_->value : nullptr);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    cpu().matmul_backward(din[0], &w_->grad, b_ ? &b_->grad : nullptr, dout, *in[0],
-                          weight_for(*in[0]));
+    on(dout).matmul_backward(din[0], &w_->grad, b_ ? &b_->grad : nullptr, dout, *in[0],
+                             weight_for(*in[0]));
   }
   // Split: the input gradient and the bias (a column sum) first, the weight
   // gradient's GEMM later.
   bool splits_weight_grad() const override { return true; }
   void backward_input(std::span<const tensor* const> in, const tensor& dout,
                       std::span<tensor* const> din, stash&) override {
-    cpu().matmul_backward(din[0], nullptr, b_ ? &b_->grad : nullptr, dout, *in[0],
-                          weight_for(*in[0]));
+    on(dout).matmul_backward(din[0], nullptr, b_ ? &b_->grad : nullptr, dout, *in[0],
+                             weight_for(*in[0]));
   }
   void backward_weight(std::span<const tensor* const> in, const tensor& dout) override {
-    cpu().matmul_backward(nullptr, &w_->grad, nullptr, dout, *in[0], weight_for(*in[0]));
+    on(dout).matmul_backward(nullptr, &w_->grad, nullptr, dout, *in[0], weight_for(*in[0]));
   }
   void parameters_changed() override { copy_stale_ = true; }
 
@@ -114,8 +116,9 @@ class linear_layer final : public layer {
   const tensor& weight_for(const tensor& x) {
     if (x.type() == w_->value.type()) return w_->value;
     if (copy_stale_ || !copy_.defined() || copy_.type() != x.type()) {
-      if (!copy_.defined() || copy_.type() != x.type()) copy_ = tensor(w_->value.shape(), x.type());
-      cpu().copy(copy_, w_->value);
+      if (!copy_.defined() || copy_.type() != x.type())
+        copy_ = tensor(w_->value.shape(), x.type(), w_->value.where());
+      on(copy_).copy(copy_, w_->value);
       copy_stale_ = false;
     }
     return copy_;
@@ -139,11 +142,11 @@ class attention_layer final : public layer {
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
     int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), NH = int(out.dim(2)) / hs_;
     st.add({B, NH, T, T}, in[0]->type());  // softmax probabilities
-    cpu().attention_forward(out, st.tensors[0], *in[0], NH);
+    on(out).attention_forward(out, st.tensors[0], *in[0], NH);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    cpu().attention_backward(*din[0], dout, *in[0], st.tensors[0], int(dout.dim(2)) / hs_);
+    on(dout).attention_backward(*din[0], dout, *in[0], st.tensors[0], int(dout.dim(2)) / hs_);
   }
 
  private:
@@ -155,11 +158,11 @@ class identity_layer final : public layer {
  public:
   shape_t output_shape(std::span<const shape_t> in) const override { return in[0]; }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    cpu().copy(out, *in[0]);
+    on(out).copy(out, *in[0]);
   }
   void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    cpu().accumulate(*din[0], dout);
+    on(dout).accumulate(*din[0], dout);
   }
 };
 
@@ -171,11 +174,11 @@ class bias_layer final : public layer {
     return in[0];
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    cpu().bias_forward(out, *in[0], b_->value);
+    on(out).bias_forward(out, *in[0], b_->value);
   }
   void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    cpu().bias_backward(din[0], b_->grad, dout);
+    on(dout).bias_backward(din[0], b_->grad, dout);
   }
 
  private:
@@ -186,11 +189,11 @@ class gelu_layer final : public layer {
  public:
   shape_t output_shape(std::span<const shape_t> in) const override { return in[0]; }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    cpu().gelu_forward(out, *in[0]);
+    on(out).gelu_forward(out, *in[0]);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    cpu().gelu_backward(*din[0], *in[0], dout);
+    on(dout).gelu_backward(*din[0], *in[0], dout);
   }
 };
 
@@ -201,11 +204,11 @@ class residual_layer final : public layer {
     return in[0];
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    cpu().residual_forward(out, *in[0], *in[1]);
+    on(out).residual_forward(out, *in[0], *in[1]);
   }
   void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
                 stash&) override {
-    cpu().residual_backward(*din[0], *din[1], dout);
+    on(dout).residual_backward(*din[0], *din[1], dout);
   }
 };
 
@@ -221,11 +224,11 @@ class cross_entropy_layer final : public layer {
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
     check_ids(*in[1], V_, "target");
     st.add({rows(*in[0]), V_});  // probabilities, float
-    cpu().crossentropy_forward(out, st.tensors[0], *in[0], *in[1]);
+    on(out).crossentropy_forward(out, st.tensors[0], *in[0], *in[1]);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    cpu().crossentropy_backward(*din[0], dout, st.tensors[0], *in[1]);
+    on(dout).crossentropy_backward(*din[0], dout, st.tensors[0], *in[1]);
   }
 
  private:

@@ -102,7 +102,8 @@ parameter_ptr parameter_store::get_or_create(const param_spec& spec) {
   p->spec = spec;
   p->value = tensor(spec.shape);
   initialise(p->value, spec, seed_);
-  p->grad = tensor::zeros(spec.shape);
+  if (where_.type != device::kind::cpu) p->value = p->value.to(where_);
+  p->grad = tensor::zeros(spec.shape, dtype::f32, where_);
   by_name_[spec.name] = p;
   ordered_.push_back(p);
   return p;

@@ -51,7 +51,11 @@ using parameter_ptr = std::shared_ptr<parameter>;
 
 class parameter_store {
  public:
-  explicit parameter_store(uint64_t seed) : seed_(seed) {}
+  // Parameters (and their gradients) live on `where`; their initial values
+  // are made on the host and copied there, so every device starts alike.
+  explicit parameter_store(uint64_t seed, device where = device::cpu())
+      : seed_(seed), where_(where) {}
+  device where() const { return where_; }
 
   // Returns the parameter called spec.name, creating and initialising it on
   // first use. Throws merak::error if it exists with another shape.
@@ -65,6 +69,7 @@ class parameter_store {
 
  private:
   uint64_t seed_;
+  device where_;
   std::vector<parameter_ptr> ordered_;
   std::map<std::string, parameter_ptr> by_name_;
 };

@@ -270,10 +270,14 @@ void load_parameters(const checkpoint_reader& ckpt, const std::vector<parameter*
           "another model shape?)",
           ckpt.dir(), key, dtype_name(whole.type()), shape_str(whole.shape()),
           dtype_name(dst.type()), shape_str(full));
+    tensor staged;  // a device destination is filled from the host
+    tensor& to =
+        dst.where().type == device::kind::cpu ? dst : (staged = tensor(dst.shape(), dst.type()));
     if (spec.shard.sharded())
-      copy_shard(whole, dst, spec.shard);
+      copy_shard(whole, to, spec.shard);
     else
-      std::memcpy(dst.raw(), whole.raw(), dst.bytes());
+      std::memcpy(to.raw(), whole.raw(), to.bytes());
+    if (staged.defined()) copy_bytes(dst, 0, staged, 0, dst.bytes());
   };
   for (size_t i = 0; i < params.size(); ++i) {
     take(params[i]->spec.name, params[i]->spec, params[i]->value);

@@ -1,6 +1,7 @@
 #include "model/tensor.hpp"
 
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -33,6 +34,17 @@ bool is_floating(dtype t) {
 
 std::string device::str() const {
   return type == kind::cpu ? "cpu" : fmt::format("cuda:{}", index);
+}
+
+device parse_device(std::string_view text) {
+  if (text == "cpu") return device::cpu();
+  if (text == "cuda") return device::cuda(0);
+  if (text.substr(0, 5) == "cuda:" && text.size() > 5) {
+    int i = 0;
+    auto [end, ec] = std::from_chars(text.data() + 5, text.data() + text.size(), i);
+    if (ec == std::errc() && end == text.data() + text.size() && i >= 0) return device::cuda(i);
+  }
+  fail("unknown device '{}' (cpu, cuda or cuda:N)", text);
 }
 
 std::string shape_str(const shape_t& s) {
@@ -122,6 +134,20 @@ void tensor::fill_zero() {
     std::memset(raw(), 0, bytes());
   else
     ops_of(device_).zero(raw(), bytes(), device_.index);
+}
+
+void copy_bytes(tensor& dst, size_t dst_offset, const tensor& src, size_t src_offset,
+                size_t bytes) {
+  MERAK_CHECK(dst_offset + bytes <= dst.bytes() && src_offset + bytes <= src.bytes(),
+              "copy of {} bytes at {} from a tensor of {} into one of {} at {}", bytes, src_offset,
+              src.bytes(), dst.bytes(), dst_offset);
+  if (!bytes) return;
+  const device d = dst.where(), s = src.where();
+  if (d.type == device::kind::cpu && s.type == device::kind::cpu)
+    std::memcpy(dst.raw() + dst_offset, src.raw() + src_offset, bytes);
+  else
+    ops_of(d.type != device::kind::cpu ? d : s)
+        .copy(dst.raw() + dst_offset, d, src.raw() + src_offset, s, bytes);
 }
 
 void tensor::reshape(shape_t shape) {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -45,6 +46,8 @@ struct device {
   bool operator==(const device&) const = default;
   std::string str() const;  // "cpu", "cuda:0"
 };
+// "cpu", "cuda" (device 0) or "cuda:N"; throws merak::error naming the text.
+device parse_device(std::string_view text);
 
 // How tensors on one kind of device get, copy and free memory. copy moves
 // `bytes` between any two devices of which at least one is of this kind
@@ -129,5 +132,9 @@ class tensor {
   dtype type_ = dtype::f32;
   device device_;
 };
+
+// Copies `bytes` from src at byte `src_offset` to dst at byte `dst_offset`,
+// across devices as needed (finished when it returns).
+void copy_bytes(tensor& dst, size_t dst_offset, const tensor& src, size_t src_offset, size_t bytes);
 
 }  // namespace merak::model

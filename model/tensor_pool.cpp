@@ -11,9 +11,9 @@ tensor tensor_pool::acquire(const shape_t& shape, dtype type, bool zero) {
     it->second.pop_back();
     cached_bytes_ -= int64_t(t.bytes());
     t.reshape(shape);
-    if (t.type() != type) t = tensor(shape, type);
+    if (t.type() != type) t = tensor(shape, type, where_);
   } else {
-    t = tensor(shape, type);
+    t = tensor(shape, type, where_);
   }
   if (zero) t.fill_zero();
   return t;

@@ -63,12 +63,14 @@ lr_schedule train_options::schedule() const {
 trainer::trainer(train_options opts)
     : opts_((opts.validate(), std::move(opts))),
       corpus_(opts_.data, opts_.model.max_seq, opts_.val_fraction, opts_.tokens, opts_.model.vocab),
-      store_(opts_.seed) {
+      store_(opts_.seed, opts_.where) {
   init();
 }
 
 trainer::trainer(train_options opts, text_corpus corpus)
-    : opts_((opts.validate(), std::move(opts))), corpus_(std::move(corpus)), store_(opts_.seed) {
+    : opts_((opts.validate(), std::move(opts))),
+      corpus_(std::move(corpus)),
+      store_(opts_.seed, opts_.where) {
   if (corpus_.seq() != opts_.model.max_seq)
     fail("corpus windows are {} tokens but the model's --seq is {}", corpus_.seq(),
          opts_.model.max_seq);
@@ -183,6 +185,9 @@ double trainer::validation_loss() {
 }
 
 std::string trainer::describe() const {
+  if (opts_.where.type != device::kind::cpu)
+    return fmt::format("model {} ({:.2f}M parameters), batch {}, on {}", opts_.model.str(),
+                       double(graph_.parameter_count()) * 1e-6, opts_.batch, opts_.where.str());
   return fmt::format("model {} ({:.2f}M parameters), batch {}, {} threads, gemm {}",
                      opts_.model.str(), double(graph_.parameter_count()) * 1e-6, opts_.batch,
                      compute_threads(), gemm_backend_name(current_gemm_backend()));

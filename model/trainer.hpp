@@ -37,6 +37,9 @@ struct train_options {
   // of ending the run; the data stream and the step count move on.
   bool skip_nonfinite = false;
   uint64_t seed = 1337;
+  // Where the parameters, optimizer state and activations live (a CUDA
+  // device needs gpu::enable_cuda() first; batches move there each step).
+  device where = device::cpu();
   double val_fraction = 0.1;
   int eval_batches = 4;       // validation batches per evaluation
   std::string save_dir;       // empty: no checkpoints

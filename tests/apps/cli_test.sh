@@ -99,7 +99,17 @@ PY
     for bad in 0.0001 nan -1 inf; do
       expect_error "error: merak launch: --timeout must be 0 \(no limit\) or from 0.001" \
         launch --procs 1 --timeout "$bad" "${t[@]}"
-    done ;;
+    done
+    # Devices: a name that is none, and CUDA where this machine cannot run
+    # it (no GPU, or a build without CUDA): refused by the flag, with why.
+    expect_error "error: unknown device 'gpu' \(cpu, cuda or cuda:N\)" "${t[@]}" --device gpu
+    expect_error "error: unknown device 'cuda:x'" bench gpt --device cuda:x --steps 1
+    if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+      expect_error "error: --device cuda: (no usable CUDA device: .+|this merak was built without CUDA)" \
+        "${t[@]}" --device cuda
+    fi
+    expect_error "error: --device cuda(:1)? .*parallel layouts|error: --device cuda:1: " \
+      "${t[@]}" --device cuda:1 --pp 2 ;;
   outputs)
     # Where the run writes is checked before it trains; a write that fails
     # later (a full disk) stops it, named.

@@ -16,6 +16,7 @@
 #include "gpu/cuda_backend.hpp"
 #include "gpu/device.hpp"
 #include "model/backend.hpp"
+#include "model/trainer.hpp"
 #include "tests/model/test_util.hpp"
 
 using namespace merak;
@@ -202,6 +203,55 @@ TEST_CASE("every CUDA operation matches the CPU backend, float and bf16", "[gpu]
   cpu().accumulate(acc.h, h16.h);
   dev().accumulate(acc.d, h16.d);
   expect_close(acc, 1e-7, "float += bf16");
+}
+
+TEST_CASE("the optimizer's operations on the device match the CPU backend", "[gpu][backend]") {
+  auto w = rnd({3, 1001}, dtype::f32, 60), g = rnd({3, 1001}, dtype::f32, 61);
+  auto m = rnd({3, 1001}, dtype::f32, 62, 0.1f), v = rnd({3, 1001}, dtype::f32, 63, 0.1f);
+  cpu().scale(v.h, 0.f);  // second moments start at 0 and stay >= 0
+  v.d.fill_zero();
+  const double want = cpu().sum_squares(g.h), got = dev().sum_squares(g.d);
+  CHECK(got == Approx(want).epsilon(1e-12));
+  cpu().scale(g.h, 0.5f);
+  dev().scale(g.d, 0.5f);
+  expect_close(g, 0, "scale");
+  for (bool zero : {false, true}) {
+    const model::backend::adamw_args a{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 10.f, 20.f, 0.7f, zero};
+    cpu().adamw_update(w.h, g.h, m.h, v.h, a);
+    dev().adamw_update(w.d, g.d, m.d, v.d, a);
+    expect_close(w, 1e-6, "adamw: weights");
+    expect_close(m, 1e-6, "adamw: first moments");
+    expect_close(v, 1e-6, "adamw: second moments");
+    expect_close(g, 0, "adamw: gradients");
+  }
+}
+
+// The whole single-device trainer on the GPU against the CPU: the same data,
+// initial weights and steps (float, exact GEMMs; bf16 within bf16's noise).
+TEST_CASE("training steps on the GPU match the CPU's", "[gpu][training]") {
+  gpu::set_float_gemm_math(gpu::gemm_math::exact);
+  for (dtype A : {dtype::f32, dtype::bf16}) {
+    model::train_options o;
+    o.model = {.vocab = 256, .max_seq = 32, .layers = 2, .dim = 64, .heads = 4};
+    o.model.activations = A;
+    o.batch = 8;
+    o.steps = 10;
+    o.lr = 3e-3f;
+    o.warmup = 2;
+    o.seed = 7;
+    auto corpus = [&] { return model::text_corpus(test::small_text(6000), 32, 0.1, "tiny"); };
+    model::trainer on_cpu(o, corpus());
+    o.where = gpu0;
+    model::trainer on_gpu(o, corpus());
+    for (int s = 0; s < 10; ++s) {
+      const auto a = on_cpu.train_step(), b = on_gpu.train_step();
+      INFO(model::dtype_name(A) << " step " << s + 1 << ": cpu " << a.loss << " gpu " << b.loss);
+      CHECK(b.loss == Approx(a.loss).epsilon(A == dtype::bf16 ? 1e-2 : 1e-4));
+      CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(A == dtype::bf16 ? 5e-2 : 1e-3));
+    }
+    CHECK(on_gpu.validation_loss() ==
+          Approx(on_cpu.validation_loss()).epsilon(A == dtype::bf16 ? 1e-2 : 1e-4));
+  }
 }
 
 TEST_CASE("TF32 GEMMs stay within TF32's precision of float", "[gpu][backend]") {
