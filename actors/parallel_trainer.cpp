@@ -208,6 +208,7 @@ void parallel_trainer::impl::spawn() {
     su.stage = s;
     su.pp = P;
     su.chunks = par.chunks;
+    su.where = opts.where;
     su.tp_rank = t;
     su.tp = TP;
     su.tp_link = tp_link[r][s][t];

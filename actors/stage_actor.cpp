@@ -19,6 +19,7 @@
 #include "comm/grad_buckets.hpp"
 #include "comm/stream_tp_group.hpp"
 #include "core/error.hpp"
+#include "model/backend.hpp"
 #include "model/executor.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "partition/recompute.hpp"
@@ -126,7 +127,7 @@ void rebalance_loan(stage_state& st);
 
 void setup_state(stage_state& st, stage_setup cfg) {
   st.cfg = std::move(cfg);
-  st.store = std::make_unique<model::parameter_store>(st.cfg.seed);
+  st.store = std::make_unique<model::parameter_store>(st.cfg.seed, st.cfg.where);
   st.exec = std::make_unique<model::executor>(*st.cfg.graph, *st.store, st.cfg.first, st.cfg.last);
   st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
   if (st.cfg.tp > 1) {
@@ -194,6 +195,8 @@ void hand_on(stage_self self, int s, int kind, int mb, int value, model::tensor 
   auto& st = self->state;
   if (kind != keval) waking(st, s);
   if (st.cfg.channel && st.cfg.line_rank[size_t(s)] >= 0) {
+    // The channel moves host memory; the receiver's executor moves it on.
+    if (x.where().type != model::device::kind::cpu) x = x.to(model::device::cpu());
     st.cfg.channel->send(st.cfg.line_rank[size_t(s)],
                          {st.cfg.line_index[size_t(s)], kind, mb, value},
                          std::make_shared<const model::tensor>(std::move(x)));
@@ -316,10 +319,10 @@ void ship(stage_self self, comm::grad_bucket bucket) {
   for (int p : params) n += all[p]->grad.numel();
   if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
     b.flat = std::make_shared<model::tensor>(model::shape_t{n});
-  float* dst = b.flat->f32();
+  size_t at = 0;  // the flat buffer is host memory, whatever the gradients' device
   for (int p : params) {
-    std::memcpy(dst, all[p]->grad.f32(), all[p]->grad.bytes());
-    dst += all[p]->grad.numel();
+    model::copy_bytes(*b.flat, at, all[p]->grad, 0, all[p]->grad.bytes());
+    at += all[p]->grad.bytes();
   }
   b.params = std::move(params);
   b.rows = rows;
@@ -344,12 +347,7 @@ void report_ready(stage_self self) {
       if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
     if (duplicate) continue;                                         // counted once, by its owner
     if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
-    double s = 0;
-    const float* g = prm->grad.f32();
-    const int64_t n = prm->grad.numel();
-#pragma omp simd reduction(+ : s)
-    for (int64_t j = 0; j < n; ++j) s += double(g[j]) * g[j];
-    sumsq += s;
+    sumsq += model::backend_for(prm->grad.where()).sum_squares(prm->grad);
   }
   // The trace first: the coordinator stops listening once every stage is ready.
   if (st.cfg.trace)
@@ -368,7 +366,8 @@ void send_tie(stage_self self, const partition::tie_settlement::send& s) {
   auto& st = self->state;
   self->send(
       st.stages[size_t(s.to)],
-      tied_gradient{s.name, st.cfg.stage, tensor_ref::make(st.store->find(s.name)->grad.clone())});
+      tied_gradient{s.name, st.cfg.stage,
+                    tensor_ref::make(st.store->find(s.name)->grad.to(model::device::cpu()))});
 }
 
 // Sums what can be summed; reports once every tie is settled.
@@ -557,10 +556,12 @@ void take_grad(stage_self self, int mb, int value, tensor_ref& g) {
   auto& dst = slot[size_t(it - outs.begin())];
   if (!dst.defined()) {
     dst = g.take();
-  } else {
-    float* d = dst.f32();
-    const float* s = g.t->f32();
-    for (int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
+  } else if (dst.where() == g.t->where()) {
+    model::backend_for(dst.where()).accumulate(dst, *g.t);
+  } else {  // one reader in this process, one in another: sum on the stage's device
+    if (!(dst.where() == st.store->where())) dst = dst.to(st.store->where());
+    const model::tensor there = g.t->to(dst.where());
+    model::backend_for(dst.where()).accumulate(dst, there);
   }
   if (++st.grads_seen[mb] == st.grads_expected) arrived(self, kgrad, mb);
 }
@@ -730,7 +731,7 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
             auto prm = st.store->find(g.name);
             MERAK_CHECK(g.grad.t->bytes() == prm->grad.bytes(), "sum of '{}': {} bytes, not {}",
                         g.name, g.grad.t->bytes(), prm->grad.bytes());
-            std::memcpy(prm->grad.f32(), g.grad.t->f32(), prm->grad.bytes());
+            model::copy_bytes(prm->grad, 0, *g.grad.t, 0, prm->grad.bytes());
             st.ties->owner_sum(g.name);
             if (st.ties->finished()) report_ready(self);
           }
@@ -742,10 +743,10 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
           core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
           if (st.cfg.trace) st.reducer_trace.push_back(std::move(r.slice));
           auto& all = st.store->all();
-          const float* src = r.sum.t->f32();
+          size_t at = 0;
           for (int p : st.buckets.at(size_t(r.bucket)).params) {
-            std::memcpy(all[p]->grad.f32(), src, all[p]->grad.bytes());
-            src += all[p]->grad.numel();
+            model::copy_bytes(all[p]->grad, 0, *r.sum.t, at, all[p]->grad.bytes());
+            at += all[p]->grad.bytes();
           }
           st.reducer_bytes = r.bytes_sent;
           if (st.buckets[size_t(r.bucket)].rows > 0) {

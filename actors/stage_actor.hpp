@@ -69,6 +69,8 @@ struct stage_setup {
   // The virtual stage and how many there are (pipeline devices x chunks).
   int stage = 0, pp = 1;
   int chunks = 1;  // model chunks per pipeline device (interleaved)
+  // Where this actor's parameters and activations live.
+  model::device where = model::device::cpu();
   int tp_rank = 0, tp = 1;
   // This shard's endpoint of the stage's TP group (tp > 1), and the
   // sub-pipelining level (model::executor::set_tp).

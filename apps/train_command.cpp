@@ -307,6 +307,9 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.opts.model.tied_head = !f.untied_head;
   f.opts.model.activations = model::parse_precision(f.precision);
   f.opts.where = apps::enable_device(f.device);
+  // "cuda" in a job of several processes: each process its own GPU.
+  if (f.device == "cuda")
+    if (const char* lr = std::getenv("LOCAL_RANK")) f.opts.where.index = std::atoi(lr);
   f.par.processes = join_job();
   if (!f.par.processes || f.par.processes->rank() == 0) {
     // Found now, not at the first save or the first metrics line.
@@ -335,12 +338,9 @@ int run_train(train_flags& f, const CLI::App& c) {
   if (f.micro_batch_size != 0)
     f.par.micro_batches =
         partition::micro_batches_for_size(f.opts.batch, f.par.dp, f.micro_batch_size, "the batch");
-  if (f.opts.where.type != model::device::kind::cpu && (f.par.needs_actors() || f.devices > 0))
-    fail(
-        "--device {} trains on one GPU with the single-device trainer; parallel layouts, "
-        "processes and traces on GPUs are not built yet (drop --dp/--tp/--pp/--micro-batches/"
-        "--devices/--trace)",
-        f.device);
+  if (f.opts.where.type != model::device::kind::cpu && f.devices > 0)
+    fail("--device {} with --devices: the planner plans for this machine's cores (drop one)",
+         f.device);
   if (f.devices > 0) plan_devices(f);
   // A job of several processes runs on the actors whatever its layout
   // (parallel_options::validate then checks --dp against the processes).
@@ -399,7 +399,9 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
-  c->add_option("--device", f->device, "cpu, cuda or cuda:N (one GPU: the single-device trainer)")
+  c->add_option("--device", f->device,
+                "cpu, cuda or cuda:N (cuda: the GPU of LOCAL_RANK in a job of several "
+                "processes; a process's actors share its GPU)")
       ->capture_default_str();
   c->add_option("--precision", f->precision,
                 "fp32, or bf16: bf16 activations and GEMMs with float accumulation, float "

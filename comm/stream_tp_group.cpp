@@ -17,10 +17,16 @@ int stream_tp_group::start_allreduce(model::tensor& x) {
               "TP all-reduce of a {} tensor", model::dtype_name(x.type()));
   pending_.emplace(ticket, stream_.enqueue([this, &x, tag](transport& t) {
     double t0 = tracing_ ? trace_now() : 0;
-    if (x.type() == model::dtype::f32)
-      allreduce_sum(t, x.span_f32(), tag);
+    // The transports sum host memory: a device tensor goes through a host
+    // copy and back.
+    model::tensor staged;
+    if (x.where().type != model::device::kind::cpu) staged = x.to(model::device::cpu());
+    model::tensor& h = staged.defined() ? staged : x;
+    if (h.type() == model::dtype::f32)
+      allreduce_sum(t, h.span_f32(), tag);
     else
-      allreduce_sum(t, std::span<bf16>(x.bf16s(), size_t(x.numel())), tag);
+      allreduce_sum(t, std::span<bf16>(h.bf16s(), size_t(h.numel())), tag);
+    if (staged.defined()) model::copy_bytes(x, 0, staged, 0, x.bytes());
     if (tracing_) {
       std::lock_guard lock(mu_);
       trace_.push_back({"tp-allreduce", t0, trace_now()});

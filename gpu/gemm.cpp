@@ -101,17 +101,17 @@ void gemm(int device, bool ab_bf16, bool c_bf16, bool trans_a, bool trans_b, int
   const gemm_math math = float_math.load();
   const shape_key key{ab_bf16, c_bf16, trans_a, trans_b, m,           n,
                       k,       lda,    ldb,     ldc,     beta != 0.f, int(math)};
-  cached_gemm* p;
-  {
-    std::lock_guard lock(g.mu);
-    auto it = g.plans.find(key);
-    if (it == g.plans.end())
-      it = g.plans
-               .emplace(key, make_plan(g.handle, ab_bf16, c_bf16, trans_a, trans_b, m, n, k, lda,
-                                       ldb, ldc, beta != 0.f, math))
-               .first;
-    p = &it->second;
-  }
+  // One caller at a time per device: the handle, the plans and the
+  // workspace are shared by the device's actors (whose work is ordered on
+  // one stream anyway).
+  std::lock_guard lock(g.mu);
+  auto it = g.plans.find(key);
+  if (it == g.plans.end())
+    it = g.plans
+             .emplace(key, make_plan(g.handle, ab_bf16, c_bf16, trans_a, trans_b, m, n, k, lda,
+                                     ldb, ldc, beta != 0.f, math))
+             .first;
+  cached_gemm* p = &it->second;
   select_device(device);
   MERAK_LT(cublasLtMatmul(g.handle, p->desc, &alpha, A, p->a, B, p->b, &beta, C, p->c, C, p->c,
                           p->has_algo ? &p->algo : nullptr, g.workspace, kworkspace, s));

@@ -50,30 +50,10 @@ void adamw::step(float lr, float grad_scale, bool zero_grads) {
 }
 
 double global_grad_norm(const std::vector<parameter_ptr>& params) {
-  // Partial sums over a fixed number of blocks, added in block order: the
-  // result depends neither on which thread finishes first nor on how many
-  // threads the runtime gives the team (resumed runs must match exactly).
-  const int nth = omp_get_max_threads();
-  std::vector<double> partial(size_t(nth) * 8, 0.0);  // padded against false sharing
-  double on_devices = 0;  // device tensors: their backend's sums, in parameter order
-  for (auto& p : params) {
-    if (p->grad.where().type != device::kind::cpu) {
-      on_devices += backend_for(p->grad.where()).sum_squares(p->grad);
-      continue;
-    }
-    const float* g = p->grad.f32();
-    const int64_t n = p->grad.numel();
-#pragma omp parallel num_threads(nth)
-    for (int blk = omp_get_thread_num(); blk < nth; blk += omp_get_num_threads()) {
-      int64_t j0 = n * blk / nth, j1 = n * (blk + 1) / nth;
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = j0; j < j1; ++j) s += double(g[j]) * g[j];
-      partial[size_t(blk) * 8] += s;
-    }
-  }
-  double total = on_devices;
-  for (int t = 0; t < nth; ++t) total += partial[size_t(t) * 8];
+  // Each gradient's sum of squares on its device (deterministic), added in
+  // parameter order.
+  double total = 0;
+  for (auto& p : params) total += backend_for(p->grad.where()).sum_squares(p->grad);
   return std::sqrt(total);
 }
 

@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -90,17 +89,11 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const paramete
   std::vector<const tensor*> values, m, v;
   MERAK_CHECK(opt.params().size() == params.all().size(), "optimizer of {} of {} parameters",
               opt.params().size(), params.all().size());
-  // Tensors on a device are written from host copies.
-  std::deque<tensor> host;
-  auto on_host = [&](const tensor& t) -> const tensor* {
-    if (t.where().type == device::kind::cpu) return &t;
-    return &host.emplace_back(t.to(device::cpu()));
-  };
   for (size_t i = 0; i < opt.params().size(); ++i) {
     names.push_back(opt.params()[i]->spec.name);
-    values.push_back(on_host(opt.params()[i]->value));
-    m.push_back(on_host(opt.first_moments()[i]));
-    v.push_back(on_host(opt.second_moments()[i]));
+    values.push_back(&opt.params()[i]->value);
+    m.push_back(&opt.first_moments()[i]);
+    v.push_back(&opt.second_moments()[i]);
   }
   metadata_map meta = metadata;
   meta["merak.step"] = std::to_string(step);

@@ -217,14 +217,26 @@ class cpu_backend final : public backend {
                                N, V);
   }
 
+  // Partial sums over a fixed number of blocks, added in block order: the
+  // result depends neither on which thread finishes first nor on how many
+  // threads the runtime gives the team (resumed runs must match exactly).
   double sum_squares(const tensor& x) override {
     expect_type("sum of squares", dtype::f32, {&x});
     const float* g = x.f32();
     const int64_t n = x.numel();
-    double s = 0;
+    const int nth = omp_get_max_threads();
+    std::vector<double> partial(size_t(nth) * 8, 0.0);  // padded against false sharing
+#pragma omp parallel num_threads(nth)
+    for (int blk = omp_get_thread_num(); blk < nth; blk += omp_get_num_threads()) {
+      const int64_t j0 = n * blk / nth, j1 = n * (blk + 1) / nth;
+      double s = 0;
 #pragma omp simd reduction(+ : s)
-    for (int64_t j = 0; j < n; ++j) s += double(g[j]) * g[j];
-    return s;
+      for (int64_t j = j0; j < j1; ++j) s += double(g[j]) * g[j];
+      partial[size_t(blk) * 8] = s;
+    }
+    double total = 0;
+    for (int t = 0; t < nth; ++t) total += partial[size_t(t) * 8];
+    return total;
   }
   void scale(tensor& x, float factor) override {
     expect_type("scale", dtype::f32, {&x});

@@ -352,6 +352,8 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
     fail("backward of micro-batch {} got {} output gradients, expected {}", mb, output_grads.size(),
          outputs_.size());
   recompute(mb);
+  for (auto& g : output_grads)  // from the host (another process) to this device
+    if (g.defined() && !(g.where() == where_)) g = g.to(where_);
   const int k = int(s.subs.size());
   std::vector<std::vector<tensor>> grads(k);
   for (auto& g : grads) g.resize(graph_.values().size());

@@ -1,5 +1,7 @@
 #include "model/safetensors.hpp"
 
+#include <deque>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -65,8 +67,14 @@ dtype parse_dtype(const std::string& s, const std::string& where) {
 }  // namespace
 
 void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, const tensor*>>& tensors,
+                       const std::vector<std::pair<std::string, const tensor*>>& on_devices,
                        const std::map<std::string, std::string>& metadata) {
+  // Tensors on a device are written from host copies.
+  std::deque<tensor> host;
+  std::vector<std::pair<std::string, const tensor*>> tensors;
+  for (auto& [name, t] : on_devices)
+    tensors.emplace_back(
+        name, t->where().type == device::kind::cpu ? t : &host.emplace_back(t->to(device::cpu())));
   json header = json::object();
   uint64_t offset = 0;
   for (auto& [name, t] : tensors) {

@@ -24,8 +24,9 @@ struct safetensors_file {
 };
 
 // Writes the named tensors atomically: a temporary file beside `path` is
-// written, fsync'd and renamed over `path`. Throws merak::error naming the
-// path on any I/O failure (the temporary file is removed).
+// written, fsync'd and renamed over `path`. Tensors on a device are copied
+// to the host first. Throws merak::error naming the path on any I/O failure
+// (the temporary file is removed).
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata);

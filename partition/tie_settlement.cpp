@@ -1,5 +1,7 @@
 #include "partition/tie_settlement.hpp"
 
+#include "model/backend.hpp"
+
 #include <algorithm>
 
 #include "core/error.hpp"
@@ -55,12 +57,12 @@ std::vector<tie_settlement::send> tie_settlement::settle(
     auto& box = inbox_[t.name];
     if (box.size() + 1 < t.holders.size()) continue;
     model::tensor& g = grad(t.name);
-    float* dst = g.f32();
     for (auto& [from, h] : box) {  // ascending stage order
       MERAK_CHECK(h.numel() == g.numel(), "gradient of '{}' from stage {}: {} values, not {}",
                   t.name, from, h.numel(), g.numel());
-      const float* src = h.f32();
-      for (int64_t i = 0; i < g.numel(); ++i) dst[i] += src[i];
+      // On the owner's device (a holder's gradient may come from the host).
+      const model::tensor there = h.where() == g.where() ? model::tensor() : h.to(g.where());
+      model::backend_for(g.where()).accumulate(g, there.defined() ? there : h);
     }
     box.clear();
     for (int h : t.holders)

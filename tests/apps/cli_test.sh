@@ -108,8 +108,7 @@ PY
       expect_error "error: --device cuda: (no usable CUDA device: .+|this merak was built without CUDA)" \
         "${t[@]}" --device cuda
     fi
-    expect_error "error: --device cuda(:1)? .*parallel layouts|error: --device cuda:1: " \
-      "${t[@]}" --device cuda:1 --pp 2 ;;
+    expect_error "error: --device cuda:1( with --devices|: )" "${t[@]}" --device cuda:1 --devices 2 ;;
   outputs)
     # Where the run writes is checked before it trains; a write that fails
     # later (a full disk) stops it, named.

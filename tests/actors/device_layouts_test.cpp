@@ -1,0 +1,104 @@
+// Parallel layouts with every stage actor's parameters and activations on a
+// device, checked without a GPU on the stand-in device
+// (tests/model/stand_in_device.hpp): whatever in the actors touched device
+// memory from the host (gradient buckets, TP sums, tied weights, summed
+// gradients, shard files) would fault; and since the stand-in computes with
+// the CPU kernels, each layout must equal the same layout on the CPU bit for
+// bit (core lending off on both: the same thread counts).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "actors/parallel_trainer.hpp"
+#include "model/trainer.hpp"
+#include "tests/model/stand_in_device.hpp"
+#include "tests/model/test_util.hpp"
+
+using namespace merak;
+using merak::partition::schedule_kind;
+
+namespace {
+
+model::train_options tiny(int64_t steps) {
+  model::train_options o;
+  o.model = {.vocab = 256, .max_seq = 16, .layers = 4, .dim = 32, .heads = 8};
+  o.batch = 16;
+  o.steps = steps;
+  o.lr = 3e-3f;
+  o.warmup = 3;
+  o.seed = 11;
+  return o;
+}
+
+model::text_corpus corpus() {
+  return model::text_corpus(test::small_text(4000), 16, 0.1, "tiny");
+}
+
+struct layout_case {
+  int dp, tp, pp, m, overlap;
+  schedule_kind kind;
+  int chunks;
+  model::dtype activations;
+};
+
+}  // namespace
+
+TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[device]") {
+  const auto f32 = model::dtype::f32, bf16 = model::dtype::bf16;
+  const layout_case cases[] = {
+      {1, 1, 2, 4, 0, schedule_kind::one_f_one_b, 1, f32},
+      {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, 1, f32},
+      {1, 2, 1, 1, 1, schedule_kind::one_f_one_b, 1, f32},
+      {2, 2, 2, 2, 2, schedule_kind::shifted, 1, f32},
+      {1, 1, 2, 4, 0, schedule_kind::zb_h1, 1, f32},
+      {1, 1, 2, 4, 0, schedule_kind::interleaved, 2, f32},
+      {1, 2, 2, 4, 0, schedule_kind::one_f_one_b, 1, bf16},
+  };
+  for (auto& c : cases) {
+    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
+               << partition::schedule_name(c.kind) << " " << model::dtype_name(c.activations));
+    actors::parallel_options par;
+    par.dp = c.dp;
+    par.tp = c.tp;
+    par.pp = c.pp;
+    par.micro_batches = c.m;
+    par.tp_overlap = c.overlap;
+    par.schedule = c.kind;
+    par.chunks = c.chunks;
+    par.bucket_bytes = 8192;
+    par.lend_cores = false;
+    par.timeout_s = 60;
+    auto o = tiny(4);
+    o.model.activations = c.activations;
+    auto dir = std::filesystem::temp_directory_path() /
+               ("merak-device-layout-" + std::to_string(::getpid()));
+    o.save_dir = dir.string();
+    actors::parallel_trainer on_cpu(o, par, corpus());
+    auto od = o;
+    od.where = model::device::cuda(0);
+    actors::parallel_trainer on_dev(od, par, corpus());
+    for (int s = 0; s < 4; ++s) {
+      auto a = on_cpu.train_step(), b = on_dev.train_step();
+      INFO("step " << s + 1 << ": " << a.loss << " vs " << b.loss);
+      REQUIRE(a.loss == b.loss);
+      REQUIRE(a.grad_norm == b.grad_norm);
+    }
+    CHECK(on_dev.validation_loss() == on_cpu.validation_loss());
+    // The device run's shards resume on the single device (CPU).
+    const std::string saved = on_dev.save();
+    auto resume = tiny(5);
+    resume.model.activations = c.activations;
+    resume.load = saved;
+    model::trainer single(resume, corpus());
+    CHECK(single.step() == 4);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+int main(int argc, char* argv[]) {
+  test::register_stand_in_device();
+  return Catch::Session().run(argc, argv);
+}
