@@ -8,17 +8,19 @@
 set -euo pipefail
 build=${1:-build}
 out=${2:-.gpu-bundle}
-progs="merak_gpu_tests merak_gpu_backend_tests merak_gpu_ops_bench merak_nccl_tests merak_nccl_allreduce"
+progs="merak merak_full merak_gpu_tests merak_gpu_backend_tests merak_gpu_ops_bench merak_nccl_tests merak_nccl_allreduce"
 cmake --build "$build" -j "$(nproc)" --target $progs >/dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for p in $progs; do
-  [[ -x "$build/bin/$p" ]] || continue
-  cp "$build/bin/$p" "$stage/bin/"
+  exe=$build/bin/$p
+  [[ $p == merak_full ]] && exe=$build/bin/merak-full
+  [[ -x "$exe" ]] || continue
+  cp "$exe" "$stage/bin/"
   # Libraries resolved outside CUDA's folders, except the C and C++ runtimes
   # every Linux has.
-  ldd "$build/bin/$p" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+  ldd "$exe" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
     case "$lib" in
       /usr/local/cuda*|*/libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/libstdc++.so*|*/libgcc_s.so*|*/ld-linux*) ;;
       *) cp -L "$lib" "$stage/lib/" ;;

@@ -2,12 +2,13 @@
 # One-go check of the CUDA/NCCL parts on a machine with a GPU (never run on
 # the 2-core build machine, which has none): configure and build the GPU
 # targets, run the tests labelled gpu (the CUDA backend against the CPU
-# backend, the NCCL transport), time the CUDA backend's operations at GPT-2
-# 124M and 1.5B shapes (merak_gpu_ops_bench: per-op times, GEMM TFLOP/s, the
-# kernel-sum step and its MFU), then ncclAllReduce at 4, 16 and 64 MiB (N = 1
-# always; N = number of GPUs when there are several). Prints the test
-# summary and one JSON object per benchmark run. Meant to finish in < 8 min
-# on a 16-core machine.
+# backend, the NCCL transport), then the benchmarks: whole training steps
+# (merak bench gpt --device cuda: tokens/s, MFU, peak memory) and the
+# backend's operations (merak_gpu_ops_bench: per-op times, GEMM TFLOP/s) at
+# GPT-2 124M and 1.5B, and ncclAllReduce at 4, 16 and 64 MiB (N = 1 always;
+# N = number of GPUs when there are several). Prints the test summary and
+# one JSON object per benchmark run. Meant to finish in < 8 min on a
+# 16-core machine.
 #
 # A machine that cannot install the project's packages (the device machines
 # lent to sessions reach no registry) runs a bundle made here instead
@@ -23,6 +24,34 @@ nvidia-smi -L || echo "nvidia-smi: no GPU listed"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 echo "gpus=$gpus"
 
+# The benchmarks, from the programs in $1: whole training steps (merak bench
+# gpt --device cuda) and the backend's operations (merak_gpu_ops_bench) at
+# GPT-2 124M (bf16, and fp32 on TF32 against its 494 TFLOP/s) and 1.5B, then
+# ncclAllReduce on one GPU (N = 1 is a copy-free call, still a real NCCL
+# launch) and across all GPUs when there are several.
+benchmarks() {
+  local bin=$1
+  local gpt=(bench gpt --device cuda --seq 1024 --vocab 50304)
+  timeout 180 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 12 --dim 768 --heads 12 \
+    --batch 16 --steps 5 --warmup-steps 2
+  timeout 180 "$bin/merak" "${gpt[@]}" --precision fp32 --layers 12 --dim 768 --heads 12 \
+    --batch 16 --steps 5 --warmup-steps 2 --peak-tflops 494
+  timeout 300 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 48 --dim 1600 --heads 25 \
+    --batch 8 --steps 3 --warmup-steps 1
+  local ops=$bin/merak_gpu_ops_bench
+  timeout 120 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision bf16
+  timeout 120 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision fp32
+  timeout 120 "$ops" --layers 48 --dim 1600 --heads 25 --batch 8 --precision bf16
+  for rows in 1024 4096 16384; do  # x 1024 x 4 bytes: 4, 16, 64 MiB
+    RANK=0 WORLD_SIZE=1 timeout 60 "$bin/merak_nccl_allreduce" --rows $rows --cols 1024 --iters 20
+  done
+  if [ "$gpus" -ge 2 ]; then  # merak's own launcher starts one worker per GPU
+    for rows in 1024 4096 16384; do
+      timeout 60 "$bin/merak" bench allreduce --method nccl --procs "$gpus" --rows $rows --cols 1024 --iters 20
+    done
+  fi
+}
+
 if [[ "${1:-}" == "--bundle" ]]; then
   dir=$(mktemp -d)
   tar -C "$dir" -xJf "$2" || { echo "cannot unpack $2"; exit 1; }
@@ -37,22 +66,19 @@ if [[ "${1:-}" == "--bundle" ]]; then
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   rc_tests=0
   for t in merak_gpu_tests merak_gpu_backend_tests; do
-    timeout 240 "$dir/bin/$t" || rc_tests=$?
-    echo "$t: exit $rc_tests"
+    timeout 240 "$dir/bin/$t"
+    rc=$?
+    echo "$t: exit $rc"
+    ((rc != 0)) && rc_tests=$rc
   done
   cases=("single 1" "shared_gpu 2")
   [[ "$gpus" -ge 2 ]] && cases+=("collectives $gpus")
   for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
-    [[ -x "$dir/bin/merak_nccl_tests" ]] && { timeout 120 "$dir/bin/merak_nccl_tests" $c; echo "merak_nccl_tests $c: exit $?"; }
+    timeout 120 "$dir/bin/merak_nccl_tests" $c
+    echo "merak_nccl_tests $c: exit $?"
   done
-  ops="$dir/bin/merak_gpu_ops_bench"
-  timeout 120 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision bf16
-  timeout 120 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision fp32
-  timeout 120 "$ops" --layers 48 --dim 1600 --heads 25 --batch 8 --precision bf16
-  for rows in 1024 4096 16384; do  # x 1024 x 4 bytes: 4, 16, 64 MiB
-    RANK=0 WORLD_SIZE=1 timeout 60 "$dir/bin/merak_nccl_allreduce" --rows $rows --cols 1024 --iters 20
-  done
+  benchmarks "$dir/bin"
   echo "gpu_check (bundle): tests exit $rc_tests, $(( $(date +%s) - t0 )) s in all"
   exit "$rc_tests"
 fi
@@ -62,36 +88,16 @@ timeout 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMERAK_W
   -DMERAK_NATIVE=OFF >"$build.configure.log" 2>&1 || {
   echo "configure failed:"; tail -30 "$build.configure.log"; exit 1; }
 grep -E "merak: (NCCL|cuda|UCX)" "$build.configure.log"
-targets="merak_gpu_tests merak_gpu_backend_tests merak_gpu_ops_bench merak_nccl_tests merak_nccl_allreduce"
-timeout 300 cmake --build "$build" -j "$jobs" --target $targets >"$build.build.log" 2>&1 || {
+targets="merak merak_full merak_gpu_tests merak_gpu_backend_tests merak_gpu_ops_bench merak_nccl_tests merak_nccl_allreduce"
+timeout 360 cmake --build "$build" -j "$jobs" --target $targets >"$build.build.log" 2>&1 || {
   echo "build failed:"; grep -E "error|Error" "$build.build.log" | head -30; exit 1; }
 echo "built $targets in $(( $(date +%s) - t0 )) s"
 
-# The gpu tests (device query, NCCL transport: single, collectives, shared GPU,
-# peer that hangs); cases needing more GPUs than present report Skipped.
-(cd "$build" && timeout 240 ctest -L gpu --output-on-failure) 2>&1 | tail -40
+# The gpu tests (device query, the CUDA backend against the CPU backend, the
+# NCCL transport: single, collectives, shared GPU, peer that hangs); cases
+# needing more GPUs than present report Skipped.
+(cd "$build" && timeout 300 ctest -L gpu --output-on-failure) 2>&1 | tail -40
 rc_tests=${PIPESTATUS[0]}
-
-# The CUDA backend's operations: GPT-2 124M in bf16 and fp32 (TF32), GPT-2
-# 1.5B in bf16.
-timeout 120 "$build/bin/merak_gpu_ops_bench" --layers 12 --dim 768 --heads 12 --batch 16 --precision bf16
-timeout 120 "$build/bin/merak_gpu_ops_bench" --layers 12 --dim 768 --heads 12 --batch 16 --precision fp32
-timeout 120 "$build/bin/merak_gpu_ops_bench" --layers 48 --dim 1600 --heads 25 --batch 8 --precision bf16
-
-# ncclAllReduce on one GPU (N = 1 is a copy-free call, still a real NCCL
-# launch) and across all GPUs when there are several.
-for rows in 1024 4096 16384; do  # x 1024 x 4 bytes: 4, 16, 64 MiB
-  RANK=0 WORLD_SIZE=1 timeout 60 "$build/bin/merak_nccl_allreduce" --rows $rows --cols 1024 --iters 20
-done
-if [ "$gpus" -ge 2 ]; then
-  # merak's own launcher starts one merak_nccl_allreduce per GPU.
-  if timeout 120 cmake --build "$build" -j "$jobs" --target merak >>"$build.build.log" 2>&1; then
-    for rows in 1024 4096 16384; do
-      timeout 60 "$build/bin/merak" bench allreduce --method nccl --procs "$gpus" --rows $rows --cols 1024 --iters 20
-    done
-  else
-    echo "merak did not build (see $build.build.log); running the workers by hand is not done here"
-  fi
-fi
+benchmarks "$build/bin"
 echo "gpu_check: tests exit $rc_tests, $(( $(date +%s) - t0 )) s in all"
 exit "$rc_tests"
