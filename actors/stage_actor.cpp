@@ -184,7 +184,7 @@ void rebalance_loan(stage_state& st) {
 
 // Work is about to be handed to stage `s` of this replica.
 void waking(const stage_state& st, int s) {
-  if (st.cfg.cores) st.cfg.cores->wake(st.cfg.core_index - st.cfg.stage + s);
+  if (st.cfg.cores) st.cfg.cores->wake(st.cfg.core_index - device(st) + s % devices(st));
 }
 
 // Sends an activation (kinput), a gradient (kgrad) or a validation input

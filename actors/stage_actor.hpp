@@ -92,7 +92,7 @@ struct stage_setup {
   // Idle cores of the process this stage may borrow for an op (core_pool.hpp;
   // null: never), and at most how many.
   std::shared_ptr<core_pool> cores;
-  int core_index = 0;  // local replica x pp + stage
+  int core_index = 0;  // local replica x pp + stage (interleaved: its pipeline device's)
   // Reports the stage's memory to the scheduler actor (one shard of one
   // replica per stage in each process).
   bool reports_memory = false;

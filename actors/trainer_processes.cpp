@@ -8,9 +8,8 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
                                                                      int cores, int per_actor) {
   lending out;
   const int P = par.virtual_stages();
-  // Not with TP (shards run in step) nor with chunks (a device's chunks take
-  // turns on the device's cores; they never compute at once).
-  if (!par.lend_cores || par.tp != 1 || par.chunks != 1) return out;
+  // Not with TP (shards run in step).
+  if (!par.lend_cores || par.tp != 1) return out;
   std::vector<int> host_ranks{me};
   uint64_t nonce = 0;
   std::string host;
@@ -26,7 +25,9 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
     }
   }
   // The host's actors in layout order: replica-major, so stage s of the
-  // k-th replica here is pool index k * pp + s.
+  // k-th replica here is pool index k * pp + s. A pipeline device's chunks
+  // (interleaved) take turns on its cores: they share its index, that of
+  // virtual stage s % pp.
   std::vector<int> actors;
   for (int r : host_ranks)
     for (int i : place.actors_of(r)) actors.push_back(i);
@@ -40,9 +41,15 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
   }
   out.cores = cores * int(host_ranks.size());
   const bool lend = whole && out.cores > per_actor;
-  for (size_t k = 0; k < actors.size(); ++k) out.index_of[actors[k]] = int(k);
+  std::map<int, int> slot_of_device;  // device actor index (chunk 0) -> pool index
+  for (int i : actors) {
+    const int device = i / P * P + i % P % par.pp;
+    auto it = slot_of_device.try_emplace(device, int(slot_of_device.size())).first;
+    out.index_of[i] = it->second;
+  }
+  const int slots = int(slot_of_device.size());
   if (host_ranks.size() == 1) {
-    if (lend) out.pool = std::make_shared<core_pool>(out.cores, int(actors.size()), per_actor);
+    if (lend) out.pool = std::make_shared<core_pool>(out.cores, slots, per_actor);
     if (par.processes) {  // the others' collectives below
       par.processes->barrier();
       par.processes->barrier();
@@ -58,7 +65,7 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
   if (lend && first) {
     region = std::make_shared<shared_region>(shared_region::create(name, sizeof(core_pool_state)));
     auto* st = new (region->data()) core_pool_state();
-    st->init(out.cores, int(actors.size()), per_actor);
+    st->init(out.cores, slots, per_actor);
   }
   par.processes->barrier();
   if (lend && !first)

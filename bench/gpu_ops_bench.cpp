@@ -23,6 +23,7 @@
 
 #include "core/rng.hpp"
 #include "gpu/cuda_backend.hpp"
+#include "gpu/cuda_util.hpp"
 #include "gpu/device.hpp"
 #include "model/backend.hpp"
 
@@ -98,16 +99,18 @@ tensor ids_on_gpu(const model::shape_t& shape, int limit, uint64_t seed) {
   return h.to(gpu0);
 }
 
-// Milliseconds per call of f, on the device (after one warm-up call).
+// Milliseconds per call of f, on the device (after one warm-up call),
+// between events on the stream the backend orders its work on.
 double time_ms(const std::function<void()>& f, int iters) {
   f();
   cudaDeviceSynchronize();
+  cudaStream_t s = gpu::stream_of(0);
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  cudaEventRecord(a, nullptr);
+  cudaEventRecord(a, s);
   for (int i = 0; i < iters; ++i) f();
-  cudaEventRecord(b, nullptr);
+  cudaEventRecord(b, s);
   cudaEventSynchronize(b);
   float ms = 0;
   cudaEventElapsedTime(&ms, a, b);
