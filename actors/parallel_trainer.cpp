@@ -209,6 +209,11 @@ void parallel_trainer::impl::spawn() {
     su.pp = P;
     su.chunks = par.chunks;
     su.where = opts.where;
+    if (par.spread_over_devices && opts.where.type != model::device::kind::cpu) {
+      const int n = model::device_count(opts.where.type);
+      MERAK_CHECK(n > 0, "no {} devices to spread the actors over", opts.where.str());
+      su.where.index = int(view.actors.size()) % n;  // this process's k-th actor
+    }
     su.tp_rank = t;
     su.tp = TP;
     su.tp_link = tp_link[r][s][t];

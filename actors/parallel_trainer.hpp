@@ -85,6 +85,10 @@ struct parallel_options : partition::layout {
   // TP shards of a stage together, then stages, then replicas, in contiguous
   // blocks), else one rank per actor ("0,0,1,1").
   std::string placement;
+  // With train_options::where a device kind without an index given by the
+  // user (--device cuda in one process): the process's actors spread over
+  // its devices of that kind, actor k on device k mod count.
+  bool spread_over_devices = false;
   // The address this process's actors listen on for the job's other
   // processes ("" : 127.0.0.1).
   std::string listen_addr;

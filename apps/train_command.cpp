@@ -307,9 +307,14 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.opts.model.tied_head = !f.untied_head;
   f.opts.model.activations = model::parse_precision(f.precision);
   f.opts.where = apps::enable_device(f.device);
-  // "cuda" in a job of several processes: each process its own GPU.
-  if (f.device == "cuda")
-    if (const char* lr = std::getenv("LOCAL_RANK")) f.opts.where.index = std::atoi(lr);
+  // "cuda": in a job of several processes each process its own GPU (that of
+  // LOCAL_RANK); in one process the actors spread over the GPUs.
+  if (f.device == "cuda") {
+    if (const char* lr = std::getenv("LOCAL_RANK"))
+      f.opts.where.index = std::atoi(lr);
+    else
+      f.par.spread_over_devices = true;
+  }
   f.par.processes = join_job();
   if (!f.par.processes || f.par.processes->rank() == 0) {
     // Found now, not at the first save or the first metrics line.
@@ -400,8 +405,8 @@ action add_train_command(CLI::App& parent) {
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
   c->add_option("--device", f->device,
-                "cpu, cuda or cuda:N (cuda: the GPU of LOCAL_RANK in a job of several "
-                "processes; a process's actors share its GPU)")
+                "cpu, cuda or cuda:N (cuda: one process's actors spread over its GPUs; in a "
+                "job of several processes, the GPU of LOCAL_RANK)")
       ->capture_default_str();
   c->add_option("--precision", f->precision,
                 "fp32, or bf16: bf16 activations and GEMMs with float accumulation, float "

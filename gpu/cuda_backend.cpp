@@ -17,16 +17,6 @@ using model::dtype;
 using model::tensor;
 namespace k = kernels;
 
-int rows(const tensor& t) {
-  return int(t.numel() / t.dim(-1));
-}
-int cols(const tensor& t) {
-  return int(t.dim(-1));
-}
-bool is_bf16(const tensor& t) {
-  return t.type() == dtype::bf16;
-}
-
 class cuda_backend final : public model::backend {
  public:
   explicit cuda_backend(int index) : index_(index), name_(fmt::format("cuda:{}", index)) {}
@@ -36,13 +26,13 @@ class cuda_backend final : public model::backend {
                        const tensor& wpe) override {
     on({&out, &tokens, &wte, &wpe});
     k::encoder_forward(is_bf16(out), out.raw(), tokens.data<int32_t>(), wte.f32(), wpe.f32(),
-                       int(tokens.dim(0)), int(tokens.dim(1)), cols(out), s());
+                       int(tokens.dim(0)), int(tokens.dim(1)), cols_of(out), s());
   }
   void encoder_backward(tensor& dwte, tensor& dwpe, const tensor& dout,
                         const tensor& tokens) override {
     on({&dwte, &dwpe, &dout, &tokens});
     k::encoder_backward(is_bf16(dout), dwte.f32(), dwpe.f32(), dout.raw(), tokens.data<int32_t>(),
-                        int(tokens.dim(0)), int(tokens.dim(1)), cols(dout), s());
+                        int(tokens.dim(0)), int(tokens.dim(1)), cols_of(dout), s());
   }
 
   void layernorm_forward(tensor& out, tensor& mean, tensor& rstd, const tensor& in,
@@ -50,18 +40,18 @@ class cuda_backend final : public model::backend {
     on({&out, &mean, &rstd, &in, &weight, &bias});
     same_type("layernorm", in, {&out});
     k::layernorm_forward(is_bf16(in), out.raw(), mean.f32(), rstd.f32(), in.raw(), weight.f32(),
-                         bias.f32(), rows(in), cols(in), s());
+                         bias.f32(), rows_of(in), cols_of(in), s());
   }
   void layernorm_backward(tensor& din, tensor& dweight, tensor& dbias, const tensor& dout,
                           const tensor& in, const tensor& weight, const tensor& mean,
                           const tensor& rstd) override {
     on({&din, &dweight, &dbias, &dout, &in, &weight, &mean, &rstd});
     same_type("layernorm backward", in, {&din, &dout});
-    scratch partial(size_t(k::layernorm_partial_floats(rows(in), cols(in))) * sizeof(float),
+    scratch partial(size_t(k::layernorm_partial_floats(rows_of(in), cols_of(in))) * sizeof(float),
                     index_);
     k::layernorm_backward(is_bf16(in), din.raw(), dweight.f32(), dbias.f32(), dout.raw(), in.raw(),
-                          weight.f32(), mean.f32(), rstd.f32(), partial.as<float>(), rows(in),
-                          cols(in), s());
+                          weight.f32(), mean.f32(), rstd.f32(), partial.as<float>(), rows_of(in),
+                          cols_of(in), s());
   }
 
   // Row-major out (N,OC) = in (N,C) @ W^T is column-major out^T (OC x N) =
@@ -70,7 +60,7 @@ class cuda_backend final : public model::backend {
                       const tensor* bias) override {
     on({&out, &in, &weight, bias});
     same_type("linear", in, {&out, &weight});
-    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    const int N = rows_of(in), C = cols_of(in), OC = int(weight.dim(0));
     const bool b16 = is_bf16(in);
     gemm(index_, b16, b16, true, false, OC, N, C, 1.f, weight.raw(), C, in.raw(), C, 0.f, out.raw(),
          OC, s());
@@ -80,7 +70,7 @@ class cuda_backend final : public model::backend {
                        const tensor& in, const tensor& weight) override {
     on({din, dweight, dbias, &dout, &in, &weight});
     same_type("linear backward", in, {din, &dout, &weight});
-    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    const int N = rows_of(in), C = cols_of(in), OC = int(weight.dim(0));
     const bool b16 = is_bf16(in);
     // din' (C x N) += W' (C x OC) x dout' (OC x N)
     if (din)
@@ -97,7 +87,7 @@ class cuda_backend final : public model::backend {
     on({&out, &att, &qkv});
     same_type("attention", qkv, {&out, &att});
     k::attention_forward(is_bf16(qkv), out.raw(), att.raw(), qkv.raw(), int(qkv.dim(0)),
-                         int(qkv.dim(1)), cols(out), heads, s());
+                         int(qkv.dim(1)), cols_of(out), heads, s());
   }
   void attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv, const tensor& att,
                           int heads) override {
@@ -106,7 +96,7 @@ class cuda_backend final : public model::backend {
     const int B = int(qkv.dim(0)), T = int(qkv.dim(1));
     scratch ds(size_t(B) * heads * T * T * sizeof(float), index_);
     k::attention_backward(is_bf16(qkv), dqkv.raw(), dout.raw(), qkv.raw(), att.raw(),
-                          ds.as<float>(), B, T, cols(dout), heads, s());
+                          ds.as<float>(), B, T, cols_of(dout), heads, s());
   }
 
   void gelu_forward(tensor& out, const tensor& in) override {
@@ -134,7 +124,7 @@ class cuda_backend final : public model::backend {
   void bias_forward(tensor& out, const tensor& in, const tensor& bias) override {
     on({&out, &in, &bias});
     same_type("bias", in, {&out});
-    k::bias_forward(is_bf16(in), out.raw(), in.raw(), bias.f32(), rows(in), cols(in), s());
+    k::bias_forward(is_bf16(in), out.raw(), in.raw(), bias.f32(), rows_of(in), cols_of(in), s());
   }
   void bias_backward(tensor* din, tensor& dbias, const tensor& dout) override {
     on({din, &dbias, &dout});
@@ -167,13 +157,13 @@ class cuda_backend final : public model::backend {
                             const tensor& targets) override {
     on({&losses, &probs, &logits, &targets});
     k::crossentropy_forward(is_bf16(logits), losses.f32(), probs.f32(), logits.raw(),
-                            targets.data<int32_t>(), rows(logits), cols(logits), s());
+                            targets.data<int32_t>(), rows_of(logits), cols_of(logits), s());
   }
   void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                              const tensor& targets) override {
     on({&dlogits, &dlosses, &probs, &targets});
     k::crossentropy_backward(is_bf16(dlogits), dlogits.raw(), dlosses.f32(), probs.f32(),
-                             targets.data<int32_t>(), rows(dlogits), cols(dlogits), s());
+                             targets.data<int32_t>(), rows_of(dlogits), cols_of(dlogits), s());
   }
 
   double sum_squares(const tensor& x) override {
@@ -232,10 +222,10 @@ class cuda_backend final : public model::backend {
         fail("{}: {} tensors are not supported", op, model::dtype_name(t->type()));
   }
   void column_sums(tensor& dbias, const tensor& dout) {
-    scratch partial(size_t(k::column_partial_floats(rows(dout), cols(dout))) * sizeof(float),
+    scratch partial(size_t(k::column_partial_floats(rows_of(dout), cols_of(dout))) * sizeof(float),
                     index_);
-    k::column_sums(is_bf16(dout), dbias.f32(), dout.raw(), partial.as<float>(), rows(dout),
-                   cols(dout), s());
+    k::column_sums(is_bf16(dout), dbias.f32(), dout.raw(), partial.as<float>(), rows_of(dout),
+                   cols_of(dout), s());
   }
 
   int index_;

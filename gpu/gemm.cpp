@@ -108,8 +108,8 @@ void gemm(int device, bool ab_bf16, bool c_bf16, bool trans_a, bool trans_b, int
   auto it = g.plans.find(key);
   if (it == g.plans.end())
     it = g.plans
-             .emplace(key, make_plan(g.handle, ab_bf16, c_bf16, trans_a, trans_b, m, n, k, lda,
-                                     ldb, ldc, beta != 0.f, math))
+             .emplace(key, make_plan(g.handle, ab_bf16, c_bf16, trans_a, trans_b, m, n, k, lda, ldb,
+                                     ldc, beta != 0.f, math))
              .first;
   cached_gemm* p = &it->second;
   select_device(device);

@@ -92,7 +92,11 @@ void zero(void* p, size_t bytes, int index) {
   MERAK_CUDA(cudaMemsetAsync(p, 0, bytes, d.stream));
 }
 
-const model::device_memory_ops cuda_ops{allocate, release, copy, zero};
+int count() {
+  return int(cuda_devices().size());
+}
+
+const model::device_memory_ops cuda_ops{allocate, release, copy, zero, count};
 
 }  // namespace
 

@@ -84,6 +84,18 @@ class backend {
                             const adamw_args& a) = 0;
 };
 
+// Shapes as the backends read them: rows (every dimension but the last)
+// and columns (the last); whether the elements are bf16.
+inline int rows_of(const tensor& t) {
+  return int(t.numel() / t.dim(-1));
+}
+inline int cols_of(const tensor& t) {
+  return int(t.dim(-1));
+}
+inline bool is_bf16(const tensor& t) {
+  return t.type() == dtype::bf16;
+}
+
 // The backend of a device; throws merak::error for a device no backend was
 // registered for.
 backend& backend_for(device d);

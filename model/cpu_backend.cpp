@@ -16,17 +16,6 @@ namespace {
 
 namespace k = kernels;
 
-int rows(const tensor& t) {
-  return int(t.numel() / t.dim(-1));
-}
-int cols(const tensor& t) {
-  return int(t.dim(-1));
-}
-
-bool is_bf16(const tensor& t) {
-  return t.type() == dtype::bf16;
-}
-
 // Checks that every tensor has the element type `want`, naming the operation.
 void expect_type(const char* op, dtype want, std::initializer_list<const tensor*> ts) {
   for (const tensor* t : ts)
@@ -41,7 +30,7 @@ class cpu_backend final : public backend {
 
   void encoder_forward(tensor& out, const tensor& tokens, const tensor& wte,
                        const tensor& wpe) override {
-    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols(out);
+    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols_of(out);
     if (is_bf16(out))
       k::encoder_forward(out.bf16s(), tokens.data<int32_t>(), wte.f32(), wpe.f32(), B, T, C);
     else
@@ -49,7 +38,8 @@ class cpu_backend final : public backend {
   }
   void encoder_backward(tensor& dwte, tensor& dwpe, const tensor& dout,
                         const tensor& tokens) override {
-    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols(dout), V = int(dwte.dim(0));
+    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols_of(dout),
+              V = int(dwte.dim(0));
     if (is_bf16(dout))
       k::encoder_backward(dwte.f32(), dwpe.f32(), dout.bf16s(), tokens.data<int32_t>(), B, T, C, V);
     else
@@ -61,10 +51,10 @@ class cpu_backend final : public backend {
     expect_type("layernorm", out.type(), {&in});
     if (is_bf16(in))
       k::layernorm_forward(out.bf16s(), mean.f32(), rstd.f32(), in.bf16s(), weight.f32(),
-                           bias.f32(), rows(in), cols(in));
+                           bias.f32(), rows_of(in), cols_of(in));
     else
       k::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), in.f32(), weight.f32(), bias.f32(),
-                           rows(in), cols(in));
+                           rows_of(in), cols_of(in));
   }
   void layernorm_backward(tensor& din, tensor& dweight, tensor& dbias, const tensor& dout,
                           const tensor& in, const tensor& weight, const tensor& mean,
@@ -72,16 +62,16 @@ class cpu_backend final : public backend {
     expect_type("layernorm backward", in.type(), {&din, &dout});
     if (is_bf16(in))
       k::layernorm_backward(din.bf16s(), dweight.f32(), dbias.f32(), dout.bf16s(), in.bf16s(),
-                            weight.f32(), mean.f32(), rstd.f32(), rows(in), cols(in));
+                            weight.f32(), mean.f32(), rstd.f32(), rows_of(in), cols_of(in));
     else
       k::layernorm_backward(din.f32(), dweight.f32(), dbias.f32(), dout.f32(), in.f32(),
-                            weight.f32(), mean.f32(), rstd.f32(), rows(in), cols(in));
+                            weight.f32(), mean.f32(), rstd.f32(), rows_of(in), cols_of(in));
   }
 
   void matmul_forward(tensor& out, const tensor& in, const tensor& weight,
                       const tensor* bias) override {
     expect_type("linear", in.type(), {&out, &weight});
-    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    const int N = rows_of(in), C = cols_of(in), OC = int(weight.dim(0));
     const float* b = bias ? bias->f32() : nullptr;
     if (is_bf16(in))
       k::matmul_forward(out.bf16s(), in.bf16s(), weight.bf16s(), b, N, C, OC);
@@ -91,7 +81,7 @@ class cpu_backend final : public backend {
   void matmul_backward(tensor* din, tensor* dweight, tensor* dbias, const tensor& dout,
                        const tensor& in, const tensor& weight) override {
     expect_type("linear backward", in.type(), {din, &dout, &weight});
-    const int N = rows(in), C = cols(in), OC = int(weight.dim(0));
+    const int N = rows_of(in), C = cols_of(in), OC = int(weight.dim(0));
     float* db = dbias ? dbias->f32() : nullptr;
     float* dw = dweight ? dweight->f32() : nullptr;
     if (is_bf16(in))
@@ -104,7 +94,7 @@ class cpu_backend final : public backend {
 
   void attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads) override {
     expect_type("attention", qkv.type(), {&out, &att});
-    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols(out);
+    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols_of(out);
     if (is_bf16(qkv))
       k::attention_forward(out.bf16s(), att.bf16s(), qkv.bf16s(), B, T, C, heads);
     else
@@ -113,7 +103,7 @@ class cpu_backend final : public backend {
   void attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv, const tensor& att,
                           int heads) override {
     expect_type("attention backward", qkv.type(), {&dqkv, &dout, &att});
-    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols(dout);
+    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols_of(dout);
     if (is_bf16(qkv)) {
       k::attention_backward(dqkv.bf16s(), dout.bf16s(), qkv.bf16s(), att.bf16s(), B, T, C, heads);
       return;
@@ -159,16 +149,17 @@ class cpu_backend final : public backend {
   void bias_forward(tensor& out, const tensor& in, const tensor& bias) override {
     expect_type("bias", in.type(), {&out});
     if (is_bf16(in))
-      bias_fwd(out.bf16s(), in.bf16s(), bias.f32(), rows(in), cols(in));
+      bias_fwd(out.bf16s(), in.bf16s(), bias.f32(), rows_of(in), cols_of(in));
     else
-      bias_fwd(out.f32(), in.f32(), bias.f32(), rows(in), cols(in));
+      bias_fwd(out.f32(), in.f32(), bias.f32(), rows_of(in), cols_of(in));
   }
   void bias_backward(tensor* din, tensor& dbias, const tensor& dout) override {
     expect_type("bias backward", dout.type(), {din});
     if (is_bf16(dout))
-      bias_bwd(din ? din->bf16s() : nullptr, dbias.f32(), dout.bf16s(), rows(dout), cols(dout));
+      bias_bwd(din ? din->bf16s() : nullptr, dbias.f32(), dout.bf16s(), rows_of(dout),
+               cols_of(dout));
     else
-      bias_bwd(din ? din->f32() : nullptr, dbias.f32(), dout.f32(), rows(dout), cols(dout));
+      bias_bwd(din ? din->f32() : nullptr, dbias.f32(), dout.f32(), rows_of(dout), cols_of(dout));
   }
 
   void copy(tensor& dst, const tensor& src) override {
@@ -198,7 +189,7 @@ class cpu_backend final : public backend {
 
   void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
                             const tensor& targets) override {
-    const int N = rows(logits), V = cols(logits);
+    const int N = rows_of(logits), V = cols_of(logits);
     if (is_bf16(logits))
       k::crossentropy_forward(losses.f32(), probs.f32(), logits.bf16s(), targets.data<int32_t>(), N,
                               V);
@@ -208,7 +199,7 @@ class cpu_backend final : public backend {
   }
   void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                              const tensor& targets) override {
-    const int N = rows(dlogits), V = cols(dlogits);
+    const int N = rows_of(dlogits), V = cols_of(dlogits);
     if (is_bf16(dlogits))
       k::crossentropy_backward(dlogits.bf16s(), dlosses.f32(), probs.f32(), targets.data<int32_t>(),
                                N, V);

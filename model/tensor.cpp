@@ -78,6 +78,12 @@ void register_device_memory(device::kind k, const device_memory_ops* ops) {
   memory_ops[size_t(k)].store(ops, std::memory_order_release);
 }
 
+int device_count(device::kind k) {
+  if (k == device::kind::cpu) return 1;
+  const device_memory_ops* ops = memory_ops[size_t(k)].load(std::memory_order_acquire);
+  return ops ? ops->count() : 0;
+}
+
 bool has_device_memory(device::kind k) {
   return k == device::kind::cpu || memory_ops[size_t(k)].load(std::memory_order_acquire);
 }

@@ -57,12 +57,16 @@ struct device_memory_ops {
   void (*release)(void* p, int index) noexcept;
   void (*copy)(void* dst, device dst_device, const void* src, device src_device, size_t bytes);
   void (*zero)(void* p, size_t bytes, int index);
+  int (*count)();  // devices of this kind in this process
 };
 // Registers the operations of device kind `k` (once, before tensors of it
 // exist; `ops` must outlive them).
 void register_device_memory(device::kind k, const device_memory_ops* ops);
 // Whether tensors of kind `k` can be made.
 bool has_device_memory(device::kind k);
+// How many devices of kind `k` this process can use (0 when not registered;
+// the host counts as one).
+int device_count(device::kind k);
 
 using shape_t = std::vector<int64_t>;
 std::string shape_str(const shape_t& s);  // "(2, 3)"

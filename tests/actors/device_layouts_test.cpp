@@ -1,5 +1,5 @@
 // Parallel layouts with every stage actor's parameters and activations on a
-// device, checked without a GPU on the stand-in device
+// device (or spread over four), checked without a GPU on the stand-in device
 // (tests/model/stand_in_device.hpp): whatever in the actors touched device
 // memory from the host (gradient buckets, TP sums, tied weights, summed
 // gradients, shard files) would fault; and since the stand-in computes with
@@ -79,7 +79,12 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     actors::parallel_trainer on_cpu(o, par, corpus());
     auto od = o;
     od.where = model::device::cuda(0);
-    actors::parallel_trainer on_dev(od, par, corpus());
+    // Every other case spreads the actors over the stand-in's four devices
+    // (activations and gradients then cross devices inside the process).
+    auto pd = par;
+    pd.spread_over_devices = (&c - cases) % 2 == 1;
+    INFO((pd.spread_over_devices ? "spread over cuda:0-3" : "all on cuda:0"));
+    actors::parallel_trainer on_dev(od, pd, corpus());
     for (int s = 0; s < 4; ++s) {
       auto a = on_cpu.train_step(), b = on_dev.train_step();
       INFO("step " << s + 1 << ": " << a.loss << " vs " << b.loss);

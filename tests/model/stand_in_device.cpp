@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 #include "model/backend.hpp"
@@ -23,6 +24,7 @@ struct region {
 };
 std::map<const char*, region> regions;  // by mapping start
 long host_copies = 0;
+constexpr int kdevices = 4;  // cuda:0 .. cuda:3, all the same pages
 
 size_t page_round(size_t n) {
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
@@ -47,9 +49,18 @@ class opened {
   opened(std::initializer_list<const void*> ps) {
     for (const void* p : ps) open(p);
   }
+  // A backend operation's tensors: all on one device, as a real device's
+  // backend needs them (else std::logic_error naming both).
   opened(std::initializer_list<const tensor*> ts) {
-    for (const tensor* t : ts)
-      if (t && t->defined()) open(t->raw());
+    const tensor* first = nullptr;
+    for (const tensor* t : ts) {
+      if (!t || !t->defined()) continue;
+      if (!first) first = t;
+      if (!(t->where() == first->where()))
+        throw std::logic_error("stand-in backend: tensors on " + first->where().str() + " and " +
+                               t->where().str() + " in one operation");
+      open(t->raw());
+    }
   }
   ~opened() {
     for (const char* start : held_) {
@@ -99,7 +110,10 @@ void zero(void* p, size_t bytes, int) {
   opened o{static_cast<const void*>(p)};
   std::memset(p, 0, bytes);
 }
-const model::device_memory_ops stand_in_memory{allocate, release, copy, zero};
+int count() {
+  return kdevices;
+}
+const model::device_memory_ops stand_in_memory{allocate, release, copy, zero, count};
 
 // The CPU backend, with the device pages open during each call.
 class stand_in_backend final : public model::backend {
@@ -197,7 +211,7 @@ class stand_in_backend final : public model::backend {
 
 model::backend& stand_in(int index) {
   static stand_in_backend b;
-  if (index != 0) std::abort();
+  if (index < 0 || index >= kdevices) std::abort();
   return b;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // A stand-in device for testing the device paths of merak's code without a
-// GPU, registered as cuda:0: its memory is host pages mapped PROT_NONE,
+// GPU, registered as cuda:0 to cuda:3: its memory is host pages mapped PROT_NONE,
 // opened only inside its own memory operations and its backend's calls
 // (the CPU backend's), so code that touches a device tensor's data directly
 // faults. A run on it must equal the CPU run bit for bit. Register it once
