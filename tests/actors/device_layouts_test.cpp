@@ -23,18 +23,11 @@ using merak::partition::schedule_kind;
 namespace {
 
 model::train_options tiny(int64_t steps) {
-  model::train_options o;
-  o.model = {.vocab = 256, .max_seq = 16, .layers = 4, .dim = 32, .heads = 8};
-  o.batch = 16;
-  o.steps = steps;
-  o.lr = 3e-3f;
-  o.warmup = 3;
-  o.seed = 11;
-  return o;
+  return test::layout_test_options(steps);
 }
 
 model::text_corpus corpus() {
-  return model::text_corpus(test::small_text(4000), 16, 0.1, "tiny");
+  return test::layout_test_corpus();
 }
 
 struct layout_case {

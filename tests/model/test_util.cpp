@@ -15,4 +15,19 @@ std::vector<uint8_t> small_text(size_t bytes) {
   return out;
 }
 
+model::train_options layout_test_options(int64_t steps) {
+  model::train_options o;
+  o.model = {.vocab = 256, .max_seq = 16, .layers = 4, .dim = 32, .heads = 8};
+  o.batch = 16;
+  o.steps = steps;
+  o.lr = 3e-3f;
+  o.warmup = 3;
+  o.seed = 11;
+  return o;
+}
+
+model::text_corpus layout_test_corpus() {
+  return model::text_corpus(small_text(4000), 16, 0.1, "tiny");
+}
+
 }  // namespace merak::test

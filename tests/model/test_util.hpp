@@ -5,6 +5,7 @@
 
 #include "core/rng.hpp"
 #include "model/tensor.hpp"
+#include "model/trainer.hpp"
 
 namespace merak::test {
 
@@ -24,5 +25,11 @@ inline model::tensor random_ids(const model::shape_t& shape, int limit, uint64_t
 
 // Bytes of a small, repetitive English text (for training tests).
 std::vector<uint8_t> small_text(size_t bytes);
+
+// The layout tests' model and data (tests/actors/): a GPT of 4 layers, 32
+// channels, 8 heads, 16 positions, batch 16, seed 11; small_text(4000) in
+// windows of 16.
+model::train_options layout_test_options(int64_t steps);
+model::text_corpus layout_test_corpus();
 
 }  // namespace merak::test
