@@ -22,14 +22,6 @@ using merak::partition::schedule_kind;
 
 namespace {
 
-model::train_options tiny(int64_t steps) {
-  return test::layout_test_options(steps);
-}
-
-model::text_corpus corpus() {
-  return test::layout_test_corpus();
-}
-
 struct layout_case {
   int dp, tp, pp, m, overlap;
   schedule_kind kind;
@@ -64,12 +56,12 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     par.bucket_bytes = 8192;
     par.lend_cores = false;
     par.timeout_s = 60;
-    auto o = tiny(4);
+    auto o = test::layout_test_options(4);
     o.model.activations = c.activations;
     auto dir = std::filesystem::temp_directory_path() /
                ("merak-device-layout-" + std::to_string(::getpid()));
     o.save_dir = dir.string();
-    actors::parallel_trainer on_cpu(o, par, corpus());
+    actors::parallel_trainer on_cpu(o, par, test::layout_test_corpus());
     auto od = o;
     od.where = model::device::cuda(0);
     // Every other case spreads the actors over the stand-in's four devices
@@ -77,7 +69,7 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     auto pd = par;
     pd.spread_over_devices = (&c - cases) % 2 == 1;
     INFO((pd.spread_over_devices ? "spread over cuda:0-3" : "all on cuda:0"));
-    actors::parallel_trainer on_dev(od, pd, corpus());
+    actors::parallel_trainer on_dev(od, pd, test::layout_test_corpus());
     for (int s = 0; s < 4; ++s) {
       auto a = on_cpu.train_step(), b = on_dev.train_step();
       INFO("step " << s + 1 << ": " << a.loss << " vs " << b.loss);
@@ -87,10 +79,10 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     CHECK(on_dev.validation_loss() == on_cpu.validation_loss());
     // The device run's shards resume on the single device (CPU).
     const std::string saved = on_dev.save();
-    auto resume = tiny(5);
+    auto resume = test::layout_test_options(5);
     resume.model.activations = c.activations;
     resume.load = saved;
-    model::trainer single(resume, corpus());
+    model::trainer single(resume, test::layout_test_corpus());
     CHECK(single.step() == 4);
     std::filesystem::remove_all(dir);
   }
