@@ -410,7 +410,8 @@ const stage_api& device_lead(const stage_state& st) {
   return st.stages[size_t(device(st))];
 }
 
-// Every input (kinput) or output gradient (kgrad) of `mb` is here.
+// Every input (kinput) or output gradient (kgrad) of `mb` is here: the
+// scheduler that decides this actor's ops learns it (the caller pumps).
 void arrived(stage_self self, int kind, int mb) {
   auto& st = self->state;
   (kind == kinput ? st.have_inputs : st.have_grads).insert(mb);
@@ -421,7 +422,6 @@ void arrived(stage_self self, int kind, int mb) {
   } else {
     st.sched->gradient_arrived(mb);
   }
-  pump(self);
 }
 
 // A follower may run the leader's next op once its own inputs are here.
@@ -542,6 +542,7 @@ void take_input(stage_self self, int mb, int value, tensor_ref& x) {
     return;
   }
   arrived(self, kinput, mb);
+  pump(self);
 }
 
 // The gradient of output `value` of micro-batch `mb`: several readers' are
@@ -563,7 +564,10 @@ void take_grad(stage_self self, int mb, int value, tensor_ref& g) {
     const model::tensor there = g.t->to(dst.where());
     model::backend_for(dst.where()).accumulate(dst, there);
   }
-  if (++st.grads_seen[mb] == st.grads_expected) arrived(self, kgrad, mb);
+  if (++st.grads_seen[mb] == st.grads_expected) {
+    arrived(self, kgrad, mb);
+    pump(self);
+  }
 }
 
 // The device's chunk 0: chunk r.chunk has what an op of `r.mb` needs.
