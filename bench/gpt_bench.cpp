@@ -7,10 +7,6 @@
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
 
-#ifdef MERAK_WITH_CUDA
-#include "gpu/cuda_backend.hpp"
-#endif
-
 namespace merak::bench {
 
 namespace {
@@ -103,9 +99,7 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& o) {
     out["mfu"] = mfu_flops / mean / (o.peak_tflops * 1e12);
     out["mfu_flop_count"] = "megatron-72 (no recomputation)";
     out["peak_tflops"] = o.peak_tflops;
-#ifdef MERAK_WITH_CUDA
-    out["peak_device_memory_mb"] = double(gpu::peak_device_memory(o.where.index)) / (1 << 20);
-#endif
+    out["peak_device_memory_mb"] = double(model::device_peak_bytes(o.where)) / (1 << 20);
     return out;
   }
   double ghz = measure_cpu_ghz();

@@ -8,7 +8,7 @@
 set -euo pipefail
 build=${1:-build}
 out=${2:-.gpu-bundle}
-progs="merak merak_full merak_gpu_tests merak_gpu_backend_tests merak_gpu_ops_bench merak_nccl_tests merak_nccl_allreduce"
+progs="merak merak_full merak_cuda merak_gpu_tests merak_gpu_backend_tests merak_gpu_ops_bench merak_nccl_tests merak_nccl_allreduce"
 cmake --build "$build" -j "$(nproc)" --target $progs >/dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -16,6 +16,7 @@ mkdir -p "$stage/bin" "$stage/lib"
 for p in $progs; do
   exe=$build/bin/$p
   [[ $p == merak_full ]] && exe=$build/bin/merak-full
+  [[ $p == merak_cuda ]] && exe=$build/bin/libmerak_cuda.so
   [[ -x "$exe" ]] || continue
   cp "$exe" "$stage/bin/"
   # Libraries resolved outside CUDA's folders, except the C and C++ runtimes

@@ -118,6 +118,9 @@ install(TARGETS ${_merak_export_targets}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT merak_dev
         INCLUDES DESTINATION ${MERAK_INSTALL_INCLUDEDIR})
 install(TARGETS merak merak_full RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT merak_bin)
+if(TARGET merak_cuda)  # loaded by merak-full on --device cuda (apps/device_flag.cpp)
+  install(TARGETS merak_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/merak COMPONENT merak_bin)
+endif()
 
 install(EXPORT merakTargets
         NAMESPACE merak::

@@ -96,7 +96,7 @@ int count() {
   return int(cuda_devices().size());
 }
 
-const model::device_memory_ops cuda_ops{allocate, release, copy, zero, count};
+const model::device_memory_ops cuda_ops{allocate, release, copy, zero, count, peak_device_memory};
 
 }  // namespace
 

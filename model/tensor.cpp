@@ -84,6 +84,12 @@ int device_count(device::kind k) {
   return ops ? ops->count() : 0;
 }
 
+size_t device_peak_bytes(device d) {
+  if (d.type == device::kind::cpu) return 0;
+  const device_memory_ops* ops = memory_ops[size_t(d.type)].load(std::memory_order_acquire);
+  return ops && ops->peak_bytes ? ops->peak_bytes(d.index) : 0;
+}
+
 bool has_device_memory(device::kind k) {
   return k == device::kind::cpu || memory_ops[size_t(k)].load(std::memory_order_acquire);
 }

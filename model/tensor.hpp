@@ -58,6 +58,8 @@ struct device_memory_ops {
   void (*copy)(void* dst, device dst_device, const void* src, device src_device, size_t bytes);
   void (*zero)(void* p, size_t bytes, int index);
   int (*count)();  // devices of this kind in this process
+  // The most memory this process's tensors held at once on device `index`.
+  size_t (*peak_bytes)(int index);
 };
 // Registers the operations of device kind `k` (once, before tensors of it
 // exist; `ops` must outlive them).
@@ -67,6 +69,8 @@ bool has_device_memory(device::kind k);
 // How many devices of kind `k` this process can use (0 when not registered;
 // the host counts as one).
 int device_count(device::kind k);
+// The most bytes this process's tensors held at once on `d` (0: unknown).
+size_t device_peak_bytes(device d);
 
 using shape_t = std::vector<int64_t>;
 std::string shape_str(const shape_t& s);  // "(2, 3)"
