@@ -53,8 +53,10 @@ __device__ float block_reduce(float v, bool max, float* buf) {
   return max ? warp_max(r) : warp_sum(r);
 }
 
+// Blocks of a grid-stride loop over n elements: at least one (a launch of
+// none is an error), at most enough to fill the device several times over.
 int blocks_for(int64_t n, int per = kthreads) {
-  return int(std::min<int64_t>((n + per - 1) / per, 65535LL * 8));
+  return int(std::clamp<int64_t>((n + per - 1) / per, 1, 65535LL * 8));
 }
 
 void check_launch(const char* what) {
