@@ -39,6 +39,15 @@ for f in include/merak/model/gpt.hpp include/merak/model/layers.hpp \
 done
 [[ -e $(dirname "$config")/merakConfigVersion.cmake ]] || { echo "build_example: no version file" >&2; exit 1; }
 ls "$prefix"/lib*/libmerak_actors.a >/dev/null
+# A build with CUDA installs the module merak loads on --device cuda where
+# the installed merak-full looks for it.
+if [[ -e $build/bin/libmerak_cuda.so ]]; then
+  ls "$prefix"/lib*/merak/libmerak_cuda.so >/dev/null ||
+    { echo "build_example: the CUDA module is not installed" >&2; exit 1; }
+  said=$("$prefix/bin/merak" train --data /dev/null --device cuda 2>&1 || true)
+  [[ $said != *"no CUDA module"* ]] ||
+    { echo "build_example: the installed merak does not find its CUDA module: $said" >&2; exit 1; }
+fi
 # The installed merak hands commands other than svm to the merak-full beside it.
 "$prefix/bin/merak" plan --help | grep -q "Usage: plan" ||
   { echo "build_example: installed merak does not reach merak-full" >&2; exit 1; }
