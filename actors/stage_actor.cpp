@@ -1,4 +1,5 @@
 #include "actors/stage_actor.hpp"
+#include "actors/stage_state.hpp"
 
 #include <omp.h>
 
@@ -27,73 +28,6 @@
 
 namespace merak::actors {
 
-struct stage_state {
-  stage_setup cfg;
-  std::unique_ptr<comm::stream_tp_group> tp;
-  std::unique_ptr<model::parameter_store> store;
-  std::unique_ptr<model::executor> exec;
-  std::unique_ptr<model::adamw> opt;
-  std::unique_ptr<partition::stage_scheduler> sched;
-  std::vector<stage_api> stages;    // of this replica and TP rank, by stage index
-  std::vector<stage_api> tp_peers;  // the shards of this stage, by TP rank
-  reducer_api reducer;
-  coordinator_api coordinator;
-  // TP followers: the leader's ops not run yet, and what has arrived.
-  std::deque<partition::op> commanded;
-  std::set<int> have_inputs, have_grads;
-  int backwards = 0;
-  int weights = 0;  // W ops run (zb-h1)
-  // Interleaved, the device's chunk 0: an op of another chunk is running;
-  // chunk_ready messages that came before this step's start.
-  bool awaiting_chunk = false;
-  std::vector<chunk_ready> early_ready;
-  // Per micro-batch: inputs and output gradients gathered so far.
-  std::map<int, std::vector<model::tensor>> inputs, grads;
-  std::map<int, int> inputs_seen, grads_seen;
-  // Micro-batches whose inputs all arrived between steps (from a stage on
-  // another process, ahead of the coordinator's step message): they count
-  // once the step starts.
-  std::vector<int> early_inputs;
-  // Validation forwards: inputs by sequence number, run in that order.
-  std::map<int, std::vector<model::tensor>> eval_inputs;
-  std::map<int, int> eval_seen;
-  int next_eval = 0;
-  int grads_expected = 0;  // per micro-batch: sum of readers over outputs
-  // End of step: tied-weight exchange and reduction.
-  bool finishing = false;
-  std::unique_ptr<partition::tie_settlement> ties;  // tied weights, each step
-  // Data-parallel buckets (comm/grad_buckets.hpp): which gradients go
-  // together; this step's buckets (flat buffers reused across steps).
-  std::unique_ptr<comm::grad_bucketer> bucketer;
-  struct bucket {
-    std::vector<int> params;
-    std::shared_ptr<model::tensor> flat;
-    int64_t rows = 0, cols = 0;  // the sparse (embedding) bucket
-  };
-  std::vector<bucket> buckets;
-  int shipped = 0, reduced = 0;  // buckets this step
-  uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
-  uint64_t reducer_bytes_reported = 0;
-  int64_t sparse_union_rows = 0;
-  double sparse_rel_error = -1;  // of the last sparse bucket (-1: not measured)
-  // The sparse parameter's non-zero rows are exactly the token ids of this
-  // step's micro-batches (it is used here only by the embedding, unsharded):
-  // they go to the codec so that it skips its scan. Marks per row.
-  bool known_rows_ok = false;
-  int tokens_value = -1;
-  std::vector<uint8_t> token_seen;
-  double busy_s = 0;
-  // Between a step's start and the ready report a message is expected soon:
-  // an idle stage polls its mailbox this long before it blocks.
-  bool in_step = false;
-  std::chrono::microseconds spin{0};
-  core_loan* loan = nullptr;  // the running op's cores, while it computes
-  trace_track trace;          // this step's ops
-  trace_track reducer_trace;  // the reducer's slices, this step
-};
-
-using stage_self = stage_api::stateful_pointer<stage_state>;
-
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -101,10 +35,6 @@ using clock = std::chrono::steady_clock;
 // A time point as trace_now() reports it.
 double seconds(clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
-actor_coord coord(const stage_state& st) {
-  return {st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank};
 }
 
 // Interleaved layouts: this actor's pipeline device and model chunk.
@@ -172,7 +102,6 @@ void setup_state(stage_state& st, stage_setup cfg) {
 }
 
 void pump(stage_self self);
-void node_finished(stage_self self, int n);
 
 }  // namespace
 
@@ -292,111 +221,6 @@ void run_op(stage_self self, const partition::op& o, Computed&& computed) {
   auto t1 = clock::now();
   st.busy_s += std::chrono::duration<double>(t1 - t0).count();
   if (st.cfg.trace) st.trace.push_back({partition::op_name(o), seconds(t0), seconds(t1)});
-}
-
-// Copies the bucket's gradients into its flat buffer and hands it to the
-// reducer (the buffer is reused once the reducer has let go of it: a fresh
-// one costs a page fault per 4 KiB every step).
-void ship(stage_self self, comm::grad_bucket bucket) {
-  auto& st = self->state;
-  auto& all = st.store->all();
-  auto& params = bucket.params;
-  int64_t rows = 0, cols = 0;
-  std::vector<int> known_rows;
-  if (bucket.sparse) {
-    const auto& g = all[size_t(params.front())]->grad;
-    rows = g.dim(0);
-    cols = g.dim(1);
-    // Its non-zero rows are the step's token ids (when this stage sees them).
-    if (st.known_rows_ok && int64_t(st.token_seen.size()) == rows)
-      for (size_t k = 0; k < st.token_seen.size(); ++k)
-        if (st.token_seen[k]) known_rows.push_back(int(k));
-  }
-  int id = st.shipped++;
-  if (int(st.buckets.size()) <= id) st.buckets.emplace_back();
-  auto& b = st.buckets[id];
-  int64_t n = 0;
-  for (int p : params) n += all[p]->grad.numel();
-  if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
-    b.flat = std::make_shared<model::tensor>(model::shape_t{n});
-  size_t at = 0;  // the flat buffer is host memory, whatever the gradients' device
-  for (int p : params) {
-    model::copy_bytes(*b.flat, at, all[p]->grad, 0, all[p]->grad.bytes());
-    at += all[p]->grad.bytes();
-  }
-  b.params = std::move(params);
-  b.rows = rows;
-  b.cols = cols;
-  self->send(st.reducer,
-             reduce_bucket{id, tensor_ref{b.flat}, rows, cols, std::move(known_rows), self});
-}
-
-// Called as the last micro-batch's backward finishes node `n`.
-void node_finished(stage_self self, int n) {
-  auto& st = self->state;
-  for (auto& b : st.bucketer->node_finished(n - st.cfg.first)) ship(self, std::move(b));
-}
-
-// After the ties and the reduction: report the gradient norm share.
-void report_ready(stage_self self) {
-  auto& st = self->state;
-  double sumsq = 0;
-  for (auto& prm : st.store->all()) {
-    bool duplicate = false;
-    for (auto& t : st.cfg.route.ties)
-      if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
-    if (duplicate) continue;                                         // counted once, by its owner
-    if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
-    sumsq += model::backend_for(prm->grad.where()).sum_squares(prm->grad);
-  }
-  // The trace first: the coordinator stops listening once every stage is ready.
-  if (st.cfg.trace)
-    self->send(st.coordinator, stage_trace{coord(st), std::exchange(st.trace, {}),
-                                           std::exchange(st.reducer_trace, {}),
-                                           st.tp ? st.tp->take_trace() : trace_track{}});
-  self->send(st.coordinator, stage_ready{coord(st), sumsq, st.busy_s,
-                                         st.reducer_bytes - std::exchange(st.reducer_bytes_reported,
-                                                                          st.reducer_bytes),
-                                         st.sparse_union_rows, st.sparse_rel_error});
-}
-
-// Sends this stage's gradient (or the owner's sum) of tied weight `name` to
-// stage `to`.
-void send_tie(stage_self self, const partition::tie_settlement::send& s) {
-  auto& st = self->state;
-  self->send(
-      st.stages[size_t(s.to)],
-      tied_gradient{s.name, st.cfg.stage,
-                    tensor_ref::make(st.store->find(s.name)->grad.to(model::device::cpu()))});
-}
-
-// Sums what can be summed; reports once every tie is settled.
-void settle_owned(stage_self self) {
-  auto& st = self->state;
-  auto grad = [&](const std::string& name) -> model::tensor& { return st.store->find(name)->grad; };
-  for (auto& s : st.ties->settle(grad)) send_tie(self, s);
-  if (st.ties->finished()) report_ready(self);
-}
-
-void settle_ties(stage_self self);
-
-// Backward is done: the gradients not yet in a bucket go in a last one; the
-// ties are settled once every bucket is back.
-void finish_backward(stage_self self) {
-  auto& st = self->state;
-  if (st.cfg.dp > 1) {
-    for (auto& b : st.bucketer->finish()) ship(self, std::move(b));
-    if (st.reduced < st.shipped) return;  // the last `reduced` continues
-  }
-  settle_ties(self);
-}
-
-// The stage's gradients are final (backward and reduction done): the tied
-// weights are settled (partition/tie_settlement.hpp), then the stage is ready.
-void settle_ties(stage_self self) {
-  auto& st = self->state;
-  for (auto& s : st.ties->begin()) send_tie(self, s);
-  settle_owned(self);
 }
 
 // Runs the ops another actor decides: a TP shard other than 0 (its stage's
@@ -725,41 +549,8 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
           pump(self);
         });
       },
-      [=](tied_gradient& g) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          if (st.ties->owns(g.name)) {
-            st.ties->holder_gradient(g.name, g.from_stage, g.grad.take());
-            settle_owned(self);
-          } else {  // the owner's sum
-            auto prm = st.store->find(g.name);
-            MERAK_CHECK(g.grad.t->bytes() == prm->grad.bytes(), "sum of '{}': {} bytes, not {}",
-                        g.name, g.grad.t->bytes(), prm->grad.bytes());
-            model::copy_bytes(prm->grad, 0, *g.grad.t, 0, prm->grad.bytes());
-            st.ties->owner_sum(g.name);
-            if (st.ties->finished()) report_ready(self);
-          }
-        });
-      },
-      [=](bucket_reduced& r) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
-          if (st.cfg.trace) st.reducer_trace.push_back(std::move(r.slice));
-          auto& all = st.store->all();
-          size_t at = 0;
-          for (int p : st.buckets.at(size_t(r.bucket)).params) {
-            model::copy_bytes(all[p]->grad, 0, *r.sum.t, at, all[p]->grad.bytes());
-            at += all[p]->grad.bytes();
-          }
-          st.reducer_bytes = r.bytes_sent;
-          if (st.buckets[size_t(r.bucket)].rows > 0) {
-            st.sparse_union_rows = r.union_rows;
-            st.sparse_rel_error = r.rel_error;
-          }
-          if (++st.reduced == st.shipped && st.finishing) settle_ties(self);
-        });
-      },
+      [=](tied_gradient& g) { guarded(self, [&] { take_tied_gradient(self, g); }); },
+      [=](bucket_reduced& r) { guarded(self, [&] { take_bucket_reduced(self, r); }); },
       [=](const apply_update& u) {
         guarded(self, [&] {
           auto& st = self->state;

@@ -1,0 +1,148 @@
+// The stage actor's end of a step (stage_state.hpp): gradient buckets to
+// the reducer and back, tied-weight settlement, the ready report.
+#include <cstring>
+
+#include "actors/core_loan.hpp"
+#include "actors/stage_state.hpp"
+#include "core/error.hpp"
+#include "model/backend.hpp"
+
+namespace merak::actors {
+namespace {
+
+// Copies the bucket's gradients into its flat buffer and hands it to the
+// reducer (the buffer is reused once the reducer has let go of it: a fresh
+// one costs a page fault per 4 KiB every step).
+void ship(stage_self self, comm::grad_bucket bucket) {
+  auto& st = self->state;
+  auto& all = st.store->all();
+  auto& params = bucket.params;
+  int64_t rows = 0, cols = 0;
+  std::vector<int> known_rows;
+  if (bucket.sparse) {
+    const auto& g = all[size_t(params.front())]->grad;
+    rows = g.dim(0);
+    cols = g.dim(1);
+    // Its non-zero rows are the step's token ids (when this stage sees them).
+    if (st.known_rows_ok && int64_t(st.token_seen.size()) == rows)
+      for (size_t k = 0; k < st.token_seen.size(); ++k)
+        if (st.token_seen[k]) known_rows.push_back(int(k));
+  }
+  int id = st.shipped++;
+  if (int(st.buckets.size()) <= id) st.buckets.emplace_back();
+  auto& b = st.buckets[id];
+  int64_t n = 0;
+  for (int p : params) n += all[p]->grad.numel();
+  if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
+    b.flat = std::make_shared<model::tensor>(model::shape_t{n});
+  size_t at = 0;  // the flat buffer is host memory, whatever the gradients' device
+  for (int p : params) {
+    model::copy_bytes(*b.flat, at, all[p]->grad, 0, all[p]->grad.bytes());
+    at += all[p]->grad.bytes();
+  }
+  b.params = std::move(params);
+  b.rows = rows;
+  b.cols = cols;
+  self->send(st.reducer,
+             reduce_bucket{id, tensor_ref{b.flat}, rows, cols, std::move(known_rows), self});
+}
+
+// After the ties and the reduction: report the gradient norm share.
+void report_ready(stage_self self) {
+  auto& st = self->state;
+  double sumsq = 0;
+  for (auto& prm : st.store->all()) {
+    bool duplicate = false;
+    for (auto& t : st.cfg.route.ties)
+      if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
+    if (duplicate) continue;                                         // counted once, by its owner
+    if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
+    sumsq += model::backend_for(prm->grad.where()).sum_squares(prm->grad);
+  }
+  // The trace first: the coordinator stops listening once every stage is ready.
+  if (st.cfg.trace)
+    self->send(st.coordinator, stage_trace{coord(st), std::exchange(st.trace, {}),
+                                           std::exchange(st.reducer_trace, {}),
+                                           st.tp ? st.tp->take_trace() : trace_track{}});
+  self->send(st.coordinator, stage_ready{coord(st), sumsq, st.busy_s,
+                                         st.reducer_bytes - std::exchange(st.reducer_bytes_reported,
+                                                                          st.reducer_bytes),
+                                         st.sparse_union_rows, st.sparse_rel_error});
+}
+
+// Sends this stage's gradient (or the owner's sum) of tied weight `name` to
+// stage `to`.
+void send_tie(stage_self self, const partition::tie_settlement::send& s) {
+  auto& st = self->state;
+  self->send(
+      st.stages[size_t(s.to)],
+      tied_gradient{s.name, st.cfg.stage,
+                    tensor_ref::make(st.store->find(s.name)->grad.to(model::device::cpu()))});
+}
+
+// Sums what can be summed; reports once every tie is settled.
+void settle_owned(stage_self self) {
+  auto& st = self->state;
+  auto grad = [&](const std::string& name) -> model::tensor& { return st.store->find(name)->grad; };
+  for (auto& s : st.ties->settle(grad)) send_tie(self, s);
+  if (st.ties->finished()) report_ready(self);
+}
+
+// The stage's gradients are final (backward and reduction done): the tied
+// weights are settled (partition/tie_settlement.hpp), then the stage is ready.
+void settle_ties(stage_self self) {
+  auto& st = self->state;
+  for (auto& s : st.ties->begin()) send_tie(self, s);
+  settle_owned(self);
+}
+
+}  // namespace
+
+void node_finished(stage_self self, int n) {
+  auto& st = self->state;
+  for (auto& b : st.bucketer->node_finished(n - st.cfg.first)) ship(self, std::move(b));
+}
+
+void finish_backward(stage_self self) {
+  auto& st = self->state;
+  if (st.cfg.dp > 1) {
+    for (auto& b : st.bucketer->finish()) ship(self, std::move(b));
+    if (st.reduced < st.shipped) return;  // the last `reduced` continues
+  }
+  settle_ties(self);
+}
+
+void take_tied_gradient(stage_self self, tied_gradient& g) {
+  auto& st = self->state;
+  if (st.ties->owns(g.name)) {
+    st.ties->holder_gradient(g.name, g.from_stage, g.grad.take());
+    settle_owned(self);
+  } else {  // the owner's sum
+    auto prm = st.store->find(g.name);
+    MERAK_CHECK(g.grad.t->bytes() == prm->grad.bytes(), "sum of '{}': {} bytes, not {}", g.name,
+                g.grad.t->bytes(), prm->grad.bytes());
+    model::copy_bytes(prm->grad, 0, *g.grad.t, 0, prm->grad.bytes());
+    st.ties->owner_sum(g.name);
+    if (st.ties->finished()) report_ready(self);
+  }
+}
+
+void take_bucket_reduced(stage_self self, bucket_reduced& r) {
+  auto& st = self->state;
+  core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
+  if (st.cfg.trace) st.reducer_trace.push_back(std::move(r.slice));
+  auto& all = st.store->all();
+  size_t at = 0;
+  for (int p : st.buckets.at(size_t(r.bucket)).params) {
+    model::copy_bytes(all[p]->grad, 0, *r.sum.t, at, all[p]->grad.bytes());
+    at += all[p]->grad.bytes();
+  }
+  st.reducer_bytes = r.bytes_sent;
+  if (st.buckets[size_t(r.bucket)].rows > 0) {
+    st.sparse_union_rows = r.union_rows;
+    st.sparse_rel_error = r.rel_error;
+  }
+  if (++st.reduced == st.shipped && st.finishing) settle_ties(self);
+}
+
+}  // namespace merak::actors

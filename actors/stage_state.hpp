@@ -1,0 +1,115 @@
+#pragma once
+// The stage actor's state and the pieces of its behaviour that live in
+// their own files: actors/stage_actor.cpp runs the schedule (ops, arrivals,
+// the interleaved and TP protocols, validation, shards), and
+// actors/stage_gradients.cpp finishes a step's gradients (data-parallel
+// buckets, tied weights, the ready report). Included only by those two.
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/stage_actor.hpp"
+#include "comm/grad_buckets.hpp"
+#include "comm/stream_tp_group.hpp"
+#include "model/adamw.hpp"
+#include "model/executor.hpp"
+#include "partition/schedule.hpp"
+#include "partition/tie_settlement.hpp"
+
+namespace merak::actors {
+
+class core_loan;
+
+struct stage_state {
+  stage_setup cfg;
+  std::unique_ptr<comm::stream_tp_group> tp;
+  std::unique_ptr<model::parameter_store> store;
+  std::unique_ptr<model::executor> exec;
+  std::unique_ptr<model::adamw> opt;
+  std::unique_ptr<partition::stage_scheduler> sched;
+  std::vector<stage_api> stages;    // of this replica and TP rank, by stage index
+  std::vector<stage_api> tp_peers;  // the shards of this stage, by TP rank
+  reducer_api reducer;
+  coordinator_api coordinator;
+  // TP followers: the leader's ops not run yet, and what has arrived.
+  std::deque<partition::op> commanded;
+  std::set<int> have_inputs, have_grads;
+  int backwards = 0;
+  int weights = 0;  // W ops run (zb-h1)
+  // Interleaved, the device's chunk 0: an op of another chunk is running;
+  // chunk_ready messages that came before this step's start.
+  bool awaiting_chunk = false;
+  std::vector<chunk_ready> early_ready;
+  // Per micro-batch: inputs and output gradients gathered so far.
+  std::map<int, std::vector<model::tensor>> inputs, grads;
+  std::map<int, int> inputs_seen, grads_seen;
+  // Micro-batches whose inputs all arrived between steps (from a stage on
+  // another process, ahead of the coordinator's step message): they count
+  // once the step starts.
+  std::vector<int> early_inputs;
+  // Validation forwards: inputs by sequence number, run in that order.
+  std::map<int, std::vector<model::tensor>> eval_inputs;
+  std::map<int, int> eval_seen;
+  int next_eval = 0;
+  int grads_expected = 0;  // per micro-batch: sum of readers over outputs
+  // End of step: tied-weight exchange and reduction.
+  bool finishing = false;
+  std::unique_ptr<partition::tie_settlement> ties;  // tied weights, each step
+  // Data-parallel buckets (comm/grad_buckets.hpp): which gradients go
+  // together; this step's buckets (flat buffers reused across steps).
+  std::unique_ptr<comm::grad_bucketer> bucketer;
+  struct bucket {
+    std::vector<int> params;
+    std::shared_ptr<model::tensor> flat;
+    int64_t rows = 0, cols = 0;  // the sparse (embedding) bucket
+  };
+  std::vector<bucket> buckets;
+  int shipped = 0, reduced = 0;  // buckets this step
+  uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
+  uint64_t reducer_bytes_reported = 0;
+  int64_t sparse_union_rows = 0;
+  double sparse_rel_error = -1;  // of the last sparse bucket (-1: not measured)
+  // The sparse parameter's non-zero rows are exactly the token ids of this
+  // step's micro-batches (it is used here only by the embedding, unsharded):
+  // they go to the codec so that it skips its scan. Marks per row.
+  bool known_rows_ok = false;
+  int tokens_value = -1;
+  std::vector<uint8_t> token_seen;
+  double busy_s = 0;
+  // Between a step's start and the ready report a message is expected soon:
+  // an idle stage polls its mailbox this long before it blocks.
+  bool in_step = false;
+  std::chrono::microseconds spin{0};
+  core_loan* loan = nullptr;  // the running op's cores, while it computes
+  trace_track trace;          // this step's ops
+  trace_track reducer_trace;  // the reducer's slices, this step
+};
+
+using stage_self = stage_api::stateful_pointer<stage_state>;
+
+inline actor_coord coord(const stage_state& st) {
+  return {st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank};
+}
+
+// stage_gradients.cpp. Called as the last micro-batch's backward finishes
+// node `n` (data parallelism: buckets whose gradients are final leave).
+void node_finished(stage_self self, int n);
+// Every backward of the step is done: the last buckets leave, then (once
+// every bucket is back) the tied weights are settled and the stage reports
+// ready.
+void finish_backward(stage_self self);
+// A holder's gradient of a tied weight (at its owner), or the owner's sum
+// (at a holder).
+void take_tied_gradient(stage_self self, tied_gradient& g);
+// A bucket summed over the replicas.
+void take_bucket_reduced(stage_self self, bucket_reduced& r);
+
+}  // namespace merak::actors
