@@ -4,18 +4,21 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include "comm/auth.hpp"
 #include "comm/bootstrap.hpp"
+#include "comm/openmp_spin.hpp"
 #include "core/error.hpp"
 
 extern char** environ;
@@ -112,6 +115,12 @@ launch_result launch_local(const launch_options& o) {
   common["MASTER_PORT"] = std::to_string(o.master_port > 0 ? o.master_port : pick_free_port(addr));
   common["MERAK_JOB_TOKEN"] = o.token.empty() ? random_token() : o.token;
   common["LOCAL_WORLD_SIZE"] = std::to_string(o.procs);
+  const auto get = [&common](const char* name) -> const char* {
+    auto it = common.find(name);
+    return it == common.end() ? nullptr : it->second.c_str();
+  };
+  if (wants_short_openmp_spin(get, o.procs))
+    common[kopenmp_spin_variable] = kshared_host_openmp_spin;
 
   std::vector<child_spec> children(o.procs);
   for (int r = 0; r < o.procs; ++r) {
@@ -138,6 +147,35 @@ bool input_closed(int fd) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
 }
 
+// A descriptor that polls readable once process `pid` has ended, or -1
+// where the kernel has none (before Linux 5.3).
+int process_fd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  return -1;
+#endif
+}
+
+// Sleeps until a child in `fds` (-1: none to poll) may have ended, `watch`
+// may have changed, or `max` ran out. Without a descriptor for every child
+// it sleeps briefly instead, so that a child's end is still seen soon. The
+// supervisor thus wakes only for events: it shares the cores with the
+// children it supervises.
+void await_children(const std::vector<int>& fds, int watch, std::chrono::milliseconds max) {
+  std::vector<pollfd> p;
+  bool blind = false;
+  for (int fd : fds) {
+    if (fd >= 0)
+      p.push_back({fd, POLLIN, 0});
+    else
+      blind = true;
+  }
+  if (watch >= 0) p.push_back({watch, POLLIN, 0});
+  const int64_t ms = blind ? std::min<int64_t>(5, max.count()) : max.count();
+  ::poll(p.data(), p.size(), static_cast<int>(std::max<int64_t>(0, ms)));
+}
+
 }  // namespace
 
 launch_result supervise(const std::vector<child_spec>& children, const supervise_options& o) {
@@ -160,7 +198,8 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
 
   const pid_t parent = ::getpid();
   std::vector<pid_t> pids(n, -1);
-  std::vector<int> feeds(n, -1);  // our end of a child's stdin, open until the end
+  std::vector<int> feeds(n, -1);   // our end of a child's stdin, open until the end
+  std::vector<int> pidfds(n, -1);  // readable once the child ended
   launch_result res;
   res.exit_code.assign(n, 0);
   res.signal.assign(n, 0);
@@ -171,6 +210,8 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
   };
   auto close_feeds = [&] {
     for (int& f : feeds)
+      if (f >= 0) ::close(std::exchange(f, -1));
+    for (int& f : pidfds)
       if (f >= 0) ::close(std::exchange(f, -1));
   };
   for (int i = 0; i < n; ++i) {
@@ -197,6 +238,7 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
       ::_exit(127);
     }
     pids[i] = pid;
+    pidfds[i] = process_fd(pid);
     running[i] = true;
     if (feed) {
       ::close(sv[1]);
@@ -222,6 +264,7 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
       pid_t p = ::waitpid(pids[i], &st, WNOHANG);
       if (p == 0) continue;
       running[i] = false;
+      if (pidfds[i] >= 0) ::close(std::exchange(pidfds[i], -1));
       --left;
       reaped = true;
       if (p < 0) {
@@ -255,7 +298,14 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
       kill_running();
       kill_at = clock_type::time_point::max();
     }
-    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!reaped) {
+      std::vector<int> waiting;
+      for (int i = 0; i < n; ++i)
+        if (running[i]) waiting.push_back(pidfds[i]);
+      const auto until = std::min(kill_at, clock_type::now() + std::chrono::seconds(1));
+      await_children(waiting, orphaned ? -1 : o.watch_fd,
+                     std::chrono::ceil<std::chrono::milliseconds>(until - clock_type::now()));
+    }
   }
   close_feeds();
   if (res.first_failed < 0 && (orphaned || timed_out)) {

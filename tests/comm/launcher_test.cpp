@@ -1,14 +1,17 @@
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 
 #include "comm/launcher.hpp"
+#include "comm/openmp_spin.hpp"
 #include "core/error.hpp"
 
 using namespace merak::comm;
@@ -121,6 +124,65 @@ TEST_CASE("a local launch gives each rank its global and local rank", "[launcher
     std::remove((std::string(dir) + "/r" + std::to_string(rank)).c_str());
   }
   ::rmdir(dir);
+}
+
+TEST_CASE("processes sharing a host get OpenMP's short spin unless the user chose one",
+          "[launcher]") {
+  std::map<std::string, std::string> env;
+  const auto get = [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  CHECK(processes_on_host(get) == 1);
+  CHECK_FALSE(wants_short_openmp_spin(get, 1));
+  env["OMPI_COMM_WORLD_LOCAL_SIZE"] = "4";
+  CHECK(processes_on_host(get) == 4);
+  env["LOCAL_WORLD_SIZE"] = "2";  // the launcher's own variable first
+  CHECK(processes_on_host(get) == 2);
+  CHECK(wants_short_openmp_spin(get, 2));
+  env["LOCAL_WORLD_SIZE"] = "two";
+  CHECK(processes_on_host(get) == 4);
+  env["OMP_WAIT_POLICY"] = "active";
+  CHECK_FALSE(wants_short_openmp_spin(get, 4));
+  env.erase("OMP_WAIT_POLICY");
+  env["GOMP_SPINCOUNT"] = "77";
+  CHECK_FALSE(wants_short_openmp_spin(get, 4));
+
+  // What the children of a local launch see.
+  char dir[] = "/tmp/merak-launcher-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const auto spin_seen = [&](int procs, std::map<std::string, std::string> extra) {
+    launch_options o;
+    o.procs = procs;
+    o.master_port = 1;
+    o.token = "tok";
+    o.env = std::move(extra);
+    // Empty counts as unset, whatever this test's own environment holds.
+    for (const char* name : {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"}) o.env.try_emplace(name, "");
+    o.argv = {"/bin/sh", "-c", std::string("echo \"${GOMP_SPINCOUNT}\" > ") + dir + "/r$RANK"};
+    REQUIRE(launch_local(o).ok());
+    std::ifstream in(std::string(dir) + "/r0");
+    std::string line;
+    std::getline(in, line);
+    for (int r = 0; r < procs; ++r)
+      std::remove((std::string(dir) + "/r" + std::to_string(r)).c_str());
+    return line;
+  };
+  CHECK(spin_seen(2, {}) == kshared_host_openmp_spin);
+  CHECK(spin_seen(1, {}).empty());
+  CHECK(spin_seen(2, {{"OMP_WAIT_POLICY", "passive"}}).empty());
+  CHECK(spin_seen(2, {{"GOMP_SPINCOUNT", "77"}}) == "77");
+  ::rmdir(dir);
+}
+
+TEST_CASE("supervise sleeps until a child ends instead of polling", "[launcher]") {
+  rusage before{}, after{};
+  REQUIRE(::getrusage(RUSAGE_THREAD, &before) == 0);
+  auto r = supervise({shell_child("rank 0", "exec sleep 1")}, {});
+  REQUIRE(::getrusage(RUSAGE_THREAD, &after) == 0);
+  CHECK(r.ok());
+  // A supervisor polling every few milliseconds would block hundreds of times.
+  CHECK(after.ru_nvcsw - before.ru_nvcsw < 20);
 }
 
 TEST_CASE("supervise ends a group that outlives its timeout, saying so", "[launcher]") {
