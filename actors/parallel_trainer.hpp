@@ -55,8 +55,10 @@ struct parallel_options : partition::layout {
   int threads = 0;                // compute threads in all (0: every core)
   double timeout_s = 300;         // longest wait for any actor before the step fails
   // An idle stage polls its mailbox this long during a step before its thread
-  // blocks (a blocked thread takes 6-50 us to wake here); -1: automatic, 200 us
-  // when the stages' threads fit on the cores, else 0 (actors/idle_wait.hpp).
+  // blocks (a blocked thread takes 6-50 us to wake here), and so does the
+  // tensor channel of a job of several processes after traffic; -1:
+  // automatic, 200 us when the threads that would poll fit on the cores,
+  // else 0 (actors/idle_wait.hpp).
   int idle_spin_us = -1;
   // A stage starting an op may borrow the cores of idle stages for it (the
   // pipeline's fill and drain, waits between unequal stages): see

@@ -179,6 +179,7 @@ struct parallel_trainer::impl {
     std::shared_ptr<core_pool> pool;  // null: no lending
     std::map<int, int> index_of;      // placement index -> pool index
     int cores = 0;
+    int host_processes = 1;  // of the job, on this host (this one included)
   };
 
   // A stage that starts an op borrows the cores of idle stages: those of
@@ -186,7 +187,7 @@ struct parallel_trainer::impl {
   // processes of its host, through counters in shared memory. Needs no TP
   // (shards run in step) and whole replicas on the host (a stage wakes its
   // neighbours' cores before it sends them work). Collective in a job of
-  // several processes (when lending is on and TP is off, everywhere alike).
+  // several processes (everywhere alike).
   lending make_lending(const std::vector<int>& mine, int cores, int per_actor);
 
   // This host's identity: its name and boot id (processes in containers of
@@ -196,8 +197,9 @@ struct parallel_trainer::impl {
   // The process's tensor channel (a collective: a UCX transport over the
   // job's processes). It hands each tensor to its local stage actor as the
   // same message a stage of this process would send; a failure reaches
-  // this process's coordinator or home as `failed`.
-  void make_channel();
+  // this process's coordinator or home as `failed`. `host_threads`: the
+  // threads that compute or move tensors on this host, all processes'.
+  void make_channel(int host_threads);
 
   // This process's endpoints of a new group whose member k lives on process
   // ranks[k] (null for members elsewhere): an in-process group when all are

@@ -1,5 +1,6 @@
 // parallel_trainer across processes: core lending over a host, the tensor
 // channel, groups over UCX (trainer_job.hpp).
+#include "actors/idle_wait.hpp"
 #include "actors/trainer_job.hpp"
 
 namespace merak::actors {
@@ -8,8 +9,6 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
                                                                      int cores, int per_actor) {
   lending out;
   const int P = par.virtual_stages();
-  // Not with TP (shards run in step).
-  if (!par.lend_cores || par.tp != 1) return out;
   std::vector<int> host_ranks{me};
   uint64_t nonce = 0;
   std::string host;
@@ -24,6 +23,9 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
       if (r == 0) nonce = std::stoull(blobs[0].substr(0, 16), nullptr, 16);
     }
   }
+  out.host_processes = int(host_ranks.size());
+  // Not with TP (shards run in step).
+  if (!par.lend_cores || par.tp != 1) return out;
   // The host's actors in layout order: replica-major, so stage s of the
   // k-th replica here is pool index k * pp + s. A pipeline device's chunks
   // (interleaved) take turns on its cores: they share its index, that of
@@ -86,7 +88,7 @@ std::string parallel_trainer::impl::host_key() {
   return std::string(name) + "/" + boot;
 }
 
-void parallel_trainer::impl::make_channel() {
+void parallel_trainer::impl::make_channel(int host_threads) {
 #ifdef MERAK_WITH_UCX
   comm::ucx_options uo;
   uo.timeout = timeout();
@@ -100,6 +102,10 @@ void parallel_trainer::impl::make_channel() {
   group_links.push_back(data);  // cancelled with the others when the job fails
   auto to = deliveries;
   auto home = caf::actor_cast<failure_api>(*self);
+  // The channel's thread polls between tensors only where the host has a
+  // core for it beside the compute (idle_wait.hpp).
+  const auto spin = spin_budget(par.idle_spin_us, host_threads);
+  spdlog::debug("process {}: tensor channel polls {} us after traffic", me, spin.count());
   channel = std::make_shared<comm::tensor_channel>(
       data,
       [to](int, const comm::tensor_label& l, model::tensor x) {
@@ -113,7 +119,8 @@ void parallel_trainer::impl::make_channel() {
       },
       [home](const std::string& what) {
         caf::anon_send(home, job_failed{"tensor channel: " + what});
-      });
+      },
+      spin);
 #else
   fail("stage actors on several processes need the UCX transport, which this build lacks");
 #endif

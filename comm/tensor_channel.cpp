@@ -40,15 +40,13 @@ tag_t payload_tag(uint64_t seq) {
   return 1 + (seq - 1) % ktag_space;
 }
 
-constexpr std::chrono::microseconds kspin{200};
-constexpr std::chrono::microseconds kflight{2000};
-
 }  // namespace
 
 struct tensor_channel::impl {
   std::shared_ptr<transport> t;
   deliver_fn deliver;
   fail_fn failed;
+  std::chrono::microseconds spin{0};
   int wake_fd = -1;
   std::mutex mu;
   struct outgoing {
@@ -173,7 +171,7 @@ struct tensor_channel::impl {
           headers[size_t(peer)] = std::make_unique<header_slot>();
           post_header(peer);
         }
-      // After any traffic the thread polls for kspin before it sleeps: the
+      // After any traffic the thread polls for `spin` before it sleeps: the
       // next tensor of a step is usually due soon, and a sleeping thread
       // takes tens of microseconds to wake on a loaded machine.
       auto last_progress = std::chrono::steady_clock::now();
@@ -189,12 +187,13 @@ struct tensor_channel::impl {
         for (auto& o : mine) start_send(std::move(o));
         const bool moved = poll_once() || !mine.empty();
         const auto now = std::chrono::steady_clock::now();
-        // With a transfer in flight it keeps polling for kflight after the
-        // last progress; a peer that makes none for that long (slow, or
-        // stopped) is looked at every millisecond instead of spun on.
+        // With a transfer in flight it keeps polling for ten times `spin`
+        // after the last progress; then (or at once, without a spin budget)
+        // it sleeps until the transport signals, waking every millisecond
+        // while a transfer is unfinished.
         const bool in_flight = !sends.empty() || !payloads.empty();
         if (moved) last_progress = now;
-        const auto busy_until = last_progress + (in_flight ? kflight : kspin);
+        const auto busy_until = last_progress + (in_flight ? 10 * spin : spin);
         if (now >= busy_until)
           t->await_event(std::chrono::milliseconds(in_flight ? 1 : 100), wake_fd);
       }
@@ -208,9 +207,11 @@ struct tensor_channel::impl {
   }
 };
 
-tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed)
+tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed,
+                               std::chrono::microseconds spin)
     : impl_(std::make_unique<impl>()) {
   impl_->t = std::move(t);
+  impl_->spin = spin;
   impl_->deliver = std::move(deliver);
   impl_->failed = std::move(failed);
   impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -6,8 +6,10 @@
 // One channel per process owns a transport over the job's processes (UCX:
 // shared memory on one host, the network across hosts; rendezvous moves a
 // large tensor straight from the sender's buffer) and a thread that drives
-// it: it polls while tensors are in flight and for 200 us after the last,
-// then sleeps on the transport's event fd.
+// it. The thread sleeps on the transport's event fd between events; given a
+// spin budget it polls for that long after any traffic (ten times that
+// while a tensor is in flight) before it sleeps, which saves a wake-up when
+// it has a core to itself and takes one from the compute when it has not.
 //
 // Wire protocol, per ordered pair of processes:
 //   header  (tag 0, 88 bytes): magic, label (destination, kind, micro-batch,
@@ -22,6 +24,7 @@
 // Delivery and failure are callbacks on the channel's thread: they must be
 // quick and thread-safe (e.g. hand the tensor to an actor as a message).
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,8 +48,9 @@ class tensor_channel {
   using fail_fn = std::function<void(const std::string& what)>;
 
   // Takes `t` (used by the channel's thread alone from now on) and starts
-  // receiving from every other rank of it.
-  tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed);
+  // receiving from every other rank of it; `spin`: see above (0: never).
+  tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed,
+                 std::chrono::microseconds spin = std::chrono::microseconds(0));
   // Stops the thread; operations in flight are withdrawn.
   ~tensor_channel();
   tensor_channel(const tensor_channel&) = delete;

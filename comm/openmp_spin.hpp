@@ -1,0 +1,54 @@
+#pragma once
+// OpenMP's idle threads when several processes of a job share a host.
+//
+// When a parallel region ends, libgomp's worker threads spin before they
+// sleep: 300,000 rounds by default (milliseconds), cut to 1,000 when the
+// process runs more threads than the machine has cores. The processes of a
+// job on one host together use every core for their compute (`merak train`
+// gives each its share of the cores), but no process sees the others'
+// threads, so each keeps the long spin, and its idle workers hold cores that
+// the other processes' compute, and every process's tensor channel and
+// control messages, need. So a process that shares its host with others of
+// its job starts with GOMP_SPINCOUNT at the short spin, unless the user chose
+// a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT). libgomp reads the variable
+// once, as it loads: launchers put it in their children's environment, and
+// `merak` sets it before it runs merak-full. Header only: `merak` uses it
+// without linking the runtime.
+
+#include <cstdlib>
+#include <string>
+
+namespace merak::comm {
+
+inline constexpr const char* kopenmp_spin_variable = "GOMP_SPINCOUNT";
+// libgomp's own spin for a process with more threads than cores.
+inline constexpr const char* kshared_host_openmp_spin = "1000";
+
+// The job's processes on this host as its launcher states them
+// (LOCAL_WORLD_SIZE: merak launch, torchrun; OMPI_COMM_WORLD_LOCAL_SIZE:
+// mpirun), or 1 when none does or the value is not a positive number.
+// `get(name)` returns the variable's value or null.
+template <typename Getenv>
+int processes_on_host(Getenv get) {
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    const char* v = get(name);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= (1 << 20)) return int(n);
+  }
+  return 1;
+}
+
+// Whether a process with environment `get`, one of `processes` of its job
+// on this host, should start with GOMP_SPINCOUNT=kshared_host_openmp_spin.
+template <typename Getenv>
+bool wants_short_openmp_spin(Getenv get, int processes) {
+  const auto set = [&](const char* name) {
+    const char* v = get(name);
+    return v != nullptr && *v != '\0';
+  };
+  return processes > 1 && !set("OMP_WAIT_POLICY") && !set(kopenmp_spin_variable);
+}
+
+}  // namespace merak::comm
