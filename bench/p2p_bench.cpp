@@ -10,6 +10,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "actors/idle_wait.hpp"
 #include "bench/worker_launch.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/launcher.hpp"
@@ -96,6 +97,7 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
   auto raw = comm::make_ucx_transport(b, uo);
   std::shared_ptr<comm::transport> data = comm::make_ucx_transport(b, uo);
   channel_side side;
+  const auto spin = actors::spin_budget(o.spin_us, 2);  // the two channel threads
   comm::tensor_channel ch(
       data,
       [&](int, const comm::tensor_label&, model::tensor x) {
@@ -107,7 +109,8 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
         std::lock_guard lock(side.mu);
         side.failure = what;
         side.cv.notify_all();
-      });
+      },
+      spin);
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t bytes : o.bytes) {
     if (bytes < 4 || bytes % 4)
@@ -130,6 +133,7 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
   if (b->rank() != 0) return nullptr;
   nlohmann::json j = {{"bench", "p2p"},
                       {"iters", o.iters},
+                      {"channel_spin_us", spin.count()},
                       {"ucx_setting", comm::ucx_setting_of(*raw)},
                       {"what",
                        "one-way time of a tensor between 2 processes: UCX tagged "
@@ -150,6 +154,8 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
 
 nlohmann::json run_p2p_bench(const p2p_bench_options& o) {
   if (o.iters < 1 || o.warmup < 0) fail("bench p2p: --iters must be at least 1");
+  if (o.spin_us < -1)
+    fail("bench p2p: --spin-us must be -1 (automatic) or at least 0 (got {})", o.spin_us);
   if (std::getenv("MERAK_BENCH_WORKER")) return run_worker(o);
   comm::launch_options lo;
   lo.procs = 2;

@@ -16,6 +16,10 @@ struct p2p_bench_options {
   int iters = 200;                                  // round trips per size
   int warmup = 20;
   int timeout_s = 120;
+  // The channel thread's polling after traffic (comm/tensor_channel.hpp);
+  // -1: as in training, 200 us when the two channel threads fit on the cores
+  // (actors/idle_wait.hpp).
+  int spin_us = -1;
 };
 
 // Starts 2 processes of this program (the local launcher) and returns rank
