@@ -230,8 +230,8 @@ void parallel_trainer::impl::spawn() {
     su.loss_scale = 1.0f / float(D * par.micro_batches);
     su.threads = per_actor;
     su.spin_us = par.idle_spin_us;
-    su.busy_threads = lend.host_processes * int(mine.size()) *
-                      per_actor;  // the host's, if its processes hold alike
+    // The host's: its other processes are taken to run as many as this one.
+    su.busy_threads = lend.host_processes * int(mine.size()) * per_actor;
     su.cores = pool;
     if (pool) su.core_index = lend.index_of.at(i);
     su.reports_memory = r == 0 && t == 0;  // one report per stage

@@ -12,6 +12,8 @@ using namespace merak;
 using namespace merak::comm;
 
 TEST_CASE("tensors cross a channel whole, labelled, in order per pair", "[channel]") {
+  // Sleeping between events, and polling after traffic.
+  const int spin_us = GENERATE(0, 200);
   auto group = make_inproc_group(3, std::chrono::milliseconds(10000));
   struct got {
     int peer;
@@ -35,7 +37,8 @@ TEST_CASE("tensors cross a channel whole, labelled, in order per pair", "[channe
           std::lock_guard lock(mu);
           failure = what;
           cv.notify_all();
-        }));
+        },
+        std::chrono::microseconds(spin_us)));
   auto make = [](model::shape_t shape, float base) {
     auto x = std::make_shared<model::tensor>(shape);
     for (int64_t i = 0; i < x->numel(); ++i) x->f32()[i] = base + float(i);
