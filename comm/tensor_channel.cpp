@@ -1,5 +1,6 @@
 #include "comm/tensor_channel.hpp"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -162,6 +163,7 @@ struct tensor_channel::impl {
   }
 
   void run() {
+    ::pthread_setname_np(::pthread_self(), "merak.channel");  // for top, perf and gdb
     try {
       headers.resize(size_t(t->size()));
       sent_seq.assign(size_t(t->size()), 0);
