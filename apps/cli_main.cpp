@@ -27,6 +27,14 @@ void keep_large_blocks_in_heap() {
   // keep them in the heap instead.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // One arena for every thread. A tensor is often freed on another thread
+  // than the one that allocated it (a received activation: the tensor
+  // channel's thread allocates it, the stage actor frees it), and glibc
+  // unmaps a secondary heap of a per-thread arena as soon as its last chunk
+  // is freed, whatever the trim threshold: the next tensor there starts on
+  // fresh pages, and a page fault costs 10-25 us on a VM. The main arena
+  // keeps its pages; small allocations stay in each thread's cache.
+  mallopt(M_ARENA_MAX, 1);
 }
 
 namespace {
