@@ -14,6 +14,7 @@
 
 #include "actors/parallel_trainer.hpp"
 #include "model/trainer.hpp"
+#include "tests/actors/layout_options.hpp"
 #include "tests/model/stand_in_device.hpp"
 #include "tests/model/test_util.hpp"
 
@@ -45,14 +46,8 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
   for (auto& c : cases) {
     INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
                << partition::schedule_name(c.kind) << " " << model::dtype_name(c.activations));
-    actors::parallel_options par;
-    par.dp = c.dp;
-    par.tp = c.tp;
-    par.pp = c.pp;
-    par.micro_batches = c.m;
+    auto par = test::parallel_layout(c.dp, c.tp, c.pp, c.m, c.kind, c.chunks);
     par.tp_overlap = c.overlap;
-    par.schedule = c.kind;
-    par.chunks = c.chunks;
     par.bucket_bytes = 8192;
     par.lend_cores = false;
     par.timeout_s = 60;

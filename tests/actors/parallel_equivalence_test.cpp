@@ -27,6 +27,7 @@
 #include "model/layers.hpp"
 #include "model/trainer.hpp"
 #include "partition/stages.hpp"
+#include "tests/actors/layout_options.hpp"
 #include "tests/model/test_util.hpp"
 
 using namespace merak;
@@ -77,15 +78,9 @@ void expect_reference_losses(const model::train_options& opts, const actors::par
 // overlap backward); each step's loss within `tol` (relative) of reference.
 void expect_losses(const model::train_options& opts, const layout_case& c,
                    const std::vector<double>& reference, double tol) {
-  actors::parallel_options par;
-  par.dp = c.dp;
-  par.tp = c.tp;
-  par.pp = c.pp;
-  par.micro_batches = c.m;
+  auto par = test::parallel_layout(c.dp, c.tp, c.pp, c.m, c.kind, c.chunks);
   par.tp_overlap = c.overlap;
-  par.schedule = c.kind;
   par.recompute = c.rc;
-  par.chunks = c.chunks;
   par.bucket_bytes = 8192;
   par.timeout_s = 60;
   INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " tp-overlap "

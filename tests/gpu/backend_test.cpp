@@ -18,6 +18,7 @@
 #include "gpu/device.hpp"
 #include "model/backend.hpp"
 #include "model/trainer.hpp"
+#include "tests/actors/layout_options.hpp"
 #include "tests/model/test_util.hpp"
 
 using namespace merak;
@@ -288,13 +289,7 @@ TEST_CASE("parallel layouts on the GPU match one GPU", "[gpu][actors]") {
   for (auto& l : layouts) {
     INFO("dp=" << l.dp << " tp=" << l.tp << " pp=" << l.pp << " "
                << partition::schedule_name(l.kind));
-    actors::parallel_options par;
-    par.dp = l.dp;
-    par.tp = l.tp;
-    par.pp = l.pp;
-    par.micro_batches = l.m;
-    par.schedule = l.kind;
-    par.chunks = l.chunks;
+    auto par = test::parallel_layout(l.dp, l.tp, l.pp, l.m, l.kind, l.chunks);
     par.timeout_s = 120;
     actors::parallel_trainer tr(o, par, corpus());
     for (size_t s = 0; s < reference.size(); ++s) {
