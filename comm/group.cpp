@@ -27,9 +27,7 @@ class group_view final : public transport {
     return under_->irecv(member(peer), tag, buf, bytes);
   }
   void cancel(const std::string& why) override { under_->cancel(why); }
-  void await_event(std::chrono::milliseconds max, int wake_fd) override {
-    under_->await_event(max, wake_fd);
-  }
+  int arm_event_fd() override { return under_->arm_event_fd(); }
   void begin_collective() override { under_->begin_collective(); }
   void end_collective() override { under_->end_collective(); }
 

@@ -1,5 +1,6 @@
 #include "comm/tensor_channel.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -49,17 +50,26 @@ struct tensor_channel::impl {
   fail_fn failed;
   std::chrono::microseconds spin{0};
   int wake_fd = -1;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  // The transport and everything in flight (below) belong to whoever holds
+  // `mu`: the channel's thread while it is awake, or a sender that posts
+  // its tensor itself while that thread sleeps. Senders only try the lock
+  // and never wait for it.
   std::mutex mu;
+  // Sends that found `mu` taken, in the order they came (under queue_mu);
+  // whoever holds `mu` posts them before anything newer.
   struct outgoing {
     int peer;
     tensor_label label;
     std::shared_ptr<const model::tensor> x;
   };
-  std::deque<outgoing> queue;  // under mu
-  std::atomic<bool> stop{false};
-  std::thread thread;
+  std::mutex queue_mu;
+  std::deque<outgoing> queue;
+  std::string send_error;  // under mu: a sender's failed post, for the thread to report
 
-  // State of the channel's thread only.
+  // Under mu.
   struct send_op {
     wire_header header;
     std::shared_ptr<const model::tensor> x;
@@ -104,6 +114,17 @@ struct tensor_channel::impl {
     s.x = std::move(o.x);
     s.head = t->isend(o.peer, kheader_tag, &s.header, sizeof s.header);
     s.body = t->isend(o.peer, payload_tag(s.header.seq), s.x->raw(), s.x->bytes());
+  }
+
+  // Posts the queued sends (holding mu); returns whether there were any.
+  bool post_queued() {
+    std::deque<outgoing> mine;
+    {
+      std::lock_guard lock(queue_mu);
+      mine.swap(queue);
+    }
+    for (auto& o : mine) start_send(std::move(o));
+    return !mine.empty();
   }
 
   // A header arrived from `peer`: post its payload's receive, and the next
@@ -164,10 +185,8 @@ struct tensor_channel::impl {
 
   void run() {
     ::pthread_setname_np(::pthread_self(), "merak.channel");  // for top, perf and gdb
+    std::unique_lock lock(mu);
     try {
-      headers.resize(size_t(t->size()));
-      sent_seq.assign(size_t(t->size()), 0);
-      recv_seq.assign(size_t(t->size()), 0);
       for (int peer = 0; peer < t->size(); ++peer)
         if (peer != t->rank()) {
           headers[size_t(peer)] = std::make_unique<header_slot>();
@@ -178,26 +197,35 @@ struct tensor_channel::impl {
       // takes tens of microseconds to wake on a loaded machine.
       auto last_progress = std::chrono::steady_clock::now();
       while (!stop.load(std::memory_order_acquire)) {
-        std::deque<outgoing> mine;
-        {
-          std::lock_guard lock(mu);
-          mine.swap(queue);
-        }
         uint64_t drained;
         if (::read(wake_fd, &drained, sizeof drained) < 0) {
         }  // non-blocking: just clears the wake-up
-        for (auto& o : mine) start_send(std::move(o));
-        const bool moved = poll_once() || !mine.empty();
+        if (!send_error.empty()) fail("{}", send_error);
+        const bool posted = post_queued();
+        const bool moved = poll_once() || posted;
         const auto now = std::chrono::steady_clock::now();
         // With a transfer in flight it keeps polling for ten times `spin`
         // after the last progress; then (or at once, without a spin budget)
-        // it sleeps until the transport signals, waking every millisecond
-        // while a transfer is unfinished.
+        // it sleeps until the transport signals or a sender wakes it, waking
+        // every millisecond while a transfer is unfinished.
+        if (moved) {  // more may be ready: sleep only after a pass that found nothing
+          last_progress = now;
+          continue;
+        }
         const bool in_flight = !sends.empty() || !payloads.empty();
-        if (moved) last_progress = now;
-        const auto busy_until = last_progress + (in_flight ? 10 * spin : spin);
-        if (now >= busy_until)
-          t->await_event(std::chrono::milliseconds(in_flight ? 1 : 100), wake_fd);
+        if (now < last_progress + (in_flight ? 10 * spin : spin)) continue;
+        const int efd = t->arm_event_fd();
+        if (efd == transport::kprogress) continue;
+        // A sender that posts after this point finds the thread asleep: its
+        // rendezvous completes on the peer's reply, which the armed
+        // descriptor signals; an eager send leaves whole as it is posted,
+        // unless the peer's queue is full (it has left dozens of messages
+        // unread), and then goes at the thread's next wake-up.
+        const int wait_ms = !sends.empty() || !payloads.empty() ? 1 : 100;
+        lock.unlock();
+        pollfd p[2] = {{wake_fd, POLLIN, 0}, {efd, POLLIN, 0}};
+        ::poll(p, efd >= 0 ? 2 : 1, wait_ms);
+        lock.lock();
       }
     } catch (const std::exception& e) {
       failed(e.what());
@@ -206,6 +234,37 @@ struct tensor_channel::impl {
     payloads.clear();
     headers.clear();
     sends.clear();
+    stop.store(true, std::memory_order_release);  // senders queue from now on
+  }
+
+  // Posts `o` from the caller's thread when the channel's thread is not
+  // using the transport, else queues it for that thread.
+  void send(outgoing&& o) {
+    std::unique_lock lock(mu, std::try_to_lock);
+    if (!lock.owns_lock() || stop.load(std::memory_order_acquire)) {
+      {
+        std::lock_guard q(queue_mu);
+        queue.push_back(std::move(o));
+      }
+      wake();
+      return;
+    }
+    try {
+      post_queued();  // older sends first
+      start_send(std::move(o));
+      // A header that did not leave at once waits for the transport's
+      // progress, which only the channel's thread makes.
+      if (!sends.back().head.test()) wake();
+    } catch (const std::exception& e) {
+      send_error = e.what();
+      wake();
+    }
+  }
+
+  void wake() {
+    uint64_t one = 1;
+    if (::write(wake_fd, &one, sizeof one) < 0) {
+    }
   }
 };
 
@@ -216,6 +275,10 @@ tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver,
   impl_->spin = spin;
   impl_->deliver = std::move(deliver);
   impl_->failed = std::move(failed);
+  const size_t n = size_t(impl_->t->size());
+  impl_->headers.resize(n);
+  impl_->sent_seq.assign(n, 0);  // a sender may post before the thread runs
+  impl_->recv_seq.assign(n, 0);
   impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl_->wake_fd < 0) fail("tensor channel: eventfd: {}", std::strerror(errno));
   impl_->thread = std::thread([p = impl_.get()] { p->run(); });
@@ -223,9 +286,7 @@ tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver,
 
 tensor_channel::~tensor_channel() {
   impl_->stop.store(true, std::memory_order_release);
-  uint64_t one = 1;
-  if (::write(impl_->wake_fd, &one, sizeof one) < 0) {
-  }
+  impl_->wake();
   impl_->thread.join();
   ::close(impl_->wake_fd);
 }
@@ -234,13 +295,7 @@ void tensor_channel::send(int peer, const tensor_label& label,
                           std::shared_ptr<const model::tensor> x) {
   MERAK_CHECK(peer >= 0 && peer < impl_->t->size() && peer != impl_->t->rank(),
               "tensor channel: send to rank {} of {}", peer, impl_->t->size());
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->queue.push_back({peer, label, std::move(x)});
-  }
-  uint64_t one = 1;
-  if (::write(impl_->wake_fd, &one, sizeof one) < 0) {
-  }
+  impl_->send({peer, label, std::move(x)});
 }
 
 int tensor_channel::rank() const {

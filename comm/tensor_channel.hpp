@@ -10,6 +10,10 @@
 // spin budget it polls for that long after any traffic (ten times that
 // while a tensor is in flight) before it sleeps, which saves a wake-up when
 // it has a core to itself and takes one from the compute when it has not.
+// A sender whose tensor finds that thread asleep posts the tensor itself
+// (the transport is serialised by a lock the sender only tries), so the
+// tensor leaves without waiting for the thread to be scheduled; the thread
+// wakes later, on the receiver's reply, to finish the send.
 //
 // Wire protocol, per ordered pair of processes:
 //   header  (tag 0, 88 bytes): magic, label (destination, kind, micro-batch,

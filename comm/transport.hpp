@@ -96,12 +96,16 @@ class transport {
   // stopped process). Transports whose peers share this process ignore it.
   virtual void cancel(const std::string& why) {}
 
-  // For a thread that drives many operations through completion::test():
-  // returns once this endpoint may have progress to make (a network event),
-  // `wake_fd` (when >= 0) is readable, or `max` has passed; never throws.
-  // The default sleeps on `wake_fd` alone (in-process peers need no
-  // progress).
-  virtual void await_event(std::chrono::milliseconds max, int wake_fd);
+  // For a thread that drives many operations through completion::test()
+  // and sleeps between events: makes the progress there is to make and,
+  // when there was none, arms the endpoint so that its next event (an
+  // arriving message, a peer's reply) makes the returned descriptor
+  // readable. Returns that descriptor, to sleep on with poll(); -1 when the
+  // endpoint has none (in-process peers need no progress: sleep on your own
+  // wake-up alone); kprogress when progress was made or events are pending
+  // (test the operations again instead of sleeping). Never throws.
+  static constexpr int kprogress = -2;
+  virtual int arm_event_fd() { return -1; }
 
   // Bound of every wait on this endpoint (default 60 s).
   std::chrono::milliseconds timeout() const { return timeout_; }

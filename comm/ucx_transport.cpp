@@ -666,11 +666,10 @@ class ucx_transport final : public transport {
     }
     s_->cancelled.store(true, std::memory_order_release);
   }
-  void await_event(std::chrono::milliseconds max, int wake_fd) override {
-    if (s_->progress() != 0) return;
-    if (ucp_worker_arm(s_->worker.get()) != UCS_OK) return;  // BUSY: events pending
-    pollfd p[2] = {{s_->efd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    ::poll(p, wake_fd >= 0 ? 2 : 1, static_cast<int>(max.count()));
+  int arm_event_fd() override {
+    if (s_->progress() != 0) return kprogress;
+    if (ucp_worker_arm(s_->worker.get()) != UCS_OK) return kprogress;  // BUSY: events pending
+    return s_->efd;
   }
   void begin_collective() override { ++s_->collective_depth; }
   void end_collective() override { --s_->collective_depth; }

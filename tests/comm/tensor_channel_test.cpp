@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "comm/inproc.hpp"
@@ -76,4 +77,61 @@ TEST_CASE("tensors cross a channel whole, labelled, in order per pair", "[channe
   CHECK(inbox[0][0].x.type() == model::dtype::i32);
   CHECK(inbox[0][0].x.data<int32_t>()[3] == 43);
   CHECK(inbox[0][0].label.value == 15);
+}
+
+TEST_CASE("a pair's tensors keep their order while senders race the channel's thread",
+          "[channel]") {
+  // Two threads of rank 0 send in bursts and pauses, so that some tensors
+  // are posted by their sender (the channel's thread asleep) and some are
+  // queued for the thread (the thread busy): each thread's tensors must
+  // still arrive in the order it sent them.
+  const int spin_us = GENERATE(0, 200);
+  auto group = make_inproc_group(2, std::chrono::milliseconds(10000));
+  constexpr int kper_thread = 150;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<tensor_label> got;
+  std::string failure;
+  std::vector<std::unique_ptr<tensor_channel>> ch;
+  for (int r = 0; r < 2; ++r)
+    ch.push_back(std::make_unique<tensor_channel>(
+        std::shared_ptr<transport>(std::move(group[size_t(r)])),
+        [&](int, const tensor_label& l, model::tensor x) {
+          std::lock_guard lock(mu);
+          if (x.numel() != 1 + l.value % 7 || x.f32()[0] != float(l.value))
+            failure = "a tensor arrived with another tensor's contents";
+          got.push_back(l);
+          cv.notify_all();
+        },
+        [&](const std::string& what) {
+          std::lock_guard lock(mu);
+          failure = what;
+          cv.notify_all();
+        },
+        std::chrono::microseconds(spin_us)));
+  std::vector<std::thread> senders;
+  for (int k = 0; k < 2; ++k)
+    senders.emplace_back([&, k] {
+      for (int i = 0; i < kper_thread; ++i) {
+        auto x = std::make_shared<model::tensor>(model::shape_t{1 + i % 7});
+        x->fill_zero();
+        x->f32()[0] = float(i);
+        ch[0]->send(1, {k, 0, 0, i}, std::move(x));
+        if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::microseconds(300 * (k + 1)));
+      }
+    });
+  for (auto& t : senders) t.join();
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(20),
+                        [&] { return !failure.empty() || got.size() == size_t(2 * kper_thread); }));
+  }
+  REQUIRE(failure.empty());
+  std::vector<int> next(2, 0);
+  for (const auto& l : got) {
+    REQUIRE(l.dst >= 0);
+    REQUIRE(l.dst < 2);
+    REQUIRE(l.value == next[size_t(l.dst)]);
+    ++next[size_t(l.dst)];
+  }
 }
