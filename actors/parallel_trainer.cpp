@@ -183,7 +183,7 @@ void parallel_trainer::impl::spawn() {
               return std::array<int, 3>{d, s, t};
             },
             tp_link);
-  if (par.processes) make_channel(lend.host_processes * (cores + 1));
+  if (par.processes) make_channel(lend, lend.host_processes * (cores + 1));
   std::vector<std::vector<std::vector<reducer_api>>> reducer_of(
       D, std::vector<std::vector<reducer_api>>(P, std::vector<reducer_api>(TP)));
   stages.assign(D, std::vector<std::vector<stage_api>>(P, std::vector<stage_api>(TP)));

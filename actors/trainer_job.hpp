@@ -179,7 +179,9 @@ struct parallel_trainer::impl {
     std::shared_ptr<core_pool> pool;  // null: no lending
     std::map<int, int> index_of;      // placement index -> pool index
     int cores = 0;
-    int host_processes = 1;  // of the job, on this host (this one included)
+    int host_processes = 1;       // of the job, on this host (this one included)
+    std::vector<int> host_ranks;  // those processes' ranks
+    uint64_t nonce = 0;           // the job's, for names of shared memory
   };
 
   // A stage that starts an op borrows the cores of idle stages: those of
@@ -199,7 +201,13 @@ struct parallel_trainer::impl {
   // same message a stage of this process would send; a failure reaches
   // this process's coordinator or home as `failed`. `host_threads`: the
   // threads that compute or move tensors on this host, all processes'.
-  void make_channel(int host_threads);
+  void make_channel(const lending& host, int host_threads);
+
+  // Shared-memory rings (comm/host_ring.hpp) with the processes of this
+  // host that hold a neighbouring pipeline stage of one of this process's
+  // stages, one per direction, for the channel (a collective). A ring that
+  // cannot be made or opened is left out (its tensors go over UCX).
+  comm::channel_rings make_rings(const lending& host);
 
   // This process's endpoints of a new group whose member k lives on process
   // ranks[k] (null for members elsewhere): an in-process group when all are

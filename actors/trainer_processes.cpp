@@ -24,6 +24,8 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
     }
   }
   out.host_processes = int(host_ranks.size());
+  out.host_ranks = host_ranks;
+  out.nonce = nonce;
   // Not with TP (shards run in step).
   if (!par.lend_cores || par.tp != 1) return out;
   // The host's actors in layout order: replica-major, so stage s of the
@@ -88,8 +90,35 @@ std::string parallel_trainer::impl::host_key() {
   return std::string(name) + "/" + boot;
 }
 
-void parallel_trainer::impl::make_channel(int host_threads) {
+comm::channel_rings parallel_trainer::impl::make_rings(const lending& host) {
+  // The peers: this host's processes holding the stage before or after one
+  // of this process's stages in a pipeline.
+  std::set<int> peers;
+  const int P = par.virtual_stages();
+  for (int d = 0; d < par.dp; ++d)
+    for (int t = 0; t < par.tp; ++t)
+      for (int v = 0; v + 1 < P; ++v) {
+        const int a = place.rank(d, v, t), b = place.rank(d, v + 1, t);
+        if (a == b || (a != me && b != me)) continue;
+        const int other = a == me ? b : a;
+        if (std::count(host.host_ranks.begin(), host.host_ranks.end(), other)) peers.insert(other);
+      }
+  // Room for four micro-batches' activations in fp32, within [8, 256] MiB.
+  const size_t activation = size_t(par.micro_batch_rows(opts.batch)) * size_t(opts.model.max_seq) *
+                            size_t(opts.model.dim) * sizeof(float);
+  size_t capacity = std::clamp<size_t>(4 * activation, size_t{8} << 20, size_t{256} << 20);
+  if (const char* e = std::getenv("MERAK_AB_RING_KB")) capacity = size_t(std::atoi(e)) << 10;
+  auto out =
+      comm::make_host_rings(*par.processes, {peers.begin(), peers.end()}, capacity, host.nonce);
+  if (!out.to.empty() || !out.from.empty())
+    spdlog::debug("process {}: shared rings of {} MiB to {} and from {} processes", me,
+                  capacity >> 20, out.to.size(), out.from.size());
+  return out;
+}
+
+void parallel_trainer::impl::make_channel(const lending& host, int host_threads) {
 #ifdef MERAK_WITH_UCX
+  auto rings = make_rings(host);
   comm::ucx_options uo;
   uo.timeout = timeout();
   // A tensor moves while both processes' stage threads compute on the same
@@ -120,7 +149,7 @@ void parallel_trainer::impl::make_channel(int host_threads) {
       [home](const std::string& what) {
         caf::anon_send(home, job_failed{"tensor channel: " + what});
       },
-      spin);
+      spin, std::move(rings));
 #else
   fail("stage actors on several processes need the UCX transport, which this build lacks");
 #endif

@@ -171,6 +171,8 @@ action add_bench_command(CLI::App& parent) {
       "p2p", "A tensor moved between 2 processes by the runtime's tensor channel, against UCX");
   pp->add_option("--bytes", p2p->bytes, "Message sizes (repeatable)")->capture_default_str();
   pp->add_option("--iters", p2p->iters, "Round trips per size")->capture_default_str();
+  pp->add_option("--buffers", p2p->buffers, "Buffers rank 0 sends from in turn")
+      ->capture_default_str();
   pp->add_option("--spin-us", p2p->spin_us,
                  "The channel thread polls this long after traffic before it sleeps; -1: "
                  "automatic (200 when the channel threads fit on the cores)")

@@ -10,13 +10,17 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include "comm/bootstrap.hpp"
 #include "core/error.hpp"
+#include "core/shared_memory.hpp"
 
 namespace merak::comm {
 namespace {
@@ -27,16 +31,19 @@ constexpr int kmax_dims = 6;
 // Payload tags run from 1; the UCX transport carries 44 bits of tag.
 constexpr uint64_t ktag_space = (uint64_t{1} << 43) - 1;
 
+constexpr uint32_t kin_ring = 1;  // flags: the tensor lies in the pair's ring at ring_pos
+
 struct wire_header {
   uint32_t magic;
   int32_t dst, kind, mb, value;
   int32_t dtype;
   int32_t ndim;
-  uint32_t reserved;
+  uint32_t flags;
   uint64_t seq;
   int64_t dims[kmax_dims];
+  uint64_t ring_pos;
 };
-static_assert(sizeof(wire_header) == 88);
+static_assert(sizeof(wire_header) == 96);
 
 tag_t payload_tag(uint64_t seq) {
   return 1 + (seq - 1) % ktag_space;
@@ -49,6 +56,7 @@ struct tensor_channel::impl {
   deliver_fn deliver;
   fail_fn failed;
   std::chrono::microseconds spin{0};
+  channel_rings rings;  // the `to` side under mu, the `from` side the thread's
   int wake_fd = -1;
   std::atomic<bool> stop{false};
   std::thread thread;
@@ -111,6 +119,17 @@ struct tensor_channel::impl {
     s.header.ndim = int32_t(x.shape().size());
     s.header.seq = ++sent_seq[size_t(o.peer)];
     for (size_t d = 0; d < x.shape().size(); ++d) s.header.dims[d] = x.shape()[d];
+    if (auto r = rings.to.find(o.peer);
+        r != rings.to.end() && x.bytes() > 0 && x.where().type == model::device::kind::cpu) {
+      if (auto pos = r->second->reserve(x.bytes())) {
+        std::memcpy(r->second->at(*pos), x.raw(), x.bytes());
+        std::atomic_thread_fence(std::memory_order_release);  // the bytes before the header
+        s.header.flags = kin_ring;
+        s.header.ring_pos = *pos;
+        s.head = t->isend(o.peer, kheader_tag, &s.header, sizeof s.header);
+        return;
+      }
+    }
     s.x = std::move(o.x);
     s.head = t->isend(o.peer, kheader_tag, &s.header, sizeof s.header);
     s.body = t->isend(o.peer, payload_tag(s.header.seq), s.x->raw(), s.x->bytes());
@@ -135,7 +154,7 @@ struct tensor_channel::impl {
     const wire_header hd = h->header;
     const uint64_t expect = ++recv_seq[size_t(peer)];
     if (hd.magic != kmagic || hd.seq != expect || hd.ndim < 0 || hd.ndim > kmax_dims ||
-        hd.dtype < 0 || hd.dtype >= int32_t(model::kdtype_count))
+        hd.dtype < 0 || hd.dtype >= int32_t(model::kdtype_count) || (hd.flags & ~kin_ring) != 0)
       fail("tensor channel rank {}: a malformed header from peer {} (message {}, expected {})",
            t->rank(), peer, hd.seq, expect);
     model::shape_t shape(hd.dims, hd.dims + hd.ndim);
@@ -148,7 +167,24 @@ struct tensor_channel::impl {
                         model::tensor(shape, model::dtype(hd.dtype)),
                         {}});
     auto& p = payloads.back();
-    p.c = t->irecv(peer, payload_tag(hd.seq), p.x.raw(), p.x.bytes());
+    if (hd.flags & kin_ring) {  // here already: copy it out (done, delivered on this pass)
+      auto r = rings.from.find(peer);
+      if (r == rings.from.end())
+        fail(
+            "tensor channel rank {}: peer {} sent message {} through a shared ring it does not "
+            "share with this process",
+            t->rank(), peer, hd.seq);
+      if (!r->second->holds(hd.ring_pos, p.x.bytes()))
+        fail(
+            "tensor channel rank {}: peer {} placed message {} ({} bytes) at {}, outside the "
+            "ring of {} bytes",
+            t->rank(), peer, hd.seq, p.x.bytes(), hd.ring_pos, r->second->capacity());
+      std::atomic_thread_fence(std::memory_order_acquire);
+      std::memcpy(p.x.raw(), r->second->at(hd.ring_pos), p.x.bytes());
+      r->second->release(hd.ring_pos, p.x.bytes());
+    } else {
+      p.c = t->irecv(peer, payload_tag(hd.seq), p.x.raw(), p.x.bytes());
+    }
     post_header(peer);
   }
 
@@ -216,11 +252,8 @@ struct tensor_channel::impl {
         if (now < last_progress + (in_flight ? 10 * spin : spin)) continue;
         const int efd = t->arm_event_fd();
         if (efd == transport::kprogress) continue;
-        // A sender that posts after this point finds the thread asleep: its
-        // rendezvous completes on the peer's reply, which the armed
-        // descriptor signals; an eager send leaves whole as it is posted,
-        // unless the peer's queue is full (it has left dozens of messages
-        // unread), and then goes at the thread's next wake-up.
+        // A sender that posts after this point finds the thread asleep and
+        // wakes it unless its send finished as it was posted.
         const int wait_ms = !sends.empty() || !payloads.empty() ? 1 : 100;
         lock.unlock();
         pollfd p[2] = {{wake_fd, POLLIN, 0}, {efd, POLLIN, 0}};
@@ -252,9 +285,11 @@ struct tensor_channel::impl {
     try {
       post_queued();  // older sends first
       start_send(std::move(o));
-      // A header that did not leave at once waits for the transport's
-      // progress, which only the channel's thread makes.
-      if (!sends.back().head.test()) wake();
+      // A send that did not finish at once (a payload in fragments, a
+      // rendezvous) needs the transport's progress, which the channel's
+      // thread makes: wake it. A tensor that went through a ring has only
+      // its header to send, which leaves as it is posted.
+      if (!sends.back().head.test() || !sends.back().body.test()) wake();
     } catch (const std::exception& e) {
       send_error = e.what();
       wake();
@@ -269,10 +304,15 @@ struct tensor_channel::impl {
 };
 
 tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed,
-                               std::chrono::microseconds spin)
+                               std::chrono::microseconds spin, channel_rings rings)
     : impl_(std::make_unique<impl>()) {
   impl_->t = std::move(t);
   impl_->spin = spin;
+  for (const auto* side : {&rings.to, &rings.from})
+    for (const auto& [peer, ring] : *side)
+      MERAK_CHECK(ring && peer >= 0 && peer < impl_->t->size() && peer != impl_->t->rank(),
+                  "tensor channel: a ring with rank {} of {}", peer, impl_->t->size());
+  impl_->rings = std::move(rings);
   impl_->deliver = std::move(deliver);
   impl_->failed = std::move(failed);
   const size_t n = size_t(impl_->t->size());
@@ -296,6 +336,42 @@ void tensor_channel::send(int peer, const tensor_label& label,
   MERAK_CHECK(peer >= 0 && peer < impl_->t->size() && peer != impl_->t->rank(),
               "tensor channel: send to rank {} of {}", peer, impl_->t->size());
   impl_->send({peer, label, std::move(x)});
+}
+
+channel_rings make_host_rings(bootstrap& b, const std::vector<int>& peers, size_t capacity,
+                              uint64_t job) {
+  const int me = b.rank();
+  capacity = host_ring::block_bytes(capacity);
+  const size_t bytes = host_ring::region_bytes(capacity);
+  auto name = [&](int from, int to) {
+    return fmt::format("/merak-ring-{:016x}-{}-{}", job, from, to);
+  };
+  std::map<int, std::shared_ptr<shared_region>> outgoing, incoming;
+  for (int p : peers) try {
+      outgoing[p] = std::make_shared<shared_region>(shared_region::create(name(me, p), bytes));
+    } catch (const std::exception& e) {
+      spdlog::warn("rank {}: no shared ring to rank {} ({}): its tensors go over the transport", me,
+                   p, e.what());
+    }
+  b.barrier();
+  std::string mapped;  // the senders whose rings this rank mapped
+  for (int p : peers) try {
+      incoming[p] = std::make_shared<shared_region>(shared_region::open(name(p, me), bytes));
+      mapped += fmt::format(" {} ", p);
+    } catch (const std::exception& e) {
+      spdlog::debug("rank {}: no shared ring from rank {}: {}", me, p, e.what());
+    }
+  const auto blobs = b.allgather(mapped);
+  channel_rings out;
+  const std::string mine = fmt::format(" {} ", me);
+  for (auto& [p, region] : outgoing) {
+    region->unlink();
+    if (blobs[size_t(p)].find(mine) != std::string::npos)
+      out.to[p] = std::make_shared<host_ring>(region->data(), capacity, region);
+  }
+  for (auto& [p, region] : incoming)
+    out.from[p] = std::make_shared<host_ring>(region->data(), capacity, region);
+  return out;
 }
 
 int tensor_channel::rank() const {

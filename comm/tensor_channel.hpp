@@ -12,13 +12,20 @@
 // it has a core to itself and takes one from the compute when it has not.
 // A sender whose tensor finds that thread asleep posts the tensor itself
 // (the transport is serialised by a lock the sender only tries), so the
-// tensor leaves without waiting for the thread to be scheduled; the thread
-// wakes later, on the receiver's reply, to finish the send.
+// tensor leaves without waiting for the thread to be scheduled; it wakes
+// the thread only when the send needs more progress than posting it made
+// (a payload, unless it went through a ring: see below).
 //
 // Wire protocol, per ordered pair of processes:
-//   header  (tag 0, 88 bytes): magic, label (destination, kind, micro-batch,
-//           value), element type, rank and dims, sequence number s
-//   payload (tag s, the tensor's bytes), sent right after its header
+//   header  (tag 0, 96 bytes): magic, label (destination, kind, micro-batch,
+//           value), element type, rank and dims, sequence number s, flags,
+//           ring position
+//   payload (tag s, the tensor's bytes), sent right after its header,
+//           unless the header says the tensor lies in the pair's ring
+// Two processes of one host may share a ring per direction (host_ring.hpp):
+// a sender with one copies a tensor into it when it has room and sends the
+// header alone; the receiver copies the tensor out as the header arrives.
+// A tensor the ring has no room for goes as a payload.
 // The receiver keeps a header receive posted for every peer at all times
 // (so a sender never waits on the receiver's schedule: a header is small
 // and goes eagerly), and posts the payload's receive as soon as its header
@@ -30,9 +37,12 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "comm/host_ring.hpp"
 #include "comm/transport.hpp"
 #include "model/tensor.hpp"
 
@@ -46,6 +56,23 @@ struct tensor_label {
   int32_t value = 0;  // graph value id
 };
 
+// Rings shared with peers on this host, by peer rank: `to[p]` carries this
+// process's tensors to p, `from[p]` p's tensors here (the other end of p's
+// `to[this rank]`). Peers without one get every tensor as a payload.
+struct channel_rings {
+  std::map<int, std::shared_ptr<host_ring>> to, from;
+};
+
+// Rings of `capacity` bytes with each of `peers` (ranks of `b` on this
+// host), one per direction. A collective: every rank of `b` calls it, with
+// or without peers, and with the same `job` (it names the shared memory).
+// A ring that cannot be made or mapped is left out with a warning (those
+// tensors go as payloads); a sender gets its ring only if the receiver
+// mapped it. The names are gone when it returns.
+class bootstrap;
+channel_rings make_host_rings(bootstrap& b, const std::vector<int>& peers, size_t capacity,
+                              uint64_t job);
+
 class tensor_channel {
  public:
   using deliver_fn = std::function<void(int peer, const tensor_label&, model::tensor)>;
@@ -54,7 +81,8 @@ class tensor_channel {
   // Takes `t` (used by the channel's thread alone from now on) and starts
   // receiving from every other rank of it; `spin`: see above (0: never).
   tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed,
-                 std::chrono::microseconds spin = std::chrono::microseconds(0));
+                 std::chrono::microseconds spin = std::chrono::microseconds(0),
+                 channel_rings rings = {});
   // Stops the thread; operations in flight are withdrawn.
   ~tensor_channel();
   tensor_channel(const tensor_channel&) = delete;

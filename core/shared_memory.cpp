@@ -15,7 +15,9 @@ namespace merak {
 namespace {
 
 void* map(int fd, size_t bytes, const std::string& name) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Mapped in full at once: the first pass over a region does not fault
+  // page by page.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int err = errno;
   ::close(fd);
   if (p == MAP_FAILED) fail("shared memory '{}': mmap: {}", name, std::strerror(err));
@@ -32,6 +34,13 @@ shared_region shared_region::create(const std::string& name, size_t bytes) {
     ::close(fd);
     ::shm_unlink(name.c_str());
     fail("shared memory '{}': cannot size it to {} bytes: {}", name, bytes, std::strerror(err));
+  }
+  // Take the memory now: a file system too small for it (a container's
+  // /dev/shm) refuses here rather than with SIGBUS on a later write.
+  if (const int err = ::posix_fallocate(fd, 0, off_t(bytes)); err != 0) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    fail("shared memory '{}': cannot reserve {} bytes: {}", name, bytes, std::strerror(err));
   }
   return shared_region(name, map(fd, bytes, name), bytes, true);
 }

@@ -5,7 +5,8 @@
 // One process creates the region under a name (O_EXCL: a name in use is an
 // error), the others open it by that name; once all have it mapped, the
 // creator unlinks the name, so nothing outlives the processes. The region
-// starts zeroed.
+// starts zeroed, its memory taken and mapped in full when it is made (a
+// file system without room for it refuses it then).
 
 #include <cstddef>
 #include <string>
