@@ -3,8 +3,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
+
+#include <unistd.h>
 
 #include "comm/host_ring.hpp"
+#include "core/shared_memory.hpp"
 
 using namespace merak::comm;
 
@@ -58,4 +62,14 @@ TEST_CASE("a host ring hands out blocks until the receiver frees them", "[host_r
   REQUIRE(e);
   CHECK(*e == 2048);
   CHECK_FALSE(producer.reserve(64));
+}
+
+TEST_CASE("shared memory too large for its file system is refused when it is made",
+          "[host_ring]") {
+  // A ring the host's /dev/shm has no room for must fail at creation (the
+  // channel then goes without it), not with SIGBUS on a later write.
+  const std::string name = "/merak-test-ring-" + std::to_string(::getpid());
+  CHECK_THROWS_WITH(merak::shared_region::create(name, size_t{1} << 50),
+                    Catch::Contains("shared memory '" + name + "': cannot reserve"));
+  CHECK_THROWS_WITH(merak::shared_region::open(name, 64), Catch::Contains("cannot open it"));
 }
