@@ -64,8 +64,7 @@ TEST_CASE("a host ring hands out blocks until the receiver frees them", "[host_r
   CHECK_FALSE(producer.reserve(64));
 }
 
-TEST_CASE("shared memory too large for its file system is refused when it is made",
-          "[host_ring]") {
+TEST_CASE("shared memory too large for its file system is refused when it is made", "[host_ring]") {
   // A ring the host's /dev/shm has no room for must fail at creation (the
   // channel then goes without it), not with SIGBUS on a later write.
   const std::string name = "/merak-test-ring-" + std::to_string(::getpid());
