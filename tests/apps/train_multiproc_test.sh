@@ -10,7 +10,8 @@
 # (lending off on both: the same kernels and thread counts) and with the
 # single device to 1e-5:
 #   pp2        2 processes x 1 stage each (--dp derived: 1), shifted
-#              critical-path schedule with stage-aware recomputation
+#              critical-path schedule with stage-aware recomputation; the
+#              activations go through the processes' shared rings
 #   tp2        2 processes x 1 TP shard each, 1F1B; the TP partial sums over UCX
 #   pp4        4 processes x 1 stage each, GPipe with full recomputation
 #   dp2_tp2_pp2_8  8 processes, one actor each (--dp derived: 2), 1F1B
@@ -188,7 +189,14 @@ run_layout_tol() {
 
 case $case_name in
   pp2)
-    DP=1 run_layout 2 --pp 2 --micro-batches 3 --schedule shifted --recompute stage-aware
+    DP=1 run_layout 2 --pp 2 --micro-batches 3 --schedule shifted --recompute stage-aware \
+      --log-level debug
+    # The two processes share a host: activations and gradients go through
+    # their shared-memory rings (comm/host_ring.hpp), one per direction.
+    for r in 0 1; do
+      grep -q "process $r: shared rings of .* to 1 and from 1 processes" "$work/mp.err" ||
+        { cat "$work/mp.err"; echo "process $r made no shared rings"; exit 1; }
+    done
     ;;
   tp2)
     DP=1 run_layout 2 --tp 2 --micro-batches 2 --schedule 1f1b
