@@ -204,7 +204,9 @@ PY
     expect_error "svm workers 0, 1, 2 did not join the consensus side at 127.0.0.1:[0-9]+ within 1000 ms" \
       svm train --procs 3 --listen 127.0.0.1 --timeout-s 1
     python3 -c "import sys,time; t=time.time()-float(sys.argv[1]); assert t < 10, t; print(f'ok: gave up after {t:.1f} s')" "$start"
-    expect_error "svm worker 0: the consensus side at 127.0.0.1:1 not reachable within 500 ms" \
+    # The figure is the time left when the connection attempts began: up to
+    # a few ms under the 500 on a loaded machine.
+    expect_error "svm worker 0: the consensus side at 127.0.0.1:1 not reachable within (4[0-9][0-9]|500) ms" \
       svm worker --connect 127.0.0.1:1 --rank 0 --world 1 --token t --data "$work/train.libsvm" --timeout-s 0.5
     ;;
   worker_killed)
