@@ -64,6 +64,10 @@ struct parallel_options : partition::layout {
   // pipeline's fill and drain, waits between unequal stages): see
   // actors/core_pool.hpp. Off with tensor parallelism (shards run in step).
   bool lend_cores = true;
+  // Processes of one host holding neighbouring pipeline stages pass
+  // tensors through rings of shared memory (comm/host_ring.hpp); off: over
+  // UCX alone. Every process of a job must agree.
+  bool shared_rings = true;
   std::string trace_path;  // Chrome-trace JSON of the last step ("" = none)
   // Data-parallel gradient reduction: buckets of this many bytes, ring
   // all-reduced as backward finishes them; the token embedding's gradient

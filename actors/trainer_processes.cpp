@@ -93,13 +93,13 @@ std::string parallel_trainer::impl::host_key() {
 comm::channel_rings parallel_trainer::impl::make_rings(const lending& host) {
   // The peers: this host's processes holding the stage before or after one
   // of this process's stages in a pipeline.
-  std::set<int> peers;
+  std::set<int> peers;  // stays empty with the rings off: the collective still runs
   const int P = par.virtual_stages();
   for (int d = 0; d < par.dp; ++d)
     for (int t = 0; t < par.tp; ++t)
       for (int v = 0; v + 1 < P; ++v) {
         const int a = place.rank(d, v, t), b = place.rank(d, v + 1, t);
-        if (a == b || (a != me && b != me)) continue;
+        if (!par.shared_rings || a == b || (a != me && b != me)) continue;
         const int other = a == me ? b : a;
         if (std::count(host.host_ranks.begin(), host.host_ranks.end(), other)) peers.insert(other);
       }

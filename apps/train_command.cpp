@@ -485,6 +485,10 @@ action add_train_command(CLI::App& parent) {
                 "An idle stage polls this long for its next message before blocking; "
                 "-1: automatic (200 when the stages fit on the cores, else 0)")
       ->capture_default_str();
+  c->add_option("--shared-rings", f->par.shared_rings,
+                "In a job of several processes: stages on one host pass tensors through "
+                "shared memory; off: over UCX alone")
+      ->capture_default_str();
   c->add_option("--lend-cores", f->par.lend_cores,
                 "A stage computing while others idle borrows their cores for the op "
                 "(pipeline fill and drain); off for bit-for-bit repeatable runs")

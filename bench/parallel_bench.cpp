@@ -71,14 +71,17 @@ layout_spec parse_layout(const std::string& layout) {
       p.recompute = partition::parse_recompute_kind(v);
     else if (k == "lend")
       p.lend_cores = parse_on_off(layout, v);
+    else if (k == "rings")
+      p.shared_rings = parse_on_off(layout, v);
     else if (k == "procs")
       spec.procs = number();
     else
       fail(
           "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, overlap, "
-          "lend, procs)",
+          "lend, rings, procs)",
           layout, k);
-    if (k != "procs") spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
+    if (k != "procs" && k != "rings")
+      spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
   }
   if (spec.procs < 1) fail("layout '{}': procs must be at least 1", layout);
   if (p.schedule == partition::schedule_kind::interleaved &&
@@ -139,6 +142,8 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              std::string(partition::recompute_kind_name(p.recompute)),
              "--lend-cores",
              p.lend_cores ? "on" : "off",
+             "--shared-rings",
+             p.shared_rings ? "on" : "off",
              "--log-level",
              "warn",
              "--metrics",

@@ -25,7 +25,9 @@ struct parallel_bench_options {
   uint64_t seed = 1337;
   // Layouts as comma-separated key=value: dp, tp, pp, m (micro-batches),
   // schedule (gpipe|1f1b|shifted), recompute (none|full|stage-aware),
-  // overlap (TP level), lend (on|off). Empty: "pp=2,m=8" and "dp=2".
+  // overlap (TP level), lend (on|off), procs (processes), rings (on|off:
+  // the processes' shared rings; compared with the layout in one process
+  // like procs). Empty: "pp=2,m=8" and "dp=2".
   std::vector<std::string> layouts;
 };
 

@@ -20,9 +20,9 @@
 #              tp2 over 2 processes (bf16 activations and TP sums on the
 #              wire) equal the same layout in one process to 1e-12 and the
 #              single device in bf16 within 1e-3
-#   zb         pp2 over 2 processes with the zb-h1 schedule (split backward):
-#              equal to the same in one process and within 1e-5 of the
-#              single device
+#   zb         pp2 over 2 processes with the zb-h1 schedule (split backward)
+#              and the shared rings off (tensors over UCX alone): equal to
+#              the same in one process and within 1e-5 of the single device
 #   interleaved  pp2 x 2 chunks (interleaved 1F1B) over 2 processes (a
 #              device's chunks on its process), then over 4 processes with
 #              --placement 0,1,2,3 (each chunk alone: the device's chunk 0
@@ -211,7 +211,7 @@ case $case_name in
     DP=2 run_layout 2 --dp 2 --tp 2 --pp 2 --micro-batches 2 --tp-overlap 1 --schedule shifted
     ;;
   zb)
-    DP=1 run_layout 2 --pp 2 --micro-batches 4 --schedule zb-h1
+    DP=1 run_layout 2 --pp 2 --micro-batches 4 --schedule zb-h1 --shared-rings off
     ;;
   interleaved)
     DP=1 run_layout 2 --pp 2 --chunks 2 --micro-batches 4 --schedule interleaved
