@@ -23,7 +23,6 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
       if (r == 0) nonce = std::stoull(blobs[0].substr(0, 16), nullptr, 16);
     }
   }
-  out.host_processes = int(host_ranks.size());
   out.host_ranks = host_ranks;
   out.nonce = nonce;
   // Not with TP (shards run in step).
@@ -103,11 +102,12 @@ comm::channel_rings parallel_trainer::impl::make_rings(const lending& host) {
         const int other = a == me ? b : a;
         if (std::count(host.host_ranks.begin(), host.host_ranks.end(), other)) peers.insert(other);
       }
-  // Room for four micro-batches' activations in fp32, within [8, 256] MiB.
+  // Room for four micro-batches' activations in fp32, within [8, 256] MiB:
+  // the receiver copies a tensor out as soon as its header arrives, so few
+  // are ever in a ring at once.
   const size_t activation = size_t(par.micro_batch_rows(opts.batch)) * size_t(opts.model.max_seq) *
                             size_t(opts.model.dim) * sizeof(float);
-  size_t capacity = std::clamp<size_t>(4 * activation, size_t{8} << 20, size_t{256} << 20);
-  if (const char* e = std::getenv("MERAK_AB_RING_KB")) capacity = size_t(std::atoi(e)) << 10;
+  const size_t capacity = std::clamp<size_t>(4 * activation, size_t{8} << 20, size_t{256} << 20);
   auto out =
       comm::make_host_rings(*par.processes, {peers.begin(), peers.end()}, capacity, host.nonce);
   if (!out.to.empty() || !out.from.empty())
