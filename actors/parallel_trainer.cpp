@@ -183,7 +183,7 @@ void parallel_trainer::impl::spawn() {
               return std::array<int, 3>{d, s, t};
             },
             tp_link);
-  if (par.processes) make_channel(lend, lend.host_processes * (cores + 1));
+  if (par.processes) make_channel(lend, lend.host_processes() * (cores + 1));
   std::vector<std::vector<std::vector<reducer_api>>> reducer_of(
       D, std::vector<std::vector<reducer_api>>(P, std::vector<reducer_api>(TP)));
   stages.assign(D, std::vector<std::vector<stage_api>>(P, std::vector<stage_api>(TP)));
@@ -231,7 +231,7 @@ void parallel_trainer::impl::spawn() {
     su.threads = per_actor;
     su.spin_us = par.idle_spin_us;
     // The host's: its other processes are taken to run as many as this one.
-    su.busy_threads = lend.host_processes * int(mine.size()) * per_actor;
+    su.busy_threads = lend.host_processes() * int(mine.size()) * per_actor;
     su.cores = pool;
     if (pool) su.core_index = lend.index_of.at(i);
     su.reports_memory = r == 0 && t == 0;  // one report per stage

@@ -179,9 +179,9 @@ struct parallel_trainer::impl {
     std::shared_ptr<core_pool> pool;  // null: no lending
     std::map<int, int> index_of;      // placement index -> pool index
     int cores = 0;
-    int host_processes = 1;       // of the job, on this host (this one included)
-    std::vector<int> host_ranks;  // those processes' ranks
+    std::vector<int> host_ranks;  // the job's processes on this host (this one included)
     uint64_t nonce = 0;           // the job's, for names of shared memory
+    int host_processes() const { return int(host_ranks.size()); }
   };
 
   // A stage that starts an op borrows the cores of idle stages: those of

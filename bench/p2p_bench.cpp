@@ -57,7 +57,7 @@ struct channel_side {
   std::condition_variable cv;
   std::vector<model::tensor> inbox;
   std::string failure;
-  std::unique_ptr<comm::tensor_channel> ch;
+  std::unique_ptr<comm::tensor_channel> ch;  // last: its thread stops before the inbox goes
 
   channel_side(std::shared_ptr<comm::transport> t, std::chrono::microseconds spin,
                comm::channel_rings rings) {
@@ -75,7 +75,6 @@ struct channel_side {
         },
         spin, std::move(rings));
   }
-  ~channel_side() { ch.reset(); }  // its thread stops before the inbox goes
 
   model::tensor take() {
     std::unique_lock lock(mu);
