@@ -1,7 +1,5 @@
 #include "comm/host_ring.hpp"
 
-#include <new>
-
 #include "core/error.hpp"
 
 namespace merak::comm {
