@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/bootstrap.hpp"
+#include "job/bootstrap.hpp"
 #include "core/error.hpp"
 
 namespace merak::actors {

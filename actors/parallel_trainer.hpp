@@ -32,7 +32,7 @@ class actor_system;
 class actor_system_config;
 }  // namespace caf
 
-namespace merak::comm {
+namespace merak::job {
 class bootstrap;
 }
 
@@ -86,7 +86,7 @@ struct parallel_options : partition::layout {
   // replica group spread over processes sums over a UCX transport of its own
   // (one member per process). Every process reads the same data, so the run
   // equals the in-process one. Null: every actor in this process.
-  std::shared_ptr<comm::bootstrap> processes;
+  std::shared_ptr<job::bootstrap> processes;
   // Which process hosts each actor: "" the default (partition/placement.hpp:
   // TP shards of a stage together, then stages, then replicas, in contiguous
   // blocks), else one rank per actor ("0,0,1,1").

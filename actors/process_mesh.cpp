@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "actors/messages.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/gate.hpp"
+#include "job/bootstrap.hpp"
+#include "job/gate.hpp"
 #include "core/error.hpp"
 
 namespace merak::actors {
@@ -29,8 +29,8 @@ directory_api::behavior_type directory_actor(directory_api::pointer self, join_a
 // The gate in front of this process's CAF port and the tunnels to the
 // lower ranks' gates, for as long as the job's connections run.
 struct mesh_gates {
-  std::unique_ptr<comm::gate_server> gate;
-  std::vector<std::unique_ptr<comm::gate_tunnel>> tunnels;
+  std::unique_ptr<job::gate_server> gate;
+  std::vector<std::unique_ptr<job::gate_tunnel>> tunnels;
   // One deadline for all: with a lent actor system whose connections stay
   // open, the whole mesh closes within 2 s, not 2 s per link.
   ~mesh_gates() {
@@ -55,7 +55,7 @@ std::string host_name() {
 }  // namespace
 
 std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_actor& home,
-                                         comm::bootstrap& b, process_view mine,
+                                         job::bootstrap& b, process_view mine,
                                          const std::string& listen_addr,
                                          std::chrono::milliseconds timeout,
                                          std::shared_ptr<void>& links) {
@@ -70,7 +70,7 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
            sys.render(port.error()));
     auto mesh = std::make_shared<mesh_gates>();
     links = mesh;
-    mesh->gate = std::make_unique<comm::gate_server>(listen_addr, 0, *port, b.credentials(), "mesh",
+    mesh->gate = std::make_unique<job::gate_server>(listen_addr, 0, *port, b.credentials(), "mesh",
                                                      fmt::format("process {}", me));
     std::vector<address> peers;
     for (auto& blob :
@@ -85,7 +85,7 @@ std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_act
     directory_api lead_directory;
     for (int j = 0; j < me; ++j) {
       const auto& peer = peers[size_t(j)];
-      mesh->tunnels.push_back(std::make_unique<comm::gate_tunnel>(
+      mesh->tunnels.push_back(std::make_unique<job::gate_tunnel>(
           peer.host, peer.port, b.credentials(), "mesh", timeout, fmt::format("process {}", me),
           fmt::format("process {} at {}:{}", j, peer.host, peer.port)));
       auto x = sys.middleman().remote_actor<directory_api>(

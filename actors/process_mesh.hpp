@@ -8,7 +8,7 @@
 // join_processes):
 //
 //   every process: publish a directory actor on loopback and put a gate
-//                  (comm/gate.hpp, purpose "mesh") in front of it on
+//                  (job/gate.hpp, purpose "mesh") in front of it on
 //                  `listen_addr`, port chosen by the kernel; all-gather
 //                  "addr port host" through the bootstrap
 //   process i > 0: through a tunnel that proved the job token to process
@@ -33,7 +33,7 @@
 
 #include "actors/messages.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 class bootstrap;
 }
 
@@ -59,7 +59,7 @@ struct process_view {
 // `links` receives the gate and tunnels the connections run through: keep
 // it until the actor system is gone (destroying it closes the connections).
 std::vector<process_view> join_processes(caf::actor_system& sys, caf::scoped_actor& home,
-                                         comm::bootstrap& b, process_view mine,
+                                         job::bootstrap& b, process_view mine,
                                          const std::string& listen_addr,
                                          std::chrono::milliseconds timeout,
                                          std::shared_ptr<void>& links);

@@ -32,7 +32,7 @@
 //
 //   worker process -> rendezvous (the published actor of the consensus side):
 //   svm_hello(rank, world, worker) -> svm_verdict: "" accepted, else why not
-//   (the connection proved the job token at the gate before: comm/gate.hpp)
+//   (the connection proved the job token at the gate before: job/gate.hpp)
 //   rendezvous -> consensus side: svm_joined(rank, worker), svm_refused(why)
 
 #include <caf/all.hpp>

@@ -17,7 +17,7 @@
 #include "actors/svm_messages.hpp"
 #include "actors/svm_phase.hpp"
 #include "actors/svm_worker_actor.hpp"
-#include "comm/gate.hpp"
+#include "job/gate.hpp"
 #include "core/error.hpp"
 #include "svm/objective.hpp"
 #include "svm/standardize.hpp"
@@ -88,10 +88,10 @@ std::vector<svm_remote_result> consensus_path_remote(
   for (const auto& pen : pens) pen.validate();
   if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (o.admm.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.admm.max_iter);
-  const comm::job_credentials creds{o.token, comm::make_tls(o.tls)};
+  const job::job_credentials creds{o.token, job::make_tls(o.tls)};
   // The gate outlives the actor system, whose sockets close first, so the
   // last messages (svm_done) reach the workers.
-  std::optional<comm::gate_server> gate;
+  std::optional<job::gate_server> gate;
   caf::actor_system_config cfg;
   configure(cfg);
   caf::actor_system sys{cfg};
@@ -434,8 +434,8 @@ void run_svm_worker_process(svm::dataset data, const svm_worker_process_options&
   // the tunnel. The tunnel outlives the actor system (its sockets close
   // first).
   const std::string where = fmt::format("the consensus side at {}:{}", o.host, o.port);
-  std::optional<comm::gate_tunnel> tunnel;
-  tunnel.emplace(o.host, o.port, comm::job_credentials{o.token, comm::make_tls(o.tls)}, "svm",
+  std::optional<job::gate_tunnel> tunnel;
+  tunnel.emplace(o.host, o.port, job::job_credentials{o.token, job::make_tls(o.tls)}, "svm",
                  o.timeout, fmt::format("svm worker {}", o.rank), where);
   caf::actor_system_config cfg;
   configure(cfg);

@@ -2,7 +2,7 @@
 // Consensus ADMM across processes (docs/svm.md, "Multi-process consensus").
 // The consensus side publishes a rendezvous actor with CAF's network layer
 // (caf::io middleman) on loopback, behind an authenticating gate
-// (comm/gate.hpp) on the address it listens on; each worker process reads
+// (job/gate.hpp) on the address it listens on; each worker process reads
 // its own rows, proves the job token to the gate (which proves it back; the
 // token never crosses the network), connects through it and says hello with
 // its rank; only then does data flow. The iterations are the in-process ones
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/tls.hpp"
+#include "job/tls.hpp"
 #include "svm/consensus.hpp"
 
 namespace merak::actors {
@@ -29,7 +29,7 @@ struct svm_remote_options {
   std::string host = "127.0.0.1";            // where to listen; loopback unless told otherwise
   uint16_t port = 0;                         // 0: a free port (the kernel's pick)
   std::string token;                         // the job token every worker must present; not empty
-  comm::tls_files tls;                       // TLS on the gate (comm/tls.hpp); empty: in clear
+  job::tls_files tls;                       // TLS on the gate (job/tls.hpp); empty: in clear
   std::chrono::milliseconds timeout{60000};  // for all workers to join, and for each phase
   // Called once, when the consensus side listens, with the port: start the
   // worker processes here (or tell the user where to point them).
@@ -97,7 +97,7 @@ struct svm_worker_process_options {
   uint16_t port = 0;
   int rank = 0, world = 1;
   std::string token;
-  comm::tls_files tls;  // empty: in clear
+  job::tls_files tls;  // empty: in clear
   // `data` passed to run_svm_worker_process is the whole file (the worker
   // takes rows [n R/K, n (R+1)/K) itself, and its fold rows when the
   // consensus side cross-validates); false: it holds this rank's rows only.

@@ -30,7 +30,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/watchdog.hpp"
-#include "comm/bootstrap.hpp"
+#include "job/bootstrap.hpp"
 #include "comm/group.hpp"
 #include "comm/inproc.hpp"
 #ifdef MERAK_WITH_UCX

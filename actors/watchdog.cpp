@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "actors/messages.hpp"
-#include "comm/heartbeat.hpp"
+#include "job/heartbeat.hpp"
 
 namespace merak::actors {
 namespace {
@@ -21,7 +21,7 @@ struct watchdog_state {
   std::vector<watchdog_api> peers;
   std::vector<std::string> names;
   std::chrono::milliseconds period{1000}, limit{5000};
-  std::optional<comm::heartbeats> beats;
+  std::optional<job::heartbeats> beats;
   bool done = false;
 };
 

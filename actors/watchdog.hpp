@@ -3,7 +3,7 @@
 // by actors/*.cpp.
 //
 //   watchdog --ping--> each watched peer's watchdog --pong--> watchdog
-//   every `period`; a peer silent for `limit` (comm::heartbeats):
+//   every `period`; a peer silent for `limit` (job::heartbeats):
 //   watchdog --job_failed("NAME has answered no heartbeat for S s ...")--> home
 //
 // Process 0's watchdog watches every other process; the others watch process

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "job/launcher.hpp"
 #include "core/error.hpp"
 
 namespace merak::apps {
@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 void enable_cuda(const std::string& flag) {
   std::vector<std::string> places;
   if (const char* env = std::getenv("MERAK_CUDA_MODULE")) places.push_back(env);
-  const fs::path bin = fs::path(comm::self_executable()).parent_path();
+  const fs::path bin = fs::path(job::self_executable()).parent_path();
   places.push_back((bin / "libmerak_cuda.so").string());
   places.push_back((bin / ".." / MERAK_INSTALL_LIBDIR / "merak" / "libmerak_cuda.so").string());
   std::string tried;

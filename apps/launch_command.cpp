@@ -1,5 +1,5 @@
 // `merak launch` and `merak node`: run a merak command as the processes of
-// one job (comm/launcher.hpp). Each process gets RANK, WORLD_SIZE,
+// one job (job/launcher.hpp). Each process gets RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT, a job token, LOCAL_RANK and LOCAL_WORLD_SIZE;
 // `merak train` in such a job places its stage actors on the processes
 // (docs/launch.md). `--max-restarts K` restarts a failed job from the latest
@@ -34,9 +34,9 @@
 
 #include "apps/commands.hpp"
 #include "apps/tls_flags.hpp"
-#include "comm/auth.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/launcher.hpp"
+#include "job/auth.hpp"
+#include "job/bootstrap.hpp"
+#include "job/launcher.hpp"
 #include "core/error.hpp"
 
 namespace merak::apps {
@@ -47,7 +47,7 @@ namespace {
 // runs `svm` without the training libraries and hands the rest to
 // merak-full), else this program.
 std::string merak_program() {
-  const std::string self = comm::self_executable();
+  const std::string self = job::self_executable();
   const std::string merak = std::filesystem::path(self).parent_path() / "merak";
   return ::access(merak.c_str(), X_OK) == 0 ? merak : self;
 }
@@ -69,7 +69,7 @@ struct launch_flags {
   std::string remote_merak;
   std::string remote_dir;
   std::vector<std::string> env;
-  comm::tls_files tls;
+  job::tls_files tls;
 };
 
 struct node_flags {
@@ -82,7 +82,7 @@ struct node_flags {
   double timeout_s = 0;
   bool from_launcher = false;
   std::string chdir;
-  comm::tls_files tls;
+  job::tls_files tls;
 };
 
 constexpr const char* klaunch_about =
@@ -317,11 +317,11 @@ bool names_this_host(const std::string& h) {
 
 // One attempt at a hostfile job; "" when it succeeded, else what failed.
 std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& command) {
-  const auto hosts = comm::read_hostfile(f.hostfile);
+  const auto hosts = job::read_hostfile(f.hostfile);
   int world = 0;
   for (auto& h : hosts) world += h.slots;
   // ssh takes USER@HOST; the other hosts reach rank 0 at HOST.
-  auto address = [](const comm::host_entry& h) { return h.name.substr(h.name.find('@') + 1); };
+  auto address = [](const job::host_entry& h) { return h.name.substr(h.name.find('@') + 1); };
   const std::string addr = f.master_addr.empty() ? address(hosts.front()) : f.master_addr;
   const bool loopback = loopback_name(addr);
   for (auto& h : hosts)
@@ -331,7 +331,7 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
           "others reach, or give --master-addr",
           f.hostfile, h.line, h.name, addr);
   int port = f.master_port;
-  if (port <= 0) port = names_this_host(addr) ? comm::pick_free_port("127.0.0.1") : 29500;
+  if (port <= 0) port = names_this_host(addr) ? job::pick_free_port("127.0.0.1") : 29500;
   std::vector<std::string> rsh;
   {
     std::istringstream words(f.rsh);
@@ -339,8 +339,8 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
   }
   if (rsh.empty()) fail("merak launch: --rsh is empty");
 
-  const auto env = comm::launcher_environment();
-  std::string feed = "MERAK_JOB_TOKEN=" + comm::random_token() + "\n";
+  const auto env = job::launcher_environment();
+  std::string feed = "MERAK_JOB_TOKEN=" + job::random_token() + "\n";
   for (auto& [k, v] : env) {
     const bool asked = std::find(f.env.begin(), f.env.end(), k) != f.env.end();
     if ((asked || forwarded_by_default(k)) && v.find('\n') == std::string::npos)
@@ -359,7 +359,7 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
     dir = std::filesystem::current_path(ec).string();
     if (ec) fail("merak launch: cannot read the current directory: {}", ec.message());
   }
-  std::vector<comm::child_spec> nodes;
+  std::vector<job::child_spec> nodes;
   int first = 0;
   for (auto& h : hosts) {
     std::vector<std::string> remote = {merak,
@@ -380,8 +380,8 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
                                        "--"};
     remote.insert(remote.end(), command.begin(), command.end());
     std::string line;
-    for (auto& a : remote) line += (line.empty() ? "" : " ") + comm::shell_quote(a);
-    comm::child_spec c;
+    for (auto& a : remote) line += (line.empty() ? "" : " ") + job::shell_quote(a);
+    job::child_spec c;
     c.name = h.slots == 1
                  ? fmt::format("host {} (rank {})", h.name, first)
                  : fmt::format("host {} (ranks {}-{})", h.name, first, first + h.slots - 1);
@@ -393,10 +393,10 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
     nodes.push_back(std::move(c));
     first += h.slots;
   }
-  comm::supervise_options so;
+  job::supervise_options so;
   so.timeout = seconds_flag("merak launch", f.timeout_s);
   so.grace = std::chrono::milliseconds(10000);  // a node reports its own failed rank first
-  auto r = comm::supervise(nodes, so);
+  auto r = job::supervise(nodes, so);
   if (!r.ok()) return r.message;
   return std::string();
 }
@@ -474,12 +474,12 @@ int run_launch(std::vector<std::string> args) {
         f, command, [&](const std::vector<std::string>& cmd) { return launch_hosts(f, cmd); });
   if (f.procs < 1) fail("merak launch: --procs must be at least 1 (got {})", f.procs);
   return run_with_restarts(f, command, [&](const std::vector<std::string>& cmd) {
-    comm::launch_options lo;
+    job::launch_options lo;
     lo.procs = f.procs;
     lo.argv.push_back(merak_program());
     lo.argv.insert(lo.argv.end(), cmd.begin(), cmd.end());
     lo.timeout = seconds_flag("merak launch", f.timeout_s);
-    auto r = comm::launch_local(lo);
+    auto r = job::launch_local(lo);
     return r.ok() ? std::string() : r.message;
   });
 }
@@ -497,7 +497,7 @@ namespace {
 // This host's ranks of a job, as `merak node` runs them (also for `merak
 // launch --nnodes M --node-rank R`, torchrun's multi-node form).
 int run_node_share(const node_flags& f, const std::vector<std::string>& command) {
-  comm::launch_options lo;
+  job::launch_options lo;
   if (f.from_launcher) {
     lo.env = read_launcher_env();
     lo.watch_fd = STDIN_FILENO;
@@ -538,7 +538,7 @@ int run_node_share(const node_flags& f, const std::vector<std::string>& command)
   if (lo.env.count("MERAK_JOB_TOKEN")) {
     lo.token = lo.env["MERAK_JOB_TOKEN"];
   } else if (!f.token_file.empty()) {
-    lo.token = comm::read_token_file(f.token_file);
+    lo.token = job::read_token_file(f.token_file);
   } else if (!f.token.empty()) {
     lo.token = f.token;
   } else if (const char* t = std::getenv("MERAK_JOB_TOKEN"); t && *t) {
@@ -551,7 +551,7 @@ int run_node_share(const node_flags& f, const std::vector<std::string>& command)
   lo.argv.push_back(merak_program());
   lo.argv.insert(lo.argv.end(), command.begin(), command.end());
   lo.timeout = seconds_flag("merak node", f.timeout_s);
-  auto r = comm::launch_local(lo);
+  auto r = job::launch_local(lo);
   if (!r.ok()) fail("merak node: {}", r.message);
   return 0;
 }

@@ -13,7 +13,7 @@
 #include "apps/commands.hpp"
 #include "apps/svm_remote_command.hpp"
 #include "apps/tls_flags.hpp"
-#include "comm/auth.hpp"
+#include "job/auth.hpp"
 #include "core/error.hpp"
 #include "svm/data_reader.hpp"
 #include "svm/fit.hpp"
@@ -37,7 +37,7 @@ struct svm_train_flags {
   // svm train across processes (apps/svm_remote_command.hpp):
   int procs = 0;
   std::string listen, token, token_file;
-  comm::tls_files tls;
+  job::tls_files tls;
   double timeout_s = 60;
   // svm train --select cv:
   std::string select, thetas;
@@ -145,7 +145,7 @@ void select_penalty(const svm_train_flags& f, const svm::dataset& d, svm::fit_op
 svm_remote_train remote_train_of(const svm_train_flags& f, const svm::fit_options& fit) {
   svm_remote_train t;
   t.data = f.data, t.format = f.format, t.fit = fit, t.procs = f.procs, t.listen = f.listen;
-  t.token = f.token_file.empty() ? f.token : comm::read_token_file(f.token_file);
+  t.token = f.token_file.empty() ? f.token : job::read_token_file(f.token_file);
   t.tls = use_tls_flags(f.tls, "merak svm");
   t.timeout_s = f.timeout_s, t.threads = f.threads, t.json = f.json, t.folds = f.folds;
   return t;

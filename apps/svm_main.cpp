@@ -13,7 +13,7 @@
 #include <string>
 
 #include "apps/cli_main.hpp"
-#include "comm/openmp_spin.hpp"
+#include "job/openmp_spin.hpp"
 
 namespace {
 
@@ -51,10 +51,10 @@ int main(int argc, char** argv) {
     return 127;
   }
   // One of several processes of a job on this host: OpenMP's idle threads
-  // must not hold cores the others need (comm/openmp_spin.hpp).
+  // must not hold cores the others need (job/openmp_spin.hpp).
   const auto get = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
-  if (merak::comm::wants_short_openmp_spin(get, merak::comm::processes_on_host(get)))
-    ::setenv(merak::comm::kopenmp_spin_variable, merak::comm::kshared_host_openmp_spin, 1);
+  if (merak::job::wants_short_openmp_spin(get, merak::job::processes_on_host(get)))
+    ::setenv(merak::job::kopenmp_spin_variable, merak::job::kshared_host_openmp_spin, 1);
   ::execv(full.c_str(), argv);
   std::fprintf(stderr, "merak: error: cannot run %s: %s\n", full.c_str(), std::strerror(errno));
   return 127;

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "actors/svm_remote.hpp"
-#include "comm/auth.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/launcher.hpp"
+#include "job/auth.hpp"
+#include "job/bootstrap.hpp"
+#include "job/launcher.hpp"
 #include "core/error.hpp"
 #include "svm/data_reader.hpp"
 #include "svm/fit.hpp"
@@ -63,7 +63,7 @@ std::chrono::milliseconds timeout_ms(double s, const char* flag) {
 struct local_workers {
   std::mutex m;
   bool finished = false;
-  comm::launch_result result;
+  job::launch_result result;
   std::string error;
   std::promise<void> done;
 };
@@ -91,7 +91,7 @@ auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
   if (o.token.empty())
     if (const char* env = std::getenv("MERAK_JOB_TOKEN")) o.token = env;
   const bool made_token = o.token.empty();
-  if (made_token) o.token = comm::random_token();
+  if (made_token) o.token = job::random_token();
   o.tls = t.tls;  // exported as MERAK_TLS_*: the workers started here inherit it
 
   auto workers = std::make_shared<local_workers>();
@@ -99,9 +99,9 @@ auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
   std::future<void> launcher_done = workers->done.get_future();
   if (launch) {
     o.on_listening = [&](uint16_t port) {
-      comm::launch_options lo;
+      job::launch_options lo;
       lo.procs = t.procs;
-      lo.argv = {comm::self_executable(),
+      lo.argv = {job::self_executable(),
                  "svm",
                  "worker",
                  "--connect",
@@ -124,10 +124,10 @@ auto with_workers(const svm_remote_train& t, bool full_fit, F&& consensus) {
       };
       lo.grace = std::chrono::milliseconds(2000);
       launcher = std::thread([workers, lo] {
-        comm::launch_result r;
+        job::launch_result r;
         std::string error;
         try {
-          r = comm::launch_local(lo);
+          r = job::launch_local(lo);
         } catch (const std::exception& e) {
           error = e.what();
         }
@@ -275,7 +275,7 @@ int run_svm_train_remote(const svm_remote_train& t) {
 action add_svm_worker_command(CLI::App& svm) {
   struct flags {
     std::string connect, data, format = "auto", token, token_file;
-    comm::tls_files tls;
+    job::tls_files tls;
     int rank = -1, world = -1, threads = 0;
     double timeout_s = 60;
     bool presharded = false;
@@ -304,12 +304,12 @@ action add_svm_worker_command(CLI::App& svm) {
   w->add_option("--threads", f->threads, "Threads for the matrix products (default: all cores)");
   add_tls_flags(*w, f->tls);
   return [w, f] {
-    comm::bootstrap_options b;
+    job::bootstrap_options b;
     const endpoint e = parse_endpoint(f->connect, "--connect", false);
     b.rank = f->rank, b.world_size = f->world, b.addr = e.host, b.port = e.port;
-    b.token = f->token_file.empty() ? f->token : comm::read_token_file(f->token_file);
+    b.token = f->token_file.empty() ? f->token : job::read_token_file(f->token_file);
     b.tls = use_tls_flags(f->tls, "svm worker");
-    b = comm::resolve_bootstrap(b);
+    b = job::resolve_bootstrap(b);
     svm::set_solver_threads(f->threads);
     svm::dataset d;
     try {

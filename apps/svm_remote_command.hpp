@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "comm/tls.hpp"
+#include "job/tls.hpp"
 #include "svm/fit.hpp"
 #include "svm/path.hpp"
 
@@ -20,7 +20,7 @@ struct svm_remote_train {
   int procs = 0;             // worker processes
   std::string listen;        // HOST:PORT: wait for workers started elsewhere
   std::string token;         // empty: MERAK_JOB_TOKEN, else a random one
-  comm::tls_files tls;       // empty: in clear
+  job::tls_files tls;       // empty: in clear
   double timeout_s = 60;
   int threads = 0;
   int folds = 0;      // >= 2: cross-validate across the worker processes first

@@ -9,7 +9,7 @@
 
 namespace merak::apps {
 
-void add_tls_flags(CLI::App& c, comm::tls_files& f) {
+void add_tls_flags(CLI::App& c, job::tls_files& f) {
   c.add_option("--tls-cert", f.cert,
                "TLS: this host's certificate (PEM); with --tls-key and --tls-ca every connection "
                "of the job is encrypted and both ends show certificates of that CA (default: "
@@ -21,20 +21,20 @@ void add_tls_flags(CLI::App& c, comm::tls_files& f) {
                "MERAK_TLS_CA)");
 }
 
-comm::tls_files use_tls_flags(const comm::tls_files& given, const std::string& who) {
+job::tls_files use_tls_flags(const job::tls_files& given, const std::string& who) {
   try {
-    comm::tls_files f = given;
+    job::tls_files f = given;
     if (f.enabled())
-      comm::check_complete(f, "--tls-cert, --tls-key and --tls-ca");
+      job::check_complete(f, "--tls-cert, --tls-key and --tls-ca");
     else
-      f = comm::tls_files_from_env();
+      f = job::tls_files_from_env();
     if (!f.enabled()) return f;
     for (std::string* p : {&f.cert, &f.key, &f.ca}) {
       std::error_code ec;
       const auto abs = std::filesystem::absolute(*p, ec);
       if (!ec) *p = abs.string();
     }
-    comm::tls_context check(f);
+    job::tls_context check(f);
     ::setenv("MERAK_TLS_CERT", f.cert.c_str(), 1);
     ::setenv("MERAK_TLS_KEY", f.key.c_str(), 1);
     ::setenv("MERAK_TLS_CA", f.ca.c_str(), 1);

@@ -29,7 +29,7 @@
 #include "apps/device_flag.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
-#include "comm/bootstrap.hpp"
+#include "job/bootstrap.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "model/gemm.hpp"
@@ -137,17 +137,17 @@ void plan_devices(train_flags& f) {
 // The multi-process job this process belongs to, when a launcher says so
 // (merak launch, torchrun-style RANK / WORLD_SIZE, mpirun, Slurm) and the
 // job has more than one process; null otherwise. Joins it (a collective).
-std::shared_ptr<comm::bootstrap> join_job() {
+std::shared_ptr<job::bootstrap> join_job() {
   bool launched = false;
   for (const char* v : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
     if (const char* x = std::getenv(v); x && std::string(x) != "1") launched = true;
   if (!launched) return nullptr;
-  auto o = comm::resolve_bootstrap({});
+  auto o = job::resolve_bootstrap({});
   if (o.world_size <= 1) return nullptr;
   if (o.rank == 0)
     spdlog::info("rank 0 of {} listens on {}:{} (rendezvous {}, from {})", o.world_size,
                  o.bind_addr, o.port, o.addr, o.found_by);
-  return comm::connect_bootstrap(o);
+  return job::connect_bootstrap(o);
 }
 
 // Creates `dir` (and its parents) if needed and checks that a file can be

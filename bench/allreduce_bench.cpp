@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "bench/worker_launch.hpp"
-#include "comm/bootstrap.hpp"
+#include "job/bootstrap.hpp"
 #include "comm/codec.hpp"
-#include "comm/codec_bench.hpp"
+#include "bench/codec_bench.hpp"
 #include "comm/collectives.hpp"
 #include "comm/inproc.hpp"
-#include "comm/launcher.hpp"
+#include "job/launcher.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"
 #endif
@@ -36,8 +36,8 @@ std::chrono::milliseconds wait_bound(const allreduce_bench_options& o) {
   return std::chrono::milliseconds(1000 * std::min(o.timeout_s, 60));
 }
 
-comm::codec_run_options run_options(const allreduce_bench_options& o) {
-  comm::codec_run_options r;
+bench::codec_run_options run_options(const allreduce_bench_options& o) {
+  bench::codec_run_options r;
   r.config.kind = comm::parse_codec_kind(o.method);
   r.config.sketch_rows = o.sketch_rows;
   r.config.sketch_ratio = o.sketch_ratio;
@@ -65,7 +65,7 @@ comm::codec_run_options run_options(const allreduce_bench_options& o) {
   return r;
 }
 
-nlohmann::json finish(const comm::codec_bench_result& r, const allreduce_bench_options& o,
+nlohmann::json finish(const bench::codec_bench_result& r, const allreduce_bench_options& o,
                       const char* launcher, const std::string& ucx_setting = "") {
   auto j = nlohmann::json::parse(r.to_json());
   j["bench"] = "allreduce";
@@ -79,9 +79,9 @@ nlohmann::json finish(const comm::codec_bench_result& r, const allreduce_bench_o
 
 // One process of a multi-process run: join, build the transport, measure.
 nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher) {
-  comm::bootstrap_options bo;
+  job::bootstrap_options bo;
   bo.timeout = wait_bound(o);
-  std::shared_ptr<comm::bootstrap> b = comm::connect_bootstrap(comm::resolve_bootstrap(bo));
+  std::shared_ptr<job::bootstrap> b = job::connect_bootstrap(job::resolve_bootstrap(bo));
   std::unique_ptr<comm::transport> t;
   if (o.transport == "ucx") {
 #ifdef MERAK_WITH_UCX
@@ -109,7 +109,7 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
         "a launcher)",
         o.transport);
   }
-  auto res = comm::bench_codec_over(*t, run_options(o));
+  auto res = bench::bench_codec_over(*t, run_options(o));
   b->barrier();  // nobody closes while another still receives
   if (b->rank() != 0) return nullptr;
 #ifdef MERAK_WITH_UCX
@@ -130,13 +130,13 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
 nlohmann::json run_inproc(const allreduce_bench_options& o) {
   auto group = comm::make_inproc_group(o.procs, wait_bound(o));
   const auto ro = run_options(o);
-  std::vector<comm::codec_bench_result> res(o.procs);
+  std::vector<bench::codec_bench_result> res(o.procs);
   std::vector<std::string> errors(o.procs);
   std::vector<std::thread> threads;
   for (int r = 0; r < o.procs; ++r)
     threads.emplace_back([&, r] {
       try {
-        res[r] = comm::bench_codec_over(*group[r], ro);
+        res[r] = bench::bench_codec_over(*group[r], ro);
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
@@ -149,7 +149,7 @@ nlohmann::json run_inproc(const allreduce_bench_options& o) {
 
 // Starts `lo` and returns rank 0's result (worker_launch.hpp), every wait
 // bounded as this benchmark's are.
-nlohmann::json launch_for_result(comm::launch_options lo, const allreduce_bench_options& o,
+nlohmann::json launch_for_result(job::launch_options lo, const allreduce_bench_options& o,
                                  const std::string& what) {
   lo.grace = wait_bound(o) + 5s;
   lo.timeout = std::chrono::seconds(o.timeout_s);
@@ -158,7 +158,7 @@ nlohmann::json launch_for_result(comm::launch_options lo, const allreduce_bench_
 
 // Starts o.procs workers of this binary and returns rank 0's result.
 nlohmann::json run_launcher(const allreduce_bench_options& o) {
-  comm::launch_options lo;
+  job::launch_options lo;
   lo.procs = o.procs;
   lo.argv = own_argv("bench allreduce");
   lo.env["MERAK_BENCH_WORKER"] = "1";
@@ -173,7 +173,7 @@ std::string shell_quote(const std::string& s) {
 
 // Open MPI's MPI_Allreduce on the same buffers, in merak_mpi_allreduce.
 nlohmann::json run_mpi(const allreduce_bench_options& o) {
-  const auto dir = std::filesystem::path(comm::self_executable()).parent_path();
+  const auto dir = std::filesystem::path(job::self_executable()).parent_path();
   const auto worker = dir / "merak_mpi_allreduce";
   if (!std::filesystem::exists(worker))
     fail(
@@ -209,14 +209,14 @@ nlohmann::json run_mpi(const allreduce_bench_options& o) {
 // NCCL's all-reduce on GPU memory, in merak_nccl_allreduce: --procs copies
 // (one per GPU) started by the local launcher; rank 0 writes the JSON.
 nlohmann::json run_nccl(const allreduce_bench_options& o) {
-  const auto dir = std::filesystem::path(comm::self_executable()).parent_path();
+  const auto dir = std::filesystem::path(job::self_executable()).parent_path();
   const auto worker = dir / "merak_nccl_allreduce";
   if (!std::filesystem::exists(worker))
     fail(
         "bench allreduce: method nccl needs {} (built when CMake finds CUDA with NCCL, "
         "MERAK_WITH_CUDA)",
         worker.string());
-  comm::launch_options lo;
+  job::launch_options lo;
   lo.procs = o.procs;
   lo.argv = {worker.string(),
              "--rows",

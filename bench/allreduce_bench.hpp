@@ -6,7 +6,7 @@
 // merak_mpi_allreduce so that merak itself does not depend on MPI).
 //
 // Processes: without a launcher around it, the command starts --procs copies
-// of its own binary with the same arguments (comm/launcher.hpp: RANK,
+// of its own binary with the same arguments (job/launcher.hpp: RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT, MERAK_JOB_TOKEN) and prints rank 0's
 // result. Under mpirun (OMPI_COMM_WORLD_SIZE set; pass MASTER_PORT with -x)
 // each process is a worker directly. The mpi method runs
@@ -15,11 +15,11 @@
 // process per GPU) starts --procs copies of merak_nccl_allreduce, built only
 // with CUDA and NCCL, from the same directory with the local launcher.
 //
-// Output: one JSON object, the fields of comm::codec_bench_result (time_ms is
+// Output: one JSON object, the fields of bench::codec_bench_result (time_ms is
 // the median end-to-end time of rank 0, time_min_ms/time_max_ms the spread,
 // bytes_per_rank counted by the transport) plus procs, ucx_tls, launcher.
 // A method is one case of dispatch in allreduce_bench.cpp: the codec methods
-// go through comm::bench_codec_over, so a new codec is a new codec_kind.
+// go through bench::bench_codec_over, so a new codec is a new codec_kind.
 
 #include <nlohmann/json.hpp>
 

@@ -12,10 +12,11 @@
 #include <cstdio>
 #include <string>
 #include <vector>
-#include "comm/codec_bench.hpp"
+#include "bench/codec_bench.hpp"
 #include "comm/count_sketch.hpp"
 #include "comm/row_sparse.hpp"
 using namespace merak::comm;
+using namespace merak::bench;
 using C = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   int64_t n = 50000, d = 256;

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/codec_bench.hpp"
+#include "bench/codec_bench.hpp"
 
-using merak::comm::median;
+using merak::bench::median;
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int count = static_cast<int>(n * d);
-  const std::vector<float> mine = merak::comm::bench_gradient(n, d, density, seed, rank);
+  const std::vector<float> mine = merak::bench::bench_gradient(n, d, density, seed, rank);
   std::vector<double> exact(mine.begin(), mine.end());
   MPI_Allreduce(MPI_IN_PLACE, exact.data(), count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   for (double& v : exact) v /= P;

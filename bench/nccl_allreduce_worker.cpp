@@ -28,12 +28,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/codec_bench.hpp"
+#include "job/bootstrap.hpp"
+#include "bench/codec_bench.hpp"
 #include "comm/nccl_transport.hpp"
 #include "core/error.hpp"
 
-using merak::comm::median;
+using merak::bench::median;
 
 namespace {
 
@@ -78,17 +78,17 @@ int run(int argc, char** argv) {
   if (n < 1 || d < 1 || iters < 1 || timeout_s < 1)
     merak::fail("merak_nccl_allreduce: bad --rows/--cols/--iters/--timeout-s");
   const auto bound = std::chrono::milliseconds(1000 * std::min(timeout_s, 60));
-  merak::comm::bootstrap_options bo;
+  merak::job::bootstrap_options bo;
   bo.timeout = bound;
-  std::shared_ptr<merak::comm::bootstrap> b =
-      merak::comm::connect_bootstrap(merak::comm::resolve_bootstrap(bo));
+  std::shared_ptr<merak::job::bootstrap> b =
+      merak::job::connect_bootstrap(merak::job::resolve_bootstrap(bo));
   auto t = merak::comm::make_nccl_transport(b, {.timeout = bound});
   const int P = t->size(), rank = t->rank();
   const size_t count = size_t(n) * size_t(d);
-  const auto mine = merak::comm::bench_gradient(n, d, density, seed, rank);
+  const auto mine = merak::bench::bench_gradient(n, d, density, seed, rank);
   std::vector<double> exact(count, 0.0);
   for (int k = 0; k < P; ++k) {
-    const auto g = k == rank ? mine : merak::comm::bench_gradient(n, d, density, seed, k);
+    const auto g = k == rank ? mine : merak::bench::bench_gradient(n, d, density, seed, k);
     for (size_t i = 0; i < count; ++i) exact[i] += g[i];
   }
   for (double& v : exact) v /= P;

@@ -12,8 +12,8 @@
 
 #include "actors/idle_wait.hpp"
 #include "bench/worker_launch.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/launcher.hpp"
+#include "job/bootstrap.hpp"
+#include "job/launcher.hpp"
 #include "comm/tensor_channel.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"
@@ -116,9 +116,9 @@ std::vector<double> channel_round_trips(channel_side& side, int64_t bytes, int b
 
 nlohmann::json run_worker(const p2p_bench_options& o) {
 #ifdef MERAK_WITH_UCX
-  comm::bootstrap_options bo;
+  job::bootstrap_options bo;
   bo.timeout = std::chrono::seconds(o.timeout_s);
-  std::shared_ptr<comm::bootstrap> b = comm::connect_bootstrap(comm::resolve_bootstrap(bo));
+  std::shared_ptr<job::bootstrap> b = job::connect_bootstrap(job::resolve_bootstrap(bo));
   if (b->size() != 2) fail("bench p2p: needs exactly 2 processes (got {})", b->size());
   comm::ucx_options uo;
   uo.timeout = std::chrono::seconds(o.timeout_s);
@@ -187,7 +187,7 @@ nlohmann::json run_p2p_bench(const p2p_bench_options& o) {
   if (o.spin_us < -1)
     fail("bench p2p: --spin-us must be -1 (automatic) or at least 0 (got {})", o.spin_us);
   if (std::getenv("MERAK_BENCH_WORKER")) return run_worker(o);
-  comm::launch_options lo;
+  job::launch_options lo;
   lo.procs = 2;
   lo.argv = own_argv("bench p2p");
   lo.env["MERAK_BENCH_WORKER"] = "1";

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "actors/parallel_trainer.hpp"
-#include "comm/codec_bench.hpp"
-#include "comm/launcher.hpp"
+#include "bench/codec_bench.hpp"
+#include "job/launcher.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/gemm.hpp"
@@ -96,11 +96,11 @@ layout_spec parse_layout(const std::string& layout) {
 double measure_processes(const layout_spec& spec, const parallel_bench_options& o,
                          const std::string& data, const std::string& metrics) {
   const auto& p = spec.par;
-  comm::launch_options lo;
+  job::launch_options lo;
   lo.procs = spec.procs;
   lo.timeout = std::chrono::minutes(30);
   auto num = [](auto x) { return std::to_string(x); };
-  lo.argv = {comm::self_executable(),
+  lo.argv = {job::self_executable(),
              "train",
              "--data",
              data,
@@ -148,7 +148,7 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              "warn",
              "--metrics",
              metrics};
-  auto res = comm::launch_local(lo);
+  auto res = job::launch_local(lo);
   if (!res.ok()) fail("bench parallel: {} processes: {}", spec.procs, res.message);
   std::ifstream in(metrics);
   std::vector<double> tps;
@@ -158,7 +158,7 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
   if (int(tps.size()) != o.steps)
     fail("bench parallel: {} processes wrote {} measured steps, not {}", spec.procs, tps.size(),
          o.steps);
-  return comm::median(tps);
+  return bench::median(tps);
 }
 
 // Median tokens/s of the measured steps.
@@ -167,7 +167,7 @@ double measure(Trainer& tr, const parallel_bench_options& o) {
   for (int i = 0; i < o.warmup_steps; ++i) tr.train_step();
   std::vector<double> tps;
   for (int i = 0; i < o.steps; ++i) tps.push_back(tr.train_step().tokens_per_s);
-  return comm::median(tps);
+  return bench::median(tps);
 }
 
 }  // namespace
@@ -261,16 +261,16 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
     auto v = ratios[i];
     std::sort(v.begin(), v.end());
     summary[layouts[i]] = {
-        {"ratio_median", comm::median(v)}, {"ratio_min", v.front()}, {"ratio_max", v.back()}};
+        {"ratio_median", bench::median(v)}, {"ratio_min", v.front()}, {"ratio_max", v.back()}};
     if (auto w = vs_one[i]; !w.empty()) {
       std::sort(w.begin(), w.end());
-      summary[layouts[i]]["vs_one_process_median"] = comm::median(w);
+      summary[layouts[i]]["vs_one_process_median"] = bench::median(w);
       summary[layouts[i]]["vs_one_process_min"] = w.front();
       summary[layouts[i]]["vs_one_process_max"] = w.back();
     }
   }
   std::sort(all_ratios.begin(), all_ratios.end());
-  summary["single device, all threads"] = {{"ratio_median", comm::median(all_ratios)},
+  summary["single device, all threads"] = {{"ratio_median", bench::median(all_ratios)},
                                            {"ratio_min", all_ratios.front()},
                                            {"ratio_max", all_ratios.back()}};
   return {{"benchmark", "parallel"},

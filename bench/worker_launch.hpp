@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "job/launcher.hpp"
 
 namespace merak::bench {
 
@@ -20,6 +20,6 @@ std::vector<std::string> own_argv(const std::string& what);
 // Starts `lo` (procs, argv, timeouts set by the caller) with MERAK_BENCH_OUT
 // naming a fresh temporary file, and returns the JSON line rank 0 wrote
 // there. Throws merak::error naming `what` when a rank fails or wrote nothing.
-nlohmann::json launch_for_result(comm::launch_options lo, const std::string& what);
+nlohmann::json launch_for_result(job::launch_options lo, const std::string& what);
 
 }  // namespace merak::bench

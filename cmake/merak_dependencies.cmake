@@ -9,7 +9,7 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(tomlplusplus 3 REQUIRED)  # config files (apps/config_file.cpp)
 find_package(CAF 0.17 REQUIRED)
-find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto SSL)  # the job handshake's HMAC (comm/auth), TLS (comm/tls)
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto SSL)  # the job handshake's HMAC (job/auth), TLS (job/tls)
 find_package(ucx CONFIG QUIET)
 
 # GEMM backends. oneDNN's sgemm dispatches on the CPU's instruction set

@@ -27,7 +27,7 @@ set(MERAK_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/merak)
 # build's own flags: the static libraries carry it as a link-only dependency
 # (it adds the sanitizer's link flags in a MERAK_SANITIZE build), so it is
 # exported too, as merak::warnings.
-set(_merak_export_libs core model comm partition svm actors bench)
+set(_merak_export_libs core model comm job partition svm actors bench)
 if(TARGET merak_gpu)
   list(APPEND _merak_export_libs gpu)
 endif()
@@ -49,6 +49,13 @@ foreach(lib ${_merak_export_libs})
           FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
 endforeach()
 set_target_properties(merak_warnings PROPERTIES EXPORT_NAME warnings)
+# The codec benchmark (bench/codec_bench.hpp, installed with bench/), a
+# link dependency of merak::bench.
+list(APPEND _merak_export_targets merak_codec_bench)
+set_target_properties(merak_codec_bench PROPERTIES EXPORT_NAME codec_bench)
+if(NOT TARGET merak::codec_bench)
+  add_library(merak::codec_bench ALIAS merak_codec_bench)
+endif()
 
 # The headers are C++20; users get the standard from the targets.
 set_property(TARGET merak_core APPEND PROPERTY INTERFACE_COMPILE_FEATURES cxx_std_20)
@@ -101,7 +108,7 @@ if(MERAK_EIGEN_MAX_ALIGN)
 endif()
 
 # merak::merak: everything a program needs to train or fit (the actor
-# runtime pulls in model, partition, svm, comm and core). merak::gpu (the
+# runtime pulls in model, partition, svm, comm, job and core). merak::gpu (the
 # CUDA device query) stays out of it: a program links it by name.
 add_library(merak_all INTERFACE)
 set_target_properties(merak_all PROPERTIES EXPORT_NAME merak)

@@ -118,7 +118,7 @@ class nccl_op final : public operation {
 
 class nccl_transport_impl final : public nccl_transport {
  public:
-  nccl_transport_impl(std::shared_ptr<bootstrap> b, const nccl_options& o)
+  nccl_transport_impl(std::shared_ptr<control_plane> b, const nccl_options& o)
       : watch_(std::move(b)), rank_(watch_->rank()), size_(watch_->size()) {
     timeout_ = o.timeout;
     int count = 0;  // left untouched by cudaGetDeviceCount without a driver
@@ -438,7 +438,7 @@ class nccl_transport_impl final : public nccl_transport {
     fail("nccl rank {}: {}", rank_, msg);
   }
 
-  std::shared_ptr<bootstrap> watch_;
+  std::shared_ptr<control_plane> watch_;
   int rank_, size_;
   int device_ = 0;
   stream_owner stream_;
@@ -465,7 +465,7 @@ void nccl_op::wait(clock_type::time_point deadline) {
 
 }  // namespace
 
-std::unique_ptr<nccl_transport> make_nccl_transport(std::shared_ptr<bootstrap> b,
+std::unique_ptr<nccl_transport> make_nccl_transport(std::shared_ptr<control_plane> b,
                                                     const nccl_options& o) {
   if (!b) fail("make_nccl_transport: no bootstrap");
   return std::make_unique<nccl_transport_impl>(std::move(b), o);

@@ -52,7 +52,7 @@
 #include <memory>
 #include <string>
 
-#include "comm/bootstrap.hpp"
+#include "comm/control_plane.hpp"
 #include "comm/transport.hpp"
 
 namespace merak::comm {
@@ -95,7 +95,7 @@ class nccl_transport : public transport {
 // processes. Throws merak::error naming the rank and the reason when this
 // process has no usable GPU, when NCCL refuses the communicator (e.g. two
 // ranks on one GPU) or when set-up times out.
-std::unique_ptr<nccl_transport> make_nccl_transport(std::shared_ptr<bootstrap> b,
+std::unique_ptr<nccl_transport> make_nccl_transport(std::shared_ptr<control_plane> b,
                                                     const nccl_options& o = {});
 
 // CUDA devices visible to this process (0 without a driver or GPU), and why

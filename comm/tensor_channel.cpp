@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "comm/bootstrap.hpp"
+#include "comm/control_plane.hpp"
 #include "core/error.hpp"
 #include "core/shared_memory.hpp"
 
@@ -338,7 +338,7 @@ void tensor_channel::send(int peer, const tensor_label& label,
   impl_->send({peer, label, std::move(x)});
 }
 
-channel_rings make_host_rings(bootstrap& b, const std::vector<int>& peers, size_t capacity,
+channel_rings make_host_rings(control_plane& b, const std::vector<int>& peers, size_t capacity,
                               uint64_t job) {
   const int me = b.rank();
   capacity = host_ring::block_bytes(capacity);

@@ -69,8 +69,8 @@ struct channel_rings {
 // A ring that cannot be made or mapped is left out with a warning (those
 // tensors go as payloads); a sender gets its ring only if the receiver
 // mapped it. The names are gone when it returns.
-class bootstrap;
-channel_rings make_host_rings(bootstrap& b, const std::vector<int>& peers, size_t capacity,
+class control_plane;
+channel_rings make_host_rings(control_plane& b, const std::vector<int>& peers, size_t capacity,
                               uint64_t job);
 
 class tensor_channel {

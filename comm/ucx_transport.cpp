@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/socket_io.hpp"
+#include "comm/network_interface.hpp"
 #include "core/error.hpp"
 
 namespace merak::comm {
@@ -139,7 +139,7 @@ struct ucx_state {
   std::vector<std::unique_ptr<peer_slot>> peers;
   // Optional: the job's bootstrap, whose connections close when a process
   // goes away (bootstrap::dead_peer), checked every kwatch_period of a wait.
-  std::shared_ptr<bootstrap> watch;
+  std::shared_ptr<control_plane> watch;
   static constexpr std::chrono::milliseconds kwatch_period{50};
   static constexpr int kroot_cause_polls = 40;  // x 5 ms
   // Set once a wait or a call failed on a peer (UCX error, dead process,
@@ -500,7 +500,7 @@ std::string host_identity() {
 // worker addresses, otherwise they do not, and a rank on the other branch
 // would read one exchange's bytes as the other's. One all-gather of each
 // rank's branch and the settings behind it names the rank that differs.
-void agree_on_negotiation(bootstrap& b, bool negotiate, std::string_view tls, ucx_error_mode mode) {
+void agree_on_negotiation(control_plane& b, bool negotiate, std::string_view tls, ucx_error_mode mode) {
   const char* mode_name = mode == ucx_error_mode::peer   ? "peer"
                           : mode == ucx_error_mode::none ? "none"
                                                          : "automatic";
@@ -518,7 +518,7 @@ void agree_on_negotiation(bootstrap& b, bool negotiate, std::string_view tls, uc
 
 class ucx_transport final : public transport {
  public:
-  ucx_transport(bootstrap& b, const ucx_options& o, std::shared_ptr<bootstrap> watch)
+  ucx_transport(control_plane& b, const ucx_options& o, std::shared_ptr<control_plane> watch)
       : s_(std::make_shared<ucx_state>()) {
     s_->watch = std::move(watch);
     timeout_ = o.timeout;
@@ -711,12 +711,12 @@ class ucx_transport final : public transport {
 
 }  // namespace
 
-std::unique_ptr<transport> make_ucx_transport(bootstrap& b, const ucx_options& o) {
+std::unique_ptr<transport> make_ucx_transport(control_plane& b, const ucx_options& o) {
   if (b.size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b.size());
   return std::make_unique<ucx_transport>(b, o, nullptr);
 }
 
-std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<bootstrap> b, const ucx_options& o) {
+std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<control_plane> b, const ucx_options& o) {
   if (!b) fail("ucx: no bootstrap");
   if (b->size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b->size());
   return std::make_unique<ucx_transport>(*b, o, b);

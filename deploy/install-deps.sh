@@ -12,7 +12,7 @@ packages=(build-essential cmake ninja-build pkg-config python3
           nlohmann-json3-dev libtomlplusplus-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev
           libssl-dev openssl  # HMAC of the job handshake, TLS; deploy/tls-certs.sh
           libopenmpi-dev openmpi-bin  # MPI: only merak_mpi_allreduce (the bench anchor)
-          libpmix-dev  # mpirun over several hosts: rank 0 found through PMIx (comm/pmix_rendezvous)
+          libpmix-dev  # mpirun over several hosts: rank 0 found through PMIx (job/pmix_rendezvous)
           ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config requires OpenCL
           strace iproute2  # tests only: kills inside a checkpoint save; two-host namespaces
           liblinear-tools)  # tests only: LIBLINEAR loads merak's model files (92 KB)

@@ -12,7 +12,7 @@
 
 #include "codec_test_util.hpp"
 #include "comm/codec.hpp"
-#include "comm/codec_bench.hpp"
+#include "bench/codec_bench.hpp"
 #include "comm/row_sparse.hpp"
 #include "comm/s2.hpp"
 #include "comm_test_util.hpp"
@@ -20,6 +20,7 @@
 
 using namespace merak;
 using namespace merak::comm;
+using namespace merak::bench;
 using merak::comm::testing::doubling_bytes;
 using merak::comm::testing::row_sparse_gradient;
 using merak::comm::testing::run_ranks;

@@ -39,14 +39,15 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
+#include "job/bootstrap.hpp"
 #include "comm/collectives.hpp"
-#include "comm/launcher.hpp"
+#include "job/launcher.hpp"
 #include "comm/ucx_transport.hpp"
 #include "core/error.hpp"
 #include "rank_values.hpp"
 
 using namespace merak::comm;
+using namespace merak::job;
 using namespace std::chrono_literals;
 
 namespace {

@@ -39,12 +39,13 @@
 #include <vector>
 
 #include "../comm/rank_values.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/launcher.hpp"
+#include "job/bootstrap.hpp"
+#include "job/launcher.hpp"
 #include "comm/nccl_transport.hpp"
 #include "core/error.hpp"
 
 using namespace merak::comm;
+using namespace merak::job;
 using namespace std::chrono_literals;
 
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 // TCP helpers with deadlines, shared by the bootstrap, the authenticated
-// handshake and the gate (comm/auth.hpp, comm/gate.hpp), and `stream`, a
-// connected socket in clear or under TLS (comm/tls.hpp) that all of them
+// handshake and the gate (job/auth.hpp, job/gate.hpp), and `stream`, a
+// connected socket in clear or under TLS (job/tls.hpp) that all of them
 // read and write through. Errors are merak::error naming this side (`self`)
 // and the other end (`who`, e.g. "rank 3" or "rank 0 at 10.0.0.1:29500").
 //
@@ -20,7 +20,7 @@
 
 struct ssl_st;  // OpenSSL's SSL
 
-namespace merak::comm {
+namespace merak::job {
 
 using net_clock = std::chrono::steady_clock;
 
@@ -56,7 +56,7 @@ int ms_left(net_clock::time_point deadline);
 bool wait_fd(int fd, short events, net_clock::time_point deadline);
 
 // A connected non-blocking socket, in clear or under a TLS session
-// (comm/tls.hpp makes those). The same calls move bytes either way. One
+// (job/tls.hpp makes those). The same calls move bytes either way. One
 // thread at a time.
 class stream {
  public:
@@ -129,6 +129,10 @@ std::string ipv4_text(const sockaddr_in& a);
 unique_fd listen_tcp(const std::string& host, int port, const std::string& self);
 // The port a socket is bound to.
 int bound_port(int fd);
+// A TCP port that is free on `host` right now (the kernel's pick), for a
+// launcher to hand to its workers as MASTER_PORT. Throws merak::error.
+int pick_free_port(const std::string& host = "127.0.0.1");
+
 
 // Connects to host:port, retrying while nothing listens there yet, until
 // `deadline` (which also bounds each attempt). The socket is non-blocking
@@ -139,10 +143,6 @@ unique_fd connect_tcp(const sockaddr_in& a, net_clock::time_point deadline, cons
 
 void set_nodelay(int fd);
 
-// The name of the network interface that holds the IPv4 address `addr`
-// ("eth0"; "lo" for 127.0.0.1), or "" when no interface of this host does.
-std::string interface_of(const std::string& addr);
-
 // OpenSSL's queued errors as one line ("" when none), emptying the queue.
 std::string ssl_errors();
 
@@ -150,4 +150,4 @@ std::string ssl_errors();
 // broken TLS session), without consuming data.
 bool peer_closed(stream& s);
 
-}  // namespace merak::comm
+}  // namespace merak::job

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "comm/heartbeat.hpp"
+#include "job/heartbeat.hpp"
 
-using namespace merak::comm;
+using namespace merak::job;
 using namespace std::chrono_literals;
 
 TEST_CASE("a peer silent past the limit is overdue, the longest silent first", "[heartbeat]") {

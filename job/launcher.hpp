@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace merak::comm {
+namespace merak::job {
 
 struct launch_options {
   int procs = 2;  // processes started here: ranks first_rank .. first_rank + procs - 1
@@ -97,7 +97,4 @@ std::string shell_quote(const std::string& s);
 // This program's own path (/proc/self/exe), to re-execute it as workers.
 std::string self_executable();
 
-// A random job token (hex, from /dev/urandom).
-std::string random_token();
-
-}  // namespace merak::comm
+}  // namespace merak::job

@@ -10,11 +10,11 @@
 #include <string>
 #include <thread>
 
-#include "comm/launcher.hpp"
-#include "comm/openmp_spin.hpp"
+#include "job/launcher.hpp"
+#include "job/openmp_spin.hpp"
 #include "core/error.hpp"
 
-using namespace merak::comm;
+using namespace merak::job;
 using namespace std::chrono_literals;
 
 namespace {

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <vector>
 
-namespace merak::comm {
+namespace merak::job {
 
 class heartbeats {
  public:
@@ -35,4 +35,4 @@ class heartbeats {
   std::chrono::milliseconds limit_;
 };
 
-}  // namespace merak::comm
+}  // namespace merak::job

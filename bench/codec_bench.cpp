@@ -1,4 +1,4 @@
-#include "comm/codec_bench.hpp"
+#include "bench/codec_bench.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -16,7 +16,9 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 
-namespace merak::comm {
+namespace merak::bench {
+
+using namespace merak::comm;
 
 namespace {
 
@@ -224,4 +226,4 @@ codec_bench_result bench_codec_over(transport& t, const codec_run_options& o) {
   return res;
 }
 
-}  // namespace merak::comm
+}  // namespace merak::bench

@@ -1,8 +1,7 @@
-#include "comm/socket_io.hpp"
+#include "job/socket_io.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -19,7 +18,7 @@
 
 #include "core/error.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 
 void unique_fd::reset() {
   if (fd_ >= 0) ::close(fd_);
@@ -312,20 +311,6 @@ unique_fd connect_tcp(const sockaddr_in& a, net_clock::time_point deadline, cons
   }
 }
 
-std::string interface_of(const std::string& addr) {
-  in_addr want{};
-  if (::inet_pton(AF_INET, addr.c_str(), &want) != 1) return {};
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return {};
-  std::string name;
-  for (ifaddrs* i = all; i && name.empty(); i = i->ifa_next)
-    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-        reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == want.s_addr)
-      name = i->ifa_name;
-  ::freeifaddrs(all);
-  return name;
-}
-
 void set_nodelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -338,4 +323,15 @@ bool peer_closed(stream& s) {
   return r == stream::io::closed || r == stream::io::failed;
 }
 
-}  // namespace merak::comm
+int pick_free_port(const std::string& host) {
+  unique_fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s) fail("pick_free_port: socket: {}", std::strerror(errno));
+  sockaddr_in a = resolve_ipv4(host, 0, "host");
+  socklen_t len = sizeof a;
+  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    fail("pick_free_port: {}: {}", host, std::strerror(errno));
+  return ntohs(a.sin_port);
+}
+
+}  // namespace merak::job

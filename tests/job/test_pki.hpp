@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/tls.hpp"
+#include "job/tls.hpp"
 
 namespace merak::test {
 
@@ -33,7 +33,7 @@ class test_pki {
   test_pki& operator=(const test_pki&) = delete;
 
   const std::string& dir() const { return dir_; }
-  comm::tls_files files(const std::string& name) const {
+  job::tls_files files(const std::string& name) const {
     return {dir_ + "/" + name + ".pem", dir_ + "/" + name + ".key", dir_ + "/ca.pem"};
   }
 

@@ -9,17 +9,17 @@
 #include <thread>
 #include <vector>
 
-#include "comm/auth.hpp"
-#include "comm/gate.hpp"
-#include "comm/socket_io.hpp"
+#include "job/auth.hpp"
+#include "job/gate.hpp"
+#include "job/socket_io.hpp"
 #include "core/error.hpp"
 #include "echo_service.hpp"
 
-using namespace merak::comm;
+using namespace merak::job;
 using namespace std::chrono_literals;
 using merak::test::echo_service;
 
-TEST_CASE("a gate relays an authenticated connection both ways", "[comm][gate]") {
+TEST_CASE("a gate relays an authenticated connection both ways", "[job][gate]") {
   echo_service echo;
   gate_server gate("127.0.0.1", 0, echo.port(), job_credentials{"tok", nullptr}, "mesh",
                    "test gate");
@@ -31,7 +31,7 @@ TEST_CASE("a gate relays an authenticated connection both ways", "[comm][gate]")
   CHECK(echo.connections == 1);
 }
 
-TEST_CASE("a gate lets nothing through before the token is proved", "[comm][gate]") {
+TEST_CASE("a gate lets nothing through before the token is proved", "[job][gate]") {
   echo_service echo;
   gate_server gate("127.0.0.1", 0, echo.port(), job_credentials{"tok", nullptr}, "svm",
                    "test gate");
@@ -65,7 +65,7 @@ TEST_CASE("a gate lets nothing through before the token is proved", "[comm][gate
   CHECK_THAT(refused[0], Catch::Contains("127.0.0.1:") && Catch::Contains("wrong job token"));
 }
 
-TEST_CASE("closing one end of a relayed connection closes the other", "[comm][gate]") {
+TEST_CASE("closing one end of a relayed connection closes the other", "[job][gate]") {
   unique_fd service = listen_tcp("127.0.0.1", 0, "svc");
   gate_server gate("127.0.0.1", 0, bound_port(service.get()), job_credentials{"tok", nullptr},
                    "mesh", "test gate");
@@ -82,13 +82,7 @@ TEST_CASE("closing one end of a relayed connection closes the other", "[comm][ga
   CHECK(::recv(c.get(), &b, 1, 0) == 0);
 }
 
-TEST_CASE("the interface that holds an address is found by name", "[comm][gate]") {
-  CHECK(interface_of("127.0.0.1") == "lo");
-  CHECK(interface_of("192.0.2.99") == "");  // TEST-NET-1: no interface here
-  CHECK(interface_of("not an address") == "");
-}
-
-TEST_CASE("a busy acceptor keeps new peers queued instead of dropping them", "[comm][gate]") {
+TEST_CASE("a busy acceptor keeps new peers queued instead of dropping them", "[job][gate]") {
   // One handshake at a time and two silent connections ahead: the three
   // real clients wait in the listen queue (or retry) and all get in.
   unique_fd lst = listen_tcp("127.0.0.1", 0, "test");

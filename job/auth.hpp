@@ -5,7 +5,7 @@
 // recorded exchange cannot be replayed and a listener that does not hold
 // the token cannot pass itself off as the job's rank 0.
 //
-// Frames (comm/socket_io.hpp: u64 length, then the body), in order:
+// Frames (job/socket_io.hpp: u64 length, then the body), in order:
 //   challenge (server -> client) = "MERAKAU1" u8 n, purpose[n], nonce_s[32]
 //   hello     (client -> server) = "MERAKAU1" nonce_c[32] u32 m, payload[m], mac_c[32]
 //   verdict   (server -> client) = u8 1, mac_s[32]   (accepted)
@@ -27,13 +27,13 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/socket_io.hpp"
-#include "comm/tls.hpp"
+#include "job/socket_io.hpp"
+#include "job/tls.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 
 // What the connections of a job prove: the token, and with TLS the
-// certificates (comm/tls.hpp) of the session the handshake then runs in.
+// certificates (job/tls.hpp) of the session the handshake then runs in.
 struct job_credentials {
   std::string token;
   std::shared_ptr<const tls_context> tls;  // null: in clear
@@ -47,6 +47,8 @@ constexpr uint64_t kmax_auth_frame = 4096;
 std::string hmac_sha256(std::string_view key, std::string_view data);
 // `n` bytes from the kernel's random source. Throws merak::error.
 std::string random_bytes(size_t n);
+// A random job token (hex, from /dev/urandom).
+std::string random_token();
 
 // Reads a job token from a file, as --token-file and MERAK_JOB_TOKEN_FILE
 // do (a token on the command line is visible to every user in `ps`). The
@@ -153,4 +155,4 @@ class auth_acceptor {
   net_clock::time_point listener_paused_until_{};  // after EMFILE
 };
 
-}  // namespace merak::comm
+}  // namespace merak::job

@@ -1,4 +1,4 @@
-#include "comm/tls.hpp"
+#include "job/tls.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -12,7 +12,7 @@
 
 #include "core/error.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 namespace {
 
 std::string openssl_reason() {
@@ -166,4 +166,4 @@ stream tls_client(unique_fd fd, const tls_context* tls, net_clock::time_point de
   }
 }
 
-}  // namespace merak::comm
+}  // namespace merak::job

@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace merak::comm {
+namespace merak::job {
 
 inline constexpr const char* kopenmp_spin_variable = "GOMP_SPINCOUNT";
 // libgomp's own spin for a process with more threads than cores.
@@ -51,4 +51,4 @@ bool wants_short_openmp_spin(Getenv get, int processes) {
   return processes > 1 && !set("OMP_WAIT_POLICY") && !set(kopenmp_spin_variable);
 }
 
-}  // namespace merak::comm
+}  // namespace merak::job

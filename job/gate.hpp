@@ -3,13 +3,13 @@
 // authentication of its own: the CAF middleman's port, whose protocol reads
 // a length and allocates before it knows who is talking (docs/security.md).
 // The service listens on loopback only. A gate_server listens where other
-// hosts reach it, runs the handshake of comm/auth.hpp on every connection
+// hosts reach it, runs the handshake of job/auth.hpp on every connection
 // at once, and relays each admitted one to the service. On the other side a
 // gate_tunnel authenticates to the remote gate first and then offers a
 // loopback port for one local connection (the CAF client's), which it
 // relays. Nothing reaches the service before the peer proved the job token,
 // and the token never crosses the network. With TLS in the credentials
-// (comm/tls.hpp), the network side of every relayed connection is a TLS
+// (job/tls.hpp), the network side of every relayed connection is a TLS
 // session; loopback stays in clear.
 //
 // Each relayed connection has a thread of its own that moves bytes both
@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/auth.hpp"
+#include "job/auth.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 
 class gate_server {
  public:
@@ -78,4 +78,4 @@ class gate_tunnel {
   std::unique_ptr<impl> p_;
 };
 
-}  // namespace merak::comm
+}  // namespace merak::job

@@ -1,4 +1,4 @@
-#include "comm/launcher.hpp"
+#include "job/launcher.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -16,26 +16,20 @@
 #include <sstream>
 #include <utility>
 
-#include "comm/auth.hpp"
-#include "comm/bootstrap.hpp"
-#include "comm/openmp_spin.hpp"
+#include "job/auth.hpp"
+#include "job/socket_io.hpp"
+#include "job/openmp_spin.hpp"
 #include "core/error.hpp"
 
 extern char** environ;
 
-namespace merak::comm {
+namespace merak::job {
 
 std::string self_executable() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) fail("launcher: cannot read /proc/self/exe: {}", std::strerror(errno));
   return {buf, static_cast<size_t>(n)};
-}
-
-std::string random_token() {
-  std::string s;
-  for (unsigned char c : random_bytes(16)) s += fmt::format("{:02x}", c);
-  return s;
 }
 
 std::vector<host_entry> read_hostfile(const std::string& path) {
@@ -320,4 +314,4 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
   return res;
 }
 
-}  // namespace merak::comm
+}  // namespace merak::job

@@ -17,7 +17,7 @@
 #include <chrono>
 #include <string>
 
-namespace merak::comm {
+namespace merak::job {
 
 struct pmix_rendezvous_result {
   int rank = -1;      // this process's rank in the job, as the server knows it
@@ -36,4 +36,4 @@ bool pmix_rendezvous_built();
 // `timeout`.
 pmix_rendezvous_result pmix_rendezvous(bool make_token, std::chrono::milliseconds timeout);
 
-}  // namespace merak::comm
+}  // namespace merak::job

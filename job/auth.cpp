@@ -1,4 +1,4 @@
-#include "comm/auth.hpp"
+#include "job/auth.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 namespace {
 
 constexpr char kmagic[8] = {'M', 'E', 'R', 'A', 'K', 'A', 'U', '1'};
@@ -375,4 +375,10 @@ std::optional<auth_acceptor::admitted> auth_acceptor::next(net_clock::time_point
   }
 }
 
-}  // namespace merak::comm
+std::string random_token() {
+  std::string s;
+  for (unsigned char c : random_bytes(16)) s += fmt::format("{:02x}", c);
+  return s;
+}
+
+}  // namespace merak::job

@@ -4,7 +4,7 @@
 // ports. TLS 1.3 only, and mutual: each side presents a certificate and
 // checks the other's against the job's certificate authority (`ca`); a
 // certificate that authority did not sign ends the connection in the TLS
-// handshake, before merak's own handshake (comm/auth.hpp), which still
+// handshake, before merak's own handshake (job/auth.hpp), which still
 // runs inside the session. Host names are not checked: the CA and the job
 // token together say who belongs to the job.
 
@@ -12,11 +12,11 @@
 #include <memory>
 #include <string>
 
-#include "comm/socket_io.hpp"
+#include "job/socket_io.hpp"
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 
-namespace merak::comm {
+namespace merak::job {
 
 // The three files of TLS: all set, or none.
 struct tls_files {
@@ -67,4 +67,4 @@ std::shared_ptr<const tls_context> make_tls(const tls_files& f);
 stream tls_client(unique_fd fd, const tls_context* tls, net_clock::time_point deadline,
                   const std::string& self, const std::string& who);
 
-}  // namespace merak::comm
+}  // namespace merak::job

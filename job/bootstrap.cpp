@@ -1,4 +1,4 @@
-#include "comm/bootstrap.hpp"
+#include "job/bootstrap.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,12 +17,12 @@
 #include <thread>
 #include <utility>
 
-#include "comm/auth.hpp"
-#include "comm/pmix_rendezvous.hpp"
-#include "comm/socket_io.hpp"
+#include "job/auth.hpp"
+#include "job/pmix_rendezvous.hpp"
+#include "job/socket_io.hpp"
 #include "core/error.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 namespace {
 
 using clock_type = net_clock;
@@ -422,15 +422,4 @@ std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o) {
   return std::make_unique<tcp_bootstrap>(o);
 }
 
-int pick_free_port(const std::string& host) {
-  unique_fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s) fail("pick_free_port: socket: {}", std::strerror(errno));
-  sockaddr_in a = resolve_ipv4(host, 0, "host");
-  socklen_t len = sizeof a;
-  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    fail("pick_free_port: {}: {}", host, std::strerror(errno));
-  return ntohs(a.sin_port);
-}
-
-}  // namespace merak::comm
+}  // namespace merak::job

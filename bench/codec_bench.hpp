@@ -14,7 +14,7 @@
 #include "comm/codec.hpp"
 #include "comm/transport.hpp"
 
-namespace merak::comm {
+namespace merak::bench {
 
 // The median of the benchmarks' per-iteration times (0 for none).
 double median(std::vector<double> v);
@@ -57,8 +57,8 @@ struct codec_bench_options {
   std::vector<double> densities = {0.01, 0.05};
   std::vector<double> sketch_ratios = {0.01, 0.05, 0.1, 0.2};
   int sketch_rows = 1;
-  std::vector<codec_kind> methods = {codec_kind::dense, codec_kind::coo, codec_kind::union_rows,
-                                     codec_kind::s2};
+  std::vector<comm::codec_kind> methods = {comm::codec_kind::dense, comm::codec_kind::coo,
+                                           comm::codec_kind::union_rows, comm::codec_kind::s2};
   int iters = 5;
   uint64_t seed = 1;
   bool known_rows = false;  // as in codec_run_options
@@ -70,7 +70,7 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& opt
 
 // One configuration of the benchmark over a transport.
 struct codec_run_options {
-  codec_config config;  // method; sketch_ratio/width/rows/feedback/seed apply to s2
+  comm::codec_config config;  // method; sketch_ratio/width/rows/feedback/seed apply to s2
   int64_t n = 50000, d = 256;
   double density = 0.01;
   int iters = 10;
@@ -78,8 +78,8 @@ struct codec_run_options {
   // Hand the codec the non-zero rows (codec::set_known_rows) as a trainer
   // that knows its batch's token ids would, instead of letting it scan.
   bool known_rows = false;
-  tag_t tag = 900;         // uses tags tag .. tag + 2
-  ring_options ring = {};  // chunking of reduce_rows' all-reduces
+  comm::tag_t tag = 900;         // uses tags tag .. tag + 2
+  comm::ring_options ring = {};  // chunking of reduce_rows' all-reduces
   // Back the gradient being reduced with transparent huge pages (2 MiB,
   // madvise; Linux only, ignored elsewhere or when refused): the rows of a
   // sparse step are scattered over n·d floats, one TLB miss each with 4 KiB
@@ -92,6 +92,6 @@ struct codec_run_options {
 // timed iterations the exact average is computed with a dense all-reduce;
 // each iteration starts after a barrier, restores the gradient (untimed) and
 // times reduce_rows end to end. Fails on iters < 1 or a bad config.
-codec_bench_result bench_codec_over(transport& t, const codec_run_options& options);
+codec_bench_result bench_codec_over(comm::transport& t, const codec_run_options& options);
 
-}  // namespace merak::comm
+}  // namespace merak::bench

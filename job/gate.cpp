@@ -1,4 +1,4 @@
-#include "comm/gate.hpp"
+#include "job/gate.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "comm/auth.hpp"
-#include "comm/socket_io.hpp"
+#include "job/auth.hpp"
+#include "job/socket_io.hpp"
 #include "core/error.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 namespace {
 
 // Moves bytes between `a` and `b` both ways until either end closes or
@@ -273,4 +273,4 @@ int gate_tunnel::local_port() const {
   return p_->local_port;
 }
 
-}  // namespace merak::comm
+}  // namespace merak::job

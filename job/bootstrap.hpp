@@ -2,9 +2,9 @@
 // Bootstrap: how the processes of one job find each other before any data
 // moves (docs/comm-transport.md). Rank 0 listens on a TCP socket on the
 // interface of MASTER_ADDR; every other rank connects to it, and both prove
-// they hold the job token without sending it (comm/auth.hpp, purpose
+// they hold the job token without sending it (job/auth.hpp, purpose
 // "bootstrap"; the client's claim is u32 rank, u32 world_size), inside a
-// TLS session when the job has certificates (comm/tls.hpp). Rank 0
+// TLS session when the job has certificates (job/tls.hpp). Rank 0
 // runs the handshakes of all connecting peers at once, each with its own
 // deadline. Afterwards the bootstrap offers an all-gather of small blobs
 // (the UCX transport swaps worker addresses through it), a barrier, and a
@@ -28,9 +28,10 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/auth.hpp"
+#include "comm/control_plane.hpp"
+#include "job/auth.hpp"
 
-namespace merak::comm {
+namespace merak::job {
 
 struct bootstrap_options {
   int rank = -1;        // -1: from the environment
@@ -38,12 +39,12 @@ struct bootstrap_options {
   std::string addr;     // rendezvous host (rank 0's); empty: environment, else 127.0.0.1
   int port = -1;        // rendezvous port; -1: environment
   std::string token;    // job token; empty: MERAK_JOB_TOKEN, else the file MERAK_JOB_TOKEN_FILE
-                        // names (comm/auth.hpp read_token_file), else none (all must agree)
+                        // names (job/auth.hpp read_token_file), else none (all must agree)
   // Where rank 0 listens. Empty: MERAK_BIND_ADDR, else `addr` itself (the
   // interface other hosts reach rank 0 by; 127.0.0.1 for loopback).
   std::string bind_addr;
   std::chrono::milliseconds timeout{60000};  // bound of every wait
-  // TLS for the bootstrap and the job's gates (comm/tls.hpp); empty:
+  // TLS for the bootstrap and the job's gates (job/tls.hpp); empty:
   // MERAK_TLS_CERT / MERAK_TLS_KEY / MERAK_TLS_CA, else in clear.
   tls_files tls;
   // Set by resolve_bootstrap: where `addr` came from, for the log ("MASTER_ADDR",
@@ -61,7 +62,7 @@ using env_lookup = std::function<const char*(const char*)>;
 // 127.0.0.1 (an Open MPI job over several hosts is refused: it must name
 // rank 0's host). Without MASTER_PORT: under Slurm or Open MPI a port
 // derived from the job's id (rendezvous_port_of_job). The overload without
-// `env` first asks the launcher's PMIx server (comm/pmix_rendezvous.hpp)
+// `env` first asks the launcher's PMIx server (job/pmix_rendezvous.hpp)
 // where an Open MPI job spans several hosts and no MASTER_ADDR is set
 // (rendezvous_through_pmix): rank 0's host, a port rank 0 picked and, unless
 // MERAK_JOB_TOKEN(_FILE) is set, a token rank 0 made. The token from
@@ -77,33 +78,17 @@ bootstrap_options resolve_bootstrap(bootstrap_options given);  // the process en
 bool rendezvous_through_pmix(const bootstrap_options& given, const env_lookup& env);
 
 // A joined job. Created by connect_bootstrap; used by one thread at a time.
-class bootstrap {
+// As a control plane (comm/control_plane.hpp): local_address is the local
+// end of its bootstrap connection (rank 0: of a connection a peer made to
+// it); dead_peer: rank 0 sees every rank's connection close and tells the
+// others (a notice frame, see above), the other ranks see rank 0's
+// connection close or read that notice, and a call made while an allgather
+// runs on another thread skips the check.
+class bootstrap : public comm::control_plane {
  public:
-  virtual ~bootstrap() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
   // The job token and TLS context, for the handshakes of the job's other
-  // connections (comm/gate.hpp).
+  // connections (job/gate.hpp).
   virtual const job_credentials& credentials() const = 0;
-  // Every rank's blob, in rank order. Collective: all ranks call it.
-  // Throws merak::error naming the peer on a timeout or a closed connection.
-  virtual std::vector<std::string> allgather(const std::string& mine) = 0;
-  // Returns once every rank has called it.
-  void barrier() { allgather({}); }
-
-  // This process's IPv4 address on the job's network: the local end of its
-  // bootstrap connection (rank 0: of a connection a peer made to it), so an
-  // address the other processes reach; "127.0.0.1" in a job of one.
-  virtual std::string local_address() const = 0;
-
-  // Liveness, for a transport's wait loop (never blocks): a rank whose
-  // process is known to have gone away, or -1. Rank 0 sees every rank's
-  // connection close and tells the others (a notice frame, see above); the
-  // other ranks see rank 0's connection close or read that notice. Sticky:
-  // once a rank is known dead it is returned again. May be called from
-  // another thread than allgather's; it then skips the check while an
-  // allgather runs.
-  virtual int dead_peer() = 0;
 };
 
 // Joins the job described by `o` (resolved): rank 0 listens and admits the
@@ -119,8 +104,4 @@ std::string first_slurm_host(std::string_view list);
 // the job computes the same one.
 int rendezvous_port_of_job(const std::string& job_id, const std::string& step_id);
 
-// A TCP port that is free on `host` right now (the kernel's pick), for a
-// launcher to hand to its workers as MASTER_PORT. Throws merak::error.
-int pick_free_port(const std::string& host = "127.0.0.1");
-
-}  // namespace merak::comm
+}  // namespace merak::job

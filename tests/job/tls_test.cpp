@@ -10,15 +10,15 @@
 #include <string>
 #include <thread>
 
-#include "comm/auth.hpp"
-#include "comm/gate.hpp"
-#include "comm/socket_io.hpp"
-#include "comm/tls.hpp"
+#include "job/auth.hpp"
+#include "job/gate.hpp"
+#include "job/socket_io.hpp"
+#include "job/tls.hpp"
 #include "core/error.hpp"
 #include "echo_service.hpp"
 #include "test_pki.hpp"
 
-using namespace merak::comm;
+using namespace merak::job;
 using merak::test::test_pki;
 using namespace std::chrono_literals;
 using merak::test::echo_service;
@@ -88,7 +88,7 @@ std::string tapped_echo(const job_credentials& server, const job_credentials& cl
 }  // namespace
 
 TEST_CASE("under TLS a gate relays both ways and nothing readable crosses the network",
-          "[comm][tls]") {
+          "[job][tls]") {
   test_pki pki({"a", "b"});
   const std::string secret = "activation bytes 0123456789 of the job, not for the network";
   // In clear the wiretap reads merak's handshake and the relayed bytes.
@@ -104,7 +104,7 @@ TEST_CASE("under TLS a gate relays both ways and nothing readable crosses the ne
   CHECK(tls.find("tok") == std::string::npos);
 }
 
-TEST_CASE("a gate under TLS relays a large stream without loss", "[comm][tls]") {
+TEST_CASE("a gate under TLS relays a large stream without loss", "[job][tls]") {
   test_pki pki({"a", "b"});
   echo_service echo;
   gate_server gate("127.0.0.1", 0, echo.port(), creds("tok", pki.files("a")), "svm", "gate");
@@ -114,7 +114,7 @@ TEST_CASE("a gate under TLS relays a large stream without loss", "[comm][tls]") 
   CHECK(gate.admitted() == 1);
 }
 
-TEST_CASE("a certificate of another CA is refused in the TLS handshake", "[comm][tls]") {
+TEST_CASE("a certificate of another CA is refused in the TLS handshake", "[job][tls]") {
   test_pki job({"gate", "worker"});
   test_pki rogue({"worker"});
   echo_service echo;
@@ -141,7 +141,7 @@ TEST_CASE("a certificate of another CA is refused in the TLS handshake", "[comm]
   CHECK(gate.dropped() == 2);
 }
 
-TEST_CASE("TLS on one side only ends with an error, not a hang", "[comm][tls]") {
+TEST_CASE("TLS on one side only ends with an error, not a hang", "[job][tls]") {
   test_pki pki({"a"});
   echo_service echo;
   {
@@ -158,7 +158,7 @@ TEST_CASE("TLS on one side only ends with an error, not a hang", "[comm][tls]") 
                     Catch::Contains("TLS handshake with the gate failed"));
 }
 
-TEST_CASE("TLS files are checked before a job starts, naming the file", "[comm][tls]") {
+TEST_CASE("TLS files are checked before a job starts, naming the file", "[job][tls]") {
   test_pki pki({"a", "b"});
   const tls_files a = pki.files("a");
   CHECK_NOTHROW(tls_context(a));

@@ -9,13 +9,13 @@
 #include <thread>
 #include <vector>
 
-#include "comm/bootstrap.hpp"
-#include "comm/socket_io.hpp"
+#include "job/bootstrap.hpp"
+#include "job/socket_io.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "test_pki.hpp"
 
-using namespace merak::comm;
+using namespace merak::job;
 using merak::same_secret;
 using namespace std::chrono_literals;
 
@@ -62,7 +62,7 @@ std::vector<bootstrap_options> job(int P, int port, std::string token,
 }  // namespace
 
 TEST_CASE("bootstrap values come from flags, then RANK/WORLD_SIZE, then Open MPI, then Slurm",
-          "[comm][bootstrap]") {
+          "[job][bootstrap]") {
   auto all = fake_env({{"RANK", "1"},
                        {"WORLD_SIZE", "4"},
                        {"MASTER_ADDR", "10.0.0.7"},
@@ -106,7 +106,7 @@ TEST_CASE("bootstrap values come from flags, then RANK/WORLD_SIZE, then Open MPI
 }
 
 TEST_CASE("under Slurm and Open MPI the rendezvous needs no MASTER_ADDR or MASTER_PORT",
-          "[comm][bootstrap]") {
+          "[job][bootstrap]") {
   CHECK(first_slurm_host("node[07-09,12],gpu1") == "node07");
   CHECK(first_slurm_host("gpu1,node[07-09]") == "gpu1");
   CHECK(first_slurm_host("rack[2-3]-n[001-004]") == "rack2-n001");
@@ -154,7 +154,7 @@ TEST_CASE("under Slurm and Open MPI the rendezvous needs no MASTER_ADDR or MASTE
 }
 
 TEST_CASE("an Open MPI job over several hosts rendezvouses through PMIx unless told where",
-          "[comm][bootstrap]") {
+          "[job][bootstrap]") {
   std::map<std::string, std::string> two_hosts{{"OMPI_COMM_WORLD_RANK", "1"},
                                                {"OMPI_COMM_WORLD_SIZE", "4"},
                                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
@@ -185,7 +185,7 @@ TEST_CASE("an Open MPI job over several hosts rendezvouses through PMIx unless t
                     Catch::Contains("OMPI_COMM_WORLD_LOCAL_SIZE"));
 }
 
-TEST_CASE("bad bootstrap values are refused naming the variable", "[comm][bootstrap]") {
+TEST_CASE("bad bootstrap values are refused naming the variable", "[job][bootstrap]") {
   CHECK_THROWS_WITH(resolve_bootstrap({}, fake_env({{"RANK", "x1"}, {"WORLD_SIZE", "2"}})),
                     Catch::Contains("RANK='x1'"));
   CHECK_THROWS_WITH(
@@ -214,7 +214,7 @@ TEST_CASE("bad bootstrap values are refused naming the variable", "[comm][bootst
           .token.empty());
 }
 
-TEST_CASE("job tokens are compared in full", "[comm][bootstrap]") {
+TEST_CASE("job tokens are compared in full", "[job][bootstrap]") {
   CHECK(same_secret("abc", 3, "abc", 3));
   CHECK_FALSE(same_secret("abc", 3, "abd", 3));
   CHECK_FALSE(same_secret("abc", 3, "abcd", 4));
@@ -222,7 +222,7 @@ TEST_CASE("job tokens are compared in full", "[comm][bootstrap]") {
   CHECK(same_secret("", 0, "", 0));
 }
 
-TEST_CASE("ranks join over TCP and all-gather blobs in rank order", "[comm][bootstrap]") {
+TEST_CASE("ranks join over TCP and all-gather blobs in rank order", "[job][bootstrap]") {
   for (int P : {1, 2, 5}) {
     const int port = pick_free_port();
     std::vector<std::vector<std::string>> got(P);
@@ -241,7 +241,7 @@ TEST_CASE("ranks join over TCP and all-gather blobs in rank order", "[comm][boot
   }
 }
 
-TEST_CASE("a peer with the wrong job token is refused", "[comm][bootstrap]") {
+TEST_CASE("a peer with the wrong job token is refused", "[job][bootstrap]") {
   const int port = pick_free_port();
   auto opts = job(2, port, "right", 1500ms);
   opts[1].token = "wrong";
@@ -251,7 +251,7 @@ TEST_CASE("a peer with the wrong job token is refused", "[comm][bootstrap]") {
   CHECK_THAT(errors[0], Catch::Contains("ranks 1 did not join"));
 }
 
-TEST_CASE("a rank whose rank 0 never listens fails within the timeout", "[comm][bootstrap]") {
+TEST_CASE("a rank whose rank 0 never listens fails within the timeout", "[job][bootstrap]") {
   const int port = pick_free_port();
   auto opts = job(2, port, "", 300ms);
   auto t0 = std::chrono::steady_clock::now();
@@ -260,7 +260,7 @@ TEST_CASE("a rank whose rank 0 never listens fails within the timeout", "[comm][
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
 }
 
-TEST_CASE("an all-gather names the rank that went away", "[comm][bootstrap]") {
+TEST_CASE("an all-gather names the rank that went away", "[job][bootstrap]") {
   const int port = pick_free_port();
   auto errors = join_all(job(3, port, "t", 2000ms), [](bootstrap& b) {
     if (b.rank() == 2) return;  // leaves: its connection closes
@@ -271,7 +271,7 @@ TEST_CASE("an all-gather names the rank that went away", "[comm][bootstrap]") {
 }
 
 TEST_CASE("the bootstrap learns that a rank's process went away and tells every rank",
-          "[comm][bootstrap]") {
+          "[job][bootstrap]") {
   const int port = pick_free_port();
   std::atomic<int> left{0};
   std::vector<int> seen(3, -1);
@@ -292,7 +292,7 @@ TEST_CASE("the bootstrap learns that a rank's process went away and tells every 
   CHECK(seen[1] == 2);
 }
 
-TEST_CASE("under TLS ranks all-gather and learn of a rank that went away", "[comm][bootstrap]") {
+TEST_CASE("under TLS ranks all-gather and learn of a rank that went away", "[job][bootstrap]") {
   merak::test::test_pki pki({"r0", "r1", "r2"});
   const int port = pick_free_port();
   auto opts = job(3, port, "t", 3000ms);
@@ -317,7 +317,7 @@ TEST_CASE("under TLS ranks all-gather and learn of a rank that went away", "[com
   CHECK(seen[1] == 2);
 }
 
-TEST_CASE("under TLS a rank with a certificate of another CA cannot join", "[comm][bootstrap]") {
+TEST_CASE("under TLS a rank with a certificate of another CA cannot join", "[job][bootstrap]") {
   merak::test::test_pki pki({"r0", "r1"});
   merak::test::test_pki rogue({"r1"});
   const int port = pick_free_port();
@@ -340,7 +340,7 @@ TEST_CASE("under TLS a rank with a certificate of another CA cannot join", "[com
                     Catch::Contains("--tls-cert, --tls-key and --tls-ca"));
 }
 
-TEST_CASE("silent and hostile connections do not delay a job's start", "[comm][bootstrap]") {
+TEST_CASE("silent and hostile connections do not delay a job's start", "[job][bootstrap]") {
   const int port = pick_free_port();
   std::vector<unique_fd> silent;
   std::atomic<bool> stop{false};
@@ -381,7 +381,7 @@ TEST_CASE("silent and hostile connections do not delay a job's start", "[comm][b
 }
 
 TEST_CASE("rank 0 listens on MASTER_ADDR's interface and says so when that is not this host",
-          "[comm][bootstrap]") {
+          "[job][bootstrap]") {
   auto o = job(2, pick_free_port(), "t", 1000ms)[0];
   o.addr = "192.0.2.1";  // TEST-NET-1: never an address of this host
   o = resolve_bootstrap(o, fake_env({}));

@@ -1,7 +1,7 @@
-#include "comm/pmix_rendezvous.hpp"
+#include "job/pmix_rendezvous.hpp"
 
-#include "comm/bootstrap.hpp"
-#include "comm/launcher.hpp"
+#include "job/auth.hpp"
+#include "job/socket_io.hpp"
 #include "core/error.hpp"
 
 #if MERAK_HAVE_PMIX_HEADER
@@ -12,7 +12,7 @@
 #include <cstring>
 #endif
 
-namespace merak::comm {
+namespace merak::job {
 
 #if MERAK_HAVE_PMIX_HEADER
 
@@ -190,4 +190,4 @@ pmix_rendezvous_result pmix_rendezvous(bool, std::chrono::milliseconds) {
 
 #endif
 
-}  // namespace merak::comm
+}  // namespace merak::job

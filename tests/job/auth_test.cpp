@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <string>
 
-#include "comm/auth.hpp"
-#include "comm/bootstrap.hpp"
+#include "job/auth.hpp"
+#include "job/bootstrap.hpp"
 #include "core/error.hpp"
 
-using namespace merak::comm;
+using namespace merak::job;
 
 namespace {
 
@@ -22,14 +22,14 @@ std::string hex(const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("HMAC-SHA256 matches RFC 4231", "[comm][auth]") {
+TEST_CASE("HMAC-SHA256 matches RFC 4231", "[job][auth]") {
   CHECK(hex(hmac_sha256("Jefe", "what do ya want for nothing?")) ==
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   CHECK(hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")) ==
         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
 }
 
-TEST_CASE("client and server prove the token to each other without sending it", "[comm][auth]") {
+TEST_CASE("client and server prove the token to each other without sending it", "[job][auth]") {
   const std::string token = "job-token-6f1c2a";
   auth_server s(token, "bootstrap");
   auth_client c(token, "bootstrap", "rank 3");
@@ -46,7 +46,7 @@ TEST_CASE("client and server prove the token to each other without sending it", 
   CHECK(auth_server(token, "bootstrap").challenge() != s.challenge());
 }
 
-TEST_CASE("a wrong token, a replayed hello or an edited claim is refused", "[comm][auth]") {
+TEST_CASE("a wrong token, a replayed hello or an edited claim is refused", "[job][auth]") {
   std::string why;
   {
     auth_server s("right", "bootstrap");
@@ -78,7 +78,7 @@ TEST_CASE("a wrong token, a replayed hello or an edited claim is refused", "[com
   }
 }
 
-TEST_CASE("a server that does not hold the token cannot pass for the job's", "[comm][auth]") {
+TEST_CASE("a server that does not hold the token cannot pass for the job's", "[job][auth]") {
   auth_server rogue("guess", "bootstrap");
   auth_client c("t", "bootstrap", "rank 1");
   c.answer(rogue.challenge());
@@ -92,7 +92,7 @@ TEST_CASE("a server that does not hold the token cannot pass for the job's", "[c
   CHECK(c.verdict("") == "empty verdict");
 }
 
-TEST_CASE("a client names the service it reached when it is not the one it wants", "[comm][auth]") {
+TEST_CASE("a client names the service it reached when it is not the one it wants", "[job][auth]") {
   auth_server svm("t", "svm");
   auth_client c("t", "bootstrap", "");
   CHECK_THROWS_WITH(c.answer(svm.challenge()), Catch::Contains("'svm' service, not 'bootstrap'"));
@@ -105,7 +105,7 @@ TEST_CASE("a client names the service it reached when it is not the one it wants
   CHECK_FALSE(boot.check(hello, why));
 }
 
-TEST_CASE("a token file must be private, one line and not empty", "[comm][auth]") {
+TEST_CASE("a token file must be private, one line and not empty", "[job][auth]") {
   const std::string path = "/tmp/merak-token-test-" + std::to_string(::getpid());
   auto write = [&](const std::string& text, mode_t mode) {
     std::remove(path.c_str());
