@@ -61,7 +61,7 @@ void configure(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
   // Round trips over loopback are shorter than with the work-stealing
   // default, whose polling workers take the cores the solvers need
-  // (docs/results/svm.md, "Solver design choices").
+  // (docs/results/distributed-runtime.md, "Transport choices").
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("logger.console", caf::atom("none"));
 }
