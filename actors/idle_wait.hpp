@@ -1,10 +1,11 @@
 #pragma once
 // Waiting for the next message without paying for a thread wake-up.
 //
-// A detached actor whose mailbox is empty blocks on a condition variable; on
-// this kind of VM the sleeping vCPU takes 20-50 us (sometimes milliseconds)
-// to run again once a message is sent to it, and that latency sits on the
-// critical path of every pipeline hand-off. An actor that expects a message
+// A detached actor whose mailbox is empty blocks on a condition variable;
+// its thread takes far longer to run again once a message is sent to it
+// than a hop between two awake actors (on virtual machines, where the
+// sleeping vCPU must be scheduled again, most of all), and that latency sits
+// on the critical path of every pipeline hand-off. An actor that expects a message
 // soon may instead poll its mailbox for a bounded time before it returns to
 // CAF and blocks. That is only free when every busy thread has a core of its
 // own: `spin_budget` turns spinning off when the threads outnumber the cores.
@@ -26,8 +27,8 @@ inline std::chrono::microseconds spin_budget(int requested_us, int busy_threads)
 
 // Polls `arrived()` until it is true or `budget` has passed; returns whether
 // it arrived. The first few microseconds poll with a CPU pause only (a
-// neighbour's answer usually lands within them: ~0.6 us a hop between two
-// detached actors here, against 6-14 us when the receiver blocks); after that
+// neighbour's answer usually lands within them while both are awake;
+// docs/results/distributed-runtime.md, "Transport choices"); after that
 // each round yields the core, so that a thread that needs it (another
 // process, a reducer, the coordinator) runs instead of waiting for this one's
 // time slice to end.

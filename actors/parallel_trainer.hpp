@@ -55,7 +55,7 @@ struct parallel_options : partition::layout {
   int threads = 0;                // compute threads in all (0: every core)
   double timeout_s = 300;         // longest wait for any actor before the step fails
   // An idle stage polls its mailbox this long during a step before its thread
-  // blocks (a blocked thread takes 6-50 us to wake here), and so does the
+  // blocks (waking a blocked thread costs more than the hand-off), and so does the
   // tensor channel of a job of several processes after traffic; -1:
   // automatic, 200 us when the threads that would poll fit on the cores,
   // else 0 (actors/idle_wait.hpp).

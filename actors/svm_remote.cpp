@@ -59,8 +59,9 @@ svm_rendezvous_api::behavior_type svm_rendezvous(svm_rendezvous_api::pointer sel
 void configure(caf::actor_system_config& cfg) {
   add_svm_message_types(cfg);
   cfg.load<caf::io::middleman>();
-  // Round trips over loopback are ~3x shorter than with work stealing
-  // (shared/notes/dependencies.md).
+  // Round trips over loopback are shorter than with the work-stealing
+  // default, whose polling workers take the cores the solvers need
+  // (docs/results/distributed-runtime.md, "Transport choices").
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("logger.console", caf::atom("none"));
 }

@@ -58,7 +58,7 @@ struct synth_state {
   double busy_us = 0;
   std::chrono::microseconds spin{0};
   // More stages than cores. Asked once: hardware_concurrency() reads sysfs on
-  // every call (~8 us, more than the hand-off this benchmark measures).
+  // every call (costlier than the hand-off this benchmark measures).
   bool oversubscribed = false;
 };
 

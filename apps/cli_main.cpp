@@ -32,7 +32,7 @@ void keep_large_blocks_in_heap() {
   // channel's thread allocates it, the stage actor frees it), and glibc
   // unmaps a secondary heap of a per-thread arena as soon as its last chunk
   // is freed, whatever the trim threshold: the next tensor there starts on
-  // fresh pages, and a page fault costs 10-25 us on a VM. The main arena
+  // fresh pages, each paying a page fault (costly on a VM). The main arena
   // keeps its pages; small allocations stay in each thread's cache.
   mallopt(M_ARENA_MAX, 1);
 }

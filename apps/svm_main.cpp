@@ -1,8 +1,8 @@
 // merak: runs `merak svm ...` itself and hands every other command line to
 // merak-full (next to this program) by exec. The split keeps what an SVM fit
-// does not use (UCX, OpenBLAS, oneDNN) out of its process: linking them
-// costs every start about 13 ms on a 2-core VM (docs/svm.md), more than
-// LIBLINEAR takes to fit heart_scale.
+// does not use (UCX, OpenBLAS, oneDNN) out of its process: loading them
+// would cost every start more than LIBLINEAR takes to fit a small data set
+// (docs/results/svm.md, "Solver design choices").
 #include <unistd.h>
 
 #include <cerrno>

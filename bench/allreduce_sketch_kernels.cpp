@@ -1,4 +1,4 @@
-// The count sketch's kernels alone (docs/measurements/s2-reducer-history.md):
+// The count sketch's kernels alone (docs/results/s2-reducer.md, "S2 design choices"):
 // times count_sketch::add_rows (one rank's rows) and estimate_into (the
 // union of two ranks' rows) on the benchmark's 50,000 x 256 gradient, caches
 // flushed (64 MB touched) before each, best of 9. Built as

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds CAF 0.17 (Debian's actor-framework source) with ThreadSanitizer into
 # PREFIX, so that the actor tests can run under ThreadSanitizer with CAF's
-# own synchronisation visible (bench/sanitize.sh tsan-actors). About 45
-# minutes on 2 cores.
+# own synchronisation visible (bench/sanitize.sh tsan-actors). A long build:
+# the whole of CAF is compiled.
 #
 # Usage: bench/caf-tsan.sh PREFIX [actor-framework_0.17.6.orig.tar.gz]
 # Without a tarball it fetches Debian's source package (apt-get source; needs

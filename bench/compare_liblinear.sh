@@ -85,7 +85,7 @@ methods=(${METHODS:-liblinear l1 scad mcp lsp capped-l1})
 # end (theta well below every kept weight, the log penalty's usual use as a
 # sparsity surrogate). A grid with LSP's lambda itself from the grid and
 # theta in {0.03, 0.1, 0.3, 1} never reaches golub's sparsity target
-# (docs/measurements/svm-history.md).
+# (docs/results/svm.md, "Solver design choices").
 declare -A thetas=([l1]="0" [scad]="${SCAD_THETAS:-2.2 2.5 3 3.7 5}" [mcp]="${MCP_THETAS:-1.2 1.5 2 3 5}"
                    [lsp]="${LSP_THETAS:-0.0003 0.001 0.003 0.01 0.03 0.1 0.3 1}"
                    [capped-l1]="${CAPPED_THETAS:-1.2 1.5 2 3 5}")

@@ -3,7 +3,7 @@
 # libraries they need that a bare CUDA machine lacks (oneDNN, OpenBLAS, fmt,
 # libgomp, ...; not glibc, libstdc++ or CUDA's own), into one compressed
 # file for bench/gpu_check.sh to run on a GPU machine that cannot install
-# packages or build the project (the device machines lent to sessions).
+# packages or build the project (e.g. one without access to a package registry).
 # Usage: bench/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, .gpu-bundle)
 set -euo pipefail
 build=${1:-build}

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# One-go check of the CUDA/NCCL parts on a machine with a GPU (never run on
-# the 2-core build machine, which has none): configure and build the GPU
+# One-go check of the CUDA/NCCL parts on a machine with a GPU: configure and build the GPU
 # targets, run the tests labelled gpu (the CUDA backend against the CPU
 # backend, the NCCL transport), then the benchmarks: whole training steps
 # (merak bench gpt --device cuda: tokens/s, MFU, peak memory) and the
@@ -10,8 +9,8 @@
 # one JSON object per benchmark run. Meant to finish in < 8 min on a
 # 16-core machine.
 #
-# A machine that cannot install the project's packages (the device machines
-# lent to sessions reach no registry) runs a bundle made here instead
+# A machine that cannot install the project's packages (e.g. one without
+# access to a package registry) runs a bundle made here instead
 # (bench/gpu_bundle.sh): the same programs, their libraries beside them,
 # CUDA's libraries from the machine.
 #

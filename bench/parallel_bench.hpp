@@ -2,7 +2,8 @@
 // `merak bench parallel`: tokens/s of parallel layouts against one thread.
 //
 // The runtime's speed target is a ratio to the one-thread single-device run
-// on the same machine, and this kind of VM drifts by 10-20% over minutes.
+// on the same machine, and a shared or virtual machine's speed drifts over
+// minutes.
 // Each round therefore runs the one-thread baseline and then every layout,
 // back to back in one process on the same random tokens, and the ratios are
 // taken within a round.

@@ -16,8 +16,8 @@
 #          in MERAK_CAF_TSAN (bench/caf-tsan.sh builds one). Suppressions:
 #          tests/tsan-actors.supp (UCX; nothing of CAF); OMP_THREAD_LIMIT=1,
 #          so no OpenMP worker thread exists
-# asan takes about 70 minutes on 2 cores (build and run), tsan about 15; not
-# part of CI's run (see docs/testing.md).
+# asan is by far the slower of the two (build and run); neither is part of
+# CI's run (see docs/testing.md).
 set -euo pipefail
 kind=${1:?usage: bench/sanitize.sh asan|tsan|tsan-actors [BUILD_DIR] [CTEST_REGEX]}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

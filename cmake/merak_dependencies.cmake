@@ -13,7 +13,7 @@ find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto SSL)  # the job handshake's HM
 find_package(ucx CONFIG QUIET)
 
 # GEMM backends. oneDNN's sgemm dispatches on the CPU's instruction set
-# (AVX-512 here) and measured fastest on the GPT shapes (bench/gemm_bench.cpp);
+# (AVX-512 where present) and measured fastest on the GPT shapes (bench/gemm_bench.cpp);
 # OpenBLAS is the fallback and a comparison point.
 # Debian's oneDNN package config demands OpenCL (its GPU runtime) and fails
 # the whole configure without it: look for OpenCL first, and without it build

@@ -146,9 +146,9 @@ class coo_codec final : public codec {
 
   // The blocks' row lists are increasing, so the union is their merge: each
   // union row is summed over the blocks that hold it (rank order) and divided
-  // by P in one visit, while it is in cache. Same operations as zeroing this
-  // rank's rows, adding every block in turn and dividing the union rows after
-  // (the earlier decode, three passes over the rows): the same bits.
+  // by P in one visit, while it is in cache. Same operations, in the same
+  // order per row, as zeroing this rank's rows, adding every block in turn
+  // and dividing the union rows after: the same bits.
   void decode(codec_message& msg, std::span<float> grad) override {
     if (int(msg.gathered_sizes.size()) != ranks_)
       fail("coo codec: the all-gather returned {} blocks for {} ranks", msg.gathered_sizes.size(),

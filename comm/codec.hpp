@@ -53,8 +53,8 @@ enum class error_feedback { off, contractive, plain };
 // one contiguous run of d buckets at a start hashed from the row (when
 // d <= w; narrower sketches hash elements); `elements`: every element is
 // hashed on its own. Same collision probability 1/w between rows, both
-// unbiased; rows makes sketching and decoding contiguous (docs/measurements/
-// s2-reducer-history.md).
+// unbiased; rows makes sketching and decoding contiguous (docs/results/
+// s2-reducer.md, "S2 design choices").
 enum class sketch_hash { rows, elements };
 
 // Everything a codec needs; equal on every rank (the driver checks).

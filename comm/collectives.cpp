@@ -90,7 +90,8 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
   // Receive slots for the reduce-scatter chunks: W in flight at most, and no
   // more than there are reduce-scatter items. Scratch memory of this thread,
   // kept between calls: allocating and faulting in fresh pages for every
-  // all-reduce cost more than the transfer on a loaded machine.
+  // all-reduce can cost more than the transfer under memory pressure
+  // (docs/results/distributed-runtime.md, "Transport choices").
   const size_t slot_elems = std::min(chunk_elems, max_seg);
   const size_t slots = std::min(W, static_cast<size_t>(P - 1) * nc);
   T* temp = scratch<T>(slots * slot_elems);

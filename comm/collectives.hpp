@@ -61,7 +61,8 @@ struct ring_options {
   // log2(p2)·n·b, plus n·b for ranks below P - p2 (they return the result
   // to a folded rank) — equal to the ring's at P = 2, more at P > 2. 0: the
   // ring always. The default is about where doubling stops beating the ring
-  // at P = 2 over shared memory (docs/measurements/s2-reducer-history.md).
+  // at P = 2 over shared memory (docs/results/s2-reducer.md, "S2 design
+  // choices").
   size_t doubling_max_bytes = size_t{256} << 10;
 };
 

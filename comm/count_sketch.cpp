@@ -35,7 +35,8 @@ constexpr int64_t block = 256;
 // into groups of 32; element x = k·d + c takes bit c mod 32 of the word
 // mix32(g ^ key) of its group, g = k·d + 32·⌊c/32⌋ (the group's first
 // element, unique per group). One mix per 32 elements instead of one per
-// element: the per-element mix was a third of the kernels' time.
+// element keeps the mix from dominating the kernels (docs/results/
+// s2-reducer.md, "S2 design choices").
 constexpr int64_t kgroup = 32;
 
 // sgn[i] = the sign bit (0 or 0x80000000, to XOR into a float) of column
@@ -154,7 +155,7 @@ void count_sketch::add_rows(std::span<const float> g, std::span<const uint32_t> 
   // Row-major over the gradient: each row is read from memory once for all r
   // sketch rows, and the rows ahead are prefetched (the listed rows are
   // scattered over n·d floats, so the hardware prefetcher does not see them
-  // coming: reading them cold cost ~2 ns per element before).
+  // coming).
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint32_t k = rows[i];
     MERAK_CHECK(k < n_, "row {} of n={}", k, n_);

@@ -7,8 +7,9 @@
 // copies it out and frees the space. Both copies go through each process's
 // own, long-lived mapping of the ring, so they run at memory speed, whereas
 // a single-copy read of the sender's memory (cma: process_vm_readv) goes
-// through the kernel page by page and, on a virtual machine, costs far more
-// for buffers it has not read recently (docs/results/distributed-runtime.md).
+// through the kernel page by page and can cost far more (virtual machines
+// in particular) for buffers it has not read recently
+// (docs/results/distributed-runtime.md).
 //
 // Positions count bytes since the ring was made and only grow; a block
 // never wraps (a block that would is placed at the start of the next lap).

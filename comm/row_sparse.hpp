@@ -29,7 +29,7 @@ void bitmap_to_rows(std::span<const uint64_t> bits, std::vector<uint32_t>& rows)
 
 // dst[i] = src[i] / p for i < n (dst may equal src). When p is a power of two
 // this multiplies by 1/p, which gives the same bits (both round x/p once)
-// without the vector division's throughput limit (~2 ms for 51 MB here).
+// without the vector division's throughput limit.
 void divide_floats(float* dst, const float* src, size_t n, float p);
 
 // True, with inv = 1/p, when p is a power of two (then x·inv rounds exactly

@@ -230,7 +230,7 @@ struct tensor_channel::impl {
         }
       // After any traffic the thread polls for `spin` before it sleeps: the
       // next tensor of a step is usually due soon, and a sleeping thread
-      // takes tens of microseconds to wake on a loaded machine.
+      // is slow to wake, the more so on a loaded machine.
       auto last_progress = std::chrono::steady_clock::now();
       while (!stop.load(std::memory_order_acquire)) {
         uint64_t drained;

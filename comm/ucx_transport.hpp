@@ -1,6 +1,7 @@
 #pragma once
 // UCX transport: host memory between processes (and hosts), with UCP tagged
 // messages (see transport.hpp for the contract; docs/comm-transport.md for
+// the design, docs/results/distributed-runtime.md, "Transport choices", for
 // the measurements behind the choices below). Built only when UCX is found
 // (MERAK_WITH_UCX).
 //
@@ -45,9 +46,10 @@ namespace merak::comm {
 // Whether UCX reports a failed peer (UCP_ERR_HANDLING_MODE_PEER). UCX 1.13
 // supports it only on transports that can detect failures: with shared
 // memory only (UCX_TLS=sm or posix) endpoints cannot be opened in that mode,
-// and with the default UCX_TLS peer mode moves the data over TCP loopback
-// (measured 2.5-4x slower for 16 MiB all-reduces); UCX 1.13 also hit
-// internal assertions in its TCP transport when a peer died in this mode.
+// and with the default UCX_TLS peer mode moves the data over TCP loopback,
+// several times slower than shared memory for large all-reduces; UCX 1.13
+// also hits internal assertions in its TCP transport when a peer dies in
+// this mode.
 // Hence the default `none`: a dead peer is found through the bootstrap
 // (make_ucx_transport with a shared_ptr) or by the wait's timeout, both
 // naming a peer. `automatic` asks for peer mode and falls back to none for
@@ -67,7 +69,7 @@ struct ucx_options {
   // Inside a collective (transport::begin_collective) a wait busy-polls at
   // least this long before sleeping: the peers are in the same collective,
   // so their part is due, and a rank that sleeps there pays a wake-up that
-  // cma's rendezvous turns into 2-8 ms per 4 MiB all-reduce when the cores
+  // cma's rendezvous turns into milliseconds per all-reduce when the cores
   // are oversubscribed (docs/comm-transport.md, "Large messages by cma").
   // Waits of any length still end up sleeping.
   std::chrono::microseconds collective_spin{20000};
@@ -91,14 +93,14 @@ struct ucx_options {
   size_t cma_min_bytes = size_t{1} << 20;
 };
 
-// The UCX_TLS list `tls` without cma: "sm" and "shm" become "posix" (sysv
-// alone measured 50-70 ms for the same ring), "cma" is dropped, everything else kept in order.
+// The UCX_TLS list `tls` without cma: "sm" and "shm" become "posix" (not
+// sysv, far slower for the ring's chunks), "cma" is dropped, everything else kept in order.
 // Empty when nothing changes (an empty list, a "^..." exclusion list, no shared memory named) or
 // when only "self" would remain.
 std::string ucx_tls_without_cma(std::string_view tls);
 
 // Whether this process may read another's memory with process_vm_readv
-// (ucx_options::cma): the call is not refused here (tried on this process)
+// (ucx_options::cma): the call is not refused here (probed on this process)
 // and Yama's ptrace_scope, if present, lets a sibling attach: 0, or 1 once
 // this process has named any process of its user as a permitted tracer
 // (prctl PR_SET_PTRACER_ANY, which this call then does, as Open MPI's

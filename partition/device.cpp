@@ -59,8 +59,8 @@ const std::vector<device_spec>& builtin_devices() {
     cpu.memory_bytes = 16e9;
     cpu.memory_bw = 10e9;
     // TP and DP sums between threads of one process: a copy and an add per
-    // ring step, on cores the actors' compute shares (traced TP sums of
-    // 0.8-3 MB took 1.6-4 ms each with every core computing).
+    // ring step, on cores the actors' compute shares, so far below the
+    // memory's bandwidth.
     cpu.intra_bw = 1e9;
     cpu.intra_latency = 30e-6;  // a message between detached actors (measured)
     cpu.inter_bw = 1e9;

@@ -16,11 +16,10 @@ void hinge_prox(const Eigen::VectorXd& v, double tau, Eigen::VectorXd& r) {
 
 void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double& rho2) {
   rho2 = std::clamp(10.0 / double(std::max<int64_t>(n, 1)), 0.01, 0.1);
-  // Measured (sonar, golub, westbc, heart_scale, sparse synthetic): for L1 on
-  // wide data a larger rho1 reaches a lower objective at the same tolerance.
-  // With n >= p (sonar, heart_scale, ionosphere; docs/measurements/svm-history.md) rho1 = 3
-  // needs 1.5-3x fewer iterations than 10 at objectives within ~1e-5
-  // relative, and 1 needs more iterations on ionosphere with MCP. The nonconvex
+  // For L1 on wide data a larger rho1 reaches a lower objective at the same
+  // tolerance. With n >= p a smaller rho1 (3) needs fewer iterations than 10
+  // at the same objective, and a still smaller one (1) needs more again
+  // (docs/results/svm.md, "Solver design choices"). The nonconvex
   // penalties' direct ADMM settles on worse stationary points at a large
   // rho1, so it starts small (above the prox threshold) and lets residual
   // balancing raise it.
@@ -172,8 +171,8 @@ admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const pe
   const double alpha = o.relaxation;
   // Woodbury on dense data: keep X_c z (z is sparse: O(n nnz(z)) per
   // iteration) and X_c u1 (updated from X_c w) so that the w-step needs one
-  // dense product (with X_c^T) instead of two. Measured: the two dense
-  // products were ~47% of a westbc fit's time.
+  // dense product (with X_c^T) instead of two: on wide dense data those
+  // products dominate an iteration.
   const bool track = o.track_products && solver->method() == w_method::woodbury && !x.is_sparse();
   Eigen::VectorXd mz(n), mz_prev(n), mu1(n), mq(n);
   // Dense data without Woodbury's tracked products: one fused pass over the
@@ -267,14 +266,15 @@ admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const pe
     }  // !fused
     const Eigen::VectorXd& wh = alpha != 1 ? w_hat : w;
     // The L1 / weighted-L1 second block in one vectorised pass: z = soft(wh +
-    // u1), u1 += wh - z and the p-length sums of the stopping rule (measured:
-    // the separate passes were ~20% of a westbc fit, the scalar prox 6%).
+    // u1), u1 += wh - z and the p-length sums of the stopping rule (one read
+    // of the p-length vectors instead of one per quantity).
     double s_wz = 0, s_dz = 0, s_u1 = 0, s_w = 0, s_z = 0, s_nz = 0;
     const bool soft_block = (weighted && !l1_phase) || active.kind == penalty_kind::l1;
     if (soft_block) {
       const double tau = pen.lambda / rho1;
-      // Plain L1 runs the weighted loop with unit weights: a branch on a
-      // null weight pointer inside the loop measured 2x slower.
+      // Plain L1 runs the weighted loop with unit weights: no branch on a
+      // null weight pointer inside the loop, which would keep it from
+      // vectorising as well.
       const double* wt = weighted && !l1_phase ? o.l1_weights.data() : unit_weights.data();
       double* zp = z.data();
       double* up = u1.data();

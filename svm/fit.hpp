@@ -59,9 +59,8 @@ bool densify_if_dense(design_matrix& x);
 
 // Threads of the solver's matrix products (Eigen's OpenMP pool); n <= 0
 // keeps the default (all cores). One thread is faster on a machine that is
-// already busy: OpenMP barriers wait on descheduled peers (measured on the
-// 20000 x 50000 sparse problem with the load at 5 on 2 cores: 23 s on one
-// thread, 90 s on two).
+// already busy: OpenMP barriers wait on descheduled peers (docs/results/
+// svm.md, "Solver design choices").
 void set_solver_threads(int n);
 
 // Fold of sample i is i mod folds (deterministic and reproducible by other

@@ -32,7 +32,7 @@ namespace merak::svm {
 //   automatic lla for LSP, and for the other penalties when the data has
 //             more features than samples; direct otherwise (see
 //             resolve_nonconvex). Why, with the fits compared on three data
-//             sets: docs/svm.md and docs/measurements/svm-history.md.
+//             sets: docs/svm.md and docs/results/svm.md.
 enum class nonconvex_method { automatic, lla, direct };
 nonconvex_method parse_nonconvex_method(std::string_view name);  // "auto", "lla", "direct"
 const char* nonconvex_method_name(nonconvex_method m);
@@ -52,13 +52,10 @@ bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p);
 // capped-L1, at lambda / theta for LSP); l1: the plain L1 fit at lambda; best:
 // both chains, the one that ends at the lower F. The starts differ for LSP
 // with theta != 1 only (elsewhere best runs one chain). zero is the default
-// (reweighted L1 from uniform weights): the L1 start reaches a lower F where
-// the two differ (lower by more than 1% in 36 of 72 LSP fits on heart_scale,
-// sonar and ionosphere, higher in 2; bench/svm_lsp_methods.sh), but at small
-// theta through denser models that predict no better: chosen by 5-fold CV,
-// zero kept golub at 1.000 with 7.4 weights where best kept 0.947 with 15.8,
-// and was as accurate or sparser on the other four data sets, at a third of
-// best's time.
+// (reweighted L1 from uniform weights): the L1 start often reaches a lower F
+// where the two differ (bench/svm_lsp_methods.sh), but at small theta
+// through denser models that predict no better, and best costs two chains
+// (docs/results/svm.md, "Solver design choices").
 // best or l1 when the objective itself matters (e.g. the chain from zero can
 // stop at the empty model when lambda / theta is large).
 enum class lla_start { zero, l1, best };

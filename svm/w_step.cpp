@@ -27,8 +27,8 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& gram, double diag) {
 // rho1 I + rho2 M^T M, factored. Up to kExplicitInverseMax columns the
 // solver keeps the inverse instead of the factor: one matrix-vector product
 // per solve instead of two triangular solves, which Eigen does not vectorise
-// as well (measured on sonar, d = 61: the solves were 30% of an LLA fit's
-// time). The inverse costs ~3x the factorisation once per rho ratio. Its
+// as well (on small dense problems the solves are a large share of a fit).
+// The inverse costs ~3x the factorisation (in flops) once per rho ratio. Its
 // forward error grows with the condition number of r I + G (r = rho1/rho2,
 // G = M^T M), at most 1 + trace(G)/r; the inverse is kept only while that
 // bound is below kExplicitInverseCond (on standardised data with the

@@ -2,8 +2,8 @@
 // storage (arithmetic in float).
 //
 // Loops are split into fixed chunks per thread with a plain inner loop, a
-// shape GCC vectorises (with `parallel for simd` around inline math it did
-// not, and GELU cost 2.5 ns per element).
+// shape GCC vectorises (it does not vectorise `parallel for simd` around
+// inline math).
 #include <algorithm>
 #include <cmath>
 

@@ -80,8 +80,9 @@ PY
       train --data "$work/text.txt" "${tiny[@]}" --steps 20 --lr 1e30 --warmup 0 --skip-nonfinite ;;
   bad_numbers)
     # Every numeric flag is checked before anything runs: a layout that is
-    # not one (it used to fall back to one device), non-finite rates, a
-    # thread count that crashed, a launcher timeout that meant none.
+    # not one (refused, never run on one device), non-finite rates, a
+    # thread count out of range, a launcher timeout that is neither 0 (no
+    # limit) nor at least a millisecond.
     t=(train --data "$work/text.txt" "${tiny[@]}" --steps 2)
     expect_error "error: --dp must be at least 1 \(got 0\)" "${t[@]}" --dp 0 --pp 2
     expect_error "error: --tp must be at least 1 \(got -1\)" "${t[@]}" --tp -1
@@ -163,7 +164,7 @@ PY
       { echo "FAIL: plan lacks --tensor-model-parallel-size"; exit 1; } ;;
   unknown_flag)
     # Unknown commands and flags are named with the nearest known one, before
-    # anything is reported missing (--dat used to give "--data is required").
+    # anything is reported missing (--dat names --data, not "--data is required").
     expect_error "error: unknown flag '--bogus' for 'merak train' \(see merak train --help\)" \
       train --data "$work/text.txt" --bogus 3
     expect_error "error: unknown flag '--dat' for 'merak train'; did you mean '--data'\?" train --dat x

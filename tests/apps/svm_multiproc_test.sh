@@ -448,7 +448,7 @@ PY
     "$merak" svm train --data "$work/train.libsvm" --penalty l1 --lambda 0.01 --tol 1e-6 \
       --max-iter 50000 --json >"$work/single.json"
     # A walk whose every fit must start cold (LSP by the direct ADMM, which
-    # `auto` no longer picks for LSP, with theta = lambda: the prox's rho
+    # `auto` does not pick for LSP, with theta = lambda: the prox's rho
     # threshold 1/lambda grows down the grid) equals the cold path.
     for mode in warm cold; do
       flag=()

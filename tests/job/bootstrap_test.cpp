@@ -376,7 +376,7 @@ TEST_CASE("silent and hostile connections do not delay a job's start", "[job][bo
   REQUIRE(errors.size() == 2);
   CHECK(errors[0] == "");
   CHECK(errors[1] == "");
-  // One at a time, 5 s per silent peer, this took a minute or more.
+  // One at a time, at 5 s per silent peer, this would take a minute or more.
   CHECK(took < 3s);
 }
 

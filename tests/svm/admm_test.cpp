@@ -132,8 +132,8 @@ TEST_CASE("screened ADMM on wide data reaches the LP optimum and hands back a fu
     CHECK(b.objective == Approx(lp).epsilon(1e-4));
     // The state covers every column: the unscreened solver continues from it
     // and stops almost at once where it is, because the left-out columns'
-    // duals fit (measured on the sparse case: 75 iterations; with those u1
-    // set to zero it had not converged after 5000).
+    // duals fit (the sparse case needs 75 iterations; with those u1 set to
+    // zero it does not converge within 5000).
     admm_options cont = off;
     cont.max_iter = 200;
     const admm_result again = admm_solve(d.x, d.y, pen, cont, {}, &a.state);

@@ -110,8 +110,8 @@ TEST_CASE("broken model files are refused with the file and line named", "[svm][
       R"({"format":"merak-svm-model","penalty":"mcp","lambda":0.1,"theta":0.5,"bias":0,"weights":[1]})");
   CHECK_THROWS_WITH(read_model(p), Catch::Contains("MCP gamma"));
   CHECK_THROWS_WITH(read_model(temp("none")), Catch::Contains("cannot open model file"));
-  // Counts are whole numbers in range, refused rather than converted (a
-  // fuzzer's nr_feature of 2e49 was undefined behaviour).
+  // Counts are whole numbers in range, refused rather than converted (an
+  // nr_feature of 2e49 converted to an integer is undefined behaviour).
   p = write("huge.txt", "nr_feature 22222222222222222222222222222222222222222222222213\nw\n");
   CHECK_THROWS_WITH(read_model(p), Catch::Contains("line 1: nr_feature is '2222"));
   p = write("half.txt", "nr_feature 1\niterations 2.5\nw\n1\n");
