@@ -22,6 +22,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,10 +54,18 @@ struct actor_coord {
   int dp = 0, stage = 0, tp = 0;
 };
 
-// The kinds of tensor a stage hands on (also the tensor channel's labels).
-constexpr int kinput = 0;  // an activation (or a graph input) of a training forward
-constexpr int kgrad = 1;   // the gradient of an output, for backward
-constexpr int keval = 2;   // an input of a validation forward
+// The kinds of tensor a stage hands on. The tensor channel's label carries
+// one as its number (comm::tensor_label::kind).
+enum class tensor_kind : uint8_t {
+  input = 0,  // an activation (or a graph input) of a training forward
+  grad = 1,   // the gradient of an output, for backward
+  eval = 2,   // an input of a validation forward
+};
+// The kind numbered `number`; nullopt for a number that names none.
+inline std::optional<tensor_kind> tensor_kind_of(int64_t number) {
+  if (number < 0 || number > int64_t(tensor_kind::eval)) return std::nullopt;
+  return tensor_kind(number);
+}
 
 // -- Stage ------------------------------------------------------------------
 struct stage_wiring;
@@ -155,7 +164,7 @@ struct step_start {
 // validation sequence number) `mb` for the receiver's input value `value`,
 // from the stage that computed it or the coordinator.
 struct stage_tensor {
-  int kind = kinput;
+  tensor_kind kind = tensor_kind::input;
   int mb = 0;
   int value = 0;
   tensor_ref x;
@@ -171,10 +180,11 @@ struct tp_command {
 
 // Interleaved schedule: the chunk-0 actor of a pipeline device (TP shard 0)
 // decides the ops of all the device's chunks.
-// Chunk c > 0 -> the device's chunk 0: every input (kind kinput) or every
-// output gradient (kgrad) of micro-batch `mb` of chunk `chunk` is here.
+// Chunk c > 0 -> the device's chunk 0: every input (tensor_kind::input) or
+// every output gradient (tensor_kind::grad) of micro-batch `mb` of chunk
+// `chunk` is here.
 struct chunk_ready {
-  int kind = kinput;
+  tensor_kind kind = tensor_kind::input;
   int mb = 0;
   int chunk = 0;
 };
@@ -391,10 +401,31 @@ typename Inspector::result_type inspect(Inspector& f, actor_coord& x) {
 MERAK_INSPECT(stage_wiring, x.line, x.reducer, x.coordinator, x.scheduler, x.tp_peers)
 MERAK_INSPECT(stage_plan, x.policy, x.checkpoint_nodes)
 MERAK_INSPECT(step_start, x.step)
-MERAK_INSPECT(stage_tensor, x.kind, x.mb, x.value, x.x)
+// The kind travels as its number and is checked on arrival.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_tensor& x) {
+  uint8_t kind = uint8_t(x.kind);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    auto known = tensor_kind_of(kind);
+    if (!known) return caf::sec::invalid_argument;
+    x.kind = *known;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("merak.stage_tensor"), kind, x.mb, x.value, x.x, load);
+}
 MERAK_INSPECT(pump_next)
 MERAK_INSPECT(tp_command, x.op)
-MERAK_INSPECT(chunk_ready, x.kind, x.mb, x.chunk)
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chunk_ready& x) {
+  uint8_t kind = uint8_t(x.kind);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    auto known = tensor_kind_of(kind);
+    if (!known || *known == tensor_kind::eval) return caf::sec::invalid_argument;
+    x.kind = *known;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("merak.chunk_ready"), kind, x.mb, x.chunk, load);
+}
 MERAK_INSPECT(chunk_command, x.op)
 MERAK_INSPECT(chunk_done, x.op)
 MERAK_INSPECT(tied_gradient, actors::text_ref{x.name}, x.from_stage, x.grad)

@@ -5,8 +5,8 @@
 // with its own thread and its own share of the cores; the shards of a stage
 // sum partial results over comm/'s in-process transport (Megatron-style
 // column/row pairs, optionally sub-pipelined); a reducer actor per (stage,
-// shard) sums the replicas' gradients; the calling thread is the coordinator, a blocking
-// actor that feeds micro-batches, collects losses, clips and steps. The
+// shard) sums the replicas' gradients; the calling thread runs the coordinator (coordinator.hpp),
+// a blocking actor that feeds micro-batches, collects losses, clips and steps. The
 // schedule emerges from the policy (partition/schedule.hpp) each stage runs.
 // The global batch of a step is exactly the single-device run's, split over
 // the replicas and then into micro-batches, so losses match the single-device
@@ -37,6 +37,8 @@ class bootstrap;
 }
 
 namespace merak::actors {
+
+class coordinator;  // coordinator.hpp
 
 // The planner's kinds (partition/recompute.hpp); stage_aware here takes the
 // formula, or the least recomputation that fits a memory budget.
@@ -180,8 +182,7 @@ class parallel_trainer final : public model::training_job {
   std::string placement() const;
 
  private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
+  std::unique_ptr<coordinator> coordinator_;
 };
 
 // The single-device trainer when `par` needs no actors, else the actor

@@ -116,18 +116,18 @@ void waking(const stage_state& st, int s) {
   if (st.cfg.cores) st.cfg.cores->wake(st.cfg.core_index - device(st) + s % devices(st));
 }
 
-// Sends an activation (kinput), a gradient (kgrad) or a validation input
-// (keval) to stage `s` of this line: by reference in this process, through
+// Sends an activation (tensor_kind::input), a gradient (tensor_kind::grad) or a validation input
+// (tensor_kind::eval) to stage `s` of this line: by reference in this process, through
 // the tensor channel to another. Training work marks the receiver's cores
 // busy first (core_pool.hpp).
-void hand_on(stage_self self, int s, int kind, int mb, int value, model::tensor x) {
+void hand_on(stage_self self, int s, tensor_kind kind, int mb, int value, model::tensor x) {
   auto& st = self->state;
-  if (kind != keval) waking(st, s);
+  if (kind != tensor_kind::eval) waking(st, s);
   if (st.cfg.channel && st.cfg.line_rank[size_t(s)] >= 0) {
     // The channel moves host memory; the receiver's executor moves it on.
     if (x.where().type != model::device::kind::cpu) x = x.to(model::device::cpu());
     st.cfg.channel->send(st.cfg.line_rank[size_t(s)],
-                         {st.cfg.line_index[size_t(s)], kind, mb, value},
+                         {st.cfg.line_index[size_t(s)], int32_t(kind), mb, value},
                          std::make_shared<const model::tensor>(std::move(x)));
   } else {
     self->send(st.stages[size_t(s)], stage_tensor{kind, mb, value, tensor_ref::make(std::move(x))});
@@ -135,7 +135,7 @@ void hand_on(stage_self self, int s, int kind, int mb, int value, model::tensor 
 }
 
 // Hands each output of a forward of `mb` to the stages that read it.
-void hand_out(stage_self self, int kind, int mb, std::vector<model::tensor>& outputs) {
+void hand_out(stage_self self, tensor_kind kind, int mb, std::vector<model::tensor>& outputs) {
   auto& st = self->state;
   for (size_t i = 0; i < outputs.size(); ++i) {
     auto& readers = st.cfg.route.output_readers[i];
@@ -179,7 +179,7 @@ void run_op(stage_self self, const partition::op& o, Computed&& computed) {
       st.inputs.erase(o.mb);
       auto r = ex.forward(o.mb, std::move(in), o.kind == partition::op_kind::F);
       cores.compute_done(computed());
-      hand_out(self, kinput, o.mb, r.outputs);
+      hand_out(self, tensor_kind::input, o.mb, r.outputs);
       if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
         self->send(st.coordinator, micro_batch_loss{st.cfg.dp_rank, o.mb, r.loss});
       break;
@@ -205,7 +205,7 @@ void run_op(stage_self self, const partition::op& o, Computed&& computed) {
       for (size_t i = 0; i < dx.size(); ++i) {
         int producer = st.cfg.route.input_producer[i];
         if (producer < 0 || !dx[i].defined()) continue;
-        hand_on(self, producer, kgrad, o.mb, ex.input_values()[i], std::move(dx[i]));
+        hand_on(self, producer, tensor_kind::grad, o.mb, ex.input_values()[i], std::move(dx[i]));
       }
       break;
     }
@@ -234,14 +234,14 @@ const stage_api& device_lead(const stage_state& st) {
   return st.stages[size_t(device(st))];
 }
 
-// Every input (kinput) or output gradient (kgrad) of `mb` is here: the
+// Every input (tensor_kind::input) or output gradient (tensor_kind::grad) of `mb` is here: the
 // scheduler that decides this actor's ops learns it (the caller pumps).
-void arrived(stage_self self, int kind, int mb) {
+void arrived(stage_self self, tensor_kind kind, int mb) {
   auto& st = self->state;
-  (kind == kinput ? st.have_inputs : st.have_grads).insert(mb);
+  (kind == tensor_kind::input ? st.have_inputs : st.have_grads).insert(mb);
   if (chunk(st) > 0) {
     if (st.cfg.tp_rank == 0) self->send(device_lead(st), chunk_ready{kind, mb, chunk(st)});
-  } else if (kind == kinput) {
+  } else if (kind == tensor_kind::input) {
     st.sched->activation_arrived(mb);
   } else {
     st.sched->gradient_arrived(mb);
@@ -365,7 +365,7 @@ void take_input(stage_self self, int mb, int value, tensor_ref& x) {
     st.early_inputs.push_back(mb);
     return;
   }
-  arrived(self, kinput, mb);
+  arrived(self, tensor_kind::input, mb);
   pump(self);
 }
 
@@ -389,7 +389,7 @@ void take_grad(stage_self self, int mb, int value, tensor_ref& g) {
     model::backend_for(dst.where()).accumulate(dst, there);
   }
   if (++st.grads_seen[mb] == st.grads_expected) {
-    arrived(self, kgrad, mb);
+    arrived(self, tensor_kind::grad, mb);
     pump(self);
   }
 }
@@ -399,7 +399,7 @@ void take_chunk_ready(stage_self self, const chunk_ready& r) {
   auto& st = self->state;
   MERAK_CHECK(chunk(st) == 0 && st.cfg.chunks > 1 && r.chunk > 0 && r.chunk < st.cfg.chunks,
               "chunk_ready from chunk {} of {}", r.chunk, st.cfg.chunks);
-  if (r.kind == kinput)
+  if (r.kind == tensor_kind::input)
     st.sched->activation_arrived(r.mb, r.chunk);
   else
     st.sched->gradient_arrived(r.mb, r.chunk);
@@ -417,7 +417,7 @@ void take_eval(stage_self self, int seq, int value, tensor_ref& x) {
     st.eval_inputs.erase(s);
     st.eval_seen.erase(s);
     auto r = st.exec->infer(std::move(in));
-    hand_out(self, keval, s, r.outputs);
+    hand_out(self, tensor_kind::eval, s, r.outputs);
     if (st.exec->computes_loss() && st.cfg.tp_rank == 0)
       self->send(st.coordinator, eval_loss{s, r.loss});
   }
@@ -448,69 +448,133 @@ std::vector<model::shard_record> write_own_shard(const stage_state& st, const st
 
 namespace {
 
+// stage_wiring: its neighbours, reducer, coordinator and TP peers; sets up
+// the executor and reports its memory to the scheduler.
+void take_wiring(stage_self self, const stage_setup& setup, stage_wiring& w) {
+  auto& st = self->state;
+  st.stages = std::move(w.line);
+  st.tp_peers = std::move(w.tp_peers);
+  st.reducer = std::move(w.reducer);
+  st.coordinator = std::move(w.coordinator);
+  guarded(self, [&] {
+    omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
+    setup_state(st, setup);
+    st.spin = spin_budget(setup.spin_us, setup.busy_threads);
+    if (st.cfg.reports_memory) {
+      auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first, st.cfg.last,
+                                         st.cfg.tokens_per_micro_batch, 1);
+      self->send(w.scheduler, memory_report{std::move(m)});
+    }
+  });
+}
+
+// The scheduler's plan: this stage's policy and its recomputed nodes.
+void take_plan(stage_self self, stage_plan& plan) {
+  auto& p = self->state.cfg.policy;
+  MERAK_CHECK(plan.policy.stage == p.stage && plan.policy.stages == p.stages &&
+                  plan.policy.micro_batches == p.micro_batches,
+              "the scheduler's plan is for stage {} of {} with {} micro-batches", plan.policy.stage,
+              plan.policy.stages, plan.policy.micro_batches);
+  p = std::move(plan.policy);
+  self->state.exec->set_checkpoint(plan.checkpoint_nodes);
+}
+
+// A new step: a fresh schedule, the counters reset, and what arrived ahead
+// of this message taken in.
+void start_step(stage_self self) {
+  auto& st = self->state;
+  st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
+  st.in_step = true;
+  st.finishing = false;
+  st.backwards = 0;
+  st.weights = 0;
+  st.awaiting_chunk = false;
+  st.shipped = st.reduced = 0;
+  if (st.bucketer) st.bucketer->begin_step();
+  st.busy_s = 0;
+  st.trace.clear();
+  st.reducer_trace.clear();
+  if (st.known_rows_ok)
+    st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->value.dim(0)), 0);
+  for (int mb : std::exchange(st.early_inputs, {})) arrived(self, tensor_kind::input, mb);
+  for (auto& r : std::exchange(st.early_ready, {})) take_chunk_ready(self, r);
+  pump(self);
+}
+
+void take_tensor(stage_self self, stage_tensor& in) {
+  switch (in.kind) {
+    case tensor_kind::input:
+      return take_input(self, in.mb, in.value, in.x);
+    case tensor_kind::grad:
+      return take_grad(self, in.mb, in.value, in.x);
+    case tensor_kind::eval:
+      return take_eval(self, in.mb, in.value, in.x);
+  }
+  fail("{} tensor of unknown kind {}", where(self->state), int(in.kind));
+}
+
+// Chunk c > 0 of an interleaved device: the op its chunk 0 chose.
+void take_chunk_command(stage_self self, const chunk_command& c) {
+  auto& st = self->state;
+  MERAK_CHECK(chunk(st) > 0 && st.cfg.tp_rank == 0 && c.op.chunk == chunk(st),
+              "command for chunk {}", c.op.chunk);
+  st.commanded.push_back(c.op);
+  pump(self);
+}
+
+// Chunk 0 of an interleaved device: another chunk has an op's inputs.
+void take_chunk_ready_message(stage_self self, const chunk_ready& r) {
+  auto& st = self->state;
+  if (!st.in_step) {  // a chunk's inputs, ahead of this step's message
+    st.early_ready.push_back(r);
+    return;
+  }
+  take_chunk_ready(self, r);
+  pump(self);
+}
+
+// Chunk 0 of an interleaved device: the op it commanded is done.
+void take_chunk_done(stage_self self, const chunk_done& d) {
+  auto& st = self->state;
+  MERAK_CHECK(st.awaiting_chunk, "{} finished while no chunk was commanded",
+              partition::op_name(d.op));
+  st.awaiting_chunk = false;
+  st.sched->completed(d.op);
+  pump(self);
+}
+
+// The coordinator's verdict on the step: the optimizer step (or, for a
+// skipped step, the gradients dropped).
+void apply_step_update(stage_self self, const apply_update& u) {
+  auto& st = self->state;
+  core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
+  double t0 = trace_now();
+  if (u.skip)
+    st.store->zero_grads();
+  else
+    st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
+  self->send(st.coordinator, stage_applied{coord(st), {"adamw", t0, trace_now()}});
+  st.in_step = false;  // the next step waits on the whole run's coordinator
+}
+
+// A checkpoint of either format, any layout: this shard takes its part of
+// every parameter and moment it holds.
+void restore_own_shard(stage_self self, const restore_shard& m) {
+  auto& st = self->state;
+  model::checkpoint_reader ckpt(m.dir);
+  std::vector<model::parameter*> params;
+  for (auto& p : st.store->all()) params.push_back(p.get());
+  model::load_parameters(ckpt, params, st.opt.get());
+  self->send(st.coordinator, shard_restored{coord(st)});
+}
+
 stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
   return {
-      [=](stage_wiring& w) {
-        auto& st = self->state;
-        st.stages = std::move(w.line);
-        st.tp_peers = std::move(w.tp_peers);
-        st.reducer = std::move(w.reducer);
-        st.coordinator = std::move(w.coordinator);
-        guarded(self, [&] {
-          omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
-          setup_state(st, setup);
-          st.spin = spin_budget(setup.spin_us, setup.busy_threads);
-          if (st.cfg.reports_memory) {
-            auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first,
-                                               st.cfg.last, st.cfg.tokens_per_micro_batch, 1);
-            self->send(w.scheduler, memory_report{std::move(m)});
-          }
-        });
-      },
-      [=](stage_plan& plan) {
-        guarded(self, [&] {
-          auto& p = self->state.cfg.policy;
-          MERAK_CHECK(plan.policy.stage == p.stage && plan.policy.stages == p.stages &&
-                          plan.policy.micro_batches == p.micro_batches,
-                      "the scheduler's plan is for stage {} of {} with {} micro-batches",
-                      plan.policy.stage, plan.policy.stages, plan.policy.micro_batches);
-          p = std::move(plan.policy);
-          self->state.exec->set_checkpoint(plan.checkpoint_nodes);
-        });
-      },
-      [=](const step_start&) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
-          st.in_step = true;
-          st.finishing = false;
-          st.backwards = 0;
-          st.weights = 0;
-          st.awaiting_chunk = false;
-          st.shipped = st.reduced = 0;
-          if (st.bucketer) st.bucketer->begin_step();
-          st.busy_s = 0;
-          st.trace.clear();
-          st.reducer_trace.clear();
-          if (st.known_rows_ok)
-            st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->value.dim(0)), 0);
-          for (int mb : std::exchange(st.early_inputs, {})) arrived(self, kinput, mb);
-          for (auto& r : std::exchange(st.early_ready, {})) take_chunk_ready(self, r);
-          pump(self);
-        });
-      },
+      [=](stage_wiring& w) { take_wiring(self, setup, w); },
+      [=](stage_plan& plan) { guarded(self, [&] { take_plan(self, plan); }); },
+      [=](const step_start&) { guarded(self, [&] { start_step(self); }); },
       [=](stage_tensor& in) {  // by reference: take() can move
-        guarded(self, [&] {
-          switch (in.kind) {
-            case kinput:
-              return take_input(self, in.mb, in.value, in.x);
-            case kgrad:
-              return take_grad(self, in.mb, in.value, in.x);
-            case keval:
-              return take_eval(self, in.mb, in.value, in.x);
-          }
-          fail("{} tensor of unknown kind {}", where(self->state), in.kind);
-        });
+        guarded(self, [&] { take_tensor(self, in); });
       },
       [=](pump_next) { guarded(self, [&] { pump(self); }); },
       [=](tp_command& c) {
@@ -519,51 +583,12 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
           pump(self);
         });
       },
-      [=](chunk_command& c) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          MERAK_CHECK(chunk(st) > 0 && st.cfg.tp_rank == 0 && c.op.chunk == chunk(st),
-                      "command for chunk {}", c.op.chunk);
-          st.commanded.push_back(c.op);
-          pump(self);
-        });
-      },
-      [=](const chunk_ready& r) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          if (!st.in_step) {  // a chunk's inputs, ahead of this step's message
-            st.early_ready.push_back(r);
-            return;
-          }
-          take_chunk_ready(self, r);
-          pump(self);
-        });
-      },
-      [=](const chunk_done& d) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          MERAK_CHECK(st.awaiting_chunk, "{} finished while no chunk was commanded",
-                      partition::op_name(d.op));
-          st.awaiting_chunk = false;
-          st.sched->completed(d.op);
-          pump(self);
-        });
-      },
+      [=](chunk_command& c) { guarded(self, [&] { take_chunk_command(self, c); }); },
+      [=](const chunk_ready& r) { guarded(self, [&] { take_chunk_ready_message(self, r); }); },
+      [=](const chunk_done& d) { guarded(self, [&] { take_chunk_done(self, d); }); },
       [=](tied_gradient& g) { guarded(self, [&] { take_tied_gradient(self, g); }); },
       [=](bucket_reduced& r) { guarded(self, [&] { take_bucket_reduced(self, r); }); },
-      [=](const apply_update& u) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
-          double t0 = trace_now();
-          if (u.skip)
-            st.store->zero_grads();
-          else
-            st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
-          self->send(st.coordinator, stage_applied{coord(st), {"adamw", t0, trace_now()}});
-          st.in_step = false;  // the next step waits on the whole run's coordinator
-        });
-      },
+      [=](const apply_update& u) { guarded(self, [&] { apply_step_update(self, u); }); },
       // Replica 0 writes this shard's parameters and moments into the
       // checkpoint being assembled.
       [=](const save_shard& m) {
@@ -573,18 +598,7 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
                      shard_saved{coord(st), write_own_shard(st, m.dir, m.meta), st.opt->t()});
         });
       },
-      // A checkpoint of either format, any layout: this shard takes its part
-      // of every parameter and moment it holds.
-      [=](const restore_shard& m) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          model::checkpoint_reader ckpt(m.dir);
-          std::vector<model::parameter*> params;
-          for (auto& p : st.store->all()) params.push_back(p.get());
-          model::load_parameters(ckpt, params, st.opt.get());
-          self->send(st.coordinator, shard_restored{coord(st)});
-        });
-      },
+      [=](const restore_shard& m) { guarded(self, [&] { restore_own_shard(self, m); }); },
   };
 }
 

@@ -7,8 +7,8 @@
 //   coordinator --stage_wiring--> stage                               (once)
 //   stage --memory_report--> scheduler --stage_plan--> stage           (once)
 //   coordinator --step_start--> stage            reset the schedule
-//   coordinator/upstream --stage_tensor(kinput, mb, value, x)--> stage
-//   downstream --stage_tensor(kgrad, mb, value, dx)--> stage
+//   coordinator/upstream --stage_tensor(tensor_kind::input, mb, value, x)--> stage
+//   downstream --stage_tensor(tensor_kind::grad, mb, value, dx)--> stage
 //   stage runs F/Fpc/R/B as its stage_scheduler allows, sending activations
 //   downstream, input gradients upstream and micro_batch_loss to the
 //   coordinator;
@@ -21,7 +21,7 @@
 //     stage --stage_trace (with --trace), stage_ready--> coordinator
 //   coordinator --apply_update--> stage --stage_applied--> coordinator
 //
-// Validation (replica 0): coordinator/upstream --stage_tensor(keval, seq,
+// Validation (replica 0): coordinator/upstream --stage_tensor(tensor_kind::eval, seq,
 // value, x)--> stage; the loss stage --eval_loss--> coordinator.
 // Checkpoints: coordinator --save_shard--> stage of replica 0
 // --shard_saved--> coordinator; coordinator --restore_shard--> every stage

@@ -10,6 +10,10 @@
 
 namespace merak::partition {
 
+std::string actor_coordinate::str() const {
+  return fmt::format("dp={}, pp={}, tp={}", replica, stage, shard);
+}
+
 std::vector<int> placement::actors_of(int r) const {
   std::vector<int> out;
   for (int i = 0; i < actors(); ++i)

@@ -19,12 +19,24 @@
 
 namespace merak::partition {
 
+// Where an actor sits in the layout: its replica (data-parallel rank),
+// pipeline stage and TP rank.
+struct actor_coordinate {
+  int replica = 0, stage = 0, shard = 0;
+  bool operator==(const actor_coordinate&) const = default;
+  // "dp=1, pp=0, tp=1", as logs and errors name an actor.
+  std::string str() const;
+};
+
 struct placement {
   int dp = 1, pp = 1, tp = 1;
   int world = 1;             // processes
   std::vector<int> rank_of;  // [index(d, s, t)] -> process rank
 
   int index(int d, int s, int t) const { return (d * pp + s) * tp + t; }
+  int index(const actor_coordinate& c) const { return index(c.replica, c.stage, c.shard); }
+  // The inverse of index: the actor with layout index `i` (0 <= i < actors()).
+  actor_coordinate coordinate(int i) const { return {i / (pp * tp), i / tp % pp, i % tp}; }
   int rank(int d, int s, int t) const { return rank_of[size_t(index(d, s, t))]; }
   int actors() const { return dp * pp * tp; }
   // The actors process `r` hosts, as layout indices in increasing order.

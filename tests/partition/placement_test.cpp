@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <array>
+
 #include "core/error.hpp"
 #include "partition/placement.hpp"
 
@@ -57,4 +59,22 @@ TEST_CASE("dp follows the processes when it divides into pp x tp", "[placement]"
   CHECK(derive_dp(2, 4, 1) == 1);  // several stages per process
   CHECK(derive_dp(6, 4, 1) == 1);
   CHECK(derive_dp(1, 1, 1) == 1);
+}
+
+TEST_CASE("an actor's coordinate and its layout index are inverses", "[placement]") {
+  for (auto [dp, pp, tp] :
+       {std::array{1, 1, 1}, std::array{2, 3, 4}, std::array{3, 1, 2}, std::array{1, 5, 1}}) {
+    auto p = default_placement(dp, pp, tp, 1);
+    int i = 0;
+    // Layout order: TP rank fastest, then stage, then replica.
+    for (int d = 0; d < dp; ++d)
+      for (int s = 0; s < pp; ++s)
+        for (int t = 0; t < tp; ++t, ++i) {
+          const actor_coordinate c = p.coordinate(i);
+          CHECK(c == actor_coordinate{d, s, t});
+          CHECK(p.index(c) == i);
+        }
+    CHECK(i == p.actors());
+  }
+  CHECK(default_placement(2, 3, 4, 1).coordinate(17).str() == "dp=1, pp=1, tp=1");
 }

@@ -1,10 +1,10 @@
 // parallel_trainer: sharded checkpoints and validation on the stage actors
-// (trainer_job.hpp).
-#include "actors/trainer_job.hpp"
+// (coordinator.hpp).
+#include "actors/coordinator.hpp"
 
 namespace merak::actors {
 
-void parallel_trainer::impl::load() {
+void coordinator::load() {
   if (!lead()) {
     await("waiting for the coordinator to load the checkpoint",
           [&](const resume_at& r) { step = r.step; });
@@ -26,7 +26,7 @@ void parallel_trainer::impl::load() {
   for (auto& f : followers) (*self)->send(f, resume_at{step});
 }
 
-std::string parallel_trainer::impl::save() {
+std::string coordinator::write_checkpoint() {
   if (opts.save_dir.empty()) fail("no --save directory given");
   if (!lead()) fail("only process 0 of a job writes checkpoints");
   const std::string tmp = model::begin_checkpoint(opts.save_dir, step);
@@ -54,7 +54,7 @@ std::string parallel_trainer::impl::save() {
                   place.str()));
 }
 
-double parallel_trainer::impl::validation_loss() {
+double coordinator::run_validation() {
   if (!lead()) {
     double loss = 0;
     await("waiting for the coordinator's validation loss",
@@ -63,8 +63,9 @@ double parallel_trainer::impl::validation_loss() {
   }
   // Forward only, on the stage actors of replica 0: nothing is gathered.
   const int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
-  const model::graph& sg = shards[0].graph;
-  const int tokens_v = sg.find_value("tokens"), targets_v = sg.find_value("targets");
+  const model::graph& shard_graph = shards[0].graph;
+  const int tokens_v = shard_graph.find_value("tokens"),
+            targets_v = shard_graph.find_value("targets");
   for (int64_t i = 0; i < nb; ++i) {
     model::batch vb = corpus.val_batch(i, opts.batch);
     for (int s = 0; s < par.virtual_stages(); ++s)
@@ -73,7 +74,7 @@ double parallel_trainer::impl::validation_loss() {
         const model::tensor& src = v == tokens_v ? vb.tokens : vb.targets;
         for (int t = 0; t < par.tp; ++t)
           (*self)->send(stages[0][s][t],
-                        stage_tensor{keval, int(eval_seq + i), v, tensor_ref::make(src.clone())});
+                        stage_tensor{tensor_kind::eval, int(eval_seq + i), v, tensor_ref::make(src.clone())});
       }
   }
   double sum = 0;

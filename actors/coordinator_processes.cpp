@@ -1,14 +1,14 @@
 // parallel_trainer across processes: core lending over a host, the tensor
-// channel, groups over UCX (trainer_job.hpp).
+// channel, groups over UCX (coordinator.hpp).
+#include "actors/coordinator.hpp"
 #include "actors/idle_wait.hpp"
-#include "actors/trainer_job.hpp"
 
 namespace merak::actors {
 
-parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::vector<int>& mine,
-                                                                     int cores, int per_actor) {
+coordinator::lending coordinator::make_lending(const std::vector<int>& mine, int cores,
+                                               int per_actor) {
   lending out;
-  const int P = par.virtual_stages();
+  const int virtual_stages = par.virtual_stages();
   std::vector<int> host_ranks{me};
   uint64_t nonce = 0;
   std::string host;
@@ -37,8 +37,8 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
   std::sort(actors.begin(), actors.end());
   bool whole = int(actors.size()) <= core_pool_state::kmax_stages;
   for (int i : actors) {
-    const int d = i / P;
-    for (int s = 0; s < P; ++s)
+    const int d = i / virtual_stages;
+    for (int s = 0; s < virtual_stages; ++s)
       whole = whole && std::find(host_ranks.begin(), host_ranks.end(), place.rank(d, s, 0)) !=
                            host_ranks.end();
   }
@@ -46,7 +46,7 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
   const bool lend = whole && out.cores > per_actor;
   std::map<int, int> slot_of_device;  // device actor index (chunk 0) -> pool index
   for (int i : actors) {
-    const int device = i / P * P + i % P % par.pp;
+    const int device = i / virtual_stages * virtual_stages + i % virtual_stages % par.pp;
     auto it = slot_of_device.try_emplace(device, int(slot_of_device.size())).first;
     out.index_of[i] = it->second;
   }
@@ -81,7 +81,7 @@ parallel_trainer::impl::lending parallel_trainer::impl::make_lending(const std::
   return out;
 }
 
-std::string parallel_trainer::impl::host_key() {
+std::string coordinator::host_key() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   std::string boot;
@@ -89,14 +89,14 @@ std::string parallel_trainer::impl::host_key() {
   return std::string(name) + "/" + boot;
 }
 
-comm::channel_rings parallel_trainer::impl::make_rings(const lending& host) {
+comm::channel_rings coordinator::make_rings(const lending& host) {
   // The peers: this host's processes holding the stage before or after one
   // of this process's stages in a pipeline.
   std::set<int> peers;  // stays empty with the rings off: the collective still runs
-  const int P = par.virtual_stages();
+  const int virtual_stages = par.virtual_stages();
   for (int d = 0; d < par.dp; ++d)
     for (int t = 0; t < par.tp; ++t)
-      for (int v = 0; v + 1 < P; ++v) {
+      for (int v = 0; v + 1 < virtual_stages; ++v) {
         const int a = place.rank(d, v, t), b = place.rank(d, v + 1, t);
         if (!par.shared_rings || a == b || (a != me && b != me)) continue;
         const int other = a == me ? b : a;
@@ -116,7 +116,7 @@ comm::channel_rings parallel_trainer::impl::make_rings(const lending& host) {
   return out;
 }
 
-void parallel_trainer::impl::make_channel(const lending& host, int host_threads) {
+void coordinator::make_channel(const lending& host, int host_threads) {
 #ifdef MERAK_WITH_UCX
   auto rings = make_rings(host);
   comm::ucx_options uo;
@@ -137,14 +137,21 @@ void parallel_trainer::impl::make_channel(const lending& host, int host_threads)
   spdlog::debug("process {}: tensor channel polls {} us after traffic", me, spin.count());
   channel = std::make_shared<comm::tensor_channel>(
       data,
-      [to](int, const comm::tensor_label& l, model::tensor x) {
+      [to, home](int peer, const comm::tensor_label& l, model::tensor x) {
+        const std::optional<tensor_kind> kind = tensor_kind_of(l.kind);
+        if (!kind) {
+          caf::anon_send(home, job_failed{fmt::format(
+                                   "tensor channel: process {} sent a tensor of unknown kind {}",
+                                   peer, l.kind)});
+          return;
+        }
         stage_api a;
         {
           std::lock_guard lock(to->mu);
           if (l.dst >= 0 && size_t(l.dst) < to->to.size()) a = to->to[size_t(l.dst)];
         }
         if (!a) return;  // not ours: the sender's placement differs (refused at start)
-        caf::anon_send(a, stage_tensor{l.kind, l.mb, l.value, tensor_ref::make(std::move(x))});
+        caf::anon_send(a, stage_tensor{*kind, l.mb, l.value, tensor_ref::make(std::move(x))});
       },
       [home](const std::string& what) {
         caf::anon_send(home, job_failed{"tensor channel: " + what});
@@ -155,7 +162,7 @@ void parallel_trainer::impl::make_channel(const lending& host, int host_threads)
 #endif
 }
 
-std::vector<std::shared_ptr<comm::transport>> parallel_trainer::impl::group_endpoints(
+std::vector<std::shared_ptr<comm::transport>> coordinator::group_endpoints(
     const std::vector<int>& ranks) {
   std::vector<std::shared_ptr<comm::transport>> out(ranks.size());
   if (std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks.front(); })) {

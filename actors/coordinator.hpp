@@ -1,10 +1,18 @@
 #pragma once
-// The state of one training job of the actor runtime (parallel_trainer's
-// implementation), shared by its source files: parallel_trainer.cpp (start,
-// steps, shutdown), trainer_processes.cpp (what a job of several processes
-// needs: core lending across a host, the tensor channel, groups over UCX)
-// and trainer_checkpoints.cpp (sharded checkpoints, validation). Included
-// only by those (it names CAF types).
+// The coordinator of a training job on the actor runtime: the actor that
+// parallel_trainer (a facade over it) runs on its caller's thread. On
+// process 0 it spawns and wires every stage, reducer and scheduler actor,
+// feeds micro-batches, collects losses and gradient norms, clips and steps,
+// saves and validates; on every other process it hosts that process's own
+// actors and follows process 0's steps. It is a blocking actor (a
+// caf::scoped_actor): each step is a sequence of waits, every one bounded
+// by the step timeout and failing with what it waited for.
+//
+// Its source files: coordinator.cpp (start, steps, end),
+// coordinator_processes.cpp (what a job of several processes needs: core
+// lending across a host, the tensor channel, groups over UCX) and
+// coordinator_checkpoints.cpp (sharded checkpoints, validation). Included
+// only by those and parallel_trainer.cpp (it names CAF types).
 
 #include "actors/parallel_trainer.hpp"
 
@@ -30,9 +38,9 @@
 #include "actors/scheduler_actor.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/watchdog.hpp"
-#include "job/bootstrap.hpp"
 #include "comm/group.hpp"
 #include "comm/inproc.hpp"
+#include "job/bootstrap.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"
 #endif
@@ -50,7 +58,20 @@
 
 namespace merak::actors {
 
-struct parallel_trainer::impl {
+// One handle per actor of the layout, [replica][stage][TP rank].
+template <typename T>
+using layout_grid = std::vector<std::vector<std::vector<T>>>;
+
+// A grid of null handles for the layout of `par`.
+template <typename T>
+layout_grid<T> empty_grid(const parallel_options& par) {
+  return layout_grid<T>(
+      size_t(par.dp),
+      std::vector<std::vector<T>>(size_t(par.virtual_stages()), std::vector<T>(size_t(par.tp))));
+}
+
+// What the coordinator holds: the job's model, layout and actors.
+struct coordinator_state {
   model::train_options opts;
   parallel_options par;
   model::text_corpus corpus;
@@ -80,7 +101,7 @@ struct parallel_trainer::impl {
   bool lead() const { return me == 0; }
   // [dp][pp][tp]: every stage actor on process 0 (the coordinator), this
   // process's own elsewhere (the rest null).
-  std::vector<std::vector<std::vector<stage_api>>> stages;
+  layout_grid<stage_api> stages;
   std::vector<reducer_api> reducers;  // this process's, one per stage actor with dp > 1
   // UCX transports of groups spread over processes: every process makes one
   // per such group (a collective), members use theirs; kept to the end.
@@ -93,7 +114,7 @@ struct parallel_trainer::impl {
     std::vector<stage_api> to;
   };
   std::shared_ptr<delivery> deliveries = std::make_shared<delivery>();
-  coordinator_api coordinator;         // on other processes: process 0's
+  coordinator_api lead_coordinator;    // on other processes: process 0's
   watchdog_api watchdog;               // this process's heartbeats (multi-process jobs)
   bool failed = false;                 // a wait failed: the job is broken
   std::vector<process_api> followers;  // on process 0: the other processes' homes
@@ -102,54 +123,29 @@ struct parallel_trainer::impl {
   // inputs (tokens, targets) the coordinator sends it.
   std::vector<partition::stage_route> routes;
   int64_t eval_seq = 0;  // validation forwards sent so far (their sequence numbers)
+};
 
-  impl(model::train_options o, parallel_options p, model::text_corpus c,
-       caf::actor_system* lent = nullptr)
-      : opts(std::move(o)), par(std::move(p)), corpus(std::move(c)), sys(lent) {
-    opts.validate();
-    par.validate(opts.batch);
-    model::check_corpus_vocab(corpus, opts.model);
-    graph = model::build_model(opts.model);
-    if (par.sparse.kind != comm::codec_kind::dense) {
-      bool has_wte = false;
-      for (auto& n : graph.nodes())
-        for (auto& spec : n.params) has_wte = has_wte || spec.name == "wte";
-      if (!has_wte)
-        fail(
-            "--sparse-reducer {} compresses the token embedding \"wte\", which this model "
-            "does not have (layers::embedding makes it)",
-            comm::codec_kind_name(par.sparse.kind));
-    }
-    const int stages = par.virtual_stages();
-    if (par.stage_bounds.empty()) {
-      bounds = partition::balanced_stages(graph, stages);
-    } else {
-      const auto& sb = par.stage_bounds;
-      const int n = int(graph.nodes().size());
-      bool ok = int(sb.size()) == stages + 1 && sb.front() == 0 && sb.back() == n;
-      for (size_t s = 1; ok && s < sb.size(); ++s) ok = sb[s - 1] < sb[s];
-      if (!ok)
-        fail("stage bounds [{}] do not split the model's {} nodes into {} stages{}",
-             fmt::join(sb, ", "), n, stages,
-             par.chunks > 1 ? fmt::format(" (--pp {} x --chunks {})", par.pp, par.chunks)
-                            : fmt::format(" (--pp {})", par.pp));
-      bounds = sb;
-    }
-    for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));
-    for (int b : bounds) shard_bounds.push_back(shards[0].node_map[b]);
-    schedule = opts.schedule();
-    try {
-      spawn();
-      if (!opts.load.empty()) load();
-    } catch (const std::exception& e) {
-      mark_failed(e.what());
-      shutdown();
-      throw;
-    }
-  }
+class coordinator : private coordinator_state {
+ public:
+  // Starts the job (process 0: every actor; other processes: their own),
+  // resuming from opts.load when set. `lent`: the caller's actor system,
+  // else one of its own. Throws merak::error, having ended what it started.
+  coordinator(model::train_options o, parallel_options p, model::text_corpus c,
+              caf::actor_system* lent = nullptr);
 
-  ~impl() { shutdown(); }
+  ~coordinator() { shutdown(); }
 
+  // Read access for the facade.
+  const coordinator_state& state() const { return *this; }
+  using coordinator_state::lead;
+
+  // The facade's operations. A failure breaks the job (mark_failed), so the
+  // other processes learn why instead of waiting for process 0.
+  model::step_result train_step();
+  std::string save();
+  double validation_loss();
+
+ private:
   // Ends every actor this job spawned (the actor system's destructor waits
   // for them all, so a failed start must not leave any behind).
   void shutdown();
@@ -171,6 +167,9 @@ struct parallel_trainer::impl {
   // naming the cause. Idempotent.
   void mark_failed(const std::string& reason);
 
+  // Spawns this process's actors and, in a job of several processes, joins
+  // the others; process 0 then wires every actor and waits for the
+  // scheduler's plan.
   void spawn();
 
   // Core lending (core_pool.hpp): the pool, each of this process's actors'
@@ -191,6 +190,32 @@ struct parallel_trainer::impl {
   // neighbours' cores before it sends them work). Collective in a job of
   // several processes (everywhere alike).
   lending make_lending(const std::vector<int>& mine, int cores, int per_actor);
+
+  // The actor system of its own, unless the caller lent one.
+  void start_actor_system();
+  // The groups that talk through comm/, in the same order on every process
+  // (the UCX ones are collectives): the replicas of each (stage, shard),
+  // then the shards of each (replica, stage). Null where no group.
+  struct group_grid {
+    layout_grid<std::shared_ptr<comm::transport>> replicas, shards;
+  };
+  group_grid link_groups();
+  // What stage actor `at` (on this process, layout index `index`) is told
+  // at its spawn.
+  stage_setup stage_setup_of(const partition::actor_coordinate& at, int index,
+                             const group_grid& groups, const lending& host, int per_actor,
+                             int local_actors, int local_index);
+  // Spawns this process's stage actors (and their reducers when dp > 1).
+  process_view spawn_local_actors(const std::vector<int>& mine, const group_grid& groups,
+                                  const lending& host, int per_actor,
+                                  layout_grid<reducer_api>& reducer_of);
+  // A job of several processes: starts this process's watchdog and joins the
+  // others (process_mesh.hpp). Process 0 adopts every process's actors into
+  // `stages` and `reducer_of`; the others learn the coordinator.
+  void join_other_processes(process_view mine, layout_grid<reducer_api>& reducer_of);
+  // Process 0: sends every stage its wiring and the scheduler its own, then
+  // waits for the scheduler's plan.
+  void wire(const layout_grid<reducer_api>& reducer_of);
 
   // This host's identity: its name and boot id (processes in containers of
   // one machine that share a name still differ by nothing else that counts).
@@ -242,7 +267,8 @@ struct parallel_trainer::impl {
   // On processes other than 0: the coordinator's result of this step.
   model::step_result follow_step();
 
-  model::step_result train_step();
+  // Process 0: one step of the whole job; elsewhere follow_step.
+  model::step_result run_step();
 
   // Chrome-trace JSON (Perfetto): one track (tid) per actor, one slice per
   // op, times in microseconds from the step's start.
@@ -254,10 +280,10 @@ struct parallel_trainer::impl {
 
   // A sharded checkpoint: the stage actors of replica 0 write their own
   // files in parallel, then the index, then the checkpoint is published.
-  std::string save();
+  std::string write_checkpoint();
 
   // Forwards of the validation batches on replica 0's stage actors.
-  double validation_loss();
+  double run_validation();
 };
 
 }  // namespace merak::actors
