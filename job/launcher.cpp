@@ -16,10 +16,10 @@
 #include <sstream>
 #include <utility>
 
-#include "job/auth.hpp"
-#include "job/socket_io.hpp"
-#include "job/openmp_spin.hpp"
 #include "core/error.hpp"
+#include "job/auth.hpp"
+#include "job/openmp_spin.hpp"
+#include "job/socket_io.hpp"
 
 extern char** environ;
 
@@ -170,147 +170,207 @@ void await_children(const std::vector<int>& fds, int watch, std::chrono::millise
   ::poll(p.data(), p.size(), static_cast<int>(std::max<int64_t>(0, ms)));
 }
 
-}  // namespace
+// The children of one supervise call: their processes, our end of each
+// one's stdin (open until the end) and its pidfd (readable once it ended).
+// Everything a child needs is built before fork: after it, only
+// async-signal-safe calls (and execvpe's PATH search). The destructor
+// closes every descriptor; killing is explicit.
+class child_group {
+ public:
+  explicit child_group(const std::vector<child_spec>& children)
+      : children_(children),
+        argvs_(children.size()),
+        envps_(children.size()),
+        envs_(children.size()),
+        pids_(children.size(), -1),
+        feeds_(children.size(), -1),
+        pidfds_(children.size(), -1),
+        running_(children.size(), false) {
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (children[i].argv.empty()) fail("launcher: {} has no program to run", children[i].name);
+      for (auto& a : children[i].argv) argvs_[i].push_back(const_cast<char*>(a.c_str()));
+      argvs_[i].push_back(nullptr);
+      for (auto& [k, v] : children[i].env) envs_[i].push_back(k + "=" + v);
+      for (auto& s : envs_[i]) envps_[i].push_back(s.data());
+      envps_[i].push_back(nullptr);
+    }
+  }
+  child_group(const child_group&) = delete;
+  child_group& operator=(const child_group&) = delete;
+  ~child_group() { close_all(); }
 
-launch_result supervise(const std::vector<child_spec>& children, const supervise_options& o) {
+  int size() const { return static_cast<int>(children_.size()); }
+  bool running(int i) const { return running_[size_t(i)]; }
+
+  // Forks and executes every child, each fed its stdin_text. On a failure
+  // kills the children already started and throws merak::error.
+  void start() {
+    const pid_t parent = ::getpid();
+    for (size_t i = 0; i < children_.size(); ++i) {
+      // A socket pair, not a pipe: send() with MSG_NOSIGNAL cannot raise
+      // SIGPIPE in this process when the child is already gone.
+      int sv[2] = {-1, -1};
+      const bool feed = !children_[i].stdin_text.empty();
+      if (feed && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        kill_running();
+        fail("launcher: socketpair for {}: {}", children_[i].name, std::strerror(errno));
+      }
+      pid_t pid = ::fork();
+      if (pid < 0) {
+        kill_running();
+        fail("launcher: fork for {}: {}", children_[i].name, std::strerror(errno));
+      }
+      if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);
+        if (feed && ::dup2(sv[1], STDIN_FILENO) < 0) ::_exit(127);
+        ::execvpe(argvs_[i][0], argvs_[i].data(), envps_[i].data());
+        ::_exit(127);
+      }
+      pids_[i] = pid;
+      pidfds_[i] = process_fd(pid);
+      running_[i] = true;
+      if (feed) {
+        ::close(sv[1]);
+        feeds_[i] = sv[0];
+        const std::string& text = children_[i].stdin_text;
+        // A few hundred bytes: the socket's buffer takes them whole.
+        (void)::send(sv[0], text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+    }
+  }
+
+  void kill_running() {
+    for (size_t i = 0; i < children_.size(); ++i)
+      if (running_[i]) ::kill(pids_[i], SIGKILL);
+  }
+
+  void close_all() {
+    for (int& f : feeds_)
+      if (f >= 0) ::close(std::exchange(f, -1));
+    for (int& f : pidfds_)
+      if (f >= 0) ::close(std::exchange(f, -1));
+  }
+
+  // Reaps child `i` if it ended, recording its exit code or signal in
+  // `res`; returns whether it did.
+  bool reap(int i, launch_result& res) {
+    int status = 0;
+    const pid_t p = ::waitpid(pids_[size_t(i)], &status, WNOHANG);
+    if (p == 0) return false;
+    running_[size_t(i)] = false;
+    if (pidfds_[size_t(i)] >= 0) ::close(std::exchange(pidfds_[size_t(i)], -1));
+    if (p < 0) {
+      res.exit_code[size_t(i)] = -1;
+    } else if (WIFEXITED(status)) {
+      res.exit_code[size_t(i)] = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      res.exit_code[size_t(i)] = -1;
+      res.signal[size_t(i)] = WTERMSIG(status);
+    }
+    return true;
+  }
+
+  // The pidfds of the children still running (-1 where a child has none).
+  std::vector<int> running_fds() const {
+    std::vector<int> fds;
+    for (size_t i = 0; i < children_.size(); ++i)
+      if (running_[i]) fds.push_back(pidfds_[i]);
+    return fds;
+  }
+
+ private:
+  const std::vector<child_spec>& children_;
+  std::vector<std::vector<char*>> argvs_, envps_;
+  std::vector<std::vector<std::string>> envs_;
+  std::vector<pid_t> pids_;
+  std::vector<int> feeds_;
+  std::vector<int> pidfds_;
+  std::vector<bool> running_;
+};
+
+// What one supervise call has seen so far: the deadline for killing the
+// children (the timeout, or the grace after the first failure) and why
+// children were killed.
+struct supervision {
   using clock_type = std::chrono::steady_clock;
-  const int n = static_cast<int>(children.size());
-  if (n == 0) fail("launcher: no process to start");
-
-  // Everything a child needs is built before fork: after it, only
-  // async-signal-safe calls (and execvpe's PATH search).
-  std::vector<std::vector<char*>> argvs(n), envps(n);
-  std::vector<std::vector<std::string>> envs(n);
-  for (int i = 0; i < n; ++i) {
-    if (children[i].argv.empty()) fail("launcher: {} has no program to run", children[i].name);
-    for (auto& a : children[i].argv) argvs[i].push_back(const_cast<char*>(a.c_str()));
-    argvs[i].push_back(nullptr);
-    for (auto& [k, v] : children[i].env) envs[i].push_back(k + "=" + v);
-    for (auto& s : envs[i]) envps[i].push_back(s.data());
-    envps[i].push_back(nullptr);
-  }
-
-  const pid_t parent = ::getpid();
-  std::vector<pid_t> pids(n, -1);
-  std::vector<int> feeds(n, -1);   // our end of a child's stdin, open until the end
-  std::vector<int> pidfds(n, -1);  // readable once the child ended
-  launch_result res;
-  res.exit_code.assign(n, 0);
-  res.signal.assign(n, 0);
-  std::vector<bool> running(n, false);
-  auto kill_running = [&] {
-    for (int i = 0; i < n; ++i)
-      if (running[i]) ::kill(pids[i], SIGKILL);
-  };
-  auto close_feeds = [&] {
-    for (int& f : feeds)
-      if (f >= 0) ::close(std::exchange(f, -1));
-    for (int& f : pidfds)
-      if (f >= 0) ::close(std::exchange(f, -1));
-  };
-  for (int i = 0; i < n; ++i) {
-    // A socket pair, not a pipe: send() with MSG_NOSIGNAL cannot raise
-    // SIGPIPE in this process when the child is already gone.
-    int sv[2] = {-1, -1};
-    const bool feed = !children[i].stdin_text.empty();
-    if (feed && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      kill_running();
-      close_feeds();
-      fail("launcher: socketpair for {}: {}", children[i].name, std::strerror(errno));
-    }
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      kill_running();
-      close_feeds();
-      fail("launcher: fork for {}: {}", children[i].name, std::strerror(errno));
-    }
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      if (feed && ::dup2(sv[1], STDIN_FILENO) < 0) ::_exit(127);
-      ::execvpe(argvs[i][0], argvs[i].data(), envps[i].data());
-      ::_exit(127);
-    }
-    pids[i] = pid;
-    pidfds[i] = process_fd(pid);
-    running[i] = true;
-    if (feed) {
-      ::close(sv[1]);
-      feeds[i] = sv[0];
-      const std::string& text = children[i].stdin_text;
-      // A few hundred bytes: the socket's buffer takes them whole.
-      (void)::send(sv[0], text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-  }
-
-  const auto start = clock_type::now();
   clock_type::time_point kill_at = clock_type::time_point::max();
-  if (o.timeout.count() > 0) kill_at = start + o.timeout;
-  int left = n;
   bool timed_out = false;
   bool orphaned = false;
   int first_killed = -1;  // by us, at the timeout or when orphaned
-  while (left > 0) {
-    bool reaped = false;
-    for (int i = 0; i < n; ++i) {
-      if (!running[i]) continue;
-      int st = 0;
-      pid_t p = ::waitpid(pids[i], &st, WNOHANG);
-      if (p == 0) continue;
-      running[i] = false;
-      if (pidfds[i] >= 0) ::close(std::exchange(pidfds[i], -1));
-      --left;
-      reaped = true;
-      if (p < 0) {
-        res.exit_code[i] = -1;
-      } else if (WIFEXITED(st)) {
-        res.exit_code[i] = WEXITSTATUS(st);
-      } else if (WIFSIGNALED(st)) {
-        res.exit_code[i] = -1;
-        res.signal[i] = WTERMSIG(st);
-      }
-      const bool failed = res.exit_code[i] != 0;
-      if (failed && (timed_out || orphaned)) {
-        if (first_killed < 0) first_killed = i;
-      } else if (failed && res.first_failed < 0) {
-        res.first_failed = i;
-        const auto& name = children[i].name;
-        res.message = res.signal[i]
-                          ? fmt::format("{} was killed by signal {} ({})", name, res.signal[i],
-                                        strsignal(res.signal[i]))
-                          : fmt::format("{} failed with exit code {}", name, res.exit_code[i]);
-        kill_at = std::min(kill_at, clock_type::now() + o.grace);
-      }
-    }
-    if (left == 0) break;
-    if (o.watch_fd >= 0 && !orphaned && input_closed(o.watch_fd)) {
-      orphaned = true;
-      kill_running();
-    }
-    if (clock_type::now() >= kill_at) {
-      timed_out = res.first_failed < 0;  // else: the grace after a failure ran out
-      kill_running();
-      kill_at = clock_type::time_point::max();
-    }
-    if (!reaped) {
-      std::vector<int> waiting;
-      for (int i = 0; i < n; ++i)
-        if (running[i]) waiting.push_back(pidfds[i]);
-      const auto until = std::min(kill_at, clock_type::now() + std::chrono::seconds(1));
-      await_children(waiting, orphaned ? -1 : o.watch_fd,
-                     std::chrono::ceil<std::chrono::milliseconds>(until - clock_type::now()));
+
+  // Child `i` of `children` ended as `res` records: the first failure not
+  // caused by our own kill names the job's failure and starts the grace.
+  void ended(int i, const std::vector<child_spec>& children, launch_result& res,
+             std::chrono::milliseconds grace) {
+    const bool failed = res.exit_code[size_t(i)] != 0;
+    if (failed && (timed_out || orphaned)) {
+      if (first_killed < 0) first_killed = i;
+    } else if (failed && res.first_failed < 0) {
+      res.first_failed = i;
+      const auto& name = children[size_t(i)].name;
+      const int signal = res.signal[size_t(i)];
+      res.message =
+          signal ? fmt::format("{} was killed by signal {} ({})", name, signal, strsignal(signal))
+                 : fmt::format("{} failed with exit code {}", name, res.exit_code[size_t(i)]);
+      kill_at = std::min(kill_at, clock_type::now() + grace);
     }
   }
-  close_feeds();
-  if (res.first_failed < 0 && (orphaned || timed_out)) {
+
+  // After the last child ended: a job killed by us fails naming why.
+  void finish(launch_result& res, std::chrono::milliseconds timeout) const {
+    if (res.first_failed >= 0 || !(orphaned || timed_out)) return;
     res.first_failed = std::max(first_killed, 0);
     res.message = orphaned ? "the launcher that started this node went away (its input closed); "
                              "the ranks were killed"
                            : fmt::format(
                                  "the job did not finish within {} ms; its processes "
                                  "were killed",
-                                 o.timeout.count());
+                                 timeout.count());
   }
+};
+
+}  // namespace
+
+launch_result supervise(const std::vector<child_spec>& children, const supervise_options& options) {
+  using clock_type = supervision::clock_type;
+  const int n = static_cast<int>(children.size());
+  if (n == 0) fail("launcher: no process to start");
+  child_group group(children);
+  group.start();
+
+  launch_result res;
+  res.exit_code.assign(n, 0);
+  res.signal.assign(n, 0);
+  supervision seen;
+  if (options.timeout.count() > 0) seen.kill_at = clock_type::now() + options.timeout;
+  int left = n;
+  while (left > 0) {
+    bool reaped = false;
+    for (int i = 0; i < n; ++i) {
+      if (!group.running(i) || !group.reap(i, res)) continue;
+      --left;
+      reaped = true;
+      seen.ended(i, children, res, options.grace);
+    }
+    if (left == 0) break;
+    if (options.watch_fd >= 0 && !seen.orphaned && input_closed(options.watch_fd)) {
+      seen.orphaned = true;
+      group.kill_running();
+    }
+    if (clock_type::now() >= seen.kill_at) {
+      seen.timed_out = res.first_failed < 0;  // else: the grace after a failure ran out
+      group.kill_running();
+      seen.kill_at = clock_type::time_point::max();
+    }
+    if (!reaped) {
+      const auto until = std::min(seen.kill_at, clock_type::now() + std::chrono::seconds(1));
+      await_children(group.running_fds(), seen.orphaned ? -1 : options.watch_fd,
+                     std::chrono::ceil<std::chrono::milliseconds>(until - clock_type::now()));
+    }
+  }
+  group.close_all();
+  seen.finish(res, options.timeout);
   return res;
 }
 

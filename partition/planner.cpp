@@ -172,12 +172,9 @@ double op_seconds(const candidate& c, int s, const op& o, bool rib) {
   return 0.0;
 }
 
-// Checks the rules and prices everything but the pipeline (throws rule_error).
-candidate prepare(const plan_request& r, const cost_model& costs, const model::graph& g,
-                  tp_context& ctx, int dp, int pp, int m, schedule_kind kind, recompute_kind rc,
-                  int overlap) {
-  const int tp = ctx.tp;
-  const auto& d = r.device;
+// The rules a layout must follow before it is priced (throws rule_error).
+void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, schedule_kind kind,
+                        recompute_kind rc, int overlap) {
   if (dp * tp * pp != r.devices)
     throw rule_error{"dp x tp x pp = devices",
                      fmt::format("{} x {} x {} != {}", dp, tp, pp, r.devices)};
@@ -198,40 +195,15 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   if (overlap > 0 && (tp == 1 || rows % 2 != 0))
     throw rule_error{"tp overlap needs tp > 1 and an even micro-batch",
                      fmt::format("tp {} rows {}", tp, rows)};
-  const int64_t tokens = rows * r.model.max_seq;
-  const int64_t budget = r.memory_budget > 0 ? r.memory_budget : int64_t(d.memory_bytes);
-  // Some stage holds at least the average share of the weights: no split
-  // of this tp and pp can fit when that share alone does not.
-  if (ctx.weights_bytes / pp > double(budget))
-    throw rule_error{"memory budget",
-                     fmt::format("the weights alone need {:.0f} bytes per stage, more than {}",
-                                 ctx.weights_bytes / pp, budget)};
-  const cluster_spec cl = links_of(r);
-  const int per_node = devices_per_node_of(r, cl);
-  // A TP group never straddles two nodes: tp divides the devices per node.
-  if (tp > per_node || per_node % tp != 0)
-    throw rule_error{"tp within a node",
-                     fmt::format("tp {} does not divide {} devices per node", tp, per_node)};
-  const layout& L = layout_for(r, costs, g, ctx, pp, rows, overlap);
-  if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
-  candidate c;
-  c.policies = make_policies(kind, pp, m, rc == recompute_kind::full, r.chunks);
-  // Megatron-LM's checkpointing recomputes on the last stage too (inside its
-  // backward; the shifted schedule places recomputation itself).
-  const bool every_stage =
-      rc == recompute_kind::full && r.recompute_every_stage && kind != schedule_kind::shifted;
-  if (every_stage) c.policies.back().recompute_in_backward = true;
-  auto mem = L.mem;
+}
+
+// Each stage's recomputed segments and memory under `budget` (throws
+// rule_error when a stage does not fit); fills c.prefix, the forward time
+// of each stage's recomputed segments.
+void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> mem,
+                       recompute_kind rc, bool every_stage, int m, int64_t budget) {
   plan& out = c.out;
-  out.dp = dp;
-  out.tp = tp;
-  out.pp = pp;
-  out.micro_batches = m;
-  out.schedule = kind;
-  out.chunks = kind == schedule_kind::interleaved ? r.chunks : 1;
-  out.recompute = rc;
-  out.tp_overlap = overlap;
-  out.stages = L.stages;
+  const int pp = int(mem.size());
   for (int s = 0; s < pp; ++s) {
     auto& pol = c.policies[s];
     // In flight counts chunk-sized micro-batches when interleaved.
@@ -258,6 +230,101 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     for (int i = 0; i < k[s]; ++i) prefix += L.seg_fwd[s][i];
     c.prefix.push_back(prefix);
   }
+}
+
+// The exposed dp all-reduce and the optimizer, after the pipeline. The dp
+// ranks of one (stage, tp rank) sit tp x pp ranks apart.
+void price_data_parallel(candidate& c, const cost_model& costs, const cluster_spec& cl,
+                         const std::vector<stage_memory>& mem, const sharing_model& sh, int dp,
+                         int tp, int per_node) {
+  plan& out = c.out;
+  const int pp = int(mem.size());
+  const int dp_per_node = tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp));
+  std::vector<double> opt_work;
+  for (int s = 0; s < pp; ++s) {
+    double params = double(mem[s].weights_bytes) / 16.0;
+    const collective_cost ar_cost = allreduce_cost(cl, params * 4.0, dp, std::min(dp, dp_per_node));
+    const double ar = ar_cost.seconds;
+    if (ar >= out.dp_allreduce_s) {
+      out.dp_allreduce_s = ar;
+      out.dp_algo = dp > 1 ? collective_algo_name(ar_cost.algo) : "";
+    }
+    // Buckets leave during the last micro-batch's backward.
+    out.dp_exposed_s = std::max(out.dp_exposed_s, std::max(0.0, ar - out.stages[s].backward_s));
+    for (int i = 0; i < dp * tp; ++i) opt_work.push_back(costs.optimizer_s(params));
+  }
+  out.optimizer_s = sh.cores > 0 ? shared_makespan(opt_work, sh.threads, sh.cores, sh.contention)
+                                 : *std::max_element(opt_work.begin(), opt_work.end());
+}
+
+// A stage runs one op at a time, never faster than alone: its ops' total
+// bounds the pipeline from below, and it cannot start before the first
+// micro-batch's forwards on the stages before it, nor end later than a
+// backward through each of them before the step ends.
+double pipeline_lower_bound(const candidate& c, int pp, int m) {
+  double pipeline_bound = 0, fill = 0, drain = 0;
+  for (int s = 0; s < pp; ++s) {
+    const bool rib = c.policies[s].recompute_in_backward;
+    double sum = 0, fastest_b = std::numeric_limits<double>::infinity();
+    const int v = c.policies[s].chunks;
+    for (int mb = 0; mb < m; ++mb) {
+      const double b = op_seconds(c, s, {op_kind::B, mb}, rib);
+      fastest_b = std::min(fastest_b, b);
+      sum += v * (op_seconds(c, s, {op_kind::F, mb}, rib) + b);
+      if (c.policies[s].pre.count(mb)) sum += op_seconds(c, s, {op_kind::R, mb}, rib);
+      if (c.policies[s].split_weight) sum += op_seconds(c, s, {op_kind::W, mb}, rib);
+    }
+    pipeline_bound = std::max(pipeline_bound, fill + sum + drain);
+    if (s + 1 < pp) {
+      fill += op_seconds(c, s, {op_kind::F, 0}, rib) + c.act_delay[s];
+      drain += fastest_b + c.act_delay[s];
+    }
+  }
+  return pipeline_bound;
+}
+
+// Checks the rules and prices everything but the pipeline (throws rule_error).
+candidate prepare(const plan_request& r, const cost_model& costs, const model::graph& g,
+                  tp_context& ctx, int dp, int pp, int m, schedule_kind kind, recompute_kind rc,
+                  int overlap) {
+  const int tp = ctx.tp;
+  const auto& d = r.device;
+  check_layout_rules(r, tp, dp, pp, m, kind, rc, overlap);
+  const int64_t rows = r.global_batch / (int64_t(dp) * m);
+  const int64_t tokens = rows * r.model.max_seq;
+  const int64_t budget = r.memory_budget > 0 ? r.memory_budget : int64_t(d.memory_bytes);
+  // Some stage holds at least the average share of the weights: no split
+  // of this tp and pp can fit when that share alone does not.
+  if (ctx.weights_bytes / pp > double(budget))
+    throw rule_error{"memory budget",
+                     fmt::format("the weights alone need {:.0f} bytes per stage, more than {}",
+                                 ctx.weights_bytes / pp, budget)};
+  const cluster_spec cl = links_of(r);
+  const int per_node = devices_per_node_of(r, cl);
+  // A TP group never straddles two nodes: tp divides the devices per node.
+  if (tp > per_node || per_node % tp != 0)
+    throw rule_error{"tp within a node",
+                     fmt::format("tp {} does not divide {} devices per node", tp, per_node)};
+  const layout& L = layout_for(r, costs, g, ctx, pp, rows, overlap);
+  if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
+  candidate c;
+  c.policies = make_policies(kind, pp, m, rc == recompute_kind::full, r.chunks);
+  // Megatron-LM's checkpointing recomputes on the last stage too (inside its
+  // backward; the shifted schedule places recomputation itself).
+  const bool every_stage =
+      rc == recompute_kind::full && r.recompute_every_stage && kind != schedule_kind::shifted;
+  if (every_stage) c.policies.back().recompute_in_backward = true;
+  plan& out = c.out;
+  out.dp = dp;
+  out.tp = tp;
+  out.pp = pp;
+  out.micro_batches = m;
+  out.schedule = kind;
+  out.chunks = kind == schedule_kind::interleaved ? r.chunks : 1;
+  out.recompute = rc;
+  out.tp_overlap = overlap;
+  out.stages = L.stages;
+  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget);
   // Devices sharing cores (actor devices on this CPU): every busy stage
   // keeps dp x tp actors busy.
   const sharing_model sh = costs.sharing(tokens);
@@ -278,47 +345,8 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     c.act_delay.push_back(d.profiled ? d.intra_latency : p2p_seconds(cl, L.act_bytes, !crosses));
     out.p2p_s = std::max(out.p2p_s, c.act_delay.back());
   }
-  // The exposed dp all-reduce and the optimizer, after the pipeline. The
-  // dp ranks of one (stage, tp rank) sit tp x pp ranks apart.
-  const int dp_per_node = tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp));
-  std::vector<double> opt_work;
-  for (int s = 0; s < pp; ++s) {
-    double params = double(mem[s].weights_bytes) / 16.0;
-    const collective_cost ar_cost = allreduce_cost(cl, params * 4.0, dp, std::min(dp, dp_per_node));
-    const double ar = ar_cost.seconds;
-    if (ar >= out.dp_allreduce_s) {
-      out.dp_allreduce_s = ar;
-      out.dp_algo = dp > 1 ? collective_algo_name(ar_cost.algo) : "";
-    }
-    // Buckets leave during the last micro-batch's backward.
-    out.dp_exposed_s = std::max(out.dp_exposed_s, std::max(0.0, ar - out.stages[s].backward_s));
-    for (int i = 0; i < dp * tp; ++i) opt_work.push_back(costs.optimizer_s(params));
-  }
-  out.optimizer_s = sh.cores > 0 ? shared_makespan(opt_work, sh.threads, sh.cores, sh.contention)
-                                 : *std::max_element(opt_work.begin(), opt_work.end());
-  // A stage runs one op at a time, never faster than alone: its ops' total
-  // bounds the pipeline from below, and it cannot start before the first
-  // micro-batch's forwards on the stages before it, nor end later than a
-  // backward through each of them before the step ends.
-  double pipeline_bound = 0, fill = 0, drain = 0;
-  for (int s = 0; s < pp; ++s) {
-    const bool rib = c.policies[s].recompute_in_backward;
-    double sum = 0, fastest_b = std::numeric_limits<double>::infinity();
-    const int v = c.policies[s].chunks;
-    for (int mb = 0; mb < m; ++mb) {
-      const double b = op_seconds(c, s, {op_kind::B, mb}, rib);
-      fastest_b = std::min(fastest_b, b);
-      sum += v * (op_seconds(c, s, {op_kind::F, mb}, rib) + b);
-      if (c.policies[s].pre.count(mb)) sum += op_seconds(c, s, {op_kind::R, mb}, rib);
-      if (c.policies[s].split_weight) sum += op_seconds(c, s, {op_kind::W, mb}, rib);
-    }
-    pipeline_bound = std::max(pipeline_bound, fill + sum + drain);
-    if (s + 1 < pp) {
-      fill += op_seconds(c, s, {op_kind::F, 0}, rib) + c.act_delay[s];
-      drain += fastest_b + c.act_delay[s];
-    }
-  }
-  c.lower_bound = pipeline_bound + out.dp_exposed_s + out.optimizer_s;
+  price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node);
+  c.lower_bound = pipeline_lower_bound(c, pp, m) + out.dp_exposed_s + out.optimizer_s;
   return c;
 }
 
@@ -480,15 +508,41 @@ plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int t
   }
 }
 
-plan_result search_plans(const plan_request& r, const cost_model& costs) {
-  if (r.devices < 1) fail("--devices must be at least 1 (got {})", r.devices);
-  if (r.global_batch < 1) fail("--global-batch-size must be at least 1 (got {})", r.global_batch);
-  if (r.processes < 0 || r.processes > r.devices)
-    fail("--processes must be from 0 (one per device) to --devices {} (got {})", r.devices,
-         r.processes);
-  model::graph g = model::build_model(r.model);
+namespace {
+
+// Whether the search tries schedule `kind` on `pp` stages.
+bool schedule_searched(const plan_request& r, schedule_kind kind, int pp) {
+  if (pp == 1 && kind != schedule_kind::one_f_one_b) return false;
+  // Unasked, a plan for this CPU leaves out interleaved: the planner cuts
+  // its chunks by layer share, the runtime by FLOPs, and the profile has
+  // not been calibrated on it.
+  if (r.schedules.empty()) return !(kind == schedule_kind::interleaved && r.device.profiled);
+  return std::find(r.schedules.begin(), r.schedules.end(), kind) != r.schedules.end();
+}
+
+// Whether the search tries recomputation `rc` with schedule `kind` on `pp`
+// stages. Unasked, stage-aware with a budget keeps everything when it fits,
+// so it stands for `none`; zb-h1 runs without recomputation, interleaved
+// recomputes all or nothing.
+bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kind rc, int pp) {
+  if (!r.recomputes.empty())
+    return std::find(r.recomputes.begin(), r.recomputes.end(), rc) != r.recomputes.end();
+  if (pp == 1 && rc == recompute_kind::full && !r.recompute_every_stage) return false;
+  switch (kind) {
+    case schedule_kind::zb_h1:
+      return rc == recompute_kind::none;
+    case schedule_kind::interleaved:
+      return rc != recompute_kind::stage_aware;
+    default:
+      return rc != recompute_kind::none;
+  }
+}
+
+// Every candidate the request allows that follows the rules, priced but not
+// simulated, in enumeration order; counts the others by rule in `res`.
+std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_model& costs,
+                                            const model::graph& g, plan_result& res) {
   const std::vector<int> cuts = cut_points(g);
-  plan_result res;
   std::vector<candidate> cands;
   for (int tp : divisors(r.devices)) {
     if (r.tp && tp != r.tp) continue;
@@ -512,36 +566,10 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
         if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
         for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted,
                           schedule_kind::zb_h1, schedule_kind::interleaved}) {
-          if (pp == 1 && kind != schedule_kind::one_f_one_b) continue;
-          // Unasked, a plan for this CPU leaves out interleaved: the planner
-          // cuts its chunks by layer share, the runtime by FLOPs, and the
-          // profile has not been calibrated on it.
-          if (r.schedules.empty()
-                  ? kind == schedule_kind::interleaved && r.device.profiled
-                  : std::find(r.schedules.begin(), r.schedules.end(), kind) == r.schedules.end())
-            continue;
-          // stage-aware with a budget keeps everything when it fits, so it
-          // stands for `none` unless none is asked for by name; zb-h1 runs
-          // without recomputation, interleaved recomputes all or nothing.
-          auto searched = [kind](recompute_kind rc) {
-            switch (kind) {
-              case schedule_kind::zb_h1:
-                return rc == recompute_kind::none;
-              case schedule_kind::interleaved:
-                return rc != recompute_kind::stage_aware;
-              default:
-                return rc != recompute_kind::none;
-            }
-          };
+          if (!schedule_searched(r, kind, pp)) continue;
           for (auto rc :
                {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full}) {
-            if (r.recomputes.empty()
-                    ? !searched(rc)
-                    : std::find(r.recomputes.begin(), r.recomputes.end(), rc) == r.recomputes.end())
-              continue;
-            if (pp == 1 && rc == recompute_kind::full && r.recomputes.empty() &&
-                !r.recompute_every_stage)
-              continue;
+            if (!recompute_searched(r, kind, rc, pp)) continue;
             for (int ov : {0, 1, 2}) {
               if (tp == 1 && ov > 0) continue;
               if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
@@ -557,16 +585,16 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
       }
     }
   }
-  if (cands.empty()) {
-    std::string why;
-    for (auto& [rule, n] : res.rejected)
-      why += fmt::format("{}\"{}\" ({}x)", why.empty() ? "" : ", ", rule, n);
-    fail("no plan for {} devices fits; rules that rejected candidates: {}", r.devices,
-         why.empty() ? "none (no candidate)" : why);
-  }
-  // Simulate in the order of the lower bounds; once a bound is beyond the
-  // kept-th fastest step so far (with the tie margin of the sort below),
-  // no later candidate can be the plan or a runner-up.
+  return cands;
+}
+
+// Simulates the candidates in the order of their lower bounds; once a bound
+// is beyond the kept-th fastest step so far (with the tie margin of
+// rank_plans), no later candidate can be the plan or a runner-up. Returns
+// the simulated plans in enumeration order.
+std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& costs,
+                                      const model::graph& g, std::vector<candidate>& cands,
+                                      plan_result& res) {
   std::vector<int> by_bound(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) by_bound[i] = int(i);
   std::stable_sort(by_bound.begin(), by_bound.end(),
@@ -590,8 +618,18 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
   std::vector<plan> all;
   for (size_t i = 0; i < cands.size(); ++i)
     if (simulated[i]) all.push_back(std::move(cands[i].out));
-  // Fastest first; among equals (within 0.1%), the simpler plan: fewer
-  // micro-batches, less recomputation, less overlap machinery.
+  return all;
+}
+
+bool same_layout(const plan& a, const plan& b) {
+  return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.micro_batches == b.micro_batches &&
+         a.schedule == b.schedule;
+}
+
+// The best plan and up to 5 runners-up of other layouts: fastest first;
+// among equals (within 0.1%), the simpler plan: fewer micro-batches, less
+// recomputation, less overlap machinery.
+void rank_plans(std::vector<plan> all, plan_result& res) {
   std::stable_sort(all.begin(), all.end(), [](const plan& a, const plan& b) {
     if (std::abs(a.step_time_s - b.step_time_s) > 1e-3 * std::min(a.step_time_s, b.step_time_s))
       return a.step_time_s < b.step_time_s;
@@ -603,14 +641,30 @@ plan_result search_plans(const plan_request& r, const cost_model& costs) {
   for (size_t i = 1; i < all.size() && res.runners_up.size() < 5; ++i) {
     // Runners-up differ in layout, not only in the overlap level.
     bool dup = false;
-    for (auto& p : res.runners_up)
-      dup = dup || (p.dp == all[i].dp && p.tp == all[i].tp && p.pp == all[i].pp &&
-                    p.micro_batches == all[i].micro_batches && p.schedule == all[i].schedule);
-    if (!dup &&
-        !(all[i].dp == res.best.dp && all[i].tp == res.best.tp && all[i].pp == res.best.pp &&
-          all[i].micro_batches == res.best.micro_batches && all[i].schedule == res.best.schedule))
-      res.runners_up.push_back(all[i]);
+    for (auto& p : res.runners_up) dup = dup || same_layout(p, all[i]);
+    if (!dup && !same_layout(all[i], res.best)) res.runners_up.push_back(all[i]);
   }
+}
+
+}  // namespace
+
+plan_result search_plans(const plan_request& r, const cost_model& costs) {
+  if (r.devices < 1) fail("--devices must be at least 1 (got {})", r.devices);
+  if (r.global_batch < 1) fail("--global-batch-size must be at least 1 (got {})", r.global_batch);
+  if (r.processes < 0 || r.processes > r.devices)
+    fail("--processes must be from 0 (one per device) to --devices {} (got {})", r.devices,
+         r.processes);
+  model::graph g = model::build_model(r.model);
+  plan_result res;
+  std::vector<candidate> cands = enumerate_candidates(r, costs, g, res);
+  if (cands.empty()) {
+    std::string why;
+    for (auto& [rule, n] : res.rejected)
+      why += fmt::format("{}\"{}\" ({}x)", why.empty() ? "" : ", ", rule, n);
+    fail("no plan for {} devices fits; rules that rejected candidates: {}", r.devices,
+         why.empty() ? "none (no candidate)" : why);
+  }
+  rank_plans(simulate_candidates(r, costs, g, cands, res), res);
   return res;
 }
 
