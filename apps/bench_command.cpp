@@ -1,8 +1,10 @@
 // `merak bench ...`: benchmarks that print one JSON object each.
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include "actors/synthetic_pipeline.hpp"
 #include "apps/commands.hpp"
@@ -18,13 +20,20 @@
 
 namespace merak::apps {
 
-action add_bench_command(CLI::App& parent) {
-  auto* b = parent.add_subcommand("bench", "Benchmarks (JSON on stdout)");
-  b->require_subcommand(1);
+namespace {
 
+// A `merak bench` sub-command: its CLI11 sub-command and what runs it once
+// it was chosen (the JSON to print; null: a worker process that prints none).
+struct bench_command {
+  CLI::App* command;
+  std::function<nlohmann::json()> run;
+};
+
+// `merak bench gpt`: GPT training steps.
+bench_command add_gpt_bench(CLI::App& parent) {
   auto gpt = std::make_shared<bench::gpt_bench_options>();
   auto gpt_precision = std::make_shared<std::string>("fp32");
-  auto* g = b->add_subcommand("gpt", "GPT training steps: tokens/s, GFLOP/s, peak memory");
+  auto* g = parent.add_subcommand("gpt", "GPT training steps: tokens/s, GFLOP/s, peak memory");
   g->add_option("--layers", gpt->model.layers)->capture_default_str();
   g->add_option("--dim", gpt->model.dim)->capture_default_str();
   g->add_option("--heads", gpt->model.heads)->capture_default_str();
@@ -44,63 +53,94 @@ action add_bench_command(CLI::App& parent) {
       ->capture_default_str();
   g->add_flag("--profile", gpt->profile, "Add per-layer-kind times to the JSON");
   g->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {g, [=] {
+            gpt->model.activations = model::parse_precision(*gpt_precision);
+            gpt->where = apps::enable_device(*gpt_device);
+            return bench::run_gpt_bench(*gpt);
+          }};
+}
 
+// `merak bench gemm`: sgemm per backend.
+bench_command add_gemm_bench(CLI::App& parent) {
   auto gemm = std::make_shared<bench::gemm_options>();
-  auto* m = b->add_subcommand("gemm", "sgemm GFLOP/s per backend on the GPT shapes");
+  auto* m = parent.add_subcommand("gemm", "sgemm GFLOP/s per backend on the GPT shapes");
   m->add_option("--backend", gemm->backends, "Backends to measure (default: all)");
   m->add_option("--iters", gemm->iters)->capture_default_str();
   m->add_option("--threads", gemm->threads, "Compute threads (default: all cores)");
   m->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {m, [=] { return bench::run_gemm_bench(*gemm); }};
+}
 
-  auto sv = std::make_shared<bench::svm_bench_options>();
-  auto svp = std::make_shared<std::string>("l1");
-  auto svt = std::make_shared<double>(0.0);
-  auto svs = std::make_shared<std::string>("auto");
-  auto svn = std::make_shared<std::string>("auto");
-  auto svls = std::make_shared<std::string>("zero");
-  auto* s = b->add_subcommand(
+// `merak bench svm`: one ADMM SVM fit.
+bench_command add_svm_bench(CLI::App& parent) {
+  auto svm_options = std::make_shared<bench::svm_bench_options>();
+  auto penalty = std::make_shared<std::string>("l1");
+  auto theta = std::make_shared<double>(0.0);
+  auto solver = std::make_shared<std::string>("auto");
+  auto nonconvex = std::make_shared<std::string>("auto");
+  auto lla_start = std::make_shared<std::string>("zero");
+  auto* s = parent.add_subcommand(
       "svm", "ADMM SVM fit: time, iterations, non-zeros, CV accuracy, peak memory");
-  s->add_option("--data", sv->data, "LIBSVM or CSV file (default: synthetic data)");
-  s->add_option("--format", sv->format, "libsvm, csv or auto")->capture_default_str();
-  s->add_option("--n", sv->synthetic.n, "Synthetic samples")->capture_default_str();
-  s->add_option("--p", sv->synthetic.p, "Synthetic features")->capture_default_str();
-  s->add_option("--density", sv->synthetic.density, "Synthetic share of non-zeros")
+  s->add_option("--data", svm_options->data, "LIBSVM or CSV file (default: synthetic data)");
+  s->add_option("--format", svm_options->format, "libsvm, csv or auto")->capture_default_str();
+  s->add_option("--n", svm_options->synthetic.n, "Synthetic samples")->capture_default_str();
+  s->add_option("--p", svm_options->synthetic.p, "Synthetic features")->capture_default_str();
+  s->add_option("--density", svm_options->synthetic.density, "Synthetic share of non-zeros")
       ->capture_default_str();
-  s->add_option("--seed", sv->synthetic.seed, "Synthetic data seed")->capture_default_str();
-  s->add_option("--penalty", *svp, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
-  s->add_option("--lambda", sv->fit.pen.lambda)->capture_default_str();
-  s->add_option("--theta", *svt, "Second penalty parameter (default per penalty)");
-  s->add_option("--rho1", sv->fit.admm.rho1, "(default: automatic)");
-  s->add_option("--rho2", sv->fit.admm.rho2, "(default: automatic)");
-  s->add_option("--tol", sv->fit.admm.rel_tol, "Relative tolerance (absolute: tol/10)")
+  s->add_option("--seed", svm_options->synthetic.seed, "Synthetic data seed")
       ->capture_default_str();
-  s->add_option("--max-iter", sv->fit.admm.max_iter)->capture_default_str();
-  s->add_option("--solver", *svs, "w-step: auto, cholesky, woodbury or cg")->capture_default_str();
-  s->add_option("--screening", sv->fit.admm.screening,
+  s->add_option("--penalty", *penalty, "l1, scad, mcp, lsp or capped-l1")->capture_default_str();
+  s->add_option("--lambda", svm_options->fit.pen.lambda)->capture_default_str();
+  s->add_option("--theta", *theta, "Second penalty parameter (default per penalty)");
+  s->add_option("--rho1", svm_options->fit.admm.rho1, "(default: automatic)");
+  s->add_option("--rho2", svm_options->fit.admm.rho2, "(default: automatic)");
+  s->add_option("--tol", svm_options->fit.admm.rel_tol, "Relative tolerance (absolute: tol/10)")
+      ->capture_default_str();
+  s->add_option("--max-iter", svm_options->fit.admm.max_iter)->capture_default_str();
+  s->add_option("--solver", *solver, "w-step: auto, cholesky, woodbury or cg")
+      ->capture_default_str();
+  s->add_option("--screening", svm_options->fit.admm.screening,
                 "Working sets for wide data (L1 and LLA steps): on or off")
       ->capture_default_str();
-  s->add_option("--nonconvex", *svn,
+  s->add_option("--nonconvex", *nonconvex,
                 "Nonconvex penalties: auto (lla for LSP and when features outnumber samples), lla "
                 "or direct")
       ->capture_default_str();
-  s->add_option("--lla-steps", sv->fit.lla_opts.max_steps,
+  s->add_option("--lla-steps", svm_options->fit.lla_opts.max_steps,
                 "Nonconvex (lla): at most this many reweighted L1 steps after the first, per chain")
       ->capture_default_str();
-  s->add_option("--lla-start", *svls,
+  s->add_option("--lla-start", *lla_start,
                 "Nonconvex (lla): zero, l1 or best (both chains, the lower objective kept)")
       ->capture_default_str();
-  s->add_option("--workers", sv->fit.workers, "Consensus ADMM over K in-process shards")
+  s->add_option("--workers", svm_options->fit.workers, "Consensus ADMM over K in-process shards")
       ->capture_default_str();
-  s->add_option("--folds", sv->folds,
+  s->add_option("--folds", svm_options->folds,
                 "Also cross-validate with F folds (sample i in fold i mod F)");
-  s->add_option("--threads", sv->threads, "Threads for the matrix products (default: all cores)");
+  s->add_option("--threads", svm_options->threads,
+                "Threads for the matrix products (default: all cores)");
   s->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {s, [=] {
+            svm_options->fit.pen.kind = svm::parse_penalty_kind(*penalty);
+            svm_options->fit.pen.theta =
+                *theta != 0 ? *theta : svm::default_theta(svm_options->fit.pen.kind);
+            svm_options->fit.admm.abs_tol = svm_options->fit.admm.rel_tol / 10;
+            svm_options->fit.admm.method = svm::parse_w_method(*solver);
+            svm_options->fit.nonconvex = svm::parse_nonconvex_method(*nonconvex);
+            svm_options->fit.lla_opts.start = svm::parse_lla_start(*lla_start);
+            if (svm_options->fit.lla_opts.max_steps < 0)
+              fail("--lla-steps must not be negative (got {})",
+                   svm_options->fit.lla_opts.max_steps);
+            return bench::run_svm_bench(*svm_options);
+          }};
+}
 
+// `merak bench pipeline`: stage actors on synthetic ops against the simulator.
+bench_command add_pipeline_bench(CLI::App& parent) {
   auto pipe = std::make_shared<actors::synthetic_pipeline_options>();
   auto pipe_schedule = std::make_shared<std::string>("1f1b");
-  auto* pl = b->add_subcommand("pipeline",
-                               "Stage actors running synthetic ops of known cost: "
-                               "measured step and bubble against the simulator");
+  auto* pl = parent.add_subcommand("pipeline",
+                                   "Stage actors running synthetic ops of known cost: "
+                                   "measured step and bubble against the simulator");
   pl->add_option("--pp", pipe->pp)->capture_default_str();
   pl->add_option("--micro-batches", pipe->micro_batches)->capture_default_str();
   pl->add_option("--schedule", *pipe_schedule, "gpipe, 1f1b, shifted or zb-h1")
@@ -119,11 +159,34 @@ action add_bench_command(CLI::App& parent) {
                  "(200 when the stages fit on the cores, else 0)")
       ->capture_default_str();
   pl->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {pl, [=] {
+            pipe->schedule = partition::parse_schedule(*pipe_schedule);
+            auto r = actors::run_synthetic_pipeline(*pipe);
+            return nlohmann::json{{"benchmark", "pipeline"},
+                                  {"pp", pipe->pp},
+                                  {"micro_batches", pipe->micro_batches},
+                                  {"schedule", *pipe_schedule},
+                                  {"full_recompute", pipe->full_recompute},
+                                  {"spin_us", pipe->spin_us},
+                                  {"t_f_us", pipe->t_f_us},
+                                  {"t_b_us", pipe->t_b_us},
+                                  {"t_r_us", pipe->t_r_us},
+                                  {"t_w_us", pipe->t_w_us},
+                                  {"step_us", r.makespan_us},
+                                  {"simulated_step_us", r.simulated_makespan_us},
+                                  {"bubble", r.bubble},
+                                  {"simulated_bubble", r.simulated_bubble},
+                                  {"overhead_us_per_op", r.overhead_us_per_op},
+                                  {"orders_match_simulator", r.orders_match}};
+          }};
+}
 
+// `merak bench allreduce`: one all-reduce method between processes.
+bench_command add_allreduce_bench(CLI::App& parent) {
   auto ar = std::make_shared<bench::allreduce_bench_options>();
-  auto* a = b->add_subcommand("allreduce",
-                              "All-reduce of an (n, d) gradient between --procs processes: "
-                              "dense ring, coo, union, s2, MPI_Allreduce or NCCL");
+  auto* a = parent.add_subcommand("allreduce",
+                                  "All-reduce of an (n, d) gradient between --procs processes: "
+                                  "dense ring, coo, union, s2, MPI_Allreduce or NCCL");
   a->add_option("--procs", ar->procs)->capture_default_str();
   a->add_option("--method", ar->method, "dense, coo, union, s2, mpi (MPI_Allreduce) or nccl (GPUs)")
       ->capture_default_str();
@@ -145,9 +208,13 @@ action add_bench_command(CLI::App& parent) {
       ->capture_default_str();
   a->add_option("--mpi-args", ar->mpi_args, "Extra mpirun arguments for --method mpi");
   a->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {a, [=] { return bench::run_allreduce_bench(*ar); }};
+}
 
+// `merak bench parallel`: parallel layouts against one thread.
+bench_command add_parallel_bench(CLI::App& parent) {
   auto par = std::make_shared<bench::parallel_bench_options>();
-  auto* pb = b->add_subcommand(
+  auto* pb = parent.add_subcommand(
       "parallel", "Parallel layouts' tokens/s against one thread, interleaved in rounds");
   pb->add_option("--layers", par->model.layers)->capture_default_str();
   pb->add_option("--dim", par->model.dim)->capture_default_str();
@@ -165,9 +232,13 @@ action add_bench_command(CLI::App& parent) {
                  "(procs=N: N processes of one job through `merak train`; default: pp=2,m=8 "
                  "and dp=2)");
   pb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {pb, [=] { return bench::run_parallel_bench(*par); }};
+}
 
+// `merak bench p2p`: the tensor channel between 2 processes.
+bench_command add_p2p_bench(CLI::App& parent) {
   auto p2p = std::make_shared<bench::p2p_bench_options>();
-  auto* pp = b->add_subcommand(
+  auto* pp = parent.add_subcommand(
       "p2p", "A tensor moved between 2 processes by the runtime's tensor channel, against UCX");
   pp->add_option("--bytes", p2p->bytes, "Message sizes (repeatable)")->capture_default_str();
   pp->add_option("--iters", p2p->iters, "Round trips per size")->capture_default_str();
@@ -178,57 +249,25 @@ action add_bench_command(CLI::App& parent) {
                  "automatic (200 when the channel threads fit on the cores)")
       ->capture_default_str();
   pp->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {pp, [=] { return bench::run_p2p_bench(*p2p); }};
+}
 
-  return [b, g, m, s, gpt, gpt_precision, gpt_device, gemm, sv, svp, svt, svs, svn, svls, pl, pipe,
-          pipe_schedule, a, ar, pb, par, pp, p2p] {
-    nlohmann::json out;
-    if (b->got_subcommand(pp)) {
-      out = bench::run_p2p_bench(*p2p);
-      if (out.is_null()) return 0;  // a worker that does not print
-    }
-    if (b->got_subcommand(pb)) out = bench::run_parallel_bench(*par);
-    if (b->got_subcommand(a)) {
-      out = bench::run_allreduce_bench(*ar);
-      if (out.is_null()) return 0;  // a worker that does not print
-    }
-    if (b->got_subcommand(s)) {
-      sv->fit.pen.kind = svm::parse_penalty_kind(*svp);
-      sv->fit.pen.theta = *svt != 0 ? *svt : svm::default_theta(sv->fit.pen.kind);
-      sv->fit.admm.abs_tol = sv->fit.admm.rel_tol / 10;
-      sv->fit.admm.method = svm::parse_w_method(*svs);
-      sv->fit.nonconvex = svm::parse_nonconvex_method(*svn);
-      sv->fit.lla_opts.start = svm::parse_lla_start(*svls);
-      if (sv->fit.lla_opts.max_steps < 0)
-        fail("--lla-steps must not be negative (got {})", sv->fit.lla_opts.max_steps);
-      out = bench::run_svm_bench(*sv);
-    }
-    if (b->got_subcommand(g)) {
-      gpt->model.activations = model::parse_precision(*gpt_precision);
-      gpt->where = apps::enable_device(*gpt_device);
-      out = bench::run_gpt_bench(*gpt);
-    }
-    if (b->got_subcommand(pl)) {
-      pipe->schedule = partition::parse_schedule(*pipe_schedule);
-      auto r = actors::run_synthetic_pipeline(*pipe);
-      out = {{"benchmark", "pipeline"},
-             {"pp", pipe->pp},
-             {"micro_batches", pipe->micro_batches},
-             {"schedule", *pipe_schedule},
-             {"full_recompute", pipe->full_recompute},
-             {"spin_us", pipe->spin_us},
-             {"t_f_us", pipe->t_f_us},
-             {"t_b_us", pipe->t_b_us},
-             {"t_r_us", pipe->t_r_us},
-             {"t_w_us", pipe->t_w_us},
-             {"step_us", r.makespan_us},
-             {"simulated_step_us", r.simulated_makespan_us},
-             {"bubble", r.bubble},
-             {"simulated_bubble", r.simulated_bubble},
-             {"overhead_us_per_op", r.overhead_us_per_op},
-             {"orders_match_simulator", r.orders_match}};
-    }
-    if (b->got_subcommand(m)) out = bench::run_gemm_bench(*gemm);
-    std::cout << out.dump() << std::endl;
+}  // namespace
+
+action add_bench_command(CLI::App& parent) {
+  auto* b = parent.add_subcommand("bench", "Benchmarks (JSON on stdout)");
+  b->require_subcommand(1);
+  const std::vector<bench_command> commands{
+      add_gpt_bench(*b),       add_gemm_bench(*b),     add_svm_bench(*b), add_pipeline_bench(*b),
+      add_allreduce_bench(*b), add_parallel_bench(*b), add_p2p_bench(*b)};
+  return [b, commands] {
+    for (const auto& c : commands)
+      if (b->got_subcommand(c.command)) {
+        const nlohmann::json out = c.run();
+        if (out.is_null()) return 0;  // a worker that does not print
+        std::cout << out.dump() << std::endl;
+        return 0;
+      }
     return 0;
   };
 }

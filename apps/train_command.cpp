@@ -29,9 +29,9 @@
 #include "apps/device_flag.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
-#include "job/bootstrap.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "job/bootstrap.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
 #include "partition/placement.hpp"
@@ -359,48 +359,54 @@ int run_train(train_flags& f, const CLI::App& c) {
 
 }  // namespace
 
-action add_train_command(CLI::App& parent) {
-  auto f = std::make_shared<train_flags>();
-  auto& o = f->opts;
-  auto* c = parent.add_subcommand(
-      "train",
-      "Train a GPT model: on one device, or dp x tp x pp on actors (--devices N plans it)");
-  c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  c->add_option("--config", "TOML or JSON file with the same keys as these flags");
-  c->add_option("--data", o.data, "Training text file (bytes are tokens)")->required();
-  c->add_option("--layers,--num-layers", o.model.layers, "Transformer blocks (L)")
+namespace {
+
+// The model, the data, the optimizer, validation and checkpoints.
+void add_model_and_training_flags(CLI::App* c, train_flags* f) {
+  model::train_options& options = f->opts;
+  c->add_option("--data", options.data, "Training text file (bytes are tokens)")->required();
+  c->add_option("--layers,--num-layers", options.model.layers, "Transformer blocks (L)")
       ->capture_default_str();
-  c->add_option("--dim,--hidden-size", o.model.dim, "Channels (C)")->capture_default_str();
-  c->add_option("--heads,--num-attention-heads", o.model.heads, "Attention heads (NH)")
+  c->add_option("--dim,--hidden-size", options.model.dim, "Channels (C)")->capture_default_str();
+  c->add_option("--heads,--num-attention-heads", options.model.heads, "Attention heads (NH)")
       ->capture_default_str();
-  c->add_option("--seq,--seq-length", o.model.max_seq, "Sequence length (T)")
+  c->add_option("--seq,--seq-length", options.model.max_seq, "Sequence length (T)")
       ->capture_default_str();
-  c->add_option("--vocab", o.model.vocab, "Vocabulary size (bytes: 256; words: the hash range)")
+  c->add_option("--vocab", options.model.vocab,
+                "Vocabulary size (bytes: 256; words: the hash range)")
       ->capture_default_str();
-  c->add_option("--batch,--global-batch-size", o.batch, "Global batch size (B)")
+  c->add_option("--batch,--global-batch-size", options.batch, "Global batch size (B)")
       ->capture_default_str();
-  c->add_option("--steps,--train-iters", o.steps, "Total optimizer steps")->capture_default_str();
-  c->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
-  c->add_option("--min-lr", o.min_lr, "Final learning rate (default lr/10)");
-  c->add_option("--warmup", o.warmup, "Warm-up steps (default steps/20)");
-  c->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
-  c->add_option("--grad-clip,--clip-grad", o.grad_clip, "Global gradient-norm clip (0: off)")
+  c->add_option("--steps,--train-iters", options.steps, "Total optimizer steps")
       ->capture_default_str();
-  c->add_flag("--skip-nonfinite", o.skip_nonfinite,
+  c->add_option("--lr", options.lr, "Peak learning rate")->capture_default_str();
+  c->add_option("--min-lr", options.min_lr, "Final learning rate (default lr/10)");
+  c->add_option("--warmup", options.warmup, "Warm-up steps (default steps/20)");
+  c->add_option("--weight-decay", options.weight_decay, "AdamW weight decay")
+      ->capture_default_str();
+  c->add_option("--grad-clip,--clip-grad", options.grad_clip, "Global gradient-norm clip (0: off)")
+      ->capture_default_str();
+  c->add_flag("--skip-nonfinite", options.skip_nonfinite,
               "A step with a non-finite loss or gradient norm leaves the weights and optimizer "
               "as they were and the run goes on (10 in a row end it); default: the run stops");
-  c->add_option("--seed", o.seed, "Random seed (initialisation and data order)")
+  c->add_option("--seed", options.seed, "Random seed (initialisation and data order)")
       ->capture_default_str();
-  c->add_option("--val-fraction", o.val_fraction, "Share of the file held out for validation")
+  c->add_option("--val-fraction", options.val_fraction, "Share of the file held out for validation")
       ->capture_default_str();
   c->add_option("--eval-interval", f->eval_interval,
                 "Steps between validation losses (0: at the end)");
-  c->add_option("--eval-batches", o.eval_batches, "Validation batches per evaluation")
+  c->add_option("--eval-batches", options.eval_batches, "Validation batches per evaluation")
       ->capture_default_str();
-  c->add_option("--save", o.save_dir, "Directory for checkpoints (one sub-directory per step)");
-  c->add_option("--save-interval", o.save_interval,
+  c->add_option("--save", options.save_dir,
+                "Directory for checkpoints (one sub-directory per step)");
+  c->add_option("--save-interval", options.save_interval,
                 "Steps between checkpoints (0: only at the end)");
-  c->add_option("--load", o.load, "Resume from a run directory (latest) or a checkpoint directory");
+  c->add_option("--load", options.load,
+                "Resume from a run directory (latest) or a checkpoint directory");
+}
+
+// Metrics, threads, GEMM backend, device and precision.
+void add_run_flags(CLI::App* c, train_flags* f) {
   c->add_option("--metrics", f->metrics, "Write one JSON line per step to this file");
   c->add_option("--threads", f->threads, "Compute threads (default: all cores)");
   c->add_option("--gemm", f->gemm, "GEMM backend: onednn, openblas or eigen");
@@ -412,6 +418,10 @@ action add_train_command(CLI::App& parent) {
                 "fp32, or bf16: bf16 activations and GEMMs with float accumulation, float "
                 "master weights, optimizer state, statistics and loss")
       ->capture_default_str();
+}
+
+// The parallel layout, its planner, schedule, recomputation and runtime.
+void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--dp", f->par.dp,
                 "Data-parallel replicas (actors; in a job of several processes default "
                 "processes / (pp x tp) when that divides, else 1)")
@@ -493,6 +503,20 @@ action add_train_command(CLI::App& parent) {
                 "A stage computing while others idle borrows their cores for the op "
                 "(pipeline fill and drain); off for bit-for-bit repeatable runs")
       ->capture_default_str();
+}
+
+}  // namespace
+
+action add_train_command(CLI::App& parent) {
+  auto f = std::make_shared<train_flags>();
+  auto* c = parent.add_subcommand(
+      "train",
+      "Train a GPT model: on one device, or dp x tp x pp on actors (--devices N plans it)");
+  c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  c->add_option("--config", "TOML or JSON file with the same keys as these flags");
+  add_model_and_training_flags(c, f.get());
+  add_run_flags(c, f.get());
+  add_layout_flags(c, f);
   return [f, c] { return run_train(*f, *c); };
 }
 

@@ -500,7 +500,8 @@ std::string host_identity() {
 // worker addresses, otherwise they do not, and a rank on the other branch
 // would read one exchange's bytes as the other's. One all-gather of each
 // rank's branch and the settings behind it names the rank that differs.
-void agree_on_negotiation(control_plane& b, bool negotiate, std::string_view tls, ucx_error_mode mode) {
+void agree_on_negotiation(control_plane& b, bool negotiate, std::string_view tls,
+                          ucx_error_mode mode) {
   const char* mode_name = mode == ucx_error_mode::peer   ? "peer"
                           : mode == ucx_error_mode::none ? "none"
                                                          : "automatic";
@@ -609,6 +610,15 @@ class ucx_transport final : public transport {
     s_->worker.reset(w);
     check(ucp_worker_get_efd(w, &s_->efd), "ucp_worker_get_efd", rank);
 
+    connect_peers(b, w, o);
+    // Everyone's endpoints exist before anyone sends.
+    b.barrier();
+  }
+
+  // Swaps worker addresses over the control plane and opens an endpoint to
+  // every rank (this one included).
+  void connect_peers(control_plane& b, ucp_worker_h w, const ucx_options& o) {
+    const int rank = s_->rank;
     std::vector<std::string> addrs;
     {
       worker_address mine(w, rank);
@@ -635,8 +645,6 @@ class ucx_transport final : public transport {
         fail("ucx rank {}: cannot open an endpoint to peer {}: {} (UCX_TLS={})", rank, p,
              ucs_status_string(st), ucx_tls_setting());
     }
-    // Everyone's endpoints exist before anyone sends.
-    b.barrier();
   }
 
   ~ucx_transport() override {
@@ -716,7 +724,8 @@ std::unique_ptr<transport> make_ucx_transport(control_plane& b, const ucx_option
   return std::make_unique<ucx_transport>(b, o, nullptr);
 }
 
-std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<control_plane> b, const ucx_options& o) {
+std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<control_plane> b,
+                                              const ucx_options& o) {
   if (!b) fail("ucx: no bootstrap");
   if (b->size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b->size());
   return std::make_unique<ucx_transport>(*b, o, b);
