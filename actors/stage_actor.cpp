@@ -162,7 +162,7 @@ bool file_input(stage_state& st, std::map<int, std::vector<model::tensor>>& slot
 // `computed` runs between the op's compute and the hand-off of its outputs
 // and returns whether the stage has another op it can run now.
 template <typename Computed>
-void run_op(stage_self self, const partition::op& o, Computed&& computed) {
+void run_op(stage_self self, const partition::op& operation, Computed&& computed) {
   auto& st = self->state;
   auto& ex = *st.exec;
   auto t0 = clock::now();
@@ -172,55 +172,56 @@ void run_op(stage_self self, const partition::op& o, Computed&& computed) {
     stage_state& st;
     ~forget_loan() { st.loan = nullptr; }
   } forget{st};
-  switch (o.kind) {
+  switch (operation.kind) {
     case partition::op_kind::F:
     case partition::op_kind::Fpc: {
-      auto in = std::move(st.inputs[o.mb]);
-      st.inputs.erase(o.mb);
-      auto r = ex.forward(o.mb, std::move(in), o.kind == partition::op_kind::F);
+      auto in = std::move(st.inputs[operation.mb]);
+      st.inputs.erase(operation.mb);
+      auto r = ex.forward(operation.mb, std::move(in), operation.kind == partition::op_kind::F);
       cores.compute_done(computed());
-      hand_out(self, tensor_kind::input, o.mb, r.outputs);
+      hand_out(self, tensor_kind::input, operation.mb, r.outputs);
       if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
-        self->send(st.coordinator, micro_batch_loss{st.cfg.dp_rank, o.mb, r.loss});
+        self->send(st.coordinator, micro_batch_loss{st.cfg.dp_rank, operation.mb, r.loss});
       break;
     }
     case partition::op_kind::R:
-      ex.recompute(o.mb);
+      ex.recompute(operation.mb);
       cores.compute_done(computed());
       break;
     case partition::op_kind::B: {
       std::vector<model::tensor> g;
       if (!ex.output_values().empty()) {
-        g = std::move(st.grads[o.mb]);
-        st.grads.erase(o.mb);
-        st.grads_seen.erase(o.mb);
+        g = std::move(st.grads[operation.mb]);
+        st.grads.erase(operation.mb);
+        st.grads_seen.erase(operation.mb);
       }
       std::function<void(int)> done;
-      if (st.cfg.dp > 1 && o.mb == st.cfg.policy.micro_batches - 1)
+      if (st.cfg.dp > 1 && operation.mb == st.cfg.policy.micro_batches - 1)
         done = [self](int n) { node_finished(self, n); };
       // zb-h1: the weight gradients wait for this micro-batch's W.
-      auto dx =
-          ex.backward(o.mb, std::move(g), st.cfg.loss_scale, done, st.cfg.policy.split_weight);
+      auto dx = ex.backward(operation.mb, std::move(g), st.cfg.loss_scale, done,
+                            st.cfg.policy.split_weight);
       cores.compute_done(computed());
       for (size_t i = 0; i < dx.size(); ++i) {
         int producer = st.cfg.route.input_producer[i];
         if (producer < 0 || !dx[i].defined()) continue;
-        hand_on(self, producer, tensor_kind::grad, o.mb, ex.input_values()[i], std::move(dx[i]));
+        hand_on(self, producer, tensor_kind::grad, operation.mb, ex.input_values()[i],
+                std::move(dx[i]));
       }
       break;
     }
     case partition::op_kind::W: {
       std::function<void(int)> done;
-      if (st.cfg.dp > 1 && o.mb == st.cfg.policy.micro_batches - 1)
+      if (st.cfg.dp > 1 && operation.mb == st.cfg.policy.micro_batches - 1)
         done = [self](int n) { node_finished(self, n); };
-      ex.weight_backward(o.mb, done);
+      ex.weight_backward(operation.mb, done);
       cores.compute_done(computed());
       break;
     }
   }
   auto t1 = clock::now();
   st.busy_s += std::chrono::duration<double>(t1 - t0).count();
-  if (st.cfg.trace) st.trace.push_back({partition::op_name(o), seconds(t0), seconds(t1)});
+  if (st.cfg.trace) st.trace.push_back({partition::op_name(operation), seconds(t0), seconds(t1)});
 }
 
 // Runs the ops another actor decides: a TP shard other than 0 (its stage's
@@ -249,13 +250,13 @@ void arrived(stage_self self, tensor_kind kind, int mb) {
 }
 
 // A follower may run the leader's next op once its own inputs are here.
-bool can_run(const stage_state& st, const partition::op& o) {
-  switch (o.kind) {
+bool can_run(const stage_state& st, const partition::op& operation) {
+  switch (operation.kind) {
     case partition::op_kind::F:
     case partition::op_kind::Fpc:
-      return st.have_inputs.count(o.mb) > 0;
+      return st.have_inputs.count(operation.mb) > 0;
     case partition::op_kind::B:
-      return st.exec->output_values().empty() || st.have_grads.count(o.mb) > 0;
+      return st.exec->output_values().empty() || st.have_grads.count(operation.mb) > 0;
     case partition::op_kind::R:
     case partition::op_kind::W:
       return true;
@@ -263,15 +264,15 @@ bool can_run(const stage_state& st, const partition::op& o) {
   return false;
 }
 
-void after_op(stage_self self, const partition::op& o) {
+void after_op(stage_self self, const partition::op& operation) {
   auto& st = self->state;
-  if (o.kind == partition::op_kind::F || o.kind == partition::op_kind::Fpc)
-    st.have_inputs.erase(o.mb);
-  if (o.kind == partition::op_kind::B) {
-    st.have_grads.erase(o.mb);
+  if (operation.kind == partition::op_kind::F || operation.kind == partition::op_kind::Fpc)
+    st.have_inputs.erase(operation.mb);
+  if (operation.kind == partition::op_kind::B) {
+    st.have_grads.erase(operation.mb);
     ++st.backwards;
   }
-  if (o.kind == partition::op_kind::W) ++st.weights;
+  if (operation.kind == partition::op_kind::W) ++st.weights;
 }
 
 void pump(stage_self self) {

@@ -24,7 +24,7 @@ namespace detail {
 
 void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
                      const std::vector<svm_worker_api>& ws, int64_t p, svm::consensus_reducer& red,
-                     const svm_actor_options& o, svm::consensus_result& res) {
+                     const svm_actor_options& options, svm::consensus_result& res) {
   std::vector<Eigen::VectorXd> sent(ws.size());
   auto take = [&](int k, svm_vector& v, int it) {
     if (int64_t(v.v.size()) != p + 1)
@@ -33,18 +33,18 @@ void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
   };
   for (;;) {
     const int it = red.iteration() + 1;
-    if (o.kill_worker >= 0 && o.kill_worker < int(ws.size()) && it == o.kill_at)
-      self->send_exit(ws[size_t(o.kill_worker)], caf::exit_reason::kill);
+    if (options.kill_worker >= 0 && options.kill_worker < int(ws.size()) && it == options.kill_at)
+      self->send_exit(ws[size_t(options.kill_worker)], caf::exit_reason::kill);
     // Later iterations' local steps come with the previous dual step.
     if (it == 1)
       svm_phase<svm_step_reply>(
-          sys, self, ws, o.timeout, "local", it,
+          sys, self, ws, options.timeout, "local", it,
           [&](int k, svm_step_reply& r) { take(k, r.theta_u, it); },
           svm_local{to_vector(red.zeta())});
     const svm_dual dual{to_vector(red.combine(sent))};
     svm::worker_residuals sum;
     svm_phase<svm_dual_reply>(
-        sys, self, ws, o.timeout, "dual", it,
+        sys, self, ws, options.timeout, "dual", it,
         [&](int k, svm_dual_reply& d) {
           svm::worker_residuals r;
           if (!unpack(d.residuals, r))
@@ -62,7 +62,7 @@ void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
     }
     if (dec.rho_factor != 1)
       svm_phase<svm_step_reply>(
-          sys, self, ws, o.timeout, "rho", it,
+          sys, self, ws, options.timeout, "rho", it,
           [&](int k, svm_step_reply& r) { take(k, r.theta_u, it + 1); }, svm_rho{dec.rho_factor});
   }
   res.iterations = red.iteration();
@@ -72,9 +72,9 @@ void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
 
 svm::consensus_result consensus_fit_actors(caf::actor_system& sys, const svm::dataset& d,
                                            int workers, const svm::penalty& pen,
-                                           const svm_actor_options& o) {
+                                           const svm_actor_options& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const svm::consensus_setup s = svm::plan_consensus(d, workers, pen, o.admm);
+  const svm::consensus_setup s = svm::plan_consensus(d, workers, pen, options.admm);
   caf::scoped_actor self{sys};
   std::vector<svm_worker_api> ws;
   // Workers are stopped on every way out, errors included.
@@ -87,32 +87,34 @@ svm::consensus_result consensus_fit_actors(caf::actor_system& sys, const svm::da
     ws.push_back(spawn_svm_worker(
         sys, int(ws.size()),
         std::make_unique<svm::consensus_worker>(d.select_rows(rows), d.rows(), s.rho1, s.rho2,
-                                                o.admm.method, o.admm.dense_limit)));
+                                                options.admm.method, options.admm.dense_limit)));
     self->monitor(ws.back());
   }
   // Each run (one, or LLA's weighted-L1 runs) continues on the same worker
   // actors, which keep their state.
   const svm::consensus_run run = [&](const svm::penalty& rpen, const Eigen::VectorXd* weights,
                                      svm::consensus_carry& carry, svm::consensus_result& res) {
-    svm::consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry, o.admm);
+    svm::consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry, options.admm);
     if (weights) red.set_l1_weights(*weights);
-    detail::drive_consensus(sys, self, ws, d.cols(), red, o, res);
-    svm::finish_consensus_result(d, pen, o.admm, red, res);
+    detail::drive_consensus(sys, self, ws, d.cols(), red, options, res);
+    svm::finish_consensus_result(d, pen, options.admm, red, res);
     carry = red.carry();
   };
   svm::consensus_carry carry{{}, s.rho1, s.rho2};
-  svm::consensus_result res = svm::consensus_solve(d.rows(), d.cols(), pen, o.admm, carry, run);
+  svm::consensus_result res =
+      svm::consensus_solve(d.rows(), d.cols(), pen, options.admm, carry, run);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
 
 svm::consensus_result consensus_fit_actors(const svm::dataset& d, int workers,
-                                           const svm::penalty& pen, const svm_actor_options& o) {
+                                           const svm::penalty& pen,
+                                           const svm_actor_options& options) {
   caf::actor_system_config cfg;
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("logger.console", caf::atom("none"));
   caf::actor_system sys{cfg};
-  return consensus_fit_actors(sys, d, workers, pen, o);
+  return consensus_fit_actors(sys, d, workers, pen, options);
 }
 
 }  // namespace merak::actors

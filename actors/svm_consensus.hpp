@@ -30,9 +30,10 @@ struct svm_actor_options {
 // Runs in `sys` (spawns K workers, stops them before returning).
 svm::consensus_result consensus_fit_actors(caf::actor_system& sys, const svm::dataset& d,
                                            int workers, const svm::penalty& pen,
-                                           const svm_actor_options& o);
+                                           const svm_actor_options& options);
 // The same in an actor system of its own (sharing scheduler, one thread per core).
 svm::consensus_result consensus_fit_actors(const svm::dataset& d, int workers,
-                                           const svm::penalty& pen, const svm_actor_options& o);
+                                           const svm::penalty& pen,
+                                           const svm_actor_options& options);
 
 }  // namespace merak::actors

@@ -90,6 +90,6 @@ void svm_phase(caf::actor_system& sys, caf::scoped_actor& self,
 // Throws merak::error naming the worker (svm_phase).
 void drive_consensus(caf::actor_system& sys, caf::scoped_actor& self,
                      const std::vector<svm_worker_api>& ws, int64_t p, svm::consensus_reducer& red,
-                     const svm_actor_options& o, svm::consensus_result& res);
+                     const svm_actor_options& options, svm::consensus_result& res);
 
 }  // namespace merak::actors::detail

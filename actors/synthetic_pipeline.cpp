@@ -63,8 +63,9 @@ struct synth_state {
 };
 
 synth_api::behavior_type synth_stage(synth_api::stateful_pointer<synth_state> self, int s,
-                                     partition::stage_policy pol, synthetic_pipeline_options o) {
-  auto pump = [self, s, o](auto& pump_ref) -> void {
+                                     partition::stage_policy pol,
+                                     synthetic_pipeline_options options) {
+  auto pump = [self, s, options](auto& pump_ref) -> void {
     auto& st = self->state;
     if (!st.sched) return;
     auto op = st.sched->next();
@@ -84,16 +85,16 @@ synth_api::behavior_type synth_stage(synth_api::stateful_pointer<synth_state> se
     switch (op->kind) {
       case partition::op_kind::F:
       case partition::op_kind::Fpc:
-        cost = o.t_f_us;
+        cost = options.t_f_us;
         break;
       case partition::op_kind::R:
-        cost = o.t_r_us;
+        cost = options.t_r_us;
         break;
       case partition::op_kind::B:
-        cost = o.t_b_us + (st.sched->policy().recompute_in_backward ? o.t_r_us : 0);
+        cost = options.t_b_us + (st.sched->policy().recompute_in_backward ? options.t_r_us : 0);
         break;
       case partition::op_kind::W:
-        cost = o.t_w_us;
+        cost = options.t_w_us;
         break;
     }
     work_us(cost, st.oversubscribed);
@@ -115,8 +116,8 @@ synth_api::behavior_type synth_stage(synth_api::stateful_pointer<synth_state> se
       [=](synth_wiring& w) {
         self->state.stages = std::move(w.stages);
         self->state.coordinator = std::move(w.coordinator);
-        self->state.spin = spin_budget(o.spin_us, o.pp);
-        self->state.oversubscribed = o.pp > int(std::thread::hardware_concurrency());
+        self->state.spin = spin_budget(options.spin_us, options.pp);
+        self->state.oversubscribed = options.pp > int(std::thread::hardware_concurrency());
       },
       [=](const step_start&) {
         auto& st = self->state;
@@ -141,10 +142,12 @@ synth_api::behavior_type synth_stage(synth_api::stateful_pointer<synth_state> se
 
 }  // namespace
 
-synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_options& o) {
-  auto pols = partition::make_policies(o.schedule, o.pp, o.micro_batches, o.full_recompute);
+synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_options& options) {
+  auto pols = partition::make_policies(options.schedule, options.pp, options.micro_batches,
+                                       options.full_recompute);
   auto sim = partition::simulate_pipeline(
-      pols, partition::uniform_costs(o.t_f_us, o.t_b_us, o.t_r_us, o.t_w_us),
+      pols,
+      partition::uniform_costs(options.t_f_us, options.t_b_us, options.t_r_us, options.t_w_us),
       [](int, int, int) { return 0.0; });
   caf::actor_system_config cfg;
   cfg.set("logger.console", caf::atom("none"));
@@ -156,20 +159,20 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::vector<synth_api> stages;
-  for (int s = 0; s < o.pp; ++s)
-    stages.push_back(sys.spawn<caf::detached>(synth_stage, s, pols[s], o));
+  for (int s = 0; s < options.pp; ++s)
+    stages.push_back(sys.spawn<caf::detached>(synth_stage, s, pols[s], options));
   for (auto& a : stages)
     self->send(a, synth_wiring{stages, caf::actor_cast<synth_coordinator>(self)});
   std::vector<double> makespans;
   std::vector<std::string> last_orders;
   double bubble = 0;
-  for (int step = 0; step < o.steps; ++step) {
+  for (int step = 0; step < options.steps; ++step) {
     auto t0 = clock::now();
     // Last stage first: a stage has its step before anything can reach it.
     for (auto it = stages.rbegin(); it != stages.rend(); ++it) self->send(*it, step_start{step});
-    std::vector<double> busy(o.pp, 0);
-    std::vector<std::string> orders(o.pp);
-    for (int i = 0; i < o.pp; ++i)
+    std::vector<double> busy(options.pp, 0);
+    std::vector<std::string> orders(options.pp);
+    for (int i = 0; i < options.pp; ++i)
       self->receive(
           [&](synth_done& d) {
             busy[size_t(d.stage)] = d.busy_us;
@@ -180,7 +183,7 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
     makespans.push_back(ms);
     double total = 0;
     for (double b : busy) total += b;
-    bubble = 1.0 - total / (o.pp * ms);
+    bubble = 1.0 - total / (options.pp * ms);
     last_orders = std::move(orders);
   }
   for (auto& a : stages) self->send_exit(a, caf::exit_reason::user_shutdown);
@@ -196,7 +199,7 @@ synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_option
   // With real (noisy) costs the emergent order may legitimately differ from
   // the uniform-cost simulation; report whether it did.
   r.orders_match = true;
-  for (int s = 0; s < o.pp; ++s) {
+  for (int s = 0; s < options.pp; ++s) {
     std::string want;
     for (auto& x : sim.order(s)) want += partition::op_name(x) + " ";
     if (want != last_orders[s]) r.orders_match = false;

@@ -29,6 +29,6 @@ struct synthetic_pipeline_result {
   bool orders_match = false;      // each stage ran the simulator's order
 };
 
-synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_options& o);
+synthetic_pipeline_result run_synthetic_pipeline(const synthetic_pipeline_options& options);
 
 }  // namespace merak::actors

@@ -13,8 +13,8 @@
 #include "apps/commands.hpp"
 #include "apps/svm_remote_command.hpp"
 #include "apps/tls_flags.hpp"
-#include "job/auth.hpp"
 #include "core/error.hpp"
+#include "job/auth.hpp"
 #include "svm/data_reader.hpp"
 #include "svm/fit.hpp"
 #include "svm/objective.hpp"
@@ -93,15 +93,15 @@ std::vector<double> parse_grid(const std::string& text, const char* flag);
 
 // --select cv: chooses lambda (and theta) on `d` and sets them in `o`;
 // reports the candidates into `out` and, without --json, on stdout.
-void select_penalty(const svm_train_flags& f, const svm::dataset& d, svm::fit_options& o,
+void select_penalty(const svm_train_flags& f, const svm::dataset& d, svm::fit_options& options,
                     nlohmann::json& out) {
   if (f.select != "cv") fail("--select must be cv (got '{}')", f.select);
   if (f.c > 0) fail("--select cv chooses lambda itself: drop -c");
   svm::selection_options so;
-  so.fit = o;
+  so.fit = options;
   so.lambdas = parse_grid(f.lambdas, "--lambdas");
   if (!f.thetas.empty()) {
-    if (o.pen.kind == svm::penalty_kind::l1) fail("--thetas: the L1 penalty has no theta");
+    if (options.pen.kind == svm::penalty_kind::l1) fail("--thetas: the L1 penalty has no theta");
     so.thetas = parse_grid(f.thetas, "--thetas");
   }
   so.folds = f.folds == 0 ? 5 : f.folds;
@@ -109,8 +109,8 @@ void select_penalty(const svm_train_flags& f, const svm::dataset& d, svm::fit_op
   const svm::selection sel = svm::select_by_cv(d, so);
   const svm::cv_candidate& pick = sel.candidates[sel.chosen];
   const svm::cv_candidate& best = sel.candidates[sel.best];
-  o.pen.lambda = pick.lambda;
-  o.pen.theta = pick.theta;
+  options.pen.lambda = pick.lambda;
+  options.pen.theta = pick.theta;
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& c : sel.candidates)
     rows.push_back({{"lambda", c.lambda},

@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
-#include "bench/worker_launch.hpp"
-#include "job/bootstrap.hpp"
-#include "comm/codec.hpp"
 #include "bench/codec_bench.hpp"
+#include "bench/worker_launch.hpp"
+#include "comm/codec.hpp"
 #include "comm/collectives.hpp"
 #include "comm/inproc.hpp"
+#include "job/bootstrap.hpp"
 #include "job/launcher.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"
@@ -32,24 +32,24 @@ std::string env_or(const char* var, const char* fallback) {
   return s && *s ? s : fallback;
 }
 
-std::chrono::milliseconds wait_bound(const allreduce_bench_options& o) {
-  return std::chrono::milliseconds(1000 * std::min(o.timeout_s, 60));
+std::chrono::milliseconds wait_bound(const allreduce_bench_options& options) {
+  return std::chrono::milliseconds(1000 * std::min(options.timeout_s, 60));
 }
 
-bench::codec_run_options run_options(const allreduce_bench_options& o) {
+bench::codec_run_options run_options(const allreduce_bench_options& options) {
   bench::codec_run_options r;
-  r.config.kind = comm::parse_codec_kind(o.method);
-  r.config.sketch_rows = o.sketch_rows;
-  r.config.sketch_ratio = o.sketch_ratio;
-  r.config.feedback = comm::parse_error_feedback(o.error_feedback);
-  r.config.hash = comm::parse_sketch_hash(o.sketch_hash);
-  r.config.seed = o.seed;
-  r.n = o.rows;
-  r.d = o.cols;
-  r.density = o.row_density;
-  r.iters = o.iters;
-  r.seed = o.seed;
-  r.known_rows = o.known_rows;
+  r.config.kind = comm::parse_codec_kind(options.method);
+  r.config.sketch_rows = options.sketch_rows;
+  r.config.sketch_ratio = options.sketch_ratio;
+  r.config.feedback = comm::parse_error_feedback(options.error_feedback);
+  r.config.hash = comm::parse_sketch_hash(options.sketch_hash);
+  r.config.seed = options.seed;
+  r.n = options.rows;
+  r.d = options.cols;
+  r.density = options.row_density;
+  r.iters = options.iters;
+  r.seed = options.seed;
+  r.known_rows = options.known_rows;
   // Tuning knobs for measurements: the ring's chunk size and receives in
   // flight (ring_options; defaults 1 MiB and 4).
   if (const char* s = std::getenv("MERAK_RING_CHUNK_KB"))
@@ -65,7 +65,7 @@ bench::codec_run_options run_options(const allreduce_bench_options& o) {
   return r;
 }
 
-nlohmann::json finish(const bench::codec_bench_result& r, const allreduce_bench_options& o,
+nlohmann::json finish(const bench::codec_bench_result& r, const allreduce_bench_options& options,
                       const char* launcher, const std::string& ucx_setting = "") {
   auto j = nlohmann::json::parse(r.to_json());
   j["bench"] = "allreduce";
@@ -73,19 +73,19 @@ nlohmann::json finish(const bench::codec_bench_result& r, const allreduce_bench_
   // What the transport asked UCX for (ucx_setting_of): e.g. posix,cma,self;rndv>=1048576.
   if (!ucx_setting.empty()) j["ucx_setting"] = ucx_setting;
   j["launcher"] = launcher;
-  j["buffer_mib"] = double(o.rows) * double(o.cols) * 4 / (1 << 20);
+  j["buffer_mib"] = double(options.rows) * double(options.cols) * 4 / (1 << 20);
   return j;
 }
 
 // One process of a multi-process run: join, build the transport, measure.
-nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher) {
+nlohmann::json run_worker(const allreduce_bench_options& options, const char* launcher) {
   job::bootstrap_options bo;
-  bo.timeout = wait_bound(o);
+  bo.timeout = wait_bound(options);
   std::shared_ptr<job::bootstrap> b = job::connect_bootstrap(job::resolve_bootstrap(bo));
   std::unique_ptr<comm::transport> t;
-  if (o.transport == "ucx") {
+  if (options.transport == "ucx") {
 #ifdef MERAK_WITH_UCX
-    comm::ucx_options uo{.timeout = wait_bound(o)};
+    comm::ucx_options uo{.timeout = wait_bound(options)};
     // Tuning knobs: how long a wait busy-polls (then polls and yields)
     // before sleeping on the event fd (ucx_options::spin, yield_spin).
     if (const char* s = std::getenv("MERAK_UCX_SPIN_US"))
@@ -107,15 +107,15 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
     fail(
         "bench allreduce: transport '{}' cannot span processes (use ucx, or inproc without "
         "a launcher)",
-        o.transport);
+        options.transport);
   }
-  auto res = bench::bench_codec_over(*t, run_options(o));
+  auto res = bench::bench_codec_over(*t, run_options(options));
   b->barrier();  // nobody closes while another still receives
   if (b->rank() != 0) return nullptr;
 #ifdef MERAK_WITH_UCX
-  auto j = finish(res, o, launcher, comm::ucx_setting_of(*t));
+  auto j = finish(res, options, launcher, comm::ucx_setting_of(*t));
 #else
-  auto j = finish(res, o, launcher);
+  auto j = finish(res, options, launcher);
 #endif
   if (const char* out = std::getenv("MERAK_BENCH_OUT")) {
     std::ofstream f(out);
@@ -127,13 +127,13 @@ nlohmann::json run_worker(const allreduce_bench_options& o, const char* launcher
 }
 
 // Threads of this process over the in-process transport.
-nlohmann::json run_inproc(const allreduce_bench_options& o) {
-  auto group = comm::make_inproc_group(o.procs, wait_bound(o));
-  const auto ro = run_options(o);
-  std::vector<bench::codec_bench_result> res(o.procs);
-  std::vector<std::string> errors(o.procs);
+nlohmann::json run_inproc(const allreduce_bench_options& options) {
+  auto group = comm::make_inproc_group(options.procs, wait_bound(options));
+  const auto ro = run_options(options);
+  std::vector<bench::codec_bench_result> res(options.procs);
+  std::vector<std::string> errors(options.procs);
   std::vector<std::thread> threads;
-  for (int r = 0; r < o.procs; ++r)
+  for (int r = 0; r < options.procs; ++r)
     threads.emplace_back([&, r] {
       try {
         res[r] = bench::bench_codec_over(*group[r], ro);
@@ -142,27 +142,27 @@ nlohmann::json run_inproc(const allreduce_bench_options& o) {
       }
     });
   for (auto& t : threads) t.join();
-  for (int r = 0; r < o.procs; ++r)
+  for (int r = 0; r < options.procs; ++r)
     if (!errors[r].empty()) fail("bench allreduce: rank {}: {}", r, errors[r]);
-  return finish(res[0], o, "threads");
+  return finish(res[0], options, "threads");
 }
 
 // Starts `lo` and returns rank 0's result (worker_launch.hpp), every wait
 // bounded as this benchmark's are.
-nlohmann::json launch_for_result(job::launch_options lo, const allreduce_bench_options& o,
+nlohmann::json launch_for_result(job::launch_options lo, const allreduce_bench_options& options,
                                  const std::string& what) {
-  lo.grace = wait_bound(o) + 5s;
-  lo.timeout = std::chrono::seconds(o.timeout_s);
+  lo.grace = wait_bound(options) + 5s;
+  lo.timeout = std::chrono::seconds(options.timeout_s);
   return bench::launch_for_result(std::move(lo), what);
 }
 
 // Starts o.procs workers of this binary and returns rank 0's result.
-nlohmann::json run_launcher(const allreduce_bench_options& o) {
+nlohmann::json run_launcher(const allreduce_bench_options& options) {
   job::launch_options lo;
-  lo.procs = o.procs;
+  lo.procs = options.procs;
   lo.argv = own_argv("bench allreduce");
   lo.env["MERAK_BENCH_WORKER"] = "1";
-  return launch_for_result(std::move(lo), o, "bench allreduce");
+  return launch_for_result(std::move(lo), options, "bench allreduce");
 }
 
 std::string shell_quote(const std::string& s) {
@@ -172,7 +172,7 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Open MPI's MPI_Allreduce on the same buffers, in merak_mpi_allreduce.
-nlohmann::json run_mpi(const allreduce_bench_options& o) {
+nlohmann::json run_mpi(const allreduce_bench_options& options) {
   const auto dir = std::filesystem::path(job::self_executable()).parent_path();
   const auto worker = dir / "merak_mpi_allreduce";
   if (!std::filesystem::exists(worker))
@@ -180,15 +180,16 @@ nlohmann::json run_mpi(const allreduce_bench_options& o) {
         "bench allreduce: method mpi needs {} (built when CMake finds MPI; Debian: "
         "libopenmpi-dev)",
         worker.string());
-  std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(o.procs);
+  std::string cmd =
+      "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(options.procs);
   if (std::getenv("UCX_TLS")) cmd += " -x UCX_TLS";
-  if (!o.mpi_args.empty()) cmd += " " + o.mpi_args;
+  if (!options.mpi_args.empty()) cmd += " " + options.mpi_args;
   cmd += " " + shell_quote(worker.string()) +
          fmt::format(
              " --rows {} --cols {} --iters {} "
              "--row-density {} --seed {}",
-             o.rows, o.cols, o.iters, o.row_density, o.seed);
-  cmd += fmt::format(" --timeout-s {}", o.timeout_s);
+             options.rows, options.cols, options.iters, options.row_density, options.seed);
+  cmd += fmt::format(" --timeout-s {}", options.timeout_s);
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) fail("bench allreduce: cannot run {}", cmd);
   std::string out, last;
@@ -202,13 +203,13 @@ nlohmann::json run_mpi(const allreduce_bench_options& o) {
     fail("bench allreduce: '{}' failed (status {}): {}", cmd, rc, out.substr(0, 2000));
   auto j = nlohmann::json::parse(last);
   j["launcher"] = "mpirun";
-  j["mpi_args"] = o.mpi_args;  // e.g. the BTL: Open MPI ignores UCX_TLS with its default ob1
+  j["mpi_args"] = options.mpi_args;  // e.g. the BTL: Open MPI ignores UCX_TLS with its default ob1
   return j;
 }
 
 // NCCL's all-reduce on GPU memory, in merak_nccl_allreduce: --procs copies
 // (one per GPU) started by the local launcher; rank 0 writes the JSON.
-nlohmann::json run_nccl(const allreduce_bench_options& o) {
+nlohmann::json run_nccl(const allreduce_bench_options& options) {
   const auto dir = std::filesystem::path(job::self_executable()).parent_path();
   const auto worker = dir / "merak_nccl_allreduce";
   if (!std::filesystem::exists(worker))
@@ -217,52 +218,53 @@ nlohmann::json run_nccl(const allreduce_bench_options& o) {
         "MERAK_WITH_CUDA)",
         worker.string());
   job::launch_options lo;
-  lo.procs = o.procs;
+  lo.procs = options.procs;
   lo.argv = {worker.string(),
              "--rows",
-             std::to_string(o.rows),
+             std::to_string(options.rows),
              "--cols",
-             std::to_string(o.cols),
+             std::to_string(options.cols),
              "--iters",
-             std::to_string(o.iters),
+             std::to_string(options.iters),
              "--row-density",
-             fmt::format("{}", o.row_density),
+             fmt::format("{}", options.row_density),
              "--seed",
-             std::to_string(o.seed),
+             std::to_string(options.seed),
              "--timeout-s",
-             std::to_string(o.timeout_s)};
-  return launch_for_result(std::move(lo), o, "bench allreduce: method nccl");
+             std::to_string(options.timeout_s)};
+  return launch_for_result(std::move(lo), options, "bench allreduce: method nccl");
 }
 
 }  // namespace
 
-nlohmann::json run_allreduce_bench(const allreduce_bench_options& o) {
-  if (o.procs < 1) fail("bench allreduce: --procs {} must be at least 1", o.procs);
-  if (o.rows < 1 || o.cols < 1) fail("bench allreduce: --rows and --cols must be positive");
-  if (o.iters < 1) fail("bench allreduce: --iters {} must be at least 1", o.iters);
-  if (o.row_density < 0 || o.row_density > 1)
-    fail("bench allreduce: --row-density {} must be in [0, 1]", o.row_density);
-  if (o.transport != "ucx" && o.transport != "inproc")
-    fail("bench allreduce: --transport '{}' (ucx or inproc)", o.transport);
+nlohmann::json run_allreduce_bench(const allreduce_bench_options& options) {
+  if (options.procs < 1) fail("bench allreduce: --procs {} must be at least 1", options.procs);
+  if (options.rows < 1 || options.cols < 1)
+    fail("bench allreduce: --rows and --cols must be positive");
+  if (options.iters < 1) fail("bench allreduce: --iters {} must be at least 1", options.iters);
+  if (options.row_density < 0 || options.row_density > 1)
+    fail("bench allreduce: --row-density {} must be in [0, 1]", options.row_density);
+  if (options.transport != "ucx" && options.transport != "inproc")
+    fail("bench allreduce: --transport '{}' (ucx or inproc)", options.transport);
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   const bool worker = std::getenv("MERAK_BENCH_WORKER") != nullptr;
-  if (o.method == "mpi") {
+  if (options.method == "mpi") {
     if (under_mpirun || worker)
       fail(
           "bench allreduce: run --method mpi without mpirun; it starts merak_mpi_allreduce "
           "under mpirun itself");
-    return run_mpi(o);
+    return run_mpi(options);
   }
-  if (o.method == "nccl") {
+  if (options.method == "nccl") {
     if (under_mpirun || worker)
       fail("bench allreduce: run --method nccl without a launcher; it starts its own workers");
-    return run_nccl(o);
+    return run_nccl(options);
   }
-  (void)comm::parse_codec_kind(o.method);  // fails naming a bad method
-  if (worker) return run_worker(o, "merak");
-  if (under_mpirun) return run_worker(o, "mpirun");
-  if (o.transport == "inproc") return run_inproc(o);
-  return run_launcher(o);
+  (void)comm::parse_codec_kind(options.method);  // fails naming a bad method
+  if (worker) return run_worker(options, "merak");
+  if (under_mpirun) return run_worker(options, "mpirun");
+  if (options.transport == "inproc") return run_inproc(options);
+  return run_launcher(options);
 }
 
 }  // namespace merak::bench

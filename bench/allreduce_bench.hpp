@@ -48,6 +48,6 @@ struct allreduce_bench_options {
 // Runs the benchmark (as launcher or as worker, see above). Returns rank 0's
 // JSON object, or null in a worker that is not the one to print. Throws
 // merak::error on bad options or when a rank fails (naming it).
-nlohmann::json run_allreduce_bench(const allreduce_bench_options& o);
+nlohmann::json run_allreduce_bench(const allreduce_bench_options& options);
 
 }  // namespace merak::bench

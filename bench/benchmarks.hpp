@@ -27,7 +27,7 @@ struct gemm_options {
 // linear layers' forward and both backward products).
 std::vector<gemm_options::shape> model_gemm_shapes(const model::gpt_config& m, int rows);
 // GFLOP/s of sgemm per backend and shape, and the machine's FP32 peak.
-nlohmann::json run_gemm_bench(const gemm_options& o);
+nlohmann::json run_gemm_bench(const gemm_options& options);
 
 struct gpt_bench_options {
   model::gpt_config model;  // model.max_seq = T
@@ -47,7 +47,7 @@ struct gpt_bench_options {
 };
 // Full training steps (forward, backward, AdamW) on random tokens: tokens/s,
 // step time, achieved GFLOP/s, peak RSS.
-nlohmann::json run_gpt_bench(const gpt_bench_options& o);
+nlohmann::json run_gpt_bench(const gpt_bench_options& options);
 
 // The clock of this core right now in GHz, measured (takes ~0.1 s).
 double measure_cpu_ghz();

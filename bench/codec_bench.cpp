@@ -104,18 +104,18 @@ std::string codec_bench_result::to_json() const {
       union_rows);
 }
 
-std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) {
-  if (o.ranks < 1 || o.iters < 1)
-    fail("codec bench: ranks {} and iters {} must be >= 1", o.ranks, o.iters);
-  const int P = o.ranks;
-  const int64_t n = o.n, d = o.d;
+std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& options) {
+  if (options.ranks < 1 || options.iters < 1)
+    fail("codec bench: ranks {} and iters {} must be >= 1", options.ranks, options.iters);
+  const int P = options.ranks;
+  const int64_t n = options.n, d = options.d;
   std::vector<codec_bench_result> out;
-  for (double density : o.densities) {
+  for (double density : options.densities) {
     std::vector<std::vector<float>> grads, work(static_cast<size_t>(P));
     std::vector<std::vector<uint32_t>> rows(static_cast<size_t>(P));
     for (int r = 0; r < P; ++r) {
-      grads.push_back(bench_gradient(n, d, density, o.seed, r));
-      if (o.known_rows) nonzero_rows(grads.back(), n, d, rows[size_t(r)]);
+      grads.push_back(bench_gradient(n, d, density, options.seed, r));
+      if (options.known_rows) nonzero_rows(grads.back(), n, d, rows[size_t(r)]);
     }
     std::vector<float> exact = grads[0];
     for (int r = 1; r < P; ++r)
@@ -123,23 +123,25 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
     for (float& v : exact) v /= float(P);
 
     std::vector<codec_config> configs;
-    for (codec_kind k : o.methods) {
+    for (codec_kind k : options.methods) {
       if (k != codec_kind::s2) {
         configs.push_back({.kind = k});
         continue;
       }
-      for (double y : o.sketch_ratios)
-        configs.push_back(
-            {.kind = k, .sketch_rows = o.sketch_rows, .sketch_ratio = y, .seed = o.seed});
+      for (double y : options.sketch_ratios)
+        configs.push_back({.kind = k,
+                           .sketch_rows = options.sketch_rows,
+                           .sketch_ratio = y,
+                           .seed = options.seed});
     }
     for (const codec_config& config : configs) {
-      codec_bench_result res = describe(config, P, n, d, density, o.iters);
+      codec_bench_result res = describe(config, P, n, d, density, options.iters);
       res.transport = "none";
-      res.known_rows = o.known_rows;
+      res.known_rows = options.known_rows;
       std::vector<std::unique_ptr<codec>> codecs;
       for (int r = 0; r < P; ++r) codecs.push_back(make_codec(config));
       std::vector<double> enc, com, dec, tot;
-      for (int it = 0; it < o.iters; ++it) {
+      for (int it = 0; it < options.iters; ++it) {
         for (int r = 0; r < P; ++r) work[size_t(r)] = grads[size_t(r)];
         std::vector<codec_message> msgs(static_cast<size_t>(P));
         std::vector<codec_message*> ptrs;
@@ -147,7 +149,7 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
         double e = 0, c = 0, dd = 0, bytes = 0;
         auto t0 = clock_type::now();
         for (int r = 0; r < P; ++r) {
-          if (o.known_rows) codecs[size_t(r)]->set_known_rows(rows[size_t(r)]);
+          if (options.known_rows) codecs[size_t(r)]->set_known_rows(rows[size_t(r)]);
           codecs[size_t(r)]->encode(work[size_t(r)], n, d, P, msgs[size_t(r)]);
         }
         e += ms_since(t0);
@@ -187,36 +189,37 @@ std::vector<codec_bench_result> bench_codecs_pure(const codec_bench_options& o) 
   return out;
 }
 
-codec_bench_result bench_codec_over(transport& t, const codec_run_options& o) {
-  if (o.iters < 1) fail("codec bench: iters {} must be >= 1", o.iters);
+codec_bench_result bench_codec_over(transport& t, const codec_run_options& options) {
+  if (options.iters < 1) fail("codec bench: iters {} must be >= 1", options.iters);
   const int P = t.size();
-  const int64_t n = o.n, d = o.d;
-  codec_bench_result res = describe(o.config, P, n, d, o.density, o.iters);
+  const int64_t n = options.n, d = options.d;
+  codec_bench_result res = describe(options.config, P, n, d, options.density, options.iters);
   res.transport = t.name();
-  res.known_rows = o.known_rows;
-  const std::vector<float> mine = bench_gradient(n, d, o.density, o.seed, t.rank());
+  res.known_rows = options.known_rows;
+  const std::vector<float> mine = bench_gradient(n, d, options.density, options.seed, t.rank());
   std::vector<uint32_t> rows;
-  if (o.known_rows) nonzero_rows(mine, n, d, rows);
+  if (options.known_rows) nonzero_rows(mine, n, d, rows);
   std::vector<float> exact = mine;
-  allreduce_sum(t, exact, o.tag);
+  allreduce_sum(t, exact, options.tag);
   for (float& v : exact) v /= float(P);
-  auto c = make_codec(o.config);
-  float_buffer buffer(mine.size(), o.huge_pages);
+  auto c = make_codec(options.config);
+  float_buffer buffer(mine.size(), options.huge_pages);
   std::span<float> work = buffer.view;
   std::vector<double> enc, com, dec, tot, bytes;
-  for (int it = 0; it < o.iters; ++it) {
+  for (int it = 0; it < options.iters; ++it) {
     std::memcpy(work.data(), mine.data(), mine.size() * sizeof(float));
-    barrier(t, o.tag + 1);
+    barrier(t, options.tag + 1);
     codec_stats st;
     const auto t0 = clock_type::now();
-    if (o.known_rows) c->set_known_rows(rows);
-    reduce_rows(*c, t, work, n, d, o.tag + 2, &st, o.ring);
+    if (options.known_rows) c->set_known_rows(rows);
+    reduce_rows(*c, t, work, n, d, options.tag + 2, &st, options.ring);
     tot.push_back(ms_since(t0));
     enc.push_back(st.encode_s * 1e3), com.push_back(st.comm_s * 1e3),
         dec.push_back(st.decode_s * 1e3), bytes.push_back(double(st.bytes_sent));
     res.own_rows = st.own_rows, res.union_rows = st.union_rows;
   }
-  barrier(t, o.tag + 1);  // every send done before the caller blocks elsewhere (transport.hpp)
+  barrier(t,
+          options.tag + 1);  // every send done before the caller blocks elsewhere (transport.hpp)
   res.encode_ms = median(enc), res.comm_ms = median(com), res.decode_ms = median(dec);
   res.time_ms = median(tot);
   res.time_min_ms = *std::min_element(tot.begin(), tot.end());

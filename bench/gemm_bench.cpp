@@ -51,10 +51,10 @@ double cpu_peak_gflops(int threads) {
   return measure_cpu_ghz() * cpu_flops_per_cycle() * threads;
 }
 
-nlohmann::json run_gemm_bench(const gemm_options& o) {
+nlohmann::json run_gemm_bench(const gemm_options& options) {
   using model::gemm_backend;
-  if (o.threads > 0) model::set_compute_threads(o.threads);
-  auto shapes = o.shapes;
+  if (options.threads > 0) model::set_compute_threads(options.threads);
+  auto shapes = options.shapes;
   if (shapes.empty()) {
     // The GPT L=6 C=384 T=256 B=8 shapes: forward (X W^T) for qkv, mlp.fc,
     // mlp.proj, lm_head; backward dX (dY W) and dW (dY^T X).
@@ -64,16 +64,16 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
               {1152, 384, 2048, true, false},  {384, 1536, 2048, true, false}};
   }
   std::vector<gemm_backend> backends;
-  if (o.backends.empty())
+  if (options.backends.empty())
     backends = model::available_gemm_backends();
   else
-    for (auto& b : o.backends) backends.push_back(model::parse_gemm_backend(b));
+    for (auto& b : options.backends) backends.push_back(model::parse_gemm_backend(b));
   auto saved = model::current_gemm_backend();
   nlohmann::json results = nlohmann::json::array();
   // Every backend in float; then the default backend with bf16 inputs.
   std::vector<std::pair<gemm_backend, bool>> runs;
   for (auto be : backends) runs.push_back({be, false});
-  if (o.bf16) runs.push_back({saved, true});
+  if (options.bf16) runs.push_back({saved, true});
   for (auto [be, bf16] : runs) {
     model::set_gemm_backend(be);
     double total_flops = 0, total_s = 0;
@@ -103,10 +103,10 @@ nlohmann::json run_gemm_bench(const gemm_options& o) {
       double dt = 1e30;
       for (int round = 0; round < 3; ++round) {
         auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < o.iters; ++i) run();
-        dt = std::min(
-            dt,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters);
+        for (int i = 0; i < options.iters; ++i) run();
+        dt = std::min(dt,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                          options.iters);
       }
       double flops = 2.0 * s.M * s.N * s.K;
       total_flops += flops;

@@ -12,9 +12,9 @@
 
 #include "actors/idle_wait.hpp"
 #include "bench/worker_launch.hpp"
+#include "comm/tensor_channel.hpp"
 #include "job/bootstrap.hpp"
 #include "job/launcher.hpp"
-#include "comm/tensor_channel.hpp"
 #ifdef MERAK_WITH_UCX
 #include "comm/ucx_transport.hpp"
 #endif
@@ -114,16 +114,16 @@ std::vector<double> channel_round_trips(channel_side& side, int64_t bytes, int b
   return rt;
 }
 
-nlohmann::json run_worker(const p2p_bench_options& o) {
+nlohmann::json run_worker(const p2p_bench_options& options) {
 #ifdef MERAK_WITH_UCX
   job::bootstrap_options bo;
-  bo.timeout = std::chrono::seconds(o.timeout_s);
+  bo.timeout = std::chrono::seconds(options.timeout_s);
   std::shared_ptr<job::bootstrap> b = job::connect_bootstrap(job::resolve_bootstrap(bo));
   if (b->size() != 2) fail("bench p2p: needs exactly 2 processes (got {})", b->size());
   comm::ucx_options uo;
-  uo.timeout = std::chrono::seconds(o.timeout_s);
+  uo.timeout = std::chrono::seconds(options.timeout_s);
   auto raw = comm::make_ucx_transport(b, uo);
-  const auto spin = actors::spin_budget(o.spin_us, 2);  // the two channel threads
+  const auto spin = actors::spin_budget(options.spin_us, 2);  // the two channel threads
   // As in training: the channel's own UCX transport, and for each size a
   // ring between the two processes (the local launcher starts both on this
   // host) with room for four tensors.
@@ -132,20 +132,20 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
       uint64_t(::getpid()) << 32 ^ uint64_t(clock_type::now().time_since_epoch().count())))[0]);
   channel_side plain(comm::make_ucx_transport(b, uo), spin, {});
   nlohmann::json rows = nlohmann::json::array();
-  for (int64_t bytes : o.bytes) {
+  for (int64_t bytes : options.bytes) {
     if (bytes < 4 || bytes % 4)
       fail("bench p2p: --bytes {} is not a positive multiple of 4", bytes);
-    raw_round_trips(*raw, bytes, o.buffers, o.warmup);
-    auto r = raw_round_trips(*raw, bytes, o.buffers, o.iters);
+    raw_round_trips(*raw, bytes, options.buffers, options.warmup);
+    auto r = raw_round_trips(*raw, bytes, options.buffers, options.iters);
     b->barrier();
     channel_side ringed(
         comm::make_ucx_transport(b, uo), spin,
         comm::make_host_rings(*b, {1 - b->rank()}, size_t(4 * bytes), job + uint64_t(bytes)));
-    channel_round_trips(ringed, bytes, o.buffers, o.warmup);
-    auto c = channel_round_trips(ringed, bytes, o.buffers, o.iters);
+    channel_round_trips(ringed, bytes, options.buffers, options.warmup);
+    auto c = channel_round_trips(ringed, bytes, options.buffers, options.iters);
     b->barrier();
-    channel_round_trips(plain, bytes, o.buffers, o.warmup);
-    auto u = channel_round_trips(plain, bytes, o.buffers, o.iters);
+    channel_round_trips(plain, bytes, options.buffers, options.warmup);
+    auto u = channel_round_trips(plain, bytes, options.buffers, options.iters);
     b->barrier();
     const double raw_us = median_us(r) / 2, ch_us = median_us(c) / 2, plain_us = median_us(u) / 2;
     rows.push_back({{"bytes", bytes},
@@ -159,8 +159,8 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
   b->barrier();
   if (b->rank() != 0) return nullptr;
   nlohmann::json j = {{"bench", "p2p"},
-                      {"iters", o.iters},
-                      {"buffers", o.buffers},
+                      {"iters", options.iters},
+                      {"buffers", options.buffers},
                       {"channel_spin_us", spin.count()},
                       {"ucx_setting", comm::ucx_setting_of(*raw)},
                       {"what",
@@ -181,17 +181,18 @@ nlohmann::json run_worker(const p2p_bench_options& o) {
 
 }  // namespace
 
-nlohmann::json run_p2p_bench(const p2p_bench_options& o) {
-  if (o.iters < 1 || o.warmup < 0) fail("bench p2p: --iters must be at least 1");
-  if (o.buffers < 1) fail("bench p2p: --buffers must be at least 1 (got {})", o.buffers);
-  if (o.spin_us < -1)
-    fail("bench p2p: --spin-us must be -1 (automatic) or at least 0 (got {})", o.spin_us);
-  if (std::getenv("MERAK_BENCH_WORKER")) return run_worker(o);
+nlohmann::json run_p2p_bench(const p2p_bench_options& options) {
+  if (options.iters < 1 || options.warmup < 0) fail("bench p2p: --iters must be at least 1");
+  if (options.buffers < 1)
+    fail("bench p2p: --buffers must be at least 1 (got {})", options.buffers);
+  if (options.spin_us < -1)
+    fail("bench p2p: --spin-us must be -1 (automatic) or at least 0 (got {})", options.spin_us);
+  if (std::getenv("MERAK_BENCH_WORKER")) return run_worker(options);
   job::launch_options lo;
   lo.procs = 2;
   lo.argv = own_argv("bench p2p");
   lo.env["MERAK_BENCH_WORKER"] = "1";
-  lo.timeout = std::chrono::seconds(o.timeout_s);
+  lo.timeout = std::chrono::seconds(options.timeout_s);
   return launch_for_result(std::move(lo), "bench p2p");
 }
 

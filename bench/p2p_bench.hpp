@@ -31,6 +31,6 @@ struct p2p_bench_options {
 // Starts 2 processes of this program (the local launcher) and returns rank
 // 0's result; in a launched worker (MERAK_BENCH_WORKER) measures and returns
 // null on rank 1. Throws merak::error when a rank fails.
-nlohmann::json run_p2p_bench(const p2p_bench_options& o);
+nlohmann::json run_p2p_bench(const p2p_bench_options& options);
 
 }  // namespace merak::bench

@@ -9,9 +9,9 @@
 
 #include "actors/parallel_trainer.hpp"
 #include "bench/codec_bench.hpp"
-#include "job/launcher.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "job/launcher.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
 #include "partition/schedule.hpp"
@@ -93,7 +93,7 @@ layout_spec parse_layout(const std::string& layout) {
 // Runs `merak train` as spec.procs processes of one job (the local
 // launcher) on the corpus file, and returns the median tokens/s of the
 // measured steps from its metrics.
-double measure_processes(const layout_spec& spec, const parallel_bench_options& o,
+double measure_processes(const layout_spec& spec, const parallel_bench_options& options,
                          const std::string& data, const std::string& metrics) {
   const auto& p = spec.par;
   job::launch_options lo;
@@ -105,21 +105,21 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              "--data",
              data,
              "--layers",
-             num(o.model.layers),
+             num(options.model.layers),
              "--dim",
-             num(o.model.dim),
+             num(options.model.dim),
              "--heads",
-             num(o.model.heads),
+             num(options.model.heads),
              "--seq",
-             num(o.model.max_seq),
+             num(options.model.max_seq),
              "--vocab",
-             num(o.model.vocab),
+             num(options.model.vocab),
              "--batch",
-             num(o.batch),
+             num(options.batch),
              "--steps",
-             num(o.warmup_steps + o.steps),
+             num(options.warmup_steps + options.steps),
              "--seed",
-             num(o.seed),
+             num(options.seed),
              "--val-fraction",
              "0.1",
              "--eval-batches",
@@ -154,39 +154,39 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
   std::vector<double> tps;
   std::string line;
   for (int step = 1; std::getline(in, line); ++step)
-    if (step > o.warmup_steps) tps.push_back(nlohmann::json::parse(line).at("tokens_per_s"));
-  if (int(tps.size()) != o.steps)
+    if (step > options.warmup_steps) tps.push_back(nlohmann::json::parse(line).at("tokens_per_s"));
+  if (int(tps.size()) != options.steps)
     fail("bench parallel: {} processes wrote {} measured steps, not {}", spec.procs, tps.size(),
-         o.steps);
+         options.steps);
   return bench::median(tps);
 }
 
 // Median tokens/s of the measured steps.
 template <typename Trainer>
-double measure(Trainer& tr, const parallel_bench_options& o) {
-  for (int i = 0; i < o.warmup_steps; ++i) tr.train_step();
+double measure(Trainer& tr, const parallel_bench_options& options) {
+  for (int i = 0; i < options.warmup_steps; ++i) tr.train_step();
   std::vector<double> tps;
-  for (int i = 0; i < o.steps; ++i) tps.push_back(tr.train_step().tokens_per_s);
+  for (int i = 0; i < options.steps; ++i) tps.push_back(tr.train_step().tokens_per_s);
   return bench::median(tps);
 }
 
 }  // namespace
 
-nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
-  if (o.rounds < 1 || o.steps < 1) fail("--rounds and --steps must be at least 1");
-  std::vector<std::string> layouts = o.layouts;
+nlohmann::json run_parallel_bench(const parallel_bench_options& options) {
+  if (options.rounds < 1 || options.steps < 1) fail("--rounds and --steps must be at least 1");
+  std::vector<std::string> layouts = options.layouts;
   if (layouts.empty()) layouts = {"pp=2,m=8", "dp=2"};
   std::vector<layout_spec> specs;
   bool any_procs = false;
   for (auto& l : layouts) {
     specs.push_back(parse_layout(l));
-    if (specs.back().procs == 1) specs.back().par.validate(o.batch);
+    if (specs.back().procs == 1) specs.back().par.validate(options.batch);
     any_procs = any_procs || specs.back().procs > 1;
   }
-  const int T = o.model.max_seq;
+  const int T = options.model.max_seq;
   std::vector<uint8_t> bytes(size_t(std::max(1 << 20, 40 * T)));
-  rng r(o.seed, 0xB0B);
-  for (auto& b : bytes) b = uint8_t(r.below(uint64_t(std::min(o.model.vocab, 256))));
+  rng r(options.seed, 0xB0B);
+  for (auto& b : bytes) b = uint8_t(r.below(uint64_t(std::min(options.model.vocab, 256))));
   // Layouts run as processes read the same bytes from a file.
   std::string dir;
   if (any_procs) {
@@ -206,21 +206,21 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
   } cleanup{dir};
   model::text_corpus corpus(std::move(bytes), T, 0.1, "random");
   model::train_options t;
-  t.model = o.model;
-  t.batch = o.batch;
-  t.steps = o.warmup_steps + o.steps;
-  t.seed = o.seed;
+  t.model = options.model;
+  t.batch = options.batch;
+  t.steps = options.warmup_steps + options.steps;
+  t.seed = options.seed;
   t.eval_batches = 1;
 
   nlohmann::json rounds = nlohmann::json::array();
   std::vector<std::vector<double>> ratios(layouts.size()), vs_one(layouts.size());
   std::vector<double> all_ratios;
-  for (int round = 0; round < o.rounds; ++round) {
+  for (int round = 0; round < options.rounds; ++round) {
     model::set_compute_threads(1);
     double base;
     {
       model::trainer single(t, corpus);
-      base = measure(single, o);
+      base = measure(single, options);
     }
     // The machine's own two-thread (or more) scaling, for reference: the
     // same single-device step with every core in each operator.
@@ -228,7 +228,7 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
     double all_threads;
     {
       model::trainer single(t, corpus);
-      all_threads = measure(single, o);
+      all_threads = measure(single, options);
     }
     all_ratios.push_back(all_threads / base);
     nlohmann::json row = {{"single_1_thread_tokens_per_s", base},
@@ -237,11 +237,11 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
     for (size_t i = 0; i < layouts.size(); ++i) {
       double tps;
       if (specs[i].procs > 1) {
-        tps = measure_processes(specs[i], o, dir + "/corpus.txt", dir + "/metrics.jsonl");
+        tps = measure_processes(specs[i], options, dir + "/corpus.txt", dir + "/metrics.jsonl");
       } else {
         model::set_compute_threads(1);  // the stages set their own
         actors::parallel_trainer tr(t, specs[i].par, corpus);
-        tps = measure(tr, o);
+        tps = measure(tr, options);
       }
       ratios[i].push_back(tps / base);
       row[layouts[i]] = {{"tokens_per_s", tps}, {"ratio", tps / base}};
@@ -275,13 +275,13 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& o) {
                                            {"ratio_max", all_ratios.back()}};
   return {{"benchmark", "parallel"},
           {"cores", int(std::thread::hardware_concurrency())},
-          {"layers", o.model.layers},
-          {"dim", o.model.dim},
-          {"heads", o.model.heads},
+          {"layers", options.model.layers},
+          {"dim", options.model.dim},
+          {"heads", options.model.heads},
           {"seq", T},
-          {"batch", o.batch},
-          {"steps", o.steps},
-          {"warmup_steps", o.warmup_steps},
+          {"batch", options.batch},
+          {"steps", options.steps},
+          {"warmup_steps", options.warmup_steps},
           {"baseline", "single device, 1 thread, whole batch"},
           {"rounds", std::move(rounds)},
           {"ratio_to_1_thread", std::move(summary)}};

@@ -35,6 +35,6 @@ struct parallel_bench_options {
 // Per round: the baseline's and each layout's median tokens/s and their
 // ratio; then per layout the median, lowest and highest ratio over rounds.
 // Throws merak::error naming the layout and key that do not parse.
-nlohmann::json run_parallel_bench(const parallel_bench_options& o);
+nlohmann::json run_parallel_bench(const parallel_bench_options& options);
 
 }  // namespace merak::bench

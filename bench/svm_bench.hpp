@@ -22,6 +22,6 @@ struct svm_bench_options {
   int threads = 0;  // 0: all cores
 };
 
-nlohmann::json run_svm_bench(const svm_bench_options& o);
+nlohmann::json run_svm_bench(const svm_bench_options& options);
 
 }  // namespace merak::bench

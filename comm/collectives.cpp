@@ -65,17 +65,18 @@ void with_context(const char* what, transport& t, tag_t tag, F&& body) {
 // starting at element `offset` of data (dst may be a or b); the ring reduces
 // the received chunk into its own: op(own, own, received).
 template <typename T, typename Op>
-void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_options& o, Op op) {
+void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_options& options,
+                    Op op) {
   const int P = t.size(), r = t.rank();
   if (P == 1 || data.empty()) return;
   const size_t n = data.size();
   const int left = mod(r - 1, P), right = mod(r + 1, P);
   const size_t max_seg = split(n, P, 0).second;
-  const size_t chunk_elems = std::max<size_t>(1, o.chunk_bytes / sizeof(T));
+  const size_t chunk_elems = std::max<size_t>(1, options.chunk_bytes / sizeof(T));
   const size_t nc = std::max<size_t>(1, (max_seg + chunk_elems - 1) / chunk_elems);
   const int steps = 2 * (P - 1);
   const size_t total = static_cast<size_t>(steps) * nc;
-  const size_t W = std::max<size_t>(1, static_cast<size_t>(std::max(1, o.window)));
+  const size_t W = std::max<size_t>(1, static_cast<size_t>(std::max(1, options.window)));
   const tag_t wire_tag = collective_tag(tag, 0);
 
   auto recv_seg = [&](int s) { return s < P - 1 ? mod(r - s - 1, P) : mod(r - (s - (P - 1)), P); };
@@ -191,11 +192,12 @@ void doubling_allreduce(transport& t, std::span<T> data, tag_t tag, Op op) {
 
 // The all-reduce of `data` by ring or, when small, by recursive doubling.
 template <typename T, typename Op>
-void allreduce_by_size(transport& t, std::span<T> data, tag_t tag, const ring_options& o, Op op) {
-  if (data.size() * sizeof(T) <= o.doubling_max_bytes)
+void allreduce_by_size(transport& t, std::span<T> data, tag_t tag, const ring_options& options,
+                       Op op) {
+  if (data.size() * sizeof(T) <= options.doubling_max_bytes)
     doubling_allreduce(t, data, tag, op);
   else
-    ring_allreduce(t, data, tag, o, op);
+    ring_allreduce(t, data, tag, options, op);
 }
 
 // Ring all-gather of blocks at offsets[k], sizes[k] in `all`; this rank's
@@ -222,18 +224,18 @@ tag_t collective_tag(tag_t tag, uint32_t sub) {
   return tag << 16 | sub;
 }
 
-void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o) {
+void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& options) {
   with_context("allreduce_sum", t, tag, [&] {
-    allreduce_by_size(t, data, tag, o,
+    allreduce_by_size(t, data, tag, options,
                       [](float* dst, const float* a, const float* b, size_t n, size_t) {
                         for (size_t k = 0; k < n; ++k) dst[k] = a[k] + b[k];
                       });
   });
 }
 
-void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& o) {
+void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& options) {
   with_context("allreduce_sum (bf16)", t, tag, [&] {
-    allreduce_by_size(t, data, tag, o,
+    allreduce_by_size(t, data, tag, options,
                       [](bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
                         for (size_t k = 0; k < n; ++k)
                           dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
@@ -241,9 +243,9 @@ void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_opt
   });
 }
 
-void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o) {
+void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& options) {
   with_context("allreduce_or", t, tag, [&] {
-    allreduce_by_size(t, data, tag, o,
+    allreduce_by_size(t, data, tag, options,
                       [](uint64_t* dst, const uint64_t* a, const uint64_t* b, size_t n, size_t) {
                         for (size_t k = 0; k < n; ++k) dst[k] = a[k] | b[k];
                       });
@@ -251,7 +253,7 @@ void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_
 }
 
 void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> sum, tag_t tag,
-                      const ring_options& o) {
+                      const ring_options& options) {
   if (!sum.empty() && !bits.empty() &&
       reinterpret_cast<const void*>(bits.data() + bits.size()) != sum.data())
     fail("allreduce_or_sum: the floats must follow the bitmap in memory");
@@ -263,7 +265,7 @@ void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> s
                                : reinterpret_cast<uint32_t*>(bits.data());
     std::span<uint32_t> all(words, edge + sum.size());
     allreduce_by_size(
-        t, all, tag, o,
+        t, all, tag, options,
         [edge](uint32_t* dst, const uint32_t* a, const uint32_t* b, size_t n, size_t at) {
           size_t k = 0;
           for (; k < n && at + k < edge; ++k) {

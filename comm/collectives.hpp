@@ -73,16 +73,18 @@ struct ring_options {
 // at most o.doubling_max_bytes go by recursive doubling instead (same
 // guarantee: partners add the lower rank's value first, so every rank holds
 // the same bits; the summation order differs from the ring's).
-void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& o = {});
+void allreduce_sum(transport& t, std::span<float> data, tag_t tag,
+                   const ring_options& options = {});
 
 // The same over bf16 elements (half the bytes on the wire): each addition
 // is formed in float and rounded to bf16 once, so a sum over P ranks is
 // rounded P - 1 times (once at P = 2); bitwise identical on every rank.
-void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& o = {});
+void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& options = {});
 
 // data <- bitwise OR over ranks (bitmaps of non-zero rows), same ring (or
 // recursive doubling when small).
-void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& o = {});
+void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag,
+                  const ring_options& options = {});
 
 // Both at once, in one ring or recursive doubling (one all-reduce instead of two): bits
 // <- OR over ranks, sum <- SUM over ranks. `sum` must start right after
@@ -90,7 +92,7 @@ void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_
 // in a fixed order as in allreduce_sum (bitwise equal on every rank), though
 // not necessarily the order allreduce_sum alone would use.
 void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> sum, tag_t tag,
-                      const ring_options& o = {});
+                      const ring_options& options = {});
 
 // all (P x bytes) <- every rank's `bytes` bytes from `mine`, rank order.
 // `mine` may alias all + rank*bytes.

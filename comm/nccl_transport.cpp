@@ -118,15 +118,15 @@ class nccl_op final : public operation {
 
 class nccl_transport_impl final : public nccl_transport {
  public:
-  nccl_transport_impl(std::shared_ptr<control_plane> b, const nccl_options& o)
+  nccl_transport_impl(std::shared_ptr<control_plane> b, const nccl_options& options)
       : watch_(std::move(b)), rank_(watch_->rank()), size_(watch_->size()) {
-    timeout_ = o.timeout;
+    timeout_ = options.timeout;
     int count = 0;  // left untouched by cudaGetDeviceCount without a driver
     const auto ce = cudaGetDeviceCount(&count);
     if (ce != cudaSuccess || count == 0)
       fail("nccl rank {}: no usable CUDA device ({})", rank_,
            ce != cudaSuccess ? cuda_text(ce) : std::string("no CUDA device"));
-    device_ = o.device >= 0 ? o.device : local_rank_from_env(rank_);
+    device_ = options.device >= 0 ? options.device : local_rank_from_env(rank_);
     if (device_ >= count)
       fail(
           "nccl rank {}: needs GPU {} but this process sees {} (NCCL needs one GPU per rank; set "
@@ -466,9 +466,9 @@ void nccl_op::wait(clock_type::time_point deadline) {
 }  // namespace
 
 std::unique_ptr<nccl_transport> make_nccl_transport(std::shared_ptr<control_plane> b,
-                                                    const nccl_options& o) {
+                                                    const nccl_options& options) {
   if (!b) fail("make_nccl_transport: no bootstrap");
-  return std::make_unique<nccl_transport_impl>(std::move(b), o);
+  return std::make_unique<nccl_transport_impl>(std::move(b), options);
 }
 
 int nccl_device_count() {

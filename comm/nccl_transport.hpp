@@ -96,7 +96,7 @@ class nccl_transport : public transport {
 // process has no usable GPU, when NCCL refuses the communicator (e.g. two
 // ranks on one GPU) or when set-up times out.
 std::unique_ptr<nccl_transport> make_nccl_transport(std::shared_ptr<control_plane> b,
-                                                    const nccl_options& o = {});
+                                                    const nccl_options& options = {});
 
 // CUDA devices visible to this process (0 without a driver or GPU), and why
 // none is usable ("" when one is).

@@ -519,15 +519,15 @@ void agree_on_negotiation(control_plane& b, bool negotiate, std::string_view tls
 
 class ucx_transport final : public transport {
  public:
-  ucx_transport(control_plane& b, const ucx_options& o, std::shared_ptr<control_plane> watch)
+  ucx_transport(control_plane& b, const ucx_options& options, std::shared_ptr<control_plane> watch)
       : s_(std::make_shared<ucx_state>()) {
     s_->watch = std::move(watch);
-    timeout_ = o.timeout;
+    timeout_ = options.timeout;
     s_->rank = b.rank();
     s_->size = b.size();
-    s_->spin = o.spin;
-    s_->yield_spin = o.yield_spin;
-    s_->collective_spin = o.collective_spin;
+    s_->spin = options.spin;
+    s_->yield_spin = options.yield_spin;
+    s_->collective_spin = options.collective_spin;
     const int rank = s_->rank;
 
     ucp_config_t* cfg = nullptr;
@@ -544,14 +544,14 @@ class ucx_transport final : public transport {
     // then (all on one host, all able) whether it could read every other
     // rank's probe word, in the same order on every rank.
     const char* tls = std::getenv("UCX_TLS");
-    std::string chosen = o.cma ? std::string() : ucx_tls_without_cma(tls ? tls : "");
+    std::string chosen = options.cma ? std::string() : ucx_tls_without_cma(tls ? tls : "");
     std::string rndv_thresh;
-    const bool negotiate = (!tls || !*tls) && o.error_mode != ucx_error_mode::peer;
-    agree_on_negotiation(b, negotiate, tls ? tls : "", o.error_mode);
+    const bool negotiate = (!tls || !*tls) && options.error_mode != ucx_error_mode::peer;
+    agree_on_negotiation(b, negotiate, tls ? tls : "", options.error_mode);
     bool one_host = false;
     if (negotiate) {
       std::vector<host_entry> ids;
-      std::unique_ptr<cma_hold> hold = o.cma ? hold_cma_if_usable() : nullptr;
+      std::unique_ptr<cma_hold> hold = options.cma ? hold_cma_if_usable() : nullptr;
       for (const auto& s : b.allgather(encode_host_entry(host_identity(), hold != nullptr)))
         ids.push_back(decode_host_entry(s));
       one_host =
@@ -569,7 +569,7 @@ class ucx_transport final : public transport {
       if (one_host) {
         chosen = cma ? "posix,cma,self" : "posix,self";
         if (cma && !std::getenv("UCX_RNDV_THRESH")) {
-          rndv_thresh = std::to_string(o.cma_min_bytes);
+          rndv_thresh = std::to_string(options.cma_min_bytes);
           check(ucp_config_modify(config.get(), "RNDV_THRESH", rndv_thresh.c_str()),
                 ("ucp_config_modify RNDV_THRESH=" + rndv_thresh).c_str(), rank);
         }
@@ -610,14 +610,14 @@ class ucx_transport final : public transport {
     s_->worker.reset(w);
     check(ucp_worker_get_efd(w, &s_->efd), "ucp_worker_get_efd", rank);
 
-    connect_peers(b, w, o);
+    connect_peers(b, w, options);
     // Everyone's endpoints exist before anyone sends.
     b.barrier();
   }
 
   // Swaps worker addresses over the control plane and opens an endpoint to
   // every rank (this one included).
-  void connect_peers(control_plane& b, ucp_worker_h w, const ucx_options& o) {
+  void connect_peers(control_plane& b, ucp_worker_h w, const ucx_options& options) {
     const int rank = s_->rank;
     std::vector<std::string> addrs;
     {
@@ -632,12 +632,12 @@ class ucx_transport final : public transport {
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep.address = reinterpret_cast<const ucp_address_t*>(addrs[p].data());
-      ep.err_mode = o.error_mode == ucx_error_mode::none ? UCP_ERR_HANDLING_MODE_NONE
-                                                         : UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_mode = options.error_mode == ucx_error_mode::none ? UCP_ERR_HANDLING_MODE_NONE
+                                                               : UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = on_peer_error;
       ep.err_handler.arg = s_->peers.back().get();
       ucs_status_t st = ucp_ep_create(w, &ep, &s_->eps[p]);
-      if (st == UCS_ERR_UNREACHABLE && o.error_mode == ucx_error_mode::automatic) {
+      if (st == UCS_ERR_UNREACHABLE && options.error_mode == ucx_error_mode::automatic) {
         ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         st = ucp_ep_create(w, &ep, &s_->eps[p]);
       }
@@ -719,16 +719,16 @@ class ucx_transport final : public transport {
 
 }  // namespace
 
-std::unique_ptr<transport> make_ucx_transport(control_plane& b, const ucx_options& o) {
+std::unique_ptr<transport> make_ucx_transport(control_plane& b, const ucx_options& options) {
   if (b.size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b.size());
-  return std::make_unique<ucx_transport>(b, o, nullptr);
+  return std::make_unique<ucx_transport>(b, options, nullptr);
 }
 
 std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<control_plane> b,
-                                              const ucx_options& o) {
+                                              const ucx_options& options) {
   if (!b) fail("ucx: no bootstrap");
   if (b->size() > (1 << 20)) fail("ucx: {} ranks (at most 2^20)", b->size());
-  return std::make_unique<ucx_transport>(*b, o, b);
+  return std::make_unique<ucx_transport>(*b, options, b);
 }
 
 ucx_error_mode parse_ucx_error_mode(const std::string& text) {

@@ -116,13 +116,13 @@ ucx_error_mode parse_ucx_error_mode(const std::string& text);
 // Collective over `b`: every rank of the bootstrap calls it. The transport
 // has b.rank() and b.size(); `b` is needed only during the call. Throws
 // merak::error naming the UCX call and status on failure.
-std::unique_ptr<transport> make_ucx_transport(control_plane& b, const ucx_options& o = {});
+std::unique_ptr<transport> make_ucx_transport(control_plane& b, const ucx_options& options = {});
 
 // The same, and the transport keeps `b` to watch the job's processes: a wait
 // fails within ~50 ms of the bootstrap learning that a peer's process went
 // away (bootstrap::dead_peer), naming that peer, whatever the UCX error mode.
 std::unique_ptr<transport> make_ucx_transport(std::shared_ptr<control_plane> b,
-                                              const ucx_options& o = {});
+                                              const ucx_options& options = {});
 
 // UCX_TLS as UCX will read it ("default" when unset), for benchmark reports.
 std::string ucx_tls_setting();

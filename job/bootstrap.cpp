@@ -17,10 +17,10 @@
 #include <thread>
 #include <utility>
 
+#include "core/error.hpp"
 #include "job/auth.hpp"
 #include "job/pmix_rendezvous.hpp"
 #include "job/socket_io.hpp"
-#include "core/error.hpp"
 
 namespace merak::job {
 namespace {
@@ -40,23 +40,24 @@ std::string claim(int rank, int world_size) {
 
 class tcp_bootstrap final : public bootstrap {
  public:
-  tcp_bootstrap(const bootstrap_options& o) : o_(o), creds_{o.token, make_tls(o.tls)} {
-    self_ = fmt::format("bootstrap rank {}", o.rank);
-    where_ = fmt::format("{}:{}", o.addr, o.port);
-    if (o.world_size == 1) return;
-    if (o.rank == 0)
+  tcp_bootstrap(const bootstrap_options& options)
+      : options_(options), creds_{options.token, make_tls(options.tls)} {
+    self_ = fmt::format("bootstrap rank {}", options.rank);
+    where_ = fmt::format("{}:{}", options.addr, options.port);
+    if (options.world_size == 1) return;
+    if (options.rank == 0)
       admit();
     else
       join();
   }
 
-  int rank() const override { return o_.rank; }
-  int size() const override { return o_.world_size; }
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.world_size; }
   const job_credentials& credentials() const override { return creds_; }
 
   std::string local_address() const override {
     int fd = -1;
-    if (o_.rank == 0) {
+    if (options_.rank == 0) {
       for (auto& p : peers_)
         if (p) fd = p.fd();
     } else {
@@ -71,15 +72,15 @@ class tcp_bootstrap final : public bootstrap {
   }
 
   int dead_peer() override {
-    if (dead_ >= 0 || o_.world_size == 1) return dead_;
+    if (dead_ >= 0 || options_.world_size == 1) return dead_;
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return dead_;
-    if (o_.rank == 0) {
-      for (int k = 1; k < o_.world_size; ++k)
+    if (options_.rank == 0) {
+      for (int k = 1; k < options_.world_size; ++k)
         if (peers_[k] && peer_closed(peers_[k])) {
           dead_ = k;
           // Best effort: tell the others, who cannot see rank k's sockets.
-          for (int j = 1; j < o_.world_size; ++j) {
+          for (int j = 1; j < options_.world_size; ++j) {
             if (j == k || !peers_[j]) continue;
             std::string f;
             put_u64(f, knotice | uint64_t(k));
@@ -104,11 +105,11 @@ class tcp_bootstrap final : public bootstrap {
 
   std::vector<std::string> allgather(const std::string& mine) override {
     std::lock_guard lock(mu_);
-    const int P = o_.world_size;
+    const int P = options_.world_size;
     if (P == 1) return {mine};
-    const auto deadline = clock_type::now() + o_.timeout;
+    const auto deadline = clock_type::now() + options_.timeout;
     std::vector<std::string> all(P);
-    if (o_.rank == 0) {
+    if (options_.rank == 0) {
       all[0] = mine;
       for (int k = 1; k < P; ++k)
         all[k] = recv_frame(peers_[k], kmax_frame, deadline, self_, who(k));
@@ -142,31 +143,31 @@ class tcp_bootstrap final : public bootstrap {
   // are authenticated concurrently, each within a few seconds, so silent
   // connections cannot hold up the job's own.
   void admit() {
-    const auto deadline = clock_type::now() + o_.timeout;
+    const auto deadline = clock_type::now() + options_.timeout;
     unique_fd lst;
     try {
-      lst = listen_tcp(o_.bind_addr, o_.port, self_);
+      lst = listen_tcp(options_.bind_addr, options_.port, self_);
     } catch (const error& e) {
       fail(
           "{}; rank 0 listens on MASTER_ADDR's interface, so it must run on the host MASTER_ADDR "
           "names (MERAK_BIND_ADDR picks another address)",
           e.what());
     }
-    peers_.resize(o_.world_size);
+    peers_.resize(options_.world_size);
     auth_acceptor acceptor(lst.get(), creds_, kpurpose, std::chrono::milliseconds(5000),
-                           std::max<size_t>(64, 2 * size_t(o_.world_size)));
+                           std::max<size_t>(64, 2 * size_t(options_.world_size)));
     int k = -1;
     auto decide = [&](const std::string& payload) { return check_claim(payload, k); };
     // decide() and the admission come from one call of next(): `k` is the
     // admitted peer's rank.
-    for (int joined = 1; joined < o_.world_size; ++joined) {
+    for (int joined = 1; joined < options_.world_size; ++joined) {
       auto a = acceptor.next(deadline, decide);
       if (!a) {
         std::string missing;
-        for (int r = 1; r < o_.world_size; ++r)
+        for (int r = 1; r < options_.world_size; ++r)
           if (!peers_[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
         fail("{}: ranks {} did not join within {} ms at {}:{}{}", self_, missing,
-             o_.timeout.count(), o_.bind_addr, o_.port,
+             options_.timeout.count(), options_.bind_addr, options_.port,
              acceptor.dropped()
                  ? fmt::format(" ({} connections refused or silent)", acceptor.dropped())
                  : "");
@@ -180,10 +181,10 @@ class tcp_bootstrap final : public bootstrap {
     if (c.size() != 8) return "malformed bootstrap claim";
     const int64_t rank = static_cast<int64_t>(get_le(c.data(), 4));
     const int64_t size = static_cast<int64_t>(get_le(c.data() + 4, 4));
-    if (size != o_.world_size)
-      return fmt::format("world size {} differs from rank 0's {}", size, o_.world_size);
-    if (rank < 1 || rank >= o_.world_size)
-      return fmt::format("rank {} out of range 1..{}", rank, o_.world_size - 1);
+    if (size != options_.world_size)
+      return fmt::format("world size {} differs from rank 0's {}", size, options_.world_size);
+    if (rank < 1 || rank >= options_.world_size)
+      return fmt::format("rank {} out of range 1..{}", rank, options_.world_size - 1);
     if (peers_[static_cast<size_t>(rank)]) return fmt::format("rank {} already joined", rank);
     k = static_cast<int>(rank);
     return {};
@@ -192,11 +193,11 @@ class tcp_bootstrap final : public bootstrap {
   // Ranks > 0: connect to rank 0 (retrying while it is not yet listening)
   // and run the handshake: each side proves it holds the token.
   void join() {
-    const auto deadline = clock_type::now() + o_.timeout;
-    sockaddr_in a = resolve_ipv4(o_.addr, o_.port, "MASTER_ADDR");
+    const auto deadline = clock_type::now() + options_.timeout;
+    sockaddr_in a = resolve_ipv4(options_.addr, options_.port, "MASTER_ADDR");
     try {
-      root_ = connect_authenticated(a, creds_, kpurpose, claim(o_.rank, o_.world_size), deadline,
-                                    self_, root_name());
+      root_ = connect_authenticated(a, creds_, kpurpose, claim(options_.rank, options_.world_size),
+                                    deadline, self_, root_name());
     } catch (const error& e) {
       const std::string what = e.what();
       if (what.find("not reachable") == std::string::npos) throw;
@@ -220,7 +221,7 @@ class tcp_bootstrap final : public bootstrap {
     return body;
   }
 
-  bootstrap_options o_;
+  bootstrap_options options_;
   std::string self_, where_;
   std::mutex mu_;  // allgather vs dead_peer
   std::atomic<int> dead_{-1};
@@ -416,10 +417,11 @@ bootstrap_options resolve_bootstrap(bootstrap_options given) {
   return resolve_bootstrap(std::move(given), env);
 }
 
-std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o) {
-  if (o.rank < 0 || o.world_size < 1 || o.rank >= o.world_size)
-    fail("bootstrap: options not resolved (rank {}, world size {})", o.rank, o.world_size);
-  return std::make_unique<tcp_bootstrap>(o);
+std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& options) {
+  if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
+    fail("bootstrap: options not resolved (rank {}, world size {})", options.rank,
+         options.world_size);
+  return std::make_unique<tcp_bootstrap>(options);
 }
 
 }  // namespace merak::job

@@ -95,7 +95,7 @@ class bootstrap : public comm::control_plane {
 // others, the others connect (retrying until rank 0 listens). Returns when
 // all ranks joined. Throws merak::error on a refused token, a timeout (naming
 // the ranks that did not join) or a socket error (naming address and port).
-std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& o);
+std::unique_ptr<bootstrap> connect_bootstrap(const bootstrap_options& options);
 
 // The first host of a Slurm host list: "node[07-09,12],gpu1" -> "node07".
 // Throws merak::error for a list that is not one.

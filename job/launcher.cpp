@@ -91,43 +91,44 @@ std::map<std::string, std::string> launcher_environment() {
   return env;
 }
 
-launch_result launch_local(const launch_options& o) {
-  if (o.procs < 1) fail("launcher: --procs {} must be at least 1", o.procs);
-  if (o.argv.empty()) fail("launcher: no program to run");
-  const int world = o.world_size > 0 ? o.world_size : o.procs;
-  if (o.first_rank < 0 || o.first_rank + o.procs > world)
-    fail("launcher: ranks {}..{} do not fit a job of {} ranks", o.first_rank,
-         o.first_rank + o.procs - 1, world);
-  if (world > o.procs && o.master_port <= 0)
+launch_result launch_local(const launch_options& options) {
+  if (options.procs < 1) fail("launcher: --procs {} must be at least 1", options.procs);
+  if (options.argv.empty()) fail("launcher: no program to run");
+  const int world = options.world_size > 0 ? options.world_size : options.procs;
+  if (options.first_rank < 0 || options.first_rank + options.procs > world)
+    fail("launcher: ranks {}..{} do not fit a job of {} ranks", options.first_rank,
+         options.first_rank + options.procs - 1, world);
+  if (world > options.procs && options.master_port <= 0)
     fail("launcher: a job of {} ranks with {} here needs the rendezvous port of rank 0", world,
-         o.procs);
+         options.procs);
   auto common = launcher_environment();
-  for (auto& [k, v] : o.env) common[k] = v;
-  const std::string addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  for (auto& [k, v] : options.env) common[k] = v;
+  const std::string addr = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
   common["WORLD_SIZE"] = std::to_string(world);
   common["MASTER_ADDR"] = addr;
-  common["MASTER_PORT"] = std::to_string(o.master_port > 0 ? o.master_port : pick_free_port(addr));
-  common["MERAK_JOB_TOKEN"] = o.token.empty() ? random_token() : o.token;
-  common["LOCAL_WORLD_SIZE"] = std::to_string(o.procs);
+  common["MASTER_PORT"] =
+      std::to_string(options.master_port > 0 ? options.master_port : pick_free_port(addr));
+  common["MERAK_JOB_TOKEN"] = options.token.empty() ? random_token() : options.token;
+  common["LOCAL_WORLD_SIZE"] = std::to_string(options.procs);
   const auto get = [&common](const char* name) -> const char* {
     auto it = common.find(name);
     return it == common.end() ? nullptr : it->second.c_str();
   };
-  if (wants_short_openmp_spin(get, o.procs))
+  if (wants_short_openmp_spin(get, options.procs))
     common[kopenmp_spin_variable] = kshared_host_openmp_spin;
 
-  std::vector<child_spec> children(o.procs);
-  for (int r = 0; r < o.procs; ++r) {
-    const int rank = o.first_rank + r;
+  std::vector<child_spec> children(options.procs);
+  for (int r = 0; r < options.procs; ++r) {
+    const int rank = options.first_rank + r;
     auto& c = children[r];
     c.name = fmt::format("rank {}", rank);
-    c.argv = o.argv;
+    c.argv = options.argv;
     c.env = common;
     c.env["RANK"] = std::to_string(rank);
     c.env["LOCAL_RANK"] = std::to_string(r);
-    if (o.rank_env) o.rank_env(rank, c.env);
+    if (options.rank_env) options.rank_env(rank, c.env);
   }
-  return supervise(children, {o.grace, o.timeout, o.watch_fd});
+  return supervise(children, {options.grace, options.timeout, options.watch_fd});
 }
 
 namespace {

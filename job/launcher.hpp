@@ -49,7 +49,7 @@ struct launch_result {
 // Starts the ranks (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 // MERAK_JOB_TOKEN, LOCAL_RANK, LOCAL_WORLD_SIZE) and waits for all of them.
 // Throws merak::error when a child cannot be started.
-launch_result launch_local(const launch_options& o);
+launch_result launch_local(const launch_options& options);
 
 // One process of a supervised group.
 struct child_spec {
@@ -73,7 +73,7 @@ struct supervise_options {
 // are killed; likewise at the timeout and at end of file on watch_fd.
 // Children die with this process (PR_SET_PDEATHSIG). Throws merak::error when
 // a child cannot be started.
-launch_result supervise(const std::vector<child_spec>& children, const supervise_options& o);
+launch_result supervise(const std::vector<child_spec>& children, const supervise_options& options);
 
 // This process's environment as a map, without the rank variables of a
 // launcher that started it (a launcher's ranks must not inherit its own).

@@ -26,9 +26,10 @@ std::string gpt_config::str() const {
       activations == dtype::bf16 ? fmt::format(" bf16 (GEMMs: {})", bf16_support()) : "");
 }
 
-bool gpt_config::operator==(const gpt_config& o) const {
-  return vocab == o.vocab && max_seq == o.max_seq && layers == o.layers && dim == o.dim &&
-         heads == o.heads && tied_head == o.tied_head && bool(build) == bool(o.build);
+bool gpt_config::operator==(const gpt_config& config) const {
+  return vocab == config.vocab && max_seq == config.max_seq && layers == config.layers &&
+         dim == config.dim && heads == config.heads && tied_head == config.tied_head &&
+         bool(build) == bool(config.build);
 }
 
 dtype parse_precision(const std::string& s) {

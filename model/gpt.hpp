@@ -40,7 +40,7 @@ struct gpt_config {
   // "L=6 C=384 NH=6 V=256 T=256" (+ " custom model", + " bf16 (GEMMs: AMX)")
   std::string str() const;
   // The shape fields, and whether both are custom (functions do not compare).
-  bool operator==(const gpt_config& o) const;
+  bool operator==(const gpt_config& config) const;
 };
 
 // --precision: "fp32" -> dtype::f32, "bf16" -> dtype::bf16; throws

@@ -149,14 +149,14 @@ struct candidate {
   int order = 0;                  // enumeration order (ties keep it)
 };
 
-double op_seconds(const candidate& c, int s, const op& o, bool rib) {
+double op_seconds(const candidate& c, int s, const op& operation, bool rib) {
   const auto& sp = c.out.stages[s];
   const int v = c.policies[s].chunks;
   if (v > 1) {  // interleaved: a chunk holds 1/v of the stage's layers
-    if (o.kind == op_kind::B) return (sp.backward_s + (rib ? sp.forward_s : 0.0)) / v;
+    if (operation.kind == op_kind::B) return (sp.backward_s + (rib ? sp.forward_s : 0.0)) / v;
     return sp.forward_s / v;
   }
-  switch (o.kind) {
+  switch (operation.kind) {
     case op_kind::F:
     case op_kind::Fpc:
     case op_kind::R:
@@ -164,7 +164,7 @@ double op_seconds(const candidate& c, int s, const op& o, bool rib) {
     case op_kind::B:
       if (c.policies[s].split_weight) return sp.backward_s - sp.weight_s;
       if (rib) return sp.backward_s + sp.forward_s;
-      if (c.policies[s].pre.count(o.mb)) return sp.backward_s;
+      if (c.policies[s].pre.count(operation.mb)) return sp.backward_s;
       return sp.backward_s + c.prefix[s];
     case op_kind::W:
       return sp.weight_s;
@@ -424,7 +424,9 @@ void finish(const plan_request& r, const cost_model& costs, const model::graph& 
   const int per_host = std::max(1, (world + std::max(1, r.nodes) - 1) / std::max(1, r.nodes));
   out.host_of_rank.clear();
   for (int q = 0; q < world; ++q) out.host_of_rank.push_back(q / per_host);
-  auto cost = [&](int s, const op& o, bool rib) { return op_seconds(c, s, o, rib); };
+  auto cost = [&](int s, const op& operation, bool rib) {
+    return op_seconds(c, s, operation, rib);
+  };
   auto delay = [&](int from, int to, int) { return c.act_delay[std::min(from, to)]; };
   auto trace = simulate_pipeline(c.policies, cost, delay, c.sharing);
   MERAK_CHECK(!trace.deadlocked, "the simulated schedule deadlocked (pp {}, m {})", out.pp,

@@ -31,22 +31,23 @@ schedule_kind parse_schedule(std::string_view name) {
   fail("unknown schedule '{}' (expected gpipe, 1f1b, shifted, zb-h1 or interleaved)", name);
 }
 
-std::string op_name(const op& o) {
+std::string op_name(const op& operation) {
   static const char* names[] = {"F", "Fpc", "R", "B", "W"};
-  if (o.chunk > 0) return fmt::format("{}{}.{}", names[int(o.kind)], o.mb, o.chunk);
-  return fmt::format("{}{}", names[int(o.kind)], o.mb);
+  if (operation.chunk > 0)
+    return fmt::format("{}{}.{}", names[int(operation.kind)], operation.mb, operation.chunk);
+  return fmt::format("{}{}", names[int(operation.kind)], operation.mb);
 }
 
-op_target next_for(const op& o, int stage, int p, int v) {
-  const bool fwd = o.kind == op_kind::F || o.kind == op_kind::Fpc;
+op_target next_for(const op& operation, int stage, int p, int v) {
+  const bool fwd = operation.kind == op_kind::F || operation.kind == op_kind::Fpc;
   if (fwd) {
-    if (stage + 1 < p) return {stage + 1, o.chunk};
-    if (o.chunk + 1 < v) return {0, o.chunk + 1};
+    if (stage + 1 < p) return {stage + 1, operation.chunk};
+    if (operation.chunk + 1 < v) return {0, operation.chunk + 1};
     return {-1, 0};
   }
-  if (o.kind == op_kind::B) {
-    if (stage > 0) return {stage - 1, o.chunk};
-    if (o.chunk > 0) return {p - 1, o.chunk - 1};
+  if (operation.kind == op_kind::B) {
+    if (stage > 0) return {stage - 1, operation.chunk};
+    if (operation.chunk > 0) return {p - 1, operation.chunk - 1};
   }
   return {-1, 0};
 }
@@ -189,31 +190,33 @@ std::optional<op> stage_scheduler::next() {
   return pick;
 }
 
-void stage_scheduler::completed(const op& o) {
+void stage_scheduler::completed(const op& operation) {
   MERAK_CHECK(busy_, "completed() without a running op");
   busy_ = false;
-  auto same = [&](op want) { return want.mb == o.mb && want.chunk == o.chunk; };
-  switch (o.kind) {
+  auto same = [&](op want) { return want.mb == operation.mb && want.chunk == operation.chunk; };
+  switch (operation.kind) {
     case op_kind::F:
     case op_kind::Fpc:
-      MERAK_CHECK(same(forward_at(forwarded_)), "forward of {} out of order", op_name(o));
-      forwarded_slot_[slot(o)] = true;
+      MERAK_CHECK(same(forward_at(forwarded_)), "forward of {} out of order", op_name(operation));
+      forwarded_slot_[slot(operation)] = true;
       ++forwarded_;
       max_in_flight_ = std::max(max_in_flight_, in_flight());
       last_was_backward_ = false;
       break;
     case op_kind::R:
-      recomputed_[slot(o)] = true;
+      recomputed_[slot(operation)] = true;
       last_was_backward_ = false;
       break;
     case op_kind::B:
-      MERAK_CHECK(same(backward_at(backwarded_)), "backward of {} out of order", op_name(o));
+      MERAK_CHECK(same(backward_at(backwarded_)), "backward of {} out of order",
+                  op_name(operation));
       ++backwarded_;
       any_backward_ = true;
       last_was_backward_ = true;
       break;
     case op_kind::W:
-      MERAK_CHECK(same(backward_at(weighted_)), "weight gradient of {} out of order", op_name(o));
+      MERAK_CHECK(same(backward_at(weighted_)), "weight gradient of {} out of order",
+                  op_name(operation));
       ++weighted_;
       break;
   }

@@ -73,7 +73,7 @@ struct op {
   bool operator==(const op&) const = default;
 };
 // "F3", "Fpc5", "R5", "B0", "W0"; a chunk above 0 follows a dot: "F3.1".
-std::string op_name(const op& o);
+std::string op_name(const op& operation);
 
 // Where an op's result goes in a pipeline of p devices with v chunks each
 // (v = 1: plain stages): the stage and chunk an F's activation or a B's
@@ -81,7 +81,7 @@ std::string op_name(const op& o);
 struct op_target {
   int stage, chunk;
 };
-op_target next_for(const op& o, int stage, int p, int v);
+op_target next_for(const op& operation, int stage, int p, int v);
 
 // One stage's decisions. Feed it arrivals and completions; ask next() when
 // the stage is idle. Single-threaded (owned by one stage actor).
@@ -98,7 +98,7 @@ class stage_scheduler {
   // The op to run now, or nothing if none is eligible. The op counts as
   // started: call completed() when it finishes. One op at a time.
   std::optional<op> next();
-  void completed(const op& o);
+  void completed(const op& operation);
   // Whether next() would return an op now.
   bool has_eligible() const {
     return !busy_ && (f_eligible() || b_eligible() || r_eligible() || w_eligible());
@@ -122,7 +122,9 @@ class stage_scheduler {
   // The k-th forward and backward (and W) of this stage, in policy order.
   op forward_at(int k) const;
   op backward_at(int k) const;
-  int slot(const op& o) const { return o.chunk * policy_.micro_batches + o.mb; }
+  int slot(const op& operation) const {
+    return operation.chunk * policy_.micro_batches + operation.mb;
+  }
 
   stage_policy policy_;
   std::vector<bool> act_, grad_, recomputed_, forwarded_slot_;  // by slot()

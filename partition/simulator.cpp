@@ -21,15 +21,15 @@ using event_queue = std::priority_queue<event, std::vector<event>, std::greater<
 
 // Queues the message a finished op sends: an F's activation to the next
 // virtual stage, a B's gradient to the one before.
-void send_result(const op& o, int s, int p, int chunks, double now, const link_delay_fn& delay,
-                 event_queue& q, int64_t& seq) {
-  const op_target t = next_for(o, s, p, chunks);
+void send_result(const op& operation, int s, int p, int chunks, double now,
+                 const link_delay_fn& delay, event_queue& q, int64_t& seq) {
+  const op_target t = next_for(operation, s, p, chunks);
   if (t.stage < 0) return;
-  op msg = o;
+  op msg = operation;
   msg.chunk = t.chunk;
-  const bool fwd = o.kind == op_kind::F || o.kind == op_kind::Fpc;
-  q.push({now + delay(s, t.stage, o.mb), seq++, fwd ? event::activation : event::gradient, t.stage,
-          msg});
+  const bool fwd = operation.kind == op_kind::F || operation.kind == op_kind::Fpc;
+  q.push({now + delay(s, t.stage, operation.mb), seq++, fwd ? event::activation : event::gradient,
+          t.stage, msg});
 }
 
 }  // namespace
@@ -49,8 +49,8 @@ double pipeline_trace::bubble_fraction() const {
 }
 
 op_cost_fn uniform_costs(double t_f, double t_b, double t_r, double t_w) {
-  return [=](int, const op& o, bool recompute_in_backward) {
-    switch (o.kind) {
+  return [=](int, const op& operation, bool recompute_in_backward) {
+    switch (operation.kind) {
       case op_kind::F:
       case op_kind::Fpc:
         return t_f;

@@ -31,7 +31,7 @@ struct pipeline_trace {
 
 // Cost of running `o` on stage `s` (full-recomputation backwards include the
 // recomputation: the callback sees op_kind::B and `recompute_in_backward`).
-using op_cost_fn = std::function<double(int s, const op& o, bool recompute_in_backward)>;
+using op_cost_fn = std::function<double(int s, const op& operation, bool recompute_in_backward)>;
 // Delay of a message from stage `from` to stage `to` about micro-batch mb.
 using link_delay_fn = std::function<double(int from, int to, int mb)>;
 
