@@ -103,36 +103,36 @@ struct tensor_channel::impl {
     h->c = t->irecv(peer, kheader_tag, &h->header, sizeof h->header);
   }
 
-  void start_send(outgoing&& o) {
-    const auto& x = *o.x;
+  void start_send(outgoing&& message) {
+    const auto& x = *message.x;
     if (int(x.shape().size()) > kmax_dims)
       fail("tensor channel: a tensor of {} dimensions (at most {})", x.shape().size(), kmax_dims);
     sends.emplace_back();
     send_op& s = sends.back();
     s.header = {};
     s.header.magic = kmagic;
-    s.header.dst = o.label.dst;
-    s.header.kind = o.label.kind;
-    s.header.mb = o.label.mb;
-    s.header.value = o.label.value;
+    s.header.dst = message.label.dst;
+    s.header.kind = message.label.kind;
+    s.header.mb = message.label.mb;
+    s.header.value = message.label.value;
     s.header.dtype = int32_t(x.type());
     s.header.ndim = int32_t(x.shape().size());
-    s.header.seq = ++sent_seq[size_t(o.peer)];
+    s.header.seq = ++sent_seq[size_t(message.peer)];
     for (size_t d = 0; d < x.shape().size(); ++d) s.header.dims[d] = x.shape()[d];
-    if (auto r = rings.to.find(o.peer);
+    if (auto r = rings.to.find(message.peer);
         r != rings.to.end() && x.bytes() > 0 && x.where().type == model::device::kind::cpu) {
       if (auto pos = r->second->reserve(x.bytes())) {
         std::memcpy(r->second->at(*pos), x.raw(), x.bytes());
         std::atomic_thread_fence(std::memory_order_release);  // the bytes before the header
         s.header.flags = kin_ring;
         s.header.ring_pos = *pos;
-        s.head = t->isend(o.peer, kheader_tag, &s.header, sizeof s.header);
+        s.head = t->isend(message.peer, kheader_tag, &s.header, sizeof s.header);
         return;
       }
     }
-    s.x = std::move(o.x);
-    s.head = t->isend(o.peer, kheader_tag, &s.header, sizeof s.header);
-    s.body = t->isend(o.peer, payload_tag(s.header.seq), s.x->raw(), s.x->bytes());
+    s.x = std::move(message.x);
+    s.head = t->isend(message.peer, kheader_tag, &s.header, sizeof s.header);
+    s.body = t->isend(message.peer, payload_tag(s.header.seq), s.x->raw(), s.x->bytes());
   }
 
   // Posts the queued sends (holding mu); returns whether there were any.
@@ -272,19 +272,19 @@ struct tensor_channel::impl {
 
   // Posts `o` from the caller's thread when the channel's thread is not
   // using the transport, else queues it for that thread.
-  void send(outgoing&& o) {
+  void send(outgoing&& message) {
     std::unique_lock lock(mu, std::try_to_lock);
     if (!lock.owns_lock() || stop.load(std::memory_order_acquire)) {
       {
         std::lock_guard q(queue_mu);
-        queue.push_back(std::move(o));
+        queue.push_back(std::move(message));
       }
       wake();
       return;
     }
     try {
       post_queued();  // older sends first
-      start_send(std::move(o));
+      start_send(std::move(message));
       // A send that did not finish at once (a payload in fragments, a
       // rendezvous) needs the transport's progress, which the channel's
       // thread makes: wake it. A tensor that went through a ring has only

@@ -56,19 +56,19 @@ shared_region shared_region::open(const std::string& name, size_t bytes) {
   return shared_region(name, map(fd, bytes, name), bytes, false);
 }
 
-shared_region::shared_region(shared_region&& o) noexcept
-    : name_(std::move(o.name_)),
-      data_(std::exchange(o.data_, nullptr)),
-      size_(o.size_),
-      owner_(std::exchange(o.owner_, false)) {}
+shared_region::shared_region(shared_region&& other) noexcept
+    : name_(std::move(other.name_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(other.size_),
+      owner_(std::exchange(other.owner_, false)) {}
 
-shared_region& shared_region::operator=(shared_region&& o) noexcept {
-  if (this != &o) {
+shared_region& shared_region::operator=(shared_region&& other) noexcept {
+  if (this != &other) {
     this->~shared_region();
-    name_ = std::move(o.name_);
-    data_ = std::exchange(o.data_, nullptr);
-    size_ = o.size_;
-    owner_ = std::exchange(o.owner_, false);
+    name_ = std::move(other.name_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = other.size_;
+    owner_ = std::exchange(other.owner_, false);
   }
   return *this;
 }

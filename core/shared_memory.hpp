@@ -19,8 +19,8 @@ class shared_region {
   // `name` is "/something". Throws merak::error naming the region.
   static shared_region create(const std::string& name, size_t bytes);
   static shared_region open(const std::string& name, size_t bytes);
-  shared_region(shared_region&& o) noexcept;
-  shared_region& operator=(shared_region&& o) noexcept;
+  shared_region(shared_region&& other) noexcept;
+  shared_region& operator=(shared_region&& other) noexcept;
   shared_region(const shared_region&) = delete;
   shared_region& operator=(const shared_region&) = delete;
   ~shared_region();

@@ -29,11 +29,11 @@ class unique_fd {
  public:
   unique_fd() = default;
   explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
+  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    if (this != &other) {
       reset();
-      fd_ = std::exchange(o.fd_, -1);
+      fd_ = std::exchange(other.fd_, -1);
     }
     return *this;
   }
@@ -132,7 +132,6 @@ int bound_port(int fd);
 // A TCP port that is free on `host` right now (the kernel's pick), for a
 // launcher to hand to its workers as MASTER_PORT. Throws merak::error.
 int pick_free_port(const std::string& host = "127.0.0.1");
-
 
 // Connects to host:port, retrying while nothing listens there yet, until
 // `deadline` (which also bounds each attempt). The socket is non-blocking

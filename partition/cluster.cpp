@@ -85,11 +85,11 @@ cluster_spec find_cluster(const std::string& name_or_file) {
   const std::string& path = name_or_file;
   const nlohmann::json j = read_json_file(path, "cluster file");
   if (!j.is_object()) fail("cluster file '{}': expected a JSON object", path);
-  auto number = [&](const nlohmann::json& o, const std::string& where, const char* key,
+  auto number = [&](const nlohmann::json& object, const std::string& where, const char* key,
                     double lo) -> double {
-    if (!o.contains(key) || !o[key].is_number())
+    if (!object.contains(key) || !object[key].is_number())
       fail("cluster file '{}': '{}{}' must be a number", path, where, key);
-    double v = o[key].get<double>();
+    double v = object[key].get<double>();
     if (!(v >= lo) || !std::isfinite(v))
       fail("cluster file '{}': '{}{}' is {}, must be at least {}", path, where, key, v, lo);
     return v;

@@ -15,7 +15,9 @@ struct event {
   enum kind_t { complete, activation, gradient } kind;
   int stage;
   op what;
-  bool operator>(const event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  bool operator>(const event& other) const {
+    return time != other.time ? time > other.time : seq > other.seq;
+  }
 };
 using event_queue = std::priority_queue<event, std::vector<event>, std::greater<>>;
 
