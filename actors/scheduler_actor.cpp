@@ -21,14 +21,14 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
   auto st = std::make_shared<state>();
   const partition::layout& L = su.layout;
   // Virtual stages (pp x chunks), and the shards of each.
-  const int P = L.virtual_stages(), lines = L.dp * L.tp;
+  const int stage_count = L.virtual_stages(), lines = L.dp * L.tp;
   const bool full = L.recompute == partition::recompute_kind::full;
   const bool stage_aware = L.recompute == partition::recompute_kind::stage_aware;
-  st->reports.resize(size_t(P));
-  auto plan_and_send = [self, st, su, P, lines, full, stage_aware] {
+  st->reports.resize(size_t(stage_count));
+  auto plan_and_send = [self, st, su, stage_count, lines, full, stage_aware] {
     const partition::layout& L = su.layout;
     std::vector<partition::stage_policy> pols;
-    for (int s = 0; s < P; ++s) {
+    for (int s = 0; s < stage_count; ++s) {
       // Every chunk of a device carries the device's policy (its chunk-0
       // actor schedules them all).
       pols.push_back(
@@ -46,7 +46,7 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       else
         plan = partition::plan_stage_aware(st->reports, 0.0);  // keeps everything
       if (!stage_aware && su.budget > 0 && !full)
-        for (int s = 0; s < P; ++s)
+        for (int s = 0; s < stage_count; ++s)
           if (plan.bytes[s] > su.budget)
             throw error(
                 fmt::format("stage {} needs {} bytes without recomputation, more than "
@@ -57,8 +57,8 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       return;
     }
     for (int r = 0; r < lines; ++r)
-      for (int s = 0; s < P; ++s)
-        self->send(st->stages[size_t(r) * P + s],
+      for (int s = 0; s < stage_count; ++s)
+        self->send(st->stages[size_t(r) * stage_count + s],
                    stage_plan{pols[size_t(s)], plan.nodes[size_t(s)]});
     self->send(st->coordinator, plan_ready{plan.str()});
   };
@@ -67,17 +67,18 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
         st->stages = std::move(w.stages);
         st->coordinator = std::move(w.coordinator);
         st->wired = true;
-        if (st->received == P) plan_and_send();  // reports came first
+        if (st->received == stage_count) plan_and_send();  // reports came first
       },
       [=](memory_report& r) {
         const int stage = r.memory.stage;
-        if (stage < 0 || stage >= P) {
-          self->send(st->coordinator, job_failed{fmt::format(
-                                          "scheduler: memory report of stage {} of {}", stage, P)});
+        if (stage < 0 || stage >= stage_count) {
+          self->send(st->coordinator,
+                     job_failed{fmt::format("scheduler: memory report of stage {} of {}", stage,
+                                            stage_count)});
           return;
         }
         st->reports[size_t(stage)] = std::move(r.memory);
-        if (++st->received == P && st->wired) plan_and_send();
+        if (++st->received == stage_count && st->wired) plan_and_send();
       },
   };
 }
