@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages merak builds against, where missing.
 # Idempotent and quick when everything is present; uses sudo when not root.
-# Usage: deploy/install-deps.sh [--data] [--bench]   (--data adds npm, with
-# which deploy/get-data.sh fetches the corpus; --bench adds PyTorch for the
-# side-by-side benchmark and Chromium, in which cli.report renders `merak
-# report`'s page; neither is needed for building, and the tests skip without them).
+# Usage: deploy/install-deps.sh [--data] [--test] [--bench]   (--data adds
+# npm, with which deploy/get-data.sh fetches the corpus; --test adds
+# Chromium, in which cli.report renders `merak report`'s page (CI installs
+# it; elsewhere that test skips without it); --bench adds PyTorch for the
+# side-by-side benchmark, and Chromium too. None is needed for building.)
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
@@ -19,8 +20,9 @@ packages=(build-essential cmake ninja-build pkg-config python3
 for arg in "$@"; do
   case "$arg" in
     --data) command -v npm >/dev/null || packages+=(npm) ;;  # any npm will do
+    --test) packages+=(chromium) ;;
     --bench) packages+=(python3-torch chromium) ;;
-    *) echo "install-deps: unknown option '$arg' (--data, --bench)" >&2; exit 1 ;;
+    *) echo "install-deps: unknown option '$arg' (--data, --test, --bench)" >&2; exit 1 ;;
   esac
 done
 
