@@ -106,11 +106,28 @@ void gather(float* dst, const bf16* src, int ld, int T, int hs) {
     for (int d = 0; d < hs; ++d) dst[int64_t(t) * hs + d] = to_f32(src[int64_t(t) * ld + d]);
 }
 
-// The widened q, k, v of one (batch, head) of a bf16 qkv (row stride 3C).
-void gather_qkv(head_buffers& w, const bf16* q, int C, int T, int hs) {
-  gather(w.q.data(), q, 3 * C, T, hs);
-  gather(w.k.data(), q + C, 3 * C, T, hs);
-  gather(w.v.data(), q + 2 * C, 3 * C, T, hs);
+// dst (T, hs) with row stride ld += src (T, hs), rounded back to bf16.
+void scatter_add(bf16* dst, int ld, const float* src, int T, int hs) {
+  for (int t = 0; t < T; ++t)
+    for (int d = 0; d < hs; ++d) {
+      bf16& x = dst[int64_t(t) * ld + d];
+      x = to_bf16(to_f32(x) + src[size_t(t) * hs + d]);
+    }
+}
+
+// The layout of a grouped qkv row: [Q (NH heads) | K (G heads) | V (G heads)],
+// heads of hs channels; query head h reads K/V group h / (NH / G).
+struct qkv_layout {
+  int NH, G, hs, C, ld;  // C = NH * hs output channels; ld the qkv row stride
+  int heads_per_group() const { return NH / G; }
+  int64_t q(int h) const { return int64_t(h) * hs; }
+  int64_t k(int grp) const { return C + int64_t(grp) * hs; }
+  int64_t v(int grp) const { return C + int64_t(G + grp) * hs; }
+};
+
+qkv_layout layout_of(int C, int NH, int G) {
+  const int hs = C / NH;
+  return {NH, G, hs, C, C + 2 * G * hs};
 }
 
 }  // namespace
@@ -119,52 +136,71 @@ int64_t attention_scratch_floats(int T) {
   return int64_t(kBlock) * T;
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
-  const int hs = C / NH, C3 = 3 * C;
-  const float scale = 1.0f / std::sqrt(float(hs));
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                       int G) {
+  const qkv_layout lay = layout_of(C, NH, G);
+  const float scale = 1.0f / std::sqrt(float(lay.hs));
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; ++bh) {
-    int b = bh / NH, h = bh % NH;
-    const float* q = qkv + int64_t(b) * T * C3 + h * hs;  // (T, hs), row stride 3C
-    head_forward(out + int64_t(b) * T * C + h * hs, C, att + int64_t(bh) * T * T, q, q + C,
-                 q + 2 * C, C3, T, hs, scale);
+    int b = bh / NH, h = bh % NH, grp = h / lay.heads_per_group();
+    const float* row = qkv + int64_t(b) * T * lay.ld;  // (T, ld)
+    head_forward(out + int64_t(b) * T * C + lay.q(h), C, att + int64_t(bh) * T * T, row + lay.q(h),
+                 row + lay.k(grp), row + lay.v(grp), lay.ld, T, lay.hs, scale);
   }
 }
 
+// Parallel over (batch, group): the heads of a group add into the same dK
+// and dV, one after the other, so the sums are race-free and deterministic.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        float* scratch, int B, int T, int C, int NH) {
-  const int hs = C / NH, C3 = 3 * C;
-  const float scale = 1.0f / std::sqrt(float(hs));
+                        float* scratch, int B, int T, int C, int NH, int G) {
+  const qkv_layout lay = layout_of(C, NH, G);
+  const float scale = 1.0f / std::sqrt(float(lay.hs));
+  const int per_group = lay.heads_per_group();
 #pragma omp parallel
   {
     float* ds =
         scratch + int64_t(omp_get_thread_num()) * attention_scratch_floats(T);  // (kBlock, T)
 #pragma omp for schedule(static)
-    for (int bh = 0; bh < B * NH; ++bh) {
-      int b = bh / NH, h = bh % NH;
-      int64_t base = int64_t(b) * T * C3 + h * hs;
-      const float* q = qkv + base;
-      float* dq = dqkv + base;
-      head_backward(dq, dq + C, dq + 2 * C, C3, ds, dout + int64_t(b) * T * C + h * hs, C, q, q + C,
-                    q + 2 * C, C3, att + int64_t(bh) * T * T, T, hs, scale);
+    for (int bg = 0; bg < B * G; ++bg) {
+      int b = bg / G, grp = bg % G;
+      const int64_t base = int64_t(b) * T * lay.ld;
+      const float* row = qkv + base;
+      float* drow = dqkv + base;
+      for (int h = grp * per_group; h < (grp + 1) * per_group; ++h)
+        head_backward(drow + lay.q(h), drow + lay.k(grp), drow + lay.v(grp), lay.ld, ds,
+                      dout + int64_t(b) * T * C + lay.q(h), C, row + lay.q(h), row + lay.k(grp),
+                      row + lay.v(grp), lay.ld, att + (int64_t(b) * NH + h) * T * T, T, lay.hs,
+                      scale);
     }
   }
+}
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+  attention_forward(out, att, qkv, B, T, C, NH, NH);
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                        float* scratch, int B, int T, int C, int NH) {
+  attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, NH, NH);
 }
 
 // bf16: each (batch, head) is widened into per-thread float buffers, runs
 // the float code above, and is rounded back; the probabilities are kept in
 // bf16 (the entries each row's block reads).
-void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int C, int NH) {
-  const int hs = C / NH, C3 = 3 * C;
+void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int C, int NH, int G) {
+  const qkv_layout lay = layout_of(C, NH, G);
+  const int hs = lay.hs;
   const float scale = 1.0f / std::sqrt(float(hs));
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; ++bh) {
-    int b = bh / NH, h = bh % NH;
+    int b = bh / NH, h = bh % NH, grp = h / lay.heads_per_group();
     auto& w = buffers(T, hs);
-    const bf16* q = qkv + int64_t(b) * T * C3 + h * hs;
-    gather_qkv(w, q, C, T, hs);
+    const bf16* row = qkv + int64_t(b) * T * lay.ld;
+    gather(w.q.data(), row + lay.q(h), lay.ld, T, hs);
+    gather(w.k.data(), row + lay.k(grp), lay.ld, T, hs);
+    gather(w.v.data(), row + lay.v(grp), lay.ld, T, hs);
     head_forward(w.o.data(), hs, w.p.data(), w.q.data(), w.k.data(), w.v.data(), hs, T, hs, scale);
-    bf16* o = out + int64_t(b) * T * C + h * hs;
+    bf16* o = out + int64_t(b) * T * C + lay.q(h);
     for (int t = 0; t < T; ++t)
       for (int d = 0; d < hs; ++d) o[int64_t(t) * C + d] = to_bf16(w.o[size_t(t) * hs + d]);
     bf16* a = att + int64_t(bh) * T * T;
@@ -174,37 +210,49 @@ void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int 
   }
 }
 
+// Parallel over (batch, group) as the float backward; a group's dK and dV
+// are summed in float over its heads and rounded into dqkv once.
 void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* att, int B,
-                        int T, int C, int NH) {
-  const int hs = C / NH, C3 = 3 * C;
+                        int T, int C, int NH, int G) {
+  const qkv_layout lay = layout_of(C, NH, G);
+  const int hs = lay.hs, per_group = lay.heads_per_group();
   const float scale = 1.0f / std::sqrt(float(hs));
+  const size_t th = size_t(T) * hs;
 #pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < B * NH; ++bh) {
-    int b = bh / NH, h = bh % NH;
+  for (int bg = 0; bg < B * G; ++bg) {
+    int b = bg / G, grp = bg % G;
     auto& w = buffers(T, hs);
-    int64_t base = int64_t(b) * T * C3 + h * hs;
-    const bf16* q = qkv + base;
-    gather_qkv(w, q, C, T, hs);
-    gather(w.o.data(), dout + int64_t(b) * T * C + h * hs, C, T, hs);  // dO
-    const bf16* a = att + int64_t(bh) * T * T;
-    for (int i = 0; i < T; ++i)
-      for (int j = 0, L = row_span(i, T); j < L; ++j)
-        w.p[size_t(i) * T + j] = to_f32(a[int64_t(i) * T + j]);
-    const size_t th = size_t(T) * hs;
-    std::fill_n(w.dq.data(), th, 0.f);
+    const int64_t base = int64_t(b) * T * lay.ld;
+    const bf16* row = qkv + base;
+    bf16* drow = dqkv + base;
+    gather(w.k.data(), row + lay.k(grp), lay.ld, T, hs);
+    gather(w.v.data(), row + lay.v(grp), lay.ld, T, hs);
     std::fill_n(w.dk.data(), th, 0.f);
     std::fill_n(w.dv.data(), th, 0.f);
-    head_backward(w.dq.data(), w.dk.data(), w.dv.data(), hs, w.ds.data(), w.o.data(), hs,
-                  w.q.data(), w.k.data(), w.v.data(), hs, w.p.data(), T, hs, scale);
-    bf16* dq = dqkv + base;
-    const float* parts[3] = {w.dq.data(), w.dk.data(), w.dv.data()};
-    for (int part = 0; part < 3; ++part)
-      for (int t = 0; t < T; ++t)
-        for (int d = 0; d < hs; ++d) {
-          bf16& x = dq[int64_t(t) * C3 + part * C + d];
-          x = to_bf16(to_f32(x) + parts[part][size_t(t) * hs + d]);
-        }
+    for (int h = grp * per_group; h < (grp + 1) * per_group; ++h) {
+      gather(w.q.data(), row + lay.q(h), lay.ld, T, hs);
+      gather(w.o.data(), dout + int64_t(b) * T * C + lay.q(h), C, T, hs);  // dO
+      const bf16* a = att + (int64_t(b) * NH + h) * T * T;
+      for (int i = 0; i < T; ++i)
+        for (int j = 0, L = row_span(i, T); j < L; ++j)
+          w.p[size_t(i) * T + j] = to_f32(a[int64_t(i) * T + j]);
+      std::fill_n(w.dq.data(), th, 0.f);
+      head_backward(w.dq.data(), w.dk.data(), w.dv.data(), hs, w.ds.data(), w.o.data(), hs,
+                    w.q.data(), w.k.data(), w.v.data(), hs, w.p.data(), T, hs, scale);
+      scatter_add(drow + lay.q(h), lay.ld, w.dq.data(), T, hs);
+    }
+    scatter_add(drow + lay.k(grp), lay.ld, w.dk.data(), T, hs);
+    scatter_add(drow + lay.v(grp), lay.ld, w.dv.data(), T, hs);
   }
+}
+
+void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int C, int NH) {
+  attention_forward(out, att, qkv, B, T, C, NH, NH);
+}
+
+void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* att, int B,
+                        int T, int C, int NH) {
+  attention_backward(dqkv, dout, qkv, att, B, T, C, NH, NH);
 }
 
 }  // namespace merak::model::kernels

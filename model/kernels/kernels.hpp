@@ -1,10 +1,11 @@
 #pragma once
-// CPU kernels of the GPT family, as forward/backward pairs (the oracle for
+// CPU kernels of the GPT and Llama families, as forward/backward pairs (the oracle for
 // any other backend).
 //
 // Conventions (llm.c's): arguments are outputs, then inputs, then sizes.
-// Sizes: B batch, T sequence, C channels, NH heads, V vocabulary, OC output
-// channels, N = B*T rows. Every backward *accumulates* (+=) into its gradient
+// Sizes: B batch, T sequence, C channels, NH heads, G key/value groups, hs
+// head size, F feed-forward channels, V vocabulary, OC output channels,
+// N = B*T rows. Every backward *accumulates* (+=) into its gradient
 // outputs, so a value used twice (residual stream, tied weights) sums its
 // gradients without extra passes; callers zero gradients before the first
 // contribution. All kernels use the OpenMP thread count and are deterministic
@@ -54,6 +55,38 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                         float* scratch, int B, int T, int C, int NH);
 int64_t attention_scratch_floats(int T);
+// Grouped-query causal attention (multi-query: G = 1; the above: G = NH).
+// qkv (B,T,C+2*G*hs) holds Q (NH heads), K (G heads), V (G heads) side by
+// side, hs = C/NH; query head h attends with K/V group h / (NH/G). G must
+// divide NH. out (B,T,C), att (B,NH,T,T) as above; scratch as above.
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                       int G);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                        float* scratch, int B, int T, int C, int NH, int G);
+
+// RMSNorm (Llama/Megatron): out (N,C) = inp * rstd * weight with rstd (N) =
+// 1/sqrt(mean(inp^2) + eps), stashed. No bias, no mean subtraction.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                     float eps);
+// dinp (N,C) +=, dweight (C) +=.
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C);
+
+// Rotary position embedding, rotate-half layout (Hugging Face's): rows of
+// CR channels (B,T,CR); in each row the first RH heads of hs channels (hs
+// even) are rotated, channel i < hs/2 paired with i + hs/2, by the angle
+// (pos_offset + t) * theta^(-2i/hs); channels from RH*hs on are copied.
+// out may alias inp.
+void rope_forward(float* out, const float* inp, int B, int T, int CR, int RH, int hs, float theta,
+                  int pos_offset);
+// dinp (B,T,CR) += the inverse rotation of dout (copied channels: += dout).
+void rope_backward(float* dinp, const float* dout, int B, int T, int CR, int RH, int hs,
+                   float theta, int pos_offset);
+
+// SwiGLU: inp (N,2F) rows [gate | up]; out (N,F) = silu(gate) * up.
+void swiglu_forward(float* out, const float* inp, int N, int F);
+// dinp (N,2F) += [dout * up * silu'(gate) | dout * silu(gate)].
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F);
 
 // GELU, tanh approximation. out (N) = gelu(inp).
 void gelu_forward(float* out, const float* inp, int64_t N);
@@ -88,6 +121,19 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
 void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int C, int NH);
 void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* att, int B,
                         int T, int C, int NH);
+void attention_forward(bf16* out, bf16* att, const bf16* qkv, int B, int T, int C, int NH, int G);
+void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* att, int B,
+                        int T, int C, int NH, int G);
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const float* weight, int N, int C,
+                     float eps);
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp,
+                      const float* weight, const float* rstd, int N, int C);
+void rope_forward(bf16* out, const bf16* inp, int B, int T, int CR, int RH, int hs, float theta,
+                  int pos_offset);
+void rope_backward(bf16* dinp, const bf16* dout, int B, int T, int CR, int RH, int hs, float theta,
+                   int pos_offset);
+void swiglu_forward(bf16* out, const bf16* inp, int N, int F);
+void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F);
 void gelu_forward(bf16* out, const bf16* inp, int64_t N);
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
 void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
