@@ -15,6 +15,7 @@
 
 #include <string_view>
 
+#include "core/error.hpp"
 #include "model/tensor.hpp"
 
 namespace merak::model {
@@ -66,6 +67,50 @@ class backend {
   virtual void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                                      const tensor& targets) = 0;
 
+  // The Llama family's operations (kernels.hpp states each formula). A
+  // backend that lacks one inherits a default that throws merak::error
+  // naming the operation and the backend.
+  //
+  // RMSNorm: rstd (N) float; weight (C) float; eps added to the mean square.
+  virtual void rmsnorm_forward(tensor& out, tensor& rstd, const tensor& in, const tensor& weight,
+                               float eps) {
+    not_implemented("rmsnorm");
+  }
+  virtual void rmsnorm_backward(tensor& din, tensor& dweight, const tensor& dout, const tensor& in,
+                                const tensor& weight, const tensor& rstd) {
+    not_implemented("rmsnorm backward");
+  }
+  // Rotary embedding of in (B,T,W) into out (same shape, may alias in): the
+  // first `rotated_heads` heads of `head_size` channels rotated at positions
+  // position_offset + t, the other channels copied.
+  virtual void rope_forward(tensor& out, const tensor& in, int rotated_heads, int head_size,
+                            float theta, int position_offset) {
+    not_implemented("rope");
+  }
+  virtual void rope_backward(tensor& din, const tensor& dout, int rotated_heads, int head_size,
+                             float theta, int position_offset) {
+    not_implemented("rope backward");
+  }
+  // in (B,T,2F) = [gate | up] -> out (B,T,F) = silu(gate) * up.
+  virtual void swiglu_forward(tensor& out, const tensor& in) { not_implemented("swiglu"); }
+  virtual void swiglu_backward(tensor& din, const tensor& in, const tensor& dout) {
+    not_implemented("swiglu backward");
+  }
+  // Grouped-query attention: qkv (B,T,C+2*groups*C/heads) -> out (B,T,C),
+  // `groups` K/V heads dividing `heads`. groups == heads is
+  // attention_forward/backward above, which the default runs; other group
+  // counts need the backend's own kernels.
+  virtual void gqa_attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads,
+                                     int groups) {
+    if (groups != heads) not_implemented("grouped-query attention");
+    attention_forward(out, att, qkv, heads);
+  }
+  virtual void gqa_attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv,
+                                      const tensor& att, int heads, int groups) {
+    if (groups != heads) not_implemented("grouped-query attention backward");
+    attention_backward(dqkv, dout, qkv, att, heads);
+  }
+
   // Optimizer-side operations on float tensors (parameters, gradients,
   // AdamW moments), so that they stay on the device.
   // The sum of squares, accumulated in double.
@@ -82,6 +127,11 @@ class backend {
   };
   virtual void adamw_update(tensor& value, tensor& grad, tensor& m, tensor& v,
                             const adamw_args& a) = 0;
+
+ protected:
+  [[noreturn]] void not_implemented(const char* op) const {
+    fail("{}: not implemented on the {} backend", op, name());
+  }
 };
 
 // Shapes as the backends read them: rows (every dimension but the last)

@@ -116,6 +116,98 @@ class cpu_backend final : public backend {
                           heads);
   }
 
+  void gqa_attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads,
+                             int groups) override {
+    expect_type("grouped-query attention", qkv.type(), {&out, &att});
+    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols_of(out);
+    check_groups(qkv, C, heads, groups);
+    if (is_bf16(qkv))
+      k::attention_forward(out.bf16s(), att.bf16s(), qkv.bf16s(), B, T, C, heads, groups);
+    else
+      k::attention_forward(out.f32(), att.f32(), qkv.f32(), B, T, C, heads, groups);
+  }
+  void gqa_attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv,
+                              const tensor& att, int heads, int groups) override {
+    expect_type("grouped-query attention backward", qkv.type(), {&dqkv, &dout, &att});
+    const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols_of(dout);
+    check_groups(qkv, C, heads, groups);
+    if (is_bf16(qkv)) {
+      k::attention_backward(dqkv.bf16s(), dout.bf16s(), qkv.bf16s(), att.bf16s(), B, T, C, heads,
+                            groups);
+      return;
+    }
+    static thread_local std::vector<float> scratch;
+    const size_t need = size_t(k::attention_scratch_floats(T)) * size_t(omp_get_max_threads());
+    if (scratch.size() < need) scratch.resize(need);
+    k::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), att.f32(), scratch.data(), B, T, C,
+                          heads, groups);
+  }
+
+  void rmsnorm_forward(tensor& out, tensor& rstd, const tensor& in, const tensor& weight,
+                       float eps) override {
+    expect_type("rmsnorm", out.type(), {&in});
+    if (is_bf16(in))
+      k::rmsnorm_forward(out.bf16s(), rstd.f32(), in.bf16s(), weight.f32(), rows_of(in),
+                         cols_of(in), eps);
+    else
+      k::rmsnorm_forward(out.f32(), rstd.f32(), in.f32(), weight.f32(), rows_of(in), cols_of(in),
+                         eps);
+  }
+  void rmsnorm_backward(tensor& din, tensor& dweight, const tensor& dout, const tensor& in,
+                        const tensor& weight, const tensor& rstd) override {
+    expect_type("rmsnorm backward", in.type(), {&din, &dout});
+    if (is_bf16(in))
+      k::rmsnorm_backward(din.bf16s(), dweight.f32(), dout.bf16s(), in.bf16s(), weight.f32(),
+                          rstd.f32(), rows_of(in), cols_of(in));
+    else
+      k::rmsnorm_backward(din.f32(), dweight.f32(), dout.f32(), in.f32(), weight.f32(), rstd.f32(),
+                          rows_of(in), cols_of(in));
+  }
+
+  void rope_forward(tensor& out, const tensor& in, int rotated_heads, int head_size, float theta,
+                    int position_offset) override {
+    expect_type("rope", in.type(), {&out});
+    check_rope(in, rotated_heads, head_size);
+    const int B = int(in.dim(0)), T = int(in.dim(1)), W = cols_of(in);
+    if (is_bf16(in))
+      k::rope_forward(out.bf16s(), in.bf16s(), B, T, W, rotated_heads, head_size, theta,
+                      position_offset);
+    else
+      k::rope_forward(out.f32(), in.f32(), B, T, W, rotated_heads, head_size, theta,
+                      position_offset);
+  }
+  void rope_backward(tensor& din, const tensor& dout, int rotated_heads, int head_size, float theta,
+                     int position_offset) override {
+    expect_type("rope backward", dout.type(), {&din});
+    check_rope(dout, rotated_heads, head_size);
+    const int B = int(dout.dim(0)), T = int(dout.dim(1)), W = cols_of(dout);
+    if (is_bf16(dout))
+      k::rope_backward(din.bf16s(), dout.bf16s(), B, T, W, rotated_heads, head_size, theta,
+                       position_offset);
+    else
+      k::rope_backward(din.f32(), dout.f32(), B, T, W, rotated_heads, head_size, theta,
+                       position_offset);
+  }
+
+  void swiglu_forward(tensor& out, const tensor& in) override {
+    expect_type("swiglu", in.type(), {&out});
+    MERAK_CHECK(cols_of(in) == 2 * cols_of(out), "swiglu of {} into {}", shape_str(in.shape()),
+                shape_str(out.shape()));
+    if (is_bf16(in))
+      k::swiglu_forward(out.bf16s(), in.bf16s(), rows_of(in), cols_of(out));
+    else
+      k::swiglu_forward(out.f32(), in.f32(), rows_of(in), cols_of(out));
+  }
+  void swiglu_backward(tensor& din, const tensor& in, const tensor& dout) override {
+    expect_type("swiglu backward", in.type(), {&din, &dout});
+    MERAK_CHECK(cols_of(in) == 2 * cols_of(dout), "swiglu backward of {} from {}",
+                shape_str(in.shape()), shape_str(dout.shape()));
+    if (is_bf16(in))
+      k::swiglu_backward(din.bf16s(), in.bf16s(), dout.bf16s(), rows_of(in), cols_of(dout));
+    else
+      k::swiglu_backward(din.f32(), in.f32(), dout.f32(), rows_of(in), cols_of(dout));
+  }
+
   void gelu_forward(tensor& out, const tensor& in) override {
     expect_type("gelu", in.type(), {&out});
     if (is_bf16(in))
@@ -254,6 +346,21 @@ class cpu_backend final : public backend {
   }
 
  private:
+  // qkv (B,T,C+2*groups*C/heads) with groups dividing heads dividing C.
+  static void check_groups(const tensor& qkv, int C, int heads, int groups) {
+    if (heads < 1 || groups < 1 || heads % groups != 0 || C % heads != 0)
+      fail("grouped-query attention: {} groups of {} heads over {} channels", groups, heads, C);
+    const int64_t want = C + 2 * int64_t(groups) * (C / heads);
+    if (cols_of(qkv) != want)
+      fail("grouped-query attention expects qkv (B, T, {}), got {}", want, shape_str(qkv.shape()));
+  }
+  static void check_rope(const tensor& t, int rotated_heads, int head_size) {
+    if (head_size < 2 || head_size % 2 != 0 || rotated_heads < 0 ||
+        int64_t(rotated_heads) * head_size > cols_of(t) || t.rank() != 3)
+      fail("rope of {} heads of size {} (even) over {}", rotated_heads, head_size,
+           shape_str(t.shape()));
+  }
+
   template <typename A>
   static void bias_fwd(A* y, const A* x, const float* b, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
