@@ -4,24 +4,12 @@
 
 #include "core/error.hpp"
 #include "model/backend.hpp"
+#include "model/layer_helpers.hpp"
 
 namespace merak::model::layers {
 namespace {
 
-int64_t rows(const tensor& t) {
-  return t.dim(0) * t.dim(1);
-}
-
-shape_t with_features(const shape_t& in, std::initializer_list<int64_t> f) {
-  shape_t s{in.at(0), in.at(1)};
-  s.insert(s.end(), f);
-  return s;
-}
-
-void expect_features(const shape_t& s, int64_t f, const char* what) {
-  if (s.size() != 3 || s[2] != f)
-    fail("{} expects input (B, T, {}), got {}", what, f, shape_str(s));
-}
+using namespace detail;
 
 void check_ids(const tensor& ids, int limit, const char* what) {
   if (ids.where().type != device::kind::cpu) return check_ids(ids.to(device::cpu()), limit, what);
@@ -29,11 +17,6 @@ void check_ids(const tensor& ids, int limit, const char* what) {
   for (int64_t i = 0; i < ids.numel(); ++i)
     if (p[i] < 0 || p[i] >= limit)
       fail("{} id {} at position {} is outside [0, {})", what, p[i], i, limit);
-}
-
-// The backend of the device a tensor lives on.
-backend& on(const tensor& t) {
-  return backend_for(t.where());
 }
 
 class embedding_layer final : public layer {
@@ -130,27 +113,43 @@ class linear_layer final : public layer {
 };
 
 // Heads are counted from the input: a tensor-parallel shard gets the qkv of
-// its own heads only, (B, T, 3 * C / tp), and runs the same layer.
+// its own heads only, (B, T, 3 * C / tp), and runs the same layer. With
+// grouped-query attention (per_group = NH / G query heads share a K/V head)
+// the input is (B, T, (per_group + 2) x G x head_size) and G is counted the
+// same way.
 class attention_layer final : public layer {
  public:
-  explicit attention_layer(int head_size) : hs_(head_size) {}
+  attention_layer(int head_size, int per_group) : hs_(head_size), per_group_(per_group) {}
   shape_t output_shape(std::span<const shape_t> in) const override {
-    if (in[0].size() != 3 || in[0][2] % (3 * hs_) != 0)
-      fail("attention expects qkv (B, T, 3 x heads x {}), got {}", hs_, shape_str(in[0]));
-    return with_features(in[0], {in[0][2] / 3});
+    const int64_t unit = int64_t(per_group_ + 2) * hs_;  // one group's channels
+    if (in[0].size() != 3 || in[0][2] % unit != 0) {
+      if (per_group_ == 1)
+        fail("attention expects qkv (B, T, 3 x heads x {}), got {}", hs_, shape_str(in[0]));
+      fail("attention expects qkv (B, T, {} x groups x {}), got {}", per_group_ + 2, hs_,
+           shape_str(in[0]));
+    }
+    return with_features(in[0], {in[0][2] / unit * per_group_ * hs_});
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
     int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), NH = int(out.dim(2)) / hs_;
     st.add({B, NH, T, T}, in[0]->type());  // softmax probabilities
-    on(out).attention_forward(out, st.tensors[0], *in[0], NH);
+    if (per_group_ == 1)
+      on(out).attention_forward(out, st.tensors[0], *in[0], NH);
+    else
+      on(out).gqa_attention_forward(out, st.tensors[0], *in[0], NH, NH / per_group_);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
-    on(dout).attention_backward(*din[0], dout, *in[0], st.tensors[0], int(dout.dim(2)) / hs_);
+    const int NH = int(dout.dim(2)) / hs_;
+    if (per_group_ == 1)
+      on(dout).attention_backward(*din[0], dout, *in[0], st.tensors[0], NH);
+    else
+      on(dout).gqa_attention_backward(*din[0], dout, *in[0], st.tensors[0], NH, NH / per_group_);
   }
 
  private:
   int hs_;
+  int per_group_;  // query heads per K/V head
 };
 
 // Forward copies, backward adds: the executor does the TP sum (tp_comm).
@@ -235,13 +234,6 @@ class cross_entropy_layer final : public layer {
   int V_;
 };
 
-constexpr int64_t kF32 = 4;
-
-// Bytes of one activation element in this graph.
-int64_t act(const graph& g) {
-  return int64_t(dtype_size(g.activation_type()));
-}
-
 }  // namespace
 
 int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, int C,
@@ -303,7 +295,27 @@ int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, 
   n.tp = tp_split::heads;
   n.heads = NH;
   n.make = [hs = C / NH](std::span<const parameter_ptr>) {
-    return std::make_unique<attention_layer>(hs);
+    return std::make_unique<attention_layer>(hs, 1);
+  };
+  return g.add_node(std::move(n), {C}, g.activation_type());
+}
+
+int grouped_query_attention(graph& g, const std::string& name, int qkv, int C, int NH, int groups,
+                            int max_T) {
+  if (NH < 1 || C % NH != 0) fail("heads ({}) must divide dim ({})", NH, C);
+  if (groups < 1 || NH % groups != 0) fail("query groups ({}) must divide heads ({})", groups, NH);
+  if (groups == NH) return causal_attention(g, name, qkv, C, NH, max_T);
+  node_info n;
+  n.name = name;
+  n.kind = "attention";
+  n.inputs = {qkv};
+  n.flops_per_token = 2.0 * 2.0 * C * (max_T + 1) / 2.0;
+  n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * act(g);
+  // Left whole under tensor parallelism (heads = 0): the TP rewrite splits a
+  // fused qkv in three equal parts, which a grouped qkv is not.
+  n.tp = tp_split::replicated;
+  n.make = [hs = C / NH, per_group = NH / groups](std::span<const parameter_ptr>) {
+    return std::make_unique<attention_layer>(hs, per_group);
   };
   return g.add_node(std::move(n), {C}, g.activation_type());
 }

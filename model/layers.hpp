@@ -2,6 +2,8 @@
 // Layer builders: each adds one node to a graph and returns its output value.
 // This is the public API a user writes a single-device model with; the GPT
 // family (gpt.hpp) is built through it. Sizes as in kernels.hpp.
+// docs/layers.md describes the Llama-family layers (rmsnorm, rotary,
+// grouped_query_attention, swiglu) and how they compose.
 
 #include <string>
 
@@ -16,15 +18,37 @@ int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, i
 // (B,T,C) -> (B,T,C)
 int layernorm(graph& g, const std::string& name, int x, int C);
 // (B,T,C) -> (B,T,OC), Y = X W^T + b. `tp` says how tensor parallelism may
-// split it (column or row). `stddev` is the initial weight scale.
+// split it (column or row). `stddev` is the initial weight scale. bias =
+// false: Y = X W^T, no bias parameter (Megatron's --disable-bias-linear).
 int linear(graph& g, const std::string& name, int x, int C, int OC, tp_split tp,
            float stddev = 0.02f, bool bias = true);
 // qkv (B,T,3C) -> (B,T,C), causal, NH heads.
 int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, int max_T);
+// qkv (B,T,C+2*groups*C/NH) = [Q (NH heads) | K (groups heads) | V (groups
+// heads)] -> (B,T,C), causal; query head h reads K/V head h / (NH/groups).
+// groups must divide NH (1: multi-query). groups == NH is causal_attention
+// (the same node, split by heads under tensor parallelism); otherwise the
+// node is left whole under tensor parallelism.
+int grouped_query_attention(graph& g, const std::string& name, int qkv, int C, int NH, int groups,
+                            int max_T);
+// (B,T,C) -> (B,T,C), RMSNorm as Llama and Megatron define it: Y = X /
+// sqrt(mean(X^2) + eps) * w, weight only, statistics in float.
+int rmsnorm(graph& g, const std::string& name, int x, int C, float eps = 1e-5f);
+// Rotary position embedding of a fused qkv laid out as for
+// grouped_query_attention ((B,T,(NH+2*groups)*head_size) -> same shape):
+// Q and K rotated in Hugging Face's rotate-half layout, base theta, token t
+// at position position_offset + t (nonzero where a sequence is split and
+// this piece does not start it); V copied. head_size must be even.
+int rotary(graph& g, const std::string& name, int qkv, int NH, int groups, int head_size,
+           float theta = 10000.0f, int position_offset = 0);
+// [gate | up] (B,T,2F), the output of one fused projection (a linear of
+// 2F outputs) -> (B,T,F) = silu(gate) * up.
+int swiglu(graph& g, const std::string& name, int x, int F);
 int gelu(graph& g, const std::string& name, int x, int C);
 int residual(graph& g, const std::string& name, int a, int b, int C);
 // (B,T,C) -> logits (B,T,V) = X W^T with W the (V,C) parameter `tied_weight`
-// (created here if no earlier node made it).
+// (created here if no earlier node made it). A name no other node uses (the
+// GPT family's "lm_head.weight") gives an untied output layer.
 int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::string& tied_weight);
 // Tensor-parallel helpers (inserted by the TP rewrite; see tp_comm):
 // identity nodes the executor all-reduces around, and Y = X + b for the bias
