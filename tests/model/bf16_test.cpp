@@ -226,3 +226,65 @@ TEST_CASE("bf16 embedding and cross-entropy match float", "[bf16]") {
   be().crossentropy_backward(dz16, dl, p16, targets);
   CHECK(rel_err(dz16, dz32) < kTol);
 }
+
+TEST_CASE("bf16 grouped-query and multi-query attention match float", "[bf16]") {
+  // T = 80 spans two query blocks; 4 query heads over 2 K/V groups, then 1.
+  for (int groups : {2, 1}) {
+    INFO("groups " << groups);
+    const int B = 2, T = 80, C = 32, NH = 4, W = C + 2 * groups * (C / NH);
+    tensor qkv = representable({B, T, W}, 21), dy = representable({B, T, C}, 22);
+    tensor y32({B, T, C}), att32({B, NH, T, T});
+    tensor y16({B, T, C}, dtype::bf16), att16({B, NH, T, T}, dtype::bf16);
+    be().gqa_attention_forward(y32, att32, qkv, NH, groups);
+    be().gqa_attention_forward(y16, att16, to_bf16_tensor(qkv), NH, groups);
+    CHECK(rel_err(y16, y32) < kTol);
+    tensor d32 = tensor::zeros({B, T, W}), d16 = tensor::zeros({B, T, W}, dtype::bf16);
+    be().gqa_attention_backward(d32, dy, qkv, att32, NH, groups);
+    be().gqa_attention_backward(d16, to_bf16_tensor(dy), to_bf16_tensor(qkv), att16, NH, groups);
+    CHECK(rel_err(d16, d32) < kTol);
+  }
+}
+
+TEST_CASE("bf16 rmsnorm, rotary embedding and swiglu match float", "[bf16]") {
+  const int B = 2, T = 9, C = 64;
+  tensor x = representable({B, T, C}, 23, 3.0f), w = representable({C}, 24),
+         dy = representable({B, T, C}, 25);
+  tensor xb = to_bf16_tensor(x), dyb = to_bf16_tensor(dy);
+
+  SECTION("rmsnorm") {
+    tensor y32({B, T, C}), r32({B * T});
+    tensor y16({B, T, C}, dtype::bf16), r16({B * T});
+    be().rmsnorm_forward(y32, r32, x, w, 1e-5f);
+    be().rmsnorm_forward(y16, r16, xb, w, 1e-5f);
+    CHECK(rel_err(y16, y32) < kTol);
+    CHECK(rel_err(r16, r32) < 1e-6);  // statistics stay float
+    tensor dx32 = zeros_like(x), dw32 = tensor::zeros({C});
+    tensor dx16 = zeros_like(xb), dw16 = tensor::zeros({C});
+    be().rmsnorm_backward(dx32, dw32, dy, x, w, r32);
+    be().rmsnorm_backward(dx16, dw16, dyb, xb, w, r16);
+    CHECK(rel_err(dx16, dx32) < kTol);
+    CHECK(rel_err(dw16, dw32) < 1e-5);
+  }
+  SECTION("rotary embedding") {
+    // 64 channels as 2 query heads, 1 K/V group of 16: 3 heads rotated.
+    tensor y32({B, T, C}), y16({B, T, C}, dtype::bf16);
+    be().rope_forward(y32, x, 3, 16, 10000.0f, 7);
+    be().rope_forward(y16, xb, 3, 16, 10000.0f, 7);
+    CHECK(rel_err(y16, y32) < kTol);
+    tensor dx32 = zeros_like(x), dx16 = zeros_like(xb);
+    be().rope_backward(dx32, dy, 3, 16, 10000.0f, 7);
+    be().rope_backward(dx16, dyb, 3, 16, 10000.0f, 7);
+    CHECK(rel_err(dx16, dx32) < kTol);
+  }
+  SECTION("swiglu") {
+    tensor y32({B, T, C / 2}), y16({B, T, C / 2}, dtype::bf16);
+    be().swiglu_forward(y32, x);
+    be().swiglu_forward(y16, xb);
+    CHECK(rel_err(y16, y32) < kTol);
+    tensor dh = representable({B, T, C / 2}, 26);
+    tensor dx32 = zeros_like(x), dx16 = zeros_like(xb);
+    be().swiglu_backward(dx32, x, dh);
+    be().swiglu_backward(dx16, xb, to_bf16_tensor(dh));
+    CHECK(rel_err(dx16, dx32) < kTol);
+  }
+}

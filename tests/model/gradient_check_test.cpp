@@ -167,6 +167,77 @@ TEST_CASE("tied LM head gradients match finite differences", "[grad]") {
   check_node(g, 0, in);
 }
 
+TEST_CASE("bias-free linear gradients match finite differences", "[grad]") {
+  graph g;
+  int x = g.add_input("x", {7}, dtype::f32);
+  layers::linear(g, "fc", x, 7, 5, tp_split::column, 0.02f, false);
+  REQUIRE(g.nodes()[0].params.size() == 1);  // the weight only
+  std::vector<tensor> in;
+  in.push_back(test::random_tensor({2, 3, 7}, 31));
+  check_node(g, 0, in);
+}
+
+TEST_CASE("an untied output layer has its own weight and its gradients match", "[grad]") {
+  graph g;
+  int ids = g.add_input("tokens", {}, dtype::i32);
+  int x = layers::embedding(g, "embed", ids, 13, 9, 6);
+  layers::lm_head(g, "output", x, 6, 13, "output_layer.weight");
+  REQUIRE(g.nodes()[1].params.size() == 1);
+  CHECK(g.nodes()[1].params[0].name == "output_layer.weight");
+  CHECK(g.parameter_count() == 13 * 6 + 9 * 6 + 13 * 6);  // wte, wpe and the head, untied
+  graph h;
+  int y = h.add_input("x", {6}, dtype::f32);
+  layers::lm_head(h, "output", y, 6, 13, "output_layer.weight");
+  std::vector<tensor> in;
+  in.push_back(test::random_tensor({2, 3, 6}, 32));
+  check_node(h, 0, in);
+}
+
+TEST_CASE("rmsnorm gradients match finite differences", "[grad]") {
+  graph g;
+  int x = g.add_input("x", {10}, dtype::f32);
+  layers::rmsnorm(g, "norm", x, 10, 1e-5f);
+  std::vector<tensor> in;
+  in.push_back(test::random_tensor({2, 3, 10}, 33));
+  check_node(g, 0, in, {1e-2, 2e-3, 2e-2});
+}
+
+TEST_CASE("rotary embedding gradients match finite differences", "[grad]") {
+  // 4 query heads, 2 K/V groups, heads of 6: Q and K rotated, V copied;
+  // positions start at 5.
+  graph g;
+  const int W = (4 + 2 * 2) * 6;
+  int x = g.add_input("qkv", {W}, dtype::f32);
+  layers::rotary(g, "rope", x, 4, 2, 6, 10000.0f, 5);
+  std::vector<tensor> in;
+  in.push_back(test::random_tensor({2, 5, W}, 34));
+  check_node(g, 0, in);
+}
+
+TEST_CASE("swiglu gradients match finite differences", "[grad]") {
+  graph g;
+  int x = g.add_input("gate_up", {18}, dtype::f32);
+  layers::swiglu(g, "swiglu", x, 9);
+  std::vector<tensor> in;
+  in.push_back(test::random_tensor({2, 3, 18}, 35, 2.0f));
+  check_node(g, 0, in);
+}
+
+TEST_CASE("grouped-query and multi-query attention gradients match finite differences", "[grad]") {
+  // 4 query heads of 4 channels over 2 K/V groups, then 1 (multi-query);
+  // T = 67 crosses a query block boundary.
+  for (int groups : {2, 1}) {
+    INFO("groups " << groups);
+    const int C = 16, NH = 4, W = C + 2 * groups * (C / NH);
+    graph g;
+    int x = g.add_input("qkv", {W}, dtype::f32);
+    layers::grouped_query_attention(g, "attn", x, C, NH, groups, 67);
+    std::vector<tensor> in;
+    in.push_back(test::random_tensor({2, 67, W}, 36 + groups));
+    check_node(g, 0, in, {1e-2, 2e-3, 2e-2});
+  }
+}
+
 TEST_CASE("whole GPT gradients match finite differences of the mean loss", "[grad]") {
   gpt_config cfg{.vocab = 17, .max_seq = 9, .layers = 2, .dim = 12, .heads = 3};
   graph g = build_gpt(cfg);
@@ -200,6 +271,68 @@ TEST_CASE("whole GPT gradients match finite differences of the mean loss", "[gra
       double fm = ex.evaluate(inputs());
       p->value.f32()[i] = saved;
       double numeric = (fp - fm) / (2 * h);
+      double analytic = p->grad.f32()[i];
+      INFO(p->spec.name << "[" << i << "]: analytic " << analytic << " numeric " << numeric);
+      CHECK(std::abs(analytic - numeric) <= 2e-4 + 3e-2 * std::abs(numeric));
+      ++checked;
+    }
+  }
+  CHECK(checked == int(store.all().size()) * 4);
+}
+
+TEST_CASE("a Llama-shaped block's gradients match finite differences of the mean loss", "[grad]") {
+  // RMSNorm, bias-free fused qkv, rotary, grouped-query attention (4 heads,
+  // 2 groups), SwiGLU on a fused gate/up projection, an untied head.
+  namespace ly = layers;
+  const int V = 17, T = 9, C = 16, NH = 4, G = 2, hs = C / NH, F = 24;
+  graph g;
+  int tokens = g.add_input("tokens", {}, dtype::i32);
+  int targets = g.add_input("targets", {}, dtype::i32);
+  int x = ly::embedding(g, "embed", tokens, V, T, C);
+  int h = ly::rmsnorm(g, "norm1", x, C);
+  h = ly::linear(g, "attn.qkv", h, C, C + 2 * G * hs, tp_split::column, 0.02f, false);
+  h = ly::rotary(g, "attn.rope", h, NH, G, hs, 10000.0f, 0);
+  h = ly::grouped_query_attention(g, "attn.core", h, C, NH, G, T);
+  h = ly::linear(g, "attn.proj", h, C, C, tp_split::row, 0.02f, false);
+  x = ly::residual(g, "res1", x, h, C);
+  h = ly::rmsnorm(g, "norm2", x, C);
+  h = ly::linear(g, "mlp.gate_up", h, C, 2 * F, tp_split::column, 0.02f, false);
+  h = ly::swiglu(g, "mlp.swiglu", h, F);
+  h = ly::linear(g, "mlp.down", h, F, C, tp_split::row, 0.02f, false);
+  x = ly::residual(g, "res2", x, h, C);
+  x = ly::rmsnorm(g, "norm_f", x, C);
+  int logits = ly::lm_head(g, "output", x, C, V, "output_layer.weight");
+  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V));
+
+  parameter_store store(4);
+  executor ex(g, store);
+  for (auto& p : store.all())
+    if (p->spec.init == init_kind::normal)
+      p->value = test::random_tensor(p->spec.shape, p->value.numel(), 0.3f);
+  auto tokens_in = test::random_ids({2, T}, V, 23);
+  auto targets_in = test::random_ids({2, T}, V, 24);
+  auto inputs = [&] {
+    std::vector<tensor> v;
+    v.push_back(tokens_in.clone());
+    v.push_back(targets_in.clone());
+    return v;
+  };
+  store.zero_grads();
+  ex.forward(0, inputs());
+  ex.backward(0, {});
+  rng pick(3, 4);
+  const double step = 2e-3;
+  int checked = 0;
+  for (auto& p : store.all()) {
+    for (int s = 0; s < 4; ++s) {
+      int64_t i = int64_t(pick.below(p->value.numel()));
+      float saved = p->value.f32()[i];
+      p->value.f32()[i] = saved + float(step);
+      double fp = ex.evaluate(inputs());
+      p->value.f32()[i] = saved - float(step);
+      double fm = ex.evaluate(inputs());
+      p->value.f32()[i] = saved;
+      double numeric = (fp - fm) / (2 * step);
       double analytic = p->grad.f32()[i];
       INFO(p->spec.name << "[" << i << "]: analytic " << analytic << " numeric " << numeric);
       CHECK(std::abs(analytic - numeric) <= 2e-4 + 3e-2 * std::abs(numeric));
