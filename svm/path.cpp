@@ -5,53 +5,164 @@
 #include <functional>
 
 #include "core/error.hpp"
-#include "svm/lla.hpp"
-#include "svm/objective.hpp"
-#include "svm/standardize.hpp"
+#include "svm/local_path_backend.hpp"
 
 namespace merak::svm {
 namespace {
 
-// The fits of one data set along the grid (pens: path_penalties(o)),
-// warm-started; visit(i, result, scale) sees lambda i's result on the
-// scaled data and the column scaling.
-void walk(const dataset& d, const path_options& o, const std::vector<penalty>& pens,
-          const std::function<void(size_t, const admm_result&, const Eigen::VectorXd&)>& visit) {
-  dataset scaled = d;
-  Eigen::VectorXd scale = Eigen::VectorXd::Ones(d.cols());
-  if (o.fit.standardize) {
-    scale = scaling_from_stats(compute_column_stats(d.x));
-    scaled.x.scale_columns(scale);
+// The walk of one grid over one backend, and the CV sums it keeps per
+// penalty until all folds are scored.
+class path_driver {
+ public:
+  path_driver(const std::vector<penalty>& pens, const path_schedule& schedule,
+              path_backend& backend, const std::function<void(size_t, const path_point&)>& on_point)
+      : pens_(pens),
+        schedule_(schedule),
+        backend_(backend),
+        on_point_(on_point),
+        points_(pens.size()),
+        right_(pens.size(), 0),
+        held_out_(pens.size(), 0) {
+    for (size_t i = 0; i < pens.size(); ++i)
+      points_[i].lambda = pens[i].lambda, points_[i].theta = pens[i].theta;
   }
-  densify_if_dense(scaled.x);
-  admm_state state;
-  for (size_t i = 0; i < pens.size(); ++i) {
-    const penalty& pen = pens[i];
-    const admm_state* start = o.warm && !state.empty() ? &state : nullptr;
-    admm_result r = uses_lla(pen, o.fit.nonconvex, scaled.rows(), scaled.cols())
-                        ? lla_solve(scaled.x, scaled.y, pen, o.fit.admm, o.fit.lla_opts, start)
-                        : admm_solve(scaled.x, scaled.y, pen, o.fit.admm, {}, start);
-    visit(i, r, scale);
-    state = std::move(r.state);
+
+  std::vector<path_point> run() {
+    if (schedule_.warm)
+      walk_warm();
+    else
+      walk_cold();
+    return std::move(points_);
   }
+
+ private:
+  // Each selection walks the grid: every fold's training rows, then all rows.
+  void walk_warm() {
+    for (int fold = 0; fold < schedule_.folds; ++fold) {
+      backend_.select_rows(schedule_.folds, fold);
+      for (size_t i = 0; i < pens_.size(); ++i) naming_lambda(i, [&] { fit_fold(i, fold, true); });
+    }
+    if (!schedule_.full_fit) {
+      for (size_t i = 0; i < pens_.size(); ++i) hand_out(i);
+      return;
+    }
+    backend_.select_rows(0, 0);
+    for (size_t i = 0; i < pens_.size(); ++i) {
+      naming_lambda(i, [&] { fit_all_rows(i, true); });
+      hand_out(i);
+    }
+  }
+
+  // One penalty after the other, each finished (its folds, then its fit on
+  // all rows) before the next; every fit cold on a fresh selection.
+  void walk_cold() {
+    for (size_t i = 0; i < pens_.size(); ++i) {
+      naming_lambda(i, [&] {
+        for (int fold = 0; fold < schedule_.folds; ++fold) {
+          backend_.select_rows(schedule_.folds, fold);
+          fit_fold(i, fold, false);
+        }
+        if (schedule_.full_fit) {
+          backend_.select_rows(0, 0);
+          fit_all_rows(i, false);
+        }
+      });
+      hand_out(i);
+    }
+  }
+
+  // Fits pens[i] on the selected fold's training rows and adds its held-out
+  // score to point i's CV fields (pooled once the last fold is in).
+  void fit_fold(size_t i, int fold, bool warm) {
+    const path_fit fit = backend_.fit(pens_[i], warm);
+    const held_out_score score = backend_.score_held_out();
+    if (score.samples < 1) fail("fold {} of {} holds out no samples", fold, schedule_.folds);
+    const int folds = schedule_.folds;
+    path_point& point = points_[i];
+    point.lla = fit.lla;
+    point.cv_fold_accuracy.push_back(double(score.right) / double(score.samples));
+    right_[i] += score.right, held_out_[i] += score.samples;
+    point.cv_mean_nnz += double(score.nnz) / folds;
+    point.cv_mean_iterations += double(fit.iterations) / folds;
+    point.cv_time_s += fit.time_s + score.time_s;
+    if (int(point.cv_fold_accuracy.size()) == folds)
+      point.cv_accuracy = double(right_[i]) / double(held_out_[i]);
+  }
+
+  void fit_all_rows(size_t i, bool warm) {
+    const path_fit fit = backend_.fit(pens_[i], warm);
+    path_point& point = points_[i];
+    point.objective = fit.objective, point.iterations = fit.iterations;
+    point.converged = fit.converged, point.nnz = fit.nnz;
+    point.accuracy = fit.accuracy, point.time_s = fit.time_s, point.lla = fit.lla;
+  }
+
+  void hand_out(size_t i) {
+    if (on_point_) on_point_(i, points_[i]);
+  }
+
+  // Runs fn for penalty i; with more than one penalty an error names lambda.
+  void naming_lambda(size_t i, const std::function<void()>& fn) const {
+    if (pens_.size() == 1) return fn();
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      fail("lambda {}: {}", pens_[i].lambda, e.what());
+    }
+  }
+
+  const std::vector<penalty>& pens_;
+  const path_schedule& schedule_;
+  path_backend& backend_;
+  const std::function<void(size_t, const path_point&)>& on_point_;
+  std::vector<path_point> points_;
+  std::vector<int64_t> right_, held_out_;  // per penalty, summed over the folds scored
+};
+
+// Fails unless fold_of (or i mod folds) gives every fold both a training
+// and a held-out part.
+void check_folds(int64_t n, int folds, const std::vector<int>& fold_of) {
+  if (folds < 2) fail("--folds must be at least 2 (got {})", folds);
+  if (folds > n) fail("--folds {} exceeds the {} samples", folds, n);
+  if (fold_of.empty()) return;
+  if (int64_t(fold_of.size()) != n)
+    fail("fold assignment has {} entries for {} samples", fold_of.size(), n);
+  std::vector<int64_t> held_out(size_t(folds), 0);
+  for (int f : fold_of) {
+    if (f < 0 || f >= folds) fail("fold {} is out of range for {} folds", f, folds);
+    ++held_out[size_t(f)];
+  }
+  for (int f = 0; f < folds; ++f)
+    if (held_out[size_t(f)] == 0 || held_out[size_t(f)] == n)
+      fail("fold {} of {} holds no samples", f, folds);
 }
 
 }  // namespace
 
-std::vector<penalty> path_penalties(const path_options& o) {
-  std::vector<double> grid = o.lambdas;
+std::vector<path_point> fit_path(const std::vector<penalty>& pens, const path_schedule& schedule,
+                                 path_backend& backend,
+                                 const std::function<void(size_t, const path_point&)>& on_point) {
+  if (pens.empty()) fail("no lambda to fit");
+  if (schedule.folds != 0 && schedule.folds < 2)
+    fail("--folds must be at least 2 (got {})", schedule.folds);
+  if (!schedule.full_fit && schedule.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
+  return path_driver(pens, schedule, backend, on_point).run();
+}
+
+std::vector<penalty> path_penalties(const path_options& options) {
+  std::vector<double> grid = options.lambdas;
   if (grid.empty()) fail("--lambdas: the grid is empty");
   for (double l : grid)
     if (!(l > 0) || !std::isfinite(l)) fail("--lambdas: {} is not a positive number", l);
   std::sort(grid.begin(), grid.end(), std::greater<>());
-  penalty first = o.fit.pen;
+  penalty first = options.fit.pen;
   first.lambda = grid.front();
   first.validate();
   std::vector<penalty> pens;
   for (double l : grid) {
-    penalty at = o.fit.pen;
+    penalty at = options.fit.pen;
     at.lambda = l;
-    if (o.theta_per_lambda) at.theta = o.fit.pen.theta * l;
+    if (options.theta_per_lambda) at.theta = options.fit.pen.theta * l;
     try {
       at.validate();
     } catch (const std::exception& e) {
@@ -62,61 +173,22 @@ std::vector<penalty> path_penalties(const path_options& o) {
   return pens;
 }
 
-std::vector<path_point> fit_path(const dataset& d, const path_options& po,
+std::vector<path_point> fit_path(const dataset& d, const path_options& options,
                                  const std::function<void(const path_point&)>& on_point) {
   // The folds and the fit on all rows use the method the whole data calls for.
-  path_options o = po;
-  o.fit.nonconvex = resolve_nonconvex(po.fit.nonconvex, d.rows(), d.cols(), po.fit.pen.kind);
-  const std::vector<penalty> pens = path_penalties(o);
-  if (!o.full_fit && o.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
-  if (o.fit.workers > 1) fail("svm path runs on one machine (--workers {} given)", o.fit.workers);
-  std::vector<path_point> pts(pens.size());
-  const bool lla = uses_lla(pens.front(), o.fit.nonconvex, d.rows(), d.cols());
-  for (size_t i = 0; i < pts.size(); ++i)
-    pts[i].lambda = pens[i].lambda, pts[i].theta = pens[i].theta, pts[i].lla = lla;
-
-  if (o.folds != 0) {
-    const int64_t n = d.rows();
-    if (o.folds < 2) fail("--folds must be at least 2 (got {})", o.folds);
-    if (o.folds > n) fail("--folds {} exceeds the {} samples", o.folds, n);
-    if (!o.fold_of.empty()) {
-      if (int64_t(o.fold_of.size()) != n)
-        fail("fold assignment has {} entries for {} samples", o.fold_of.size(), n);
-      for (int f : o.fold_of)
-        if (f < 0 || f >= o.folds) fail("fold {} is out of range for {} folds", f, o.folds);
-    }
-    auto fold = [&](int64_t i) { return o.fold_of.empty() ? int(i % o.folds) : o.fold_of[i]; };
-    std::vector<int64_t> right(pts.size(), 0);
-    for (int f = 0; f < o.folds; ++f) {
-      std::vector<int64_t> train, test;
-      for (int64_t i = 0; i < n; ++i) (fold(i) == f ? test : train).push_back(i);
-      if (test.empty() || train.empty()) fail("fold {} of {} holds no samples", f, o.folds);
-      const dataset tr = d.select_rows(train), te = d.select_rows(test);
-      walk(tr, o, pens, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
-        const Eigen::VectorXd w = r.w.cwiseProduct(scale);
-        const Eigen::VectorXd pred = predict_labels(te.x, w, r.b);
-        const double acc = accuracy(te.y, pred);
-        pts[i].cv_fold_accuracy.push_back(acc);
-        right[i] += int64_t(std::llround(acc * double(te.rows())));
-        pts[i].cv_mean_nnz += double(r.nnz()) / o.folds;
-        pts[i].cv_time_s += r.time_s;
-      });
-    }
-    for (size_t i = 0; i < pts.size(); ++i) pts[i].cv_accuracy = double(right[i]) / double(n);
-  }
-  if (!o.full_fit) {
-    if (on_point)
-      for (const path_point& pt : pts) on_point(pt);
-    return pts;
-  }
-  walk(d, o, pens, [&](size_t i, const admm_result& r, const Eigen::VectorXd& scale) {
-    path_point& pt = pts[i];
-    pt.objective = r.objective, pt.iterations = r.iterations, pt.converged = r.converged;
-    pt.nnz = r.nnz(), pt.time_s = r.time_s;
-    pt.accuracy = accuracy(d.y, predict_labels(d.x, r.w.cwiseProduct(scale), r.b));
-    if (on_point) on_point(pt);
+  fit_options fit = options.fit;
+  fit.nonconvex =
+      resolve_nonconvex(options.fit.nonconvex, d.rows(), d.cols(), options.fit.pen.kind);
+  const std::vector<penalty> pens = path_penalties(options);
+  if (!options.full_fit && options.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
+  if (options.fit.workers > 1)
+    fail("svm path runs on one machine (--workers {} given)", options.fit.workers);
+  if (options.folds != 0) check_folds(d.rows(), options.folds, options.fold_of);
+  local_path_backend backend(d, fit, options.fold_of);
+  const path_schedule schedule{options.folds, options.warm, options.full_fit};
+  return fit_path(pens, schedule, backend, [&](size_t, const path_point& point) {
+    if (on_point) on_point(point);
   });
-  return pts;
 }
 
 }  // namespace merak::svm
