@@ -76,20 +76,22 @@ struct svm_remote_result {
 // iteration); the workers' data disagree. Blocks the calling thread, which
 // must not be a CAF worker thread; runs its own actor system.
 svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
-                                       const svm_remote_options& o);
+                                       const svm_remote_options& options);
 
 // A path over the same worker processes, in the order of `pens` (a
-// decreasing lambda grid for a warm path). Cold (o.warm false): one cold
-// consensus fit per penalty, each penalty finished (its folds, then its fit
-// on all rows) before the next; every fit selects its rows anew, so each
-// result equals consensus_fit_remote with that penalty alone. Warm: each
-// fold's rows, then all rows, walk the grid, every fit starting from the
-// state the previous one ended in. on_point (when set) gets each result as
-// soon as it is known (warm: during the walk over all rows). Returns the results in the order of
-// `pens`. Throws as consensus_fit_remote (with more than one penalty the message starts with
+// decreasing lambda grid for a warm path): svm::fit_path's walk over an
+// svm_remote_backend (actors/svm_remote_backend.hpp). Cold (options.warm
+// false): one cold consensus fit per penalty, each penalty finished (its
+// folds, then its fit on all rows) before the next; every fit selects its
+// rows anew, so each result equals consensus_fit_remote with that penalty
+// alone. Warm: each fold's rows, then all rows, walk the grid, every fit
+// starting from the state the previous one ended in. on_point (when set)
+// gets each result as soon as it is known (warm: during the walk over all
+// rows). Returns the results in the order of `pens`. Throws as
+// consensus_fit_remote (with more than one penalty the message starts with
 // "lambda L: "), and for an empty list or full_fit false without folds.
 std::vector<svm_remote_result> consensus_path_remote(
-    int workers, const std::vector<svm::penalty>& pens, const svm_remote_options& o,
+    int workers, const std::vector<svm::penalty>& pens, const svm_remote_options& options,
     const std::function<void(size_t, const svm_remote_result&)>& on_point = {});
 
 struct svm_worker_process_options {
@@ -114,6 +116,6 @@ struct svm_worker_process_options {
 // merak::error: the consensus side cannot be reached in time, refuses the
 // hello (the reason: wrong token, rank taken, ...), goes away, or stays
 // silent past `idle`. Blocks; runs its own actor system.
-void run_svm_worker_process(svm::dataset data, const svm_worker_process_options& o);
+void run_svm_worker_process(svm::dataset data, const svm_worker_process_options& options);
 
 }  // namespace merak::actors
