@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -30,24 +32,24 @@ void default_rhos(int64_t n, int64_t p, const penalty& pen, double& rho1, double
 namespace {
 
 void check_inputs(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                  const admm_options& o) {
+                  const admm_options& options) {
   if (x.rows() == 0) fail("no samples to fit");
   if (x.cols() == 0) fail("no features to fit");
   if (y.size() != x.rows()) fail("{} labels for {} samples", y.size(), x.rows());
   for (int64_t i = 0; i < y.size(); ++i)
     if (y[i] != 1 && y[i] != -1) fail("label {} of sample {} is not -1 or +1", y[i], i + 1);
   pen.validate();
-  if (o.rho1 < 0 || o.rho2 < 0)
-    fail("--rho1 and --rho2 must be positive (got {}, {})", o.rho1, o.rho2);
-  if (!(o.abs_tol >= 0) || !(o.rel_tol >= 0)) fail("--tol must not be negative");
-  if (o.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.max_iter);
-  if (!(o.relaxation >= 1 && o.relaxation < 2))
-    fail("--relax must be in [1, 2) (got {})", o.relaxation);
-  if (o.l1_weights.size() != 0) {
+  if (options.rho1 < 0 || options.rho2 < 0)
+    fail("--rho1 and --rho2 must be positive (got {}, {})", options.rho1, options.rho2);
+  if (!(options.abs_tol >= 0) || !(options.rel_tol >= 0)) fail("--tol must not be negative");
+  if (options.max_iter < 1) fail("--max-iter must be at least 1 (got {})", options.max_iter);
+  if (!(options.relaxation >= 1 && options.relaxation < 2))
+    fail("--relax must be in [1, 2) (got {})", options.relaxation);
+  if (options.l1_weights.size() != 0) {
     if (pen.kind != penalty_kind::l1) fail("l1_weights need the l1 penalty");
-    if (o.l1_weights.size() != x.cols())
-      fail("{} l1_weights for {} features", o.l1_weights.size(), x.cols());
-    if (!(o.l1_weights.array() >= 0).all()) fail("l1_weights must not be negative");
+    if (options.l1_weights.size() != x.cols())
+      fail("{} l1_weights for {} features", options.l1_weights.size(), x.cols());
+    if (!(options.l1_weights.array() >= 0).all()) fail("l1_weights must not be negative");
   }
 }
 
@@ -141,219 +143,324 @@ row_sums fused_row_pass(const dense_matrix& x, const Eigen::VectorXd& xbar,
   return s;
 }
 
-// ADMM over every column of x.
-admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                      const admm_options& o, const admm_monitor& monitor, const admm_state* start,
-                      const left_out& out = {}) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t n = x.rows(), p = x.cols();
-  const bool warm = start && !start->empty();
-  double rho1 = o.rho1, rho2 = o.rho2;
-  {
-    double d1, d2;
-    default_rhos(n, p, pen, d1, d2);
-    if (warm) d1 = std::max(start->rho1, pen.rho_threshold() * 1.0001), d2 = start->rho2;
-    if (rho1 == 0) rho1 = d1;
-    if (rho2 == 0) rho2 = d2;
-  }
-  const Eigen::VectorXd xbar = x.col_sums() / double(n);  // (p)
-  const design_operator xc(x, xbar, false);               // X_c = X - 1 xbar^T
-  auto solver = make_w_solver(xc, o.method, rho1, rho2, o.dense_limit, o.cg);
+// The sums over the p columns of the stopping rule, from the second block.
+struct column_sums {
+  double wz = 0, dz = 0, u1 = 0, w = 0, z = 0, nz = 0;
+};
 
-  Eigen::VectorXd w = Eigen::VectorXd::Zero(p), z = w, u1 = w, z_prev(p);                  // (p)
-  Eigen::VectorXd r = Eigen::VectorXd::Ones(n), u2 = Eigen::VectorXd::Zero(n), r_prev(n);  // (n)
-  Eigen::VectorXd t(n), q(p), xw(n), m(n), v(n), w_hat(p), m_hat(n);
-  if (warm) {
-    // The scaled duals u = y / rho follow the rhos actually used.
-    z = start->z, u1 = start->u1 * (start->rho1 / rho1);
-    r = start->r, u2 = start->u2 * (start->rho2 / rho2);
+// The starting rhos: options' when set, else default_rhos (warm: the
+// start's, rho1 kept above the prox threshold).
+void initial_rhos(int64_t n, int64_t p, const penalty& pen, const admm_options& options,
+                  const admm_state* start, double& rho1, double& rho2) {
+  const bool warm = start && !start->empty();
+  rho1 = options.rho1, rho2 = options.rho2;
+  double default_rho1, default_rho2;
+  default_rhos(n, p, pen, default_rho1, default_rho2);
+  if (warm)
+    default_rho1 = std::max(start->rho1, pen.rho_threshold() * 1.0001), default_rho2 = start->rho2;
+  if (rho1 == 0) rho1 = default_rho1;
+  if (rho2 == 0) rho2 = default_rho2;
+}
+
+// ADMM over every column of x: the state of one run and its steps. An
+// iteration is the first block (w, b; with the fused pass also the rows'
+// r, u2 and the next t), the second block (z, u1) and the stopping test
+// with rho control. Vectors: (p) for w, z, u1 and the column products,
+// (n) for r, u2, t and the row products.
+class column_admm {
+ public:
+  column_admm(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+              const admm_options& options, const admm_state* start, const left_out& out)
+      : x_(x),
+        y_(y),
+        pen_(pen),
+        options_(options),
+        out_(out),
+        n_(x.rows()),
+        p_(x.cols()),
+        xbar_(x.col_sums() / double(n_)),
+        xc_(x, xbar_, false),
+        control_(options.rho_control, pen.rho_threshold()),
+        l1_pen_{penalty_kind::l1, pen.lambda, 0} {
+    initial_rhos(n_, p_, pen, options, start, rho1_, rho2_);
+    solver_ = make_w_solver(xc_, options.method, rho1_, rho2_, options.dense_limit, options.cg);
+    start_from(start);
+    alpha_ = options.relaxation;
+    // Woodbury on dense data: keep X_c z (z is sparse: O(n nnz(z)) per
+    // iteration) and X_c u1 (updated from X_c w) so that the w-step needs
+    // one dense product (with X_c^T) instead of two: on wide dense data
+    // those products dominate an iteration.
+    track_ = options.track_products && solver_->method() == w_method::woodbury && !x.is_sparse();
+    mz_.resize(n_), mz_prev_.resize(n_), mu1_.resize(n_), mq_.resize(n_);
+    // Dense data without Woodbury's tracked products: one fused pass over
+    // the rows per iteration (fused_row_pass).
+    fused_ = options.fuse_rows && !x.is_sparse() && !track_;
+    xtt_.resize(p_);
+    if (fused_) start_t();
+    if (track_) sparse_times(z_, mz_, -1);
+    weighted_ = options.l1_weights.size() != 0;
+    if (!(weighted_ && !options.l1_start)) unit_weights_ = Eigen::VectorXd::Ones(p_);
+    sqrt_dim_ = std::sqrt(double(n_ + p_ + out.cols));
+    // Nonconvex penalties start from the L1 fit with the same lambda (phase
+    // 1), then continue from that state with their own prox (phase 2).
+    l1_phase_ = options.l1_start && pen.kind != penalty_kind::l1;
   }
-  const double alpha = o.relaxation;
-  // Woodbury on dense data: keep X_c z (z is sparse: O(n nnz(z)) per
-  // iteration) and X_c u1 (updated from X_c w) so that the w-step needs one
-  // dense product (with X_c^T) instead of two: on wide dense data those
-  // products dominate an iteration.
-  const bool track = o.track_products && solver->method() == w_method::woodbury && !x.is_sparse();
-  Eigen::VectorXd mz(n), mz_prev(n), mu1(n), mq(n);
-  // Dense data without Woodbury's tracked products: one fused pass over the
-  // rows per iteration (fused_row_pass). xtt = X_c^T t, tsum = sum(t) for
-  // the t of the next w-step.
-  const bool fused = o.fuse_rows && !x.is_sparse() && !track;
-  Eigen::VectorXd xtt(p);
-  double tsum = 0;
-  const auto start_t = [&] {
-    t = y.array() * (1.0 - r.array() - u2.array());
-    tsum = t.sum();
-    xc.transpose_times(t, xtt);
-  };
-  if (fused) start_t();
-  // nz_known: zz's non-zero count when the caller has it (else -1).
-  auto sparse_times = [&](const Eigen::VectorXd& zz, Eigen::VectorXd& out, int64_t nz_known) {
+  column_admm(const column_admm&) = delete;
+  column_admm& operator=(const column_admm&) = delete;
+
+  // Iterates until the stopping rule holds, the monitor or the left-out
+  // columns' check stops it, or the iteration cap; then the result (no time).
+  admm_result run(const admm_monitor& monitor) {
+    int iteration = 0;
+    for (iteration = 1; iteration <= options_.max_iter; ++iteration) {
+      const penalty& active = l1_phase_ ? l1_pen_ : pen_;
+      const double tol_hint =
+          iteration == 1 ? 1.0 : 0.1 * result_.primal_residual / std::sqrt(double(n_));
+      if (fused_)
+        fused_first_block(tol_hint);
+      else
+        first_block(iteration, tol_hint);
+      const column_sums columns = second_block(active);
+      if (ends_run(iteration, columns, monitor)) break;
+    }
+    return finish(std::min(iteration, options_.max_iter));
+  }
+
+ private:
+  void start_from(const admm_state* start) {
+    w_ = Eigen::VectorXd::Zero(p_), z_ = w_, u1_ = w_, z_prev_.resize(p_);
+    r_ = Eigen::VectorXd::Ones(n_), u2_ = Eigen::VectorXd::Zero(n_), r_prev_.resize(n_);
+    t_.resize(n_), q_.resize(p_), xw_.resize(n_), m_.resize(n_), v_.resize(n_);
+    w_hat_.resize(p_), m_hat_.resize(n_);
+    if (start && !start->empty()) {
+      // The scaled duals u = y / rho follow the rhos actually used.
+      z_ = start->z, u1_ = start->u1 * (start->rho1 / rho1_);
+      r_ = start->r, u2_ = start->u2 * (start->rho2 / rho2_);
+    }
+  }
+
+  // The fused pass's t = y (1 - r - u2), its sum and X_c^T t, for the next
+  // w-step (t depends on u2).
+  void start_t() {
+    t_ = y_.array() * (1.0 - r_.array() - u2_.array());
+    tsum_ = t_.sum();
+    xc_.transpose_times(t_, xtt_);
+  }
+
+  // out = X_c zz, by columns when zz is sparse. nz_known: zz's non-zero
+  // count when the caller has it (else -1).
+  void sparse_times(const Eigen::VectorXd& zz, Eigen::VectorXd& out, int64_t nz_known) {
     const int64_t nz = nz_known >= 0 ? nz_known : (zz.array() != 0).count();
-    if (nz * 8 > p) {
-      xc.times(zz, out);
+    if (nz * 8 > p_) {
+      xc_.times(zz, out);
       return;
     }
     out.setZero();
-    const auto& xd = x.dense();
-    for (int64_t j = 0; j < p; ++j)
+    const auto& xd = x_.dense();
+    for (int64_t j = 0; j < p_; ++j)
       if (zz[j] != 0) out += zz[j] * xd.col(j);
-    out.array() -= xbar.dot(zz);
-  };
-  if (track) sparse_times(z, mz, -1);
-  const bool weighted = o.l1_weights.size() != 0;
-  const Eigen::VectorXd unit_weights =
-      weighted && !o.l1_start ? Eigen::VectorXd() : Eigen::VectorXd::Ones(p);
-  double b = 0;
-  const double sqrt_dim = std::sqrt(double(n + p + out.cols));
-  admm_result res;
-  rho_control control(o.rho_control, pen.rho_threshold());
-  // Nonconvex penalties start from the L1 fit with the same lambda (phase 1),
-  // then continue from that state with their own prox (phase 2).
-  bool l1_phase = o.l1_start && pen.kind != penalty_kind::l1;
-  const penalty l1_pen{penalty_kind::l1, pen.lambda, 0};
-  int phase_start = 0;
-  int it = 0;
-  double s_rm = 0, s_dr = 0, s_m = 0, s_r = 0, s_u2 = 0;  // the rows' sums
-  for (it = 1; it <= o.max_iter; ++it) {
-    const penalty& active = l1_phase ? l1_pen : pen;
-    const double tol_hint = it == 1 ? 1.0 : 0.1 * res.primal_residual / std::sqrt(double(n));
-    if (fused) {
-      // w, b, then the rows (r, u2 and the next t) in one pass.
-      const double tbar = tsum / double(n);
-      q = z - u1;
-      solver->solve_given_mt(q, xtt, w, tol_hint);
-      const double c0 = xbar.dot(w);
-      b = tbar - c0;
-      z_prev.swap(z);
-      if (alpha != 1) w_hat = alpha * w + (1 - alpha) * z_prev;
-      const row_sums rs = fused_row_pass(x.dense(), xbar, w, c0, tbar, y, alpha,
-                                         1.0 / (double(n) * rho2), r, u2, xtt);
-      tsum = rs.t;
-      s_rm = rs.rm, s_dr = rs.dr, s_m = rs.m, s_r = rs.r, s_u2 = rs.u2;
+    out.array() -= xbar_.dot(zz);
+  }
+
+  // w, b, then the rows (r, u2 and the next t) in one pass.
+  void fused_first_block(double tol_hint) {
+    const double tbar = tsum_ / double(n_);
+    q_ = z_ - u1_;
+    solver_->solve_given_mt(q_, xtt_, w_, tol_hint);
+    const double c0 = xbar_.dot(w_);
+    b_ = tbar - c0;
+    z_prev_.swap(z_);
+    if (alpha_ != 1) w_hat_ = alpha_ * w_ + (1 - alpha_) * z_prev_;
+    rows_ = fused_row_pass(x_.dense(), xbar_, w_, c0, tbar, y_, alpha_, 1.0 / (double(n_) * rho2_),
+                           r_, u2_, xtt_);
+    tsum_ = rows_.t;
+  }
+
+  // w, b (the first block), then r, u2 (the rows' part of the second).
+  void first_block(int iteration, double tol_hint) {
+    t_ = y_.array() * (1.0 - r_.array() - u2_.array());
+    const double tbar = t_.mean();
+    t_.array() -= tbar;
+    q_ = z_ - u1_;
+    // w = (rho1 I + rho2 X_c^T X_c)^-1 (rho1 q + rho2 X_c^T t), xw = X_c w.
+    // Inexact for CG: a tenth of the last relative primal residual.
+    if (track_) {
+      if ((iteration - 1) % 100 == 0) xc_.times(u1_, mu1_);  // bound the drift of the updates
+      mq_ = mz_ - mu1_;
+      solver_->solve_split_given(q_, mq_, t_, w_, xw_);
     } else {
-      // w, b: the first block.
-      t = y.array() * (1.0 - r.array() - u2.array());
-      const double tbar = t.mean();
-      t.array() -= tbar;
-      q = z - u1;
-      // w = (rho1 I + rho2 X_c^T X_c)^-1 (rho1 q + rho2 X_c^T t), xw = X_c w.
-      // Inexact for CG: a tenth of the last relative primal residual.
-      if (track) {
-        if ((it - 1) % 100 == 0) xc.times(u1, mu1);  // bound the drift of the updates
-        mq = mz - mu1;
-        solver->solve_split_given(q, mq, t, w, xw);
-      } else {
-        solver->solve_split(q, t, w, xw, tol_hint);
-      }
-      b = tbar - xbar.dot(w);
-      m = y.array() * (xw.array() + tbar);  // X w + b = X_c w + tbar
-      // r, z: the second block (separable).
-      r_prev.swap(r);
-      z_prev.swap(z);
-      // Over-relaxed copies of the first block's output (alpha = 1: w, m).
-      if (alpha != 1) {
-        w_hat = alpha * w + (1 - alpha) * z_prev;
-        m_hat = alpha * m.array() + (1 - alpha) * (1.0 - r_prev.array());
-      }
-      const Eigen::VectorXd& mh = alpha != 1 ? m_hat : m;
-      v = 1.0 - mh.array() - u2.array();
-      hinge_prox(v, 1.0 / (double(n) * rho2), r);
-      u2.array() += r.array() + mh.array() - 1.0;
-      s_rm = (r.array() + m.array() - 1.0).matrix().squaredNorm();
-      s_dr = (r - r_prev).squaredNorm(), s_m = m.squaredNorm(), s_r = r.squaredNorm();
-      s_u2 = u2.squaredNorm();
-    }  // !fused
-    const Eigen::VectorXd& wh = alpha != 1 ? w_hat : w;
-    // The L1 / weighted-L1 second block in one vectorised pass: z = soft(wh +
-    // u1), u1 += wh - z and the p-length sums of the stopping rule (one read
-    // of the p-length vectors instead of one per quantity).
-    double s_wz = 0, s_dz = 0, s_u1 = 0, s_w = 0, s_z = 0, s_nz = 0;
-    const bool soft_block = (weighted && !l1_phase) || active.kind == penalty_kind::l1;
-    if (soft_block) {
-      const double tau = pen.lambda / rho1;
-      // Plain L1 runs the weighted loop with unit weights: no branch on a
-      // null weight pointer inside the loop, which would keep it from
-      // vectorising as well.
-      const double* wt = weighted && !l1_phase ? o.l1_weights.data() : unit_weights.data();
-      double* zp = z.data();
-      double* up = u1.data();
-      const double* whp = wh.data();
-      const double* wp = w.data();
-      const double* zq = z_prev.data();
-#pragma omp simd reduction(+ : s_wz, s_dz, s_u1, s_w, s_z, s_nz)
-      for (int64_t j = 0; j < p; ++j) {
-        const double vj = whp[j] + up[j];
-        const double a = std::abs(vj) - tau * wt[j];
-        const double zj = a > 0 ? std::copysign(a, vj) : 0.0;
-        const double uj = vj - zj, e = wp[j] - zj, d = zj - zq[j];
-        zp[j] = zj;
-        up[j] = uj;
-        s_wz += e * e, s_dz += d * d, s_u1 += uj * uj;
-        s_w += wp[j] * wp[j], s_z += zj * zj, s_nz += zj != 0 ? 1.0 : 0.0;
-      }
-    } else {
-      active.prox(wh + u1, rho1, z);
+      solver_->solve_split(q_, t_, w_, xw_, tol_hint);
     }
-    if (track) {
+    b_ = tbar - xbar_.dot(w_);
+    m_ = y_.array() * (xw_.array() + tbar);  // X w + b = X_c w + tbar
+    // r, z: the second block (separable).
+    r_prev_.swap(r_);
+    z_prev_.swap(z_);
+    // Over-relaxed copies of the first block's output (alpha = 1: w, m).
+    if (alpha_ != 1) {
+      w_hat_ = alpha_ * w_ + (1 - alpha_) * z_prev_;
+      m_hat_ = alpha_ * m_.array() + (1 - alpha_) * (1.0 - r_prev_.array());
+    }
+    const Eigen::VectorXd& mh = alpha_ != 1 ? m_hat_ : m_;
+    v_ = 1.0 - mh.array() - u2_.array();
+    hinge_prox(v_, 1.0 / (double(n_) * rho2_), r_);
+    u2_.array() += r_.array() + mh.array() - 1.0;
+    rows_.rm = (r_.array() + m_.array() - 1.0).matrix().squaredNorm();
+    rows_.dr = (r_ - r_prev_).squaredNorm(), rows_.m = m_.squaredNorm(), rows_.r = r_.squaredNorm();
+    rows_.u2 = u2_.squaredNorm();
+  }
+
+  // z = prox(wh + u1) and u1 += wh - z, with the columns' sums of the
+  // stopping rule.
+  column_sums second_block(const penalty& active) {
+    const Eigen::VectorXd& wh = alpha_ != 1 ? w_hat_ : w_;
+    column_sums sums;
+    const bool soft_block = (weighted_ && !l1_phase_) || active.kind == penalty_kind::l1;
+    if (soft_block)
+      sums = soft_threshold_block(wh);
+    else
+      active.prox(wh + u1_, rho1_, z_);
+    if (track_) {
       // X_c u1 follows u1 += wh - z: X_c wh = alpha xw + (1 - alpha) X_c z_prev.
-      mz_prev.swap(mz);
-      sparse_times(z, mz, soft_block ? int64_t(s_nz) : -1);
-      mu1 += (alpha != 1 ? (alpha * xw + (1 - alpha) * mz_prev).eval() : xw) - mz;
+      mz_prev_.swap(mz_);
+      sparse_times(z_, mz_, soft_block ? int64_t(sums.nz) : -1);
+      mu1_ += (alpha_ != 1 ? (alpha_ * xw_ + (1 - alpha_) * mz_prev_).eval() : xw_) - mz_;
     }
     // Scaled duals.
     if (!soft_block) {
-      u1 += wh - z;
-      s_wz = (w - z).squaredNorm(), s_dz = (z - z_prev).squaredNorm();
-      s_u1 = u1.squaredNorm(), s_w = w.squaredNorm(), s_z = z.squaredNorm();
+      u1_ += wh - z_;
+      sums.wz = (w_ - z_).squaredNorm(), sums.dz = (z_ - z_prev_).squaredNorm();
+      sums.u1 = u1_.squaredNorm(), sums.w = w_.squaredNorm(), sums.z = z_.squaredNorm();
     }
+    return sums;
+  }
 
-    const double pri = std::sqrt(s_wz + s_rm);
-    const double dual = std::sqrt(rho1 * rho1 * s_dz + rho2 * rho2 * s_dr);
+  // The L1 / weighted-L1 second block in one vectorised pass: z = soft(wh +
+  // u1), u1 += wh - z and the p-length sums of the stopping rule (one read
+  // of the p-length vectors instead of one per quantity). Plain L1 runs the
+  // weighted loop with unit weights: no branch on a null weight pointer
+  // inside the loop, which would keep it from vectorising as well.
+  column_sums soft_threshold_block(const Eigen::VectorXd& wh) {
+    double s_wz = 0, s_dz = 0, s_u1 = 0, s_w = 0, s_z = 0, s_nz = 0;
+    const double tau = pen_.lambda / rho1_;
+    const double* wt = weighted_ && !l1_phase_ ? options_.l1_weights.data() : unit_weights_.data();
+    double* zp = z_.data();
+    double* up = u1_.data();
+    const double* whp = wh.data();
+    const double* wp = w_.data();
+    const double* zq = z_prev_.data();
+    const int64_t p = p_;
+#pragma omp simd reduction(+ : s_wz, s_dz, s_u1, s_w, s_z, s_nz)
+    for (int64_t j = 0; j < p; ++j) {
+      const double vj = whp[j] + up[j];
+      const double a = std::abs(vj) - tau * wt[j];
+      const double zj = a > 0 ? std::copysign(a, vj) : 0.0;
+      const double uj = vj - zj, e = wp[j] - zj, d = zj - zq[j];
+      zp[j] = zj;
+      up[j] = uj;
+      s_wz += e * e, s_dz += d * d, s_u1 += uj * uj;
+      s_w += wp[j] * wp[j], s_z += zj * zj, s_nz += zj != 0 ? 1.0 : 0.0;
+    }
+    return {s_wz, s_dz, s_u1, s_w, s_z, s_nz};
+  }
+
+  // The stopping test after an iteration: true ends the run (converged,
+  // stopped by the monitor, or the working set must grow). Otherwise ends
+  // the L1 phase when it converged, or lets rho control rescale.
+  bool ends_run(int iteration, const column_sums& columns, const admm_monitor& monitor) {
+    const double pri = std::sqrt(columns.wz + rows_.rm);
+    const double dual = std::sqrt(rho1_ * rho1_ * columns.dz + rho2_ * rho2_ * rows_.dr);
     const double eps_pri =
-        sqrt_dim * o.abs_tol +
-        o.rel_tol * std::max({std::sqrt(s_w + s_m), std::sqrt(s_z + s_r), std::sqrt(double(n))});
-    const double eps_dual =
-        sqrt_dim * o.abs_tol +
-        o.rel_tol * std::sqrt(rho1 * rho1 * s_u1 + out.dual_sq + rho2 * rho2 * s_u2);
-    res.primal_residual = pri, res.dual_residual = dual;
-    if (monitor && !monitor(out.iteration_offset + it, pri, dual)) break;
-    if (out.check && it % out.check_every == 0 && out.check(u2, rho2)) break;
+        sqrt_dim_ * options_.abs_tol +
+        options_.rel_tol * std::max({std::sqrt(columns.w + rows_.m), std::sqrt(columns.z + rows_.r),
+                                     std::sqrt(double(n_))});
+    const double eps_dual = sqrt_dim_ * options_.abs_tol +
+                            options_.rel_tol * std::sqrt(rho1_ * rho1_ * columns.u1 + out_.dual_sq +
+                                                         rho2_ * rho2_ * rows_.u2);
+    result_.primal_residual = pri, result_.dual_residual = dual;
+    if (monitor && !monitor(out_.iteration_offset + iteration, pri, dual)) return true;
+    if (out_.check && iteration % out_.check_every == 0 && out_.check(u2_, rho2_)) return true;
     if (pri <= eps_pri && dual <= eps_dual) {
-      if (!l1_phase) {
-        res.converged = true;
-        break;
+      if (!l1_phase_) {
+        result_.converged = true;
+        return true;
       }
-      l1_phase = false;
-      phase_start = it;
-      control = rho_control(o.rho_control, pen.rho_threshold());
-      continue;
+      l1_phase_ = false;
+      phase_start_ = iteration;
+      control_ = rho_control(options_.rho_control, pen_.rho_threshold());
+      return false;
     }
-    if (const double f = control.factor(it - phase_start, pri, dual, rho1); f != 1) {
-      rho1 *= f, rho2 *= f;
-      u1 /= f, u2 /= f;  // scaled duals: u = y / rho
-      if (track) mu1 /= f;
-      solver->set_rho(rho1, rho2);
-      if (fused) start_t();  // t depends on u2
+    if (const double f = control_.factor(iteration - phase_start_, pri, dual, rho1_); f != 1) {
+      rho1_ *= f, rho2_ *= f;
+      u1_ /= f, u2_ /= f;  // scaled duals: u = y / rho
+      if (track_) mu1_ /= f;
+      solver_->set_rho(rho1_, rho2_);
+      if (fused_) start_t();  // t depends on u2
     }
+    return false;
   }
-  res.iterations = std::min(it, o.max_iter);
-  res.rho1 = rho1, res.rho2 = rho2;
-  res.rho_changes = control.changes();
-  res.method = solver->method();
-  res.cg_iterations = solver->inner_iterations();
-  res.state.z = z, res.state.u1 = std::move(u1), res.state.r = std::move(r);
-  res.state.u2 = std::move(u2), res.state.rho1 = rho1, res.state.rho2 = rho2;
-  res.w = std::move(z);
-  res.b = b;
-  if (o.polish_bias) {
-    x.times(res.w, xw);
-    res.b = best_bias(y, xw, b);
+
+  // The result after `iterations`: w = z, the state to continue from, the
+  // polished bias and the objective.
+  admm_result finish(int iterations) {
+    admm_result& result = result_;
+    result.iterations = iterations;
+    result.rho1 = rho1_, result.rho2 = rho2_;
+    result.rho_changes = control_.changes();
+    result.method = solver_->method();
+    result.cg_iterations = solver_->inner_iterations();
+    result.state.z = z_, result.state.u1 = std::move(u1_), result.state.r = std::move(r_);
+    result.state.u2 = std::move(u2_), result.state.rho1 = rho1_, result.state.rho2 = rho2_;
+    result.w = std::move(z_);
+    result.b = b_;
+    if (options_.polish_bias) {
+      x_.times(result.w, xw_);
+      result.b = best_bias(y_, xw_, b_);
+    }
+    result.objective =
+        weighted_ ? weighted_objective(x_, y_, result.w, result.b, pen_.lambda, options_.l1_weights)
+                  : objective(x_, y_, result.w, result.b, pen_);
+    return std::move(result);
   }
-  res.objective = weighted ? weighted_objective(x, y, res.w, res.b, pen.lambda, o.l1_weights)
-                           : objective(x, y, res.w, res.b, pen);
-  res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return res;
+
+  const design_matrix& x_;
+  const Eigen::VectorXd& y_;
+  const penalty& pen_;
+  const admm_options& options_;
+  const left_out& out_;
+  const int64_t n_, p_;
+  const Eigen::VectorXd xbar_;  // (p) column means
+  const design_operator xc_;    // X_c = X - 1 xbar^T
+  double rho1_ = 0, rho2_ = 0;
+  std::unique_ptr<w_solver> solver_;
+  Eigen::VectorXd w_, z_, u1_, z_prev_, q_, w_hat_;           // (p)
+  Eigen::VectorXd r_, u2_, r_prev_, t_, xw_, m_, v_, m_hat_;  // (n)
+  double alpha_ = 1;
+  bool track_ = false;
+  Eigen::VectorXd mz_, mz_prev_, mu1_, mq_;  // (n) X_c z, X_c u1 and X_c q when tracked
+  bool fused_ = false;
+  Eigen::VectorXd xtt_;  // (p) X_c^T t for the next w-step (fused)
+  double tsum_ = 0;      // sum(t) (fused)
+  bool weighted_ = false;
+  Eigen::VectorXd unit_weights_;  // (p) ones, for the soft block of plain L1
+  double b_ = 0;
+  double sqrt_dim_ = 0;  // sqrt(n + p + left-out columns), the absolute tolerance's scale
+  row_sums rows_;        // the rows' sums of the stopping rule, from the first block
+  rho_control control_;
+  bool l1_phase_ = false;
+  const penalty l1_pen_;
+  int phase_start_ = 0;
+  admm_result result_;
+};
+
+admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+                      const admm_options& options, const admm_monitor& monitor,
+                      const admm_state* start, const left_out& out = {}) {
+  const auto t0 = std::chrono::steady_clock::now();
+  column_admm admm(x, y, pen, options, start, out);
+  admm_result result = admm.run(monitor);
+  result.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
 }
 
 // Screening (admm_options::screening): ADMM over a working set of columns,
@@ -364,156 +471,227 @@ admm_result solve_all(const design_matrix& x, const Eigen::VectorXd& y, const pe
 // violate it (by more than screen_slack) join the set and ADMM continues
 // from where it stopped (their z = 0 and their u1 = -g/rho1 clipped to
 // +-lambda_j/rho1: the w-step's optimality within the z-step's range).
+//
+// working_set holds the whole problem's state between rounds and the set;
+// solve_screened runs the rounds.
+class working_set {
+ public:
+  working_set(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
+              const admm_options& options, const admm_state* start)
+      : x_(x),
+        y_(y),
+        pen_(pen),
+        options_(options),
+        n_(x.rows()),
+        p_(x.cols()),
+        weighted_(options.l1_weights.size() != 0),
+        xc_(x, x.col_sums() / double(n_), false),
+        batch_(std::max<int64_t>(2 * n_, 64)),
+        g_(p_),
+        v_(n_),
+        in_(size_t(p_), 0) {
+    have_state_ = start && !start->empty();
+    if (have_state_) full_ = *start;
+    // Before any ADMM: from the start's duals, or at w = 0 where (with
+    // |b| < 1) every margin is below 1 (s = 1, u2 = -1/(n rho2)).
+    if (have_state_)
+      gradient(full_.u2, full_.rho2);
+    else
+      gradient(Eigen::VectorXd::Constant(n_, -1.0 / double(n_)), 1.0);
+    if (have_state_)
+      for (int64_t j = 0; j < p_; ++j)
+        if (full_.z[j] != 0) in_[size_t(j)] = 1, set_.push_back(j);
+    add_top([](double) { return true; });
+  }
+
+  const std::vector<int64_t>& columns() const { return set_; }
+
+  // The next round's ADMM options: the set's L1 weights, the iterations
+  // left of the cap, no screening.
+  admm_options round_options(int iterations_done) const {
+    const int64_t k = int64_t(set_.size());
+    admm_options round = options_;
+    round.screening = false;
+    round.max_iter = options_.max_iter - iterations_done;
+    if (weighted_) {
+      for (int64_t i = 0; i < k; ++i) round.l1_weights[i] = options_.l1_weights[set_[size_t(i)]];
+      round.l1_weights.conservativeResize(k);
+    }
+    return round;
+  }
+
+  // The whole problem's state restricted to the set (empty before a state).
+  admm_state round_start() const {
+    admm_state start;
+    if (!have_state_) return start;
+    const int64_t k = int64_t(set_.size());
+    start.z.resize(k), start.u1.resize(k);
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t j = set_[size_t(i)];
+      start.z[i] = full_.z[j], start.u1[i] = full_.u1[j];
+    }
+    start.r = full_.r, start.u2 = full_.u2, start.rho1 = full_.rho1, start.rho2 = full_.rho2;
+    return start;
+  }
+
+  // What the round's stopping rule adds for the columns left out; its check
+  // sets `grow` and stops the run as soon as a left-out column violates its
+  // condition (no iterations spent on a set that must grow anyway).
+  left_out round_left_out(int iterations_done, bool& grow) {
+    left_out out;
+    out.cols = p_ - int64_t(set_.size());
+    if (have_state_)
+      for (int64_t j = 0; j < p_; ++j)
+        if (!in_[size_t(j)]) out.dual_sq += std::pow(full_.rho1 * full_.u1[j], 2);
+    out.check_every = screen_check_every;
+    out.check = [this, &grow](const Eigen::VectorXd& u2, double rho2) {
+      gradient(u2, rho2);
+      for (int64_t j = 0; j < p_ && !grow; ++j)
+        grow = !in_[size_t(j)] && score(j) > 1 + screen_slack;
+      return grow;
+    };
+    out.iteration_offset = iterations_done;
+    return out;
+  }
+
+  // Back to the whole problem after a round on the set: left-out columns
+  // are zero, their scaled dual follows from the w-step's optimality
+  // rho1 u1 + g = 0 (clipped to the range the z-step allows).
+  void take_round(admm_result& round) {
+    const int64_t k = int64_t(set_.size());
+    full_.rho1 = round.state.rho1, full_.rho2 = round.state.rho2;
+    full_.r = std::move(round.state.r), full_.u2 = std::move(round.state.u2);
+    gradient(full_.u2, full_.rho2);
+    full_.z = Eigen::VectorXd::Zero(p_);
+    full_.u1.resize(p_);
+    for (int64_t j = 0; j < p_; ++j) {
+      const double c = limit(j) / full_.rho1;
+      full_.u1[j] = std::clamp(-g_[j] / full_.rho1, -c, c);
+    }
+    for (int64_t i = 0; i < k; ++i)
+      full_.z[set_[size_t(i)]] = round.state.z[i], full_.u1[set_[size_t(i)]] = round.state.u1[i];
+    have_state_ = true;
+  }
+
+  // Adds the left-out columns that violate their condition (at most a
+  // batch, largest |g_j| / lambda_j first); returns how many.
+  size_t add_violators() {
+    return add_top([](double score) { return score > 1 + screen_slack; });
+  }
+
+  admm_state& whole_state() { return full_; }
+
+ private:
+  double limit(int64_t j) const { return pen_.lambda * (weighted_ ? options_.l1_weights[j] : 1.0); }
+
+  // g = rho2 X_c^T (y .* u2) from the hinge split's scaled dual.
+  void gradient(const Eigen::VectorXd& u2, double rho2) {
+    v_ = rho2 * y_.cwiseProduct(u2);
+    xc_.transpose_times(v_, g_);
+  }
+
+  // |g_j| / lambda_j: above 1 (+ screen_slack), a zero column j violates.
+  double score(int64_t j) const {
+    const double lj = limit(j), a = std::abs(g_[j]);
+    return lj > 0 ? a / lj : (a > 0 ? HUGE_VAL : 0.0);
+  }
+
+  // Adds the (at most a batch) left-out columns of largest |g_j| / lambda_j
+  // that pass `admit`.
+  template <class Admit>
+  size_t add_top(const Admit& admit) {
+    std::vector<std::pair<double, int64_t>> candidates;
+    for (int64_t j = 0; j < p_; ++j)
+      if (!in_[size_t(j)] && admit(score(j))) candidates.emplace_back(-score(j), j);
+    const auto k = std::min<size_t>(candidates.size(), size_t(batch_));
+    std::partial_sort(candidates.begin(), candidates.begin() + int64_t(k), candidates.end());
+    for (size_t i = 0; i < k; ++i)
+      in_[size_t(candidates[i].second)] = 1, set_.push_back(candidates[i].second);
+    std::sort(set_.begin(), set_.end());
+    return k;
+  }
+
+  const design_matrix& x_;
+  const Eigen::VectorXd& y_;
+  const penalty& pen_;
+  const admm_options& options_;
+  const int64_t n_, p_;
+  const bool weighted_;
+  const design_operator xc_;
+  const int64_t batch_;  // columns added per round at most
+  admm_state full_;      // the whole problem's state, kept between rounds
+  bool have_state_ = false;
+  Eigen::VectorXd g_;         // (p) the hinge term's gradient
+  Eigen::VectorXd v_;         // (n) scratch
+  std::vector<char> in_;      // (p) whether column j is in the set
+  std::vector<int64_t> set_;  // the set's columns, ascending
+};
+
 admm_result solve_screened(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                           const admm_options& o, const admm_monitor& monitor,
+                           const admm_options& options, const admm_monitor& monitor,
                            const admm_state* start) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t n = x.rows(), p = x.cols();
-  const bool weighted = o.l1_weights.size() != 0;
-  const auto limit = [&](int64_t j) { return pen.lambda * (weighted ? o.l1_weights[j] : 1.0); };
-  const design_operator xc(x, x.col_sums() / double(n), false);
-  const int64_t batch = std::max<int64_t>(2 * n, 64);  // columns added per round at most
-
-  // The state of the whole problem, kept between rounds.
-  admm_state full;
-  bool have_state = start && !start->empty();
-  if (have_state) full = *start;
-  Eigen::VectorXd g(p), v(n);  // g: the hinge term's gradient (p)
-  // g = rho2 X_c^T (y .* u2) from the hinge split's scaled dual.
-  const auto gradient = [&](const Eigen::VectorXd& u2, double rho2) {
-    v = rho2 * y.cwiseProduct(u2);
-    xc.transpose_times(v, g);
-  };
-  // |g_j| / lambda_j: above 1 (+ screen_slack), a zero column j violates.
-  const auto score = [&](int64_t j) {
-    const double lj = limit(j), a = std::abs(g[j]);
-    return lj > 0 ? a / lj : (a > 0 ? HUGE_VAL : 0.0);
-  };
-  // Before any ADMM: from the start's duals, or at w = 0 where (with |b| < 1)
-  // every margin is below 1 (s = 1, u2 = -1/(n rho2)).
-  if (have_state)
-    gradient(full.u2, full.rho2);
-  else
-    gradient(Eigen::VectorXd::Constant(n, -1.0 / double(n)), 1.0);
-
-  std::vector<char> in(size_t(p), 0);
-  std::vector<int64_t> set;
-  // Adds the (at most `count`) left-out columns of largest |g_j| / lambda_j
-  // that pass `admit`.
-  const auto add_top = [&](int64_t count, const auto& admit) {
-    std::vector<std::pair<double, int64_t>> cand;
-    for (int64_t j = 0; j < p; ++j)
-      if (!in[size_t(j)] && admit(score(j))) cand.emplace_back(-score(j), j);
-    const auto k = std::min<size_t>(cand.size(), size_t(count));
-    std::partial_sort(cand.begin(), cand.begin() + int64_t(k), cand.end());
-    for (size_t i = 0; i < k; ++i) in[size_t(cand[i].second)] = 1, set.push_back(cand[i].second);
-    std::sort(set.begin(), set.end());
-    return k;
-  };
-  if (have_state)
-    for (int64_t j = 0; j < p; ++j)
-      if (full.z[j] != 0) in[size_t(j)] = 1, set.push_back(j);
-  add_top(batch, [](double) { return true; });
-
-  admm_result res;
+  const int64_t p = x.cols();
+  working_set set(x, y, pen, options, start);
+  admm_result result;
   int iterations = 0, rounds = 0, rho_changes = 0;
   int64_t cg = 0, last_k = 0;
   for (;;) {
     ++rounds;
-    const int64_t k = int64_t(set.size());
-    const design_matrix sub = k == p ? design_matrix() : x.select_cols(set);
-    admm_options so = o;
-    so.screening = false;
-    so.max_iter = o.max_iter - iterations;
-    if (weighted) {
-      for (int64_t i = 0; i < k; ++i) so.l1_weights[i] = o.l1_weights[set[size_t(i)]];
-      so.l1_weights.conservativeResize(k);
-    }
-    admm_state s0;
-    if (have_state) {
-      s0.z.resize(k), s0.u1.resize(k);
-      for (int64_t i = 0; i < k; ++i) {
-        const int64_t j = set[size_t(i)];
-        s0.z[i] = full.z[j], s0.u1[i] = full.u1[j];
-      }
-      s0.r = full.r, s0.u2 = full.u2, s0.rho1 = full.rho1, s0.rho2 = full.rho2;
-    }
-    left_out lo;
-    lo.cols = p - k;
-    if (have_state)
-      for (int64_t j = 0; j < p; ++j)
-        if (!in[size_t(j)]) lo.dual_sq += std::pow(full.rho1 * full.u1[j], 2);
-    // During the run, every check_every iterations: stop as soon as a
-    // left-out column violates its condition (no iterations spent on a set
-    // that must grow anyway).
+    const int64_t k = int64_t(set.columns().size());
+    const design_matrix sub = k == p ? design_matrix() : x.select_cols(set.columns());
+    const admm_options round = set.round_options(iterations);
+    const admm_state round_start = set.round_start();
     bool grow = false;
-    lo.check_every = screen_check_every;
-    lo.check = [&](const Eigen::VectorXd& u2, double rho2) {
-      gradient(u2, rho2);
-      for (int64_t j = 0; j < p && !grow; ++j) grow = !in[size_t(j)] && score(j) > 1 + screen_slack;
-      return grow;
-    };
-    lo.iteration_offset = iterations;
-    res = solve_all(k == p ? x : sub, y, pen, so, monitor, have_state ? &s0 : nullptr, lo);
-    iterations += res.iterations, cg += res.cg_iterations, rho_changes += res.rho_changes;
-    // Back to the whole problem: left-out columns are zero, their scaled dual
-    // follows from the w-step's optimality rho1 u1 + g = 0 (clipped to the
-    // range the z-step allows).
-    full.rho1 = res.state.rho1, full.rho2 = res.state.rho2;
-    full.r = std::move(res.state.r), full.u2 = std::move(res.state.u2);
-    gradient(full.u2, full.rho2);
-    full.z = Eigen::VectorXd::Zero(p);
-    full.u1.resize(p);
-    for (int64_t j = 0; j < p; ++j) {
-      const double c = limit(j) / full.rho1;
-      full.u1[j] = std::clamp(-g[j] / full.rho1, -c, c);
-    }
-    for (int64_t i = 0; i < k; ++i)
-      full.z[set[size_t(i)]] = res.state.z[i], full.u1[set[size_t(i)]] = res.state.u1[i];
-    have_state = true;
+    const left_out out = set.round_left_out(iterations, grow);
+    result = solve_all(k == p ? x : sub, y, pen, round, monitor,
+                       round_start.empty() ? nullptr : &round_start, out);
+    iterations += result.iterations, cg += result.cg_iterations;
+    rho_changes += result.rho_changes;
+    set.take_round(result);
     last_k = k;
     // Stopped inside the run (iteration cap, monitor): not converged.
-    if ((!res.converged && !grow) || k == p) break;
+    if ((!result.converged && !grow) || k == p) break;
     // The left-out columns are checked on the final state of every run, also
     // one that converged on its last allowed iteration: a violator means the
     // whole problem has not converged.
-    const size_t added = add_top(batch, [](double sc) { return sc > 1 + screen_slack; });
-    if (added > 0 && iterations >= o.max_iter) {
-      res.converged = false;
+    const size_t added = set.add_violators();
+    if (added > 0 && iterations >= options.max_iter) {
+      result.converged = false;
       break;
     }
     // No violator left: done when the run converged; a run stopped by the
     // check found violators in this same state, so this is only a guard
     // (continue on the same set, budget permitting).
-    if (added == 0 && (res.converged || iterations >= o.max_iter)) break;
+    if (added == 0 && (result.converged || iterations >= options.max_iter)) break;
   }
-  res.iterations = iterations, res.cg_iterations = cg, res.rho_changes = rho_changes;
-  res.screen_rounds = rounds;
-  res.working_set = last_k;
-  res.w = full.z;
-  res.state = std::move(full);
-  res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return res;
+  result.iterations = iterations, result.cg_iterations = cg, result.rho_changes = rho_changes;
+  result.screen_rounds = rounds;
+  result.working_set = last_k;
+  result.w = set.whole_state().z;
+  result.state = std::move(set.whole_state());
+  result.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
 }
 
 }  // namespace
 
 admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                       const admm_options& o, const admm_monitor& monitor,
+                       const admm_options& options, const admm_monitor& monitor,
                        const admm_state* start) {
-  check_inputs(x, y, pen, o);
+  check_inputs(x, y, pen, options);
   const int64_t n = x.rows(), p = x.cols();
   if (start && !start->empty() &&
       (start->z.size() != p || start->u1.size() != p || start->r.size() != n ||
        start->u2.size() != n || !(start->rho1 > 0) || !(start->rho2 > 0)))
     fail("warm start of size ({}, {}) for data of {} samples x {} features", start->r.size(),
          start->z.size(), n, p);
-  if (o.screening && pen.kind == penalty_kind::l1 && !o.l1_start &&
-      double(p) >= o.screen_ratio * double(n) && p > 4 * std::max<int64_t>(2 * n, 64))
-    return solve_screened(x, y, pen, o, monitor, start);
-  admm_result res = solve_all(x, y, pen, o, monitor, start);
-  res.working_set = p;
-  return res;
+  if (options.screening && pen.kind == penalty_kind::l1 && !options.l1_start &&
+      double(p) >= options.screen_ratio * double(n) && p > 4 * std::max<int64_t>(2 * n, 64))
+    return solve_screened(x, y, pen, options, monitor, start);
+  admm_result result = solve_all(x, y, pen, options, monitor, start);
+  result.working_set = p;
+  return result;
 }
 
 }  // namespace merak::svm
