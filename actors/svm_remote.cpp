@@ -26,17 +26,17 @@ svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
 }
 
 std::vector<svm_remote_result> consensus_path_remote(
-    int workers, const std::vector<svm::penalty>& pens, const svm_remote_options& options,
+    int workers, const std::vector<svm::penalty>& penalties, const svm_remote_options& options,
     const std::function<void(size_t, const svm_remote_result&)>& on_point) {
   if (workers < 1) fail("--procs must be at least 1 (got {})", workers);
   if (options.token.empty()) fail("no job token for the svm workers");
-  if (pens.empty()) fail("no lambda to fit");
-  for (const auto& pen : pens) pen.validate();
+  if (penalties.empty()) fail("no lambda to fit");
+  for (const auto& pen : penalties) pen.validate();
   if (!options.full_fit && options.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (options.admm.max_iter < 1)
     fail("--max-iter must be at least 1 (got {})", options.admm.max_iter);
   svm_remote_backend backend(workers, options);
-  std::vector<svm_remote_result> results(pens.size());
+  std::vector<svm_remote_result> results(penalties.size());
   for (auto& result : results) result.join_s = backend.join_seconds();
   // Each point's result: the fit on all rows (handed out by the backend
   // right after it), with the point's CV fields.
@@ -55,7 +55,7 @@ std::vector<svm_remote_result> consensus_path_remote(
     if (on_point) on_point(i, result);
   };
   const svm::path_schedule schedule{options.folds, options.warm, options.full_fit};
-  svm::fit_path(pens, schedule, backend, take_point);
+  svm::fit_path(penalties, schedule, backend, take_point);
   backend.finish();
   return results;
 }

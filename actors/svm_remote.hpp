@@ -78,7 +78,7 @@ struct svm_remote_result {
 svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
                                        const svm_remote_options& options);
 
-// A path over the same worker processes, in the order of `pens` (a
+// A path over the same worker processes, in the order of `penalties` (a
 // decreasing lambda grid for a warm path): svm::fit_path's walk over an
 // svm_remote_backend (actors/svm_remote_backend.hpp). Cold (options.warm
 // false): one cold consensus fit per penalty, each penalty finished (its
@@ -87,11 +87,11 @@ svm_remote_result consensus_fit_remote(int workers, const svm::penalty& pen,
 // alone. Warm: each fold's rows, then all rows, walk the grid, every fit
 // starting from the state the previous one ended in. on_point (when set)
 // gets each result as soon as it is known (warm: during the walk over all
-// rows). Returns the results in the order of `pens`. Throws as
+// rows). Returns the results in the order of `penalties`. Throws as
 // consensus_fit_remote (with more than one penalty the message starts with
 // "lambda L: "), and for an empty list or full_fit false without folds.
 std::vector<svm_remote_result> consensus_path_remote(
-    int workers, const std::vector<svm::penalty>& pens, const svm_remote_options& options,
+    int workers, const std::vector<svm::penalty>& penalties, const svm_remote_options& options,
     const std::function<void(size_t, const svm_remote_result&)>& on_point = {});
 
 struct svm_worker_process_options {

@@ -14,17 +14,17 @@ namespace {
 // penalty until all folds are scored.
 class path_driver {
  public:
-  path_driver(const std::vector<penalty>& pens, const path_schedule& schedule,
+  path_driver(const std::vector<penalty>& penalties, const path_schedule& schedule,
               path_backend& backend, const std::function<void(size_t, const path_point&)>& on_point)
-      : pens_(pens),
+      : penalties_(penalties),
         schedule_(schedule),
         backend_(backend),
         on_point_(on_point),
-        points_(pens.size()),
-        right_(pens.size(), 0),
-        held_out_(pens.size(), 0) {
-    for (size_t i = 0; i < pens.size(); ++i)
-      points_[i].lambda = pens[i].lambda, points_[i].theta = pens[i].theta;
+        points_(penalties.size()),
+        right_(penalties.size(), 0),
+        held_out_(penalties.size(), 0) {
+    for (size_t i = 0; i < penalties.size(); ++i)
+      points_[i].lambda = penalties[i].lambda, points_[i].theta = penalties[i].theta;
   }
 
   std::vector<path_point> run() {
@@ -40,14 +40,15 @@ class path_driver {
   void walk_warm() {
     for (int fold = 0; fold < schedule_.folds; ++fold) {
       backend_.select_rows(schedule_.folds, fold);
-      for (size_t i = 0; i < pens_.size(); ++i) naming_lambda(i, [&] { fit_fold(i, fold, true); });
+      for (size_t i = 0; i < penalties_.size(); ++i)
+        naming_lambda(i, [&] { fit_fold(i, fold, true); });
     }
     if (!schedule_.full_fit) {
-      for (size_t i = 0; i < pens_.size(); ++i) hand_out(i);
+      for (size_t i = 0; i < penalties_.size(); ++i) hand_out(i);
       return;
     }
     backend_.select_rows(0, 0);
-    for (size_t i = 0; i < pens_.size(); ++i) {
+    for (size_t i = 0; i < penalties_.size(); ++i) {
       naming_lambda(i, [&] { fit_all_rows(i, true); });
       hand_out(i);
     }
@@ -56,7 +57,7 @@ class path_driver {
   // One penalty after the other, each finished (its folds, then its fit on
   // all rows) before the next; every fit cold on a fresh selection.
   void walk_cold() {
-    for (size_t i = 0; i < pens_.size(); ++i) {
+    for (size_t i = 0; i < penalties_.size(); ++i) {
       naming_lambda(i, [&] {
         for (int fold = 0; fold < schedule_.folds; ++fold) {
           backend_.select_rows(schedule_.folds, fold);
@@ -71,10 +72,10 @@ class path_driver {
     }
   }
 
-  // Fits pens[i] on the selected fold's training rows and adds its held-out
+  // Fits penalties[i] on the selected fold's training rows and adds its held-out
   // score to point i's CV fields (pooled once the last fold is in).
   void fit_fold(size_t i, int fold, bool warm) {
-    const path_fit fit = backend_.fit(pens_[i], warm);
+    const path_fit fit = backend_.fit(penalties_[i], warm);
     const held_out_score score = backend_.score_held_out();
     if (score.samples < 1) fail("fold {} of {} holds out no samples", fold, schedule_.folds);
     const int folds = schedule_.folds;
@@ -90,7 +91,7 @@ class path_driver {
   }
 
   void fit_all_rows(size_t i, bool warm) {
-    const path_fit fit = backend_.fit(pens_[i], warm);
+    const path_fit fit = backend_.fit(penalties_[i], warm);
     path_point& point = points_[i];
     point.objective = fit.objective, point.iterations = fit.iterations;
     point.converged = fit.converged, point.nnz = fit.nnz;
@@ -103,15 +104,15 @@ class path_driver {
 
   // Runs fn for penalty i; with more than one penalty an error names lambda.
   void naming_lambda(size_t i, const std::function<void()>& fn) const {
-    if (pens_.size() == 1) return fn();
+    if (penalties_.size() == 1) return fn();
     try {
       fn();
     } catch (const std::exception& e) {
-      fail("lambda {}: {}", pens_[i].lambda, e.what());
+      fail("lambda {}: {}", penalties_[i].lambda, e.what());
     }
   }
 
-  const std::vector<penalty>& pens_;
+  const std::vector<penalty>& penalties_;
   const path_schedule& schedule_;
   path_backend& backend_;
   const std::function<void(size_t, const path_point&)>& on_point_;
@@ -139,14 +140,14 @@ void check_folds(int64_t n, int folds, const std::vector<int>& fold_of) {
 
 }  // namespace
 
-std::vector<path_point> fit_path(const std::vector<penalty>& pens, const path_schedule& schedule,
-                                 path_backend& backend,
+std::vector<path_point> fit_path(const std::vector<penalty>& penalties,
+                                 const path_schedule& schedule, path_backend& backend,
                                  const std::function<void(size_t, const path_point&)>& on_point) {
-  if (pens.empty()) fail("no lambda to fit");
+  if (penalties.empty()) fail("no lambda to fit");
   if (schedule.folds != 0 && schedule.folds < 2)
     fail("--folds must be at least 2 (got {})", schedule.folds);
   if (!schedule.full_fit && schedule.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
-  return path_driver(pens, schedule, backend, on_point).run();
+  return path_driver(penalties, schedule, backend, on_point).run();
 }
 
 std::vector<penalty> path_penalties(const path_options& options) {
@@ -158,7 +159,7 @@ std::vector<penalty> path_penalties(const path_options& options) {
   penalty first = options.fit.pen;
   first.lambda = grid.front();
   first.validate();
-  std::vector<penalty> pens;
+  std::vector<penalty> penalties;
   for (double l : grid) {
     penalty at = options.fit.pen;
     at.lambda = l;
@@ -168,9 +169,9 @@ std::vector<penalty> path_penalties(const path_options& options) {
     } catch (const std::exception& e) {
       fail("--theta-per-lambda: at lambda {}: {}", l, e.what());
     }
-    pens.push_back(at);
+    penalties.push_back(at);
   }
-  return pens;
+  return penalties;
 }
 
 std::vector<path_point> fit_path(const dataset& d, const path_options& options,
@@ -179,14 +180,14 @@ std::vector<path_point> fit_path(const dataset& d, const path_options& options,
   fit_options fit = options.fit;
   fit.nonconvex =
       resolve_nonconvex(options.fit.nonconvex, d.rows(), d.cols(), options.fit.pen.kind);
-  const std::vector<penalty> pens = path_penalties(options);
+  const std::vector<penalty> penalties = path_penalties(options);
   if (!options.full_fit && options.folds < 2) fail("--cv-only needs --folds F (F >= 2)");
   if (options.fit.workers > 1)
     fail("svm path runs on one machine (--workers {} given)", options.fit.workers);
   if (options.folds != 0) check_folds(d.rows(), options.folds, options.fold_of);
   local_path_backend backend(d, fit, options.fold_of);
   const path_schedule schedule{options.folds, options.warm, options.full_fit};
-  return fit_path(pens, schedule, backend, [&](size_t, const path_point& point) {
+  return fit_path(penalties, schedule, backend, [&](size_t, const path_point& point) {
     if (on_point) on_point(point);
   });
 }

@@ -88,17 +88,17 @@ struct path_schedule {
   bool full_fit = true;
 };
 
-// The driver: fits every penalty of `pens` (in their order) by `backend` as
+// The driver: fits every penalty of `penalties` (in their order) by `backend` as
 // `schedule` says and returns one point per penalty. on_point (when set) is
-// called with (i, point of pens[i]) as soon as it is known: with full_fit
-// right after pens[i]'s fit on all rows, before the backend is called again
+// called with (i, point of penalties[i]) as soon as it is known: with full_fit
+// right after penalties[i]'s fit on all rows, before the backend is called again
 // (a backend may hand out more of that fit there); without it, once all
-// folds of pens[i] are done. Throws merak::error for an empty grid, folds 1
+// folds of penalties[i] are done. Throws merak::error for an empty grid, folds 1
 // or negative, full_fit false without folds, a fold that holds out no
 // samples, and what the backend throws (with more than one penalty, an error
 // inside a penalty's fits starts with "lambda L: ").
 std::vector<path_point> fit_path(
-    const std::vector<penalty>& pens, const path_schedule& schedule, path_backend& backend,
+    const std::vector<penalty>& penalties, const path_schedule& schedule, path_backend& backend,
     const std::function<void(size_t, const path_point&)>& on_point = {});
 
 struct path_options {

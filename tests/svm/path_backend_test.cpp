@@ -133,14 +133,14 @@ TEST_CASE("two backends driven over the same schedule give the same path", "[svm
   dataset d = test::synthetic({.n = 60, .p = 12, .informative = 3, .seed = 22});
   path_options o = small_grid(penalty_kind::scad);
   o.fit.nonconvex = nonconvex_method::direct;
-  const std::vector<penalty> pens = path_penalties(o);
+  const std::vector<penalty> penalties = path_penalties(o);
   const path_schedule cold{3, false, true};
   local_path_backend local(d, o.fit);
   fit_per_selection_backend per_selection(d, o.fit);
   std::vector<std::pair<size_t, double>> seen;
-  const auto a = fit_path(pens, cold, local,
+  const auto a = fit_path(penalties, cold, local,
                           [&](size_t i, const path_point& p) { seen.emplace_back(i, p.lambda); });
-  const auto b = fit_path(pens, cold, per_selection);
+  const auto b = fit_path(penalties, cold, per_selection);
   CHECK(seen == std::vector<std::pair<size_t, double>>{{0, 0.1}, {1, 0.03}, {2, 0.01}, {3, 0.003}});
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -154,7 +154,7 @@ TEST_CASE("two backends driven over the same schedule give the same path", "[svm
     CHECK(a[i].cv_mean_nnz == b[i].cv_mean_nnz);
   }
   // The warm path over the first backend is the dataset's fit_path.
-  const auto warm = fit_path(pens, {3, true, true}, local);
+  const auto warm = fit_path(penalties, {3, true, true}, local);
   o.folds = 3;
   const auto reference = fit_path(d, o);
   REQUIRE(warm.size() == reference.size());
@@ -168,7 +168,7 @@ TEST_CASE("each schedule calls the backend in the order it promises", "[svm][pat
   dataset d = test::synthetic({.n = 40, .p = 6, .seed = 23});
   path_options o = small_grid(penalty_kind::l1);
   o.lambdas = {0.1, 0.01};
-  const std::vector<penalty> pens = path_penalties(o);
+  const std::vector<penalty> penalties = path_penalties(o);
   local_path_backend local(d, o.fit);
   recording_backend recorder(local);
   std::vector<std::string> handed_out_after;
@@ -178,7 +178,7 @@ TEST_CASE("each schedule calls the backend in the order it promises", "[svm][pat
 
   // Warm: each fold's training rows walk the grid, then all rows do; a
   // point is handed out right after its fit on all rows.
-  fit_path(pens, {2, true, true}, recorder, on_point);
+  fit_path(penalties, {2, true, true}, recorder, on_point);
   CHECK(recorder.calls ==
         std::vector<std::string>{"select 2/0", "fit 0.1 warm", "score", "fit 0.01 warm", "score",
                                  "select 2/1", "fit 0.1 warm", "score", "fit 0.01 warm", "score",
@@ -188,7 +188,7 @@ TEST_CASE("each schedule calls the backend in the order it promises", "[svm][pat
 
   // Cold: each penalty finished (its folds, then all rows) before the next.
   recorder.calls.clear(), handed_out_after.clear();
-  fit_path(pens, {2, false, true}, recorder, on_point);
+  fit_path(penalties, {2, false, true}, recorder, on_point);
   CHECK(recorder.calls ==
         std::vector<std::string>{"select 2/0", "fit 0.1 cold", "score", "select 2/1",
                                  "fit 0.1 cold", "score", "select 0/0", "fit 0.1 cold",
@@ -199,14 +199,15 @@ TEST_CASE("each schedule calls the backend in the order it promises", "[svm][pat
 
   // CV only, warm: the points once every fold is scored.
   recorder.calls.clear(), handed_out_after.clear();
-  const auto cv_only = fit_path(pens, {2, true, false}, recorder, on_point);
+  const auto cv_only = fit_path(penalties, {2, true, false}, recorder, on_point);
   CHECK(recorder.calls.size() == 10);
   CHECK(handed_out_after == std::vector<std::string>{"0 after score", "1 after score"});
   CHECK(cv_only[0].iterations == 0);
   CHECK(cv_only[1].cv_fold_accuracy.size() == 2);
 
-  CHECK_THROWS_WITH(fit_path(pens, {1, true, true}, recorder), Catch::Contains("--folds must be"));
-  CHECK_THROWS_WITH(fit_path(pens, {0, true, false}, recorder), Catch::Contains("--cv-only"));
+  CHECK_THROWS_WITH(fit_path(penalties, {1, true, true}, recorder),
+                    Catch::Contains("--folds must be"));
+  CHECK_THROWS_WITH(fit_path(penalties, {0, true, false}, recorder), Catch::Contains("--cv-only"));
   CHECK_THROWS_WITH(fit_path(std::vector<penalty>{}, {0, true, true}, recorder),
                     Catch::Contains("no lambda"));
 }
