@@ -41,7 +41,7 @@ struct admm_options {
   bool track_products = true;
   // Dense data (when the products are not tracked): one fused pass over the
   // rows per iteration forms X_c w, the hinge step and the next X_c^T t
-  // (admm.cpp, fused_row_pass); false: two matrix-vector products.
+  // (admm_columns.cpp, fused_row_pass); false: two matrix-vector products.
   bool fuse_rows = true;
   // Working sets for wide data (p >= screen_ratio * n) with the (weighted)
   // L1 penalty, i.e. L1 fits and every LLA step: ADMM runs on the columns
@@ -102,11 +102,11 @@ using admm_monitor = std::function<bool(int iter, double primal, double dual)>;
 
 // x: (n, p), y: (n) in {-1, +1}. start: a state of an earlier run on the
 // same x, y (any penalty or lambda) to continue from, with its rhos unless
-// o.rho1 / o.rho2 are set; nullptr or empty: cold start at zero. Throws
+// options.rho1 / options.rho2 are set; nullptr or empty: cold start at zero. Throws
 // merak::error for empty data, labels other than +-1, a start of the wrong
 // size, or invalid options.
 admm_result admm_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                       const admm_options& o, const admm_monitor& monitor = {},
+                       const admm_options& options, const admm_monitor& monitor = {},
                        const admm_state* start = nullptr);
 
 // r = argmin (1/n)(r)_+ + (rho2/2)(r - v)^2 elementwise, tau = 1/(n rho2):
