@@ -93,7 +93,7 @@ void svm_remote_backend::stop_everyone() {
         self_->send_exit(worker, caf::exit_reason::user_shutdown);
     }
   // The actor system waits for the rendezvous: it must stop too.
-  self_->send_exit(rendezvous_, caf::exit_reason::user_shutdown);
+  if (rendezvous_) self_->send_exit(rendezvous_, caf::exit_reason::user_shutdown);
 }
 
 std::string svm_remote_backend::refusals(std::string refused) const {

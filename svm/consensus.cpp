@@ -10,13 +10,13 @@
 
 namespace merak::svm {
 
-void worker_residuals::add(const worker_residuals& o) {
-  primal_sq += o.primal_sq;
-  r_change_sq += o.r_change_sq;
-  local_norm_sq += o.local_norm_sq;
-  aux_norm_sq += o.aux_norm_sq;
-  dual_norm_sq += o.dual_norm_sq;
-  rows += o.rows;
+void worker_residuals::add(const worker_residuals& other) {
+  primal_sq += other.primal_sq;
+  r_change_sq += other.r_change_sq;
+  local_norm_sq += other.local_norm_sq;
+  aux_norm_sq += other.aux_norm_sq;
+  dual_norm_sq += other.dual_norm_sq;
+  rows += other.rows;
 }
 
 consensus_worker::consensus_worker(dataset shard, int64_t n_total, double rho1, double rho2,
@@ -71,7 +71,7 @@ void consensus_worker::scale_rho(double f) {
 }
 
 consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen,
-                                     double rho1, double rho2, const consensus_options& o)
+                                     double rho1, double rho2, const consensus_options& options)
     : p_(p),
       n_(n_total),
       k_(workers),
@@ -79,9 +79,9 @@ consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, pe
       active_(pen),
       rho1_(rho1),
       rho2_(rho2),
-      o_(o),
-      control_(o.rho_control, pen.rho_threshold()),
-      l1_phase_(o.l1_start && pen.kind != penalty_kind::l1),
+      o_(options),
+      control_(options.rho_control, pen.rho_threshold()),
+      l1_phase_(options.l1_start && pen.kind != penalty_kind::l1),
       zeta_(Eigen::VectorXd::Zero(p + 1)) {
   MERAK_CHECK(workers >= 1);
   if (l1_phase_) active_ = penalty{penalty_kind::l1, pen.lambda, 0};
@@ -94,8 +94,8 @@ void consensus_reducer::set_l1_weights(const Eigen::VectorXd& weights) {
 }
 
 consensus_reducer::consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen,
-                                     const consensus_carry& from, const consensus_options& o)
-    : consensus_reducer(p, n_total, workers, pen, from.rho1, from.rho2, o) {
+                                     const consensus_carry& from, const consensus_options& options)
+    : consensus_reducer(p, n_total, workers, pen, from.rho1, from.rho2, options) {
   if (from.zeta.size() == 0) return;
   MERAK_CHECK(from.zeta.size() == p_ + 1, "a start zeta of size {} for p + 1 = {}",
               from.zeta.size(), p_ + 1);
@@ -168,14 +168,14 @@ consensus_decision consensus_reducer::finish(const worker_residuals& sum) {
 }
 
 consensus_setup plan_consensus(const dataset& d, int workers, const penalty& pen,
-                               const consensus_options& o) {
+                               const consensus_options& options) {
   const int64_t n = d.rows(), p = d.cols();
   if (workers < 1) fail("--workers must be at least 1 (got {})", workers);
   if (workers > n) fail("--workers {} exceeds the {} samples", workers, n);
   pen.validate();
-  if (o.max_iter < 1) fail("--max-iter must be at least 1 (got {})", o.max_iter);
+  if (options.max_iter < 1) fail("--max-iter must be at least 1 (got {})", options.max_iter);
   consensus_setup s;
-  consensus_rhos(n, p, workers, pen, o, s.rho1, s.rho2);
+  consensus_rhos(n, p, workers, pen, options, s.rho1, s.rho2);
   for (int k = 0; k < workers; ++k) s.rows.push_back(consensus_shard_rows(n, workers, k));
   return s;
 }
@@ -188,23 +188,23 @@ std::vector<int64_t> consensus_shard_rows(int64_t n, int workers, int k) {
 }
 
 void consensus_rhos(int64_t n, int64_t p, int workers, const penalty& pen,
-                    const consensus_options& o, double& rho1, double& rho2) {
+                    const consensus_options& options, double& rho1, double& rho2) {
   double d1, d2;
-  const bool lla = uses_lla(pen, o.nonconvex, n, p);
+  const bool lla = uses_lla(pen, options.nonconvex, n, p);
   default_rhos(n, p, lla ? penalty{penalty_kind::l1, pen.lambda, 0} : pen, d1, d2);
   // The consensus prox runs at K rho1: dividing by K gives it the same
   // weight as the single-machine prox (and the same dynamics of z).
-  rho1 = o.rho1 != 0 ? o.rho1 : d1 / workers;
-  rho2 = o.rho2 != 0 ? o.rho2 : d2;
+  rho1 = options.rho1 != 0 ? options.rho1 : d1 / workers;
+  rho2 = options.rho2 != 0 ? options.rho2 : d2;
 }
 
-void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& o,
+void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& options,
                              const consensus_reducer& red, consensus_result& res) {
   const int64_t p = d.cols();
   res.rho1 = red.rho1(), res.rho2 = red.rho2();
   res.w = red.zeta().head(p);
   res.b = red.zeta()[p];
-  if (o.polish_bias) {
+  if (options.polish_bias) {
     Eigen::VectorXd xw;
     d.x.times(res.w, xw);
     res.b = best_bias(d.y, xw, res.b);
@@ -213,14 +213,15 @@ void finish_consensus_result(const dataset& d, const penalty& pen, const consens
 }
 
 consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
-                                 const consensus_options& o, consensus_carry& carry,
+                                 const consensus_options& options, consensus_carry& carry,
                                  const consensus_run& run) {
-  if (!uses_lla(pen, o.nonconvex, n, p)) {
+  if (!uses_lla(pen, options.nonconvex, n, p)) {
     consensus_result r;
     run(pen, nullptr, carry, r);
     return r;
   }
-  if (o.lla.max_steps < 0) fail("lla max_steps must not be negative (got {})", o.lla.max_steps);
+  if (options.lla.max_steps < 0)
+    fail("lla max_steps must not be negative (got {})", options.lla.max_steps);
   const penalty l1{penalty_kind::l1, pen.lambda, 0};
   int iterations = 0;
   const auto step = [&](const Eigen::VectorXd* weights) {
@@ -233,24 +234,25 @@ consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
   // chain of lla_start::best continues from where the first ended.
   const auto restart = [] {};
   bool settled = false;
-  consensus_result cur = lla_loop<consensus_result>(pen, o.lla, p, step, restart, settled);
+  consensus_result cur = lla_loop<consensus_result>(pen, options.lla, p, step, restart, settled);
   cur.iterations = iterations;
   cur.converged = cur.converged && settled;
   return cur;
 }
 
 consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen,
-                               const consensus_options& o) {
+                               const consensus_options& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const consensus_setup s = plan_consensus(d, workers, pen, o);
+  const consensus_setup s = plan_consensus(d, workers, pen, options);
   std::vector<consensus_worker> ws;
   ws.reserve(s.rows.size());
   for (const auto& rows : s.rows)
-    ws.emplace_back(d.select_rows(rows), d.rows(), s.rho1, s.rho2, o.method, o.dense_limit);
+    ws.emplace_back(d.select_rows(rows), d.rows(), s.rho1, s.rho2, options.method,
+                    options.dense_limit);
   std::vector<Eigen::VectorXd> sent(ws.size());
   const consensus_run run = [&](const penalty& rpen, const Eigen::VectorXd* weights,
                                 consensus_carry& carry, consensus_result& res) {
-    consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry, o);
+    consensus_reducer red(d.cols(), d.rows(), workers, rpen, carry, options);
     if (weights) red.set_l1_weights(*weights);
     for (;;) {
       for (size_t k = 0; k < ws.size(); ++k) sent[k] = ws[k].local_step(red.zeta());
@@ -267,11 +269,11 @@ consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen
       }
     }
     res.iterations = red.iteration();
-    finish_consensus_result(d, pen, o, red, res);
+    finish_consensus_result(d, pen, options, red, res);
     carry = red.carry();
   };
   consensus_carry carry{{}, s.rho1, s.rho2};
-  consensus_result res = consensus_solve(d.rows(), d.cols(), pen, o, carry, run);
+  consensus_result res = consensus_solve(d.rows(), d.cols(), pen, options, carry, run);
   res.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

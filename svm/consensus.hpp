@@ -53,7 +53,7 @@ struct worker_residuals {
   double aux_norm_sq = 0;    // |r_k|^2 (+ |zeta|^2 added by the consensus side)
   double dual_norm_sq = 0;   // |U1_k|^2 rho1^2 + |U2_k|^2 rho2^2
   int64_t rows = 0;
-  void add(const worker_residuals& o);
+  void add(const worker_residuals& other);
 };
 
 class consensus_worker {
@@ -106,12 +106,12 @@ class consensus_reducer {
  public:
   // n_total: rows over all workers.
   consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen, double rho1, double rho2,
-                    const consensus_options& o);
+                    const consensus_options& options);
   // A run that continues from `from` (its zeta when it has one, and its
   // rhos): a warm start with workers that kept their state from the run
   // that ended there.
   consensus_reducer(int64_t p, int64_t n_total, int workers, penalty pen,
-                    const consensus_carry& from, const consensus_options& o);
+                    const consensus_carry& from, const consensus_options& options);
   // zeta = [prox_{P/(K rho1)}(v_1:p); v_p+1] from the K contributions.
   const Eigen::VectorXd& combine(const std::vector<Eigen::VectorXd>& contributions);
   // After every worker's dual_step against the last zeta: the Boyd test on
@@ -150,14 +150,14 @@ struct consensus_setup {
   std::vector<std::vector<int64_t>> rows;  // per worker
 };
 consensus_setup plan_consensus(const dataset& d, int workers, const penalty& pen,
-                               const consensus_options& o);
+                               const consensus_options& options);
 // The pieces of plan_consensus for a consensus side that holds no data
 // (worker processes read their own rows): the rows of worker k of K over n
 // samples, [n k / K, n (k + 1) / K), and the rhos for n samples of p features
 // (L1's when the fit runs LLA: its steps are weighted-L1 fits).
 std::vector<int64_t> consensus_shard_rows(int64_t n, int workers, int k);
 void consensus_rhos(int64_t n, int64_t p, int workers, const penalty& pen,
-                    const consensus_options& o, double& rho1, double& rho2);
+                    const consensus_options& options, double& rho1, double& rho2);
 
 struct consensus_result {
   Eigen::VectorXd w;  // (p)
@@ -175,11 +175,11 @@ struct consensus_result {
 // (rows split into K contiguous blocks): the reference the actors are tested
 // against. Throws merak::error for K < 1 or K > n.
 consensus_result consensus_fit(const dataset& d, int workers, const penalty& pen,
-                               const consensus_options& o);
+                               const consensus_options& options);
 
-// Fills in w, b (polished when o.polish_bias), objective and rho from the
+// Fills in w, b (polished when options.polish_bias), objective and rho from the
 // reducer's final state; iterations/converged/residuals/time are the caller's.
-void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& o,
+void finish_consensus_result(const dataset& d, const penalty& pen, const consensus_options& options,
                              const consensus_reducer& red, consensus_result& res);
 
 // One consensus run to its end on a driver's workers: the reducer for
@@ -191,14 +191,14 @@ using consensus_run = std::function<void(const penalty& rpen, const Eigen::Vecto
                                          consensus_carry& carry, consensus_result& res)>;
 
 // pen's consensus fit through `run`: one run with pen's prox (direct), or
-// LLA (uses_lla with o.nonconvex): lla_loop over weighted-L1 runs at pen.lambda,
+// LLA (uses_lla with options.nonconvex): lla_loop over weighted-L1 runs at pen.lambda,
 // each continuing from the last. `carry` is the start (its rhos must be the
 // ones the workers were set up with: consensus_rhos, or a previous fit's
 // end) and ends where the last run ended (LLA: possibly a step that was
 // not kept). iterations add up all runs; converged: the kept run converged
 // and (LLA) the weights settled.
 consensus_result consensus_solve(int64_t n, int64_t p, const penalty& pen,
-                                 const consensus_options& o, consensus_carry& carry,
+                                 const consensus_options& options, consensus_carry& carry,
                                  const consensus_run& run);
 
 }  // namespace merak::svm

@@ -28,39 +28,40 @@ bool densify_if_dense(design_matrix& x) {
   return true;
 }
 
-consensus_options consensus_options_of(const fit_options& o) {
+consensus_options consensus_options_of(const fit_options& options) {
   consensus_options c;
-  c.rho1 = o.admm.rho1, c.rho2 = o.admm.rho2;
-  c.abs_tol = o.admm.abs_tol, c.rel_tol = o.admm.rel_tol, c.max_iter = o.admm.max_iter;
-  c.method = o.admm.method, c.dense_limit = o.admm.dense_limit;
-  c.polish_bias = o.admm.polish_bias;
-  c.rho_control = o.admm.rho_control;
-  c.l1_start = o.admm.l1_start;
-  c.nonconvex = o.nonconvex, c.lla = o.lla_opts;
+  c.rho1 = options.admm.rho1, c.rho2 = options.admm.rho2;
+  c.abs_tol = options.admm.abs_tol, c.rel_tol = options.admm.rel_tol,
+  c.max_iter = options.admm.max_iter;
+  c.method = options.admm.method, c.dense_limit = options.admm.dense_limit;
+  c.polish_bias = options.admm.polish_bias;
+  c.rho_control = options.admm.rho_control;
+  c.l1_start = options.admm.l1_start;
+  c.nonconvex = options.nonconvex, c.lla = options.lla_opts;
   return c;
 }
 
-fit_result fit(const dataset& d, const fit_options& o) {
-  o.pen.validate();
+fit_result fit(const dataset& d, const fit_options& options) {
+  options.pen.validate();
   dataset scaled_storage;
   const dataset* data = &d;
   Eigen::VectorXd scale = Eigen::VectorXd::Ones(d.cols());
-  if (o.standardize) {
+  if (options.standardize) {
     scale = scaling_from_stats(compute_column_stats(d.x));
     scaled_storage = d;
     scaled_storage.x.scale_columns(scale);
     data = &scaled_storage;
   }
-  if (o.workers <= 1 && worth_densifying(data->x)) {
+  if (options.workers <= 1 && worth_densifying(data->x)) {
     if (data != &scaled_storage) scaled_storage = d;
     if (densify_if_dense(scaled_storage.x)) data = &scaled_storage;
   }
   fit_result r;
   Eigen::VectorXd w;
-  if (o.workers <= 1) {
-    r.lla = uses_lla(o.pen, o.nonconvex, data->rows(), data->cols());
-    admm_result a = r.lla ? lla_solve(data->x, data->y, o.pen, o.admm, o.lla_opts)
-                          : admm_solve(data->x, data->y, o.pen, o.admm);
+  if (options.workers <= 1) {
+    r.lla = uses_lla(options.pen, options.nonconvex, data->rows(), data->cols());
+    admm_result a = r.lla ? lla_solve(data->x, data->y, options.pen, options.admm, options.lla_opts)
+                          : admm_solve(data->x, data->y, options.pen, options.admm);
     w = std::move(a.w);
     r.model.b = a.b;
     r.objective = a.objective, r.iterations = a.iterations, r.converged = a.converged;
@@ -68,17 +69,18 @@ fit_result fit(const dataset& d, const fit_options& o) {
     r.cg_iterations = a.cg_iterations;
     r.screen_rounds = a.screen_rounds, r.working_set = a.working_set;
   } else {
-    const consensus_options c = consensus_options_of(o);
-    r.lla = uses_lla(o.pen, c.nonconvex, data->rows(), data->cols());
-    consensus_result a = o.consensus_runner ? o.consensus_runner(*data, o.workers, o.pen, c)
-                                            : consensus_fit(*data, o.workers, o.pen, c);
+    const consensus_options c = consensus_options_of(options);
+    r.lla = uses_lla(options.pen, c.nonconvex, data->rows(), data->cols());
+    consensus_result a = options.consensus_runner
+                             ? options.consensus_runner(*data, options.workers, options.pen, c)
+                             : consensus_fit(*data, options.workers, options.pen, c);
     w = std::move(a.w);
     r.model.b = a.b;
     r.objective = a.objective, r.iterations = a.iterations, r.converged = a.converged;
     r.time_s = a.time_s;
   }
   r.model.w = w.cwiseProduct(scale);
-  r.model.pen = o.pen;
+  r.model.pen = options.pen;
   r.model.objective = r.objective;
   r.model.iterations = r.iterations;
   return r;
@@ -93,12 +95,12 @@ void cv_split(int64_t n, int folds, int fold, std::vector<int64_t>& train,
   for (int64_t i = 0; i < n; ++i) (i % folds == fold ? test : train).push_back(i);
 }
 
-cv_result cross_validate(const dataset& d, int folds, const fit_options& o) {
+cv_result cross_validate(const dataset& d, int folds, const fit_options& options) {
   const int64_t n = d.rows();
   if (folds < 2) fail("--folds must be at least 2 (got {})", folds);
   if (folds > n) fail("--folds {} exceeds the {} samples", folds, n);
-  fit_options fo = o;
-  fo.nonconvex = resolve_nonconvex(o.nonconvex, n, d.cols(), o.pen.kind);
+  fit_options fo = options;
+  fo.nonconvex = resolve_nonconvex(options.nonconvex, n, d.cols(), options.pen.kind);
   cv_result cv;
   int64_t right = 0;
   for (int f = 0; f < folds; ++f) {

@@ -44,11 +44,11 @@ struct fit_result {
   bool lla = false;         // a nonconvex penalty fitted by LLA (else direct)
 };
 
-fit_result fit(const dataset& d, const fit_options& o);
+fit_result fit(const dataset& d, const fit_options& options);
 
-// The consensus settings of o (ADMM tolerances, rhos, w-step, nonconvex
+// The consensus settings of `options` (ADMM tolerances, rhos, w-step, nonconvex
 // method and LLA options), for fits on worker actors or processes.
-consensus_options consensus_options_of(const fit_options& o);
+consensus_options consensus_options_of(const fit_options& options);
 
 // Stores x densely when at least half its entries are non-zero and it has at
 // most 2^24 entries (128 MB): LIBSVM text is read as CSR even when every
@@ -72,7 +72,7 @@ struct cv_result {
   double mean_nnz = 0, mean_objective = 0, mean_iterations = 0;
   double time_s = 0;  // all folds' fits
 };
-cv_result cross_validate(const dataset& d, int folds, const fit_options& o);
+cv_result cross_validate(const dataset& d, int folds, const fit_options& options);
 
 // The rows of fold `fold`'s training and held-out parts over n samples
 // (sample i is held out in fold i mod folds), in ascending order. Shared by

@@ -56,13 +56,14 @@ bool uses_lla(const penalty& pen, nonconvex_method m, int64_t n, int64_t p) {
 }
 
 admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                      const admm_options& o, const lla_options& lo, const admm_state* start) {
-  if (pen.kind == penalty_kind::l1 || pen.lambda == 0) return admm_solve(x, y, pen, o, {}, start);
+                      const admm_options& options, const lla_options& lo, const admm_state* start) {
+  if (pen.kind == penalty_kind::l1 || pen.lambda == 0)
+    return admm_solve(x, y, pen, options, {}, start);
   pen.validate();
   if (lo.max_steps < 0) fail("lla max_steps must not be negative (got {})", lo.max_steps);
   const auto t0 = std::chrono::steady_clock::now();
   const penalty l1{penalty_kind::l1, pen.lambda, 0};
-  admm_options wo = o;
+  admm_options wo = options;
   wo.l1_start = false;
   // The convex steps run at L1's rho defaults unless the caller fixed them;
   // each continues from the last step's ADMM state.

@@ -75,7 +75,7 @@ struct lla_options {
 // an earlier fit on the same data, e.g. the previous lambda of a path).
 // Throws as admm_solve. For pen.kind == l1 this is admm_solve.
 admm_result lla_solve(const design_matrix& x, const Eigen::VectorXd& y, const penalty& pen,
-                      const admm_options& o, const lla_options& lo = {},
+                      const admm_options& options, const lla_options& lo = {},
                       const admm_state* start = nullptr);
 
 // The LLA outer loop, shared by lla_solve and the consensus drivers

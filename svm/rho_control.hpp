@@ -29,7 +29,7 @@ struct rho_control_options {
 
 class rho_control {
  public:
-  rho_control(rho_control_options o, double rho1_floor) : o_(o), floor_(rho1_floor) {}
+  rho_control(rho_control_options options, double rho1_floor) : o_(options), floor_(rho1_floor) {}
   // The factor to multiply both rhos by after iteration `it` (1: keep).
   double factor(int it, double primal, double dual, double rho1);
   int changes() const { return changes_; }

@@ -67,15 +67,15 @@ size_t one_standard_error(const std::vector<cv_candidate>& c) {
   return pick;
 }
 
-selection select_by_cv(const dataset& d, const selection_options& o) {
+selection select_by_cv(const dataset& d, const selection_options& options) {
   path_options po;
-  po.fit = o.fit;
-  po.lambdas = o.lambdas;
-  po.folds = o.folds;
-  po.fold_of = stratified_folds(d.y, o.folds, o.seed);
+  po.fit = options.fit;
+  po.lambdas = options.lambdas;
+  po.folds = options.folds;
+  po.fold_of = stratified_folds(d.y, options.folds, options.seed);
   po.full_fit = false;
-  std::vector<double> thetas = o.thetas;
-  if (thetas.empty()) thetas.push_back(o.fit.pen.theta);
+  std::vector<double> thetas = options.thetas;
+  if (thetas.empty()) thetas.push_back(options.fit.pen.theta);
   selection s;
   for (double theta : thetas) {
     po.fit.pen.theta = theta;

@@ -53,6 +53,6 @@ struct selection {
 
 // Cross-validates every candidate on the same stratified folds; throws
 // what fit_path throws.
-selection select_by_cv(const dataset& d, const selection_options& o);
+selection select_by_cv(const dataset& d, const selection_options& options);
 
 }  // namespace merak::svm

@@ -6,15 +6,15 @@
 
 namespace merak::svm {
 
-void column_stats::merge(const column_stats& o) {
+void column_stats::merge(const column_stats& other) {
   if (n == 0) {
-    *this = o;
+    *this = other;
     return;
   }
-  MERAK_CHECK(sum.size() == o.sum.size());
-  n += o.n;
-  sum += o.sum;
-  sq_sum += o.sq_sum;
+  MERAK_CHECK(sum.size() == other.sum.size());
+  n += other.n;
+  sum += other.sum;
+  sq_sum += other.sq_sum;
 }
 
 column_stats compute_column_stats(const design_matrix& x) {

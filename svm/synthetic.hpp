@@ -18,6 +18,6 @@ struct synthetic_options {
   uint64_t seed = 1;
 };
 
-dataset make_synthetic(const synthetic_options& o);
+dataset make_synthetic(const synthetic_options& options);
 
 }  // namespace merak::svm

@@ -122,8 +122,8 @@ class woodbury_solver final : public w_solver {
 
 class cg_solver final : public w_solver {
  public:
-  cg_solver(const design_operator& m, double rho1, double rho2, cg_options o)
-      : w_solver(m, rho1, rho2), o_(o), colsq_(m.col_sq_norms()) {
+  cg_solver(const design_operator& m, double rho1, double rho2, cg_options options)
+      : w_solver(m, rho1, rho2), o_(options), colsq_(m.col_sq_norms()) {
     set_rho(rho1, rho2);
   }
   void set_rho(double rho1, double rho2) override {
