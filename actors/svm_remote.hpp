@@ -29,7 +29,7 @@ struct svm_remote_options {
   std::string host = "127.0.0.1";            // where to listen; loopback unless told otherwise
   uint16_t port = 0;                         // 0: a free port (the kernel's pick)
   std::string token;                         // the job token every worker must present; not empty
-  job::tls_files tls;                       // TLS on the gate (job/tls.hpp); empty: in clear
+  job::tls_files tls;                        // TLS on the gate (job/tls.hpp); empty: in clear
   std::chrono::milliseconds timeout{60000};  // for all workers to join, and for each phase
   // Called once, when the consensus side listens, with the port: start the
   // worker processes here (or tell the user where to point them).
