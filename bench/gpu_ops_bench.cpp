@@ -119,6 +119,112 @@ double time_ms(const std::function<void()>& f, int iters) {
   return double(ms) / iters;
 }
 
+// Times each op it is given, `iters` runs each, and sums the times (and the
+// GEMMs' FLOPs and times) of the ops since the last reset.
+struct op_timer {
+  int iters = 0;
+  nlohmann::json ops;
+  double ms = 0, gemm_flops = 0, gemm_ms = 0;
+
+  void operator()(const char* name, double flops, const std::function<void()>& f) {
+    const double op_ms = time_ms(f, iters);
+    nlohmann::json j{{"ms", op_ms}};
+    if (flops > 0) {
+      j["tflops"] = flops / (op_ms * 1e-3) / 1e12;
+      gemm_flops += flops;
+      gemm_ms += op_ms;
+    }
+    ops[name] = j;
+    ms += op_ms;
+  }
+  void reset_sums() { ms = gemm_flops = gemm_ms = 0; }
+};
+
+// One transformer block's ops, forward and backward, on random tensors.
+void time_block(model::backend& be, const options& o, op_timer& op) {
+  const dtype A = o.bf16 ? dtype::bf16 : dtype::f32;
+  const int B = o.batch, T = o.seq, C = o.dim, NH = o.heads, V = o.vocab;
+  const int64_t N = int64_t(B) * T;
+  auto x = random_on_gpu({B, T, C}, A, 1, 1.f);
+  auto g = random_on_gpu({B, T, C}, A, 2, 1e-2f);
+  auto lnw = random_on_gpu({C}, dtype::f32, 3, 1.f), lnb = random_on_gpu({C}, dtype::f32, 4, 0.1f);
+  auto mean = tensor({N}, dtype::f32, gpu0), rstd = tensor({N}, dtype::f32, gpu0);
+  auto out = tensor({B, T, C}, A, gpu0), dx = tensor::zeros({B, T, C}, A, gpu0);
+  auto dlnw = tensor::zeros({C}, dtype::f32, gpu0), dlnb = tensor::zeros({C}, dtype::f32, gpu0);
+  auto w_qkv = random_on_gpu({3 * C, C}, A, 5, 0.02f), w_proj = random_on_gpu({C, C}, A, 6, 0.02f);
+  auto w_fc = random_on_gpu({4 * C, C}, A, 7, 0.02f),
+       w_fc2 = random_on_gpu({C, 4 * C}, A, 8, 0.02f);
+  auto b3 = random_on_gpu({3 * C}, dtype::f32, 9, 0.f),
+       b4 = random_on_gpu({4 * C}, dtype::f32, 10, 0.f);
+  auto b1 = random_on_gpu({C}, dtype::f32, 11, 0.f);
+  auto qkv = tensor({B, T, 3 * C}, A, gpu0), dqkv = tensor::zeros({B, T, 3 * C}, A, gpu0);
+  auto att = tensor({B, NH, T, T}, A, gpu0);
+  auto h4 = tensor({B, T, 4 * C}, A, gpu0), dh4 = tensor::zeros({B, T, 4 * C}, A, gpu0);
+  auto gelu = tensor({B, T, 4 * C}, A, gpu0);
+  auto dw3 = tensor::zeros({3 * C, C}, dtype::f32, gpu0),
+       dw1 = tensor::zeros({C, C}, dtype::f32, gpu0);
+  auto dw4 = tensor::zeros({4 * C, C}, dtype::f32, gpu0),
+       dw4b = tensor::zeros({C, 4 * C}, dtype::f32, gpu0);
+  auto db3 = tensor::zeros({3 * C}, dtype::f32, gpu0),
+       db4 = tensor::zeros({4 * C}, dtype::f32, gpu0);
+  auto db1 = tensor::zeros({C}, dtype::f32, gpu0);
+  auto g4 = random_on_gpu({B, T, 4 * C}, A, 12, 1e-2f),
+       g3 = random_on_gpu({B, T, 3 * C}, A, 13, 1e-2f);
+  // Attention runs on real projections so its softmax is typical.
+  be.matmul_forward(qkv, x, w_qkv, &b3);
+
+  const double n = double(N);
+  op("ln1_forward", 0, [&] { be.layernorm_forward(out, mean, rstd, x, lnw, lnb); });
+  op("qkv_forward", 2 * n * C * 3 * C, [&] { be.matmul_forward(qkv, out, w_qkv, &b3); });
+  op("attention_forward", 0, [&] { be.attention_forward(out, att, qkv, NH); });
+  op("proj_forward", 2 * n * C * C, [&] { be.matmul_forward(out, x, w_proj, &b1); });
+  op("residual1_forward", 0, [&] { be.residual_forward(out, x, g); });
+  op("ln2_forward", 0, [&] { be.layernorm_forward(out, mean, rstd, x, lnw, lnb); });
+  op("fc_forward", 2 * n * C * 4 * C, [&] { be.matmul_forward(h4, out, w_fc, &b4); });
+  op("gelu_forward", 0, [&] { be.gelu_forward(gelu, h4); });
+  op("fc2_forward", 2 * n * 4 * C * C, [&] { be.matmul_forward(out, gelu, w_fc2, &b1); });
+  op("residual2_forward", 0, [&] { be.residual_forward(out, x, g); });
+  op("fc2_backward", 4 * n * 4 * C * C,
+     [&] { be.matmul_backward(&dh4, &dw4b, &db1, g, gelu, w_fc2); });
+  op("gelu_backward", 0, [&] { be.gelu_backward(dh4, h4, g4); });
+  op("fc_backward", 4 * n * C * 4 * C, [&] { be.matmul_backward(&dx, &dw4, &db4, g4, out, w_fc); });
+  op("ln2_backward", 0, [&] { be.layernorm_backward(dx, dlnw, dlnb, g, x, lnw, mean, rstd); });
+  op("residual_backward", 0, [&] { be.residual_backward(dx, out, g); });
+  op("proj_backward", 4 * n * C * C, [&] { be.matmul_backward(&dx, &dw1, &db1, g, x, w_proj); });
+  op("attention_backward", 0, [&] { be.attention_backward(dqkv, g, qkv, att, NH); });
+  op("qkv_backward", 4 * n * C * 3 * C,
+     [&] { be.matmul_backward(&dx, &dw3, &db3, g3, out, w_qkv); });
+  op("ln1_backward", 0, [&] { be.layernorm_backward(dx, dlnw, dlnb, g, x, lnw, mean, rstd); });
+}
+
+// The embedding, final layer norm, LM head (tied) and loss: once per step.
+void time_once_per_step(model::backend& be, const options& o, op_timer& op) {
+  const dtype A = o.bf16 ? dtype::bf16 : dtype::f32;
+  const int B = o.batch, T = o.seq, C = o.dim, V = o.vocab;
+  const int64_t N = int64_t(B) * T;
+  const double n = double(N);
+  auto x = random_on_gpu({B, T, C}, A, 1, 1.f);
+  auto g = random_on_gpu({B, T, C}, A, 2, 1e-2f);
+  auto out = tensor({B, T, C}, A, gpu0), dx = tensor::zeros({B, T, C}, A, gpu0);
+  auto tokens = ids_on_gpu({B, T}, V, 14), targets = ids_on_gpu({B, T}, V, 15);
+  auto wte = random_on_gpu({V, C}, dtype::f32, 16, 0.02f),
+       wpe = random_on_gpu({T, C}, dtype::f32, 17, 0.01f);
+  auto wte_a = tensor({V, C}, A, gpu0);
+  be.copy(wte_a, wte);
+  auto dwte = tensor::zeros({V, C}, dtype::f32, gpu0),
+       dwpe = tensor::zeros({T, C}, dtype::f32, gpu0);
+  auto logits = tensor({B, T, V}, A, gpu0), dlogits = tensor::zeros({B, T, V}, A, gpu0);
+  auto losses = tensor({B, T}, dtype::f32, gpu0), probs = tensor({N, V}, dtype::f32, gpu0);
+  auto dlosses = random_on_gpu({B, T}, dtype::f32, 18, 0.f);
+  op("embedding_forward", 0, [&] { be.encoder_forward(out, tokens, wte, wpe); });
+  op("lm_head_forward", 2 * n * C * V, [&] { be.matmul_forward(logits, x, wte_a, nullptr); });
+  op("loss_forward", 0, [&] { be.crossentropy_forward(losses, probs, logits, targets); });
+  op("loss_backward", 0, [&] { be.crossentropy_backward(dlogits, dlosses, probs, targets); });
+  op("lm_head_backward", 4 * n * C * V,
+     [&] { be.matmul_backward(&dx, &dwte, nullptr, dlogits, x, wte_a); });
+  op("embedding_backward", 0, [&] { be.encoder_backward(dwte, dwpe, g, tokens); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,98 +237,16 @@ int main(int argc, char** argv) {
   try {
     gpu::enable_cuda();
     auto& be = model::backend_for(gpu0);
-    const dtype A = o.bf16 ? dtype::bf16 : dtype::f32;
     const int B = o.batch, T = o.seq, C = o.dim, NH = o.heads, V = o.vocab;
     const int64_t N = int64_t(B) * T;
-    auto x = random_on_gpu({B, T, C}, A, 1, 1.f);
-    auto g = random_on_gpu({B, T, C}, A, 2, 1e-2f);
-    auto lnw = random_on_gpu({C}, dtype::f32, 3, 1.f),
-         lnb = random_on_gpu({C}, dtype::f32, 4, 0.1f);
-    auto mean = tensor({N}, dtype::f32, gpu0), rstd = tensor({N}, dtype::f32, gpu0);
-    auto out = tensor({B, T, C}, A, gpu0), dx = tensor::zeros({B, T, C}, A, gpu0);
-    auto dlnw = tensor::zeros({C}, dtype::f32, gpu0), dlnb = tensor::zeros({C}, dtype::f32, gpu0);
-    auto w_qkv = random_on_gpu({3 * C, C}, A, 5, 0.02f),
-         w_proj = random_on_gpu({C, C}, A, 6, 0.02f);
-    auto w_fc = random_on_gpu({4 * C, C}, A, 7, 0.02f),
-         w_fc2 = random_on_gpu({C, 4 * C}, A, 8, 0.02f);
-    auto b3 = random_on_gpu({3 * C}, dtype::f32, 9, 0.f),
-         b4 = random_on_gpu({4 * C}, dtype::f32, 10, 0.f);
-    auto b1 = random_on_gpu({C}, dtype::f32, 11, 0.f);
-    auto qkv = tensor({B, T, 3 * C}, A, gpu0), dqkv = tensor::zeros({B, T, 3 * C}, A, gpu0);
-    auto att = tensor({B, NH, T, T}, A, gpu0);
-    auto h4 = tensor({B, T, 4 * C}, A, gpu0), dh4 = tensor::zeros({B, T, 4 * C}, A, gpu0);
-    auto gelu = tensor({B, T, 4 * C}, A, gpu0);
-    auto dw3 = tensor::zeros({3 * C, C}, dtype::f32, gpu0),
-         dw1 = tensor::zeros({C, C}, dtype::f32, gpu0);
-    auto dw4 = tensor::zeros({4 * C, C}, dtype::f32, gpu0),
-         dw4b = tensor::zeros({C, 4 * C}, dtype::f32, gpu0);
-    auto db3 = tensor::zeros({3 * C}, dtype::f32, gpu0),
-         db4 = tensor::zeros({4 * C}, dtype::f32, gpu0);
-    auto db1 = tensor::zeros({C}, dtype::f32, gpu0);
-    auto g4 = random_on_gpu({B, T, 4 * C}, A, 12, 1e-2f),
-         g3 = random_on_gpu({B, T, 3 * C}, A, 13, 1e-2f);
-    // Attention runs on real projections so its softmax is typical.
-    be.matmul_forward(qkv, x, w_qkv, &b3);
-
-    nlohmann::json ops;
-    double layer_ms = 0, gemm_flops_layer = 0, gemm_ms_layer = 0;
-    auto op = [&](const char* name, double flops, const std::function<void()>& f) {
-      const double ms = time_ms(f, o.iters);
-      nlohmann::json j{{"ms", ms}};
-      if (flops > 0) {
-        j["tflops"] = flops / (ms * 1e-3) / 1e12;
-        gemm_flops_layer += flops;
-        gemm_ms_layer += ms;
-      }
-      ops[name] = j;
-      layer_ms += ms;
-    };
-    const double n = double(N);
-    op("ln1_forward", 0, [&] { be.layernorm_forward(out, mean, rstd, x, lnw, lnb); });
-    op("qkv_forward", 2 * n * C * 3 * C, [&] { be.matmul_forward(qkv, out, w_qkv, &b3); });
-    op("attention_forward", 0, [&] { be.attention_forward(out, att, qkv, NH); });
-    op("proj_forward", 2 * n * C * C, [&] { be.matmul_forward(out, x, w_proj, &b1); });
-    op("residual1_forward", 0, [&] { be.residual_forward(out, x, g); });
-    op("ln2_forward", 0, [&] { be.layernorm_forward(out, mean, rstd, x, lnw, lnb); });
-    op("fc_forward", 2 * n * C * 4 * C, [&] { be.matmul_forward(h4, out, w_fc, &b4); });
-    op("gelu_forward", 0, [&] { be.gelu_forward(gelu, h4); });
-    op("fc2_forward", 2 * n * 4 * C * C, [&] { be.matmul_forward(out, gelu, w_fc2, &b1); });
-    op("residual2_forward", 0, [&] { be.residual_forward(out, x, g); });
-    op("fc2_backward", 4 * n * 4 * C * C,
-       [&] { be.matmul_backward(&dh4, &dw4b, &db1, g, gelu, w_fc2); });
-    op("gelu_backward", 0, [&] { be.gelu_backward(dh4, h4, g4); });
-    op("fc_backward", 4 * n * C * 4 * C,
-       [&] { be.matmul_backward(&dx, &dw4, &db4, g4, out, w_fc); });
-    op("ln2_backward", 0, [&] { be.layernorm_backward(dx, dlnw, dlnb, g, x, lnw, mean, rstd); });
-    op("residual_backward", 0, [&] { be.residual_backward(dx, out, g); });
-    op("proj_backward", 4 * n * C * C, [&] { be.matmul_backward(&dx, &dw1, &db1, g, x, w_proj); });
-    op("attention_backward", 0, [&] { be.attention_backward(dqkv, g, qkv, att, NH); });
-    op("qkv_backward", 4 * n * C * 3 * C,
-       [&] { be.matmul_backward(&dx, &dw3, &db3, g3, out, w_qkv); });
-    op("ln1_backward", 0, [&] { be.layernorm_backward(dx, dlnw, dlnb, g, x, lnw, mean, rstd); });
-    const double block_ms = layer_ms;
-    const double block_gemm_flops = gemm_flops_layer, block_gemm_ms = gemm_ms_layer;
-
-    // Embedding, final layer norm, LM head (tied) and loss: once per step.
-    layer_ms = 0;
-    auto tokens = ids_on_gpu({B, T}, V, 14), targets = ids_on_gpu({B, T}, V, 15);
-    auto wte = random_on_gpu({V, C}, dtype::f32, 16, 0.02f),
-         wpe = random_on_gpu({T, C}, dtype::f32, 17, 0.01f);
-    auto wte_a = tensor({V, C}, A, gpu0);
-    be.copy(wte_a, wte);
-    auto dwte = tensor::zeros({V, C}, dtype::f32, gpu0),
-         dwpe = tensor::zeros({T, C}, dtype::f32, gpu0);
-    auto logits = tensor({B, T, V}, A, gpu0), dlogits = tensor::zeros({B, T, V}, A, gpu0);
-    auto losses = tensor({B, T}, dtype::f32, gpu0), probs = tensor({N, V}, dtype::f32, gpu0);
-    auto dlosses = random_on_gpu({B, T}, dtype::f32, 18, 0.f);
-    op("embedding_forward", 0, [&] { be.encoder_forward(out, tokens, wte, wpe); });
-    op("lm_head_forward", 2 * n * C * V, [&] { be.matmul_forward(logits, x, wte_a, nullptr); });
-    op("loss_forward", 0, [&] { be.crossentropy_forward(losses, probs, logits, targets); });
-    op("loss_backward", 0, [&] { be.crossentropy_backward(dlogits, dlosses, probs, targets); });
-    op("lm_head_backward", 4 * n * C * V,
-       [&] { be.matmul_backward(&dx, &dwte, nullptr, dlogits, x, wte_a); });
-    op("embedding_backward", 0, [&] { be.encoder_backward(dwte, dwpe, g, tokens); });
-    const double once_ms = layer_ms;
+    op_timer op{o.iters};
+    time_block(be, o, op);
+    const double block_ms = op.ms;
+    const double block_gemm_flops = op.gemm_flops, block_gemm_ms = op.gemm_ms;
+    op.reset_sums();
+    time_once_per_step(be, o, op);
+    const double once_ms = op.ms;
+    nlohmann::json& ops = op.ops;
 
     const double step_s = (o.layers * block_ms + once_ms) * 1e-3;
     const double s = T, h = C, l = o.layers;
