@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "model/layers.hpp"
+#include "model/llama.hpp"
 
 namespace merak::model {
 
@@ -17,19 +18,34 @@ void gpt_config::validate() const {
   if (dim < 1) fail("--dim must be at least 1 (got {})", dim);
   if (heads < 1) fail("--heads must be at least 1 (got {})", heads);
   if (dim % heads != 0) fail("--heads ({}) must divide --dim ({})", heads, dim);
+  if (family == model_family::llama) validate_llama(*this);
 }
 
 std::string gpt_config::str() const {
   return fmt::format(
-      "L={} C={} NH={} V={} T={}{}{}{}", layers, dim, heads, vocab, max_seq,
-      tied_head ? "" : " untied-head", build ? " custom model" : "",
+      "{}L={} C={} NH={} V={} T={}{}{}{}",
+      family == model_family::llama && !build ? llama_shape_str(*this) + " " : "", layers, dim,
+      heads, vocab, max_seq, tied_head ? "" : " untied-head", build ? " custom model" : "",
       activations == dtype::bf16 ? fmt::format(" bf16 (GEMMs: {})", bf16_support()) : "");
 }
 
 bool gpt_config::operator==(const gpt_config& config) const {
   return vocab == config.vocab && max_seq == config.max_seq && layers == config.layers &&
          dim == config.dim && heads == config.heads && tied_head == config.tied_head &&
-         bool(build) == bool(config.build);
+         bool(build) == bool(config.build) && family == config.family &&
+         (family != model_family::llama ||
+          (query_groups == config.query_groups && ffn_hidden == config.ffn_hidden &&
+           rotary_base == config.rotary_base && norm_epsilon == config.norm_epsilon));
+}
+
+model_family parse_model_family(const std::string& s) {
+  if (s == "gpt") return model_family::gpt;
+  if (s == "llama") return model_family::llama;
+  fail("--model must be gpt or llama (got '{}')", s);
+}
+
+const char* model_family_name(model_family family) {
+  return family == model_family::llama ? "llama" : "gpt";
 }
 
 dtype parse_precision(const std::string& s) {
@@ -43,7 +59,7 @@ const char* precision_name(dtype activations) {
 }
 
 graph build_model(const gpt_config& cfg) {
-  if (!cfg.build) return build_gpt(cfg);
+  if (!cfg.build) return cfg.family == model_family::llama ? build_llama(cfg) : build_gpt(cfg);
   cfg.validate();
   graph g = cfg.build(cfg);
   const char* want[2] = {"tokens", "targets"};

@@ -13,13 +13,23 @@
 
 namespace merak::model {
 
+// Which graph build_model makes: GPT-2 (build_gpt) or Llama (build_llama,
+// llama.hpp).
+enum class model_family { gpt, llama };
+
 struct gpt_config {
+  model_family family = model_family::gpt;
   int vocab = 256;        // V (byte-level by default)
   int max_seq = 256;      // position table size; T <= max_seq
   int layers = 6;         // L
   int dim = 384;          // C
   int heads = 6;          // NH
   bool tied_head = true;  // LM head shares "wte"; false: its own (V, C) weight
+  // The Llama family's shape (ignored by GPT-2), Megatron's defaults.
+  int query_groups = 0;          // --num-query-groups; 0: one per head (no grouping)
+  int ffn_hidden = 0;            // F, --ffn-hidden-size; 0: llama_ffn_hidden(C)
+  float rotary_base = 10000.0f;  // --rotary-base
+  float norm_epsilon = 1e-5f;    // --norm-epsilon
   // Element type of the activations (--precision): f32, or bf16 for mixed
   // precision (float master weights, optimizer state, statistics and loss).
   // Not part of the model's identity: checkpoints hold float weights, so a
@@ -43,6 +53,11 @@ struct gpt_config {
   bool operator==(const gpt_config& config) const;
 };
 
+// --model: "gpt" or "llama"; throws merak::error naming the flag otherwise.
+// model_family_name is the inverse.
+model_family parse_model_family(const std::string& s);
+const char* model_family_name(model_family family);
+
 // --precision: "fp32" -> dtype::f32, "bf16" -> dtype::bf16; throws
 // merak::error naming the flag otherwise. precision_name is the inverse.
 dtype parse_precision(const std::string& s);
@@ -53,7 +68,8 @@ const char* precision_name(dtype activations);
 graph build_gpt(const gpt_config& cfg);
 
 // cfg.build(cfg) when set, checked for the inputs and loss that training
-// feeds and reads (errors name the problem); else build_gpt(cfg).
+// feeds and reads (errors name the problem); else build_gpt(cfg) or
+// build_llama(cfg) by cfg.family.
 graph build_model(const gpt_config& cfg);
 
 }  // namespace merak::model

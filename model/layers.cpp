@@ -42,6 +42,30 @@ class embedding_layer final : public layer {
   parameter_ptr wte_, wpe_;
 };
 
+// The backend's encoder adds a position table; this layer passes it a zero
+// table of (T, C) from the stash, whose gradient in backward is discarded.
+class token_embedding_layer final : public layer {
+ public:
+  explicit token_embedding_layer(parameter_ptr wte) : wte_(std::move(wte)) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
+    return {in[0][0], in[0][1], wte_->value.dim(1)};
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
+    check_ids(*in[0], int(wte_->value.dim(0)), "token");
+    tensor& zero_positions = st.add({in[0]->dim(1), wte_->value.dim(1)});  // (T, C)
+    zero_positions.fill_zero();
+    on(out).encoder_forward(out, *in[0], wte_->value, zero_positions);
+  }
+  void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const>,
+                stash& st) override {
+    on(dout).encoder_backward(wte_->grad, st.tensors[0], dout, *in[0]);
+  }
+
+ private:
+  parameter_ptr wte_;
+};
+
 class layernorm_layer final : public layer {
  public:
   layernorm_layer(parameter_ptr w, parameter_ptr b) : w_(std::move(w)), b_(std::move(b)) {}
@@ -247,6 +271,21 @@ int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, i
   n.activation_bytes_per_token = C * act(g);
   n.make = [](std::span<const parameter_ptr> p) {
     return std::make_unique<embedding_layer>(p[0], p[1]);
+  };
+  return g.add_node(std::move(n), {C}, g.activation_type());
+}
+
+int token_embedding(graph& g, const std::string& name, int tokens, int V, int C,
+                    const std::string& wte) {
+  node_info n;
+  n.name = name;
+  n.kind = "embedding";
+  n.inputs = {tokens};
+  n.params = {{wte, {V, C}}};
+  n.flops_per_token = C;
+  n.activation_bytes_per_token = C * act(g) + C * kF32;
+  n.make = [](std::span<const parameter_ptr> p) {
+    return std::make_unique<token_embedding_layer>(p[0]);
   };
   return g.add_node(std::move(n), {C}, g.activation_type());
 }

@@ -15,6 +15,10 @@ namespace merak::model::layers {
 // position embedding wpe (max_T,C).
 int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, int C,
               const std::string& wte = "wte", const std::string& wpe = "wpe");
+// tokens (B,T) i32 -> (B,T,C): token embedding wte (V,C) alone, no
+// position table (the Llama family, whose positions come from rotary).
+int token_embedding(graph& g, const std::string& name, int tokens, int V, int C,
+                    const std::string& wte = "wte");
 // (B,T,C) -> (B,T,C)
 int layernorm(graph& g, const std::string& name, int x, int C);
 // (B,T,C) -> (B,T,OC), Y = X W^T + b. `tp` says how tensor parallelism may

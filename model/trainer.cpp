@@ -9,19 +9,26 @@
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gemm.hpp"
+#include "model/llama.hpp"
 #include "model/sharded_checkpoint.hpp"
 
 namespace merak::model {
 namespace {
 
 std::string model_json(const gpt_config& c) {
-  nlohmann::json j{{"family", c.build ? "custom" : "gpt"},
+  nlohmann::json j{{"family", c.build ? "custom" : model_family_name(c.family)},
                    {"vocab", c.vocab},
                    {"seq", c.max_seq},
                    {"layers", c.layers},
                    {"dim", c.dim},
                    {"heads", c.heads}};
   if (!c.tied_head) j["tied_head"] = false;  // absent: tied (checkpoints before the option)
+  if (c.family == model_family::llama && !c.build) {
+    j["query_groups"] = llama_query_groups(c);
+    j["ffn_hidden"] = llama_ffn_size(c);
+    j["rotary_base"] = c.rotary_base;
+    j["norm_epsilon"] = c.norm_epsilon;
+  }
   return j.dump();
 }
 

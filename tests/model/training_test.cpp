@@ -52,6 +52,22 @@ TEST_CASE("a tiny GPT overfits a short text", "[train]") {
   CHECK(tr.validation_loss() < first);
 }
 
+TEST_CASE("a tiny Llama learns a short text", "[train][llama]") {
+  auto opts = tiny_options(200);
+  opts.model.family = model_family::llama;
+  opts.model.query_groups = 2;
+  opts.model.ffn_hidden = 64;
+  opts.batch = 8;
+  trainer tr(opts, tiny_corpus(600));
+  double first = tr.train_step().loss;
+  double last = first;
+  while (!tr.done()) last = tr.train_step().loss;
+  INFO("first loss " << first << ", last " << last);
+  CHECK(first > 4.5);         // about log(256) at initialisation
+  CHECK(last < 0.5 * first);  // it has learnt much of the text
+  CHECK(tr.validation_loss() < first);
+}
+
 TEST_CASE("a resumed run is bit-for-bit the uninterrupted run", "[train][checkpoint]") {
   auto dir = fresh_dir("resume");
   auto opts = tiny_options(8);
