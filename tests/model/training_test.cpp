@@ -63,8 +63,8 @@ TEST_CASE("a tiny Llama learns a short text", "[train][llama]") {
   double last = first;
   while (!tr.done()) last = tr.train_step().loss;
   INFO("first loss " << first << ", last " << last);
-  CHECK(first > 4.5);         // about log(256) at initialisation
-  CHECK(last < 0.5 * first);  // it has learnt much of the text
+  CHECK(first > 4.5);          // about log(256) at initialisation
+  CHECK(last < 0.35 * first);  // it has learnt the text
   CHECK(tr.validation_loss() < first);
 }
 
