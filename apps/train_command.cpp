@@ -57,8 +57,18 @@ struct train_flags {
   std::string error_feedback = "off";
   std::string tokenizer = "bytes";
   bool untied_head = false;
-  bool dp_given = false;     // --dp on the command line (else derived from the processes)
-  int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size, a size, not a count
+  // --model and Megatron's switches for the Llama family (llama_flags).
+  std::string model = "gpt";
+  std::string normalization;            // "", LayerNorm or RMSNorm
+  std::string position_embedding_type;  // "", learned_absolute or rope
+  bool swiglu = false;
+  bool disable_bias_linear = false;
+  bool group_query_attention = false;
+  int max_position_embeddings = 0;  // 0: not given
+  double rotary_base = 0;           // 0: not given (10000)
+  double norm_epsilon = 0;          // 0: not given (1e-5)
+  bool dp_given = false;            // --dp on the command line (else derived from the processes)
+  int micro_batch_size = 0;         // > 0: Megatron's --micro-batch-size, a size, not a count
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -231,6 +241,47 @@ int train_loop(train_flags& f, model::training_job& tr) {
   return 0;
 }
 
+// A Llama-only switch or shape flag given with --model gpt: fails naming it.
+void refuse_for_gpt(bool given, const char* flag) {
+  if (given) fail("{} needs --model llama (the GPT family does not have it)", flag);
+}
+
+// --model and Megatron's individual switches into f.opts.model; a switch
+// that contradicts the family fails naming the flag.
+void apply_model_family(train_flags& f) {
+  model::gpt_config& m = f.opts.model;
+  m.family = model::parse_model_family(f.model);
+  if (f.max_position_embeddings != 0 && f.max_position_embeddings < m.max_seq)
+    fail("--max-position-embeddings ({}) must be at least --seq-length ({})",
+         f.max_position_embeddings, m.max_seq);
+  if (m.family == model::model_family::gpt) {
+    refuse_for_gpt(f.normalization == "RMSNorm", "--normalization RMSNorm");
+    refuse_for_gpt(f.position_embedding_type == "rope", "--position-embedding-type rope");
+    refuse_for_gpt(f.swiglu, "--swiglu");
+    refuse_for_gpt(f.disable_bias_linear, "--disable-bias-linear");
+    refuse_for_gpt(f.group_query_attention, "--group-query-attention");
+    refuse_for_gpt(m.query_groups != 0, "--num-query-groups");
+    refuse_for_gpt(m.ffn_hidden != 0, "--ffn-hidden-size");
+    refuse_for_gpt(f.rotary_base != 0, "--rotary-base");
+    refuse_for_gpt(f.norm_epsilon != 0, "--norm-epsilon");
+    if (!f.normalization.empty() && f.normalization != "LayerNorm")
+      fail("--normalization must be LayerNorm or RMSNorm (got '{}')", f.normalization);
+    if (!f.position_embedding_type.empty() && f.position_embedding_type != "learned_absolute")
+      fail("--position-embedding-type must be learned_absolute or rope (got '{}')",
+           f.position_embedding_type);
+    return;
+  }
+  if (!f.normalization.empty() && f.normalization != "RMSNorm")
+    fail("--normalization {}: --model llama normalizes with RMSNorm", f.normalization);
+  if (!f.position_embedding_type.empty() && f.position_embedding_type != "rope")
+    fail("--position-embedding-type {}: --model llama uses rope", f.position_embedding_type);
+  // Megatron: --group-query-attention without --num-query-groups is one group.
+  if (f.group_query_attention && m.query_groups == 0) m.query_groups = 1;
+  if (f.rotary_base != 0) m.rotary_base = float(f.rotary_base);
+  if (f.norm_epsilon != 0) m.norm_epsilon = float(f.norm_epsilon);
+  m.tied_head = false;
+}
+
 // The run's flags as a TOML config file that `merak train --config FILE`
 // reads back: every flag given (on the command line or in a config file),
 // and the defaults of the others except those a given flag excludes.
@@ -305,6 +356,7 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.par.sparse.seed = f.opts.seed;
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
+  apply_model_family(f);
   f.opts.model.activations = model::parse_precision(f.precision);
   f.opts.where = apps::enable_device(f.device);
   // "cuda": in a job of several processes each process its own GPU (that of
@@ -361,10 +413,33 @@ int run_train(train_flags& f, const CLI::App& c) {
 
 namespace {
 
+// The Llama family's shape flags and Megatron's switches (apply_model_family
+// checks them against --model).
+void add_llama_flags(CLI::App* c, train_flags* f) {
+  model::gpt_config& m = f->opts.model;
+  c->add_option("--num-query-groups", m.query_groups,
+                "Llama: key/value head groups (default: one per head)");
+  c->add_option("--ffn-hidden-size", m.ffn_hidden,
+                "Llama: SwiGLU width F (default: 8C/3 rounded down to a multiple of 64)");
+  c->add_option("--max-position-embeddings", f->max_position_embeddings,
+                "Positions the model supports (at least --seq-length)");
+  c->add_option("--rotary-base", f->rotary_base, "Llama: rotary base theta (default 10000)");
+  c->add_option("--norm-epsilon", f->norm_epsilon, "Llama: RMSNorm epsilon (default 1e-5)");
+  c->add_option("--normalization", f->normalization, "LayerNorm (gpt) or RMSNorm (llama)");
+  c->add_option("--position-embedding-type", f->position_embedding_type,
+                "learned_absolute (gpt) or rope (llama)");
+  c->add_flag("--swiglu", f->swiglu, "Llama: SwiGLU MLP (implied by --model llama)");
+  c->add_flag("--disable-bias-linear", f->disable_bias_linear,
+              "Llama: linears without bias (implied by --model llama)");
+  c->add_flag("--group-query-attention", f->group_query_attention,
+              "Llama: grouped-query attention (--num-query-groups, default 1)");
+}
+
 // The model, the data, the optimizer, validation and checkpoints.
 void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   model::train_options& options = f->opts;
   c->add_option("--data", options.data, "Training text file (bytes are tokens)")->required();
+  c->add_option("--model", f->model, "Model family: gpt (GPT-2) or llama")->capture_default_str();
   c->add_option("--layers,--num-layers", options.model.layers, "Transformer blocks (L)")
       ->capture_default_str();
   c->add_option("--dim,--hidden-size", options.model.dim, "Channels (C)")->capture_default_str();
@@ -375,6 +450,7 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   c->add_option("--vocab", options.model.vocab,
                 "Vocabulary size (bytes: 256; words: the hash range)")
       ->capture_default_str();
+  add_llama_flags(c, f);
   c->add_option("--batch,--global-batch-size", options.batch, "Global batch size (B)")
       ->capture_default_str();
   c->add_option("--steps,--train-iters", options.steps, "Total optimizer steps")
@@ -450,7 +526,7 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--tokenizer", f->tokenizer,
                 "bytes (vocabulary 256) or words (hashed words into [0, --vocab))")
       ->capture_default_str();
-  c->add_flag("--untied-head", f->untied_head,
+  c->add_flag("--untied-head,--untie-embeddings-and-output-weights", f->untied_head,
               "LM head with its own weight, not the token embedding (a row-sparse embedding "
               "gradient)");
   c->add_flag("--measure-sparse-error", f->par.measure_sparse_error,
@@ -509,9 +585,9 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
 
 action add_train_command(CLI::App& parent) {
   auto f = std::make_shared<train_flags>();
-  auto* c = parent.add_subcommand(
-      "train",
-      "Train a GPT model: on one device, or dp x tp x pp on actors (--devices N plans it)");
+  auto* c = parent.add_subcommand("train",
+                                  "Train a GPT or Llama model: on one device, or dp x tp x pp on "
+                                  "actors (--devices N plans it)");
   c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   c->add_option("--config", "TOML or JSON file with the same keys as these flags");
   add_model_and_training_flags(c, f.get());

@@ -136,6 +136,46 @@ PY
   empty_data)
     : >"$work/empty.txt"
     expect_error "error: data file '$work/empty.txt' is empty" train --data "$work/empty.txt" "${tiny[@]}" --steps 1 ;;
+  llama)
+    # --model llama with Megatron's shape flags and switches trains and logs
+    # falling losses; its config.toml runs it again to the same losses; --tp
+    # and a switch of the other family are refused, naming the flag.
+    llama=(--model llama --num-layers 2 --hidden-size 32 --num-attention-heads 4
+      --num-query-groups 2 --ffn-hidden-size 64 --seq-length 16 --max-position-embeddings 16
+      --rotary-base 10000 --norm-epsilon 1e-5 --normalization RMSNorm
+      --position-embedding-type rope --swiglu --disable-bias-linear
+      --untie-embeddings-and-output-weights --group-query-attention --batch 4 --steps 6 --lr 1e-2)
+    "$merak" train --data "$work/text.txt" "${llama[@]}" --pp 2 --micro-batches 2 \
+      --save "$work/llama" --metrics "$work/llama.jsonl" 2>"$work/llama.err"
+    grep -q "llama G=2 F=64 L=2 C=32 NH=4" "$work/llama.err" ||
+      { echo "FAIL: the run does not describe the Llama model:"; cat "$work/llama.err"; exit 1; }
+    grep -q "step 6/6 loss" "$work/llama.err" || { echo "FAIL: no losses:"; cat "$work/llama.err"; exit 1; }
+    grep -q '^model = "llama"' "$work/llama/config.toml" &&
+      grep -q '^swiglu = true' "$work/llama/config.toml" ||
+      { echo "FAIL: config.toml lacks the family:"; cat "$work/llama/config.toml"; exit 1; }
+    "$merak" train --config "$work/llama/config.toml" --save "$work/again" --metrics "$work/again.jsonl" \
+      --log-level warn
+    python3 - "$work/llama.jsonl" "$work/again.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert a[-1]["loss"] < a[0]["loss"], ("the loss does not fall", a)
+for x, y in zip(a, b, strict=True):
+    assert abs(x["loss"] - y["loss"]) <= 1e-6 * abs(x["loss"]), (x, y)
+print("ok: llama losses", [round(x["loss"], 4) for x in a], "and config.toml reads back")
+PY
+    expect_error "error: --tp 2: the Llama family does not run under tensor parallelism" \
+      train --data "$work/text.txt" "${llama[@]}" --tp 2
+    expect_error "error: --normalization LayerNorm: --model llama normalizes with RMSNorm" \
+      train --data "$work/text.txt" "${llama[@]}" --normalization LayerNorm
+    expect_error "error: --position-embedding-type learned_absolute: --model llama uses rope" \
+      train --data "$work/text.txt" "${llama[@]}" --position-embedding-type learned_absolute
+    expect_error "error: --swiglu needs --model llama" train --data "$work/text.txt" "${tiny[@]}" --swiglu
+    expect_error "error: --num-query-groups needs --model llama" \
+      train --data "$work/text.txt" "${tiny[@]}" --num-query-groups 1
+    expect_error "error: --num-query-groups \(3\) must divide --num-attention-heads \(4\)" \
+      train --data "$work/text.txt" "${llama[@]}" --num-query-groups 3
+    expect_error "error: --model must be gpt or llama \(got 'bert'\)" \
+      train --data "$work/text.txt" "${tiny[@]}" --model bert ;;
   megatron_names)
     # Megatron-LM's flag names are aliases; --micro-batch-size is a size.
     # The same run under both names gives the same numbers.
