@@ -275,6 +275,10 @@ void apply_model_family(train_flags& f) {
     fail("--normalization {}: --model llama normalizes with RMSNorm", f.normalization);
   if (!f.position_embedding_type.empty() && f.position_embedding_type != "rope")
     fail("--position-embedding-type {}: --model llama uses rope", f.position_embedding_type);
+  // The planner's cost model and search know the GPT family's layers only.
+  if (f.devices > 0)
+    fail("--devices {} plans the GPT family only: with --model llama give --dp and --pp",
+         f.devices);
   // Megatron: --group-query-attention without --num-query-groups is one group.
   if (f.group_query_attention && m.query_groups == 0) m.query_groups = 1;
   if (f.rotary_base != 0) m.rotary_base = float(f.rotary_base);

@@ -165,6 +165,8 @@ print("ok: llama losses", [round(x["loss"], 4) for x in a], "and config.toml rea
 PY
     expect_error "error: --tp 2: the Llama family does not run under tensor parallelism" \
       train --data "$work/text.txt" "${llama[@]}" --tp 2
+    expect_error "error: --devices 2 plans the GPT family only" \
+      train --data "$work/text.txt" "${llama[@]}" --devices 2
     expect_error "error: --normalization LayerNorm: --model llama normalizes with RMSNorm" \
       train --data "$work/text.txt" "${llama[@]}" --normalization LayerNorm
     expect_error "error: --position-embedding-type learned_absolute: --model llama uses rope" \
