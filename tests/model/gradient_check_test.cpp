@@ -88,6 +88,48 @@ void check_node(const graph& g, int node, std::vector<tensor>& inputs, tolerance
   for (auto& p : params) check_entries(p->value, p->grad, p->spec.name);
 }
 
+// Central differences of the mean loss against the executor's gradient at
+// `per_param` random entries of every parameter of g, the normal-initialised
+// ones scaled up so every path carries gradient.
+void check_model_gradients(const graph& g, int V, int T, uint64_t seed, int per_param = 4) {
+  parameter_store store(seed);
+  executor ex(g, store);
+  for (auto& p : store.all())
+    if (p->spec.init == init_kind::normal)
+      p->value = test::random_tensor(p->spec.shape, p->value.numel(), 0.3f);
+  auto tokens = test::random_ids({2, T}, V, seed + 1);
+  auto targets = test::random_ids({2, T}, V, seed + 2);
+  auto inputs = [&] {
+    std::vector<tensor> v;
+    v.push_back(tokens.clone());
+    v.push_back(targets.clone());
+    return v;
+  };
+  store.zero_grads();
+  ex.forward(0, inputs());
+  ex.backward(0, {});
+  rng pick(seed, 5);
+  const double step = 2e-3;
+  int checked = 0;
+  for (auto& p : store.all()) {
+    for (int s = 0; s < per_param; ++s) {
+      int64_t i = int64_t(pick.below(p->value.numel()));
+      float saved = p->value.f32()[i];
+      p->value.f32()[i] = saved + float(step);
+      double fp = ex.evaluate(inputs());
+      p->value.f32()[i] = saved - float(step);
+      double fm = ex.evaluate(inputs());
+      p->value.f32()[i] = saved;
+      double numeric = (fp - fm) / (2 * step);
+      double analytic = p->grad.f32()[i];
+      INFO(p->spec.name << "[" << i << "]: analytic " << analytic << " numeric " << numeric);
+      CHECK(std::abs(analytic - numeric) <= 2e-4 + 3e-2 * std::abs(numeric));
+      ++checked;
+    }
+  }
+  CHECK(checked == int(store.all().size()) * per_param);
+}
+
 }  // namespace
 
 TEST_CASE("embedding gradients match finite differences", "[grad]") {
@@ -241,44 +283,7 @@ TEST_CASE("grouped-query and multi-query attention gradients match finite differ
 
 TEST_CASE("whole GPT gradients match finite differences of the mean loss", "[grad]") {
   gpt_config cfg{.vocab = 17, .max_seq = 9, .layers = 2, .dim = 12, .heads = 3};
-  graph g = build_gpt(cfg);
-  parameter_store store(3);
-  executor ex(g, store);
-  // Larger weights than the default init so every path carries gradient.
-  for (auto& p : store.all())
-    if (p->spec.init == init_kind::normal)
-      p->value = test::random_tensor(p->spec.shape, p->value.numel(), 0.3f);
-  auto tokens = test::random_ids({2, 9}, 17, 21);
-  auto targets = test::random_ids({2, 9}, 17, 22);
-  auto inputs = [&] {
-    std::vector<tensor> v;
-    v.push_back(tokens.clone());
-    v.push_back(targets.clone());
-    return v;
-  };
-  store.zero_grads();
-  ex.forward(0, inputs());
-  ex.backward(0, {});
-  rng pick(1, 2);
-  const double h = 2e-3;
-  int checked = 0;
-  for (auto& p : store.all()) {
-    for (int s = 0; s < 4; ++s) {
-      int64_t i = int64_t(pick.below(p->value.numel()));
-      float saved = p->value.f32()[i];
-      p->value.f32()[i] = saved + float(h);
-      double fp = ex.evaluate(inputs());
-      p->value.f32()[i] = saved - float(h);
-      double fm = ex.evaluate(inputs());
-      p->value.f32()[i] = saved;
-      double numeric = (fp - fm) / (2 * h);
-      double analytic = p->grad.f32()[i];
-      INFO(p->spec.name << "[" << i << "]: analytic " << analytic << " numeric " << numeric);
-      CHECK(std::abs(analytic - numeric) <= 2e-4 + 3e-2 * std::abs(numeric));
-      ++checked;
-    }
-  }
-  CHECK(checked == int(store.all().size()) * 4);
+  check_model_gradients(build_gpt(cfg), cfg.vocab, cfg.max_seq, 3);
 }
 
 TEST_CASE("a Llama-shaped block's gradients match finite differences of the mean loss", "[grad]") {
@@ -305,42 +310,7 @@ TEST_CASE("a Llama-shaped block's gradients match finite differences of the mean
   int logits = ly::lm_head(g, "output", x, C, V, "output_layer.weight");
   g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V));
 
-  parameter_store store(4);
-  executor ex(g, store);
-  for (auto& p : store.all())
-    if (p->spec.init == init_kind::normal)
-      p->value = test::random_tensor(p->spec.shape, p->value.numel(), 0.3f);
-  auto tokens_in = test::random_ids({2, T}, V, 23);
-  auto targets_in = test::random_ids({2, T}, V, 24);
-  auto inputs = [&] {
-    std::vector<tensor> v;
-    v.push_back(tokens_in.clone());
-    v.push_back(targets_in.clone());
-    return v;
-  };
-  store.zero_grads();
-  ex.forward(0, inputs());
-  ex.backward(0, {});
-  rng pick(3, 4);
-  const double step = 2e-3;
-  int checked = 0;
-  for (auto& p : store.all()) {
-    for (int s = 0; s < 4; ++s) {
-      int64_t i = int64_t(pick.below(p->value.numel()));
-      float saved = p->value.f32()[i];
-      p->value.f32()[i] = saved + float(step);
-      double fp = ex.evaluate(inputs());
-      p->value.f32()[i] = saved - float(step);
-      double fm = ex.evaluate(inputs());
-      p->value.f32()[i] = saved;
-      double numeric = (fp - fm) / (2 * step);
-      double analytic = p->grad.f32()[i];
-      INFO(p->spec.name << "[" << i << "]: analytic " << analytic << " numeric " << numeric);
-      CHECK(std::abs(analytic - numeric) <= 2e-4 + 3e-2 * std::abs(numeric));
-      ++checked;
-    }
-  }
-  CHECK(checked == int(store.all().size()) * 4);
+  check_model_gradients(g, V, T, 4);
 }
 
 TEST_CASE("token embedding gradients match finite differences", "[grad]") {
@@ -352,52 +322,6 @@ TEST_CASE("token embedding gradients match finite differences", "[grad]") {
   in.front().data<int32_t>()[2] = in.front().data<int32_t>()[11];  // a repeated token accumulates
   check_node(g, 0, in);
 }
-
-namespace {
-
-// Central differences of the mean loss against the executor's gradient at
-// `per_param` random entries of every parameter of g, the normal-initialised
-// ones scaled up so every path carries gradient.
-void check_model_gradients(const graph& g, int V, int T, uint64_t seed, int per_param = 4) {
-  parameter_store store(seed);
-  executor ex(g, store);
-  for (auto& p : store.all())
-    if (p->spec.init == init_kind::normal)
-      p->value = test::random_tensor(p->spec.shape, p->value.numel(), 0.3f);
-  auto tokens = test::random_ids({2, T}, V, seed + 1);
-  auto targets = test::random_ids({2, T}, V, seed + 2);
-  auto inputs = [&] {
-    std::vector<tensor> v;
-    v.push_back(tokens.clone());
-    v.push_back(targets.clone());
-    return v;
-  };
-  store.zero_grads();
-  ex.forward(0, inputs());
-  ex.backward(0, {});
-  rng pick(seed, 5);
-  const double step = 2e-3;
-  int checked = 0;
-  for (auto& p : store.all()) {
-    for (int s = 0; s < per_param; ++s) {
-      int64_t i = int64_t(pick.below(p->value.numel()));
-      float saved = p->value.f32()[i];
-      p->value.f32()[i] = saved + float(step);
-      double fp = ex.evaluate(inputs());
-      p->value.f32()[i] = saved - float(step);
-      double fm = ex.evaluate(inputs());
-      p->value.f32()[i] = saved;
-      double numeric = (fp - fm) / (2 * step);
-      double analytic = p->grad.f32()[i];
-      INFO(p->spec.name << "[" << i << "]: analytic " << analytic << " numeric " << numeric);
-      CHECK(std::abs(analytic - numeric) <= 2e-4 + 3e-2 * std::abs(numeric));
-      ++checked;
-    }
-  }
-  CHECK(checked == int(store.all().size()) * per_param);
-}
-
-}  // namespace
 
 TEST_CASE("whole Llama gradients match finite differences of the mean loss", "[grad]") {
   gpt_config cfg{.family = model_family::llama,
