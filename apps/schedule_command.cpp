@@ -3,9 +3,11 @@
 // the stage actors).
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "apps/commands.hpp"
 #include "core/error.hpp"
@@ -24,8 +26,26 @@ struct schedule_flags {
   bool stats = false;
 };
 
+// Refuses a shape or cost the simulator cannot take, naming the flag: the
+// stages and micro-batches are bounded (the simulator holds every op), the
+// costs finite.
+void check_show_flags(const schedule_flags& f) {
+  if (f.pp < 1 || f.pp > 1024) fail("--pp must be from 1 to 1024 (got {})", f.pp);
+  if (f.micro_batches < 1 || f.micro_batches > 65536)
+    fail("--micro-batches must be from 1 to 65536 (got {})", f.micro_batches);
+  if (f.chunks < 1 || f.chunks > 64) fail("--chunks must be from 1 to 64 (got {})", f.chunks);
+  const std::pair<const char*, double> costs[] = {
+      {"--t-f", f.t_f}, {"--t-b", f.t_b}, {"--t-r", f.t_r}, {"--t-w", f.t_w}};
+  for (const auto& [flag, cost] : costs)
+    if (!(std::isfinite(cost) && cost >= 0 && cost <= 1e12))
+      fail("{} must be a finite cost from 0 to 1e12 (got {})", flag, cost);
+  if (!(f.t_f > 0 && f.t_b > 0))
+    fail("--t-f and --t-b must be positive (got {} and {})", f.t_f, f.t_b);
+}
+
 int run_show(const schedule_flags& f) {
   using namespace partition;
+  check_show_flags(f);
   auto kind = parse_schedule(f.schedule);
   if (!(f.t_w >= 0 && f.t_w <= f.t_b))
     fail("--t-w must be from 0 to --t-b {} (got {})", f.t_b, f.t_w);

@@ -369,6 +369,18 @@ PY
     expect_error "unknown --device-type 'tpu'" plan --device-type tpu --devices 2
     expect_error "\"memory budget\"" plan --layers 24 --dim 2048 --heads 16 --devices 8 --device-type a100-40gb --memory-budget 1000
     expect_error "--devices 2 plans dp/tp/pp" train --data "$work/text.txt" "${tiny[@]}" --devices 2 --dp 2 --steps 1 ;;
+  schedule_bad)
+    # Shapes and costs the simulator cannot take: refused naming the flag,
+    # never a crash or a loop (a NaN cost once made the simulator spin).
+    expect_error "--pp must be from 1 to 1024 \(got 0\)" schedule show --pp 0
+    expect_error "--pp must be from 1 to 1024 \(got -1\)" schedule show --pp -1
+    expect_error "--micro-batches must be from 1" schedule show --micro-batches 0
+    expect_error "--chunks must be from 1 to 64" schedule show --schedule interleaved --chunks 0
+    expect_error "--t-f must be a finite cost" schedule show --t-f nan
+    expect_error "--t-f must be a finite cost" schedule show --t-f -1
+    expect_error "--t-b must be a finite cost" schedule show --t-b inf
+    expect_error "--t-f and --t-b must be positive" schedule show --t-f 0
+    "$merak" schedule show --pp 2 --micro-batches 2 --stats | grep -q "makespan" ;;
   parallel_bad_split)
     expect_error "error: --batch 4 does not split into --dp 3" train --data "$work/text.txt" "${tiny[@]}" --batch 4 --dp 3 --steps 1
     expect_error "unknown schedule 'zigzag'" train --data "$work/text.txt" "${tiny[@]}" --pp 2 --schedule zigzag --steps 1
