@@ -27,6 +27,7 @@
 #include "actors/parallel_trainer.hpp"
 #include "apps/commands.hpp"
 #include "apps/device_flag.hpp"
+#include "apps/flag_checks.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
 #include "core/error.hpp"
@@ -349,7 +350,10 @@ int run_train(train_flags& f, const CLI::App& c) {
                                                                            : 1;
   f.par.recompute = partition::parse_recompute_kind(f.recompute);
   f.par.threads = f.threads;
-  if (f.bucket_mb <= 0) fail("--bucket-mb must be positive (got {})", f.bucket_mb);
+  // Bounded so that the byte count fits an int64 with room to spare.
+  constexpr double kmost_bucket_mb = 1048576;
+  if (!(f.bucket_mb > 0 && f.bucket_mb <= kmost_bucket_mb))
+    fail("--bucket-mb must be a positive number up to {} (got {})", kmost_bucket_mb, f.bucket_mb);
   f.par.bucket_bytes = int64_t(f.bucket_mb * 1048576.0);
   f.par.sparse.kind = f.sparse_reducer == "none" ? comm::codec_kind::dense
                                                  : comm::parse_codec_kind(f.sparse_reducer);
@@ -457,7 +461,9 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   add_llama_flags(c, f);
   c->add_option("--batch,--global-batch-size", options.batch, "Global batch size (B)")
       ->capture_default_str();
-  c->add_option("--steps,--train-iters", options.steps, "Total optimizer steps")
+  // The bound is what config.toml can hold (a TOML integer is an int64).
+  integer_in(c->add_option("--steps,--train-iters", options.steps, "Total optimizer steps"), 0,
+             INT64_MAX)
       ->capture_default_str();
   c->add_option("--lr", options.lr, "Peak learning rate")->capture_default_str();
   c->add_option("--min-lr", options.min_lr, "Final learning rate (default lr/10)");
@@ -469,7 +475,9 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   c->add_flag("--skip-nonfinite", options.skip_nonfinite,
               "A step with a non-finite loss or gradient norm leaves the weights and optimizer "
               "as they were and the run goes on (10 in a row end it); default: the run stops");
-  c->add_option("--seed", options.seed, "Random seed (initialisation and data order)")
+  // Up to int64's largest, which config.toml (TOML integers) can hold.
+  integer_in(c->add_option("--seed", options.seed, "Random seed (initialisation and data order)"),
+             0, INT64_MAX)
       ->capture_default_str();
   c->add_option("--val-fraction", options.val_fraction, "Share of the file held out for validation")
       ->capture_default_str();
@@ -553,16 +561,19 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--schedule", f->schedule,
                 "Pipeline schedule: gpipe, 1f1b, shifted, zb-h1 or interleaved")
       ->capture_default_str();
-  c->add_option("--chunks", f->chunks,
-                "Interleaved: model chunks per pipeline stage (virtual stages = pp x this; "
-                "default 2)");
+  integer_in(c->add_option("--chunks", f->chunks,
+                           "Interleaved: model chunks per pipeline stage (virtual stages = pp x "
+                           "this; default 2)"),
+             1, 64);
   c->add_option("--recompute", f->recompute, "Recomputation: none, full or stage-aware")
       ->capture_default_str();
   c->add_option("--recompute-ratio", f->par.recompute_ratio,
                 "Stage-aware: share of stage 0's layers recomputed (later stages less)")
       ->capture_default_str();
-  c->add_option("--memory-budget", f->par.memory_budget,
-                "Bytes per stage; stage-aware recomputation picks the least that fits");
+  integer_in(c->add_option("--memory-budget", f->par.memory_budget,
+                           "Bytes per stage; stage-aware recomputation picks the least that fits "
+                           "(0: no limit)"),
+             0, INT64_MAX);
   c->add_option("--trace", f->par.trace_path, "Write a Chrome-trace JSON of the last step");
   c->add_option("--step-timeout", f->par.timeout_s,
                 "Seconds any actor may stay silent before the run fails")
