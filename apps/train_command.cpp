@@ -365,6 +365,7 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
   apply_model_family(f);
+  f.opts.model.validate();  // a shape refused before config.toml is written or any allocation
   f.opts.model.activations = model::parse_precision(f.precision);
   f.opts.where = apps::enable_device(f.device);
   // "cuda": in a job of several processes each process its own GPU (that of

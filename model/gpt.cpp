@@ -1,5 +1,6 @@
 #include "model/gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -10,6 +11,26 @@
 
 namespace merak::model {
 
+namespace {
+
+// Bounds on the model's shape, checked before anything is allocated: a
+// transformer far past any trained one (the graph holds a few dozen values
+// per layer), and parameters whose float weights, gradients and Adam moments
+// (16 bytes each) would need more than 16 TiB.
+constexpr int kmost_layers = 65536;
+constexpr double kmost_parameters = 0x1p40;
+
+// The parameter count of the shape, in double (no overflow): per layer the
+// attention's 4 C x C projections and an MLP of 8 C^2 (GPT) or 3 C x F
+// (SwiGLU), plus the token and position tables.
+double approximate_parameters(const gpt_config& m) {
+  const double c = m.dim;
+  const double mlp = std::max(8 * c * c, 3 * c * double(m.ffn_hidden));
+  return double(m.layers) * (4 * c * c + mlp + 13 * c) + (double(m.vocab) + m.max_seq) * c;
+}
+
+}  // namespace
+
 void gpt_config::validate() const {
   if (vocab < 2) fail("--vocab must be at least 2 (got {})", vocab);
   if (max_seq < 1) fail("--seq must be at least 1 (got {})", max_seq);
@@ -18,6 +39,12 @@ void gpt_config::validate() const {
   if (dim < 1) fail("--dim must be at least 1 (got {})", dim);
   if (heads < 1) fail("--heads must be at least 1 (got {})", heads);
   if (dim % heads != 0) fail("--heads ({}) must divide --dim ({})", heads, dim);
+  if (layers > kmost_layers) fail("--layers must be from 1 to {} (got {})", kmost_layers, layers);
+  if (const double n = approximate_parameters(*this); n > kmost_parameters)
+    fail(
+        "the model has about {:.3g} parameters (--layers {} --dim {} --vocab {}), more than "
+        "merak takes (2^40, 16 TiB of weights, gradients and optimizer state)",
+        n, layers, dim, vocab);
   if (family == model_family::llama) validate_llama(*this);
 }
 
