@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -50,6 +51,14 @@ int run_plan(plan_flags& f) {
   } else {
     f.req.device = partition::find_device(f.device_type, f.device_file);
   }
+  if (f.req.nodes < 1 || f.req.nodes > f.req.devices)
+    fail("--nodes must be from 1 to --devices {} (each node holds a device; got {})", f.req.devices,
+         f.req.nodes);
+  if (f.req.max_micro_batches < 1)
+    fail("--max-micro-batches must be at least 1 (got {})", f.req.max_micro_batches);
+  // A micro-batch holds at least one sequence: larger counts are no split.
+  if (f.req.global_batch >= 1)
+    f.req.max_micro_batches = int(std::min<int64_t>(f.req.max_micro_batches, f.req.global_batch));
   if (f.micro_batch_size != 0) {
     // Megatron's habit: --tp and --pp given, dp the rest of the devices.
     if (f.req.dp < 1 && f.req.tp > 0 && f.req.pp > 0 && f.req.devices % (f.req.tp * f.req.pp) == 0)
@@ -138,7 +147,8 @@ action add_plan_command(CLI::App& parent) {
               "FLOP count");
   c->add_option("--memory-budget", f->req.memory_budget, "Bytes per device (0: its memory)")
       ->capture_default_str();
-  c->add_option("--max-micro-batches", f->req.max_micro_batches, "Largest micro-batch count tried")
+  c->add_option("--max-micro-batches", f->req.max_micro_batches,
+                "Largest micro-batch count tried (at most the batch)")
       ->capture_default_str();
   c->add_option("--dp", f->req.dp, "Fix dp (0: search)");
   c->add_option("--tp,--tensor-model-parallel-size", f->req.tp, "Fix tp (0: search)");
