@@ -126,12 +126,25 @@ data_format parse_data_format(std::string_view name, const std::string& path) {
   fail("unknown --format '{}' (expected libsvm, csv or auto)", name);
 }
 
+namespace {
+
+// `text` without a leading UTF-8 byte-order mark (spreadsheet programs
+// write one): the mark is not part of the first line's first field.
+std::string_view without_byte_order_mark(std::string_view text) {
+  constexpr std::string_view mark = "\xEF\xBB\xBF";
+  if (text.substr(0, mark.size()) == mark) text.remove_prefix(mark.size());
+  return text;
+}
+
+}  // namespace
+
 // Feature indices as LIBLINEAR reads them (a C int): a larger one is a
 // corrupt or hostile file, and every fit holds several dense vectors of the
 // feature count.
 constexpr int64_t kmax_feature_index = 2147483647;
 
 dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min_features) {
+  text = without_byte_order_mark(text);
   // The rows arrive in order with ascending indices (checked below): the
   // CSR arrays are built as read, with room for one entry per ':'.
   std::vector<int64_t> outer{0}, inner;
@@ -192,6 +205,7 @@ dataset parse_libsvm(std::string_view text, const std::string& name, int64_t min
 }
 
 dataset parse_csv(std::string_view text, const std::string& name, int64_t min_features) {
+  text = without_byte_order_mark(text);
   std::vector<double> values, labels;
   int64_t fields = -1;
   bool first = true;

@@ -45,6 +45,16 @@ TEST_CASE("CSV is read into a dense matrix", "[svm][io]") {
   CHECK(parse_data_format("auto", "a.libsvm") == data_format::libsvm);
 }
 
+TEST_CASE("a leading UTF-8 byte-order mark is not part of the first sample", "[svm][io]") {
+  dataset csv = read_csv(write_temp("bom.csv", "\xEF\xBB\xBF-1,0.5,2\n1,3,4\n"));
+  CHECK(csv.rows() == 2);
+  CHECK(csv.y[0] == -1);
+  CHECK(csv.x.dense()(0, 1) == 2);
+  dataset libsvm = read_libsvm(write_temp("bom.libsvm", "\xEF\xBB\xBF-1 1:0.5\n+1 2:3\n"));
+  CHECK(libsvm.rows() == 2);
+  CHECK(libsvm.y[0] == -1);
+}
+
 TEST_CASE("numbers read as strtod reads them, bit for bit", "[svm][io]") {
   // The reader parses with from_chars (no copy, no locale): the same doubles
   // as strtod for every decimal form, a leading '+', and underflow to a
