@@ -1,6 +1,8 @@
 // The coordinator: starting a job's actors, its steps, its end (coordinator.hpp).
 #include "actors/coordinator.hpp"
 
+#include "core/files.hpp"
+
 namespace merak::actors {
 
 coordinator::coordinator(model::train_options o, parallel_options p, model::text_corpus c,
@@ -520,9 +522,7 @@ void coordinator::write_trace(const std::map<std::string, trace_track>& traces, 
                         {"ts", (x.start - t0) * 1e6},
                         {"dur", (x.end - x.start) * 1e6}});
   }
-  std::ofstream f(par.trace_path, std::ios::trunc);
-  if (!f) fail("cannot write trace file '{}'", par.trace_path);
-  f << nlohmann::json{{"traceEvents", events}}.dump() << '\n';
+  write_file_atomic(par.trace_path, nlohmann::json{{"traceEvents", events}}.dump() + '\n');
 }
 
 }  // namespace merak::actors

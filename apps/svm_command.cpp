@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -14,6 +13,7 @@
 #include "apps/svm_remote_command.hpp"
 #include "apps/tls_flags.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "job/auth.hpp"
 #include "svm/data_reader.hpp"
 #include "svm/fit.hpp"
@@ -352,10 +352,9 @@ int run_svm_predict(const svm_predict_flags& f) {
   Eigen::VectorXd pred = svm::predict_labels(d.x, m.w, m.b);
   const double acc = svm::accuracy(d.y, pred);
   if (!f.output.empty()) {
-    std::ofstream out(f.output);
-    if (!out) fail("cannot open --output '{}' for writing", f.output);
-    for (int64_t i = 0; i < pred.size(); ++i) out << (pred[i] > 0 ? "1\n" : "-1\n");
-    if (!out) fail("cannot write --output '{}'", f.output);
+    std::string labels;
+    for (int64_t i = 0; i < pred.size(); ++i) labels += pred[i] > 0 ? "1\n" : "-1\n";
+    write_file_atomic(f.output, labels);
   }
   if (f.json) {
     std::cout << nlohmann::json{{"model", f.model},

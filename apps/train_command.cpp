@@ -93,6 +93,7 @@ class metrics_writer {
 
  private:
   static void keep_through(const std::string& path, int64_t step) {
+    check_output_file(path, "metrics file");  // it is read, then replaced
     std::ifstream in(path);
     if (!in) return;  // a new file
     std::string kept, line;

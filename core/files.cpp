@@ -25,6 +25,38 @@ void check_input_file(const std::string& path, const char* what) {
 
 namespace {
 
+// What a path that is not a regular file is, in words.
+const char* file_type_words(std::filesystem::file_type type) {
+  using std::filesystem::file_type;
+  switch (type) {
+    case file_type::directory:
+      return "a directory";
+    case file_type::character:
+      return "a character device";
+    case file_type::block:
+      return "a block device";
+    case file_type::fifo:
+      return "a FIFO";
+    case file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+}  // namespace
+
+void check_output_file(const std::string& path, const char* what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || st.type() == fs::file_type::not_found || st.type() == fs::file_type::regular) return;
+  fail("{} '{}' is {}: only a regular file is written (it is left untouched)", what, path,
+       file_type_words(st.type()));
+}
+
+namespace {
+
 // Owns a file descriptor.
 class file_handle {
  public:
@@ -74,6 +106,7 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
 
 void write_file_atomic(const std::string& path,
                        const std::function<void(int fd, const std::string& tmp)>& fill) {
+  check_output_file(path, "output");
   const std::string tmp = path + ".tmp";
   file_handle fd(create_new(tmp));
   try {

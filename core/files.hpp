@@ -13,10 +13,16 @@ namespace merak {
 // exist is left to the caller's open, which names it.
 void check_input_file(const std::string& path, const char* what);
 
+// Fails (merak::error) naming `what`, `path` and its type unless `path` is a
+// regular file (through symbolic links) or does not exist: an output never
+// replaces a device, a FIFO, a directory or a socket.
+void check_output_file(const std::string& path, const char* what);
+
 // Writes all `n` bytes to `fd`, retrying short writes; fails naming `path`.
 void write_all(int fd, const void* data, size_t n, const std::string& path);
 
-// Writes a file crash-safely: `fill(fd, tmp)` writes PATH.tmp, which is
+// Writes a file crash-safely: `path` is checked by check_output_file, then
+// `fill(fd, tmp)` writes PATH.tmp, which is
 // created new (O_EXCL | O_NOFOLLOW: never through a link planted there; a
 // stale one is removed first), fsync'd, renamed over `path`, and the
 // directory fsync'd. Fails naming the path; the temporary file is removed.

@@ -369,6 +369,19 @@ PY
     expect_error "unknown --device-type 'tpu'" plan --device-type tpu --devices 2
     expect_error "\"memory budget\"" plan --layers 24 --dim 2048 --heads 16 --devices 8 --device-type a100-40gb --memory-budget 1000
     expect_error "--devices 2 plans dp/tp/pp" train --data "$work/text.txt" "${tiny[@]}" --devices 2 --dp 2 --steps 1 ;;
+  outputs_37)
+    # Outputs replaced through a temporary file (--trace, --save's
+    # config.toml) are written only as regular files: a FIFO or a directory
+    # there is refused by name and kept.
+    mkfifo "$work/fifo"
+    expect_error "error: output '$work/fifo' is a FIFO: only a regular file is written" \
+      train --data "$work/text.txt" "${tiny[@]}" --steps 1 --dp 2 --trace "$work/fifo"
+    [[ -p "$work/fifo" ]] || { echo "FAIL: the FIFO was replaced"; exit 1; }
+    mkdir -p "$work/run/config.toml"
+    expect_error "error: output '$work/run/config.toml' is a directory" \
+      train --data "$work/text.txt" "${tiny[@]}" --steps 1 --save "$work/run"
+    [[ -d "$work/run/config.toml" ]] || { echo "FAIL: the directory was replaced"; exit 1; }
+    echo "ok: outputs_37" ;;
   bad_input_37)
     # Integer flags read as exact integers in range (never saturated,
     # wrapped or empty-as-0), floats finite and in range, and shapes and

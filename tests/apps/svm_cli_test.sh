@@ -182,6 +182,38 @@ PY
     "$merak" --skip-checksum svm predict --model "$work/m.model" --data "$work/train.libsvm" >/dev/null 2>"$work/skip.err"
     grep -q "checksums are not verified" "$work/skip.err" || { echo "FAIL: no warning: $(cat "$work/skip.err")"; exit 1; }
     expect_error "error: cannot open model file" svm predict --model "$work/none.model" --data "$work/train.libsvm" ;;
+  outputs_37)
+    # An output is written only as a regular file: a FIFO, a device (here
+    # through a symbolic link, so that a binary without the check replaces
+    # the link, never the device) or a directory is refused by name and kept.
+    mkfifo "$work/fifo"
+    mkdir "$work/dir"
+    ln -s /dev/full "$work/full"
+    expect_error "error: output '$work/fifo' is a FIFO: only a regular file is written" \
+      svm train --data "$work/train.libsvm" --model "$work/fifo"
+    [[ -p "$work/fifo" ]] || { echo "FAIL: the FIFO was replaced"; exit 1; }
+    expect_error "error: output '$work/dir' is a directory" \
+      svm train --data "$work/train.libsvm" --model "$work/dir"
+    [[ -d "$work/dir" ]] || { echo "FAIL: the directory was replaced"; exit 1; }
+    expect_error "error: output '$work/full' is a character device" \
+      svm train --data "$work/train.libsvm" --model "$work/full"
+    [[ -L "$work/full" ]] || { echo "FAIL: the link was replaced"; exit 1; }
+    "$merak" svm train --data "$work/train.libsvm" --model "$work/m.model" >/dev/null
+    expect_error "error: output '$work/fifo' is a FIFO" \
+      svm predict --model "$work/m.model" --data "$work/train.libsvm" --output "$work/fifo"
+    [[ -p "$work/fifo" ]] || { echo "FAIL: the FIFO was replaced"; exit 1; }
+    # A directory that cannot be written (not for root, who writes anyway).
+    if (($(id -u) != 0)); then
+      mkdir "$work/ro" && chmod 555 "$work/ro"
+      expect_error "error: cannot create '$work/ro/m.model.tmp': Permission denied" \
+        svm train --data "$work/train.libsvm" --model "$work/ro/m.model"
+      [[ ! -e "$work/ro/m.model" ]] || { echo "FAIL: a model was written"; exit 1; }
+    fi
+    # A CSV starting with a UTF-8 byte-order mark keeps its first sample.
+    printf '\xEF\xBB\xBF' >"$work/bom.csv"
+    cat "$work/train.csv" >>"$work/bom.csv"
+    "$merak" svm predict --model "$work/m.model" --data "$work/bom.csv" --json >"$work/bom.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['samples']==120, d; print('ok: BOM', d)" "$work/bom.json" ;;
   *)
     echo "unknown case $case_name"
     exit 2 ;;
