@@ -322,8 +322,12 @@ int linear(graph& g, const std::string& name, int x, int C, int OC, tp_split tp,
   return g.add_node(std::move(n), {OC}, g.activation_type());
 }
 
-int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, int max_T) {
-  if (C % NH != 0) fail("heads ({}) must divide dim ({})", NH, C);
+namespace {
+
+// A causal attention node over a fused qkv: `NH` query heads of C / NH
+// channels, each group of `per_group` of them sharing one K/V head.
+node_info attention_node(const graph& g, const std::string& name, int qkv, int C, int NH,
+                         int per_group, int max_T) {
   node_info n;
   n.name = name;
   n.kind = "attention";
@@ -331,11 +335,19 @@ int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, 
   // Q K^T and P V over the causal triangle (about T/2 keys per query).
   n.flops_per_token = 2.0 * 2.0 * C * (max_T + 1) / 2.0;
   n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * act(g);
+  n.make = [hs = C / NH, per_group](std::span<const parameter_ptr>) {
+    return std::make_unique<attention_layer>(hs, per_group);
+  };
+  return n;
+}
+
+}  // namespace
+
+int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, int max_T) {
+  if (C % NH != 0) fail("heads ({}) must divide dim ({})", NH, C);
+  node_info n = attention_node(g, name, qkv, C, NH, 1, max_T);
   n.tp = tp_split::heads;
   n.heads = NH;
-  n.make = [hs = C / NH](std::span<const parameter_ptr>) {
-    return std::make_unique<attention_layer>(hs, 1);
-  };
   return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
@@ -344,18 +356,10 @@ int grouped_query_attention(graph& g, const std::string& name, int qkv, int C, i
   if (NH < 1 || C % NH != 0) fail("heads ({}) must divide dim ({})", NH, C);
   if (groups < 1 || NH % groups != 0) fail("query groups ({}) must divide heads ({})", groups, NH);
   if (groups == NH) return causal_attention(g, name, qkv, C, NH, max_T);
-  node_info n;
-  n.name = name;
-  n.kind = "attention";
-  n.inputs = {qkv};
-  n.flops_per_token = 2.0 * 2.0 * C * (max_T + 1) / 2.0;
-  n.activation_bytes_per_token = (C + int64_t(NH) * max_T) * act(g);
+  node_info n = attention_node(g, name, qkv, C, NH, NH / groups, max_T);
   // Left whole under tensor parallelism (heads = 0): the TP rewrite splits a
   // fused qkv in three equal parts, which a grouped qkv is not.
   n.tp = tp_split::replicated;
-  n.make = [hs = C / NH, per_group = NH / groups](std::span<const parameter_ptr>) {
-    return std::make_unique<attention_layer>(hs, per_group);
-  };
   return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
