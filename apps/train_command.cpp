@@ -345,7 +345,6 @@ int run_train(train_flags& f, const CLI::App& c) {
   if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
   if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
   f.par.schedule = partition::parse_schedule(f.schedule);
-  if (f.chunks < 0) fail("--chunks must be at least 1 (got {})", f.chunks);
   f.par.chunks = f.chunks > 0                                              ? f.chunks
                  : f.par.schedule == partition::schedule_kind::interleaved ? 2
                                                                            : 1;
