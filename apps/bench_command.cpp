@@ -40,6 +40,11 @@ bench_command add_gpt_bench(CLI::App& parent) {
   g->add_option("--seq", gpt->model.max_seq)->capture_default_str();
   g->add_option("--vocab", gpt->model.vocab)->capture_default_str();
   g->add_option("--batch", gpt->batch)->capture_default_str();
+  auto gpt_family = std::make_shared<std::string>("gpt");
+  g->add_option("--model", *gpt_family, "Model family: gpt or llama")->capture_default_str();
+  g->add_option("--num-query-groups", gpt->model.query_groups,
+                "Llama: key/value groups (0: one per head)");
+  g->add_option("--ffn-hidden-size", gpt->model.ffn_hidden, "Llama: MLP width (0: Megatron's)");
   g->add_option("--steps", gpt->steps, "Measured steps")->capture_default_str();
   g->add_option("--warmup-steps", gpt->warmup_steps, "Unmeasured steps first")
       ->capture_default_str();
@@ -55,6 +60,7 @@ bench_command add_gpt_bench(CLI::App& parent) {
   g->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
   return {g, [=] {
             gpt->model.activations = model::parse_precision(*gpt_precision);
+            gpt->model.family = model::parse_model_family(*gpt_family);
             gpt->where = apps::enable_device(*gpt_device);
             return bench::run_gpt_bench(*gpt);
           }};

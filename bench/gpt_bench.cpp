@@ -93,11 +93,15 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& options) {
                         {"peak_rss_mb", peak_rss_mb}};
   if (options.profile) out["profile_per_step"] = profile;
   if (options.where.type != model::device::kind::cpu) {
-    const double mfu_flops = megatron_flops(options.model, options.batch);
+    // GPT-2: Megatron-LM's closed form; Llama (three MLP matrices, smaller
+    // K/V): the model graph's own count of the same step.
+    const bool gpt = options.model.family == model::model_family::gpt;
+    const double mfu_flops = gpt ? megatron_flops(options.model, options.batch) : flops;
     out["device"] = options.where.str();
     out["tflops"] = mfu_flops / mean * 1e-12;
     out["mfu"] = mfu_flops / mean / (options.peak_tflops * 1e12);
-    out["mfu_flop_count"] = "megatron-72 (no recomputation)";
+    out["mfu_flop_count"] =
+        gpt ? "megatron-72 (no recomputation)" : "model graph (no recomputation)";
     out["peak_tflops"] = options.peak_tflops;
     out["peak_device_memory_mb"] = double(model::device_peak_bytes(options.where)) / (1 << 20);
     return out;

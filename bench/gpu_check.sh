@@ -19,34 +19,67 @@
 set -uo pipefail
 jobs=$(nproc)
 t0=$(date +%s)
+# The whole check ends within GPU_CHECK_BUDGET_S seconds (default 480): each
+# step's limit is cut to what is left, and a step with under 15 s left is
+# skipped and named, so a lease of fixed length always gets the summary.
+budget=${GPU_CHECK_BUDGET_S:-480}
 nvidia-smi -L || echo "nvidia-smi: no GPU listed"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null
+lscpu 2>/dev/null | grep -E "^Model name" || true
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 echo "gpus=$gpus"
 
-# The benchmarks, from the programs in $1: whole training steps (merak bench
-# gpt --device cuda) and the backend's operations (merak_gpu_ops_bench) at
-# GPT-2 124M (bf16, and fp32 on TF32 against its 494 TFLOP/s) and 1.5B, then
-# ncclAllReduce on one GPU (N = 1 is a copy-free call, still a real NCCL
-# launch) and across all GPUs when there are several.
+# step LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left), prints
+# its exit status, and records failures (exit 77, skipped, is not one).
+failed=()
+step() {
+  local limit=$1
+  shift
+  local left=$((budget - ($(date +%s) - t0)))
+  ((left < limit)) && limit=$left
+  if ((limit < 15)); then
+    echo "== skipped (time budget): $*"
+    failed+=("skipped:$(basename "$1")")
+    return
+  fi
+  echo "== $* (limit ${limit} s)"
+  local s0=$(date +%s)
+  timeout "$limit" "$@"
+  local rc=$?
+  echo "== exit $rc after $(($(date +%s) - s0)) s: $(basename "$1")"
+  ((rc != 0 && rc != 77)) && failed+=("$(basename "$1")[$rc]")
+  return 0
+}
+
+# The benchmarks, from the programs in $1: the backend's operations
+# (merak_gpu_ops_bench) and whole training steps (merak bench gpt --device
+# cuda) at GPT-2 124M (bf16, and fp32 on TF32 against its 494 TFLOP/s), a
+# Llama of about 1B and GPT-2 1.5B, then ncclAllReduce on one GPU (N = 1 is a copy-free call, still a
+# real NCCL launch) and across all GPUs when there are several.
 benchmarks() {
   local bin=$1
   local gpt=(bench gpt --device cuda --seq 1024 --vocab 50304)
-  timeout 180 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 12 --dim 768 --heads 12 \
-    --batch 16 --steps 5 --warmup-steps 2
-  timeout 180 "$bin/merak" "${gpt[@]}" --precision fp32 --layers 12 --dim 768 --heads 12 \
-    --batch 16 --steps 5 --warmup-steps 2 --peak-tflops 494
-  timeout 300 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 48 --dim 1600 --heads 25 \
-    --batch 8 --steps 3 --warmup-steps 1
   local ops=$bin/merak_gpu_ops_bench
-  timeout 120 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision bf16
-  timeout 120 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision fp32
-  timeout 120 "$ops" --layers 48 --dim 1600 --heads 25 --batch 8 --precision bf16
+  step 60 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision bf16
+  step 120 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 12 --dim 768 --heads 12 \
+    --batch 16 --steps 5 --warmup-steps 2
+  # A Llama-3.2-1B-shaped model: 16 layers, C 2048, 32 heads in 8 K/V
+  # groups, FFN 8192, a 128256-token vocabulary.
+  step 150 "$bin/merak" bench gpt --device cuda --model llama --precision bf16 --layers 16 \
+    --dim 2048 --heads 32 --num-query-groups 8 --ffn-hidden-size 8192 --vocab 128256 --seq 1024 \
+    --batch 8 --steps 3 --warmup-steps 1
+  step 60 "$ops" --layers 48 --dim 1600 --heads 25 --batch 8 --precision bf16
+  step 180 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 48 --dim 1600 --heads 25 \
+    --batch 8 --steps 3 --warmup-steps 1
+  step 60 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision fp32 --peak-tflops 494
+  step 120 "$bin/merak" "${gpt[@]}" --precision fp32 --layers 12 --dim 768 --heads 12 \
+    --batch 16 --steps 5 --warmup-steps 2 --peak-tflops 494
   for rows in 1024 4096 16384; do  # x 1024 x 4 bytes: 4, 16, 64 MiB
-    RANK=0 WORLD_SIZE=1 timeout 60 "$bin/merak_nccl_allreduce" --rows $rows --cols 1024 --iters 20
+    RANK=0 WORLD_SIZE=1 step 60 "$bin/merak_nccl_allreduce" --rows $rows --cols 1024 --iters 20
   done
   if [ "$gpus" -ge 2 ]; then  # merak's own launcher starts one worker per GPU
     for rows in 1024 4096 16384; do
-      timeout 60 "$bin/merak" bench allreduce --method nccl --procs "$gpus" --rows $rows --cols 1024 --iters 20
+      step 60 "$bin/merak" bench allreduce --method nccl --procs "$gpus" --rows $rows --cols 1024 --iters 20
     done
   fi
 }
@@ -63,22 +96,17 @@ if [[ "${1:-}" == "--bundle" ]]; then
     [[ -n "$found" ]] && libs="$libs:$(dirname "$found")" || echo "not found: $name"
   done
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  rc_tests=0
-  for t in merak_gpu_tests merak_gpu_backend_tests; do
-    timeout 240 "$dir/bin/$t"
-    rc=$?
-    echo "$t: exit $rc"
-    ((rc != 0)) && rc_tests=$rc
-  done
+  step 60 "$dir/bin/merak_gpu_tests"
+  step 240 "$dir/bin/merak_gpu_backend_tests" ${GPU_CHECK_TEST_FILTER:-}
   cases=("single 1" "shared_gpu 2")
   [[ "$gpus" -ge 2 ]] && cases+=("collectives $gpus")
   for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
-    timeout 120 "$dir/bin/merak_nccl_tests" $c
-    echo "merak_nccl_tests $c: exit $?"
+    step 60 "$dir/bin/merak_nccl_tests" $c
   done
+  rc_tests=${#failed[@]}
   benchmarks "$dir/bin"
-  echo "gpu_check (bundle): tests exit $rc_tests, $(( $(date +%s) - t0 )) s in all"
+  echo "gpu_check (bundle): failed: ${failed[*]:-none}; $(( $(date +%s) - t0 )) s in all"
   exit "$rc_tests"
 fi
 build=${1:-build-gpu}

@@ -84,19 +84,77 @@ class cuda_backend final : public model::backend {
   }
 
   void attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads) override {
-    on({&out, &att, &qkv});
-    same_type("attention", qkv, {&out, &att});
-    k::attention_forward(is_bf16(qkv), out.raw(), att.raw(), qkv.raw(), int(qkv.dim(0)),
-                         int(qkv.dim(1)), cols_of(out), heads, s());
+    gqa_attention_forward(out, att, qkv, heads, heads);
   }
   void attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv, const tensor& att,
                           int heads) override {
+    gqa_attention_backward(dqkv, dout, qkv, att, heads, heads);
+  }
+  void gqa_attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads,
+                             int groups) override {
+    on({&out, &att, &qkv});
+    same_type("attention", qkv, {&out, &att});
+    model::check_attention_groups(qkv, cols_of(out), heads, groups);
+    k::attention_forward(is_bf16(qkv), out.raw(), att.raw(), qkv.raw(), int(qkv.dim(0)),
+                         int(qkv.dim(1)), cols_of(out), heads, groups, s());
+  }
+  void gqa_attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv,
+                              const tensor& att, int heads, int groups) override {
     on({&dqkv, &dout, &qkv, &att});
     same_type("attention backward", qkv, {&dqkv, &dout, &att});
+    model::check_attention_groups(qkv, cols_of(dout), heads, groups);
     const int B = int(qkv.dim(0)), T = int(qkv.dim(1));
     scratch ds(size_t(B) * heads * T * T * sizeof(float), index_);
     k::attention_backward(is_bf16(qkv), dqkv.raw(), dout.raw(), qkv.raw(), att.raw(),
-                          ds.as<float>(), B, T, cols_of(dout), heads, s());
+                          ds.as<float>(), B, T, cols_of(dout), heads, groups, s());
+  }
+
+  void rmsnorm_forward(tensor& out, tensor& rstd, const tensor& in, const tensor& weight,
+                       float eps) override {
+    on({&out, &rstd, &in, &weight});
+    same_type("rmsnorm", in, {&out});
+    k::rmsnorm_forward(is_bf16(in), out.raw(), rstd.f32(), in.raw(), weight.f32(), eps, rows_of(in),
+                       cols_of(in), s());
+  }
+  void rmsnorm_backward(tensor& din, tensor& dweight, const tensor& dout, const tensor& in,
+                        const tensor& weight, const tensor& rstd) override {
+    on({&din, &dweight, &dout, &in, &weight, &rstd});
+    same_type("rmsnorm backward", in, {&din, &dout});
+    scratch partial(size_t(k::column_partial_floats(rows_of(in), cols_of(in))) * sizeof(float),
+                    index_);
+    k::rmsnorm_backward(is_bf16(in), din.raw(), dweight.f32(), dout.raw(), in.raw(), weight.f32(),
+                        rstd.f32(), partial.as<float>(), rows_of(in), cols_of(in), s());
+  }
+  void rope_forward(tensor& out, const tensor& in, int rotated_heads, int head_size, float theta,
+                    int position_offset) override {
+    on({&out, &in});
+    same_type("rope", in, {&out});
+    model::check_rope_shape(in, rotated_heads, head_size);
+    k::rope_forward(is_bf16(in), out.raw(), in.raw(), int(in.dim(0)), int(in.dim(1)), cols_of(in),
+                    rotated_heads, head_size, theta, position_offset, s());
+  }
+  void rope_backward(tensor& din, const tensor& dout, int rotated_heads, int head_size, float theta,
+                     int position_offset) override {
+    on({&din, &dout});
+    same_type("rope backward", dout, {&din});
+    model::check_rope_shape(dout, rotated_heads, head_size);
+    k::rope_backward(is_bf16(dout), din.raw(), dout.raw(), int(dout.dim(0)), int(dout.dim(1)),
+                     cols_of(dout), rotated_heads, head_size, theta, position_offset, s());
+  }
+  void swiglu_forward(tensor& out, const tensor& in) override {
+    on({&out, &in});
+    same_type("swiglu", in, {&out});
+    MERAK_CHECK(cols_of(in) == 2 * cols_of(out), "swiglu of {} into {}",
+                model::shape_str(in.shape()), model::shape_str(out.shape()));
+    k::swiglu_forward(is_bf16(in), out.raw(), in.raw(), rows_of(in), cols_of(out), s());
+  }
+  void swiglu_backward(tensor& din, const tensor& in, const tensor& dout) override {
+    on({&din, &in, &dout});
+    same_type("swiglu backward", in, {&din, &dout});
+    MERAK_CHECK(cols_of(in) == 2 * cols_of(dout), "swiglu backward of {} from {}",
+                model::shape_str(in.shape()), model::shape_str(dout.shape()));
+    k::swiglu_backward(is_bf16(in), din.raw(), in.raw(), dout.raw(), rows_of(in), cols_of(dout),
+                       s());
   }
 
   void gelu_forward(tensor& out, const tensor& in) override {

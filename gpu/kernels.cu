@@ -9,68 +9,13 @@
 #include <algorithm>
 
 #include "gpu/cuda_util.hpp"
+#include "gpu/device_util.cuh"
 
 namespace merak::gpu::kernels {
 namespace {
 
-using bf = __nv_bfloat16;
-
-__device__ __forceinline__ float ld(float x) {
-  return x;
-}
-__device__ __forceinline__ float ld(bf x) {
-  return __bfloat162float(x);
-}
-__device__ __forceinline__ void st(float& d, float v) {
-  d = v;
-}
-__device__ __forceinline__ void st(bf& d, float v) {
-  d = __float2bfloat16_rn(v);
-}
-
-constexpr int kthreads = 256;
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Sum (or max) over the block; every thread gets the result. `buf` holds
-// 32 floats of shared memory; blockDim.x is a multiple of 32.
-__device__ float block_reduce(float v, bool max, float* buf) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = max ? warp_max(v) : warp_sum(v);
-  __syncthreads();  // buf may still be read by a previous reduction
-  if (lane == 0) buf[warp] = v;
-  __syncthreads();
-  float r = lane < warps ? buf[lane] : (max ? -INFINITY : 0.f);
-  return max ? warp_max(r) : warp_sum(r);
-}
-
-// Blocks of a grid-stride loop over n elements: at least one (a launch of
-// none is an error), at most enough to fill the device several times over.
-int blocks_for(int64_t n, int per = kthreads) {
-  return int(std::clamp<int64_t>((n + per - 1) / per, 1, 65535LL * 8));
-}
-
-void check_launch(const char* what) {
-  check_cuda(cudaGetLastError(), what);
-}
-
-// Calls f with the activation type the flag names.
-template <typename F>
-void with_type(bool bf16, F&& f) {
-  if (bf16)
-    f(bf{});
-  else
-    f(float{});
-}
 
 // ---- encoder -------------------------------------------------------------
 
@@ -260,17 +205,31 @@ __global__ void convert_k(D* dst, const S* src, int64_t n, bool accumulate) {
 constexpr int kmax_t = 11 * 1024;
 constexpr int kattn_threads = 128;
 
+// Rows of qkv hold Q (NH heads), K (G heads) and V (G heads) of hs = C/NH
+// channels each: W = C + 2 G hs floats; query head h reads K/V group
+// h / (NH/G). G = NH is multi-head attention.
+struct qkv_layout {
+  int C, NH, G, hs;
+  int64_t W;
+  __host__ __device__ qkv_layout(int C_, int NH_, int G_)
+      : C(C_), NH(NH_), G(G_), hs(C_ / NH_), W(int64_t(C_) + 2 * int64_t(G_) * (C_ / NH_)) {}
+  __device__ int group(int h) const { return h / (NH / G); }
+  __device__ int64_t k_offset(int g) const { return C + int64_t(g) * hs; }
+  __device__ int64_t v_offset(int g) const { return C + int64_t(G + g) * hs; }
+};
+
 // One block per (query row i, batch x head): scores against keys 0..i,
 // softmax, the probabilities stashed in att, out_i = P V.
 template <typename A>
-__global__ void attention_fwd(A* out, A* att, const A* qkv, int T, int C, int NH) {
+__global__ void attention_fwd(A* out, A* att, const A* qkv, int T, qkv_layout L) {
   extern __shared__ float p[];  // T
   __shared__ float red[32];
-  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
-  const int64_t C3 = 3 * int64_t(C);
+  const int NH = L.NH, C = L.C, hs = L.hs;
+  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, g = L.group(h);
+  const int64_t C3 = L.W;
   const A* q = qkv + (int64_t(b) * T + i) * C3 + h * hs;
-  const A* k0 = qkv + int64_t(b) * T * C3 + C + h * hs;
-  const A* v0 = k0 + C;
+  const A* k0 = qkv + int64_t(b) * T * C3 + L.k_offset(g);
+  const A* v0 = qkv + int64_t(b) * T * C3 + L.v_offset(g);
   const float scale = rsqrtf(float(hs));
   float mx = -INFINITY;
   for (int j = threadIdx.x; j <= i; j += blockDim.x) {
@@ -307,14 +266,15 @@ __global__ void attention_fwd(A* out, A* att, const A* qkv, int T, int C, int NH
 // ds, and dq_i += scale dS_i K.
 template <typename A>
 __global__ void attention_bwd_rows(A* dqkv, float* ds, const A* dout, const A* qkv, const A* att,
-                                   int T, int C, int NH) {
+                                   int T, qkv_layout L) {
   extern __shared__ float g[];  // T: dP, then dS
   __shared__ float red[32];
-  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
-  const int64_t C3 = 3 * int64_t(C);
+  const int NH = L.NH, C = L.C, hs = L.hs;
+  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int64_t C3 = L.W;
   const A* go = dout + (int64_t(b) * T + i) * C + h * hs;
-  const A* k0 = qkv + int64_t(b) * T * C3 + C + h * hs;
-  const A* v0 = k0 + C;
+  const A* k0 = qkv + int64_t(b) * T * C3 + L.k_offset(L.group(h));
+  const A* v0 = qkv + int64_t(b) * T * C3 + L.v_offset(L.group(h));
   const A* prow = att + (int64_t(bh) * T + i) * T;
   const float scale = rsqrtf(float(hs));
   float dot = 0.f;
@@ -340,24 +300,30 @@ __global__ void attention_bwd_rows(A* dqkv, float* ds, const A* dout, const A* q
   }
 }
 
-// Columns: dk_j += scale sum_i dS_ij q_i, dv_j += sum_i P_ij dout_i, i >= j.
+// Columns, one block per (key row j, batch x group): dk_j += scale sum_i
+// dS_ij q_i and dv_j += sum_i P_ij dout_i over i >= j and over the query
+// heads of the group, in head order.
 template <typename A>
 __global__ void attention_bwd_cols(A* dqkv, const float* ds, const A* dout, const A* qkv,
-                                   const A* att, int T, int C, int NH) {
-  const int j = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
-  const int64_t C3 = 3 * int64_t(C);
-  const A* q0 = qkv + int64_t(b) * T * C3 + h * hs;
-  const A* go0 = dout + int64_t(b) * T * C + h * hs;
-  const float* dscol = ds + int64_t(bh) * T * T + j;
-  const A* pcol = att + int64_t(bh) * T * T + j;
+                                   const A* att, int T, qkv_layout L) {
+  const int NH = L.NH, C = L.C, hs = L.hs, per_group = NH / L.G;
+  const int j = blockIdx.x, bg = blockIdx.y, b = bg / L.G, g = bg % L.G;
+  const int64_t C3 = L.W;
   const float scale = rsqrtf(float(hs));
-  A* dk = dqkv + (int64_t(b) * T + j) * C3 + C + h * hs;
-  A* dv = dk + C;
+  A* dk = dqkv + (int64_t(b) * T + j) * C3 + L.k_offset(g);
+  A* dv = dqkv + (int64_t(b) * T + j) * C3 + L.v_offset(g);
   for (int d = threadIdx.x; d < hs; d += blockDim.x) {
     float ak = 0.f, av = 0.f;
-    for (int i = j; i < T; ++i) {
-      ak += dscol[int64_t(i) * T] * ld(q0[int64_t(i) * C3 + d]);
-      av += ld(pcol[int64_t(i) * T]) * ld(go0[int64_t(i) * C + d]);
+    for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
+      const int64_t bh = int64_t(b) * NH + h;
+      const A* q0 = qkv + int64_t(b) * T * C3 + h * hs;
+      const A* go0 = dout + int64_t(b) * T * C + h * hs;
+      const float* dscol = ds + bh * T * T + j;
+      const A* pcol = att + bh * T * T + j;
+      for (int i = j; i < T; ++i) {
+        ak += dscol[int64_t(i) * T] * ld(q0[int64_t(i) * C3 + d]);
+        av += ld(pcol[int64_t(i) * T]) * ld(go0[int64_t(i) * C + d]);
+      }
     }
     st(dk[d], ld(dk[d]) + scale * ak);
     st(dv[d], ld(dv[d]) + av);
@@ -548,18 +514,21 @@ int attention_max_t() {
 }
 
 void attention_forward(bool bf16, void* out, void* att, const void* qkv, int B, int T, int C,
-                       int NH, cudaStream_t s) {
+                       int NH, int G, cudaStream_t s) {
+  MERAK_CHECK(G > 0 && NH % G == 0, "attention: {} key/value groups for {} heads", G, NH);
   MERAK_CHECK(T <= kmax_t, "attention over {} positions: at most {} on this kernel", T, kmax_t);
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
     attention_fwd<<<dim3(T, B * NH), kattn_threads, size_t(T) * sizeof(float), s>>>(
-        static_cast<A*>(out), static_cast<A*>(att), static_cast<const A*>(qkv), T, C, NH);
+        static_cast<A*>(out), static_cast<A*>(att), static_cast<const A*>(qkv), T,
+        qkv_layout(C, NH, G));
   });
   check_launch("attention forward");
 }
 
 void attention_backward(bool bf16, void* dqkv, const void* dout, const void* qkv, const void* att,
-                        float* ds, int B, int T, int C, int NH, cudaStream_t s) {
+                        float* ds, int B, int T, int C, int NH, int G, cudaStream_t s) {
+  MERAK_CHECK(G > 0 && NH % G == 0, "attention: {} key/value groups for {} heads", G, NH);
   MERAK_CHECK(T <= kmax_t, "attention over {} positions: at most {} on this kernel", T, kmax_t);
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
@@ -567,9 +536,10 @@ void attention_backward(bool bf16, void* dqkv, const void* dout, const void* qkv
     const A* x = static_cast<const A*>(qkv);
     const A* p = static_cast<const A*>(att);
     attention_bwd_rows<<<dim3(T, B * NH), kattn_threads, size_t(T) * sizeof(float), s>>>(
-        static_cast<A*>(dqkv), ds, g, x, p, T, C, NH);
+        static_cast<A*>(dqkv), ds, g, x, p, T, qkv_layout(C, NH, G));
     // After every row's dS: the columns read all of them.
-    attention_bwd_cols<<<dim3(T, B * NH), 64, 0, s>>>(static_cast<A*>(dqkv), ds, g, x, p, T, C, NH);
+    attention_bwd_cols<<<dim3(T, B * G), 64, 0, s>>>(static_cast<A*>(dqkv), ds, g, x, p, T,
+                                                     qkv_layout(C, NH, G));
   });
   check_launch("attention backward");
 }

@@ -39,15 +39,37 @@ void column_sums(bool bf16, float* dbias, const void* dout, float* partial, int 
                  cudaStream_t s);
 int64_t column_partial_floats(int N, int C);
 
-// Causal self-attention with the probabilities stashed, as the CPU kernel:
-// qkv (B,T,3C), out (B,T,C), att (B,NH,T,T) of the activations' type
-// (entries above the diagonal unwritten). T is at most attention_max_t().
+// Causal self-attention with the probabilities stashed, as the CPU kernel,
+// grouped-query when G < NH (G divides NH; G = NH is multi-head attention):
+// qkv (B,T,C+2*G*C/NH) holds Q, K and V side by side, out (B,T,C), att
+// (B,NH,T,T) of the activations' type (entries above the diagonal
+// unwritten). T is at most attention_max_t().
 void attention_forward(bool bf16, void* out, void* att, const void* qkv, int B, int T, int C,
-                       int NH, cudaStream_t s);
+                       int NH, int G, cudaStream_t s);
 // dqkv += ; `ds` holds B*NH*T*T floats of scratch. Deterministic.
 void attention_backward(bool bf16, void* dqkv, const void* dout, const void* qkv, const void* att,
-                        float* ds, int B, int T, int C, int NH, cudaStream_t s);
+                        float* ds, int B, int T, int C, int NH, int G, cudaStream_t s);
 int attention_max_t();
+
+// The Llama family's operations (llama_kernels.cu), as model/kernels/kernels.hpp
+// states them. RMSNorm: rstd (N) float; `partial` holds
+// column_partial_floats(N, C) floats; dweight summed in a fixed order.
+void rmsnorm_forward(bool bf16, void* out, float* rstd, const void* in, const float* weight,
+                     float eps, int N, int C, cudaStream_t s);
+void rmsnorm_backward(bool bf16, void* din, float* dweight, const void* dout, const void* in,
+                      const float* weight, const float* rstd, float* partial, int N, int C,
+                      cudaStream_t s);
+// Rotary embedding, rotate-half layout, rows of CR channels (B,T,CR): the
+// first RH heads of hs channels rotated at positions pos_offset + t, the
+// rest copied; out may alias in. Backward accumulates the inverse rotation.
+void rope_forward(bool bf16, void* out, const void* in, int B, int T, int CR, int RH, int hs,
+                  float theta, int pos_offset, cudaStream_t s);
+void rope_backward(bool bf16, void* din, const void* dout, int B, int T, int CR, int RH, int hs,
+                   float theta, int pos_offset, cudaStream_t s);
+// SwiGLU: in (N,2F) rows [gate | up] -> out (N,F); backward accumulates.
+void swiglu_forward(bool bf16, void* out, const void* in, int N, int F, cudaStream_t s);
+void swiglu_backward(bool bf16, void* din, const void* in, const void* dout, int N, int F,
+                     cudaStream_t s);
 
 void gelu_forward(bool bf16, void* out, const void* in, int64_t n, cudaStream_t s);
 void gelu_backward(bool bf16, void* din, const void* in, const void* dout, int64_t n,

@@ -154,4 +154,11 @@ backend& backend_for(device d);
 // index's (the CUDA ones: gpu/cuda_backend.hpp). Once, before use.
 void register_backend(device::kind k, backend& (*of)(int index));
 
+// Shape checks every backend makes before the Llama operations, failing
+// with merak::error naming the shapes: qkv (B,T,C+2*groups*C/heads) with
+// groups dividing heads dividing C; a (B,T,W) tensor whose first
+// rotated_heads heads of head_size (even) channels fit in W.
+void check_attention_groups(const tensor& qkv, int C, int heads, int groups);
+void check_rope_shape(const tensor& t, int rotated_heads, int head_size);
+
 }  // namespace merak::model

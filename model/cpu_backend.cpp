@@ -120,7 +120,7 @@ class cpu_backend final : public backend {
                              int groups) override {
     expect_type("grouped-query attention", qkv.type(), {&out, &att});
     const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols_of(out);
-    check_groups(qkv, C, heads, groups);
+    check_attention_groups(qkv, C, heads, groups);
     if (is_bf16(qkv))
       k::attention_forward(out.bf16s(), att.bf16s(), qkv.bf16s(), B, T, C, heads, groups);
     else
@@ -130,7 +130,7 @@ class cpu_backend final : public backend {
                               const tensor& att, int heads, int groups) override {
     expect_type("grouped-query attention backward", qkv.type(), {&dqkv, &dout, &att});
     const int B = int(qkv.dim(0)), T = int(qkv.dim(1)), C = cols_of(dout);
-    check_groups(qkv, C, heads, groups);
+    check_attention_groups(qkv, C, heads, groups);
     if (is_bf16(qkv)) {
       k::attention_backward(dqkv.bf16s(), dout.bf16s(), qkv.bf16s(), att.bf16s(), B, T, C, heads,
                             groups);
@@ -167,7 +167,7 @@ class cpu_backend final : public backend {
   void rope_forward(tensor& out, const tensor& in, int rotated_heads, int head_size, float theta,
                     int position_offset) override {
     expect_type("rope", in.type(), {&out});
-    check_rope(in, rotated_heads, head_size);
+    check_rope_shape(in, rotated_heads, head_size);
     const int B = int(in.dim(0)), T = int(in.dim(1)), W = cols_of(in);
     if (is_bf16(in))
       k::rope_forward(out.bf16s(), in.bf16s(), B, T, W, rotated_heads, head_size, theta,
@@ -179,7 +179,7 @@ class cpu_backend final : public backend {
   void rope_backward(tensor& din, const tensor& dout, int rotated_heads, int head_size, float theta,
                      int position_offset) override {
     expect_type("rope backward", dout.type(), {&din});
-    check_rope(dout, rotated_heads, head_size);
+    check_rope_shape(dout, rotated_heads, head_size);
     const int B = int(dout.dim(0)), T = int(dout.dim(1)), W = cols_of(dout);
     if (is_bf16(dout))
       k::rope_backward(din.bf16s(), dout.bf16s(), B, T, W, rotated_heads, head_size, theta,
@@ -346,21 +346,6 @@ class cpu_backend final : public backend {
   }
 
  private:
-  // qkv (B,T,C+2*groups*C/heads) with groups dividing heads dividing C.
-  static void check_groups(const tensor& qkv, int C, int heads, int groups) {
-    if (heads < 1 || groups < 1 || heads % groups != 0 || C % heads != 0)
-      fail("grouped-query attention: {} groups of {} heads over {} channels", groups, heads, C);
-    const int64_t want = C + 2 * int64_t(groups) * (C / heads);
-    if (cols_of(qkv) != want)
-      fail("grouped-query attention expects qkv (B, T, {}), got {}", want, shape_str(qkv.shape()));
-  }
-  static void check_rope(const tensor& t, int rotated_heads, int head_size) {
-    if (head_size < 2 || head_size % 2 != 0 || rotated_heads < 0 ||
-        int64_t(rotated_heads) * head_size > cols_of(t) || t.rank() != 3)
-      fail("rope of {} heads of size {} (even) over {}", rotated_heads, head_size,
-           shape_str(t.shape()));
-  }
-
   template <typename A>
   static void bias_fwd(A* y, const A* x, const float* b, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
@@ -395,6 +380,21 @@ backend& backend_for(device d) {
   auto of = device_backends[size_t(d.type)].load(std::memory_order_acquire);
   if (!of) fail("no backend for device {}: this program did not enable it", d.str());
   return of(d.index);
+}
+
+void check_attention_groups(const tensor& qkv, int C, int heads, int groups) {
+  if (heads < 1 || groups < 1 || heads % groups != 0 || C % heads != 0)
+    fail("grouped-query attention: {} groups of {} heads over {} channels", groups, heads, C);
+  const int64_t want = C + 2 * int64_t(groups) * (C / heads);
+  if (qkv.rank() != 3 || qkv.dim(2) != want)
+    fail("grouped-query attention expects qkv (B, T, {}), got {}", want, shape_str(qkv.shape()));
+}
+
+void check_rope_shape(const tensor& t, int rotated_heads, int head_size) {
+  if (head_size < 2 || head_size % 2 != 0 || rotated_heads < 0 || t.rank() != 3 ||
+      int64_t(rotated_heads) * head_size > t.dim(2))
+    fail("rope of {} heads of size {} (even) over {}", rotated_heads, head_size,
+         shape_str(t.shape()));
 }
 
 }  // namespace merak::model

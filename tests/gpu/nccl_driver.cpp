@@ -39,10 +39,10 @@
 #include <vector>
 
 #include "../comm/rank_values.hpp"
-#include "job/bootstrap.hpp"
-#include "job/launcher.hpp"
 #include "comm/nccl_transport.hpp"
 #include "core/error.hpp"
+#include "job/bootstrap.hpp"
+#include "job/launcher.hpp"
 
 using namespace merak::comm;
 using namespace merak::job;
@@ -163,8 +163,18 @@ void check_collectives(bootstrap& b, nccl_transport& t) {
   auto c4 = t.isend(right, 12, ds2.get(), n2 * 4);
   c1.wait(), c2.wait(), c3.wait(), c4.wait();
   const auto r1 = dr1.take(), r2 = dr2.take();
-  for (size_t i = 0; i < n1; ++i) require(r1[i] == value(left, i), "send/recv message 1");
-  for (size_t i = 0; i < n2; ++i) require(r2[i] == value(left + 100, i), "send/recv message 2");
+  // The first wrong element of each message, with both messages' first
+  // values, so that a mismatch tells a swapped match from lost data.
+  auto check_message = [&](const std::vector<float>& got, int from, const char* name) {
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != value(from, i))
+        merak::fail(
+            "check failed: send/recv {}: element {} is {}, {} expected (message 1 starts "
+            "{} {}, message 2 starts {} {})",
+            name, i, got[i], value(from, i), r1[0], r1[1], r2[0], r2[1]);
+  };
+  check_message(r1, left, "message 1");
+  check_message(r2, left + 100, "message 2");
   const uint64_t expect = right == r ? 0 : (n1 + n2) * 4;
   require(t.bytes_sent() == expect, fmt::format("bytes sent {} vs {}", t.bytes_sent(), expect));
 
