@@ -61,8 +61,14 @@ benchmarks() {
   local gpt=(bench gpt --device cuda --seq 1024 --vocab 50304)
   local ops=$bin/merak_gpu_ops_bench
   step 60 "$ops" --layers 12 --dim 768 --heads 12 --batch 16 --precision bf16
+  # Attention at T = 2048 and head dimension 128, unfused and fused.
+  step 60 "$ops" --layers 1 --dim 2048 --heads 16 --seq 2048 --vocab 32000 --batch 8 --precision bf16
+  step 60 env MERAK_CUDA_FUSED_ATTENTION=1 "$ops" --layers 1 --dim 2048 --heads 16 --seq 2048 \
+    --vocab 32000 --batch 8 --precision bf16
   step 120 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 12 --dim 768 --heads 12 \
     --batch 16 --steps 5 --warmup-steps 2
+  step 120 env MERAK_CUDA_FUSED_ATTENTION=1 "$bin/merak" "${gpt[@]}" --precision bf16 --layers 12 \
+    --dim 768 --heads 12 --batch 16 --steps 5 --warmup-steps 2
   # A Llama-3.2-1B-shaped model: 16 layers, C 2048, 32 heads in 8 K/V
   # groups, FFN 8192, a 128256-token vocabulary.
   step 150 "$bin/merak" bench gpt --device cuda --model llama --precision bf16 --layers 16 \

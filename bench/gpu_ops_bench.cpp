@@ -120,17 +120,19 @@ double time_ms(const std::function<void()>& f, int iters) {
 }
 
 // Times each op it is given, `iters` runs each, and sums the times (and the
-// GEMMs' FLOPs and times) of the ops since the last reset.
+// linear layers' GEMM FLOPs and times) of the ops since the last reset. An op
+// with FLOPs reports its TFLOP/s; `linear` says whether it joins the GEMM sums.
 struct op_timer {
   int iters = 0;
   nlohmann::json ops;
   double ms = 0, gemm_flops = 0, gemm_ms = 0;
 
-  void operator()(const char* name, double flops, const std::function<void()>& f) {
+  void operator()(const char* name, double flops, const std::function<void()>& f,
+                  bool linear = true) {
     const double op_ms = time_ms(f, iters);
     nlohmann::json j{{"ms", op_ms}};
-    if (flops > 0) {
-      j["tflops"] = flops / (op_ms * 1e-3) / 1e12;
+    if (flops > 0) j["tflops"] = flops / (op_ms * 1e-3) / 1e12;
+    if (flops > 0 && linear) {
       gemm_flops += flops;
       gemm_ms += op_ms;
     }
@@ -158,7 +160,10 @@ void time_block(model::backend& be, const options& o, op_timer& op) {
        b4 = random_on_gpu({4 * C}, dtype::f32, 10, 0.f);
   auto b1 = random_on_gpu({C}, dtype::f32, 11, 0.f);
   auto qkv = tensor({B, T, 3 * C}, A, gpu0), dqkv = tensor::zeros({B, T, 3 * C}, A, gpu0);
-  auto att = tensor({B, NH, T, T}, A, gpu0);
+  // What the layer stashes on this backend: the fused kernel's log-sum-exp
+  // rows, or the probabilities.
+  const auto stash = be.attention_stash_for(B, NH, T, C / NH, A);
+  auto att = tensor(stash.shape, stash.type, gpu0);
   auto h4 = tensor({B, T, 4 * C}, A, gpu0), dh4 = tensor::zeros({B, T, 4 * C}, A, gpu0);
   auto gelu = tensor({B, T, 4 * C}, A, gpu0);
   auto dw3 = tensor::zeros({3 * C, C}, dtype::f32, gpu0),
@@ -176,7 +181,13 @@ void time_block(model::backend& be, const options& o, op_timer& op) {
   const double n = double(N);
   op("ln1_forward", 0, [&] { be.layernorm_forward(out, mean, rstd, x, lnw, lnb); });
   op("qkv_forward", 2 * n * C * 3 * C, [&] { be.matmul_forward(qkv, out, w_qkv, &b3); });
-  op("attention_forward", 0, [&] { be.attention_forward(out, att, qkv, NH); });
+  // Causal attention's useful FLOPs (the lower triangle of Q K^T and P V,
+  // 2 hs multiply-adds per entry each): 2 B NH T^2 hs forward, 2.5 times
+  // that backward (dP, dQ, dK, dV and the recomputation-free dS).
+  const double attention_flops = 2.0 * B * NH * double(T) * T * (C / NH);
+  op(
+      "attention_forward", attention_flops, [&] { be.attention_forward(out, att, qkv, NH); },
+      false);
   op("proj_forward", 2 * n * C * C, [&] { be.matmul_forward(out, x, w_proj, &b1); });
   op("residual1_forward", 0, [&] { be.residual_forward(out, x, g); });
   op("ln2_forward", 0, [&] { be.layernorm_forward(out, mean, rstd, x, lnw, lnb); });
@@ -191,7 +202,9 @@ void time_block(model::backend& be, const options& o, op_timer& op) {
   op("ln2_backward", 0, [&] { be.layernorm_backward(dx, dlnw, dlnb, g, x, lnw, mean, rstd); });
   op("residual_backward", 0, [&] { be.residual_backward(dx, out, g); });
   op("proj_backward", 4 * n * C * C, [&] { be.matmul_backward(&dx, &dw1, &db1, g, x, w_proj); });
-  op("attention_backward", 0, [&] { be.attention_backward(dqkv, g, qkv, att, NH); });
+  op(
+      "attention_backward", 2.5 * attention_flops,
+      [&] { be.attention_backward(dqkv, g, qkv, att, NH); }, false);
   op("qkv_backward", 4 * n * C * 3 * C,
      [&] { be.matmul_backward(&dx, &dw3, &db3, g3, out, w_qkv); });
   op("ln1_backward", 0, [&] { be.layernorm_backward(dx, dlnw, dlnb, g, x, lnw, mean, rstd); });

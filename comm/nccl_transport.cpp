@@ -269,8 +269,9 @@ class nccl_transport_impl final : public nccl_transport {
         fmt::format("{} operations (first: {} peer {} tag {})", pending_.size(),
                     first.send ? "send to" : "receive from", first.peer, first.tag);
     const int peer = first.peer;
+    const ncclResult_t launched = group();  // reads pending_: clear it only after
     pending_.clear();
-    settle(group(), "ncclSend/ncclRecv group", what, peer);
+    settle(launched, "ncclSend/ncclRecv group", what, peer);
     cuda_call(cudaEventRecord(batch->done.get(), stream_.s), "cudaEventRecord");
     batch->launched = true;
     open_batch_.reset();

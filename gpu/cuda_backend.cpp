@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "gpu/attention.hpp"
 #include "gpu/cuda_util.hpp"
 #include "gpu/gemm.hpp"
 #include "gpu/kernels.hpp"
@@ -90,23 +91,41 @@ class cuda_backend final : public model::backend {
                           int heads) override {
     gqa_attention_backward(dqkv, dout, qkv, att, heads, heads);
   }
+  // bf16 at head sizes 64 and 128: the fused forward, stashing each row's
+  // log-sum-exp (B,heads,T) float; otherwise the probabilities.
+  attention_stash attention_stash_for(int B, int heads, int T, int head_size,
+                                      dtype activations) override {
+    if (fused_attention_supported(activations == dtype::bf16, {B, T, heads * head_size, heads, 1}))
+      return {{B, heads, T}, dtype::f32};
+    return {{B, heads, T, T}, activations};
+  }
   void gqa_attention_forward(tensor& out, tensor& att, const tensor& qkv, int heads,
                              int groups) override {
     on({&out, &att, &qkv});
-    same_type("attention", qkv, {&out, &att});
+    same_type("attention", qkv, {&out});
     model::check_attention_groups(qkv, cols_of(out), heads, groups);
-    k::attention_forward(is_bf16(qkv), out.raw(), att.raw(), qkv.raw(), int(qkv.dim(0)),
-                         int(qkv.dim(1)), cols_of(out), heads, groups, s());
+    const attention_shape shape{int(qkv.dim(0)), int(qkv.dim(1)), cols_of(out), heads, groups};
+    if (fused_stash(att, shape, is_bf16(qkv), "attention")) {
+      fused_attention_forward(is_bf16(qkv), out.raw(), att.f32(), qkv.raw(), shape, s());
+      return;
+    }
+    same_type("attention", qkv, {&att});
+    gpu::attention_forward(index_, is_bf16(qkv), out.raw(), att.raw(), qkv.raw(), shape, s());
   }
   void gqa_attention_backward(tensor& dqkv, const tensor& dout, const tensor& qkv,
                               const tensor& att, int heads, int groups) override {
     on({&dqkv, &dout, &qkv, &att});
-    same_type("attention backward", qkv, {&dqkv, &dout, &att});
+    same_type("attention backward", qkv, {&dqkv, &dout});
     model::check_attention_groups(qkv, cols_of(dout), heads, groups);
-    const int B = int(qkv.dim(0)), T = int(qkv.dim(1));
-    scratch ds(size_t(B) * heads * T * T * sizeof(float), index_);
-    k::attention_backward(is_bf16(qkv), dqkv.raw(), dout.raw(), qkv.raw(), att.raw(),
-                          ds.as<float>(), B, T, cols_of(dout), heads, groups, s());
+    const attention_shape shape{int(qkv.dim(0)), int(qkv.dim(1)), cols_of(dout), heads, groups};
+    if (fused_stash(att, shape, is_bf16(qkv), "attention backward")) {
+      fused_attention_backward(index_, is_bf16(qkv), dqkv.raw(), dout.raw(), qkv.raw(), att.f32(),
+                               shape, s());
+      return;
+    }
+    same_type("attention backward", qkv, {&att});
+    gpu::attention_backward(index_, is_bf16(qkv), dqkv.raw(), dout.raw(), qkv.raw(), att.raw(),
+                            shape, s());
   }
 
   void rmsnorm_forward(tensor& out, tensor& rstd, const tensor& in, const tensor& weight,
@@ -278,6 +297,20 @@ class cuda_backend final : public model::backend {
     for (const tensor* t : ts)
       if (!model::is_floating(t->type()))
         fail("{}: {} tensors are not supported", op, model::dtype_name(t->type()));
+  }
+  // Whether `att` is the fused path's stash, lse (B,heads,T) float: then the
+  // shape must allow the fused kernel. A (B,heads,T,T) stash is the
+  // probabilities.
+  static bool fused_stash(const tensor& att, const attention_shape& a, bool bf16, const char* op) {
+    if (att.rank() != 3) return false;
+    if (att.type() != dtype::f32 || att.dim(0) != a.B || att.dim(1) != a.NH || att.dim(2) != a.T ||
+        !fused_attention_supported(bf16, a))
+      fail(
+          "{}: a stash {} {} where the fused kernel's ({}, {}, {}) F32 or the probabilities "
+          "({}, {}, {}, {}) are expected",
+          op, model::dtype_name(att.type()), model::shape_str(att.shape()), a.B, a.NH, a.T, a.B,
+          a.NH, a.T, a.T);
+    return true;
   }
   void column_sums(tensor& dbias, const tensor& dout) {
     scratch partial(size_t(k::column_partial_floats(rows_of(dout), cols_of(dout))) * sizeof(float),

@@ -24,4 +24,11 @@ void gemm(int device, bool ab_bf16, bool c_bf16, bool trans_a, bool trans_b, int
           float alpha, const void* A, int lda, const void* B, int ldb, float beta, void* C, int ldc,
           cudaStream_t s);
 
+// `batch` GEMMs as above in one call: matrix i of A, B and C starts
+// stride_a, stride_b and stride_c elements after matrix i - 1.
+void gemm_batched(int device, bool ab_bf16, bool c_bf16, bool trans_a, bool trans_b, int m, int n,
+                  int k, float alpha, const void* A, int lda, int64_t stride_a, const void* B,
+                  int ldb, int64_t stride_b, float beta, void* C, int ldc, int64_t stride_c,
+                  int batch, cudaStream_t s);
+
 }  // namespace merak::gpu

@@ -200,133 +200,97 @@ __global__ void convert_k(D* dst, const S* src, int64_t n, bool accumulate) {
 
 // ---- attention -----------------------------------------------------------
 
-// Longest sequence: a row of scores lives in shared memory (48 KiB without
-// opting in to more).
-constexpr int kmax_t = 11 * 1024;
+// Attention runs as batched GEMMs over (batch x head) on per-head copies of
+// Q, K and V; the kernels here gather those copies, take the causal softmax
+// and its backward row by row, and put the results back.
+
+// dst (B,NH,T,hs)[b][h][t][d] = src (B,T,W)[b][t][offset + (h / rep) hs + d].
+template <typename A>
+__global__ void gather_heads_k(A* dst, const A* src, int64_t W, int64_t offset, int T, int NH,
+                               int hs, int rep, int64_t n) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int d = int(e % hs);
+    const int64_t bht = e / hs;
+    const int t = int(bht % T), h = int((bht / T) % NH);
+    const int64_t b = bht / (int64_t(T) * NH);
+    dst[e] = src[(b * T + t) * W + offset + int64_t(h / rep) * hs + d];
+  }
+}
+
+// out (B,T,C)[b][t][h hs + d] = o (B,NH,T,hs)[b][h][t][d].
+template <typename A>
+__global__ void scatter_heads_k(A* out, const A* o, int T, int NH, int hs, int64_t n) {
+  const int64_t C = int64_t(NH) * hs;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int d = int(e % hs);
+    const int64_t bt = e / hs / NH;  // e walks out: (b, t, h, d)
+    const int h = int((e / hs) % NH), t = int(bt % T);
+    const int64_t b = bt / T;
+    out[bt * C + int64_t(h) * hs + d] = o[((b * NH + h) * T + t) * hs + d];
+  }
+}
+
+// dst (B,T,W)[b][t][offset + g hs + d] += the sum over the group's heads
+// h = g rep .. g rep + rep - 1, in order, of src (B,NH,T,hs)[b][h][t][d].
+template <typename A>
+__global__ void scatter_add_heads_k(A* dst, const float* src, int64_t W, int64_t offset, int T,
+                                    int NH, int hs, int rep, int64_t n) {
+  const int groups = NH / rep;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int d = int(e % hs);
+    const int g = int((e / hs) % groups);
+    const int64_t bt = e / hs / groups;
+    const int t = int(bt % T);
+    const int64_t b = bt / T;
+    float acc = 0.f;
+    for (int h = g * rep; h < (g + 1) * rep; ++h) acc += src[((b * NH + h) * T + t) * hs + d];
+    A& to = dst[bt * W + offset + int64_t(g) * hs + d];
+    st(to, ld(to) + acc);
+  }
+}
+
 constexpr int kattn_threads = 128;
 
-// Rows of qkv hold Q (NH heads), K (G heads) and V (G heads) of hs = C/NH
-// channels each: W = C + 2 G hs floats; query head h reads K/V group
-// h / (NH/G). G = NH is multi-head attention.
-struct qkv_layout {
-  int C, NH, G, hs;
-  int64_t W;
-  __host__ __device__ qkv_layout(int C_, int NH_, int G_)
-      : C(C_), NH(NH_), G(G_), hs(C_ / NH_), W(int64_t(C_) + 2 * int64_t(G_) * (C_ / NH_)) {}
-  __device__ int group(int h) const { return h / (NH / G); }
-  __device__ int64_t k_offset(int g) const { return C + int64_t(g) * hs; }
-  __device__ int64_t v_offset(int g) const { return C + int64_t(G + g) * hs; }
-};
-
-// One block per (query row i, batch x head): scores against keys 0..i,
-// softmax, the probabilities stashed in att, out_i = P V.
+// One block per row i of one (batch x head): P_ij = softmax_j(scale S_ij)
+// over j <= i, zero above the diagonal.
 template <typename A>
-__global__ void attention_fwd(A* out, A* att, const A* qkv, int T, qkv_layout L) {
-  extern __shared__ float p[];  // T
+__global__ void causal_softmax_k(A* att, const float* scores, float scale, int T) {
   __shared__ float red[32];
-  const int NH = L.NH, C = L.C, hs = L.hs;
-  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH, g = L.group(h);
-  const int64_t C3 = L.W;
-  const A* q = qkv + (int64_t(b) * T + i) * C3 + h * hs;
-  const A* k0 = qkv + int64_t(b) * T * C3 + L.k_offset(g);
-  const A* v0 = qkv + int64_t(b) * T * C3 + L.v_offset(g);
-  const float scale = rsqrtf(float(hs));
+  const int64_t row = blockIdx.x;
+  const int i = int(row % T);
+  const float* srow = scores + row * T;
+  A* prow = att + row * T;
   float mx = -INFINITY;
-  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
-    const A* k = k0 + int64_t(j) * C3;
-    float s = 0.f;
-    for (int d = 0; d < hs; ++d) s += ld(q[d]) * ld(k[d]);
-    s *= scale;
-    p[j] = s;
-    mx = fmaxf(mx, s);
-  }
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, scale * srow[j]);
   mx = block_reduce(mx, true, red);
   float sum = 0.f;
-  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
-    const float e = __expf(p[j] - mx);
-    p[j] = e;
-    sum += e;
-  }
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) sum += __expf(scale * srow[j] - mx);
   const float inv = 1.0f / block_reduce(sum, false, red);
-  A* row = att + (int64_t(bh) * T + i) * T;
-  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
-    p[j] *= inv;
-    st(row[j], p[j]);
-  }
-  __syncthreads();
-  A* o = out + (int64_t(b) * T + i) * C + h * hs;
-  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
-    float acc = 0.f;
-    for (int j = 0; j <= i; ++j) acc += p[j] * ld(v0[int64_t(j) * C3 + d]);
-    st(o[d], acc);
-  }
+  for (int j = threadIdx.x; j < T; j += blockDim.x)
+    st(prow[j], j <= i ? __expf(scale * srow[j] - mx) * inv : 0.f);
 }
 
-// Rows: dP_ij = dout_i . v_j, dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) into
-// ds, and dq_i += scale dS_i K.
+// One block per row: dS_ij = scale P_ij (dP_ij - sum_k P_ik dP_ik) and the
+// probabilities again, both zero above the diagonal (whatever att holds
+// there).
 template <typename A>
-__global__ void attention_bwd_rows(A* dqkv, float* ds, const A* dout, const A* qkv, const A* att,
-                                   int T, qkv_layout L) {
-  extern __shared__ float g[];  // T: dP, then dS
+__global__ void causal_softmax_bwd_k(A* ds, A* p_clean, const float* dp, const A* att, float scale,
+                                     int T) {
   __shared__ float red[32];
-  const int NH = L.NH, C = L.C, hs = L.hs;
-  const int i = blockIdx.x, bh = blockIdx.y, b = bh / NH, h = bh % NH;
-  const int64_t C3 = L.W;
-  const A* go = dout + (int64_t(b) * T + i) * C + h * hs;
-  const A* k0 = qkv + int64_t(b) * T * C3 + L.k_offset(L.group(h));
-  const A* v0 = qkv + int64_t(b) * T * C3 + L.v_offset(L.group(h));
-  const A* prow = att + (int64_t(bh) * T + i) * T;
-  const float scale = rsqrtf(float(hs));
+  const int64_t row = blockIdx.x;
+  const int i = int(row % T);
+  const float* dprow = dp + row * T;
+  const A* prow = att + row * T;
   float dot = 0.f;
-  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
-    const A* v = v0 + int64_t(j) * C3;
-    float s = 0.f;
-    for (int d = 0; d < hs; ++d) s += ld(go[d]) * ld(v[d]);
-    g[j] = s;
-    dot += ld(prow[j]) * s;
-  }
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) dot += ld(prow[j]) * dprow[j];
   dot = block_reduce(dot, false, red);
-  float* dsrow = ds + (int64_t(bh) * T + i) * T;
-  for (int j = threadIdx.x; j <= i; j += blockDim.x) {
-    g[j] = ld(prow[j]) * (g[j] - dot);
-    dsrow[j] = g[j];
-  }
-  __syncthreads();
-  A* dq = dqkv + (int64_t(b) * T + i) * C3 + h * hs;
-  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
-    float acc = 0.f;
-    for (int j = 0; j <= i; ++j) acc += g[j] * ld(k0[int64_t(j) * C3 + d]);
-    st(dq[d], ld(dq[d]) + scale * acc);
-  }
-}
-
-// Columns, one block per (key row j, batch x group): dk_j += scale sum_i
-// dS_ij q_i and dv_j += sum_i P_ij dout_i over i >= j and over the query
-// heads of the group, in head order.
-template <typename A>
-__global__ void attention_bwd_cols(A* dqkv, const float* ds, const A* dout, const A* qkv,
-                                   const A* att, int T, qkv_layout L) {
-  const int NH = L.NH, C = L.C, hs = L.hs, per_group = NH / L.G;
-  const int j = blockIdx.x, bg = blockIdx.y, b = bg / L.G, g = bg % L.G;
-  const int64_t C3 = L.W;
-  const float scale = rsqrtf(float(hs));
-  A* dk = dqkv + (int64_t(b) * T + j) * C3 + L.k_offset(g);
-  A* dv = dqkv + (int64_t(b) * T + j) * C3 + L.v_offset(g);
-  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
-    float ak = 0.f, av = 0.f;
-    for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
-      const int64_t bh = int64_t(b) * NH + h;
-      const A* q0 = qkv + int64_t(b) * T * C3 + h * hs;
-      const A* go0 = dout + int64_t(b) * T * C + h * hs;
-      const float* dscol = ds + bh * T * T + j;
-      const A* pcol = att + bh * T * T + j;
-      for (int i = j; i < T; ++i) {
-        ak += dscol[int64_t(i) * T] * ld(q0[int64_t(i) * C3 + d]);
-        av += ld(pcol[int64_t(i) * T]) * ld(go0[int64_t(i) * C + d]);
-      }
-    }
-    st(dk[d], ld(dk[d]) + scale * ak);
-    st(dv[d], ld(dv[d]) + av);
+  for (int j = threadIdx.x; j < T; j += blockDim.x) {
+    const float p = j <= i ? ld(prow[j]) : 0.f;
+    st(ds[row * T + j], j <= i ? scale * p * (dprow[j] - dot) : 0.f);
+    st(p_clean[row * T + j], p);
   }
 }
 
@@ -339,20 +303,25 @@ __global__ void crossentropy_fwd(float* losses, float* probs, const A* logits,
   const int n = blockIdx.x;
   const A* z = logits + int64_t(n) * V;
   float* p = probs + int64_t(n) * V;
-  float mx = -INFINITY;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, ld(z[v]));
-  mx = block_reduce(mx, true, red);
-  float sum = 0.f;
+  // One pass over the logits for the maximum and the sum of exponentials
+  // (each thread's sum kept relative to its own running maximum), a second
+  // for the probabilities.
+  float mx = -INFINITY, sum = 0.f;
   for (int v = threadIdx.x; v < V; v += blockDim.x) {
-    const float e = __expf(ld(z[v]) - mx);
-    p[v] = e;
-    sum += e;
+    const float x = ld(z[v]);
+    if (x > mx) {
+      sum = sum * __expf(mx - x) + 1.f;
+      mx = x;
+    } else {
+      sum += __expf(x - mx);
+    }
   }
-  sum = block_reduce(sum, false, red);
+  const float block_max = block_reduce(mx, true, red);
+  sum = block_reduce(mx == -INFINITY ? 0.f : sum * __expf(mx - block_max), false, red);
   const float inv = 1.0f / sum;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) p[v] *= inv;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) p[v] = __expf(ld(z[v]) - block_max) * inv;
   // -log p[target] from the logits, accurate at tiny p.
-  if (threadIdx.x == 0) losses[n] = logf(sum) - (ld(z[targets[n]]) - mx);
+  if (threadIdx.x == 0) losses[n] = logf(sum) - (ld(z[targets[n]]) - block_max);
 }
 
 template <typename A>
@@ -509,39 +478,57 @@ void column_sums(bool bf16, float* dbias, const void* dout, float* partial, int 
   check_launch("column sums");
 }
 
-int attention_max_t() {
-  return kmax_t;
-}
-
-void attention_forward(bool bf16, void* out, void* att, const void* qkv, int B, int T, int C,
-                       int NH, int G, cudaStream_t s) {
-  MERAK_CHECK(G > 0 && NH % G == 0, "attention: {} key/value groups for {} heads", G, NH);
-  MERAK_CHECK(T <= kmax_t, "attention over {} positions: at most {} on this kernel", T, kmax_t);
+void gather_heads(bool bf16, void* dst, const void* src, int B, int T, int64_t W, int64_t offset,
+                  int NH, int hs, int rep, cudaStream_t s) {
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
-    attention_fwd<<<dim3(T, B * NH), kattn_threads, size_t(T) * sizeof(float), s>>>(
-        static_cast<A*>(out), static_cast<A*>(att), static_cast<const A*>(qkv), T,
-        qkv_layout(C, NH, G));
+    const int64_t n = int64_t(B) * NH * T * hs;
+    gather_heads_k<<<blocks_for(n), kthreads, 0, s>>>(
+        static_cast<A*>(dst), static_cast<const A*>(src), W, offset, T, NH, hs, rep, n);
   });
-  check_launch("attention forward");
+  check_launch("attention: gather heads");
 }
 
-void attention_backward(bool bf16, void* dqkv, const void* dout, const void* qkv, const void* att,
-                        float* ds, int B, int T, int C, int NH, int G, cudaStream_t s) {
-  MERAK_CHECK(G > 0 && NH % G == 0, "attention: {} key/value groups for {} heads", G, NH);
-  MERAK_CHECK(T <= kmax_t, "attention over {} positions: at most {} on this kernel", T, kmax_t);
+void scatter_heads(bool bf16, void* out, const void* o, int B, int T, int NH, int hs,
+                   cudaStream_t s) {
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
-    const A* g = static_cast<const A*>(dout);
-    const A* x = static_cast<const A*>(qkv);
-    const A* p = static_cast<const A*>(att);
-    attention_bwd_rows<<<dim3(T, B * NH), kattn_threads, size_t(T) * sizeof(float), s>>>(
-        static_cast<A*>(dqkv), ds, g, x, p, T, qkv_layout(C, NH, G));
-    // After every row's dS: the columns read all of them.
-    attention_bwd_cols<<<dim3(T, B * G), 64, 0, s>>>(static_cast<A*>(dqkv), ds, g, x, p, T,
-                                                     qkv_layout(C, NH, G));
+    const int64_t n = int64_t(B) * NH * T * hs;
+    scatter_heads_k<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(out),
+                                                       static_cast<const A*>(o), T, NH, hs, n);
   });
-  check_launch("attention backward");
+  check_launch("attention: scatter heads");
+}
+
+void scatter_add_heads(bool bf16, void* dst, const float* src, int B, int T, int64_t W,
+                       int64_t offset, int NH, int hs, int rep, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    const int64_t n = int64_t(B) * (NH / rep) * T * hs;
+    scatter_add_heads_k<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(dst), src, W, offset, T,
+                                                           NH, hs, rep, n);
+  });
+  check_launch("attention: add head gradients");
+}
+
+void causal_softmax(bool bf16, void* att, const float* scores, float scale, int64_t rows, int T,
+                    cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    causal_softmax_k<<<unsigned(rows), kattn_threads, 0, s>>>(static_cast<A*>(att), scores, scale,
+                                                              T);
+  });
+  check_launch("attention: causal softmax");
+}
+
+void causal_softmax_backward(bool bf16, void* ds, void* p_clean, const float* dp, const void* att,
+                             float scale, int64_t rows, int T, cudaStream_t s) {
+  with_type(bf16, [&](auto a) {
+    using A = decltype(a);
+    causal_softmax_bwd_k<<<unsigned(rows), kattn_threads, 0, s>>>(
+        static_cast<A*>(ds), static_cast<A*>(p_clean), dp, static_cast<const A*>(att), scale, T);
+  });
+  check_launch("attention: causal softmax backward");
 }
 
 void gelu_forward(bool bf16, void* out, const void* in, int64_t n, cudaStream_t s) {

@@ -39,17 +39,42 @@ void column_sums(bool bf16, float* dbias, const void* dout, float* partial, int 
                  cudaStream_t s);
 int64_t column_partial_floats(int N, int C);
 
-// Causal self-attention with the probabilities stashed, as the CPU kernel,
-// grouped-query when G < NH (G divides NH; G = NH is multi-head attention):
-// qkv (B,T,C+2*G*C/NH) holds Q, K and V side by side, out (B,T,C), att
-// (B,NH,T,T) of the activations' type (entries above the diagonal
-// unwritten). T is at most attention_max_t().
-void attention_forward(bool bf16, void* out, void* att, const void* qkv, int B, int T, int C,
-                       int NH, int G, cudaStream_t s);
-// dqkv += ; `ds` holds B*NH*T*T floats of scratch. Deterministic.
-void attention_backward(bool bf16, void* dqkv, const void* dout, const void* qkv, const void* att,
-                        float* ds, int B, int T, int C, int NH, int G, cudaStream_t s);
-int attention_max_t();
+// The pieces of causal (grouped-query) attention around its batched GEMMs
+// (cuda_backend.cpp): per-head copies (B,NH,T,hs) of slices of (B,T,W)
+// rows, the causal softmax of score rows and its backward. Rows of qkv hold
+// Q (NH heads), K (G heads) and V (G heads) of hs channels; query head h
+// uses group h / rep, rep = NH / G.
+//
+// dst[b][h][t][d] = src[b][t][offset + (h / rep) hs + d].
+void gather_heads(bool bf16, void* dst, const void* src, int B, int T, int64_t W, int64_t offset,
+                  int NH, int hs, int rep, cudaStream_t s);
+// out (B,T,NH hs)[b][t][h hs + d] = o[b][h][t][d].
+void scatter_heads(bool bf16, void* out, const void* o, int B, int T, int NH, int hs,
+                   cudaStream_t s);
+// dst[b][t][offset + g hs + d] += sum over h in group g of src[b][h][t][d]
+// (float src, summed in head order).
+void scatter_add_heads(bool bf16, void* dst, const float* src, int B, int T, int64_t W,
+                       int64_t offset, int NH, int hs, int rep, cudaStream_t s);
+// att rows (rows = B NH T rows of T) = softmax over j <= i of scale *
+// scores (float), zero above the diagonal.
+void causal_softmax(bool bf16, void* att, const float* scores, float scale, int64_t rows, int T,
+                    cudaStream_t s);
+// ds = scale P (dp - rowsum(P dp)) and p_clean = P, both zero above the
+// diagonal whatever att holds there; dp float.
+void causal_softmax_backward(bool bf16, void* ds, void* p_clean, const float* dp, const void* att,
+                             float scale, int64_t rows, int T, cudaStream_t s);
+
+// Fused causal attention forward (flash_attention.cu) for bf16 activations
+// and head sizes 64 and 128 (flash_attention_supported): out (B,T,C) and
+// lse (B,NH,T) float, each row's log-sum-exp of its scaled scores, from qkv
+// laid out as above; no (T,T) matrix is formed.
+bool flash_attention_supported(bool bf16, int head_size);
+void flash_attention_forward(void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
+                             int G, cudaStream_t s);
+// p (rows of T) = exp(scale scores - lse[row]) on and below the diagonal,
+// zero above: the probabilities again from the fused forward's stash.
+void causal_probabilities(bool bf16, void* p, const float* scores, const float* lse, float scale,
+                          int64_t rows, int T, cudaStream_t s);
 
 // The Llama family's operations (llama_kernels.cu), as model/kernels/kernels.hpp
 // states them. RMSNorm: rstd (N) float; `partial` holds

@@ -96,6 +96,18 @@ class backend {
   virtual void swiglu_backward(tensor& din, const tensor& in, const tensor& dout) {
     not_implemented("swiglu backward");
   }
+  // What attention stashes between forward and backward (the `att` of the
+  // four attention operations): by default the probabilities (B,heads,T,T)
+  // of the activations' type; a backend with a fused kernel may ask for
+  // less (its own shape and type, which only it reads).
+  struct attention_stash {
+    shape_t shape;
+    dtype type;
+  };
+  virtual attention_stash attention_stash_for(int B, int heads, int T, int head_size,
+                                              dtype activations) {
+    return {{B, heads, T, T}, activations};
+  }
   // Grouped-query attention: qkv (B,T,C+2*groups*C/heads) -> out (B,T,C),
   // `groups` K/V heads dividing `heads`. groups == heads is
   // attention_forward/backward above, which the default runs; other group

@@ -156,7 +156,8 @@ class attention_layer final : public layer {
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
     int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), NH = int(out.dim(2)) / hs_;
-    st.add({B, NH, T, T}, in[0]->type());  // softmax probabilities
+    const auto kind = on(out).attention_stash_for(B, NH, T, hs_, in[0]->type());
+    st.add(kind.shape, kind.type);  // the probabilities, or the backend's own
     if (per_group_ == 1)
       on(out).attention_forward(out, st.tensors[0], *in[0], NH);
     else

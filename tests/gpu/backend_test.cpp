@@ -79,6 +79,13 @@ void expect_close(const both& x, double tol, const char* what) {
   CHECK(err <= tol);
 }
 
+// The fused attention enabled for one test case, off again at its end
+// whatever the case's outcome.
+struct fused_attention_on {
+  fused_attention_on() { gpu::set_fused_attention(true); }
+  ~fused_attention_on() { gpu::set_fused_attention(false); }
+};
+
 double tol_of(dtype t) {
   return t == dtype::bf16 ? 1e-2 : 1e-5;
 }
@@ -269,6 +276,39 @@ TEST_CASE("the Llama operations on the device match the CPU backend", "[gpu][bac
   }
 }
 
+// The fused attention (bf16, head sizes 64 and 128): the device asks for the
+// log-sum-exp stash, and its forward and backward match the CPU's
+// probabilities path, with T off the 64-row tiles and grouped heads.
+TEST_CASE("fused attention on the device matches the CPU backend", "[gpu][backend][attention]") {
+  fused_attention_on fused;
+  const dtype A = dtype::bf16;
+  for (int hs : {64, 128})
+    for (int G : {4, 2, 1}) {
+      const int B = 2, T = 100, NH = 4, C = NH * hs, W = C + 2 * G * hs;
+      INFO("head size " << hs << ", groups " << G);
+      const auto stash = dev().attention_stash_for(B, NH, T, hs, A);
+      REQUIRE(stash.shape == model::shape_t{B, NH, T});
+      REQUIRE(stash.type == dtype::f32);
+      auto qkv = rnd({B, T, W}, A, 70 + hs + G);
+      auto out = empty({B, T, C}, A);
+      tensor att_h({B, NH, T, T}, A), lse({B, NH, T}, dtype::f32, gpu0);
+      cpu().gqa_attention_forward(out.h, att_h, qkv.h, NH, G);
+      dev().gqa_attention_forward(out.d, lse, qkv.d, NH, G);
+      expect_close(out, 1e-2, "fused attention forward");
+      auto g = rnd({B, T, C}, A, 80 + hs + G), dqkv = rnd({B, T, W}, A, 90 + hs + G);
+      cpu().gqa_attention_backward(dqkv.h, g.h, qkv.h, att_h, NH, G);
+      dev().gqa_attention_backward(dqkv.d, g.d, qkv.d, lse, NH, G);
+      expect_close(dqkv, 1e-2, "fused attention backward");
+    }
+  // float activations keep the probabilities, and so does bf16 with the
+  // fused kernel off.
+  REQUIRE(dev().attention_stash_for(2, 4, 100, 64, dtype::f32).shape ==
+          model::shape_t{2, 4, 100, 100});
+  gpu::set_fused_attention(false);
+  REQUIRE(dev().attention_stash_for(2, 4, 100, 64, dtype::bf16).shape ==
+          model::shape_t{2, 4, 100, 100});
+}
+
 TEST_CASE("the optimizer's operations on the device match the CPU backend", "[gpu][backend]") {
   auto w = rnd({3, 1001}, dtype::f32, 60), g = rnd({3, 1001}, dtype::f32, 61);
   auto m = rnd({3, 1001}, dtype::f32, 62, 0.1f), v = rnd({3, 1001}, dtype::f32, 63, 0.1f);
@@ -318,6 +358,30 @@ TEST_CASE("training steps on the GPU match the CPU's", "[gpu][training]") {
     }
     CHECK(on_gpu.validation_loss() ==
           Approx(on_cpu.validation_loss()).epsilon(A == dtype::bf16 ? 1e-2 : 1e-4));
+  }
+}
+
+// Training with the fused attention (bf16, head size 64) against the CPU.
+TEST_CASE("training with fused attention on the GPU matches the CPU's", "[gpu][training]") {
+  gpu::set_float_gemm_math(gpu::gemm_math::exact);
+  fused_attention_on fused;
+  model::train_options o;
+  o.model = {.vocab = 256, .max_seq = 64, .layers = 2, .dim = 128, .heads = 2};
+  o.model.activations = dtype::bf16;
+  o.batch = 4;
+  o.steps = 6;
+  o.lr = 3e-3f;
+  o.warmup = 2;
+  o.seed = 5;
+  auto corpus = [&] { return model::text_corpus(test::small_text(6000), 64, 0.1, "tiny"); };
+  model::trainer on_cpu(o, corpus());
+  o.where = gpu0;
+  model::trainer on_gpu(o, corpus());
+  for (int s = 0; s < o.steps; ++s) {
+    const auto a = on_cpu.train_step(), b = on_gpu.train_step();
+    INFO("step " << s + 1 << ": cpu " << a.loss << " gpu " << b.loss);
+    CHECK(b.loss == Approx(a.loss).epsilon(1e-2));
+    CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(1e-1));
   }
 }
 
