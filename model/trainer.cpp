@@ -4,35 +4,14 @@
 #include <cmath>
 
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "model/checkpoint.hpp"
 #include "model/gemm.hpp"
-#include "model/llama.hpp"
+#include "model/model_metadata.hpp"
 #include "model/sharded_checkpoint.hpp"
 
 namespace merak::model {
-namespace {
-
-std::string model_json(const gpt_config& c) {
-  nlohmann::json j{{"family", c.build ? "custom" : model_family_name(c.family)},
-                   {"vocab", c.vocab},
-                   {"seq", c.max_seq},
-                   {"layers", c.layers},
-                   {"dim", c.dim},
-                   {"heads", c.heads}};
-  if (!c.tied_head) j["tied_head"] = false;  // absent: tied (checkpoints before the option)
-  if (c.family == model_family::llama && !c.build) {
-    j["query_groups"] = llama_query_groups(c);
-    j["ffn_hidden"] = llama_ffn_size(c);
-    j["rotary_base"] = c.rotary_base;
-    j["norm_epsilon"] = c.norm_epsilon;
-  }
-  return j.dump();
-}
-
-}  // namespace
 
 void check_corpus_vocab(const text_corpus& corpus, const gpt_config& model) {
   if (corpus.tokens_kind() == tokenizer::words && corpus.vocab() > model.vocab)
@@ -98,7 +77,7 @@ void trainer::init() {
 
 int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir) {
   auto meta = metadata;
-  auto expect = model_json(opts.model);
+  auto expect = model_metadata_json(opts.model);
   if (meta["merak.model"] != expect)
     fail("checkpoint '{}' holds model {} but this run builds {}", dir, meta["merak.model"], expect);
   // Checkpoints from before the option were all byte-level.
@@ -129,7 +108,7 @@ int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& op
 
 metadata_map checkpoint_metadata(const train_options& opts, int64_t step,
                                  const std::string& data_name) {
-  return {{"merak.model", model_json(opts.model)},
+  return {{"merak.model", model_metadata_json(opts.model)},
           {"merak.seed", std::to_string(opts.seed)},
           // The data stream is keyed by (seed, step): the step is the position.
           {"merak.data_position", std::to_string(step)},
