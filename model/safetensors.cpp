@@ -53,15 +53,70 @@ shape_t parse_shape(const json& j, const std::string& where) {
   return shape;
 }
 
-uint64_t element_bytes(dtype t) {
-  return dtype_size(t);
+// The element types a file may hold: merak's, and IEEE half precision
+// (read only, widened to F32).
+enum class stored_type { f32, i32, bf16, f16 };
+
+stored_type parse_dtype(const std::string& s, const std::string& where, bool f16_allowed) {
+  if (s == "F32") return stored_type::f32;
+  if (s == "I32") return stored_type::i32;
+  if (s == "BF16") return stored_type::bf16;
+  if (s == "F16" && f16_allowed) return stored_type::f16;
+  fail("{}: unsupported dtype '{}' (merak reads F32, I32 and BF16{})", where, s,
+       f16_allowed ? " and F16" : "");
 }
 
-dtype parse_dtype(const std::string& s, const std::string& where) {
-  if (s == "F32") return dtype::f32;
-  if (s == "I32") return dtype::i32;
-  if (s == "BF16") return dtype::bf16;
-  fail("{}: unsupported dtype '{}' (merak reads F32, I32 and BF16)", where, s);
+uint64_t stored_size(stored_type t) {
+  return t == stored_type::f32 || t == stored_type::i32 ? 4 : 2;
+}
+
+// IEEE 754 binary16 to float, exactly (subnormals, infinities and NaN
+// included).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu, bits;
+  if (exponent == 0x1F) {
+    bits = sign | 0x7F800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exponent = 113;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The tensor of `shape` stored at `src` as `type`, widened to F32 where asked.
+tensor load_tensor(const char* src, stored_type type, const shape_t& shape, bool widen) {
+  if (type == stored_type::f32 || type == stored_type::i32 ||
+      (type == stored_type::bf16 && !widen)) {
+    tensor t(shape, type == stored_type::f32   ? dtype::f32
+                    : type == stored_type::i32 ? dtype::i32
+                                               : dtype::bf16);
+    if (t.bytes()) std::memcpy(t.raw(), src, t.bytes());
+    return t;
+  }
+  tensor t(shape, dtype::f32);
+  float* out = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint16_t v;
+    std::memcpy(&v, src + 2 * i, 2);
+    if (type == stored_type::f16) {
+      out[i] = half_to_float(v);
+    } else {
+      const uint32_t bits = uint32_t(v) << 16;
+      std::memcpy(&out[i], &bits, 4);
+    }
+  }
+  return t;
 }
 
 }  // namespace
@@ -109,7 +164,8 @@ void write_safetensors(const std::string& path,
   });
 }
 
-safetensors_file read_safetensors(const std::string& path) {
+safetensors_file read_safetensors(const std::string& path,
+                                  const safetensors_read_options& options) {
   check_input_file(path, "checkpoint file");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) fail("cannot open checkpoint file '{}'", path);
@@ -153,29 +209,28 @@ safetensors_file read_safetensors(const std::string& path) {
     auto where = fmt::format("'{}': tensor '{}'", path, name);
     try {
       if (!desc.is_object()) fail("{}: its description is not an object", where);
-      auto type = parse_dtype(desc.at("dtype").get<std::string>(), where);
+      auto type = parse_dtype(desc.at("dtype").get<std::string>(), where, options.widen_to_f32);
       auto shape = parse_shape(desc.at("shape"), where);
       auto off = desc.at("data_offsets").get<std::vector<uint64_t>>();
       if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
         fail("{}: data_offsets [{}, {}] lie outside the data section ({} bytes): truncated file?",
              where, off.size() > 0 ? off[0] : 0, off.size() > 1 ? off[1] : 0, data_size);
-      uint64_t bytes = element_bytes(type);
+      uint64_t bytes = stored_size(type);
       for (int64_t d : shape) bytes *= uint64_t(d);  // bounded by parse_shape
       if (off[1] - off[0] != bytes)                  // checked before anything is allocated
         fail("{}: shape {} needs {} bytes but data_offsets span {}", where, shape_str(shape), bytes,
              off[1] - off[0]);
-      tensor t(shape, type);
-      if (t.bytes()) std::memcpy(t.raw(), data.data() + off[0], t.bytes());
-      out.tensors.emplace(name, std::move(t));
+      out.tensors.emplace(name,
+                          load_tensor(data.data() + off[0], type, shape, options.widen_to_f32));
     } catch (const json::exception& e) {
       fail("{}: bad field: {}", where, e.what());
     }
   }
   // Every field is in range (sizes checked against the file before any
   // allocation); now the checksum (unless --skip-checksum), then the values.
-  if (!verify_checksums()) {
-    // Skipped on request: the structural checks above and the values below
-    // still hold.
+  if (!verify_checksums() || (expected_crc.empty() && !options.require_checksum)) {
+    // Skipped on request, or a file of another writer: the structural checks
+    // above and the values below still hold.
   } else if (expected_crc.empty())
     fail(
         "'{}' has no {} checksum in its metadata: not written by merak, or its header was "

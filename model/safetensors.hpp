@@ -31,11 +31,23 @@ void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata);
 
+// How read_safetensors treats files of other writers.
+struct safetensors_read_options {
+  // true: a file without merak's checksum is refused (merak's own
+  // checkpoints). false: one is checked where present (files of PyTorch and
+  // Hugging Face carry none).
+  bool require_checksum = true;
+  // true: BF16 and F16 tensors are widened to F32 on load (F16 is read only
+  // then); I32 stays as it is.
+  bool widen_to_f32 = false;
+};
+
 // Reads and validates a file. Throws merak::error naming the file and what is
 // wrong: missing, truncated, bad header JSON, a field of the wrong type, an
 // unknown dtype, offsets outside the data or inconsistent with the shape, a
-// missing or mismatched checksum (unless verify_checksums() is off:
-// core/files.hpp), or a value that is not finite.
-safetensors_file read_safetensors(const std::string& path);
+// missing (see options) or mismatched checksum (unless verify_checksums() is
+// off: core/files.hpp), or a value that is not finite.
+safetensors_file read_safetensors(const std::string& path,
+                                  const safetensors_read_options& options = {});
 
 }  // namespace merak::model
