@@ -23,6 +23,7 @@ action add_launch_command(CLI::App& parent);
 action add_node_command(CLI::App& parent);
 action add_ckpt_command(CLI::App& parent);
 action add_report_command(CLI::App& parent);
+action add_eval_command(CLI::App& parent);
 // `merak launch [--procs N | --hostfile F] ... COMMAND...`: args after "launch".
 int run_launch(std::vector<std::string> args);
 // `merak node [--procs K --first-rank R --world-size W ...] COMMAND...`: args after "node".

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       {"schedule", ma::add_schedule_command}, {"plan", ma::add_plan_command},
       {"svm", ma::add_svm_command},           {"launch", ma::add_launch_command},
       {"node", ma::add_node_command},         {"ckpt", ma::add_ckpt_command},
-      {"report", ma::add_report_command},
+      {"report", ma::add_report_command},     {"eval", ma::add_eval_command},
   };
   return ma::run_cli(argc, argv, commands, int(std::size(commands)));
 }
