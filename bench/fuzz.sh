@@ -6,7 +6,7 @@
 # corpus entries and crashes (with the crashing inputs' paths).
 #
 # Usage: bench/fuzz.sh TARGET SECONDS [BUILD_DIR]
-#   TARGET     safetensors, svm_data, svm_model, hostfile, auth, config or svm_wire
+#   TARGET     safetensors, hf_config, svm_data, svm_model, hostfile, auth, config or svm_wire
 #   BUILD_DIR  default build-fuzz (configured on first use with clang++)
 # Needs clang (Debian: apt-get install clang).
 set -euo pipefail

@@ -162,6 +162,8 @@ void parse_llama_config(const json& j, const std::string& where, hf_config& out)
 // ---- files ----------------------------------------------------------------
 
 std::string read_json_text(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail("{} '{}' does not exist", what, path);
   check_input_file(path, what);
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) fail("cannot open {} '{}'", what, path);
@@ -186,7 +188,8 @@ class hf_tensor_source {
     }
     if (!fs::exists(index, ec)) fail("'{}' holds neither {} nor {}", dir, kWeightsFile, kIndexFile);
     index_path_ = index.string();
-    weight_map_ = parse_hf_index(read_json_text(index_path_, "safetensors index"), index_path_);
+    weight_map_ = parse_hf_index(read_json_text(index_path_, "safetensors index"),
+                                 fmt::format("'{}'", index_path_));
     for (auto& [name, file] : weight_map_)
       if (!fs::is_regular_file(fs::path(dir) / file, ec))
         fail("'{}': weight_map places tensor '{}' in '{}', which does not exist in '{}'",
@@ -429,7 +432,8 @@ std::map<std::string, std::string> parse_hf_index(const std::string& text,
 hf_model read_hf_checkpoint(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / kConfigFile).string();
   hf_model out;
-  out.config = parse_hf_config(read_json_text(config_path, "Hugging Face config"), config_path);
+  out.config = parse_hf_config(read_json_text(config_path, "Hugging Face config"),
+                               fmt::format("'{}'", config_path));
   const gpt_config& c = out.config.model;
   hf_tensor_source source(dir);
   std::set<std::string> expected;  // HF names the model reads
