@@ -454,11 +454,11 @@ hf_model read_hf_checkpoint(const std::string& dir) {
     }
     out.parameters.emplace(m.merak, merak_tensor(m, parts));
   }
-  // GPT-2 files may repeat the tied head; anything else is a model other
+  // A tied model's file may repeat the head; anything else is a model other
   // than the config's.
   for (auto& [name, file] : source.all_names())
     if (!expected.count(name) && !is_ignored_buffer(name) &&
-        !(c.family == model_family::gpt && out.config.tied && name == "lm_head.weight"))
+        !(out.config.tied && name == "lm_head.weight"))
       fail("'{}': tensor '{}' is not part of the {} that '{}' describes", file, name,
            out.config.architecture, config_path);
   return out;
