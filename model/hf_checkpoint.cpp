@@ -176,6 +176,14 @@ std::string read_json_text(const std::string& path, const char* what) {
   return text;
 }
 
+bool is_ignored_buffer(const std::string& name) {
+  for (const char* suffix : {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"})
+    if (name.size() >= std::strlen(suffix) &&
+        name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+      return true;
+  return false;
+}
+
 // The HF tensors of a checkpoint directory, read file by file on first use.
 class hf_tensor_source {
  public:
@@ -237,8 +245,9 @@ class hf_tensor_source {
     auto it = files_.find(path);
     if (it == files_.end())
       it = files_
-               .emplace(path,
-                        read_safetensors(path, {.require_checksum = false, .widen_to_f32 = true}))
+               .emplace(path, read_safetensors(path, {.require_checksum = false,
+                                                      .widen_to_f32 = true,
+                                                      .skip = is_ignored_buffer}))
                .first;
     return it->second;
   }
@@ -296,14 +305,6 @@ std::vector<tensor> hf_tensors(const hf_mapping& m, const tensor& t) {
     out.push_back(std::move(part));
   }
   return out;
-}
-
-bool is_ignored_buffer(const std::string& name) {
-  for (const char* suffix : {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"})
-    if (name.size() >= std::strlen(suffix) &&
-        name.compare(name.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
-      return true;
-  return false;
 }
 
 // ---- the two families' tables ---------------------------------------------

@@ -205,7 +205,7 @@ safetensors_file read_safetensors(const std::string& path,
   f.read(data.data(), std::streamsize(data_size));
   if (!f) fail("'{}': cannot read {} bytes of tensor data", path, data_size);
   for (auto& [name, desc] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__" || (options.skip && options.skip(name))) continue;
     auto where = fmt::format("'{}': tensor '{}'", path, name);
     try {
       if (!desc.is_object()) fail("{}: its description is not an object", where);

@@ -8,6 +8,7 @@
 // corruption and header edits are detected on load. See
 // docs/checkpoint-format.md.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -40,6 +41,10 @@ struct safetensors_read_options {
   // true: BF16 and F16 tensors are widened to F32 on load (F16 is read only
   // then); I32 stays as it is.
   bool widen_to_f32 = false;
+  // Tensors for which this returns true are left out unread (buffers of
+  // other writers that are no parameters, whatever their dtype); the
+  // checksum still covers them.
+  std::function<bool(const std::string&)> skip = {};
 };
 
 // Reads and validates a file. Throws merak::error naming the file and what is

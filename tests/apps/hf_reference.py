@@ -49,6 +49,13 @@ def write_safetensors(path, tensors, dtype):
     header, blobs, offset = {}, [], 0
     for name, a in tensors.items():
         a = np.asarray(a, dtype=np.float32)
+        if name.endswith(".attn.bias"):  # the causal mask, a bool buffer
+            raw = a.astype(np.bool_).tobytes()
+            header[name] = {"dtype": "BOOL", "shape": list(a.shape),
+                            "data_offsets": [offset, offset + len(raw)]}
+            blobs.append(raw)
+            offset += len(raw)
+            continue
         if dtype == "F32":
             raw = a.astype("<f4").tobytes()
         elif dtype == "BF16":
@@ -88,6 +95,8 @@ def read_safetensors(path, raw=False):
             a = np.frombuffer(chunk, dtype="<f4")
         elif d["dtype"] == "F16":
             a = np.frombuffer(chunk, dtype="<f2")
+        elif d["dtype"] == "BOOL":
+            a = np.frombuffer(chunk, dtype=np.bool_)
         elif d["dtype"] == "BF16":
             a = (np.frombuffer(chunk, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
         else:
@@ -137,7 +146,7 @@ def random_gpt2(cfg, rng, prefix):
         t[h + "mlp.c_fc.bias"] = rng.normal(0, 0.1, 4 * C)
         t[h + "mlp.c_proj.weight"] = w(4 * C, C)
         t[h + "mlp.c_proj.bias"] = rng.normal(0, 0.1, C)
-        # The causal-mask buffers older files carry.
+        # The causal-mask buffers older files carry (not parameters).
         t[h + "attn.bias"] = np.tril(np.ones((P, P))).reshape(1, 1, P, P)
         t[h + "attn.masked_bias"] = np.array(-1e4)
     t["ln_f.weight"] = 1 + rng.normal(0, 0.1, C)
