@@ -15,12 +15,14 @@
 #include <memory>
 #include <set>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "model/graph.hpp"
 #include "model/hf_checkpoint.hpp"
+#include "model/llama.hpp"
 #include "model/model_metadata.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "model/trainer.hpp"
@@ -50,6 +52,21 @@ std::vector<model::param_spec> graph_parameters(const model::gpt_config& config)
     for (auto& p : node.params)
       if (seen.insert(p.name).second) out.push_back(p);
   return out;
+}
+
+// The `merak train` flags of `m`'s shape (what --load then expects).
+std::string model_flags(const model::gpt_config& m, model::tokenizer tokens) {
+  std::string s = fmt::format("--layers {} --dim {} --heads {} --seq {} --vocab {}", m.layers,
+                              m.dim, m.heads, m.max_seq, m.vocab);
+  if (m.family == model::model_family::llama)
+    s = fmt::format(
+        "--model llama {} --num-query-groups {} --ffn-hidden-size {} --rotary-base {} "
+        "--norm-epsilon {}",
+        s, model::llama_query_groups(m), model::llama_ffn_size(m), m.rotary_base, m.norm_epsilon);
+  else if (!m.tied_head)
+    s += " --untied-head";
+  if (tokens != model::tokenizer::bytes) s += " --tokenizer words";
+  return s;
 }
 
 // Writes the Hugging Face checkpoint in f.hf as OUT/step_00000000 (zero
@@ -87,6 +104,8 @@ int import_hf(const ckpt_flags& f) {
   const std::string tmp = model::begin_checkpoint(f.out, 0);
   model::write_single_device_files(tmp, names, values, moments, moments, meta);
   std::printf("%s\n", model::publish_checkpoint(f.out, model::checkpoint_name(0)).c_str());
+  spdlog::info("{} imported; train it with: merak train --load {} {}", hf.config.architecture,
+               f.out, model_flags(opts.model, opts.tokens));
   return 0;
 }
 
