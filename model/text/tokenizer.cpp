@@ -29,12 +29,31 @@ class byte_tokenizer final : public tokenizer {
 
 }  // namespace
 
-std::unique_ptr<tokenizer> make_byte_tokenizer() { return std::make_unique<byte_tokenizer>(); }
+std::unique_ptr<tokenizer> make_byte_tokenizer() {
+  return std::make_unique<byte_tokenizer>();
+}
 
 std::unique_ptr<tokenizer> make_tokenizer(const tokenizer_options& options) {
+  auto require = [&](const std::string& value, const char* flag) {
+    if (value.empty()) fail("--tokenizer-type {} needs {}", options.type, flag);
+  };
   if (options.type == "ByteTokenizer") return make_byte_tokenizer();
+  if (options.type == "GPT2BPETokenizer") {
+    require(options.vocab_file, "--vocab-file (encoder.json)");
+    require(options.merge_file, "--merge-file (vocab.bpe)");
+    return make_gpt2_bpe_tokenizer(options.vocab_file, options.merge_file);
+  }
+  if (options.type == "HuggingFaceTokenizer") {
+    require(options.tokenizer_model, "--tokenizer-model (tokenizer.json)");
+    return make_huggingface_tokenizer(options.tokenizer_model);
+  }
+  if (options.type == "SentencePieceTokenizer") {
+    require(options.tokenizer_model, "--tokenizer-model (a SentencePiece .model)");
+    return make_sentencepiece_tokenizer(options.tokenizer_model);
+  }
   throw error("--tokenizer-type: unknown tokenizer '" + options.type +
-              "' (known: ByteTokenizer)");
+              "' (known: ByteTokenizer, GPT2BPETokenizer, HuggingFaceTokenizer, "
+              "SentencePieceTokenizer)");
 }
 
 }  // namespace merak::model::text

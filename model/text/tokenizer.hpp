@@ -41,6 +41,21 @@ struct tokenizer_options {
 // unknown type, a missing file or a damaged one.
 std::unique_ptr<tokenizer> make_tokenizer(const tokenizer_options& options);
 
+// GPT2BPETokenizer: OpenAI's encoder.json and vocab.bpe (docs/tokenizers.md).
+// Throws merak::error naming the flag, the file and the entry or line.
+std::unique_ptr<tokenizer> make_gpt2_bpe_tokenizer(const std::string& vocab_file,
+                                                   const std::string& merge_file);
+
+// HuggingFaceTokenizer: a tokenizer.json with a byte-level BPE model
+// (docs/tokenizers.md lists what is supported). Added tokens, special ones
+// included, are matched in the text. Throws merak::error naming the file
+// and the JSON path of what is damaged or unsupported.
+std::unique_ptr<tokenizer> make_huggingface_tokenizer(const std::string& path);
+
+// SentencePieceTokenizer: a SentencePiece .model; eod() is its eos id.
+// Throws merak::error naming the file when it cannot be loaded.
+std::unique_ptr<tokenizer> make_sentencepiece_tokenizer(const std::string& path);
+
 // Every byte is a token: vocabulary 256 (no end-of-document id). The
 // default, and what `merak train --data FILE` has always trained on.
 std::unique_ptr<tokenizer> make_byte_tokenizer();
