@@ -9,11 +9,13 @@
 #include "actors/synthetic_pipeline.hpp"
 #include "apps/commands.hpp"
 #include "apps/device_flag.hpp"
+#include "apps/tokenizer_flags.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "bench/benchmarks.hpp"
 #include "bench/p2p_bench.hpp"
 #include "bench/parallel_bench.hpp"
 #include "bench/svm_bench.hpp"
+#include "bench/tokenize_bench.hpp"
 #include "core/error.hpp"
 #include "model/gpt.hpp"
 #include "partition/schedule.hpp"
@@ -258,6 +260,18 @@ bench_command add_p2p_bench(CLI::App& parent) {
   return {pp, [=] { return bench::run_p2p_bench(*p2p); }};
 }
 
+// `merak bench tokenize`: a tokenizer's MB/s on one core.
+bench_command add_tokenize_bench(CLI::App& parent) {
+  auto tok = std::make_shared<bench::tokenize_bench_options>();
+  auto* t = parent.add_subcommand("tokenize", "A tokenizer's encoding rate on one core (MB/s)");
+  add_tokenizer_flags(*t, tok->tokenizer);
+  t->add_option("--input", tok->input, "UTF-8 text, encoded whole")->required();
+  t->add_option("--rounds", tok->rounds, "Timed encodes (the fastest counts)")
+      ->capture_default_str();
+  t->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {t, [=] { return bench::run_tokenize_bench(*tok); }};
+}
+
 }  // namespace
 
 action add_bench_command(CLI::App& parent) {
@@ -265,7 +279,7 @@ action add_bench_command(CLI::App& parent) {
   b->require_subcommand(1);
   const std::vector<bench_command> commands{
       add_gpt_bench(*b),       add_gemm_bench(*b),     add_svm_bench(*b), add_pipeline_bench(*b),
-      add_allreduce_bench(*b), add_parallel_bench(*b), add_p2p_bench(*b)};
+      add_allreduce_bench(*b), add_parallel_bench(*b), add_p2p_bench(*b), add_tokenize_bench(*b)};
   return [b, commands] {
     for (const auto& c : commands)
       if (b->got_subcommand(c.command)) {

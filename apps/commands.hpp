@@ -24,6 +24,18 @@ action add_node_command(CLI::App& parent);
 action add_ckpt_command(CLI::App& parent);
 action add_report_command(CLI::App& parent);
 action add_eval_command(CLI::App& parent);
+action add_data_command(CLI::App& parent);
+
+// A sub-command of a command group: its CLI11 sub-command and what runs it
+// once it was chosen.
+struct subcommand {
+  CLI::App* command;
+  action run;
+};
+// The dataset sub-commands of `merak data` (prepare, inspect, ...),
+// registered on the `data` group that add_data_command made
+// (apps/data_command.cpp holds the call site).
+std::vector<subcommand> add_dataset_commands(CLI::App& data);
 // `merak launch [--procs N | --hostfile F] ... COMMAND...`: args after "launch".
 int run_launch(std::vector<std::string> args);
 // `merak node [--procs K --first-rank R --world-size W ...] COMMAND...`: args after "node".
