@@ -1,7 +1,7 @@
 // `merak data ...`: text to token ids and back, with Megatron-LM's tokenizer
 // flags (apps/tokenizer_flags.hpp, docs/tokenizers.md).
 //
-//   merak data tokenize FILE [tokenizer flags] [--json]   ids on stdout
+//   merak data tokenize FILE [tokenizer flags] [--json] [--lines]   ids on stdout
 //   merak data detokenize [FILE|-] [tokenizer flags]      text on stdout
 #include <CLI/CLI.hpp>
 
@@ -47,32 +47,49 @@ subcommand add_tokenize(CLI::App& data) {
     model::text::tokenizer_options tokenizer;
     std::string input;
     bool json = false;
+    bool lines = false;
   };
   auto f = std::make_shared<flags>();
   auto* t = data.add_subcommand("tokenize", "Print the token ids of a text file");
   t->add_option("file", f->input, "UTF-8 text (-: standard input)")->required();
   add_tokenizer_flags(*t, f->tokenizer);
   t->add_flag("--json", f->json, "A JSON array instead of space-separated ids");
+  t->add_flag("--lines", f->lines,
+              "Each line on its own (without its line feed): a line of ids per line, as "
+              "spm_encode prints them");
   return {t, [f] {
             const auto tokenizer = model::text::make_tokenizer(f->tokenizer);
             const std::string text = read_input(f->input);
-            std::vector<int32_t> ids;
-            try {
-              ids = tokenizer->encode(text);
-            } catch (const error& e) {
-              fail("{}: {}", f->input, e.what());
+            std::vector<std::string_view> parts;
+            if (f->lines) {
+              for (size_t at = 0; at < text.size();) {
+                size_t end = text.find('\n', at);
+                if (end == std::string::npos) end = text.size();
+                parts.push_back(std::string_view(text).substr(at, end - at));
+                at = end + 1;
+              }
+            } else {
+              parts.push_back(text);
             }
             std::string out;
-            if (f->json) {
-              out = nlohmann::json(ids).dump();
-            } else {
-              out.reserve(ids.size() * 6);
-              for (size_t i = 0; i < ids.size(); ++i) {
-                if (i) out += ' ';
-                out += std::to_string(ids[i]);
+            for (size_t p = 0; p < parts.size(); ++p) {
+              std::vector<int32_t> ids;
+              try {
+                ids = tokenizer->encode(parts[p]);
+              } catch (const error& e) {
+                if (f->lines) fail("{} line {}: {}", f->input, p + 1, e.what());
+                fail("{}: {}", f->input, e.what());
               }
+              if (f->json) {
+                out += nlohmann::json(ids).dump();
+              } else {
+                for (size_t i = 0; i < ids.size(); ++i) {
+                  if (i) out += ' ';
+                  out += std::to_string(ids[i]);
+                }
+              }
+              out += '\n';
             }
-            out += '\n';
             write_stdout(out);
             return 0;
           }};
