@@ -35,7 +35,8 @@ unicode_regex::unicode_regex(std::string_view pattern, const std::string& what, 
   state_->what = what;
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  // PCRE2_LITERAL admits no PCRE2_UCP (it has no classes to apply it to).
+  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    options, &error_code, &error_offset, nullptr);
   if (!code)
