@@ -16,7 +16,8 @@ struct tokenize_bench_options {
 };
 
 // Encodes the whole input `rounds` times on the calling thread: bytes,
-// tokens, the fastest round's seconds and MB/s (10^6 bytes), the tokenizer's
+// tokens, the fastest round's seconds and MB/s (10^6 bytes), the same over
+// the thread's CPU time (cpu_seconds, mb_per_cpu_s), the tokenizer's
 // load time, and whether ids -> text gives the input back.
 nlohmann::json run_tokenize_bench(const tokenize_bench_options& options);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "model/text/unicode.hpp"
@@ -141,12 +142,32 @@ class byte_level_bpe final : public tokenizer {
   std::string_view type_name() const override { return config_.type_name; }
 
  private:
-  // Buffers reused across the segments of one encode call.
+  // Buffers reused across the segments of one encode call, and its word
+  // cache: the ids of each distinct word seen so far in this call (keys
+  // point into the text or the arena, which outlive the call's words).
+  // Local to the call, so encode stays safe from many threads.
   struct scratch {
     std::vector<std::string_view> pieces, next;
     std::vector<range> matches;
     std::deque<std::string> arena;
+    std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> words;
+    std::vector<int32_t> word_ids;  // the cached words' ids, back to back
   };
+
+  void encode_word(std::string_view word, std::vector<int32_t>& ids, scratch& s) const {
+    if (word.size() == 1) {
+      model_.encode_word(word, ids);
+      return;
+    }
+    auto [it, fresh] = s.words.try_emplace(word);
+    if (fresh) {
+      const size_t first = s.word_ids.size();
+      model_.encode_word(word, s.word_ids);
+      it->second = {uint32_t(first), uint32_t(s.word_ids.size() - first)};
+    }
+    const int32_t* begin = s.word_ids.data() + it->second.first;
+    ids.insert(ids.end(), begin, begin + it->second.second);
+  }
 
   void encode_segment(std::string_view segment, std::vector<int32_t>& ids, scratch& s) const {
     if (segment.empty()) return;
@@ -168,7 +189,7 @@ class byte_level_bpe final : public tokenizer {
       }
       std::swap(s.pieces, s.next);
     }
-    for (std::string_view piece : s.pieces) model_.encode_word(piece, ids);
+    for (std::string_view piece : s.pieces) encode_word(piece, ids, s);
   }
 
   byte_level_bpe_config config_;
