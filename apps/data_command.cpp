@@ -5,7 +5,9 @@
 //   merak data detokenize [FILE|-] [tokenizer flags]      text on stdout
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -32,7 +34,7 @@ std::string read_input(const std::string& path) {
   }
   check_input_file(path, "input");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
+  if (!in) fail("{}: cannot open: {}", path, std::strerror(errno));
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 

@@ -25,6 +25,38 @@ make_checkpoint() {
 }
 
 case "$case_name" in
+  data_tokenize)
+    # `merak data tokenize / detokenize`: ByteTokenizer ids and back, and
+    # bad input refused in one line naming the file and what is wrong.
+    printf 'Hi\n' >"$work/hi.txt"
+    [[ $("$merak" data tokenize "$work/hi.txt") == "72 105 10" ]] || { echo "FAIL: byte ids"; exit 1; }
+    [[ $("$merak" data tokenize "$work/hi.txt" --json) == "[72,105,10]" ]] || { echo "FAIL: --json"; exit 1; }
+    [[ $(echo "[72, 105]" | "$merak" data detokenize -) == "Hi" ]] || { echo "FAIL: detokenize"; exit 1; }
+    [[ $(printf 'a\nbc' | "$merak" data tokenize - --lines) == $'97\n98 99' ]] || { echo "FAIL: --lines"; exit 1; }
+    printf 'ok \xff\n' >"$work/bad.txt"
+    expect_error "--vocab-file $work/v.json: No such file" data tokenize "$work/bad.txt" \
+      --tokenizer-type GPT2BPETokenizer --vocab-file "$work/v.json" --merge-file "$work/m.bpe"
+    # A GPT-2 vocabulary of the 256 bytes (GPT-2's bytes_to_unicode), no merges.
+    python3 - "$work/v.json" <<'PY'
+import json, sys
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs = bs[:] + [256 + n for n in range(256 - len(bs))]
+bs += [b for b in range(256) if b not in bs]
+json.dump({chr(c): b for b, c in zip(bs, cs)}, open(sys.argv[1], "w"))
+PY
+    echo "#version: 0.2" >"$work/m.bpe"
+    gpt2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$work/v.json" --merge-file "$work/m.bpe")
+    [[ $("$merak" data tokenize "$work/hi.txt" "${gpt2[@]}") == "72 105 10" ]] || { echo "FAIL: gpt2 ids"; exit 1; }
+    expect_error "bad.txt: GPT2BPETokenizer: the text: invalid UTF-8 at byte offset 3" \
+      data tokenize "$work/bad.txt" "${gpt2[@]}"
+    expect_error "unknown tokenizer 'Bogus'" data tokenize "$work/hi.txt" --tokenizer-type Bogus
+    expect_error "needs --tokenizer-model" data tokenize "$work/hi.txt" --tokenizer-type HuggingFaceTokenizer
+    echo "1 2 x3" >"$work/ids.txt"
+    expect_error "ids.txt: id 2 \(byte offset 4\) is not an integer" data detokenize "$work/ids.txt"
+    echo "1 300" >"$work/ids.txt"
+    expect_error "ids.txt: ByteTokenizer: id 300 at position 1" data detokenize "$work/ids.txt"
+    expect_error "missing.txt: cannot open: No such file" data tokenize "$work/missing.txt"
+    echo "ok: data tokenize / detokenize" ;;
   program_split)
     # merak runs svm itself and execs merak-full for the rest: both reach the
     # same commands; without merak-full beside it the error names the path.
