@@ -98,17 +98,23 @@ std::optional<std::string> byte_level_decode(std::string_view encoded, char32_t*
   out.reserve(encoded.size());
   const auto* s = reinterpret_cast<const unsigned char*>(encoded.data());
   for (size_t i = 0; i < encoded.size();) {
-    char32_t cp;
-    if (s[i] < 0x80) {
-      cp = s[i++];
-    } else if ((s[i] & 0xE0) == 0xC0 && i + 1 < encoded.size()) {
-      cp = char32_t(s[i] & 0x1F) << 6 | (s[i + 1] & 0x3F);
-      i += 2;
-    } else {
-      // Three- and four-byte sequences are all above U+0143: outside.
-      if (bad) *bad = s[i] >= 0xE0 ? 0xFFFD : s[i];
+    // Any well-formed sequence decodes (to name the code point when it is
+    // outside the alphabet); a malformed one reports U+FFFD.
+    char32_t cp = 0xFFFD;
+    size_t len = s[i] < 0x80             ? 1
+                 : (s[i] & 0xE0) == 0xC0 ? 2
+                 : (s[i] & 0xF0) == 0xE0 ? 3
+                 : (s[i] & 0xF8) == 0xF0 ? 4
+                                         : 0;
+    if (len == 0 || i + len > encoded.size()) {
+      if (bad) *bad = cp;
       return std::nullopt;
     }
+    cp = len == 1 ? s[i] : char32_t(s[i] & (0x7F >> len));
+    for (size_t k = 1; k < len; ++k) cp = cp << 6 | (s[i + k] & 0x3F);
+    static constexpr char32_t kshortest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kshortest[len]) cp = 0xFFFD;  // an overlong spelling is not the character
+    i += len;
     if (cp >= t.from_code_point.size() || t.from_code_point[cp] < 0) {
       if (bad) *bad = cp;
       return std::nullopt;

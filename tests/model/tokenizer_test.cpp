@@ -107,6 +107,10 @@ TEST_CASE("the byte-level alphabet is GPT-2's bytes_to_unicode", "[tokenizer]") 
   char32_t bad = 0;
   CHECK_FALSE(byte_level_decode("a\u00ADb", &bad));  // U+00AD is not in the alphabet
   CHECK(bad == 0xAD);
+  CHECK_FALSE(byte_level_decode("\u4e00", &bad));
+  CHECK(bad == 0x4E00);
+  CHECK_FALSE(byte_level_decode("\xC1\x81", &bad));  // an overlong "A"
+  CHECK(bad == 0xFFFD);
 }
 
 TEST_CASE("UTF-8 validation finds the first bad byte", "[tokenizer]") {
