@@ -1,4 +1,4 @@
-// `merak plan`: the automatic 3D-parallel plan for a GPT model on N devices
+// `merak plan`: the automatic 3D-parallel plan for a GPT or Llama model on N devices
 // (partition/planner.hpp), as text or one JSON object.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.hpp"
+#include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
 #include "core/error.hpp"
 #include "model/gpt.hpp"
@@ -22,7 +23,7 @@ namespace merak::apps {
 namespace {
 
 struct plan_flags {
-  std::string model = "gpt";
+  model_family_flags family;  // --model and the Llama family's flags
   partition::plan_request req;
   std::string device_type = "cpu";
   std::string device_file;
@@ -39,7 +40,7 @@ struct plan_flags {
 };
 
 int run_plan(plan_flags& f) {
-  if (f.model != "gpt") fail("--model must be gpt (got '{}')", f.model);
+  apply_model_family(f.family, f.req.model);
   f.req.model.validate();
   if (!f.cluster.empty()) {
     f.req.cluster = partition::find_cluster(f.cluster);
@@ -104,7 +105,7 @@ action add_plan_command(CLI::App& parent) {
   auto* c = parent.add_subcommand("plan", "Choose a dp x tp x pp plan for a model and N devices");
   auto& m = f->req.model;
   m.max_seq = 1024;
-  c->add_option("--model", f->model, "Model family (gpt)")->capture_default_str();
+  add_model_family_flags(c, &f->family, &m);
   c->add_option("--layers,--num-layers", m.layers, "Transformer blocks (L)")->capture_default_str();
   c->add_option("--dim,--hidden-size", m.dim, "Channels (C)")->capture_default_str();
   c->add_option("--heads,--num-attention-heads", m.heads, "Attention heads (NH)")

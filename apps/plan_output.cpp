@@ -32,8 +32,8 @@ nlohmann::json plan_json(const partition::plan& p) {
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
           {"tflops_per_device", p.tflops_per_device},
-          {"flop_count", p.flops_count_recompute ? "megatron-96 (full recomputation)"
-                                                 : "megatron-72 (no recomputation)"},
+          {"flop_count", p.flops_count_recompute ? "megatron (full recomputation)"
+                                                 : "megatron (no recomputation)"},
           {"tp_allreduce_s", p.tp_allreduce_s},
           {"tp_algorithm", p.tp_algo},
           {"p2p_s", p.p2p_s},

@@ -28,6 +28,7 @@
 #include "apps/commands.hpp"
 #include "apps/device_flag.hpp"
 #include "apps/flag_checks.hpp"
+#include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
 #include "core/error.hpp"
@@ -58,18 +59,9 @@ struct train_flags {
   std::string error_feedback = "off";
   std::string tokenizer = "bytes";
   bool untied_head = false;
-  // --model and Megatron's switches for the Llama family (llama_flags).
-  std::string model = "gpt";
-  std::string normalization;            // "", LayerNorm or RMSNorm
-  std::string position_embedding_type;  // "", learned_absolute or rope
-  bool swiglu = false;
-  bool disable_bias_linear = false;
-  bool group_query_attention = false;
-  int max_position_embeddings = 0;  // 0: not given
-  double rotary_base = 0;           // 0: not given (10000)
-  double norm_epsilon = 0;          // 0: not given (1e-5)
-  bool dp_given = false;            // --dp on the command line (else derived from the processes)
-  int micro_batch_size = 0;         // > 0: Megatron's --micro-batch-size, a size, not a count
+  model_family_flags family;  // --model and the Llama family's flags
+  bool dp_given = false;      // --dp on the command line (else derived from the processes)
+  int micro_batch_size = 0;   // > 0: Megatron's --micro-batch-size, a size, not a count
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -243,49 +235,13 @@ int train_loop(train_flags& f, model::training_job& tr) {
   return 0;
 }
 
-// A Llama-only switch or shape flag given with --model gpt: fails naming it.
-void refuse_for_gpt(bool given, const char* flag) {
-  if (given) fail("{} needs --model llama (the GPT family does not have it)", flag);
-}
-
-// --model and Megatron's individual switches into f.opts.model; a switch
-// that contradicts the family fails naming the flag.
+// --model and Megatron's switches into f.opts.model (apps/model_flags); the
+// planner does not search the Llama family's layouts from `train` yet.
 void apply_model_family(train_flags& f) {
-  model::gpt_config& m = f.opts.model;
-  m.family = model::parse_model_family(f.model);
-  if (f.max_position_embeddings != 0 && f.max_position_embeddings < m.max_seq)
-    fail("--max-position-embeddings ({}) must be at least --seq-length ({})",
-         f.max_position_embeddings, m.max_seq);
-  if (m.family == model::model_family::gpt) {
-    refuse_for_gpt(f.normalization == "RMSNorm", "--normalization RMSNorm");
-    refuse_for_gpt(f.position_embedding_type == "rope", "--position-embedding-type rope");
-    refuse_for_gpt(f.swiglu, "--swiglu");
-    refuse_for_gpt(f.disable_bias_linear, "--disable-bias-linear");
-    refuse_for_gpt(f.group_query_attention, "--group-query-attention");
-    refuse_for_gpt(m.query_groups != 0, "--num-query-groups");
-    refuse_for_gpt(m.ffn_hidden != 0, "--ffn-hidden-size");
-    refuse_for_gpt(f.rotary_base != 0, "--rotary-base");
-    refuse_for_gpt(f.norm_epsilon != 0, "--norm-epsilon");
-    if (!f.normalization.empty() && f.normalization != "LayerNorm")
-      fail("--normalization must be LayerNorm or RMSNorm (got '{}')", f.normalization);
-    if (!f.position_embedding_type.empty() && f.position_embedding_type != "learned_absolute")
-      fail("--position-embedding-type must be learned_absolute or rope (got '{}')",
-           f.position_embedding_type);
-    return;
-  }
-  if (!f.normalization.empty() && f.normalization != "RMSNorm")
-    fail("--normalization {}: --model llama normalizes with RMSNorm", f.normalization);
-  if (!f.position_embedding_type.empty() && f.position_embedding_type != "rope")
-    fail("--position-embedding-type {}: --model llama uses rope", f.position_embedding_type);
-  // The planner's cost model and search know the GPT family's layers only.
-  if (f.devices > 0)
+  apply_model_family(f.family, f.opts.model);
+  if (f.opts.model.family == model::model_family::llama && f.devices > 0)
     fail("--devices {} plans the GPT family only: with --model llama give --dp and --pp",
          f.devices);
-  // Megatron: --group-query-attention without --num-query-groups is one group.
-  if (f.group_query_attention && m.query_groups == 0) m.query_groups = 1;
-  if (f.rotary_base != 0) m.rotary_base = float(f.rotary_base);
-  if (f.norm_epsilon != 0) m.norm_epsilon = float(f.norm_epsilon);
-  m.tied_head = false;
 }
 
 // The run's flags as a TOML config file that `merak train --config FILE`
@@ -422,33 +378,11 @@ int run_train(train_flags& f, const CLI::App& c) {
 
 namespace {
 
-// The Llama family's shape flags and Megatron's switches (apply_model_family
-// checks them against --model).
-void add_llama_flags(CLI::App* c, train_flags* f) {
-  model::gpt_config& m = f->opts.model;
-  c->add_option("--num-query-groups", m.query_groups,
-                "Llama: key/value head groups (default: one per head)");
-  c->add_option("--ffn-hidden-size", m.ffn_hidden,
-                "Llama: SwiGLU width F (default: 8C/3 rounded down to a multiple of 64)");
-  c->add_option("--max-position-embeddings", f->max_position_embeddings,
-                "Positions the model supports (at least --seq-length)");
-  c->add_option("--rotary-base", f->rotary_base, "Llama: rotary base theta (default 10000)");
-  c->add_option("--norm-epsilon", f->norm_epsilon, "Llama: RMSNorm epsilon (default 1e-5)");
-  c->add_option("--normalization", f->normalization, "LayerNorm (gpt) or RMSNorm (llama)");
-  c->add_option("--position-embedding-type", f->position_embedding_type,
-                "learned_absolute (gpt) or rope (llama)");
-  c->add_flag("--swiglu", f->swiglu, "Llama: SwiGLU MLP (implied by --model llama)");
-  c->add_flag("--disable-bias-linear", f->disable_bias_linear,
-              "Llama: linears without bias (implied by --model llama)");
-  c->add_flag("--group-query-attention", f->group_query_attention,
-              "Llama: grouped-query attention (--num-query-groups, default 1)");
-}
-
 // The model, the data, the optimizer, validation and checkpoints.
 void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   model::train_options& options = f->opts;
   c->add_option("--data", options.data, "Training text file (bytes are tokens)")->required();
-  c->add_option("--model", f->model, "Model family: gpt (GPT-2) or llama")->capture_default_str();
+  add_model_family_flags(c, &f->family, &f->opts.model);
   c->add_option("--layers,--num-layers", options.model.layers, "Transformer blocks (L)")
       ->capture_default_str();
   c->add_option("--dim,--hidden-size", options.model.dim, "Channels (C)")->capture_default_str();
@@ -459,7 +393,6 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   c->add_option("--vocab", options.model.vocab,
                 "Vocabulary size (bytes: 256; words: the hash range)")
       ->capture_default_str();
-  add_llama_flags(c, f);
   c->add_option("--batch,--global-batch-size", options.batch, "Global batch size (B)")
       ->capture_default_str();
   // The bound is what config.toml can hold (a TOML integer is an int64).

@@ -6,18 +6,9 @@
 #include "core/rng.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
+#include "partition/planner.hpp"
 
 namespace merak::bench {
-
-namespace {
-
-// Megatron-LM's FLOPs of one step without recomputation (SC'21, eq. 3).
-double megatron_flops(const model::gpt_config& m, double batch) {
-  const double s = m.max_seq, h = m.dim, l = m.layers, V = m.vocab;
-  return 72.0 * batch * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-}
-
-}  // namespace
 
 nlohmann::json run_gpt_bench(const gpt_bench_options& options) {
   if (options.threads > 0) model::set_compute_threads(options.threads);
@@ -93,15 +84,12 @@ nlohmann::json run_gpt_bench(const gpt_bench_options& options) {
                         {"peak_rss_mb", peak_rss_mb}};
   if (options.profile) out["profile_per_step"] = profile;
   if (options.where.type != model::device::kind::cpu) {
-    // GPT-2: Megatron-LM's closed form; Llama (three MLP matrices, smaller
-    // K/V): the model graph's own count of the same step.
-    const bool gpt = options.model.family == model::model_family::gpt;
-    const double mfu_flops = gpt ? megatron_flops(options.model, options.batch) : flops;
+    // Megatron-LM's count (grouped-query attention and SwiGLU included).
+    const double mfu_flops = partition::megatron_flops(options.model, options.batch, false);
     out["device"] = options.where.str();
     out["tflops"] = mfu_flops / mean * 1e-12;
     out["mfu"] = mfu_flops / mean / (options.peak_tflops * 1e12);
-    out["mfu_flop_count"] =
-        gpt ? "megatron-72 (no recomputation)" : "model graph (no recomputation)";
+    out["mfu_flop_count"] = "megatron (no recomputation)";
     out["peak_tflops"] = options.peak_tflops;
     out["peak_device_memory_mb"] = double(model::device_peak_bytes(options.where)) / (1 << 20);
     return out;

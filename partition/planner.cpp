@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "model/llama.hpp"
 #include "partition/recompute.hpp"
 #include "partition/simulator.hpp"
 #include "partition/stages.hpp"
@@ -466,8 +467,17 @@ tp_context make_context(const model::graph& g, int tp, const std::vector<int>& c
 
 double megatron_flops(const model::gpt_config& m, int64_t global_batch, bool recompute) {
   const double B = double(global_batch), s = m.max_seq, l = m.layers, h = m.dim, V = m.vocab;
-  return recompute ? 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
-                   : 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  const bool llama = m.family == model::model_family::llama;
+  // Key/value heads per query head, the MLP's width over h and its gate.
+  const double kv_ratio = llama && m.query_groups > 0 ? double(m.query_groups) / m.heads : 1.0;
+  const double ffn =
+      (llama ? double(m.ffn_hidden > 0 ? m.ffn_hidden : model::llama_ffn_hidden(m.dim)) : 4 * h) /
+      h;
+  const double gate = llama ? 1.5 : 1.0;
+  const double layer_terms = (1 + kv_ratio + s / h) + ffn * gate;
+  // Full recomputation runs each layer's forward twice: 4/3 of its work.
+  const double layers = recompute ? layer_terms * 4.0 / 3.0 : layer_terms;
+  return 12 * B * s * l * h * h * (layers + V / (2 * l * h));
 }
 
 const char* plan::recompute_name() const {

@@ -127,10 +127,15 @@ struct plan_result {
   int simulated = 0;  // of them, scored by the simulator (the rest were bounded out)
 };
 
-// Megatron-LM's FLOPs of one step (Narayanan et al., SC'21, eq. 3) for
-// global batch B, sequence s, layers l, hidden h, vocabulary V:
-//   with full recomputation  96 B s l h^2 (1 + s/(6h) + V/(16 l h))
-//   without                  72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+// Megatron-LM's FLOPs of one step (Narayanan et al., SC'21, eq. 3, in the
+// general form Megatron-LM counts grouped-query attention and gated MLPs
+// with) for global batch B, sequence s, layers l, hidden h, vocabulary V,
+// g key/value heads per query head, MLP width f and gate factor k (SwiGLU
+// 3/2, GELU 1):
+//   12 B s l h^2 (r ((1 + g + s/h) + k f/h) + V/(2 l h)),
+// r = 4/3 with full recomputation, else 1. For GPT-2 (g = 1, f = 4h, k = 1)
+// this is 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) without recomputation and
+// 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with it.
 double megatron_flops(const model::gpt_config& m, int64_t global_batch, bool recompute);
 
 // Searches the plans; throws merak::error naming the rules when none fits.

@@ -396,11 +396,30 @@ assert all(s["memory_bytes"] <= 40e9 for s in p["stages"])
 assert p["runners_up"] and all(r["step_time_s"] >= p["step_time_s"] for r in p["runners_up"])
 print("ok:", p["dp"], p["tp"], p["pp"], p["micro_batches"], p["schedule"], p["tokens_per_s"])
 PY
+    # A Llama: its shape in the plan, its FLOPs Megatron's GQA/SwiGLU count
+    # (12 B s l h^2 ((1 + g + s/h) + 1.5 F/h + V/(2 l h))), checked here from
+    # the printed rate and step time.
+    "$merak" plan --model llama --num-layers 8 --hidden-size 1024 --num-attention-heads 16 \
+      --num-query-groups 4 --ffn-hidden-size 2816 --seq-length 1024 --vocab 32000 \
+      --global-batch-size 16 --devices 4 --device-type h100-80gb --json > "$work/plan_llama.json"
+    python3 - "$work/plan_llama.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["model"].startswith("llama G=4 F=2816"), p["model"]
+B, s, l, h, V, g, F = 16, 1024, 8, 1024, 32000, 4 / 16, 2816
+flops = 12 * B * s * l * h * h * ((1 + g + s / h) + 1.5 * F / h + V / (2 * l * h))
+got = p["tflops_per_device"] * 1e12 * p["step_time_s"] * p["devices"]
+assert abs(got / flops - 1) < 1e-6, (got, flops)
+print("ok: llama", p["dp"], p["tp"], p["pp"], p["mfu"])
+PY
     ;;
   plan_errors)
     expect_error "unknown --device-type 'tpu'" plan --device-type tpu --devices 2
     expect_error "\"memory budget\"" plan --layers 24 --dim 2048 --heads 16 --devices 8 --device-type a100-40gb --memory-budget 1000
-    expect_error "--devices 2 plans dp/tp/pp" train --data "$work/text.txt" "${tiny[@]}" --devices 2 --dp 2 --steps 1 ;;
+    expect_error "--devices 2 plans dp/tp/pp" train --data "$work/text.txt" "${tiny[@]}" --devices 2 --dp 2 --steps 1
+    expect_error "--normalization LayerNorm: --model llama normalizes with RMSNorm" \
+      plan --model llama --normalization LayerNorm --devices 2
+    expect_error "--num-query-groups needs --model llama" plan --num-query-groups 2 --devices 2 ;;
   outputs_37)
     # Outputs replaced through a temporary file (--trace, --save's
     # config.toml) are written only as regular files: a FIFO or a directory

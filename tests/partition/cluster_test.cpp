@@ -122,6 +122,26 @@ TEST_CASE("Megatron's FLOP count of a step", "[planner][cluster]") {
         Approx(4.0 / 3).epsilon(0.01));
 }
 
+// Llama-3-8B's shape, counted matrix by matrix: per token and layer the
+// forward multiplies by Wq and Wo (2 h^2 each), Wk and Wv (2 h g h each, g
+// key/value heads per query head), the three MLP matrices (2 h F each) and
+// does Q K^T and P V (2 s h each); the LM head adds 2 h V per token; a
+// training step is three forwards' worth.
+TEST_CASE("Megatron's FLOP count of a Llama step", "[planner][cluster]") {
+  model::gpt_config m{.vocab = 128256, .max_seq = 8192, .layers = 32, .dim = 4096, .heads = 32};
+  m.family = model::model_family::llama;
+  m.query_groups = 8;
+  m.ffn_hidden = 14336;
+  const double B = 512, s = 8192, L = 32, h = 4096, V = 128256, g = 8.0 / 32, F = 14336;
+  const double per_token_forward =
+      L * (2 * h * h + 2 * h * h + 2 * (2 * h * g * h) + 3 * 2 * h * F + 2 * 2 * s * h) + 2 * h * V;
+  CHECK(megatron_flops(m, 512, false) == Approx(3 * B * s * per_token_forward));
+  // Without groups, each query head has its own K and V.
+  m.query_groups = 0;
+  const double ungrouped = L * (2 * 4 * h * h + 3 * 2 * h * F + 2 * 2 * s * h) + 2 * h * V;
+  CHECK(megatron_flops(m, 512, false) == Approx(3 * B * s * ungrouped));
+}
+
 TEST_CASE("a TP group never straddles two nodes", "[planner][cluster]") {
   auto r = cluster_request(
       "dgx-a100-hdr", {.vocab = 51200, .max_seq = 2048, .layers = 24, .dim = 2304, .heads = 24}, 48,
