@@ -145,7 +145,7 @@ struct op_timer {
 // One transformer block's ops, forward and backward, on random tensors.
 void time_block(model::backend& be, const options& o, op_timer& op) {
   const dtype A = o.bf16 ? dtype::bf16 : dtype::f32;
-  const int B = o.batch, T = o.seq, C = o.dim, NH = o.heads, V = o.vocab;
+  const int B = o.batch, T = o.seq, C = o.dim, NH = o.heads;
   const int64_t N = int64_t(B) * T;
   auto x = random_on_gpu({B, T, C}, A, 1, 1.f);
   auto g = random_on_gpu({B, T, C}, A, 2, 1e-2f);
@@ -252,7 +252,8 @@ int main(int argc, char** argv) {
     auto& be = model::backend_for(gpu0);
     const int B = o.batch, T = o.seq, C = o.dim, NH = o.heads, V = o.vocab;
     const int64_t N = int64_t(B) * T;
-    op_timer op{o.iters};
+    op_timer op;
+    op.iters = o.iters;
     time_block(be, o, op);
     const double block_ms = op.ms;
     const double block_gemm_flops = op.gemm_flops, block_gemm_ms = op.gemm_ms;

@@ -139,7 +139,7 @@ class cuda_backend final : public model::backend {
                         const tensor& weight, const tensor& rstd) override {
     on({&din, &dweight, &dout, &in, &weight, &rstd});
     same_type("rmsnorm backward", in, {&din, &dout});
-    scratch partial(size_t(k::column_partial_floats(rows_of(in), cols_of(in))) * sizeof(float),
+    scratch partial(size_t(k::layernorm_partial_floats(rows_of(in), cols_of(in))) * sizeof(float),
                     index_);
     k::rmsnorm_backward(is_bf16(in), din.raw(), dweight.f32(), dout.raw(), in.raw(), weight.f32(),
                         rstd.f32(), partial.as<float>(), rows_of(in), cols_of(in), s());

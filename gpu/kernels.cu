@@ -98,53 +98,6 @@ __global__ void layernorm_bwd_rows(A* din, const A* dout, const A* in, const flo
   }
 }
 
-// Rows per block of the column sums; partial sums per (row block, column),
-// then added in row-block order.
-constexpr int kcol_rows = 64;
-
-int row_blocks(int N) {
-  return (N + kcol_rows - 1) / kcol_rows;
-}
-
-// partial[y][c] = sum over rows of block y of g[n][c] (and, with x given,
-// partial[Y + y][c] of xhat * g: the layer norm's weight gradient).
-template <typename A>
-__global__ void column_partials(float* partial, const A* g, const A* x, const float* mean,
-                                const float* rstd, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
-  if (c >= C) return;
-  const int n0 = y * kcol_rows, n1 = min(N, n0 + kcol_rows);
-  float s = 0.f, sx = 0.f;
-  for (int n = n0; n < n1; ++n) {
-    const float v = ld(g[int64_t(n) * C + c]);
-    s += v;
-    if (x) sx += (ld(x[int64_t(n) * C + c]) - mean[n]) * rstd[n] * v;
-  }
-  partial[int64_t(y) * C + c] = s;
-  if (x) partial[int64_t(gridDim.y + y) * C + c] = sx;
-}
-
-// out[c] += sum over y of partial[y][c], y in order.
-__global__ void column_finish(float* out, const float* partial, int Y, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.f;
-  for (int y = 0; y < Y; ++y) s += partial[int64_t(y) * C + c];
-  out[c] += s;
-}
-
-template <typename A>
-void column_sums_of(float* out, float* out_x, const A* g, const A* x, const float* mean,
-                    const float* rstd, float* partial, int N, int C, cudaStream_t s) {
-  const int Y = row_blocks(N);
-  dim3 grid((C + kthreads - 1) / kthreads, Y);
-  column_partials<<<grid, kthreads, 0, s>>>(partial, g, x, mean, rstd, N, C);
-  column_finish<<<(C + kthreads - 1) / kthreads, kthreads, 0, s>>>(out, partial, Y, C);
-  if (x)
-    column_finish<<<(C + kthreads - 1) / kthreads, kthreads, 0, s>>>(
-        out_x, partial + int64_t(Y) * C, Y, C);
-}
-
 // ---- element-wise --------------------------------------------------------
 
 template <typename A>

@@ -78,7 +78,7 @@ void causal_probabilities(bool bf16, void* p, const float* scores, const float* 
 
 // The Llama family's operations (llama_kernels.cu), as model/kernels/kernels.hpp
 // states them. RMSNorm: rstd (N) float; `partial` holds
-// column_partial_floats(N, C) floats; dweight summed in a fixed order.
+// layernorm_partial_floats(N, C) floats; dweight summed in a fixed order.
 void rmsnorm_forward(bool bf16, void* out, float* rstd, const void* in, const float* weight,
                      float eps, int N, int C, cudaStream_t s);
 void rmsnorm_backward(bool bf16, void* din, float* dweight, const void* dout, const void* in,

@@ -41,34 +41,6 @@ __global__ void rmsnorm_bwd_rows(A* din, const A* dout, const A* in, const float
   }
 }
 
-// Rows per block of the weight gradient's column sums.
-constexpr int kweight_rows = 64;
-
-int weight_row_blocks(int N) {
-  return (N + kweight_rows - 1) / kweight_rows;
-}
-
-// partial[y][c] = sum over the rows of block y of x rstd dout.
-template <typename A>
-__global__ void rmsnorm_weight_partials(float* partial, const A* dout, const A* in,
-                                        const float* rstd, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
-  if (c >= C) return;
-  const int n0 = y * kweight_rows, n1 = min(N, n0 + kweight_rows);
-  float s = 0.f;
-  for (int n = n0; n < n1; ++n) s += ld(in[int64_t(n) * C + c]) * rstd[n] * ld(dout[int64_t(n) * C + c]);
-  partial[int64_t(y) * C + c] = s;
-}
-
-// dweight[c] += the partials of column c, in row-block order.
-__global__ void add_partials(float* dweight, const float* partial, int Y, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.f;
-  for (int y = 0; y < Y; ++y) s += partial[int64_t(y) * C + c];
-  dweight[c] += s;
-}
-
 // ---- rotary position embedding -------------------------------------------
 
 // cos and sin of (pos_offset + t) * theta^(-2i/hs), formed in double and
@@ -179,8 +151,6 @@ void rmsnorm_forward(bool bf16, void* out, float* rstd, const void* in, const fl
 void rmsnorm_backward(bool bf16, void* din, float* dweight, const void* dout, const void* in,
                       const float* weight, const float* rstd, float* partial, int N, int C,
                       cudaStream_t s) {
-  MERAK_CHECK(column_partial_floats(N, C) >= int64_t(weight_row_blocks(N)) * C,
-              "rmsnorm backward: scratch of {} floats", column_partial_floats(N, C));
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
     const A* g = static_cast<const A*>(dout);
@@ -188,9 +158,11 @@ void rmsnorm_backward(bool bf16, void* din, float* dweight, const void* dout, co
     const int rows = kthreads / 32;
     rmsnorm_bwd_rows<<<(N + rows - 1) / rows, kthreads, 0, s>>>(static_cast<A*>(din), g, x, weight,
                                                                 rstd, N, C);
-    const int Y = weight_row_blocks(N), column_blocks = (C + kthreads - 1) / kthreads;
-    rmsnorm_weight_partials<<<dim3(column_blocks, Y), kthreads, 0, s>>>(partial, g, x, rstd, N, C);
-    add_partials<<<column_blocks, kthreads, 0, s>>>(dweight, partial, Y, C);
+    // Only the x-weighted half of the partial sums is the weight's gradient.
+    const int Y = row_blocks(N), column_blocks = (C + kthreads - 1) / kthreads;
+    column_partials<<<dim3(column_blocks, Y), kthreads, 0, s>>>(partial, g, x, nullptr, rstd, N,
+                                                                C);
+    column_finish<<<column_blocks, kthreads, 0, s>>>(dweight, partial + int64_t(Y) * C, Y, C);
   });
   check_launch("rmsnorm backward");
 }

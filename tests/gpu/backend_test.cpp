@@ -335,29 +335,48 @@ TEST_CASE("the optimizer's operations on the device match the CPU backend", "[gp
 // In bf16 every activation gradient is rounded to 8 bits of mantissa after
 // sums taken in other orders on the two sides, so the gradient norm (a few
 // large entries) moves by several percent while the losses stay within 1%.
+namespace {
+
+// Returns the validation losses after o.steps steps, the CPU's first.
+std::pair<double, double> expect_gpu_training_matches(model::train_options o) {
+  const bool b16 = o.model.activations == dtype::bf16;
+  const int T = o.model.max_seq;
+  auto corpus = [&] { return model::text_corpus(test::small_text(6000), T, 0.1, "tiny"); };
+  model::trainer on_cpu(o, corpus());
+  o.where = gpu0;
+  model::trainer on_gpu(o, corpus());
+  for (int s = 0; s < o.steps; ++s) {
+    const auto a = on_cpu.train_step(), b = on_gpu.train_step();
+    INFO(model::model_family_name(o.model.family)
+         << " " << model::dtype_name(o.model.activations) << " step " << s + 1 << ": cpu " << a.loss
+         << " gpu " << b.loss);
+    CHECK(b.loss == Approx(a.loss).epsilon(b16 ? 1e-2 : 1e-4));
+    CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(b16 ? 1e-1 : 1e-3));
+  }
+  return {on_cpu.validation_loss(), on_gpu.validation_loss()};
+}
+
+model::train_options small_training(dtype A, int seq, int dim, int heads, int batch, int steps,
+                                    uint64_t seed) {
+  model::train_options o;
+  o.model = {.vocab = 256, .max_seq = seq, .layers = 2, .dim = dim, .heads = heads};
+  o.model.activations = A;
+  o.batch = batch;
+  o.steps = steps;
+  o.lr = 3e-3f;
+  o.warmup = 2;
+  o.seed = seed;
+  return o;
+}
+
+}  // namespace
+
 TEST_CASE("training steps on the GPU match the CPU's", "[gpu][training]") {
   gpu::set_float_gemm_math(gpu::gemm_math::exact);
   for (dtype A : {dtype::f32, dtype::bf16}) {
-    model::train_options o;
-    o.model = {.vocab = 256, .max_seq = 32, .layers = 2, .dim = 64, .heads = 4};
-    o.model.activations = A;
-    o.batch = 8;
-    o.steps = 10;
-    o.lr = 3e-3f;
-    o.warmup = 2;
-    o.seed = 7;
-    auto corpus = [&] { return model::text_corpus(test::small_text(6000), 32, 0.1, "tiny"); };
-    model::trainer on_cpu(o, corpus());
-    o.where = gpu0;
-    model::trainer on_gpu(o, corpus());
-    for (int s = 0; s < 10; ++s) {
-      const auto a = on_cpu.train_step(), b = on_gpu.train_step();
-      INFO(model::dtype_name(A) << " step " << s + 1 << ": cpu " << a.loss << " gpu " << b.loss);
-      CHECK(b.loss == Approx(a.loss).epsilon(A == dtype::bf16 ? 1e-2 : 1e-4));
-      CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(A == dtype::bf16 ? 1e-1 : 1e-3));
-    }
-    CHECK(on_gpu.validation_loss() ==
-          Approx(on_cpu.validation_loss()).epsilon(A == dtype::bf16 ? 1e-2 : 1e-4));
+    const auto [cpu_loss, gpu_loss] =
+        expect_gpu_training_matches(small_training(A, 32, 64, 4, 8, 10, 7));
+    CHECK(gpu_loss == Approx(cpu_loss).epsilon(A == dtype::bf16 ? 1e-2 : 1e-4));
   }
 }
 
@@ -365,24 +384,7 @@ TEST_CASE("training steps on the GPU match the CPU's", "[gpu][training]") {
 TEST_CASE("training with fused attention on the GPU matches the CPU's", "[gpu][training]") {
   gpu::set_float_gemm_math(gpu::gemm_math::exact);
   fused_attention_on fused;
-  model::train_options o;
-  o.model = {.vocab = 256, .max_seq = 64, .layers = 2, .dim = 128, .heads = 2};
-  o.model.activations = dtype::bf16;
-  o.batch = 4;
-  o.steps = 6;
-  o.lr = 3e-3f;
-  o.warmup = 2;
-  o.seed = 5;
-  auto corpus = [&] { return model::text_corpus(test::small_text(6000), 64, 0.1, "tiny"); };
-  model::trainer on_cpu(o, corpus());
-  o.where = gpu0;
-  model::trainer on_gpu(o, corpus());
-  for (int s = 0; s < o.steps; ++s) {
-    const auto a = on_cpu.train_step(), b = on_gpu.train_step();
-    INFO("step " << s + 1 << ": cpu " << a.loss << " gpu " << b.loss);
-    CHECK(b.loss == Approx(a.loss).epsilon(1e-2));
-    CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(1e-1));
-  }
+  expect_gpu_training_matches(small_training(dtype::bf16, 64, 128, 2, 4, 6, 5));
 }
 
 // A Llama-shaped model (grouped-query attention, RMSNorm, RoPE, SwiGLU,
@@ -390,27 +392,11 @@ TEST_CASE("training with fused attention on the GPU matches the CPU's", "[gpu][t
 TEST_CASE("Llama training steps on the GPU match the CPU's", "[gpu][training][llama]") {
   gpu::set_float_gemm_math(gpu::gemm_math::exact);
   for (dtype A : {dtype::f32, dtype::bf16}) {
-    model::train_options o;
-    o.model = {.vocab = 256, .max_seq = 32, .layers = 2, .dim = 64, .heads = 4};
+    auto o = small_training(A, 32, 64, 4, 8, 8, 9);
     o.model.family = model::model_family::llama;
     o.model.query_groups = 2;
     o.model.ffn_hidden = 96;
-    o.model.activations = A;
-    o.batch = 8;
-    o.steps = 8;
-    o.lr = 3e-3f;
-    o.warmup = 2;
-    o.seed = 9;
-    auto corpus = [&] { return model::text_corpus(test::small_text(6000), 32, 0.1, "tiny"); };
-    model::trainer on_cpu(o, corpus());
-    o.where = gpu0;
-    model::trainer on_gpu(o, corpus());
-    for (int s = 0; s < o.steps; ++s) {
-      const auto a = on_cpu.train_step(), b = on_gpu.train_step();
-      INFO(model::dtype_name(A) << " step " << s + 1 << ": cpu " << a.loss << " gpu " << b.loss);
-      CHECK(b.loss == Approx(a.loss).epsilon(A == dtype::bf16 ? 1e-2 : 1e-4));
-      CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(A == dtype::bf16 ? 1e-1 : 1e-3));
-    }
+    expect_gpu_training_matches(o);
   }
 }
 
