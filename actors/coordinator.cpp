@@ -5,8 +5,8 @@
 
 namespace merak::actors {
 
-coordinator::coordinator(model::train_options o, parallel_options p, model::text_corpus c,
-                         caf::actor_system* lent)
+coordinator::coordinator(model::train_options o, parallel_options p,
+                         std::shared_ptr<const model::token_source> c, caf::actor_system* lent)
     : coordinator_state{std::move(o), std::move(p), std::move(c)} {
   sys = lent;
   opts.validate();
@@ -15,7 +15,7 @@ coordinator::coordinator(model::train_options o, parallel_options p, model::text
   if (opts.model.family == model::model_family::llama && !opts.model.build && par.tp > 1)
     fail("--tp {}: the Llama family does not run under tensor parallelism yet (use --tp 1)",
          par.tp);
-  model::check_corpus_vocab(corpus, opts.model);
+  model::check_corpus_vocab(*corpus, opts.model);
   graph = model::build_model(opts.model);
   if (par.sparse.kind != comm::codec_kind::dense) {
     bool has_wte = false;
@@ -416,8 +416,8 @@ model::step_result coordinator::run_step() {
   for (int r = 0; r < replicas; ++r)
     for (int mb = 0; mb < micro_batches; ++mb) {
       // This micro-batch's rows of the single-device run's global batch.
-      model::batch b = corpus.train_batch(opts.seed, step, opts.batch,
-                                          (r * micro_batches + mb) * rows_per_mb, rows_per_mb);
+      model::batch b = corpus->train_batch(opts.seed, step, opts.batch,
+                                           (r * micro_batches + mb) * rows_per_mb, rows_per_mb);
       for (int s = 0; s < virtual_stages; ++s)
         for (int v : routes[size_t(s)].graph_inputs) {
           MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);

@@ -74,7 +74,7 @@ layout_grid<T> empty_grid(const parallel_options& par) {
 struct coordinator_state {
   model::train_options opts;
   parallel_options par;
-  model::text_corpus corpus;
+  std::shared_ptr<const model::token_source> corpus;
   model::graph graph;                       // the single-device model
   std::vector<int> bounds;                  // its stages
   std::vector<partition::tp_graph> shards;  // its TP rewrite, per TP rank
@@ -130,8 +130,8 @@ class coordinator : private coordinator_state {
   // Starts the job (process 0: every actor; other processes: their own),
   // resuming from opts.load when set. `lent`: the caller's actor system,
   // else one of its own. Throws merak::error, having ended what it started.
-  coordinator(model::train_options o, parallel_options p, model::text_corpus c,
-              caf::actor_system* lent = nullptr);
+  coordinator(model::train_options o, parallel_options p,
+              std::shared_ptr<const model::token_source> c, caf::actor_system* lent = nullptr);
 
   ~coordinator() { shutdown(); }
 

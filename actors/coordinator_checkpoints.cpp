@@ -30,7 +30,7 @@ std::string coordinator::write_checkpoint() {
   if (opts.save_dir.empty()) fail("no --save directory given");
   if (!lead()) fail("only process 0 of a job writes checkpoints");
   const std::string tmp = model::begin_checkpoint(opts.save_dir, step);
-  auto meta = model::checkpoint_metadata(opts, step, corpus.name());
+  auto meta = model::checkpoint_metadata(opts, step, corpus->name());
   std::vector<model::shard_record> records;
   int64_t adam_t = -1;
   int expected = 0;
@@ -62,19 +62,19 @@ double coordinator::run_validation() {
     return loss;
   }
   // Forward only, on the stage actors of replica 0: nothing is gathered.
-  const int64_t nb = std::min<int64_t>(opts.eval_batches, corpus.val_batches(opts.batch));
+  const int64_t nb = std::min<int64_t>(opts.eval_batches, corpus->val_batches(opts.batch));
   const model::graph& shard_graph = shards[0].graph;
   const int tokens_v = shard_graph.find_value("tokens"),
             targets_v = shard_graph.find_value("targets");
   for (int64_t i = 0; i < nb; ++i) {
-    model::batch vb = corpus.val_batch(i, opts.batch);
+    model::batch vb = corpus->val_batch(i, opts.batch);
     for (int s = 0; s < par.virtual_stages(); ++s)
       for (int v : routes[size_t(s)].graph_inputs) {
         MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
         const model::tensor& src = v == tokens_v ? vb.tokens : vb.targets;
         for (int t = 0; t < par.tp; ++t)
-          (*self)->send(stages[0][s][t],
-                        stage_tensor{tensor_kind::eval, int(eval_seq + i), v, tensor_ref::make(src.clone())});
+          (*self)->send(stages[0][s][t], stage_tensor{tensor_kind::eval, int(eval_seq + i), v,
+                                                      tensor_ref::make(src.clone())});
       }
   }
   double sum = 0;

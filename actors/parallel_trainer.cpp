@@ -35,19 +35,23 @@ std::unique_ptr<model::training_job> make_training_job(model::train_options opts
 }
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par)
-    : parallel_trainer(opts, par,
-                       model::text_corpus(opts.data, opts.model.max_seq, opts.val_fraction,
-                                          opts.tokens, opts.model.vocab)) {}
+    : parallel_trainer(opts, par, model::open_token_source(opts)) {}
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
                                    model::text_corpus corpus)
+    : parallel_trainer(std::move(opts), std::move(par),
+                       std::make_shared<const model::text_corpus>(std::move(corpus))) {}
+
+parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
+                                   std::shared_ptr<const model::token_source> corpus)
     : coordinator_(
           std::make_unique<coordinator>(std::move(opts), std::move(par), std::move(corpus))) {}
 
 parallel_trainer::parallel_trainer(model::train_options opts, parallel_options par,
                                    model::text_corpus corpus, caf::actor_system& system)
-    : coordinator_(std::make_unique<coordinator>(std::move(opts), std::move(par), std::move(corpus),
-                                                 &system)) {}
+    : coordinator_(std::make_unique<coordinator>(
+          std::move(opts), std::move(par),
+          std::make_shared<const model::text_corpus>(std::move(corpus)), &system)) {}
 
 void parallel_trainer::configure(caf::actor_system_config& cfg) {
   add_message_types(cfg);

@@ -124,6 +124,8 @@ class parallel_trainer final : public model::training_job {
   // Loads the data and spawns the actors. Throws merak::error on bad options.
   parallel_trainer(model::train_options opts, parallel_options par);
   parallel_trainer(model::train_options opts, parallel_options par, model::text_corpus corpus);
+  parallel_trainer(model::train_options opts, parallel_options par,
+                   std::shared_ptr<const model::token_source> corpus);
   // The same inside an actor system the caller owns (configured with
   // configure() before it was made): the job's actors are spawned there, the
   // calling thread is the coordinator, and the destructor ends every actor

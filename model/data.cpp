@@ -131,6 +131,12 @@ batch text_corpus::train_batch(uint64_t seed, int64_t step, int B, int row0, int
   return windows(starts);
 }
 
+void text_corpus::check_vocab(int64_t model_vocab) const {
+  if (tok_ == tokenizer::words && vocab_ > model_vocab)
+    fail("corpus '{}' has word ids below {} but the model's --vocab is {}", name_, vocab_,
+         model_vocab);
+}
+
 int64_t text_corpus::val_batches(int B) const {
   int64_t windows_fit = (val_size() - 1) / seq_;
   return std::max<int64_t>(1, windows_fit / B);

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tensor.hpp"
+#include "model/token_source.hpp"
 
 namespace merak::model {
 
@@ -36,12 +36,7 @@ tokenizer parse_tokenizer(std::string_view text);
 // distinct words may share an id. Fails if vocab < 2.
 std::vector<int32_t> tokenize_hashed_words(std::string_view text, int vocab);
 
-struct batch {
-  tensor tokens;   // (B, T) i32
-  tensor targets;  // (B, T) i32, tokens shifted by one
-};
-
-class text_corpus {
+class text_corpus final : public token_source {
  public:
   // Reads `path` and tokenizes it (`vocab`: the words tokenizer's V; the
   // bytes tokenizer ignores it). Throws merak::error naming the file if it is
@@ -54,16 +49,19 @@ class text_corpus {
               tokenizer tok = tokenizer::bytes, int vocab = 256);
 
   // Global training batch of `step`: rows [row0, row0 + rows) of the B rows.
-  batch train_batch(uint64_t seed, int64_t step, int B, int row0 = 0, int rows = -1) const;
+  batch train_batch(uint64_t seed, int64_t step, int B, int row0 = 0, int rows = -1) const override;
   // Validation batch `index` (0-based) of B evenly spaced windows.
-  batch val_batch(int64_t index, int B) const;
+  batch val_batch(int64_t index, int B) const override;
   // How many distinct validation batches of size B fit.
-  int64_t val_batches(int B) const;
+  int64_t val_batches(int B) const override;
+  // A words corpus's ids are below its vocab(); a bytes corpus is not
+  // checked (the embedding refuses a byte above the vocabulary itself).
+  void check_vocab(int64_t model_vocab) const override;
 
-  int seq() const { return seq_; }
+  int seq() const override { return seq_; }
   int64_t train_size() const { return split_; }  // tokens
   int64_t val_size() const { return int64_t(tokens_.size()) - split_; }
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
   tokenizer tokens_kind() const { return tok_; }
   // Token ids are in [0, vocab()): 256 for bytes, V for words.
   int vocab() const { return vocab_; }

@@ -13,10 +13,18 @@
 
 namespace merak::model {
 
-void check_corpus_vocab(const text_corpus& corpus, const gpt_config& model) {
-  if (corpus.tokens_kind() == tokenizer::words && corpus.vocab() > model.vocab)
-    fail("corpus '{}' has word ids below {} but the model's --vocab is {}", corpus.name(),
-         corpus.vocab(), model.vocab);
+void check_corpus_vocab(const token_source& corpus, const gpt_config& model) {
+  corpus.check_vocab(model.vocab);
+}
+
+std::shared_ptr<const token_source> open_token_source(const train_options& opts) {
+  if (opts.data.empty() == opts.data_path.empty())
+    fail("give the training data by --data FILE or by --data-path PREFIX (one of them)");
+  if (!opts.data_path.empty())
+    return std::make_shared<indexed_corpus>(opts.data_path, opts.split, opts.model.max_seq,
+                                            opts.model.vocab);
+  return std::make_shared<text_corpus>(opts.data, opts.model.max_seq, opts.val_fraction,
+                                       opts.tokens, opts.model.vocab);
 }
 
 void train_options::validate() const {
@@ -48,19 +56,22 @@ lr_schedule train_options::schedule() const {
 
 trainer::trainer(train_options opts)
     : opts_((opts.validate(), std::move(opts))),
-      corpus_(opts_.data, opts_.model.max_seq, opts_.val_fraction, opts_.tokens, opts_.model.vocab),
+      corpus_(open_token_source(opts_)),
       store_(opts_.seed, opts_.where) {
   init();
 }
 
 trainer::trainer(train_options opts, text_corpus corpus)
+    : trainer(std::move(opts), std::make_shared<const text_corpus>(std::move(corpus))) {}
+
+trainer::trainer(train_options opts, std::shared_ptr<const token_source> corpus)
     : opts_((opts.validate(), std::move(opts))),
       corpus_(std::move(corpus)),
       store_(opts_.seed, opts_.where) {
-  if (corpus_.seq() != opts_.model.max_seq)
-    fail("corpus windows are {} tokens but the model's --seq is {}", corpus_.seq(),
+  if (corpus_->seq() != opts_.model.max_seq)
+    fail("corpus windows are {} tokens but the model's --seq is {}", corpus_->seq(),
          opts_.model.max_seq);
-  check_corpus_vocab(corpus_, opts_.model);
+  check_corpus_vocab(*corpus_, opts_.model);
   init();
 }
 
@@ -86,6 +97,16 @@ int64_t check_resume(train_options& opts, const metadata_map& metadata, const st
     fail("checkpoint '{}' was trained with --tokenizer {} but this run uses --tokenizer {}", dir,
          tok, tokenizer_name(opts.tokens));
   const int64_t step = metadata_count(meta, "merak.step", dir);
+  // Datasets on disk: sample g is row g mod B of step g / B, so the step
+  // continues the sample stream only at the batch that consumed it.
+  if (!opts.data_path.empty() && meta.count("merak.data_samples")) {
+    const int64_t samples = metadata_count(meta, "merak.data_samples", dir);
+    if (samples != step * opts.batch)
+      fail(
+          "checkpoint '{}' consumed {} samples in {} steps but this run's --global-batch-size is "
+          "{}: resume with the batch it was trained with",
+          dir, samples, step, opts.batch);
+  }
   try {
     uint64_t seed = std::stoull(meta.at("merak.seed"));
     if (seed != opts.seed) {
@@ -112,12 +133,13 @@ metadata_map checkpoint_metadata(const train_options& opts, int64_t step,
           {"merak.seed", std::to_string(opts.seed)},
           // The data stream is keyed by (seed, step): the step is the position.
           {"merak.data_position", std::to_string(step)},
+          {"merak.data_samples", std::to_string(step * opts.batch)},
           {"merak.data", data_name},
           {"merak.tokenizer", std::string(tokenizer_name(opts.tokens))}};
 }
 
 std::map<std::string, std::string> trainer::metadata() const {
-  return checkpoint_metadata(opts_, step_, corpus_.name());
+  return checkpoint_metadata(opts_, step_, corpus_->name());
 }
 
 bool skip_update(const train_options& opts, double loss, double grad_norm) {
@@ -132,7 +154,7 @@ step_result trainer::train_step() {
   };
   auto t0 = clock::now();
   store_.zero_grads();
-  batch b = corpus_.train_batch(opts_.seed, step_, opts_.batch);
+  batch b = corpus_->train_batch(opts_.seed, step_, opts_.batch);
   std::vector<tensor> in;
   in.push_back(std::move(b.tokens));
   in.push_back(std::move(b.targets));
@@ -158,10 +180,10 @@ step_result trainer::train_step() {
 }
 
 double trainer::validation_loss() {
-  int64_t nb = std::min<int64_t>(opts_.eval_batches, corpus_.val_batches(opts_.batch));
+  int64_t nb = std::min<int64_t>(opts_.eval_batches, corpus_->val_batches(opts_.batch));
   double sum = 0;
   for (int64_t i = 0; i < nb; ++i) {
-    batch b = corpus_.val_batch(i, opts_.batch);
+    batch b = corpus_->val_batch(i, opts_.batch);
     std::vector<tensor> in;
     in.push_back(std::move(b.tokens));
     in.push_back(std::move(b.targets));

@@ -17,12 +17,15 @@
 #include "model/data.hpp"
 #include "model/executor.hpp"
 #include "model/gpt.hpp"
+#include "model/indexed_corpus.hpp"
 #include "model/training_job.hpp"
 
 namespace merak::model {
 
 struct train_options {
-  std::string data;                     // corpus file
+  std::string data;                     // corpus file (--data), or:
+  std::vector<std::string> data_path;   // --data-path: "P" or "W1 P1 W2 P2 ..." (indexed_corpus)
+  std::string split = "969,30,1";       // --split of --data-path's documents
   tokenizer tokens = tokenizer::bytes;  // words: hashed words into [0, model.vocab)
   gpt_config model;                     // model.max_seq is the training sequence length T
   int batch = 8;                        // B, the global batch of a step
@@ -78,12 +81,14 @@ int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& op
 // parallel trainer's stage actors then load their own parts): returns the
 // step; may update opts.seed. Throws merak::error naming `dir`.
 int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir);
-// Fails naming the corpus when a words corpus has more ids than the model's
-// vocabulary (a bytes corpus is not checked: the embedding refuses a byte
-// above the vocabulary itself).
-void check_corpus_vocab(const text_corpus& corpus, const gpt_config& model);
+// Fails naming the corpus when its ids cannot all be below the model's
+// vocabulary (token_source::check_vocab).
+void check_corpus_vocab(const token_source& corpus, const gpt_config& model);
+// The training data `opts` names: --data's text file or --data-path's
+// datasets. Throws merak::error naming the file.
+std::shared_ptr<const token_source> open_token_source(const train_options& opts);
 // The metadata a checkpoint of this run at `step` carries (model, seed, data
-// position, data file, tokenizer).
+// position: the step and the samples consumed, data name, tokenizer).
 std::map<std::string, std::string> checkpoint_metadata(const train_options& opts, int64_t step,
                                                        const std::string& data_name);
 
@@ -94,6 +99,7 @@ class trainer final : public training_job {
   explicit trainer(train_options opts);
   // For tests and benchmarks: a corpus already in memory.
   trainer(train_options opts, text_corpus corpus);
+  trainer(train_options opts, std::shared_ptr<const token_source> corpus);
 
   step_result train_step() override;
   double validation_loss() override;
@@ -112,7 +118,7 @@ class trainer final : public training_job {
   std::map<std::string, std::string> metadata() const;
 
   train_options opts_;
-  text_corpus corpus_;
+  std::shared_ptr<const token_source> corpus_;
   graph graph_;
   parameter_store store_;
   std::unique_ptr<executor> exec_;
