@@ -173,10 +173,8 @@ action add_data_command(CLI::App& parent) {
   auto* d = parent.add_subcommand("data", "Tokenize text and prepare training data");
   d->require_subcommand(1);
   std::vector<subcommand> commands{add_tokenize(*d), add_detokenize(*d)};
-  // Hook for the dataset sub-commands (prepare, inspect, ...): they register
-  // on the same `data` group and use apps/tokenizer_flags.hpp. Uncomment once
-  // add_dataset_commands (apps/commands.hpp) is defined:
-  //   for (auto& c : add_dataset_commands(*d)) commands.push_back(c);
+  // The dataset sub-commands (prepare, inspect: dataset_command.cpp).
+  for (auto& c : add_dataset_commands(*d)) commands.push_back(c);
   return [d, commands] {
     for (const auto& c : commands)
       if (d->got_subcommand(c.command)) return c.run();

@@ -318,6 +318,8 @@ int run_train(train_flags& f, const CLI::App& c) {
   else if (f.error_feedback != "off")
     fail("--error-feedback must be on or off (got '{}')", f.error_feedback);
   f.par.sparse.seed = f.opts.seed;
+  if (f.opts.data.empty() && f.opts.data_path.empty())
+    fail("--data FILE or --data-path PREFIX is required");
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
   apply_model_family(f);
@@ -381,7 +383,16 @@ namespace {
 // The model, the data, the optimizer, validation and checkpoints.
 void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   model::train_options& options = f->opts;
-  c->add_option("--data", options.data, "Training text file (bytes are tokens)")->required();
+  auto* data = c->add_option("--data", options.data, "Training text file (bytes are tokens)");
+  c->add_option("--data-path", options.data_path,
+                "Tokenized datasets instead of --data: PREFIX of PREFIX.idx/.bin (Megatron's "
+                "indexed dataset) or an llm.c .bin file, or weighted pairs W1 P1 W2 P2 ...")
+      ->expected(1, -1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->excludes(data);
+  c->add_option("--split", options.split,
+                "--data-path: train,valid,test shares of each dataset's documents")
+      ->capture_default_str();
   add_model_family_flags(c, &f->family, &f->opts.model);
   c->add_option("--layers,--num-layers", options.model.layers, "Transformer blocks (L)")
       ->capture_default_str();
