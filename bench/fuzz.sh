@@ -6,8 +6,8 @@
 # corpus entries and crashes (with the crashing inputs' paths).
 #
 # Usage: bench/fuzz.sh TARGET SECONDS [BUILD_DIR]
-#   TARGET     safetensors, hf_config, svm_data, svm_model, hostfile, auth, config, svm_wire,
-#              tokenizer_json or gpt2_vocab
+#   TARGET     safetensors, hf_config, indexed_dataset, svm_data, svm_model, hostfile, auth,
+#              config, svm_wire, tokenizer_json or gpt2_vocab
 #   BUILD_DIR  default build-fuzz (configured on first use with clang++)
 # Needs clang (Debian: apt-get install clang).
 set -euo pipefail
