@@ -274,6 +274,47 @@ void indexed_dataset::read(int64_t d, int64_t offset, int64_t count, int32_t* ou
 
 // ---- writer ----------------------------------------------------------------
 
+namespace {
+
+template <typename T>
+void encode_as(std::span<const int32_t> ids, std::vector<uint8_t>& out, int64_t lo, int64_t hi,
+               index_dtype dtype) {
+  const size_t at = out.size();
+  out.resize(at + ids.size() * sizeof(T));
+  uint8_t* p = out.data() + at;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t id = ids[i];
+    if (id < lo || id > hi) {
+      out.resize(at);
+      fail("id {} at position {} does not fit dtype {}", id, i, dtype_name(dtype));
+    }
+    const T v = T(id);
+    std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+  }
+}
+
+}  // namespace
+
+void encode_tokens(index_dtype dtype, std::span<const int32_t> ids, std::vector<uint8_t>& out) {
+  const auto [lo, hi] = dtype_range(dtype);
+  switch (dtype) {
+    case index_dtype::u8:
+      return encode_as<uint8_t>(ids, out, lo, hi, dtype);
+    case index_dtype::i8:
+      return encode_as<int8_t>(ids, out, lo, hi, dtype);
+    case index_dtype::i16:
+      return encode_as<int16_t>(ids, out, lo, hi, dtype);
+    case index_dtype::u16:
+      return encode_as<uint16_t>(ids, out, lo, hi, dtype);
+    case index_dtype::i32:
+      return encode_as<int32_t>(ids, out, lo, hi, dtype);
+    case index_dtype::i64:
+      return encode_as<int64_t>(ids, out, lo, hi, dtype);
+    default:
+      fail("dtype {} holds no token ids", dtype_name(dtype));
+  }
+}
+
 indexed_dataset_writer::indexed_dataset_writer(std::string prefix, index_dtype dtype)
     : prefix_(std::move(prefix)), tmp_(data_path(prefix_) + ".tmp"), dtype_(dtype) {
   check_output_file(data_path(prefix_), "token file");
@@ -291,43 +332,36 @@ indexed_dataset_writer::~indexed_dataset_writer() {
 
 void indexed_dataset_writer::add_document(std::span<const int32_t> ids) {
   MERAK_CHECK(!finished_, "add_document after finish");
-  if (ids.size() > size_t(std::numeric_limits<int32_t>::max()))
-    fail("'{}': document {} has {} tokens, more than a sequence length (int32) holds", prefix_,
-         lengths_.size(), ids.size());
-  const auto [lo, hi] = dtype_range(dtype_);
-  const size_t item = dtype_bytes(dtype_);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int64_t id = ids[i];
-    if (id < lo || id > hi)
-      fail("'{}': id {} (document {}, token {}) does not fit dtype {}", prefix_, id,
-           lengths_.size(), i, dtype_name(dtype_));
-    const size_t at = buffer_.size();
-    buffer_.resize(at + item);
-    switch (dtype_) {
-      case index_dtype::u8:
-      case index_dtype::i8:
-        buffer_[at] = uint8_t(id);
-        break;
-      case index_dtype::i16:
-      case index_dtype::u16: {
-        const uint16_t v = uint16_t(id);
-        std::memcpy(&buffer_[at], &v, 2);
-        break;
-      }
-      case index_dtype::i32: {
-        const int32_t v = int32_t(id);
-        std::memcpy(&buffer_[at], &v, 4);
-        break;
-      }
-      default: {
-        std::memcpy(&buffer_[at], &id, 8);
-        break;
-      }
-    }
+  try {
+    encode_tokens(dtype_, ids, buffer_);
+  } catch (const error& e) {
+    fail("'{}': document {}: {}", prefix_, lengths_.size(), e.what());
   }
-  if (buffer_.size() >= (1u << 20)) flush();
-  lengths_.push_back(int32_t(ids.size()));
-  tokens_ += int64_t(ids.size());
+  end_document(int64_t(ids.size()));
+}
+
+void indexed_dataset_writer::add_encoded_documents(std::span<const uint8_t> bytes,
+                                                   std::span<const size_t> sizes) {
+  MERAK_CHECK(!finished_, "add_encoded_documents after finish");
+  const size_t item = dtype_bytes(dtype_);
+  size_t total = 0;
+  for (size_t size : sizes) {
+    MERAK_CHECK(size % item == 0, "{} bytes of {}-byte ids", size, item);
+    total += size;
+  }
+  MERAK_CHECK(total == bytes.size(), "sizes sum to {} of {} bytes", total, bytes.size());
+  flush();
+  write_all(fd_, bytes.data(), bytes.size(), tmp_);
+  for (size_t size : sizes) end_document(int64_t(size / item));
+}
+
+void indexed_dataset_writer::end_document(int64_t tokens) {
+  if (tokens > int64_t(std::numeric_limits<int32_t>::max()))
+    fail("'{}': document {} has {} tokens, more than a sequence length (int32) holds", prefix_,
+         lengths_.size(), tokens);
+  lengths_.push_back(int32_t(tokens));
+  tokens_ += tokens;
+  if (buffer_.size() >= (size_t(1) << 20)) flush();
 }
 
 void indexed_dataset_writer::flush() {

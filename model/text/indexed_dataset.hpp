@@ -36,6 +36,11 @@ std::string_view dtype_name(index_dtype t);
 // ids, else int32.
 index_dtype dtype_for_vocab(int64_t vocab);
 
+// Appends `ids` to `out` as `dtype` (little-endian). Fails naming the first
+// id the dtype cannot hold and its position in `ids` (a float dtype holds
+// none). Thread-safe: data prepare's workers encode, the writer appends.
+void encode_tokens(index_dtype dtype, std::span<const int32_t> ids, std::vector<uint8_t>& out);
+
 std::string index_path(const std::string& prefix);  // PREFIX.idx
 std::string data_path(const std::string& prefix);   // PREFIX.bin
 
@@ -92,6 +97,10 @@ class indexed_dataset_writer {
   // Appends one document of one sequence. Fails naming the id and position
   // of an id the dtype cannot hold (a float dtype holds none).
   void add_document(std::span<const int32_t> ids);
+  // Appends documents already encoded by encode_tokens for this dtype, back
+  // to back in `bytes`, document i taking sizes[i] bytes (written straight
+  // from `bytes`, without a copy).
+  void add_encoded_documents(std::span<const uint8_t> bytes, std::span<const size_t> sizes);
   // Writes the index and puts both files in place. Fails naming the path.
   void finish();
 
@@ -100,6 +109,7 @@ class indexed_dataset_writer {
 
  private:
   void flush();
+  void end_document(int64_t tokens);
 
   std::string prefix_, tmp_;
   index_dtype dtype_;

@@ -161,7 +161,7 @@ TEST_CASE("the writer refuses an id its dtype cannot hold, naming it", "[data][i
   indexed_dataset_writer w(t.prefix("x"), index_dtype::u16);
   std::vector<int32_t> ids{1, 70000};
   CHECK_THROWS_WITH(w.add_document(ids),
-                    Catch::Contains("id 70000 (document 0, token 1)") && Catch::Contains("uint16"));
+                    Catch::Contains("document 0: id 70000 at position 1") && Catch::Contains("uint16"));
 }
 
 TEST_CASE("a writer left unfinished leaves no files behind", "[data][indexed]") {
