@@ -1,14 +1,16 @@
-// `merak eval --load CKPT --data FILE`: the validation loss of a checkpoint
+// `merak eval --load CKPT --data FILE | --data-path P`: the validation loss of a checkpoint
 // on one device, on the fixed validation windows `merak train` reports its
 // val_loss on (model/data.hpp): the last --val-fraction of FILE, --batch
 // evenly spaced windows of the checkpoint's sequence length per batch,
-// --eval-batches batches, the mean per-token cross-entropy over them. The
+// --eval-batches batches, the mean per-token cross-entropy over them (with
+// --data-path: the valid split's batches, docs/datasets.md). The
 // model's shape and tokenizer come from the checkpoint's metadata.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <memory>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
@@ -31,8 +33,16 @@ action add_eval_command(CLI::App& parent) {
       "eval", "Print a checkpoint's validation loss on a text file (the windows train reports)");
   c->add_option("--load", f->opts.load, "A run directory (its latest) or a checkpoint directory")
       ->required();
-  c->add_option("--data", f->opts.data, "The text file; its last --val-fraction validates")
-      ->required();
+  auto* data =
+      c->add_option("--data", f->opts.data, "The text file; its last --val-fraction validates");
+  c->add_option("--data-path", f->opts.data_path,
+                "Tokenized datasets instead of --data (as merak train's): their valid split "
+                "validates")
+      ->expected(1, -1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->excludes(data);
+  c->add_option("--split", f->opts.split, "--data-path: train,valid,test shares of the documents")
+      ->capture_default_str();
   c->add_option("--batch", f->opts.batch, "Windows per validation batch")->capture_default_str();
   c->add_option("--eval-batches", f->opts.eval_batches, "Validation batches")
       ->capture_default_str();
@@ -57,12 +67,15 @@ action add_eval_command(CLI::App& parent) {
     model::trainer tr(opts);
     const double loss = tr.validation_loss();
     if (f->json)
-      std::printf("%s\n", nlohmann::json{{"checkpoint", ckpt.dir()},
-                                         {"data", opts.data},
-                                         {"model", opts.model.str()},
-                                         {"val_loss", loss}}
-                              .dump()
-                              .c_str());
+      std::printf("%s\n",
+                  nlohmann::json{
+                      {"checkpoint", ckpt.dir()},
+                      {"data", opts.data.empty() ? fmt::format("{}", fmt::join(opts.data_path, " "))
+                                                 : opts.data},
+                      {"model", opts.model.str()},
+                      {"val_loss", loss}}
+                      .dump()
+                      .c_str());
     else
       std::printf("val_loss %.9g\n", loss);
     return 0;

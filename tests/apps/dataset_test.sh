@@ -3,7 +3,8 @@
 # indexed dataset written by an independent Python writer
 # (tests/model/megatron_indexed.py) is read exactly, merak's files read
 # exactly by the Python reader; damage is refused naming file and field;
-# prepare -> inspect -> train -> resume is exact; dp 2 trains as dp 1.
+# prepare -> inspect -> train -> resume is exact; dp 2 trains as dp 1;
+# merak eval --data-path reads the valid split train reports on.
 # Usage: dataset_test.sh MERAK_BINARY CASE
 set -euo pipefail
 merak=$1
@@ -138,6 +139,14 @@ PY
     d=(--data-path "$work/c_text_document" --split 90,10,0)
     "$merak" train "${d[@]}" "${tiny[@]}" --steps 6 --threads 1 --metrics "$work/full.jsonl"
     "$merak" train "${d[@]}" "${tiny[@]}" --steps 6 --threads 1 --save "$work/run" --save-interval 3 --metrics "$work/first.jsonl" 2>/dev/null
+    # merak eval on the valid split: the run's own last val_loss.
+    "$merak" eval --load "$work/run" "${d[@]}" --batch 4 --threads 1 --json >"$work/eval.json"
+    python3 - "$work/eval.json" "$work/first.jsonl" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1])); last = [json.loads(l) for l in open(sys.argv[2])][-1]
+assert e["val_loss"] == last["val_loss"], (e, last)
+print("ok: merak eval --data-path gives the run's val_loss", e["val_loss"])
+PY
     rm -rf "$work/run/step_00000006"; echo step_00000003 >"$work/run/latest"
     "$merak" train "${d[@]}" "${tiny[@]}" --steps 6 --threads 1 --load "$work/run" --metrics "$work/resumed.jsonl"
     "$merak" train "${d[@]}" "${tiny[@]}" --steps 6 --threads 1 --dp 2 --metrics "$work/dp2.jsonl"
