@@ -8,7 +8,9 @@
 #        REPEAT, RUNS, TOKENIZER_FLAGS, MERAK_SHARED_DATA for moby_dick.txt)
 #
 # Prints one JSON object: {"input_mb", "documents", "tokens",
-# "workers_1": {"seconds", "mb_per_s"}, "workers_2": {...}, "speedup"}.
+# "workers_1": {"seconds", "mb_per_s"}, "workers_2": {...}, "speedup", "cores",
+# "load_average"}: the ratio needs free cores (the main thread reads and
+# writes while the workers tokenize), so the load at the end is reported.
 # Exits 77 without Moby Dick (deploy/get-data.sh fetches it).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,12 +54,13 @@ two=$(best 2)
 cmp "$work/w1_text_document.bin" "$work/w2_text_document.bin"
 cmp "$work/w1_text_document.idx" "$work/w2_text_document.idx"
 python3 - "$one" "$two" <<'PY'
-import json, sys
+import json, os, sys
 a, b = (json.loads(x) for x in sys.argv[1:])
 print(json.dumps({"bench": "data_prepare", "tokenizer": a["tokenizer"],
                   "input_mb": round(a["input_bytes"] / 1e6, 2), "documents": a["documents"],
                   "tokens": a["tokens"],
                   "workers_1": {"seconds": round(a["seconds"], 4), "mb_per_s": round(a["mb_per_s"], 1)},
                   "workers_2": {"seconds": round(b["seconds"], 4), "mb_per_s": round(b["mb_per_s"], 1)},
-                  "speedup": round(a["seconds"] / b["seconds"], 3)}))
+                  "speedup": round(a["seconds"] / b["seconds"], 3),
+                  "cores": os.cpu_count(), "load_average": float(open("/proc/loadavg").read().split()[0])}))
 PY
