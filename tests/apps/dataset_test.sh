@@ -201,5 +201,27 @@ PY
     truncate -s -1 "$work/tok.bin"
     expect_error "error: token file '$work/tok.bin': token count [0-9]+ at byte 8 needs" data inspect "$work/tok.bin"
     echo "ok: an llm.c token file is inspected and trained on" ;;
+  gpt2_eod)
+    # GPT2BPETokenizer with --append-eod: uint16 ids, every document ending
+    # in <|endoftext|> 50256 (deploy/get-data.sh fetches the vocabulary;
+    # skips without it).
+    repo=$(cd "$here/../.." && pwd)
+    vocab=""
+    for dir in "${MERAK_SHARED_DATA:+$MERAK_SHARED_DATA/gpt2}" "$repo/data/gpt2"; do
+      [[ -n "$dir" && -f "$dir/encoder.json" && -f "$dir/vocab.bpe" ]] && { vocab=$dir; break; }
+    done
+    [[ -n "$vocab" ]] || { echo "skip: no GPT-2 vocabulary (deploy/get-data.sh)"; exit 77; }
+    "$merak" data prepare --input "$work/docs.jsonl" --output-prefix "$work/g" --append-eod --workers 2 \
+      --tokenizer-type GPT2BPETokenizer --vocab-file "$vocab/encoder.json" --merge-file "$vocab/vocab.bpe" 2>/dev/null >/dev/null
+    python3 "$pyidx" read "$work/g_text_document" >"$work/p.json"
+    python3 - "$work/p.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["dtype"] == "uint16" and p["documents"] == 300, (p["dtype"], p["documents"])
+assert all(d and d[-1] == 50256 and 50256 not in d[:-1] for d in p["ids"]), "EOD"
+assert max(max(d) for d in p["ids"]) <= 50256
+print("ok: GPT-2 BPE documents end in 50256:", sum(map(len, p["ids"])), "tokens")
+PY
+    ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
