@@ -223,5 +223,20 @@ assert max(max(d) for d in p["ids"]) <= 50256
 print("ok: GPT-2 BPE documents end in 50256:", sum(map(len, p["ids"])), "tokens")
 PY
     ;;
+  two_processes)
+    # dp 2 over two processes (merak launch) reads the rows of the same
+    # global batches as one device: the losses agree within 1e-5.
+    "$merak" data prepare --input "$work/docs.jsonl" --output-prefix "$work/c" 2>/dev/null >/dev/null
+    d=(--data-path "$work/c_text_document" --split 90,10,0 "${tiny[@]}" --steps 4 --threads 1)
+    "$merak" train "${d[@]}" --metrics "$work/one.jsonl"
+    "$merak" launch --procs 2 train "${d[@]}" --dp 2 --metrics "$work/two.jsonl"
+    python3 - "$work/one.jsonl" "$work/two.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:])
+for x, y in zip(a, b, strict=True):
+    assert abs(x - y) <= 1e-5 * abs(x), (a, b)
+print("ok: dp 2 over two processes trains as one device:", b)
+PY
+    ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
