@@ -22,7 +22,7 @@ packages=(build-essential cmake ninja-build pkg-config python3
 for arg in "$@"; do
   case "$arg" in
     --data) command -v npm >/dev/null || packages+=(npm) ;;  # any npm will do
-    --test) packages+=(chromium sentencepiece) ;;  # sentencepiece: spm_train/spm_encode, the references
+    --test) packages+=(chromium sentencepiece python3-numpy) ;;  # spm_train/spm_encode and NumPy: the references
     --bench) packages+=(python3-torch chromium) ;;
     *) echo "install-deps: unknown option '$arg' (--data, --test, --bench)" >&2; exit 1 ;;
   esac
