@@ -46,7 +46,7 @@ TEST_CASE("permute is a bijection that depends on its key", "[data][gpt]") {
   CHECK(moved > 900);
 }
 
-TEST_CASE("--split parses as Megatron's and splits documents as its _get_split_indices",
+TEST_CASE("the --split flag parses as Megatron's and splits documents as its _get_split_indices",
           "[data][gpt]") {
   auto s = parse_split("969,30,1");
   CHECK(s[0] == Approx(0.969));
@@ -145,7 +145,7 @@ TEST_CASE("a blend follows its weights as Megatron's greedy rule", "[data][gpt]"
   CHECK_THROWS_WITH(blend_schedule({1.0, 0.0}), Catch::Contains("weight 0"));
 }
 
-TEST_CASE("--data-path takes a prefix, weighted pairs or several prefixes", "[data][gpt]") {
+TEST_CASE("the --data-path flag takes a prefix, weighted pairs or several prefixes", "[data][gpt]") {
   auto one = parse_data_path({"a"});
   CHECK(one.prefixes == std::vector<std::string>{"a"});
   CHECK(one.weights.empty());
