@@ -57,11 +57,86 @@ __device__ __forceinline__ void load_tile(bf* dst, const bf* src, int64_t stride
   }
 }
 
+// One key tile of the running softmax for this thread's two rows row[0],
+// row[1]: scales and causally masks the scores s, folds them into the
+// running maximum m and sum l, turns them into probabilities and rescales
+// the output accumulators o by how far the maximum moved.
+template <int D>
+__device__ __forceinline__ void online_softmax(float (&s)[kbc / 8][4], float (&o)[D / 8][4],
+                                               float (&m)[2], float (&l)[2], const int (&row)[2],
+                                               int k0, int T, float scale, int tig) {
+  // Scale, causal mask, and the running maximum of each of the two rows.
+  float tile_max[2] = {-1e30f, -1e30f};
+#pragma unroll
+  for (int nt = 0; nt < kbc / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = k0 + nt * 8 + tig * 2 + (e & 1), r = e >> 1;
+      const float v = key <= row[r] && key < T ? s[nt][e] * scale : -1e30f;
+      s[nt][e] = v;
+      tile_max[r] = fmaxf(tile_max[r], v);
+    }
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    const float m_new = fmaxf(m[r], tile_max[r]);
+    alpha[r] = __expf(m[r] - m_new);
+    m[r] = m_new;
+    l[r] *= alpha[r];
+  }
+  float tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int nt = 0; nt < kbc / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1;
+      const float p = s[nt][e] <= -1e29f ? 0.f : __expf(s[nt][e] - m[r]);
+      s[nt][e] = p;
+      tile_sum[r] += p;
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 1);
+    tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 2);
+    l[r] += tile_sum[r];
+  }
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o[dt][0] *= alpha[0];
+    o[dt][1] *= alpha[0];
+    o[dt][2] *= alpha[1];
+    o[dt][3] *= alpha[1];
+  }
+}
+
+// This thread's two output rows (row[0], row[1] of head h, batch b)
+// normalised by their sums, and their log-sum-exp.
+template <int D>
+__device__ __forceinline__ void store_rows(bf* out, float* lse, const float (&o)[D / 8][4],
+                                           const float (&m)[2], const float (&l)[2],
+                                           const int (&row)[2], int b, int h, int bh, int T, int C,
+                                           int tig) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row[r] >= T) continue;
+    const float inv = 1.0f / l[r];
+    bf* orow = out + (int64_t(b) * T + row[r]) * C + int64_t(h) * D;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int c = dt * 8 + tig * 2;
+      *reinterpret_cast<uint32_t*>(orow + c) = pack(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+    }
+    if (tig == 0) lse[int64_t(bh) * T + row[r]] = m[r] + logf(l[r]);
+  }
+}
+
 // grid (ceil(T / 64), B * NH), 128 threads. qkv (B,T,W) bf16 with Q at
 // column h D, K at C + g D and V at C + (G + g) D, g = h / rep.
 template <int D>
-__global__ void __launch_bounds__(128) flash_fwd(bf* out, float* lse, const bf* qkv, int T, int C,
-                                                 int NH, int G, float scale) {
+__global__ void __launch_bounds__(128)
+    flash_fwd(bf* out, float* lse, const bf* qkv, int T, int C, int NH, int G, float scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf* sq = reinterpret_cast<bf*>(smem_raw);
   bf* sk = sq + kbr * (D + kpad);
@@ -110,50 +185,7 @@ __global__ void __launch_bounds__(128) flash_fwd(bf* out, float* lse, const bf* 
         mma_16816(s[nt], qa[kc], kb);
       }
     }
-    // Scale, causal mask, and the running maximum of each of the two rows.
-    float tile_max[2] = {-1e30f, -1e30f};
-#pragma unroll
-    for (int nt = 0; nt < kbc / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = k0 + nt * 8 + tig * 2 + (e & 1), r = e >> 1;
-        const float v = key <= row[r] && key < T ? s[nt][e] * scale : -1e30f;
-        s[nt][e] = v;
-        tile_max[r] = fmaxf(tile_max[r], v);
-      }
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
-      alpha[r] = __expf(m[r] - m_new);
-      m[r] = m_new;
-      l[r] *= alpha[r];
-    }
-    float tile_sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int nt = 0; nt < kbc / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const float p = s[nt][e] <= -1e29f ? 0.f : __expf(s[nt][e] - m[r]);
-        s[nt][e] = p;
-        tile_sum[r] += p;
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 1);
-      tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 2);
-      l[r] += tile_sum[r];
-    }
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= alpha[0];
-      o[dt][1] *= alpha[0];
-      o[dt][2] *= alpha[1];
-      o[dt][3] *= alpha[1];
-    }
+    online_softmax<D>(s, o, m, l, row, k0, T, scale, tig);
     // O += P V: P's accumulators of key tiles 2kk and 2kk+1 are the A
     // fragment of keys 16kk .. 16kk+15.
 #pragma unroll
@@ -172,19 +204,7 @@ __global__ void __launch_bounds__(128) flash_fwd(bf* out, float* lse, const bf* 
     }
   }
 
-  // out rows row[0], row[1] at head h; lse per row.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (row[r] >= T) continue;
-    const float inv = 1.0f / l[r];
-    bf* orow = out + (int64_t(b) * T + row[r]) * C + int64_t(h) * D;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      const int c = dt * 8 + tig * 2;
-      *reinterpret_cast<uint32_t*>(orow + c) = pack(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
-    }
-    if (tig == 0) lse[int64_t(bh) * T + row[r]] = m[r] + logf(l[r]);
-  }
+  store_rows<D>(out, lse, o, m, l, row, b, h, bh, T, C, tig);
 }
 
 template <int D>
@@ -192,9 +212,9 @@ void launch_flash(bf* out, float* lse, const bf* qkv, int B, int T, int C, int N
                   cudaStream_t s) {
   const size_t smem = size_t(kbr + 2 * kbc) * (D + kpad) * sizeof(bf);
   // Above the default 48 KiB at D = 128; set on the current device every time.
-  check_cuda(cudaFuncSetAttribute(flash_fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(smem)),
-             "fused attention: shared memory limit");
+  check_cuda(
+      cudaFuncSetAttribute(flash_fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+      "fused attention: shared memory limit");
   dim3 grid((T + kbr - 1) / kbr, unsigned(B) * NH);
   flash_fwd<D><<<grid, 128, smem, s>>>(out, lse, qkv, T, C, NH, G, 1.0f / sqrtf(float(D)));
 }

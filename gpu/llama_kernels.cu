@@ -53,54 +53,39 @@ __device__ __forceinline__ void rotation(int t, int i, int hs, float theta, int 
   s = float(sin(angle));
 }
 
-// One thread per (row, rotated pair) or per copied channel.
-template <typename A>
-__global__ void rope_fwd(A* out, const A* in, int64_t BT, int T, int CR, int RH, int hs,
-                         float theta, int pos_offset) {
+// One thread per (row, rotated pair) or per copied channel. Forward: y = the
+// rotation of x (copied channels copied; y may alias x). Backward: y += the
+// inverse rotation of x (copied channels added).
+template <bool backward, typename A>
+__global__ void rope_k(A* y_all, const A* x_all, int64_t BT, int T, int CR, int RH, int hs,
+                       float theta, int pos_offset) {
   const int half = hs / 2, pairs = RH * half, copied = CR - RH * hs, per_row = pairs + copied;
   const int64_t n = BT * per_row;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = e / per_row;
     const int k = int(e % per_row);
-    const A* x = in + row * CR;
-    A* y = out + row * CR;
+    const A* x = x_all + row * CR;
+    A* y = y_all + row * CR;
     if (k >= pairs) {
       const int ch = RH * hs + (k - pairs);
-      if (y != x) y[ch] = x[ch];
+      if (backward)
+        st(y[ch], ld(y[ch]) + ld(x[ch]));
+      else if (y != x)
+        y[ch] = x[ch];
       continue;
     }
     const int h = k / half, i = k % half;
     float c, s;
     rotation(int(row % T), i, hs, theta, pos_offset, c, s);
     const float x1 = ld(x[h * hs + i]), x2 = ld(x[h * hs + i + half]);
-    st(y[h * hs + i], x1 * c - x2 * s);
-    st(y[h * hs + i + half], x2 * c + x1 * s);
-  }
-}
-
-template <typename A>
-__global__ void rope_bwd(A* din, const A* dout, int64_t BT, int T, int CR, int RH, int hs,
-                         float theta, int pos_offset) {
-  const int half = hs / 2, pairs = RH * half, copied = CR - RH * hs, per_row = pairs + copied;
-  const int64_t n = BT * per_row;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = e / per_row;
-    const int k = int(e % per_row);
-    const A* d = dout + row * CR;
-    A* dx = din + row * CR;
-    if (k >= pairs) {
-      const int ch = RH * hs + (k - pairs);
-      st(dx[ch], ld(dx[ch]) + ld(d[ch]));
-      continue;
+    if (backward) {
+      st(y[h * hs + i], ld(y[h * hs + i]) + x1 * c + x2 * s);
+      st(y[h * hs + i + half], ld(y[h * hs + i + half]) + x2 * c - x1 * s);
+    } else {
+      st(y[h * hs + i], x1 * c - x2 * s);
+      st(y[h * hs + i + half], x2 * c + x1 * s);
     }
-    const int h = k / half, i = k % half;
-    float c, s;
-    rotation(int(row % T), i, hs, theta, pos_offset, c, s);
-    const float d1 = ld(d[h * hs + i]), d2 = ld(d[h * hs + i + half]);
-    st(dx[h * hs + i], ld(dx[h * hs + i]) + d1 * c + d2 * s);
-    st(dx[h * hs + i + half], ld(dx[h * hs + i + half]) + d2 * c - d1 * s);
   }
 }
 
@@ -160,8 +145,7 @@ void rmsnorm_backward(bool bf16, void* din, float* dweight, const void* dout, co
                                                                 rstd, N, C);
     // Only the x-weighted half of the partial sums is the weight's gradient.
     const int Y = row_blocks(N), column_blocks = (C + kthreads - 1) / kthreads;
-    column_partials<<<dim3(column_blocks, Y), kthreads, 0, s>>>(partial, g, x, nullptr, rstd, N,
-                                                                C);
+    column_partials<<<dim3(column_blocks, Y), kthreads, 0, s>>>(partial, g, x, nullptr, rstd, N, C);
     column_finish<<<column_blocks, kthreads, 0, s>>>(dweight, partial + int64_t(Y) * C, Y, C);
   });
   check_launch("rmsnorm backward");
@@ -172,8 +156,9 @@ void rope_forward(bool bf16, void* out, const void* in, int B, int T, int CR, in
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
     const int64_t n = int64_t(B) * T * (CR - RH * hs / 2);
-    rope_fwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(out), static_cast<const A*>(in),
-                                                int64_t(B) * T, T, CR, RH, hs, theta, pos_offset);
+    rope_k<false><<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(out),
+                                                     static_cast<const A*>(in), int64_t(B) * T, T,
+                                                     CR, RH, hs, theta, pos_offset);
   });
   check_launch("rope forward");
 }
@@ -183,8 +168,9 @@ void rope_backward(bool bf16, void* din, const void* dout, int B, int T, int CR,
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
     const int64_t n = int64_t(B) * T * (CR - RH * hs / 2);
-    rope_bwd<<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(din), static_cast<const A*>(dout),
-                                                int64_t(B) * T, T, CR, RH, hs, theta, pos_offset);
+    rope_k<true><<<blocks_for(n), kthreads, 0, s>>>(static_cast<A*>(din),
+                                                    static_cast<const A*>(dout), int64_t(B) * T, T,
+                                                    CR, RH, hs, theta, pos_offset);
   });
   check_launch("rope backward");
 }
