@@ -141,9 +141,8 @@ void parse_llama_config(const json& j, const std::string& where, hf_config& out)
   m.tied_head = false;  // merak's Llama output layer is its own weight
 }
 
-}  // namespace
-
-hf_config parse_hf_config(const std::string& text, const std::string& where) {
+// `text` as a JSON object; fails naming `where` otherwise.
+json parse_object(const std::string& text, const std::string& where) {
   json j;
   try {
     j = json::parse(text);
@@ -151,6 +150,13 @@ hf_config parse_hf_config(const std::string& text, const std::string& where) {
     fail("{}: not valid JSON: {}", where, e.what());
   }
   if (!j.is_object()) fail("{}: not a JSON object", where);
+  return j;
+}
+
+}  // namespace
+
+hf_config parse_hf_config(const std::string& text, const std::string& where) {
+  const json j = parse_object(text, where);
   hf_config out;
   out.architecture = architecture_of(j, where);
   if (out.architecture == kGpt2)
@@ -167,13 +173,7 @@ hf_config parse_hf_config(const std::string& text, const std::string& where) {
 
 std::map<std::string, std::string> parse_hf_index(const std::string& text,
                                                   const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", where, e.what());
-  }
-  if (!j.is_object()) fail("{}: not a JSON object", where);
+  const json j = parse_object(text, where);
   auto map = j.find("weight_map");
   if (map == j.end()) fail("{}: field 'weight_map' is missing", where);
   if (!map->is_object() || map->empty())
