@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/shards.hpp"
 
 namespace merak::comm {
 namespace {
@@ -13,9 +14,8 @@ namespace {
 // [begin, end) of part k when `n` items are split into `parts` near-equal
 // parts, the first n % parts one longer.
 std::pair<size_t, size_t> split(size_t n, size_t parts, size_t k) {
-  const size_t q = n / parts, rem = n % parts;
-  const size_t b = k * q + std::min(k, rem);
-  return {b, b + q + (k < rem ? 1 : 0)};
+  auto [b, e] = even_shard(int64_t(n), int64_t(parts), int64_t(k));
+  return {size_t(b), size_t(e)};
 }
 
 int mod(int a, int p) {
@@ -64,9 +64,13 @@ void with_context(const char* what, transport& t, tag_t tag, F&& body) {
 // `op(dst, a, b, count, offset)` sets dst = a ⊕ b for the `count` elements
 // starting at element `offset` of data (dst may be a or b); the ring reduces
 // the received chunk into its own: op(own, own, received).
+//
+// With `scatter_only` the ring stops after the reduce-scatter half, and the
+// segments are numbered one rank on so that rank r ends holding the sum of
+// segment r (shard_range(n, P, r)).
 template <typename T, typename Op>
 void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_options& options,
-                    Op op) {
+                    Op op, bool scatter_only = false) {
   const int P = t.size(), r = t.rank();
   if (P == 1 || data.empty()) return;
   const size_t n = data.size();
@@ -74,7 +78,8 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
   const size_t max_seg = split(n, P, 0).second;
   const size_t chunk_elems = std::max<size_t>(1, options.chunk_bytes / sizeof(T));
   const size_t nc = std::max<size_t>(1, (max_seg + chunk_elems - 1) / chunk_elems);
-  const int steps = 2 * (P - 1);
+  const int steps = scatter_only ? P - 1 : 2 * (P - 1);
+  const int shift = scatter_only ? P - 1 : 0;
   const size_t total = static_cast<size_t>(steps) * nc;
   const size_t W = std::max<size_t>(1, static_cast<size_t>(std::max(1, options.window)));
   const tag_t wire_tag = collective_tag(tag, 0);
@@ -83,7 +88,7 @@ void ring_allreduce(transport& t, std::span<T> data, tag_t tag, const ring_optio
   auto send_seg = [&](int s) { return s < P - 1 ? mod(r - s, P) : mod(r + 1 - (s - (P - 1)), P); };
   // Element range of chunk j of segment k.
   auto chunk = [&](int k, size_t j) {
-    auto [sb, se] = split(n, P, k);
+    auto [sb, se] = split(n, P, mod(k + shift, P));
     auto [cb, ce] = split(se - sb, nc, j);
     return std::pair<size_t, size_t>{sb + cb, sb + ce};
   };
@@ -240,6 +245,49 @@ void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_opt
                         for (size_t k = 0; k < n; ++k)
                           dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
                       });
+  });
+}
+
+std::pair<size_t, size_t> shard_range(size_t n, int ranks, int rank) {
+  MERAK_CHECK(ranks > 0 && rank >= 0 && rank < ranks, "shard_range: rank {} of {}", rank, ranks);
+  return split(n, size_t(ranks), size_t(rank));
+}
+
+void reduce_scatter_sum(transport& t, std::span<float> data, tag_t tag,
+                        const ring_options& options) {
+  with_context("reduce_scatter_sum", t, tag, [&] {
+    ring_allreduce(
+        t, data, tag, options,
+        [](float* dst, const float* a, const float* b, size_t n, size_t) {
+          for (size_t k = 0; k < n; ++k) dst[k] = a[k] + b[k];
+        },
+        true);
+  });
+}
+
+void reduce_scatter_sum(transport& t, std::span<bf16> data, tag_t tag,
+                        const ring_options& options) {
+  with_context("reduce_scatter_sum (bf16)", t, tag, [&] {
+    ring_allreduce(
+        t, data, tag, options,
+        [](bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
+          for (size_t k = 0; k < n; ++k) dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
+        },
+        true);
+  });
+}
+
+void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag_t tag) {
+  with_context("allgather_shards", t, tag, [&] {
+    const int P = t.size();
+    if (P == 1 || n == 0) return;
+    std::vector<size_t> offsets(P), sizes(P);
+    for (int k = 0; k < P; ++k) {
+      auto [b, e] = split(n, size_t(P), size_t(k));
+      offsets[k] = b * elem_bytes;
+      sizes[k] = (e - b) * elem_bytes;
+    }
+    ring_allgather(t, static_cast<std::byte*>(data), offsets, sizes, collective_tag(tag, 0));
   });
 }
 

@@ -35,6 +35,7 @@
 #include <mutex>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/transport.hpp"
@@ -93,6 +94,28 @@ void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag,
 // not necessarily the order allreduce_sum alone would use.
 void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> sum, tag_t tag,
                       const ring_options& options = {});
+
+// Sharded collectives (the distributed optimizer's): a buffer of n elements
+// is split over the P ranks into contiguous shards, rank r's being
+// shard_range(n, P, r) = [begin, end), the first n % P shards one element
+// longer (shards may be empty when n < P).
+std::pair<size_t, size_t> shard_range(size_t n, int ranks, int rank);
+
+// data[shard_range(n, P, rank)] <- the sum over ranks of that range, as the
+// first half of the ring all-reduce ((P-1)/P x n x element bytes sent per
+// rank); the rest of `data` is left holding partial sums. Each element is
+// summed in the ring's fixed order: starting from rank r+1's value, then
+// r+2, ..., r-1, and rank r's own last (r the shard's owner, indices mod P).
+void reduce_scatter_sum(transport& t, std::span<float> data, tag_t tag,
+                        const ring_options& options = {});
+// The same over bf16 (each addition in float, rounded to bf16 once).
+void reduce_scatter_sum(transport& t, std::span<bf16> data, tag_t tag,
+                        const ring_options& options = {});
+
+// The inverse: `data` holds n elements of `elem_bytes` bytes; on entry rank
+// r's shard (shard_range(n, P, r)) is its own, on return every shard holds
+// its owner's bytes, on every rank ((P-1)/P x n x elem_bytes sent per rank).
+void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag_t tag);
 
 // all (P x bytes) <- every rank's `bytes` bytes from `mine`, rank order.
 // `mine` may alias all + rank*bytes.

@@ -306,6 +306,89 @@ TEST_CASE("allgather and allgatherv put every rank's block in rank order", "[com
   }
 }
 
+// Rank r's shard after reduce_scatter_sum, reference: the ring's order,
+// starting from rank r+1's value and adding rank r's own last.
+template <typename T, typename Add>
+void check_reduce_scatter(int P, size_t n, const ring_options& o, T (*val)(int, size_t), Add add) {
+  std::vector<std::vector<T>> out(P);
+  std::vector<uint64_t> sent(P);
+  auto errors = run_ranks(P, [&](transport& t) {
+    std::vector<T> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = val(t.rank(), i);
+    reduce_scatter_sum(t, std::span<T>(x), 21, o);
+    out[t.rank()] = std::move(x);
+    sent[t.rank()] = t.bytes_sent();
+  });
+  size_t covered = 0;
+  for (int r = 0; r < P; ++r) {
+    REQUIRE(errors[r] == "");
+    auto [b, e] = shard_range(n, P, r);
+    REQUIRE(b == covered);
+    covered = e;
+    for (size_t i = b; i < e; ++i) {
+      T ref = val((r + 1) % P, i);
+      for (int k = 2; k <= P; ++k) ref = add(ref, val((r + k) % P, i));
+      if (P == 1) ref = val(r, i);
+      INFO("P " << P << " n " << n << " rank " << r << " element " << i);
+      REQUIRE(std::memcmp(&out[r][i], &ref, sizeof(T)) == 0);
+    }
+    // (P-1) segments of at most ceil(n/P) elements.
+    REQUIRE(sent[r] <= (P - 1) * ((n + P - 1) / P) * sizeof(T));
+    REQUIRE(sent[r] + (P - 1) * sizeof(T) >= (P - 1) * (n / P) * sizeof(T));
+  }
+  REQUIRE(covered == n);
+}
+
+float quarter_value(int r, size_t i) {
+  return value(r, i);
+}
+
+merak::bf16 bf16_value(int r, size_t i) {
+  return merak::to_bf16(value(r, i));
+}
+
+TEST_CASE("reduce_scatter_sum leaves each rank its shard's sum in the ring's order, bit for bit",
+          "[comm][collectives][sharded]") {
+  ring_options small_chunks;
+  small_chunks.chunk_bytes = 64;  // many chunks per segment: the pipelined path
+  small_chunks.window = 2;
+  for (int P = 1; P <= 8; ++P)
+    for (size_t n : {size_t(0), size_t(1), size_t(P - 1), size_t(7), size_t(1000), size_t(4099)})
+      for (const ring_options& o : {ring_options{}, small_chunks}) {
+        check_reduce_scatter<float>(P, n, o, quarter_value, [](float a, float b) { return a + b; });
+        check_reduce_scatter<merak::bf16>(P, n, o, bf16_value, [](merak::bf16 a, merak::bf16 b) {
+          return merak::to_bf16(merak::to_f32(a) + merak::to_f32(b));
+        });
+      }
+}
+
+TEST_CASE("allgather_shards gives every rank every owner's shard, uneven sizes included",
+          "[comm][collectives][sharded]") {
+  for (int P = 1; P <= 8; ++P)
+    for (size_t n : {size_t(0), size_t(1), size_t(P + 1), size_t(1001)}) {
+      std::vector<std::vector<float>> out(P);
+      std::vector<uint64_t> sent(P);
+      auto errors = run_ranks(P, [&](transport& t) {
+        std::vector<float> x(n, -1.0f);  // only the own shard is meaningful on entry
+        auto [b, e] = shard_range(n, P, t.rank());
+        for (size_t i = b; i < e; ++i) x[i] = value(t.rank(), i);
+        allgather_shards(t, x.data(), n, sizeof(float), 22);
+        out[t.rank()] = std::move(x);
+        sent[t.rank()] = t.bytes_sent();
+      });
+      for (int r = 0; r < P; ++r) {
+        REQUIRE(errors[r] == "");
+        for (int owner = 0; owner < P; ++owner) {
+          auto [b, e] = shard_range(n, P, owner);
+          for (size_t i = b; i < e; ++i) REQUIRE(out[r][i] == value(owner, i));
+        }
+        // The ring passes on every shard but the next rank's (it starts there).
+        auto [b, e] = shard_range(n, P, (r + 1) % P);
+        REQUIRE(sent[r] == (P == 1 ? 0 : (n - (e - b)) * sizeof(float)));
+      }
+    }
+}
+
 TEST_CASE("broadcast copies the root's buffer to every rank, for every root",
           "[comm][collectives]") {
   for (int P = 1; P <= 6; ++P)
