@@ -30,22 +30,27 @@ void adamw::step(float lr, float grad_scale, bool zero_grads) {
                         {lr, b1, b2, eps, wd, c1, c2, grad_scale, zero_grads});
       continue;
     }
-    float* w = params_[i]->value.f32();
-    float* g = params_[i]->grad.f32();
-    float* m = m_[i].f32();
-    float* v = v_[i].f32();
     const float wd = params_[i]->spec.decay ? cfg_.weight_decay : 0.f;
-    const int64_t n = params_[i]->value.numel();
+    adamw_update_host(params_[i]->value.f32(), params_[i]->grad.f32(), m_[i].f32(), v_[i].f32(),
+                      params_[i]->value.numel(),
+                      {lr, b1, b2, eps, wd, c1, c2, grad_scale, zero_grads});
+  }
+}
+
+void adamw_update_host(float* w, float* g, float* m, float* v, int64_t n,
+                       const backend::adamw_args& a) {
+  const float b1 = a.beta1, b2 = a.beta2, eps = a.eps, wd = a.weight_decay, lr = a.lr;
+  const float c1 = a.c1, c2 = a.c2, grad_scale = a.grad_scale;
+  const bool zero_grads = a.zero_grad;
 #pragma omp parallel for simd schedule(static)
-    for (int64_t j = 0; j < n; ++j) {
-      const float gj = grad_scale == 1.0f ? g[j] : g[j] * grad_scale;
-      float mj = b1 * m[j] + (1.0f - b1) * gj;
-      float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
-      m[j] = mj;
-      v[j] = vj;
-      w[j] -= lr * (mj * c1 / (std::sqrt(vj * c2) + eps) + wd * w[j]);
-      if (zero_grads) g[j] = 0.f;
-    }
+  for (int64_t j = 0; j < n; ++j) {
+    const float gj = grad_scale == 1.0f ? g[j] : g[j] * grad_scale;
+    float mj = b1 * m[j] + (1.0f - b1) * gj;
+    float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
+    m[j] = mj;
+    v[j] = vj;
+    w[j] -= lr * (mj * c1 / (std::sqrt(vj * c2) + eps) + wd * w[j]);
+    if (zero_grads) g[j] = 0.f;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/backend.hpp"
 #include "model/parameter.hpp"
 
 namespace merak::model {
@@ -42,6 +43,12 @@ class adamw {
   std::vector<tensor> m_, v_;
   int64_t t_ = 0;
 };
+
+// The AdamW update of n host floats in place (w, m, v; g scaled by
+// a.grad_scale, zeroed when a.zero_grad): the CPU path of adamw::step and of
+// the distributed optimizer's slices, so both give the same bits.
+void adamw_update_host(float* w, float* g, float* m, float* v, int64_t n,
+                       const backend::adamw_args& a);
 
 // L2 norm of all gradients together (accumulated in double, fixed order).
 double global_grad_norm(const std::vector<parameter_ptr>& params);

@@ -257,38 +257,53 @@ tensor checkpoint_reader::full(const std::string& key) const {
   return whole;
 }
 
+void read_holder_part(const checkpoint_reader& ckpt, const std::string& key,
+                      const param_spec& spec, tensor& dst) {
+  tensor whole = ckpt.full(key);
+  const shape_t& full = spec.shard.sharded() ? spec.shard.full : spec.shape;
+  if (whole.shape() != full || whole.type() != dst.type())
+    fail(
+        "checkpoint '{}': tensor '{}' is {} {} but this model needs {} {} (a checkpoint of "
+        "another model shape?)",
+        ckpt.dir(), key, dtype_name(whole.type()), shape_str(whole.shape()),
+        dtype_name(dst.type()), shape_str(full));
+  tensor staged;  // a device destination is filled from the host
+  tensor& to =
+      dst.where().type == device::kind::cpu ? dst : (staged = tensor(dst.shape(), dst.type()));
+  if (spec.shard.sharded())
+    copy_shard(whole, to, spec.shard);
+  else
+    std::memcpy(to.raw(), whole.raw(), to.bytes());
+  if (staged.defined()) copy_bytes(dst, 0, staged, 0, dst.bytes());
+}
+
 void load_parameters(const checkpoint_reader& ckpt, const std::vector<parameter*>& params,
                      adamw* opt) {
   MERAK_CHECK(!opt || opt->params().size() == params.size(), "optimizer of {} parameters for {}",
               opt ? opt->params().size() : 0, params.size());
-  auto take = [&](const std::string& key, const param_spec& spec, tensor& dst) {
-    tensor whole = ckpt.full(key);
-    const shape_t& full = spec.shard.sharded() ? spec.shard.full : spec.shape;
-    if (whole.shape() != full || whole.type() != dst.type())
-      fail(
-          "checkpoint '{}': tensor '{}' is {} {} but this model needs {} {} (a checkpoint of "
-          "another model shape?)",
-          ckpt.dir(), key, dtype_name(whole.type()), shape_str(whole.shape()),
-          dtype_name(dst.type()), shape_str(full));
-    tensor staged;  // a device destination is filled from the host
-    tensor& to =
-        dst.where().type == device::kind::cpu ? dst : (staged = tensor(dst.shape(), dst.type()));
-    if (spec.shard.sharded())
-      copy_shard(whole, to, spec.shard);
-    else
-      std::memcpy(to.raw(), whole.raw(), to.bytes());
-    if (staged.defined()) copy_bytes(dst, 0, staged, 0, dst.bytes());
-  };
   for (size_t i = 0; i < params.size(); ++i) {
-    take(params[i]->spec.name, params[i]->spec, params[i]->value);
+    read_holder_part(ckpt, params[i]->spec.name, params[i]->spec, params[i]->value);
     if (opt) {
-      take("m." + params[i]->spec.name, params[i]->spec, opt->first_moments()[i]);
-      take("v." + params[i]->spec.name, params[i]->spec, opt->second_moments()[i]);
+      read_holder_part(ckpt, "m." + params[i]->spec.name, params[i]->spec,
+                       opt->first_moments()[i]);
+      read_holder_part(ckpt, "v." + params[i]->spec.name, params[i]->spec,
+                       opt->second_moments()[i]);
     }
   }
-  if (opt) {
-    opt->set_t(metadata_count(ckpt.metadata(), "merak.adam_t", ckpt.dir()));
+  if (opt) opt->set_t(metadata_count(ckpt.metadata(), "merak.adam_t", ckpt.dir()));
+}
+
+int64_t load_moments(const checkpoint_reader& ckpt, const std::vector<parameter*>& params,
+                     std::vector<tensor>& first, std::vector<tensor>& second) {
+  first.clear();
+  second.clear();
+  for (auto* p : params) {
+    first.emplace_back(p->spec.shape);
+    second.emplace_back(p->spec.shape);
+    read_holder_part(ckpt, "m." + p->spec.name, p->spec, first.back());
+    read_holder_part(ckpt, "v." + p->spec.name, p->spec, second.back());
   }
+  return metadata_count(ckpt.metadata(), "merak.adam_t", ckpt.dir());
 }
 
 std::string export_single_device(const checkpoint_reader& ckpt, const std::string& out) {

@@ -97,6 +97,19 @@ class checkpoint_reader {
 void load_parameters(const checkpoint_reader& ckpt, const std::vector<parameter*>& params,
                      adamw* opt);
 
+// This holder's part of tensor `key` (its TP slice per spec.shard, or the
+// whole tensor) into `dst`. Throws merak::error naming the checkpoint and
+// the tensor on a missing tensor or a shape that does not fit.
+void read_holder_part(const checkpoint_reader& ckpt, const std::string& key,
+                      const param_spec& spec, tensor& dst);
+
+// This holder's part of every parameter's AdamW moments ("m.NAME",
+// "v.NAME"), as host tensors parallel to `params`; returns the AdamW step
+// count. For an optimizer that keeps the moments its own way (the
+// distributed optimizer keeps a slice).
+int64_t load_moments(const checkpoint_reader& ckpt, const std::vector<parameter*>& params,
+                     std::vector<tensor>& first, std::vector<tensor>& second);
+
 // Writes `ckpt` as a single-device checkpoint under `out` (model and
 // optimizer files, out/latest). Returns the checkpoint's directory.
 std::string export_single_device(const checkpoint_reader& ckpt, const std::string& out);

@@ -1,0 +1,127 @@
+#include "model/distributed_adamw.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/shards.hpp"
+#include "model/backend.hpp"
+
+namespace merak::model {
+
+distributed_adamw::distributed_adamw(adamw_config cfg, std::vector<parameter_ptr> params,
+                                     std::vector<std::vector<int>> buckets, int ranks, int rank)
+    : cfg_(cfg), params_(std::move(params)), buckets_(std::move(buckets)) {
+  MERAK_CHECK(ranks > 0 && rank >= 0 && rank < ranks, "distributed optimizer: rank {} of {}", rank,
+              ranks);
+  bucket_of_.assign(params_.size(), -1);
+  offset_in_.assign(params_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    int64_t at = 0;
+    for (int p : buckets_[b]) {
+      MERAK_CHECK(p >= 0 && size_t(p) < params_.size(), "distributed optimizer: bucket {} names parameter {} of {}", b, p, params_.size());
+      MERAK_CHECK(bucket_of_[size_t(p)] < 0, "distributed optimizer: parameter '{}' in buckets {} and {}",
+                  params_[size_t(p)]->spec.name, bucket_of_[size_t(p)], b);
+      MERAK_CHECK(params_[size_t(p)]->value.where().type == device::kind::cpu,
+                  "distributed optimizer: parameter '{}' is not in host memory (host parameters only)",
+                  params_[size_t(p)]->spec.name);
+      bucket_of_[size_t(p)] = int(b);
+      offset_in_[size_t(p)] = at;
+      at += params_[size_t(p)]->value.numel();
+    }
+    numel_.push_back(at);
+    auto own = even_shard(at, ranks, rank);
+    owned_.push_back(own);
+    std::vector<piece> pieces;
+    for (int p : buckets_[b]) {
+      const int64_t lo = std::max(own.first, offset_in_[size_t(p)]);
+      const int64_t hi = std::min(own.second, offset_in_[size_t(p)] + params_[size_t(p)]->value.numel());
+      if (lo < hi) pieces.push_back({p, lo - offset_in_[size_t(p)], hi - offset_in_[size_t(p)], lo});
+    }
+    pieces_.push_back(std::move(pieces));
+    m_.push_back(tensor::zeros({own.second - own.first}));
+    v_.push_back(tensor::zeros({own.second - own.first}));
+  }
+  for (size_t p = 0; p < params_.size(); ++p)
+    MERAK_CHECK(bucket_of_[p] >= 0, "distributed optimizer: parameter '{}' is in no bucket",
+                params_[p]->spec.name);
+}
+
+double distributed_adamw::owned_sumsq(const std::function<bool(int)>& counts) const {
+  double total = 0;
+  for (auto& pieces : pieces_)
+    for (auto& pc : pieces) {
+      if (!counts(pc.param)) continue;
+      const float* g = params_[size_t(pc.param)]->grad.f32();
+      double s = 0;
+      for (int64_t j = pc.begin; j < pc.end; ++j) s += double(g[j]) * double(g[j]);
+      total += s;
+    }
+  return total;
+}
+
+void distributed_adamw::step(float lr, float grad_scale, bool zero_grads) {
+  ++t_;
+  const float c1 = 1.0f / (1.0f - std::pow(cfg_.beta1, float(t_)));
+  const float c2 = 1.0f / (1.0f - std::pow(cfg_.beta2, float(t_)));
+  for (size_t b = 0; b < pieces_.size(); ++b)
+    for (auto& pc : pieces_[b]) {
+      auto& prm = *params_[size_t(pc.param)];
+      const float wd = prm.spec.decay ? cfg_.weight_decay : 0.f;
+      const int64_t at = pc.flat - owned_[b].first;
+      adamw_update_host(prm.value.f32() + pc.begin, prm.grad.f32() + pc.begin, m_[b].f32() + at,
+                        v_[b].f32() + at, pc.end - pc.begin,
+                        {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, wd, c1, c2, grad_scale, false});
+    }
+  if (zero_grads)
+    for (auto& p : params_) std::memset(p->grad.raw(), 0, p->grad.bytes());
+}
+
+void distributed_adamw::pack_owned_values(int b, float* flat) const {
+  for (auto& pc : pieces_[size_t(b)])
+    std::memcpy(flat + pc.flat, params_[size_t(pc.param)]->value.f32() + pc.begin,
+                size_t(pc.end - pc.begin) * sizeof(float));
+}
+
+void distributed_adamw::unpack_values(int b, const float* flat) {
+  for (int p : buckets_[size_t(b)]) {
+    auto& value = params_[size_t(p)]->value;
+    std::memcpy(value.f32(), flat + offset_in_[size_t(p)], value.bytes());
+  }
+}
+
+void distributed_adamw::pack_owned_moments(int b, bool first, float* flat) const {
+  const tensor& src = first ? m_[size_t(b)] : v_[size_t(b)];
+  if (src.numel() > 0)
+    std::memcpy(flat + owned_[size_t(b)].first, src.f32(), src.bytes());
+}
+
+tensor distributed_adamw::param_moments(int p, const float* bucket_flat) const {
+  tensor out(params_[size_t(p)]->value.shape());
+  std::memcpy(out.f32(), bucket_flat + offset_in_[size_t(p)], out.bytes());
+  return out;
+}
+
+void distributed_adamw::set_moments(const std::vector<tensor>& m, const std::vector<tensor>& v) {
+  MERAK_CHECK(m.size() == params_.size() && v.size() == params_.size(),
+              "distributed optimizer: moments of {} and {} parameters for {}", m.size(), v.size(),
+              params_.size());
+  for (size_t b = 0; b < pieces_.size(); ++b)
+    for (auto& pc : pieces_[b]) {
+      const size_t p = size_t(pc.param);
+      MERAK_CHECK(m[p].numel() == params_[p]->value.numel() && v[p].numel() == m[p].numel(),
+                  "distributed optimizer: moments of '{}' hold {} elements, not {}",
+                  params_[p]->spec.name, m[p].numel(), params_[p]->value.numel());
+      const int64_t at = pc.flat - owned_[b].first, n = pc.end - pc.begin;
+      std::memcpy(m_[b].f32() + at, m[p].f32() + pc.begin, size_t(n) * sizeof(float));
+      std::memcpy(v_[b].f32() + at, v[p].f32() + pc.begin, size_t(n) * sizeof(float));
+    }
+}
+
+int64_t distributed_adamw::moment_bytes() const {
+  int64_t n = 0;
+  for (size_t b = 0; b < m_.size(); ++b) n += m_[b].bytes() + v_[b].bytes();
+  return n;
+}
+
+}  // namespace merak::model

@@ -1,0 +1,89 @@
+#pragma once
+// The distributed optimizer (Megatron-LM's --use-distributed-optimizer,
+// ZeRO stage 1) of one stage shard in one data-parallel replica: AdamW whose
+// moments are sharded over the d replicas.
+//
+// Layout: the stage's gradient buckets (comm/grad_buckets.hpp), each a flat
+// buffer holding its parameters' elements end to end in bucket order. Rank
+// r of d owns slice even_shard(bucket numel, d, r) of every bucket: the
+// reduce-scatter leaves it that slice of the summed gradient, it keeps the
+// AdamW moments of that slice only (8/d bytes a parameter instead of 8),
+// updates the parameter values there, and the all-gather of the updated
+// values restores whole parameters on every replica. Every replica builds
+// the same layout from the same buckets.
+//
+// Arithmetic: each element is updated by adamw_update_host, the formula of
+// adamw::step, so a replica's slices get the bits the unsharded optimizer
+// would give the same gradients. Host (CPU) parameters only.
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "model/adamw.hpp"
+
+namespace merak::model {
+
+class distributed_adamw {
+ public:
+  // `buckets`: parameter indices (into `params`) of each bucket, in bucket
+  // order; every parameter in exactly one bucket. Throws merak::error
+  // otherwise, or for a parameter off the host.
+  distributed_adamw(adamw_config cfg, std::vector<parameter_ptr> params,
+                    std::vector<std::vector<int>> buckets, int ranks, int rank);
+
+  // A run of one parameter's elements inside a bucket's flat buffer.
+  struct piece {
+    int param = 0;
+    int64_t begin = 0, end = 0;  // elements of the parameter
+    int64_t flat = 0;            // where element `begin` sits in the flat buffer
+  };
+
+  int buckets() const { return int(buckets_.size()); }
+  const std::vector<int>& bucket_params(int b) const { return buckets_[size_t(b)]; }
+  int bucket_of(int param) const { return bucket_of_[size_t(param)]; }
+  int64_t bucket_numel(int b) const { return numel_[size_t(b)]; }
+  // [begin, end) of bucket b's flat buffer this rank owns.
+  std::pair<int64_t, int64_t> owned(int b) const { return owned_[size_t(b)]; }
+  // The owned slice of bucket b, as runs of parameters, in flat order.
+  const std::vector<piece>& owned_pieces(int b) const { return pieces_[size_t(b)]; }
+
+  // Sum of squares (double) of the owned gradient elements of the parameters
+  // for which counts(param index) holds, in layout order.
+  double owned_sumsq(const std::function<bool(int)>& counts) const;
+  // One AdamW step on the owned elements (grad_scale: the clip factor); with
+  // zero_grads every gradient is zeroed after, owned or not.
+  void step(float lr, float grad_scale, bool zero_grads);
+
+  // flat[owned(b)] <- the parameters' values there (before the all-gather).
+  void pack_owned_values(int b, float* flat) const;
+  // The parameters of bucket b <- a whole flat buffer of values (after it).
+  void unpack_values(int b, const float* flat);
+  // flat[owned(b)] <- the moments (first: m, else v) of that slice.
+  void pack_owned_moments(int b, bool first, float* flat) const;
+  // Whole moments of parameter p from its bucket's gathered flat buffer.
+  tensor param_moments(int p, const float* bucket_flat) const;
+  // This rank's slice of every moment <- whole per-parameter moments
+  // (a checkpoint's), m and v parallel to the parameters.
+  void set_moments(const std::vector<tensor>& m, const std::vector<tensor>& v);
+
+  int64_t t() const { return t_; }
+  void set_t(int64_t t) { t_ = t; }
+  // Bytes of moments held (both, this rank).
+  int64_t moment_bytes() const;
+
+ private:
+  adamw_config cfg_;
+  std::vector<parameter_ptr> params_;
+  std::vector<std::vector<int>> buckets_;
+  std::vector<int64_t> numel_;
+  std::vector<std::pair<int64_t, int64_t>> owned_;
+  std::vector<std::vector<piece>> pieces_;
+  std::vector<int> bucket_of_;     // per parameter
+  std::vector<int64_t> offset_in_;  // per parameter: its first element's place in its bucket
+  std::vector<tensor> m_, v_;      // per bucket, the owned slice
+  int64_t t_ = 0;
+};
+
+}  // namespace merak::model

@@ -1,0 +1,175 @@
+// The distributed optimizer's slices against the plain AdamW: d replicas
+// simulated in one process, each stepping its owned slices, the slices then
+// gathered as the all-gather would; every replica must hold the plain
+// optimizer's weights and moments bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "model/distributed_adamw.hpp"
+
+using namespace merak;
+using namespace merak::model;
+
+namespace {
+
+// Parameters of uneven sizes, one without weight decay, filled from `seed`.
+std::vector<parameter_ptr> make_params(uint64_t seed) {
+  const std::vector<std::pair<std::string, shape_t>> specs = {
+      {"a.weight", {7, 5}}, {"a.bias", {5}}, {"b.weight", {3, 11}}, {"c.weight", {13}}, {"d", {1}}};
+  std::vector<parameter_ptr> out;
+  rng r(seed, 0);
+  for (auto& [name, shape] : specs) {
+    auto p = std::make_shared<parameter>();
+    p->spec.name = name;
+    p->spec.shape = shape;
+    p->spec.decay = name != "a.bias";
+    p->value = tensor(shape);
+    p->grad = tensor::zeros(shape);
+    for (int64_t i = 0; i < p->value.numel(); ++i) p->value.f32()[i] = float(r.normal()) * 0.1f;
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<parameter_ptr> copy_of(const std::vector<parameter_ptr>& ps) {
+  std::vector<parameter_ptr> out;
+  for (auto& p : ps) {
+    auto q = std::make_shared<parameter>();
+    q->spec = p->spec;
+    q->value = p->value.clone();
+    q->grad = p->grad.clone();
+    out.push_back(q);
+  }
+  return out;
+}
+
+bool same_bits(const tensor& a, const tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+// Buckets as the gradient bucketer would make them: reverse order, split.
+const std::vector<std::vector<int>> kBuckets = {{4, 3}, {2}, {1, 0}};
+
+}  // namespace
+
+TEST_CASE("distributed AdamW: d replicas' slices give the plain optimizer's weights bit for bit",
+          "[model][optimizer]") {
+  const int d = GENERATE(1, 2, 3, 4, 7);
+  const adamw_config cfg{0.9f, 0.95f, 1e-8f, 0.1f};
+  auto reference = make_params(11);
+  adamw plain(cfg, reference);
+  std::vector<std::vector<parameter_ptr>> replicas;
+  std::vector<std::unique_ptr<distributed_adamw>> opts;
+  for (int r = 0; r < d; ++r) {
+    replicas.push_back(copy_of(reference));
+    opts.push_back(std::make_unique<distributed_adamw>(cfg, replicas.back(), kBuckets, d, r));
+  }
+  rng gr(5, 0);
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < reference.size(); ++i)
+      for (int64_t j = 0; j < reference[i]->grad.numel(); ++j) {
+        const float g = float(gr.normal());
+        reference[i]->grad.f32()[j] = g;  // the summed gradient every replica's slice holds
+        for (auto& rep : replicas) rep[i]->grad.f32()[j] = g;
+      }
+    const float lr = 1e-2f * float(step + 1), clip = step % 2 ? 0.5f : 1.0f;
+    plain.step(lr, clip, true);
+    for (auto& o : opts) o->step(lr, clip, true);
+    for (int b = 0; b < int(kBuckets.size()); ++b) {  // the all-gather
+      std::vector<float> flat(size_t(opts[0]->bucket_numel(b)), std::nanf(""));
+      for (auto& o : opts) o->pack_owned_values(b, flat.data());
+      for (float x : flat) REQUIRE(!std::isnan(x));  // the owned slices cover the bucket
+      for (auto& o : opts) o->unpack_values(b, flat.data());
+    }
+    for (auto& rep : replicas)
+      for (size_t i = 0; i < reference.size(); ++i) {
+        INFO("d " << d << " step " << step << " parameter " << reference[i]->spec.name);
+        REQUIRE(same_bits(rep[i]->value, reference[i]->value));
+        for (int64_t j = 0; j < rep[i]->grad.numel(); ++j) REQUIRE(rep[i]->grad.f32()[j] == 0.f);
+      }
+  }
+  // The moments gathered from the slices are the plain optimizer's.
+  for (int b = 0; b < int(kBuckets.size()); ++b) {
+    std::vector<float> m(size_t(opts[0]->bucket_numel(b))), v(m.size());
+    for (auto& o : opts) {
+      o->pack_owned_moments(b, true, m.data());
+      o->pack_owned_moments(b, false, v.data());
+    }
+    for (int p : kBuckets[size_t(b)]) {
+      REQUIRE(same_bits(opts[0]->param_moments(p, m.data()), plain.first_moments()[size_t(p)]));
+      REQUIRE(same_bits(opts[0]->param_moments(p, v.data()), plain.second_moments()[size_t(p)]));
+    }
+  }
+  int64_t held = 0;
+  for (auto& o : opts) held += o->moment_bytes();
+  CHECK(held == 2 * 4 * (35 + 5 + 33 + 13 + 1));  // the moments split, none held twice
+  CHECK(opts[0]->moment_bytes() <= 2 * 4 * ((35 + 5) / d + 33 / d + (13 + 1) / d + 3));
+}
+
+TEST_CASE("distributed AdamW: moments loaded from whole tensors continue like the plain optimizer",
+          "[model][optimizer]") {
+  const adamw_config cfg{0.9f, 0.95f, 1e-8f, 0.1f};
+  auto reference = make_params(3);
+  adamw plain(cfg, reference);
+  auto fill_grads = [&](std::vector<parameter_ptr>& ps, uint64_t seed) {
+    rng x(seed, 0);
+    for (auto& p : ps)
+      for (int64_t j = 0; j < p->grad.numel(); ++j) p->grad.f32()[j] = float(x.normal());
+  };
+  fill_grads(reference, 1);
+  plain.step(1e-2f, 1.0f, true);
+  fill_grads(reference, 2);
+  plain.step(1e-2f, 1.0f, true);
+  // A resume with d = 3 from the plain optimizer's state.
+  std::vector<std::vector<parameter_ptr>> replicas;
+  std::vector<std::unique_ptr<distributed_adamw>> opts;
+  for (int r = 0; r < 3; ++r) {
+    replicas.push_back(copy_of(reference));
+    opts.push_back(std::make_unique<distributed_adamw>(cfg, replicas.back(), kBuckets, 3, r));
+    opts.back()->set_moments(plain.first_moments(), plain.second_moments());
+    opts.back()->set_t(plain.t());
+  }
+  fill_grads(reference, 3);
+  plain.step(1e-2f, 1.0f, true);
+  for (auto& rep : replicas) fill_grads(rep, 3);
+  for (auto& o : opts) o->step(1e-2f, 1.0f, true);
+  for (int b = 0; b < int(kBuckets.size()); ++b) {
+    std::vector<float> flat(size_t(opts[0]->bucket_numel(b)));
+    for (auto& o : opts) o->pack_owned_values(b, flat.data());
+    opts[1]->unpack_values(b, flat.data());
+  }
+  for (size_t i = 0; i < reference.size(); ++i)
+    REQUIRE(same_bits(replicas[1][i]->value, reference[i]->value));
+}
+
+TEST_CASE("distributed AdamW: the owned gradient squares add up to the whole gradient's",
+          "[model][optimizer]") {
+  auto params = make_params(4);
+  rng x(8, 0);
+  double whole = 0;
+  for (auto& p : params)
+    for (int64_t j = 0; j < p->grad.numel(); ++j) {
+      p->grad.f32()[j] = float(x.normal());
+      if (p->spec.name != "c.weight") whole += double(p->grad.f32()[j]) * p->grad.f32()[j];
+    }
+  double shares = 0;
+  for (int r = 0; r < 4; ++r) {
+    distributed_adamw o({}, params, kBuckets, 4, r);
+    shares += o.owned_sumsq([&](int p) { return params[size_t(p)]->spec.name != "c.weight"; });
+  }
+  CHECK(shares == Approx(whole).epsilon(1e-12));
+}
+
+TEST_CASE("distributed AdamW: a bucket layout that misses or repeats a parameter is refused",
+          "[model][optimizer]") {
+  auto params = make_params(1);
+  CHECK_THROWS_WITH(distributed_adamw({}, params, {{4, 3}, {2}, {1}}, 2, 0),
+                    Catch::Contains("'a.weight' is in no bucket"));
+  CHECK_THROWS_WITH(distributed_adamw({}, params, {{4, 3}, {2, 3}, {1, 0}}, 2, 0),
+                    Catch::Contains("'c.weight' in buckets 0 and 1"));
+  CHECK_THROWS_WITH(distributed_adamw({}, params, kBuckets, 2, 2), Catch::Contains("rank 2 of 2"));
+}
