@@ -252,6 +252,8 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.policy.stage = s % par.pp;  // its device; the rest comes from the scheduler actor
   su.policy.stages = par.pp;
   su.policy.micro_batches = par.micro_batches;
+  // Known before the plan: the gradient buckets' order depends on it.
+  su.policy.split_weight = par.schedule == partition::schedule_kind::zb_h1;
   su.tokens_per_micro_batch = par.micro_batch_rows(opts.batch) * opts.model.max_seq;
   su.loss_scale = 1.0f / float(par.dp * par.micro_batches);
   su.threads = per_actor;
@@ -265,6 +267,7 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.trace = !par.trace_path.empty();
   su.bucket_bytes = par.bucket_bytes;
   if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
+  su.distributed_optimizer = par.sharding == partition::sharding_strategy::optim;
   if (channel) {
     su.channel = channel;
     for (int q = 0; q < su.pp; ++q) {
@@ -395,6 +398,7 @@ model::step_result coordinator::follow_step() {
     res = d.result;
     bubble = d.bubble;
     comm = d.comm;
+    memory = d.memory;
   });
   step = res.step;
   return res;
@@ -430,7 +434,12 @@ model::step_result coordinator::run_step() {
   double loss_sum = 0;
   int losses = 0, ready = 0;
   comm = {};
-  std::vector<double> sumsq(virtual_stages * shards_per_stage, 0), busy(virtual_stages, 0);
+  memory = {};
+  // Gradient shares by (stage, shard); by (replica, stage, shard) when the
+  // distributed optimizer leaves each replica a slice of the gradients.
+  const bool sharded = par.sharding != partition::sharding_strategy::no_shard && replicas > 1;
+  std::vector<double> sumsq((sharded ? replicas : 1) * virtual_stages * shards_per_stage, 0),
+      busy(virtual_stages, 0);
   // Trace tracks by name: every stage actor, its reducer and its shards_per_stage sums.
   std::map<std::string, trace_track> traces;
   auto append = [](trace_track& to, trace_track& from) {
@@ -448,14 +457,19 @@ model::step_result coordinator::run_step() {
         },
         [&](const stage_ready& m) {
           const auto [r, s, t] = m.who;
+          memory.parameters = std::max(memory.parameters, m.memory.parameters);
+          memory.gradients = std::max(memory.gradients, m.memory.gradients);
+          memory.optimizer = std::max(memory.optimizer, m.memory.optimizer);
+          memory.activations_peak = std::max(memory.activations_peak, m.memory.activations_peak);
+          if (sharded)  // shards: their slices, shard 0 the rest; replicas: theirs
+            sumsq[size_t((r * virtual_stages + s) * shards_per_stage + t)] = m.grad_sumsq;
           if (r == 0) {
             comm.dp_bytes_per_rank += m.dp_bytes;
             if (s == 0 && t == 0) {
               comm.sparse_union_rows = m.sparse_union_rows;
               comm.sparse_rel_error = m.sparse_rel_error;
             }
-            sumsq[size_t(s * shards_per_stage + t)] =
-                m.grad_sumsq;  // shards: their slices, shard 0 the rest
+            if (!sharded) sumsq[size_t(s * shards_per_stage + t)] = m.grad_sumsq;
             if (t == 0) busy[size_t(s)] = m.busy_s;
           }
           ++ready;
@@ -500,7 +514,7 @@ model::step_result coordinator::run_step() {
   res.skipped = skip;
   res.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.tokens_per_s = double(opts.batch) * opts.model.max_seq / res.step_s;
-  for (auto& f : followers) (*self)->send(f, step_done{res, bubble, comm});
+  for (auto& f : followers) (*self)->send(f, step_done{res, bubble, comm, memory});
   return res;
 }
 

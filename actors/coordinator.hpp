@@ -85,6 +85,7 @@ struct coordinator_state {
   int64_t step = 0;
   double bubble = 0;
   parallel_trainer::comm_stats comm;
+  memory_use memory;  // the last step's, each category's most over the stage actors
   // The gates and tunnels under the actor connections between processes
   // (process_mesh.hpp): declared first, so they close after the actor system.
   std::shared_ptr<void> mesh_links;

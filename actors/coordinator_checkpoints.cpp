@@ -34,11 +34,15 @@ std::string coordinator::write_checkpoint() {
   std::vector<model::shard_record> records;
   int64_t adam_t = -1;
   int expected = 0;
-  for (auto& st : stages[0])
-    for (auto& a : st) {
-      (*self)->send(a, save_shard{tmp, meta});
-      ++expected;
-    }
+  // Replica 0 writes; under the distributed optimizer every replica takes
+  // part (replica 0 gathers the moments' slices from the others).
+  const bool sharded = par.sharding != partition::sharding_strategy::no_shard && par.dp > 1;
+  for (size_t r = 0; r < (sharded ? stages.size() : 1); ++r)
+    for (auto& st : stages[r])
+      for (auto& a : st) {
+        (*self)->send(a, save_shard{tmp, meta});
+        ++expected;
+      }
   for (int got = 0; got < expected; ++got)
     await(fmt::format("writing checkpoint shards ({}/{}) of step {}", got, expected, step),
           [&](shard_saved& s) {

@@ -16,10 +16,12 @@ void add_message_types(caf::actor_system_config& cfg) {
   MERAK_MESSAGE(chunk_done);
   MERAK_MESSAGE(tied_gradient);
   MERAK_MESSAGE(bucket_reduced);
+  MERAK_MESSAGE(bucket_gathered);
   MERAK_MESSAGE(apply_update);
   MERAK_MESSAGE(save_shard);
   MERAK_MESSAGE(restore_shard);
   MERAK_MESSAGE(reduce_bucket);
+  MERAK_MESSAGE(gather_bucket);
   MERAK_MESSAGE(scheduler_wiring);
   MERAK_MESSAGE(memory_report);
   MERAK_MESSAGE(micro_batch_loss);

@@ -79,6 +79,7 @@ struct chunk_command;
 struct chunk_done;
 struct tied_gradient;
 struct bucket_reduced;
+struct bucket_gathered;
 struct apply_update;
 struct save_shard;
 struct restore_shard;
@@ -86,12 +87,13 @@ using stage_api = caf::typed_actor<
     caf::reacts_to<stage_wiring>, caf::reacts_to<stage_plan>, caf::reacts_to<step_start>,
     caf::reacts_to<stage_tensor>, caf::reacts_to<pump_next>, caf::reacts_to<tp_command>,
     caf::reacts_to<chunk_ready>, caf::reacts_to<chunk_command>, caf::reacts_to<chunk_done>,
-    caf::reacts_to<tied_gradient>, caf::reacts_to<bucket_reduced>, caf::reacts_to<apply_update>,
-    caf::reacts_to<save_shard>, caf::reacts_to<restore_shard>>;
+    caf::reacts_to<tied_gradient>, caf::reacts_to<bucket_reduced>, caf::reacts_to<bucket_gathered>,
+    caf::reacts_to<apply_update>, caf::reacts_to<save_shard>, caf::reacts_to<restore_shard>>;
 
 // -- Reducer ----------------------------------------------------------------
 struct reduce_bucket;
-using reducer_api = caf::typed_actor<caf::reacts_to<reduce_bucket>>;
+struct gather_bucket;
+using reducer_api = caf::typed_actor<caf::reacts_to<reduce_bucket>, caf::reacts_to<gather_bucket>>;
 
 // -- Scheduler --------------------------------------------------------------
 struct scheduler_wiring;
@@ -216,6 +218,16 @@ struct bucket_reduced {
   trace_slice slice;        // the reduction's, for the trace
 };
 
+// What a gather_bucket all-gathers (the distributed optimizer's shards).
+enum class gathered : uint8_t { values, first_moments, second_moments };
+
+// reducer -> stage: every replica's shard of bucket `bucket`'s `what`.
+struct bucket_gathered {
+  int bucket = 0;
+  gathered what = gathered::values;
+  tensor_ref flat;
+};
+
 // coordinator -> stage: take the optimizer step.
 struct apply_update {
   float lr = 0;
@@ -223,8 +235,9 @@ struct apply_update {
   bool skip = false;  // a skipped step: drop the gradients, keep weights and moments
 };
 
-// coordinator -> stage of replica 0: write this shard into the checkpoint
-// being assembled in `dir`.
+// coordinator -> stage of replica 0 (of every replica under the distributed
+// optimizer, whose moments replica 0 gathers): write this shard into the
+// checkpoint being assembled in `dir`.
 struct save_shard {
   std::string dir;
   model::metadata_map meta;
@@ -238,11 +251,24 @@ struct restore_shard {
 // stage -> its reducer: a bucket of final gradients. rows x cols > 0 marks
 // the sparse bucket; known_rows hold every non-zero row of it (increasing;
 // empty: the codec scans). The reducer answers `stage`.
+// With `scatter` the replicas reduce-scatter the bucket instead
+// (comm::reduce_scatter_sum): only this replica's shard of `flat` comes back
+// summed (the distributed optimizer).
 struct reduce_bucket {
   int bucket = 0;
   tensor_ref flat;
   int64_t rows = 0, cols = 0;
   std::vector<int> known_rows;
+  stage_api stage;
+  bool scatter = false;
+};
+
+// stage -> its reducer: all-gather `flat` (floats; this replica's shard,
+// comm::shard_range, is its own), answered with bucket_gathered.
+struct gather_bucket {
+  int bucket = 0;
+  gathered what = gathered::values;
+  tensor_ref flat;
   stage_api stage;
 };
 
@@ -271,6 +297,7 @@ struct stage_ready {
   uint64_t dp_bytes = 0;  // the reducer's bytes since the last report
   int64_t sparse_union_rows = 0;
   double sparse_rel_error = -1;
+  memory_use memory;
 };
 
 // stage -> coordinator, before stage_ready (with --trace): its step.
@@ -330,6 +357,7 @@ struct step_done {
   model::step_result result;
   double bubble = 0;
   parallel_trainer::comm_stats comm;
+  memory_use memory;
 };
 
 // coordinator -> every other process: the validation loss.
@@ -433,12 +461,34 @@ MERAK_INSPECT(bucket_reduced, x.bucket, x.sum, x.bytes_sent, x.union_rows, x.rel
 MERAK_INSPECT(apply_update, x.lr, x.clip, x.skip)
 MERAK_INSPECT(save_shard, text_ref{x.dir}, x.meta)
 MERAK_INSPECT(restore_shard, text_ref{x.dir})
-MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage)
+MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage, x.scatter)
+// `what` travels as its number and is checked on arrival.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gather_bucket& x) {
+  uint8_t what = uint8_t(x.what);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (what > uint8_t(gathered::second_moments)) return caf::sec::invalid_argument;
+    x.what = gathered(what);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("merak.gather_bucket"), x.bucket, what, x.flat, x.stage, load);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bucket_gathered& x) {
+  uint8_t what = uint8_t(x.what);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (what > uint8_t(gathered::second_moments)) return caf::sec::invalid_argument;
+    x.what = gathered(what);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("merak.bucket_gathered"), x.bucket, what, x.flat, load);
+}
 MERAK_INSPECT(scheduler_wiring, x.stages, x.coordinator)
 MERAK_INSPECT(memory_report, x.memory)
 MERAK_INSPECT(micro_batch_loss, x.dp, x.mb, x.loss)
+MERAK_INSPECT(memory_use, x.parameters, x.gradients, x.optimizer, x.activations_peak)
 MERAK_INSPECT(stage_ready, x.who, x.grad_sumsq, x.busy_s, x.dp_bytes, x.sparse_union_rows,
-              x.sparse_rel_error)
+              x.sparse_rel_error, x.memory)
 MERAK_INSPECT(stage_trace, x.who, x.ops, x.reductions, x.tp_sums)
 MERAK_INSPECT(stage_applied, x.who, x.adamw)
 MERAK_INSPECT(eval_loss, x.seq, x.loss)
@@ -447,7 +497,7 @@ MERAK_INSPECT(shard_restored, x.who)
 MERAK_INSPECT(plan_ready, text_ref{x.summary})
 MERAK_INSPECT(job_failed, text_ref{x.what})
 MERAK_INSPECT(join_job, x.rank, x.stages, x.reducers, x.home, x.watchdog)
-MERAK_INSPECT(step_done, x.result, x.bubble, x.comm)
+MERAK_INSPECT(step_done, x.result, x.bubble, x.comm, x.memory)
 MERAK_INSPECT(validation_done, x.loss)
 MERAK_INSPECT(resume_at, x.step)
 MERAK_INSPECT(job_finished)

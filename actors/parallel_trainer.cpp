@@ -8,6 +8,12 @@ void parallel_options::validate(int batch) const {
   if (schedule == partition::schedule_kind::zb_h1 && recompute != recompute_mode::none)
     fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
          recompute == recompute_mode::full ? "full" : "stage-aware");
+  if (sharding == partition::sharding_strategy::optim_grads ||
+      sharding == partition::sharding_strategy::optim_grads_params)
+    fail(
+        "--data-parallel-sharding-strategy {}: the runtime shards the optimizer state only "
+        "(no_shard or optim; `merak plan` scores {})",
+        partition::sharding_strategy_name(sharding), partition::sharding_strategy_name(sharding));
   if (!(timeout_s > 0)) fail("the step timeout must be positive (got {})", timeout_s);
   if (!(heartbeat_s == 0 || (heartbeat_s >= 0.2 && heartbeat_s <= 1e6)))
     fail("--heartbeat-timeout must be 0 (off) or from 0.2 to 1e6 seconds (got {})", heartbeat_s);
@@ -72,6 +78,9 @@ std::string parallel_trainer::save() {
 bool parallel_trainer::writes_outputs() const {
   return coordinator_->lead();
 }
+const memory_use& parallel_trainer::last_memory() const {
+  return coordinator_->state().memory;
+}
 std::vector<std::pair<std::string, double>> parallel_trainer::step_metrics() const {
   auto& par = coordinator_->state().par;
   std::vector<std::pair<std::string, double>> m{{"bubble", coordinator_->state().bubble}};
@@ -81,6 +90,11 @@ std::vector<std::pair<std::string, double>> parallel_trainer::step_metrics() con
     m.emplace_back("sparse_union_rows", double(coordinator_->state().comm.sparse_union_rows));
   if (par.measure_sparse_error)
     m.emplace_back("sparse_rel_error", coordinator_->state().comm.sparse_rel_error);
+  auto& mem = coordinator_->state().memory;
+  m.emplace_back("memory_bytes/parameters", double(mem.parameters));
+  m.emplace_back("memory_bytes/gradients", double(mem.gradients));
+  m.emplace_back("memory_bytes/optimizer", double(mem.optimizer));
+  m.emplace_back("memory_bytes/activations_peak", double(mem.activations_peak));
   return m;
 }
 std::string parallel_trainer::describe() const {

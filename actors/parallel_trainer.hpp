@@ -119,6 +119,14 @@ struct parallel_options : partition::layout {
   bool needs_actors() const;
 };
 
+// Bytes a stage actor holds, by what they hold (the tensors themselves).
+struct memory_use {
+  int64_t parameters = 0;        // parameter values
+  int64_t gradients = 0;         // parameter gradients and the reducer's bucket buffers
+  int64_t optimizer = 0;         // AdamW moments (this replica's slices when sharded)
+  int64_t activations_peak = 0;  // largest activation stash held during the step
+};
+
 class parallel_trainer final : public model::training_job {
  public:
   // Loads the data and spawns the actors. Throws merak::error on bad options.
@@ -147,6 +155,9 @@ class parallel_trainer final : public model::training_job {
   // Measured bubble of the last step: 1 - busy / (stages x pipeline time),
   // over the stages of replica 0.
   double last_bubble_fraction() const;
+  // The most bytes any stage actor held in the last step, per category
+  // (each category's largest over the actors).
+  const memory_use& last_memory() const;
   // Data-parallel traffic of the last step, counted by the transport:
   // bytes sent by replica 0's reducers (all stages and shards), and the rows
   // of the token embedding's gradient union (sparse codecs; 0 otherwise).

@@ -61,6 +61,8 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
             // The codec returns the mean over replicas; the ring returns the
             // sum, which is what the stages' 1/dp loss scaling expects.
             for (auto& x : data) x *= P;
+          } else if (b.scatter) {
+            comm::reduce_scatter_sum(link, data, comm::tag_t(bucket));
           } else {
             comm::allreduce_sum(link, data, comm::tag_t(bucket));
           }
@@ -70,12 +72,29 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
                                      fmt::format("{}: {}", st.cfg.where, e.what())));
           return;
         }
-        trace_slice slice{
-            fmt::format("{}{}", rows > 0 && st.codec ? "sparse" : "allreduce", bucket), t0,
-            trace_now()};
+        trace_slice slice{fmt::format("{}{}",
+                                      rows > 0 && st.codec ? "sparse"
+                                      : b.scatter          ? "reduce_scatter"
+                                                           : "allreduce",
+                                      bucket),
+                          t0, trace_now()};
         self->send(b.stage, bucket_reduced{bucket, std::move(flat),
                                            st.cfg.link->bytes_sent() - st.diagnostic_bytes,
                                            st.last.union_rows, rel_error, std::move(slice)});
+      },
+      [=](gather_bucket& g) {
+        auto& st = self->state;
+        try {
+          auto data = g.flat.t->span_f32();
+          // Tags apart from the reductions': kmax_collective_tag / 2 and up.
+          const auto tag = comm::tag_t(comm::kmax_collective_tag / 2 + 3 * g.bucket + int(g.what));
+          comm::allgather_shards(*st.cfg.link, data.data(), data.size(), sizeof(float), tag);
+        } catch (const std::exception& e) {
+          self->quit(caf::make_error(caf::sec::runtime_error,
+                                     fmt::format("{}: {}", st.cfg.where, e.what())));
+          return;
+        }
+        self->send(g.stage, bucket_gathered{g.bucket, g.what, std::move(g.flat)});
       },
   };
 }

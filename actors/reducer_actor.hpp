@@ -18,6 +18,12 @@
 // result (-1 when not measured; 0 when the exact mean is zero). The
 // diagnostic's own traffic is not counted in the reported bytes.
 //
+// The distributed optimizer (stage_setup::sharded) sends most buckets with
+// `scatter` (a reduce-scatter: only the replica's shard comes back summed)
+// and, after its AdamW step on that shard, the updated values in
+// gather_bucket (an all-gather, answered with bucket_gathered); checkpoints
+// gather the moments the same way.
+//
 // A stage hands over a bucket as soon as the backward of its last
 // micro-batch has finished every gradient in it, and goes on computing:
 // the reduction overlaps the rest of backward. Buckets are sent in the same

@@ -48,18 +48,14 @@ int chunk(const stage_state& st) {
   return st.cfg.stage / devices(st);
 }
 
-std::string where(const stage_state& st) {
-  return fmt::format("stage actor (dp={}, pp={}, tp={})", st.cfg.dp_rank, st.cfg.stage,
-                     st.cfg.tp_rank);
-}
-
 void rebalance_loan(stage_state& st);
 
 void setup_state(stage_state& st, stage_setup cfg) {
   st.cfg = std::move(cfg);
   st.store = std::make_unique<model::parameter_store>(st.cfg.seed, st.cfg.where);
   st.exec = std::make_unique<model::executor>(*st.cfg.graph, *st.store, st.cfg.first, st.cfg.last);
-  st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
+  if (!(st.cfg.distributed_optimizer && st.cfg.dp > 1))
+    st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
   if (st.cfg.tp > 1) {
     MERAK_CHECK(st.cfg.tp_link && st.cfg.tp_link->size() == st.cfg.tp, "TP endpoint of {} ranks",
                 st.cfg.tp_link ? st.cfg.tp_link->size() : 0);
@@ -98,6 +94,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
         std::move(bytes),
         comm::gradients_final_after(*st.cfg.graph, st.cfg.first, st.cfg.last, names), sparse,
         st.cfg.bucket_bytes);
+    if (st.cfg.distributed_optimizer) setup_distributed_optimizer(st);
   }
 }
 
@@ -179,6 +176,7 @@ void run_op(stage_self self, const partition::op& operation, Computed&& computed
       st.inputs.erase(operation.mb);
       auto r = ex.forward(operation.mb, std::move(in), operation.kind == partition::op_kind::F);
       cores.compute_done(computed());
+      st.activation_peak = std::max(st.activation_peak, ex.activation_bytes());
       hand_out(self, tensor_kind::input, operation.mb, r.outputs);
       if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
         self->send(st.coordinator, micro_batch_loss{st.cfg.dp_rank, operation.mb, r.loss});
@@ -187,6 +185,7 @@ void run_op(stage_self self, const partition::op& operation, Computed&& computed
     case partition::op_kind::R:
       ex.recompute(operation.mb);
       cores.compute_done(computed());
+      st.activation_peak = std::max(st.activation_peak, ex.activation_bytes());
       break;
     case partition::op_kind::B: {
       std::vector<model::tensor> g;
@@ -424,27 +423,6 @@ void take_eval(stage_self self, int seq, int value, tensor_ref& x) {
   }
 }
 
-// Writes this shard's file into the checkpoint assembled in `dir`: its
-// slices of split weights, the unsplit ones by TP shard 0 only, tied weights
-// by their owner stage only.
-std::vector<model::shard_record> write_own_shard(const stage_state& st, const std::string& dir,
-                                                 const model::metadata_map& meta) {
-  std::vector<const model::parameter*> params;
-  std::vector<const model::tensor*> m, v;
-  auto& all = st.store->all();
-  for (size_t i = 0; i < all.size(); ++i) {
-    bool owned = all[i]->spec.shard.sharded() || st.cfg.tp_rank == 0;
-    for (auto& t : st.cfg.route.ties)
-      if (t.name == all[i]->spec.name) owned = owned && t.owner == st.cfg.stage;
-    if (!owned) continue;
-    params.push_back(all[i].get());
-    m.push_back(&st.opt->first_moments()[i]);
-    v.push_back(&st.opt->second_moments()[i]);
-  }
-  return model::write_shard(dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank), params, m, v,
-                            meta);
-}
-
 }  // namespace
 
 namespace {
@@ -473,9 +451,11 @@ void take_wiring(stage_self self, const stage_setup& setup, stage_wiring& w) {
 void take_plan(stage_self self, stage_plan& plan) {
   auto& p = self->state.cfg.policy;
   MERAK_CHECK(plan.policy.stage == p.stage && plan.policy.stages == p.stages &&
-                  plan.policy.micro_batches == p.micro_batches,
-              "the scheduler's plan is for stage {} of {} with {} micro-batches", plan.policy.stage,
-              plan.policy.stages, plan.policy.micro_batches);
+                  plan.policy.micro_batches == p.micro_batches &&
+                  plan.policy.split_weight == p.split_weight,
+              "the scheduler's plan is for stage {} of {} with {} micro-batches{}",
+              plan.policy.stage, plan.policy.stages, plan.policy.micro_batches,
+              plan.policy.split_weight ? ", weight gradients split" : "");
   p = std::move(plan.policy);
   self->state.exec->set_checkpoint(plan.checkpoint_nodes);
 }
@@ -493,6 +473,7 @@ void start_step(stage_self self) {
   st.shipped = st.reduced = 0;
   if (st.bucketer) st.bucketer->begin_step();
   st.busy_s = 0;
+  st.activation_peak = 0;
   st.trace.clear();
   st.reducer_trace.clear();
   if (st.known_rows_ok)
@@ -544,31 +525,6 @@ void take_chunk_done(stage_self self, const chunk_done& d) {
   pump(self);
 }
 
-// The coordinator's verdict on the step: the optimizer step (or, for a
-// skipped step, the gradients dropped).
-void apply_step_update(stage_self self, const apply_update& u) {
-  auto& st = self->state;
-  core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
-  double t0 = trace_now();
-  if (u.skip)
-    st.store->zero_grads();
-  else
-    st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
-  self->send(st.coordinator, stage_applied{coord(st), {"adamw", t0, trace_now()}});
-  st.in_step = false;  // the next step waits on the whole run's coordinator
-}
-
-// A checkpoint of either format, any layout: this shard takes its part of
-// every parameter and moment it holds.
-void restore_own_shard(stage_self self, const restore_shard& m) {
-  auto& st = self->state;
-  model::checkpoint_reader ckpt(m.dir);
-  std::vector<model::parameter*> params;
-  for (auto& p : st.store->all()) params.push_back(p.get());
-  model::load_parameters(ckpt, params, st.opt.get());
-  self->send(st.coordinator, shard_restored{coord(st)});
-}
-
 stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
   return {
       [=](stage_wiring& w) { take_wiring(self, setup, w); },
@@ -589,16 +545,9 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
       [=](const chunk_done& d) { guarded(self, [&] { take_chunk_done(self, d); }); },
       [=](tied_gradient& g) { guarded(self, [&] { take_tied_gradient(self, g); }); },
       [=](bucket_reduced& r) { guarded(self, [&] { take_bucket_reduced(self, r); }); },
+      [=](bucket_gathered& g) { guarded(self, [&] { take_bucket_gathered(self, g); }); },
       [=](const apply_update& u) { guarded(self, [&] { apply_step_update(self, u); }); },
-      // Replica 0 writes this shard's parameters and moments into the
-      // checkpoint being assembled.
-      [=](const save_shard& m) {
-        guarded(self, [&] {
-          auto& st = self->state;
-          self->send(st.coordinator,
-                     shard_saved{coord(st), write_own_shard(st, m.dir, m.meta), st.opt->t()});
-        });
-      },
+      [=](const save_shard& m) { guarded(self, [&] { save_own_shard(self, m); }); },
       [=](const restore_shard& m) { guarded(self, [&] { restore_own_shard(self, m); }); },
   };
 }

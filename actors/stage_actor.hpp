@@ -111,6 +111,10 @@ struct stage_setup {
   // whose gradient goes alone through the reducer's sparse codec ("" none).
   int64_t bucket_bytes = int64_t(4) << 20;
   std::string sparse_param;
+  // With dp > 1: the AdamW moments sharded over the replicas
+  // (model/distributed_adamw.hpp): buckets reduce-scattered, the updated
+  // values all-gathered. Host parameters only.
+  bool distributed_optimizer = false;
 };
 
 // Spawns a stage actor on its own thread; it waits for stage_wiring before

@@ -40,25 +40,25 @@ void ship(stage_self self, comm::grad_bucket bucket) {
     model::copy_bytes(*b.flat, at, all[p]->grad, 0, all[p]->grad.bytes());
     at += all[p]->grad.bytes();
   }
+  bool scatter = false;
+  if (st.dist) {  // the layout the distributed optimizer was built on
+    MERAK_CHECK(id < st.dist->buckets() && params == st.dist->bucket_params(id),
+                "{}: gradient bucket {} holds other parameters than the distributed "
+                "optimizer's layout",
+                where(st), id);
+    scatter = st.scatter[size_t(id)];
+  }
   b.params = std::move(params);
   b.rows = rows;
   b.cols = cols;
-  self->send(st.reducer,
-             reduce_bucket{id, tensor_ref{b.flat}, rows, cols, std::move(known_rows), self});
+  self->send(st.reducer, reduce_bucket{id, tensor_ref{b.flat}, rows, cols, std::move(known_rows),
+                                       self, scatter});
 }
 
 // After the ties and the reduction: report the gradient norm share.
 void report_ready(stage_self self) {
   auto& st = self->state;
-  double sumsq = 0;
-  for (auto& prm : st.store->all()) {
-    bool duplicate = false;
-    for (auto& t : st.cfg.route.ties)
-      if (t.name == prm->spec.name && t.owner != st.cfg.stage) duplicate = true;
-    if (duplicate) continue;                                         // counted once, by its owner
-    if (st.cfg.tp_rank > 0 && !prm->spec.shard.sharded()) continue;  // and by TP rank 0
-    sumsq += model::backend_for(prm->grad.where()).sum_squares(prm->grad);
-  }
+  const double sumsq = grad_sumsq_share(st);
   // The trace first: the coordinator stops listening once every stage is ready.
   if (st.cfg.trace)
     self->send(st.coordinator, stage_trace{coord(st), std::exchange(st.trace, {}),
@@ -67,7 +67,8 @@ void report_ready(stage_self self) {
   self->send(st.coordinator, stage_ready{coord(st), sumsq, st.busy_s,
                                          st.reducer_bytes - std::exchange(st.reducer_bytes_reported,
                                                                           st.reducer_bytes),
-                                         st.sparse_union_rows, st.sparse_rel_error});
+                                         st.sparse_union_rows, st.sparse_rel_error,
+                                         memory_held(st)});
 }
 
 // Sends this stage's gradient (or the owner's sum) of tied weight `name` to
@@ -132,10 +133,17 @@ void take_bucket_reduced(stage_self self, bucket_reduced& r) {
   core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
   if (st.cfg.trace) st.reducer_trace.push_back(std::move(r.slice));
   auto& all = st.store->all();
-  size_t at = 0;
-  for (int p : st.buckets.at(size_t(r.bucket)).params) {
-    model::copy_bytes(all[p]->grad, 0, *r.sum.t, at, all[p]->grad.bytes());
-    at += all[p]->grad.bytes();
+  if (st.dist && st.scatter.at(size_t(r.bucket))) {  // only this replica's shard is summed
+    const float* sum = r.sum.t->f32();
+    for (auto& pc : st.dist->owned_pieces(r.bucket))
+      std::memcpy(all[size_t(pc.param)]->grad.f32() + pc.begin, sum + pc.flat,
+                  size_t(pc.end - pc.begin) * sizeof(float));
+  } else {
+    size_t at = 0;
+    for (int p : st.buckets.at(size_t(r.bucket)).params) {
+      model::copy_bytes(all[p]->grad, 0, *r.sum.t, at, all[p]->grad.bytes());
+      at += all[p]->grad.bytes();
+    }
   }
   st.reducer_bytes = r.bytes_sent;
   if (st.buckets[size_t(r.bucket)].rows > 0) {

@@ -7,6 +7,8 @@
 
 #include <caf/all.hpp>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <deque>
 #include <map>
@@ -20,6 +22,7 @@
 #include "comm/grad_buckets.hpp"
 #include "comm/stream_tp_group.hpp"
 #include "model/adamw.hpp"
+#include "model/distributed_adamw.hpp"
 #include "model/executor.hpp"
 #include "partition/schedule.hpp"
 #include "partition/tie_settlement.hpp"
@@ -33,7 +36,8 @@ struct stage_state {
   std::unique_ptr<comm::stream_tp_group> tp;
   std::unique_ptr<model::parameter_store> store;
   std::unique_ptr<model::executor> exec;
-  std::unique_ptr<model::adamw> opt;
+  std::unique_ptr<model::adamw> opt;              // null under the distributed optimizer
+  std::unique_ptr<model::distributed_adamw> dist;  // the distributed optimizer (dp > 1)
   std::unique_ptr<partition::stage_scheduler> sched;
   std::vector<stage_api> stages;    // of this replica and TP rank, by stage index
   std::vector<stage_api> tp_peers;  // the shards of this stage, by TP rank
@@ -72,6 +76,19 @@ struct stage_state {
     int64_t rows = 0, cols = 0;  // the sparse (embedding) bucket
   };
   std::vector<bucket> buckets;
+  // The distributed optimizer: which buckets are reduce-scattered (the others,
+  // holding tied weights or the sparse codec's parameter, are all-reduced
+  // whole), and the all-gathers still out (of the updated values after a
+  // step, of the moments for a checkpoint).
+  std::vector<char> scatter;
+  int gathers = 0;
+  double update_t0 = 0;
+  struct pending_save {
+    std::string dir;
+    model::metadata_map meta;
+    std::vector<std::shared_ptr<model::tensor>> first, second;  // gathered, per bucket
+  };
+  std::unique_ptr<pending_save> saving;
   int shipped = 0, reduced = 0;  // buckets this step
   uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
   uint64_t reducer_bytes_reported = 0;
@@ -84,6 +101,7 @@ struct stage_state {
   int tokens_value = -1;
   std::vector<uint8_t> token_seen;
   double busy_s = 0;
+  int64_t activation_peak = 0;  // the executor's activation bytes, most this step
   // Between a step's start and the ready report a message is expected soon:
   // an idle stage polls its mailbox this long before it blocks.
   bool in_step = false;
@@ -99,6 +117,12 @@ inline actor_coord coord(const stage_state& st) {
   return {st.cfg.dp_rank, st.cfg.stage, st.cfg.tp_rank};
 }
 
+// "stage actor (dp=.., pp=.., tp=..)", for errors.
+inline std::string where(const stage_state& st) {
+  return fmt::format("stage actor (dp={}, pp={}, tp={})", st.cfg.dp_rank, st.cfg.stage,
+                     st.cfg.tp_rank);
+}
+
 // stage_gradients.cpp. Called as the last micro-batch's backward finishes
 // node `n` (data parallelism: buckets whose gradients are final leave).
 void node_finished(stage_self self, int n);
@@ -111,5 +135,24 @@ void finish_backward(stage_self self);
 void take_tied_gradient(stage_self self, tied_gradient& g);
 // A bucket summed over the replicas.
 void take_bucket_reduced(stage_self self, bucket_reduced& r);
+
+// actors/stage_optimizer.cpp: the optimizer step and the optimizer's part
+// of checkpoints, for both the plain and the distributed optimizer.
+// The layout of the distributed optimizer (setup, dp > 1): the buckets the
+// bucketer makes, each reduce-scattered unless it holds a tied weight or
+// the sparse parameter.
+void setup_distributed_optimizer(stage_state& st);
+// The gradient sum of squares this stage contributes to the global norm.
+double grad_sumsq_share(const stage_state& st);
+// The bytes this stage holds now, by category (activations: this step's peak).
+memory_use memory_held(const stage_state& st);
+// The coordinator's verdict: the optimizer step (or the gradients dropped).
+void apply_step_update(stage_self self, const apply_update& u);
+// An all-gather of the distributed optimizer is back.
+void take_bucket_gathered(stage_self self, bucket_gathered& g);
+// Writes this shard (and, gathered first, its moments) into a checkpoint.
+void save_own_shard(stage_self self, const save_shard& m);
+// Loads this shard's part of a checkpoint.
+void restore_own_shard(stage_self self, const restore_shard& m);
 
 }  // namespace merak::actors

@@ -413,6 +413,16 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
   return input_grads;
 }
 
+std::vector<int> executor::backward_finish_order(bool split_weights) const {
+  std::vector<int> order, deferred;
+  for (int n = last_ - 1; n >= first_; --n) {
+    const bool defer = split_weights && layers_[size_t(n - first_)]->splits_weight_grad();
+    (defer ? deferred : order).push_back(n - first_);
+  }
+  order.insert(order.end(), deferred.begin(), deferred.end());
+  return order;
+}
+
 void executor::weight_backward(int mb, const std::function<void(int)>& node_done) {
   auto& s = state(mb);
   if (!s.awaiting_weights) fail("micro-batch {} has no split backward to finish", mb);

@@ -128,6 +128,11 @@ class executor {
   const std::map<std::string, kind_time>& profile() const { return profile_; }
 
   const graph& model_graph() const { return graph_; }
+  // The order in which the last micro-batch's backward reports its nodes
+  // finished (node_done; indices into this range, 0 = first): reverse order,
+  // and with split_weights the nodes that split their weight gradient after
+  // the others, again in reverse, as weight_backward finishes them.
+  std::vector<int> backward_finish_order(bool split_weights) const;
   int in_flight() const { return int(batches_.size()); }
   // Bytes held by the activations of micro-batches in flight (the pool's
   // cache of free buffers not counted: pool_bytes()).

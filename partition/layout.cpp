@@ -31,10 +31,36 @@ void layout::validate(int64_t batch) const {
 }
 
 std::string layout::str() const {
-  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}", dp, tp, pp,
+  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}", dp, tp, pp,
                      micro_batches, schedule_name(schedule),
                      chunks > 1 ? fmt::format(" chunks={}", chunks) : "",
-                     recompute_kind_name(recompute), tp_overlap);
+                     recompute_kind_name(recompute), tp_overlap,
+                     sharding == sharding_strategy::no_shard
+                         ? ""
+                         : fmt::format(" sharding={}", sharding_strategy_name(sharding)));
+}
+
+const char* sharding_strategy_name(sharding_strategy s) {
+  switch (s) {
+    case sharding_strategy::no_shard:
+      return "no_shard";
+    case sharding_strategy::optim:
+      return "optim";
+    case sharding_strategy::optim_grads:
+      return "optim_grads";
+    case sharding_strategy::optim_grads_params:
+      return "optim_grads_params";
+  }
+  return "?";
+}
+
+sharding_strategy parse_sharding_strategy(std::string_view name) {
+  for (auto s : {sharding_strategy::no_shard, sharding_strategy::optim,
+                 sharding_strategy::optim_grads, sharding_strategy::optim_grads_params})
+    if (name == sharding_strategy_name(s)) return s;
+  fail("--data-parallel-sharding-strategy: unknown strategy '{}' (expected no_shard, optim, "
+       "optim_grads or optim_grads_params)",
+       name);
 }
 
 int micro_batches_for_size(int64_t batch, int dp, int size, const char* batch_flag) {

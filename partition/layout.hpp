@@ -6,11 +6,22 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "partition/recompute.hpp"
 #include "partition/schedule.hpp"
 
 namespace merak::partition {
+
+// How the data-parallel replicas share the model state (Megatron-FSDP's
+// --data-parallel-sharding-strategy): no_shard, every replica holds it all;
+// optim, the AdamW moments are sharded (Megatron's distributed optimizer,
+// ZeRO-1); optim_grads, the gradients too (ZeRO-2); optim_grads_params,
+// the parameters too (ZeRO-3 / FSDP).
+enum class sharding_strategy { no_shard, optim, optim_grads, optim_grads_params };
+const char* sharding_strategy_name(sharding_strategy s);  // "no_shard", "optim", ...
+// The inverse; anything else is an error naming the flag and the choices.
+sharding_strategy parse_sharding_strategy(std::string_view name);
 
 struct layout {
   int dp = 1, tp = 1, pp = 1;
@@ -22,6 +33,7 @@ struct layout {
   // others): the model splits into pp x chunks virtual stages, virtual stage
   // c x pp + d being chunk c of device d.
   int chunks = 1;
+  sharding_strategy sharding = sharding_strategy::no_shard;
 
   // Virtual stages: the pipeline's pieces of the model, each a stage actor.
   int virtual_stages() const { return pp * chunks; }

@@ -1,0 +1,224 @@
+// The stage actor's optimizer (stage_state.hpp): the step the coordinator
+// orders, and the optimizer's part of checkpoints, for the plain AdamW and
+// for the distributed optimizer (moments sharded over the replicas).
+#include <cstring>
+
+#include "actors/core_loan.hpp"
+#include "actors/stage_state.hpp"
+#include "core/error.hpp"
+#include "model/backend.hpp"
+#include "model/sharded_checkpoint.hpp"
+
+namespace merak::actors {
+namespace {
+
+// Whether parameter `prm` counts in this shard's share of the global norm:
+// a tied weight by its owner stage only, an unsplit weight by TP shard 0.
+bool counts_in_norm(const stage_state& st, const model::parameter& prm) {
+  for (auto& t : st.cfg.route.ties)
+    if (t.name == prm.spec.name && t.owner != st.cfg.stage) return false;
+  return st.cfg.tp_rank == 0 || prm.spec.shard.sharded();
+}
+
+void report_applied(stage_self self) {
+  auto& st = self->state;
+  self->send(st.coordinator, stage_applied{coord(st), {"adamw", st.update_t0, trace_now()}});
+  st.in_step = false;  // the next step waits on the whole run's coordinator
+}
+
+// A flat host buffer of bucket b's size for an all-gather of `what`.
+std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b, gathered what) {
+  if (what == gathered::values) {  // the gradient buffer, free again after the reduction
+    auto& flat = st.buckets.at(size_t(b)).flat;
+    if (flat && flat.use_count() == 1 && flat->numel() == st.dist->bucket_numel(b)) return flat;
+  }
+  return std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
+}
+
+// Writes the shard file: its slices of split weights, the unsplit ones by TP
+// shard 0 only, tied weights by their owner stage only; moments m[i], v[i]
+// parallel to the store's parameters.
+std::vector<model::shard_record> write_own_shard(const stage_state& st, const std::string& dir,
+                                                 const model::metadata_map& meta,
+                                                 const std::vector<const model::tensor*>& m,
+                                                 const std::vector<const model::tensor*>& v) {
+  std::vector<const model::parameter*> params;
+  std::vector<const model::tensor*> mine_m, mine_v;
+  auto& all = st.store->all();
+  for (size_t i = 0; i < all.size(); ++i) {
+    bool owned = all[i]->spec.shard.sharded() || st.cfg.tp_rank == 0;
+    for (auto& t : st.cfg.route.ties)
+      if (t.name == all[i]->spec.name) owned = owned && t.owner == st.cfg.stage;
+    if (!owned) continue;
+    params.push_back(all[i].get());
+    mine_m.push_back(m[i]);
+    mine_v.push_back(v[i]);
+  }
+  return model::write_shard(dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank), params,
+                            mine_m, mine_v, meta);
+}
+
+// Every moment gathered: replica 0 writes the shard, whole moments rebuilt
+// from the gathered buckets; the other replicas only report.
+void finish_sharded_save(stage_self self) {
+  auto& st = self->state;
+  auto save = std::move(st.saving);
+  std::vector<model::shard_record> records;
+  if (st.cfg.dp_rank == 0) {
+    const size_t n = st.store->all().size();
+    std::vector<model::tensor> m, v;
+    std::vector<const model::tensor*> pm, pv;
+    m.reserve(n);
+    v.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int b = st.dist->bucket_of(int(i));
+      m.push_back(st.dist->param_moments(int(i), save->first[size_t(b)]->f32()));
+      v.push_back(st.dist->param_moments(int(i), save->second[size_t(b)]->f32()));
+      pm.push_back(&m.back());
+      pv.push_back(&v.back());
+    }
+    records = write_own_shard(st, save->dir, save->meta, pm, pv);
+  }
+  self->send(st.coordinator, shard_saved{coord(st), std::move(records), st.dist->t()});
+}
+
+}  // namespace
+
+void setup_distributed_optimizer(stage_state& st) {
+  MERAK_CHECK(st.cfg.where.type == model::device::kind::cpu,
+              "{}: the distributed optimizer keeps host parameters only (--device {} given)",
+              where(st), st.cfg.where.str());
+  // The bucketer's buckets for the order every step's backward finishes
+  // the nodes in.
+  std::vector<std::vector<int>> layout;
+  auto& b = *st.bucketer;
+  b.begin_step();
+  for (int k : st.exec->backward_finish_order(st.cfg.policy.split_weight))
+    for (auto& x : b.node_finished(k)) layout.push_back(x.params);
+  for (auto& x : b.finish()) layout.push_back(x.params);
+  b.begin_step();
+  auto& all = st.store->all();
+  for (auto& params : layout) {
+    bool whole = false;  // tied weights are settled between stages on whole gradients
+    for (int p : params) {
+      for (auto& t : st.cfg.route.ties) whole = whole || t.name == all[size_t(p)]->spec.name;
+      whole = whole || all[size_t(p)]->spec.name == st.cfg.sparse_param;
+    }
+    st.scatter.push_back(whole ? 0 : 1);
+  }
+  st.dist = std::make_unique<model::distributed_adamw>(st.cfg.adam, all, std::move(layout),
+                                                       st.cfg.dp, st.cfg.dp_rank);
+}
+
+double grad_sumsq_share(const stage_state& st) {
+  if (st.dist)  // this replica's shard; the coordinator adds the replicas
+    return st.dist->owned_sumsq(
+        [&](int p) { return counts_in_norm(st, *st.store->all()[size_t(p)]); });
+  double sumsq = 0;
+  for (auto& prm : st.store->all())
+    if (counts_in_norm(st, *prm))
+      sumsq += model::backend_for(prm->grad.where()).sum_squares(prm->grad);
+  return sumsq;
+}
+
+memory_use memory_held(const stage_state& st) {
+  memory_use m;
+  for (auto& prm : st.store->all()) {
+    m.parameters += prm->value.bytes();
+    m.gradients += prm->grad.bytes();
+  }
+  for (auto& b : st.buckets)
+    if (b.flat) m.gradients += b.flat->bytes();
+  if (st.dist) {
+    m.optimizer = st.dist->moment_bytes();
+  } else if (st.opt) {
+    for (auto& x : st.opt->first_moments()) m.optimizer += x.bytes();
+    for (auto& x : st.opt->second_moments()) m.optimizer += x.bytes();
+  }
+  m.activations_peak = st.activation_peak;
+  return m;
+}
+
+void apply_step_update(stage_self self, const apply_update& u) {
+  auto& st = self->state;
+  core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
+  st.update_t0 = trace_now();
+  if (u.skip) {
+    st.store->zero_grads();
+  } else if (!st.dist) {
+    st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
+  } else {
+    // This replica's slices, then every replica's updated slices to all.
+    st.dist->step(u.lr, u.clip, true);
+    for (int b = 0; b < st.dist->buckets(); ++b) {
+      auto flat = gather_buffer(st, b, gathered::values);
+      st.dist->pack_owned_values(b, flat->f32());
+      ++st.gathers;
+      self->send(st.reducer, gather_bucket{b, gathered::values, tensor_ref{flat}, self});
+    }
+    if (st.gathers > 0) return;  // the last bucket_gathered reports
+  }
+  report_applied(self);
+}
+
+void take_bucket_gathered(stage_self self, bucket_gathered& g) {
+  auto& st = self->state;
+  MERAK_CHECK(st.dist && st.gathers > 0, "{}: an all-gather nobody asked for (bucket {})",
+              where(st), g.bucket);
+  --st.gathers;
+  if (g.what == gathered::values) {
+    core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
+    st.dist->unpack_values(g.bucket, g.flat.t->f32());
+    if (st.gathers == 0) report_applied(self);
+    return;
+  }
+  MERAK_CHECK(st.saving, "{}: moments gathered outside a checkpoint", where(st));
+  auto& into = g.what == gathered::first_moments ? st.saving->first : st.saving->second;
+  into.at(size_t(g.bucket)) = g.flat.t;
+  if (st.gathers == 0) finish_sharded_save(self);
+}
+
+void save_own_shard(stage_self self, const save_shard& m) {
+  auto& st = self->state;
+  if (!st.dist) {
+    std::vector<const model::tensor*> pm, pv;
+    for (auto& x : st.opt->first_moments()) pm.push_back(&x);
+    for (auto& x : st.opt->second_moments()) pv.push_back(&x);
+    self->send(st.coordinator,
+               shard_saved{coord(st), write_own_shard(st, m.dir, m.meta, pm, pv), st.opt->t()});
+    return;
+  }
+  // Each replica holds a slice of the moments: all-gather them bucket by
+  // bucket, then replica 0 writes the shard as the plain optimizer would.
+  MERAK_CHECK(!st.saving && st.gathers == 0, "{}: a checkpoint while another is being written",
+              where(st));
+  st.saving = std::make_unique<stage_state::pending_save>();
+  st.saving->dir = m.dir;
+  st.saving->meta = m.meta;
+  st.saving->first.resize(size_t(st.dist->buckets()));
+  st.saving->second.resize(size_t(st.dist->buckets()));
+  for (int b = 0; b < st.dist->buckets(); ++b)
+    for (gathered what : {gathered::first_moments, gathered::second_moments}) {
+      auto flat = gather_buffer(st, b, what);
+      st.dist->pack_owned_moments(b, what == gathered::first_moments, flat->f32());
+      ++st.gathers;
+      self->send(st.reducer, gather_bucket{b, what, tensor_ref{flat}, self});
+    }
+  if (st.gathers == 0) finish_sharded_save(self);
+}
+
+void restore_own_shard(stage_self self, const restore_shard& m) {
+  auto& st = self->state;
+  model::checkpoint_reader ckpt(m.dir);
+  std::vector<model::parameter*> params;
+  for (auto& p : st.store->all()) params.push_back(p.get());
+  model::load_parameters(ckpt, params, st.opt.get());
+  if (st.dist) {  // whole moments read, this replica's slice kept
+    std::vector<model::tensor> first, second;
+    st.dist->set_t(model::load_moments(ckpt, params, first, second));
+    st.dist->set_moments(first, second);
+  }
+  self->send(st.coordinator, shard_restored{coord(st)});
+}
+
+}  // namespace merak::actors

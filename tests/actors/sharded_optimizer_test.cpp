@@ -1,0 +1,188 @@
+// The distributed optimizer (--data-parallel-sharding-strategy optim) on the
+// stage actors: each layout against the same layout with every replica
+// holding the whole optimizer (no_shard), and against the single device.
+//
+// Tolerance against no_shard: 1e-6 relative per step. Both runs reduce the
+// same gradients in the same ring order (a reduce-scatter is the all-reduce's
+// first half) and update every element by the same formula; only the global
+// gradient norm is summed in another order (by replica slices), which moves
+// the clip factor by an ulp at most.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "actors/parallel_trainer.hpp"
+#include "core/error.hpp"
+#include "model/trainer.hpp"
+#include "tests/actors/layout_options.hpp"
+#include "tests/model/test_util.hpp"
+
+using namespace merak;
+using merak::partition::schedule_kind;
+using merak::partition::sharding_strategy;
+
+namespace {
+
+struct sharded_case {
+  int dp, tp, pp, m, overlap;
+  schedule_kind kind;
+  actors::recompute_mode rc;
+  int chunks = 1;
+  bool bf16 = false;
+  bool sparse = false;  // the embedding's gradient through the COO codec
+};
+
+actors::parallel_options options_of(const sharded_case& c, sharding_strategy s) {
+  auto par = test::parallel_layout(c.dp, c.tp, c.pp, c.m, c.kind, c.chunks);
+  par.tp_overlap = c.overlap;
+  par.recompute = c.rc;
+  par.bucket_bytes = 6000;  // several buckets a stage; sizes that do not split evenly
+  par.timeout_s = 60;
+  par.sharding = s;
+  if (c.sparse) par.sparse.kind = comm::codec_kind::coo;
+  return par;
+}
+
+model::train_options options_of(const sharded_case& c, int64_t steps) {
+  auto o = test::layout_test_options(steps);
+  if (c.bf16) o.model.activations = model::dtype::bf16;
+  if (c.sparse) o.model.tied_head = false;
+  return o;
+}
+
+std::vector<double> losses(const model::train_options& o, const actors::parallel_options& par) {
+  actors::parallel_trainer tr(o, par, test::layout_test_corpus());
+  std::vector<double> out;
+  while (!tr.done()) out.push_back(tr.train_step().loss);
+  return out;
+}
+
+std::vector<double> single_device(const model::train_options& o) {
+  model::trainer tr(o, test::layout_test_corpus());
+  std::vector<double> out;
+  while (!tr.done()) out.push_back(tr.train_step().loss);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the distributed optimizer gives no_shard's losses in every layout",
+          "[actors][equivalence][sharding]") {
+  const int64_t steps = 20;
+  using rm = actors::recompute_mode;
+  const sharded_case cases[] = {
+      {2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+      {4, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none},
+      {8, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none},
+      {2, 1, 2, 2, 0, schedule_kind::shifted, rm::full},  // the tied embedding across stages
+      {2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
+      {2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::stage_aware},
+      {2, 1, 2, 2, 0, schedule_kind::zb_h1, rm::none},
+      {2, 1, 2, 4, 0, schedule_kind::interleaved, rm::none, 2},
+      {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
+      {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
+  };
+  for (auto& c : cases) {
+    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
+               << partition::schedule_name(c.kind) << " chunks=" << c.chunks
+               << " bf16=" << c.bf16 << " coo=" << c.sparse);
+    const auto o = options_of(c, steps);
+    const auto plain = losses(o, options_of(c, sharding_strategy::no_shard));
+    const auto sharded = losses(o, options_of(c, sharding_strategy::optim));
+    const auto single = single_device(o);
+    REQUIRE(sharded.size() == size_t(steps));
+    for (size_t s = 0; s < sharded.size(); ++s) {
+      INFO("step " << s + 1 << ": " << sharded[s] << " vs " << plain[s] << " (no_shard), "
+                   << single[s] << " (one device)");
+      REQUIRE(std::abs(sharded[s] - plain[s]) <= 1e-6 * std::abs(plain[s]));
+      REQUIRE(std::abs(sharded[s] - single[s]) <= (c.bf16 ? 1e-3 : 1e-5) * std::abs(single[s]));
+    }
+  }
+}
+
+TEST_CASE("a checkpoint of the distributed optimizer resumes unsharded, and the reverse",
+          "[actors][checkpoint][sharding]") {
+  const int64_t steps = 6;
+  const auto o = test::layout_test_options(steps);
+  const auto reference = single_device(o);
+  auto dir = std::filesystem::temp_directory_path() /
+             ("merak_sharded_ckpt_" + std::to_string(::getpid()));
+  auto run = [&](actors::parallel_options par, bool load, bool save, int from, int to) {
+    auto x = o;
+    if (load) x.load = dir.string();
+    if (save) x.save_dir = dir.string();
+    par.timeout_s = 60;
+    actors::parallel_trainer tr(x, par, test::layout_test_corpus());
+    REQUIRE(tr.step() == from);
+    for (int s = from; s < to; ++s) {
+      INFO("step " << s + 1 << " " << par.str());
+      REQUIRE(tr.train_step().loss == Approx(reference[size_t(s)]).epsilon(1e-5));
+    }
+    if (save) tr.save();
+  };
+  auto layout = [](int dp, int tp, int pp, sharding_strategy s) {
+    auto par = test::parallel_layout(dp, tp, pp, 2, schedule_kind::one_f_one_b, 1);
+    par.bucket_bytes = 6000;
+    par.sharding = s;
+    return par;
+  };
+  std::filesystem::remove_all(dir);
+  SECTION("optim dp 2 x pp 2 -> no_shard tp 2, and one device") {
+    run(layout(2, 1, 2, sharding_strategy::optim), false, true, 0, 3);
+    run(layout(1, 2, 1, sharding_strategy::no_shard), true, false, 3, steps);
+    auto x = o;
+    x.load = dir.string();
+    model::trainer single(x, test::layout_test_corpus());
+    REQUIRE(single.step() == 3);
+    for (int s = 3; s < steps; ++s)
+      CHECK(single.train_step().loss == Approx(reference[size_t(s)]).epsilon(1e-5));
+  }
+  SECTION("no_shard tp 2 -> optim dp 4, then optim dp 2 x tp 2") {
+    run(layout(1, 2, 1, sharding_strategy::no_shard), false, true, 0, 2);
+    run(layout(4, 1, 1, sharding_strategy::optim), true, true, 2, 4);
+    run(layout(2, 2, 1, sharding_strategy::optim), true, false, 4, steps);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sharding strategies the runtime does not run are refused by name",
+          "[actors][sharding]") {
+  auto par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
+  for (auto s : {sharding_strategy::optim_grads, sharding_strategy::optim_grads_params}) {
+    par.sharding = s;
+    CHECK_THROWS_WITH(actors::parallel_trainer(test::layout_test_options(2), par,
+                                               test::layout_test_corpus()),
+                      Catch::Contains("--data-parallel-sharding-strategy") &&
+                          Catch::Contains(partition::sharding_strategy_name(s)));
+  }
+}
+
+TEST_CASE("the distributed optimizer holds 1/d of the optimizer state on each replica",
+          "[actors][sharding][memory]") {
+  auto o = test::layout_test_options(1);
+  auto held = [&](int dp, int pp, sharding_strategy s) {
+    auto par = test::parallel_layout(dp, 1, pp, 1, schedule_kind::one_f_one_b, 1);
+    par.bucket_bytes = 6000;
+    par.sharding = s;
+    actors::parallel_trainer tr(o, par, test::layout_test_corpus());
+    tr.train_step();
+    return tr.last_memory();
+  };
+  for (int dp : {2, 4}) {
+    INFO("dp=" << dp);
+    const auto plain = held(dp, 1, sharding_strategy::no_shard);
+    const auto sharded = held(dp, 1, sharding_strategy::optim);
+    // Each replica's moments: 8 bytes a parameter over d, a bucket's slice
+    // rounded up by at most one element.
+    CHECK(plain.optimizer == 2 * plain.parameters);
+    CHECK(std::abs(double(sharded.optimizer) - double(plain.optimizer) / dp) <=
+          0.05 * double(plain.optimizer) / dp);
+    CHECK(sharded.parameters == plain.parameters);
+    CHECK(sharded.gradients == plain.gradients);
+    CHECK(sharded.activations_peak == plain.activations_peak);
+    CHECK(plain.activations_peak > 0);
+  }
+}
