@@ -62,6 +62,9 @@ struct train_flags {
   model_family_flags family;  // --model and the Llama family's flags
   bool dp_given = false;      // --dp on the command line (else derived from the processes)
   int micro_batch_size = 0;   // > 0: Megatron's --micro-batch-size, a size, not a count
+  std::string sharding;       // --data-parallel-sharding-strategy; empty: not given
+  bool distributed_optimizer = false;  // --use-distributed-optimizer
+  bool overlap_grad_reduce = true;     // Megatron's flag; always the case here
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -213,10 +216,14 @@ int train_loop(train_flags& f, model::training_job& tr) {
                         {"grad_norm", number(r.grad_norm)}};
     if (r.skipped) line["skipped"] = true;
     for (auto& [name, value] : tr.step_metrics()) {
+      // "group/key" nests: {"group": {"key": value}}.
+      const auto slash = name.find('/');
+      auto& at = slash == std::string::npos ? line[name]
+                                            : line[name.substr(0, slash)][name.substr(slash + 1)];
       if (std::isfinite(value) && value == std::trunc(value) && std::abs(value) < 0x1p53)
-        line[name] = int64_t(value);  // counts stay integers in the JSON
+        at = int64_t(value);  // counts stay integers in the JSON
       else
-        line[name] = value;
+        at = value;
     }
     bool eval = tr.done() || (f.eval_interval > 0 && r.step % f.eval_interval == 0);
     if (eval) line["val_loss"] = tr.validation_loss();
@@ -305,6 +312,13 @@ int run_train(train_flags& f, const CLI::App& c) {
                  : f.par.schedule == partition::schedule_kind::interleaved ? 2
                                                                            : 1;
   f.par.recompute = partition::parse_recompute_kind(f.recompute);
+  if (!f.sharding.empty()) f.par.sharding = partition::parse_sharding_strategy(f.sharding);
+  if (f.distributed_optimizer) {
+    if (!f.sharding.empty() && f.par.sharding != partition::sharding_strategy::optim)
+      fail("--use-distributed-optimizer means --data-parallel-sharding-strategy optim (got {})",
+           f.sharding);
+    f.par.sharding = partition::sharding_strategy::optim;
+  }
   f.par.threads = f.threads;
   // Bounded so that the byte count fits an int64 with room to spare.
   constexpr double kmost_bucket_mb = 1048576;
@@ -469,6 +483,15 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--bucket-mb", f->bucket_mb,
                 "Data-parallel gradient bucket (MiB), reduced while backward goes on")
       ->capture_default_str();
+  c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
+              "Shard the AdamW moments over the data-parallel replicas (ZeRO-1): gradients "
+              "reduce-scattered per bucket, updated weights all-gathered");
+  c->add_option("--data-parallel-sharding-strategy", f->sharding,
+                "no_shard or optim (= --use-distributed-optimizer); optim_grads and "
+                "optim_grads_params are scored by `merak plan`");
+  c->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,
+              "Accepted for Megatron scripts: gradient buckets are always reduced while "
+              "backward goes on");
   c->add_option("--sparse-reducer", f->sparse_reducer,
                 "Codec for the token embedding's gradient: none|coo|union|s2")
       ->capture_default_str();

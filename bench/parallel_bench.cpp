@@ -73,12 +73,14 @@ layout_spec parse_layout(const std::string& layout) {
       p.lend_cores = parse_on_off(layout, v);
     else if (k == "rings")
       p.shared_rings = parse_on_off(layout, v);
+    else if (k == "sharding")
+      p.sharding = partition::parse_sharding_strategy(v);
     else if (k == "procs")
       spec.procs = number();
     else
       fail(
           "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, overlap, "
-          "lend, rings, procs)",
+          "sharding, lend, rings, procs)",
           layout, k);
     if (k != "procs" && k != "rings")
       spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
@@ -144,6 +146,8 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              p.lend_cores ? "on" : "off",
              "--shared-rings",
              p.shared_rings ? "on" : "off",
+             "--data-parallel-sharding-strategy",
+             std::string(partition::sharding_strategy_name(p.sharding)),
              "--log-level",
              "warn",
              "--metrics",

@@ -161,6 +161,7 @@ step_result trainer::train_step() {
   step_result r;
   auto t1 = clock::now();
   r.loss = exec_->forward(0, std::move(in)).loss;
+  activation_peak_ = exec_->activation_bytes();
   auto t2 = clock::now();
   exec_->backward(0, {});
   auto t3 = clock::now();
@@ -190,6 +191,20 @@ double trainer::validation_loss() {
     sum += exec_->evaluate(std::move(in));
   }
   return sum / double(nb);
+}
+
+std::vector<std::pair<std::string, double>> trainer::step_metrics() const {
+  int64_t params = 0, grads = 0, moments = 0;
+  for (auto& p : store_.all()) {
+    params += p->value.bytes();
+    grads += p->grad.bytes();
+  }
+  for (auto& m : opt_->first_moments()) moments += m.bytes();
+  for (auto& v : opt_->second_moments()) moments += v.bytes();
+  return {{"memory_bytes/parameters", double(params)},
+          {"memory_bytes/gradients", double(grads)},
+          {"memory_bytes/optimizer", double(moments)},
+          {"memory_bytes/activations_peak", double(activation_peak_)}};
 }
 
 std::string trainer::describe() const {

@@ -105,6 +105,9 @@ class trainer final : public training_job {
   double validation_loss() override;
   std::string save() override;
   std::string describe() const override;
+  // The bytes held in the last step: memory_bytes/parameters, /gradients,
+  // /optimizer (the AdamW moments) and /activations_peak (after forward).
+  std::vector<std::pair<std::string, double>> step_metrics() const override;
 
   int64_t step() const override { return step_; }
   const train_options& options() const override { return opts_; }
@@ -126,6 +129,7 @@ class trainer final : public training_job {
   lr_schedule schedule_;
   int64_t step_ = 0;
   int64_t resumed_from_ = -1;
+  int64_t activation_peak_ = 0;  // last step's
 };
 
 }  // namespace merak::model
