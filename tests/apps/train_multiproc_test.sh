@@ -261,6 +261,36 @@ case $case_name in
     run_pair 2
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
     ;;
+  optim)
+    # The distributed optimizer over 2 processes: the same run in one
+    # process bit for bit, the unsharded run within 1e-6 holding twice the
+    # moments, and its checkpoint resumed on one device.
+    opt=(--steps 6 --dp 2 --use-distributed-optimizer --bucket-mb 0.01)
+    "$merak" launch --procs 2 --timeout 120 train "${model[@]}" "${opt[@]}" --save "$work/ck" \
+      --save-interval 3 --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    # (saving too: the moments' all-gather counts in dp_bytes_per_rank)
+    "$merak" train "${model[@]}" "${opt[@]}" --save "$work/ck_ip" --save-interval 3 \
+      --metrics "$work/ip.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 6 --dp 2 --bucket-mb 0.01 --metrics "$work/plain.jsonl" 2>/dev/null
+    "$merak" train "${model[@]}" --steps 6 --metrics "$work/one.jsonl" 2>/dev/null
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    "$merak" train "${model[@]}" --steps 6 --load "$work/ck/step_00000003" \
+      --metrics "$work/resumed.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
+    python3 - "$work/mp.jsonl" "$work/plain.jsonl" "$work/one.jsonl" "$work/resumed.jsonl" <<'EOF2'
+import json, sys
+mp, plain, one, resumed = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+for a, b in zip(mp, plain):
+    assert abs(a["loss"] - b["loss"]) <= 1e-6 * b["loss"], (a["step"], a["loss"], b["loss"])
+    m, n = a["memory_bytes"], b["memory_bytes"]
+    assert m["parameters"] == n["parameters"] and n["optimizer"] == 2 * n["parameters"], (m, n)
+    assert abs(m["optimizer"] - n["optimizer"] / 2) <= 0.05 * n["optimizer"] / 2, (m, n)
+assert [r["step"] for r in resumed] == [4, 5, 6], resumed
+for a, b in zip(resumed, one[3:]):
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (a["step"], a["loss"], b["loss"])
+print(f"ok: optim over 2 processes within 1e-6 of no_shard, moments {mp[-1]['memory_bytes']['optimizer']} "
+      f"of {plain[-1]['memory_bytes']['optimizer']} bytes; its checkpoint resumes on one device")
+EOF2
+    ;;
   dp2_pp2)
     run_pair 2 --pp 2 --micro-batches 2
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
