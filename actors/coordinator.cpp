@@ -268,6 +268,7 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.bucket_bytes = par.bucket_bytes;
   if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
   su.distributed_optimizer = par.sharding == partition::sharding_strategy::optim;
+  su.recompute_attention = par.recompute == partition::recompute_kind::selective;
   if (channel) {
     su.channel = channel;
     for (int q = 0; q < su.pp; ++q) {

@@ -5,7 +5,8 @@ namespace merak::actors {
 
 void parallel_options::validate(int batch) const {
   partition::layout::validate(batch);
-  if (schedule == partition::schedule_kind::zb_h1 && recompute != recompute_mode::none)
+  if (schedule == partition::schedule_kind::zb_h1 &&
+      (recompute == recompute_mode::full || recompute == recompute_mode::stage_aware))
     fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
          recompute == recompute_mode::full ? "full" : "stage-aware");
   if (sharding == partition::sharding_strategy::optim_grads ||
@@ -29,12 +30,14 @@ partition::placement parallel_options::actor_placement(int world) const {
 
 bool parallel_options::needs_actors() const {
   return processes || actors() * micro_batches > 1 || !trace_path.empty() ||
-         recompute != recompute_mode::none || memory_budget > 0;
+         recompute == recompute_mode::full || recompute == recompute_mode::stage_aware ||
+         memory_budget > 0;
 }
 
 std::unique_ptr<model::training_job> make_training_job(model::train_options opts,
                                                        parallel_options par) {
   par.validate(opts.batch);  // before the layout decides which trainer
+  if (par.recompute == recompute_mode::selective) opts.recompute_attention = true;
   if (par.needs_actors())
     return std::make_unique<parallel_trainer>(std::move(opts), std::move(par));
   return std::make_unique<model::trainer>(std::move(opts));

@@ -54,6 +54,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
   st.cfg = std::move(cfg);
   st.store = std::make_unique<model::parameter_store>(st.cfg.seed, st.cfg.where);
   st.exec = std::make_unique<model::executor>(*st.cfg.graph, *st.store, st.cfg.first, st.cfg.last);
+  st.exec->set_selective_recompute(st.cfg.recompute_attention);
   if (!(st.cfg.distributed_optimizer && st.cfg.dp > 1))
     st.opt = std::make_unique<model::adamw>(st.cfg.adam, st.store->all());
   if (st.cfg.tp > 1) {

@@ -115,6 +115,8 @@ struct stage_setup {
   // (model/distributed_adamw.hpp): buckets reduce-scattered, the updated
   // values all-gathered. Host parameters only.
   bool distributed_optimizer = false;
+  // Selective recomputation: the attention cores recomputed in backward.
+  bool recompute_attention = false;
 };
 
 // Spawns a stage actor on its own thread; it waits for stage_wiring before

@@ -65,6 +65,8 @@ struct train_flags {
   std::string sharding;       // --data-parallel-sharding-strategy; empty: not given
   bool distributed_optimizer = false;  // --use-distributed-optimizer
   bool overlap_grad_reduce = true;     // Megatron's flag; always the case here
+  std::string recompute_granularity;   // Megatron's --recompute-granularity; empty: not given
+  bool recompute_activations = false;  // Megatron's: selective
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -311,6 +313,17 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.par.chunks = f.chunks > 0                                              ? f.chunks
                  : f.par.schedule == partition::schedule_kind::interleaved ? 2
                                                                            : 1;
+  // Megatron's spellings, each the same as one --recompute value.
+  for (const auto& [flag, value] :
+       {std::pair<std::string, std::string>{"--recompute-granularity", f.recompute_granularity},
+        {"--recompute-activations", f.recompute_activations ? "selective" : ""}}) {
+    if (value.empty()) continue;
+    if (value != "full" && value != "selective")
+      fail("{} must be full or selective (got '{}')", flag, value);
+    if (f.recompute != "none" && f.recompute != value)
+      fail("{} {} contradicts --recompute {}", flag, value, f.recompute);
+    f.recompute = value;
+  }
   f.par.recompute = partition::parse_recompute_kind(f.recompute);
   if (!f.sharding.empty()) f.par.sharding = partition::parse_sharding_strategy(f.sharding);
   if (f.distributed_optimizer) {
@@ -533,8 +546,13 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
                            "Interleaved: model chunks per pipeline stage (virtual stages = pp x "
                            "this; default 2)"),
              1, 64);
-  c->add_option("--recompute", f->recompute, "Recomputation: none, full or stage-aware")
+  c->add_option("--recompute", f->recompute,
+                "Recomputation: none, full, stage-aware or selective (the attention cores only)")
       ->capture_default_str();
+  c->add_option("--recompute-granularity", f->recompute_granularity,
+                "Megatron's name: full or selective (the same as --recompute)");
+  c->add_flag("--recompute-activations", f->recompute_activations,
+              "Megatron's name for --recompute selective");
   c->add_option("--recompute-ratio", f->par.recompute_ratio,
                 "Stage-aware: share of stage 0's layers recomputed (later stages less)")
       ->capture_default_str();

@@ -54,6 +54,12 @@ void executor::set_checkpoint(int nodes) {
   checkpoint_ = nodes;
 }
 
+int executor::set_selective_recompute(bool on) {
+  int n = 0;
+  for (auto& l : layers_) n += l->set_recompute_core(on) ? 1 : 0;
+  return n;
+}
+
 void executor::set_tp(tp_group* group, int overlap) {
   if (overlap < 0 || overlap > 2) fail("--tp-overlap must be 0, 1 or 2 (got {})", overlap);
   tp_ = group && group->size() > 1 ? group : nullptr;

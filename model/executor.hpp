@@ -70,6 +70,10 @@ class executor {
   // runs them again. 0 (the default) keeps everything.
   void set_checkpoint(int nodes);
   int checkpoint() const { return checkpoint_; }
+  // Selective recomputation (layer::set_recompute_core): the layers that
+  // can keep nothing from forward and rebuild their stash in backward (the
+  // attention core) do so when `on`. Returns how many layers do.
+  int set_selective_recompute(bool on);
 
   // Tensor parallelism: the graph is one shard's rewrite
   // (partition/tp_rewrite.hpp) and `group` sums its tp_comm nodes. `overlap`

@@ -69,6 +69,13 @@ class layer {
   }
   virtual void backward_weight(std::span<const tensor* const> in, const tensor& dout) {}
 
+  // Selective recomputation: a layer whose stash is large and cheap to
+  // rebuild from its inputs (the attention core's T x T probabilities)
+  // keeps nothing from forward when `on` and recomputes it at the start of
+  // backward, giving the same gradients bit for bit. Returns whether this
+  // layer does so (false: it keeps its stash, whatever `on`).
+  virtual bool set_recompute_core(bool on) { return false; }
+
   // The parameters' values may have changed since the last call: whatever
   // the layer derives from them (a bf16 copy of a weight) must be rebuilt
   // before its next use. Called by the executor between steps.

@@ -154,18 +154,23 @@ class attention_layer final : public layer {
     }
     return with_features(in[0], {in[0][2] / unit * per_group_ * hs_});
   }
+  bool set_recompute_core(bool on) override {
+    recompute_core_ = on;
+    return true;
+  }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
-    int B = int(in[0]->dim(0)), T = int(in[0]->dim(1)), NH = int(out.dim(2)) / hs_;
-    const auto kind = on(out).attention_stash_for(B, NH, T, hs_, in[0]->type());
-    st.add(kind.shape, kind.type);  // the probabilities, or the backend's own
-    if (per_group_ == 1)
-      on(out).attention_forward(out, st.tensors[0], *in[0], NH);
-    else
-      on(out).gqa_attention_forward(out, st.tensors[0], *in[0], NH, NH / per_group_);
+    run_forward(*in[0], out, st);
+    if (recompute_core_) st.clear();  // rebuilt by backward
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
     const int NH = int(dout.dim(2)) / hs_;
+    if (recompute_core_) {  // the probabilities again; the output is not needed
+      st.tensors.reserve(2);  // `again` stays where it is while run_forward appends
+      tensor& again = st.add(dout.shape(), dout.type());
+      run_forward(*in[0], again, st);
+      std::swap(st.tensors[0], st.tensors[1]);  // the probabilities first, as forward leaves them
+    }
     if (per_group_ == 1)
       on(dout).attention_backward(*din[0], dout, *in[0], st.tensors[0], NH);
     else
@@ -173,8 +178,21 @@ class attention_layer final : public layer {
   }
 
  private:
+  // out <- attention over qkv; appends the probabilities (or the backend's
+  // own stash) to st.
+  void run_forward(const tensor& qkv, tensor& out, stash& st) {
+    int B = int(qkv.dim(0)), T = int(qkv.dim(1)), NH = int(out.dim(2)) / hs_;
+    const auto kind = on(out).attention_stash_for(B, NH, T, hs_, qkv.type());
+    tensor& att = st.add(kind.shape, kind.type);
+    if (per_group_ == 1)
+      on(out).attention_forward(out, att, qkv, NH);
+    else
+      on(out).gqa_attention_forward(out, att, qkv, NH, NH / per_group_);
+  }
+
   int hs_;
   int per_group_;  // query heads per K/V head
+  bool recompute_core_ = false;
 };
 
 // Forward copies, backward adds: the executor does the TP sum (tp_comm).

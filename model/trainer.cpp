@@ -78,6 +78,7 @@ trainer::trainer(train_options opts, std::shared_ptr<const token_source> corpus)
 void trainer::init() {
   graph_ = build_model(opts_.model);
   exec_ = std::make_unique<executor>(graph_, store_);
+  exec_->set_selective_recompute(opts_.recompute_attention);
   opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
   schedule_ = opts_.schedule();
   if (!opts_.load.empty()) {

@@ -40,6 +40,9 @@ struct train_options {
   // of ending the run; the data stream and the step count move on.
   bool skip_nonfinite = false;
   uint64_t seed = 1337;
+  // Selective recomputation (--recompute selective): every attention core
+  // keeps nothing from forward and is recomputed in backward.
+  bool recompute_attention = false;
   // Where the parameters, optimizer state and activations live (a CUDA
   // device needs gpu::enable_cuda() first; batches move there each step).
   device where = device::cpu();

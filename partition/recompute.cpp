@@ -131,14 +131,17 @@ const char* recompute_kind_name(recompute_kind k) {
       return "full";
     case recompute_kind::stage_aware:
       return "stage-aware";
+    case recompute_kind::selective:
+      return "selective";
   }
   return "?";
 }
 
 recompute_kind parse_recompute_kind(std::string_view name) {
-  for (auto k : {recompute_kind::none, recompute_kind::full, recompute_kind::stage_aware})
+  for (auto k : {recompute_kind::none, recompute_kind::full, recompute_kind::stage_aware,
+                 recompute_kind::selective})
     if (name == recompute_kind_name(k)) return k;
-  fail("unknown recompute mode '{}' (expected none, full or stage-aware)", name);
+  fail("unknown recompute mode '{}' (expected none, full, stage-aware or selective)", name);
 }
 
 }  // namespace merak::partition

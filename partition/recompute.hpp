@@ -17,9 +17,12 @@
 namespace merak::partition {
 
 // none: keep every activation; full: every stage but the last keeps only its
-// input (full recomputation); stage_aware: the spec's per-stage plan.
-enum class recompute_kind { none, full, stage_aware };
-const char* recompute_kind_name(recompute_kind k);  // "none", "full", "stage-aware"
+// input (full recomputation); stage_aware: the spec's per-stage plan;
+// selective: every attention core is recomputed in backward, the rest kept
+// (model::executor::set_selective_recompute).
+enum class recompute_kind { none, full, stage_aware, selective };
+// "none", "full", "stage-aware", "selective"
+const char* recompute_kind_name(recompute_kind k);
 // The inverse of recompute_kind_name; anything else is an error naming it.
 recompute_kind parse_recompute_kind(std::string_view name);
 

@@ -43,14 +43,18 @@ model::text_corpus corpus() {
   return test::layout_test_corpus();
 }
 
-std::vector<double> single_device_losses(int64_t steps,
-                                         model::dtype activations = model::dtype::f32) {
-  auto opts = tiny(steps);
-  opts.model.activations = activations;
+std::vector<double> single_device_losses_of(const model::train_options& opts) {
   model::trainer tr(opts, corpus());
   std::vector<double> out;
   while (!tr.done()) out.push_back(tr.train_step().loss);
   return out;
+}
+
+std::vector<double> single_device_losses(int64_t steps,
+                                         model::dtype activations = model::dtype::f32) {
+  auto opts = tiny(steps);
+  opts.model.activations = activations;
+  return single_device_losses_of(opts);
 }
 
 // One layout of a table-driven test.
@@ -633,4 +637,40 @@ TEST_CASE("a custom model without the inputs training feeds is refused by name",
   par.sparse.kind = comm::codec_kind::s2;
   REQUIRE_THROWS_WITH(actors::parallel_trainer(tiny_custom(1), par, corpus()),
                       Catch::Contains("\"wte\", which this model does not have"));
+}
+
+TEST_CASE("selective recomputation matches the single device and holds less",
+          "[actors][equivalence][recompute]") {
+  const int64_t steps = 20;
+  static const auto reference = single_device_losses(steps);
+  {  // one device: the same bits as keeping the attention probabilities
+    auto o = tiny(steps);
+    o.recompute_attention = true;
+    CHECK(single_device_losses_of(o) == reference);
+  }
+  using rm = actors::recompute_mode;
+  const layout_case cases[] = {{2, 2, 2, 2, 1, schedule_kind::one_f_one_b, rm::selective},
+                               {1, 1, 2, 4, 0, schedule_kind::zb_h1, rm::selective},
+                               {1, 2, 2, 4, 2, schedule_kind::shifted, rm::selective},
+                               {2, 1, 2, 4, 0, schedule_kind::interleaved, rm::selective, 2}};
+  for (auto& c : cases) expect_losses(tiny(steps), c, reference, 1e-5);
+
+  int stage0_layers = 0;
+  auto peak = [&](rm mode) {
+    auto par = test::parallel_layout(1, 1, 2, 4, schedule_kind::one_f_one_b, 1);
+    par.recompute = mode;
+    actors::parallel_trainer tr(tiny(1), par, corpus());
+    tr.train_step();
+    const auto g = model::build_model(tiny(1).model);
+    stage0_layers = 0;
+    for (int n = tr.stage_bounds()[0]; n < tr.stage_bounds()[1]; ++n)
+      stage0_layers += g.nodes()[size_t(n)].kind == "attention";
+    return tr.last_memory().activations_peak;
+  };
+  const int64_t kept = peak(rm::none), selective = peak(rm::selective);
+  // The peak is stage 0's, holding 2 micro-batches (1F1B, pp 2); each of its
+  // layers keeps (B, NH, T, T) probabilities less: B = 16 / 4, NH = 8,
+  // T = 16, float.
+  REQUIRE(stage0_layers > 0);
+  CHECK(kept - selective == 2 * stage0_layers * (4 * 8 * 16 * 16) * 4);
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "actors/parallel_trainer.hpp"
 #include "model/trainer.hpp"
@@ -54,8 +55,16 @@ TEST_CASE("the training job is the single-device trainer unless the options need
   CHECK_FALSE(one.needs_actors());
   auto single = actors::make_training_job(tiny(f.path, 3), one);
   CHECK(dynamic_cast<model::trainer*>(single.get()) != nullptr);
-  CHECK(single->step_metrics().empty());
   const auto reference = run(*single);
+  {  // one device: the bytes it holds, no pipeline or data-parallel figures
+    std::map<std::string, double> m;
+    for (auto& [name, value] : single->step_metrics()) m[name] = value;
+    CHECK(m.size() == 4);
+    CHECK(m["memory_bytes/parameters"] > 0);
+    CHECK(m["memory_bytes/gradients"] == m["memory_bytes/parameters"]);
+    CHECK(m["memory_bytes/optimizer"] == 2 * m["memory_bytes/parameters"]);
+    CHECK(m["memory_bytes/activations_peak"] > 0);
+  }
 
   for (auto layout : {std::array<int, 4>{1, 2, 1, 2}, std::array<int, 4>{2, 1, 1, 1},
                       std::array<int, 4>{1, 1, 2, 1}}) {
