@@ -42,7 +42,11 @@ coordinator::coordinator(model::train_options o, parallel_options p,
                           : fmt::format(" (--pp {})", par.pp));
     bounds = given;
   }
-  for (int t = 0; t < par.tp; ++t) shards.push_back(partition::rewrite_for_tp(graph, par.tp, t));
+  if (par.sequence_parallel && opts.model.max_seq % par.tp != 0)
+    fail("--sequence-parallel splits each sequence's {} tokens over --tp {}: it must divide them",
+         opts.model.max_seq, par.tp);
+  for (int t = 0; t < par.tp; ++t)
+    shards.push_back(partition::rewrite_for_tp(graph, par.tp, t, par.sequence_parallel));
   for (int b : bounds) shard_bounds.push_back(shards[0].node_map[b]);
   schedule = opts.schedule();
   try {

@@ -104,11 +104,15 @@ std::string parallel_trainer::describe() const {
   auto& par = coordinator_->state().par;
   return fmt::format(
       "model {} on dp={} tp={} pp={}{} (stages at nodes {}), {} micro-batches, schedule {}, "
-      "tp-overlap {}{}\nrecomputation: {}",
+      "tp-overlap {}{}{}{}\nrecomputation: {}",
       coordinator_->state().opts.model.str(), par.dp, par.tp, par.pp,
       par.chunks > 1 ? fmt::format(" x {} chunks", par.chunks) : "",
       fmt::join(coordinator_->state().bounds, ","), par.micro_batches,
       partition::schedule_name(par.schedule), par.tp_overlap,
+      par.sequence_parallel ? ", sequence parallel" : "",
+      par.sharding != partition::sharding_strategy::no_shard
+          ? fmt::format(", optimizer sharded ({})", partition::sharding_strategy_name(par.sharding))
+          : "",
       coordinator_->state().place.world > 1
           ? fmt::format(", {} processes (placement {}{})", coordinator_->state().place.world,
                         coordinator_->state().place.str(),

@@ -496,6 +496,9 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--bucket-mb", f->bucket_mb,
                 "Data-parallel gradient bucket (MiB), reduced while backward goes on")
       ->capture_default_str();
+  c->add_flag("--sequence-parallel", f->par.sequence_parallel,
+              "With --tp: norms, residuals and biases on each shard's slice of the tokens; the "
+              "TP all-reduces become reduce-scatter / all-gather pairs");
   c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
               "Shard the AdamW moments over the data-parallel replicas (ZeRO-1): gradients "
               "reduce-scattered per bucket, updated weights all-gathered");

@@ -73,6 +73,8 @@ layout_spec parse_layout(const std::string& layout) {
       p.lend_cores = parse_on_off(layout, v);
     else if (k == "rings")
       p.shared_rings = parse_on_off(layout, v);
+    else if (k == "sp")
+      p.sequence_parallel = parse_on_off(layout, v);
     else if (k == "sharding")
       p.sharding = partition::parse_sharding_strategy(v);
     else if (k == "procs")
@@ -80,7 +82,7 @@ layout_spec parse_layout(const std::string& layout) {
     else
       fail(
           "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, overlap, "
-          "sharding, lend, rings, procs)",
+          "sp, sharding, lend, rings, procs)",
           layout, k);
     if (k != "procs" && k != "rings")
       spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
@@ -152,6 +154,7 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              "warn",
              "--metrics",
              metrics};
+  if (p.sequence_parallel) lo.argv.push_back("--sequence-parallel");
   auto res = job::launch_local(lo);
   if (!res.ok()) fail("bench parallel: {} processes: {}", spec.procs, res.message);
   std::ifstream in(metrics);

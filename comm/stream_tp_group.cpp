@@ -11,25 +11,52 @@ stream_tp_group::stream_tp_group(std::shared_ptr<transport> link, bool tracing)
     : link_(std::move(link)), stream_(*link_), tracing_(tracing) {}
 
 int stream_tp_group::start_allreduce(model::tensor& x) {
+  return start(x, collective::allreduce);
+}
+int stream_tp_group::start_reduce_scatter(model::tensor& x) {
+  return start(x, collective::reduce_scatter);
+}
+int stream_tp_group::start_allgather(model::tensor& x) {
+  return start(x, collective::allgather);
+}
+
+int stream_tp_group::start(model::tensor& x, collective what) {
   tag_t tag = next_++ % (kmax_collective_tag >> 1);
   int ticket = int(next_ & 0x7fffffff);
   MERAK_CHECK(x.type() == model::dtype::f32 || x.type() == model::dtype::bf16,
-              "TP all-reduce of a {} tensor", model::dtype_name(x.type()));
-  pending_.emplace(ticket, stream_.enqueue([this, &x, tag](transport& t) {
+              "TP collective of a {} tensor", model::dtype_name(x.type()));
+  pending_.emplace(ticket, stream_.enqueue([this, &x, tag, what](transport& t) {
     double t0 = tracing_ ? trace_now() : 0;
-    // The transports sum host memory: a device tensor goes through a host
-    // copy and back.
+    // The transports work on host memory: a device tensor goes through a
+    // host copy and back.
     model::tensor staged;
     if (x.where().type != model::device::kind::cpu) staged = x.to(model::device::cpu());
     model::tensor& h = staged.defined() ? staged : x;
-    if (h.type() == model::dtype::f32)
-      allreduce_sum(t, h.span_f32(), tag);
-    else
-      allreduce_sum(t, std::span<bf16>(h.bf16s(), size_t(h.numel())), tag);
+    const bool f32 = h.type() == model::dtype::f32;
+    const char* name = "tp-allreduce";
+    switch (what) {
+      case collective::allreduce:
+        if (f32)
+          allreduce_sum(t, h.span_f32(), tag);
+        else
+          allreduce_sum(t, std::span<bf16>(h.bf16s(), size_t(h.numel())), tag);
+        break;
+      case collective::reduce_scatter:
+        name = "tp-reduce-scatter";
+        if (f32)
+          reduce_scatter_sum(t, h.span_f32(), tag);
+        else
+          reduce_scatter_sum(t, std::span<bf16>(h.bf16s(), size_t(h.numel())), tag);
+        break;
+      case collective::allgather:
+        name = "tp-allgather";
+        allgather_shards(t, h.raw(), size_t(h.numel()), model::dtype_size(h.type()), tag);
+        break;
+    }
     if (staged.defined()) model::copy_bytes(x, 0, staged, 0, x.bytes());
     if (tracing_) {
       std::lock_guard lock(mu_);
-      trace_.push_back({"tp-allreduce", t0, trace_now()});
+      trace_.push_back({name, t0, trace_now()});
     }
   }));
   return ticket;

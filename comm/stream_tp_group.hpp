@@ -21,12 +21,18 @@ class stream_tp_group final : public model::tp_group {
   // `tracing`: record a slice per sum for take_trace().
   stream_tp_group(std::shared_ptr<transport> link, bool tracing);
   int size() const override { return link_->size(); }
+  int rank() const override { return link_->rank(); }
   int start_allreduce(model::tensor& x) override;
+  int start_reduce_scatter(model::tensor& x) override;
+  int start_allgather(model::tensor& x) override;
   void wait(int ticket) override;
   // Slices of the sums run since the last call ("tp-allreduce").
   trace_track take_trace();
 
  private:
+  enum class collective { allreduce, reduce_scatter, allgather };
+  int start(model::tensor& x, collective what);
+
   std::shared_ptr<transport> link_;
   comm_stream stream_;
   bool tracing_;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "model/backend.hpp"
 
 namespace merak::model {
 namespace {
@@ -30,6 +31,12 @@ executor::executor(const graph& g, parameter_store& store, int first, int last)
   for (int n = first_; n < last_; ++n) {
     std::vector<parameter_ptr> params;
     for (auto& spec : nodes[n].params) params.push_back(store.get_or_create(spec));
+    if (nodes[n].sequence_parallel && !params.empty()) {
+      sp_nodes_.push_back(n);
+      for (auto& p : params)
+        if (std::find(sp_params_.begin(), sp_params_.end(), p) == sp_params_.end())
+          sp_params_.push_back(p);
+    }
     layers_.push_back(nodes[n].make(params));
     for (int v : nodes[n].inputs) used_inside_[v] = true;
   }
@@ -106,7 +113,7 @@ tensor concat_rows(std::vector<tensor*> parts, tensor_pool& pool, bool move_sing
 
 }  // namespace
 
-void executor::run_node_forward(sub_batch& s, int n) {
+void executor::run_node_forward(sub_batch& s, int n, const tensor* whole) {
   auto& node = graph_.nodes()[n];
   const tensor* in[4];
   shape_t in_shapes[4];
@@ -121,12 +128,21 @@ void executor::run_node_forward(sub_batch& s, int n) {
   st.clear();
   auto& l = *layers_[n - first_];
   tensor out = pool_.acquire(l.output_shape({in_shapes, k}), out_info.type, false);
+  if (whole) in[0] = whole;
   if (node_hook_) node_hook_();
   double t0 = profiling_ ? now_s() : 0;
   l.forward({in, k}, out, st);
   if (profiling_) profile_[node.kind].forward_s += now_s() - t0;
   pool_.release(std::move(s.values[node.output]));  // a kept copy, when recomputing
   s.values[node.output] = std::move(out);
+}
+
+tensor executor::gather_buffer(const tensor& part) {
+  shape_t sh = part.shape();
+  sh[1] *= tp_->size();
+  tensor whole = pool_.acquire(sh, part.type(), false);
+  copy_bytes(whole, part.bytes() * size_t(tp_->rank()), part, 0, part.bytes());
+  return whole;
 }
 
 void executor::run_forward(micro_batch& s, int from, int to) {
@@ -139,26 +155,44 @@ void executor::run_forward(micro_batch& s, int from, int to) {
   // Each sub-batch runs up to and including its next all-reduce (started,
   // not awaited), then hands over to the next one; it waits for its sum
   // only when it resumes. Level 1 joins every sub-batch after each second
-  // all-reduce (the end of a transformer block).
-  std::vector<int> cursor(k, from), ticket(k, -1);
+  // all-reduce (the end of a transformer block). Sequence parallelism's
+  // collectives come before their node: it runs when its sub-batch resumes.
+  std::vector<int> cursor(k, from), ticket(k, -1), pending(k, -1);
+  std::vector<tensor> whole(k);
   int reduces = 0;
+  auto resume = [&](int j) {
+    if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
+    if (pending[j] < 0) return;
+    run_node_forward(s.subs[j], std::exchange(pending[j], -1),
+                     whole[j].defined() ? &whole[j] : nullptr);
+    if (whole[j].defined()) pool_.release(std::move(whole[j]));
+  };
   auto wait_all = [&] {
-    for (int j = 0; j < k; ++j)
-      if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
+    for (int j = 0; j < k; ++j) resume(j);
   };
   while (cursor[0] < to) {
     int round_reduces = 0;
     for (int j = 0; j < k; ++j) {
-      if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
+      resume(j);
       while (cursor[j] < to) {
         int n = cursor[j]++;
-        run_node_forward(s.subs[j], n);
-        if (nodes[n].comm == tp_comm::reduce) {
-          ticket[j] = tp_->start_allreduce(s.subs[j].values[nodes[n].output]);
-          if (j == 0) ++round_reduces;
-          if (tp_overlap_ == 0) tp_->wait(std::exchange(ticket[j], -1));
-          break;
+        const auto comm = nodes[n].comm;
+        if (comm == tp_comm::sp_reduce) {  // the partial sums, reduce-scattered in place
+          ticket[j] = tp_->start_reduce_scatter(s.subs[j].values[nodes[n].inputs[0]]);
+          pending[j] = n;
+        } else if (comm == tp_comm::sp_gather || comm == tp_comm::sp_exit) {
+          whole[j] = gather_buffer(s.subs[j].values[nodes[n].inputs[0]]);
+          ticket[j] = tp_->start_allgather(whole[j]);
+          pending[j] = n;
+        } else {
+          run_node_forward(s.subs[j], n);
+          if (comm == tp_comm::reduce)
+            ticket[j] = tp_->start_allreduce(s.subs[j].values[nodes[n].output]);
         }
+        if (ticket[j] < 0) continue;
+        if (j == 0 && (comm == tp_comm::reduce || comm == tp_comm::sp_reduce)) ++round_reduces;
+        if (tp_overlap_ == 0) resume(j);
+        break;
       }
     }
     reduces += round_reduces;
@@ -273,8 +307,25 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   std::vector<const tensor*> in;
   std::vector<tensor*> din;
   std::vector<int> subs_done(last_ - first_, 0);
+  // Sequence parallelism: this backward's share of the partial parameter
+  // gradients gathers in `partial`, is summed over the shards at the end and
+  // added to the gradients; those nodes are reported finished only then.
+  std::vector<tensor> partial;
+  if (tp_)
+    for (auto& p : sp_params_) {
+      partial.push_back(pool_.acquire(p->grad.shape(), p->grad.type(), true));
+      std::swap(p->grad, partial.back());
+    }
+  std::vector<char> is_sp(size_t(last_ - first_), 0);
+  if (tp_)
+    for (int n : sp_nodes_) is_sp[size_t(n - first_)] = 1;
+  std::vector<int> sp_finished;
   auto finished = [&](int n) {
-    if (++subs_done[n - first_] == k && node_done) node_done(n);
+    if (++subs_done[n - first_] != k) return;
+    if (is_sp[size_t(n - first_)])
+      sp_finished.push_back(n);
+    else if (node_done)
+      node_done(n);
   };
   auto run_node = [&](int j, int n) {
     auto& sub = s.subs[j];
@@ -312,11 +363,21 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   // Mirror of run_forward: the last sub-batch first; a sub-batch starts the
   // all-reduce of a tp_copy node's output gradient, hands over, and runs
   // that node (adding the sum into its input's gradient) when it resumes.
+  // Sequence parallelism: sp_gather reduce-scatters its output gradient in
+  // place; sp_reduce and sp_enter all-gather theirs into a whole buffer that
+  // replaces it; either node runs when its sub-batch resumes.
   std::vector<int> cursor(k, last_ - 1), pending(k, -1), ticket(k, -1);
+  std::vector<tensor> whole(k);
   int reduces = 0;
   auto resume = [&](int j) {
     if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
-    if (pending[j] >= 0) run_node(j, std::exchange(pending[j], -1));
+    if (pending[j] < 0) return;
+    const int n = std::exchange(pending[j], -1);
+    if (whole[j].defined()) {
+      pool_.release(std::move(grads[j][nodes[n].output]));
+      grads[j][nodes[n].output] = std::move(whole[j]);
+    }
+    run_node(j, n);
   };
   while (true) {
     bool active = false;
@@ -331,14 +392,23 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
           finished(n);
           continue;
         }
-        if (tp_ && nodes[n].comm == tp_comm::copy) {
-          ticket[j] = tp_->start_allreduce(grads[j][nodes[n].output]);
-          pending[j] = n;
-          if (jj == k - 1) ++round_reduces;
-          if (tp_overlap_ == 0) resume(j);
-          break;
+        const auto comm = tp_ ? nodes[n].comm : tp_comm::none;
+        auto& dout = grads[j][nodes[n].output];
+        if (comm == tp_comm::copy) {
+          ticket[j] = tp_->start_allreduce(dout);
+        } else if (comm == tp_comm::sp_gather) {
+          ticket[j] = tp_->start_reduce_scatter(dout);
+        } else if (comm == tp_comm::sp_reduce || comm == tp_comm::sp_enter) {
+          whole[j] = gather_buffer(dout);
+          ticket[j] = tp_->start_allgather(whole[j]);
+        } else {
+          run_node(j, n);
+          continue;
         }
-        run_node(j, n);
+        pending[j] = n;
+        if (jj == k - 1 && (comm == tp_comm::copy || comm == tp_comm::sp_gather)) ++round_reduces;
+        if (tp_overlap_ == 0) resume(j);
+        break;
       }
     }
     reduces += round_reduces;
@@ -347,6 +417,18 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     if (!active) break;
   }
   for (int j = 0; j < k; ++j) resume(j);
+  if (partial.empty()) return;
+  std::vector<int> sums;
+  for (auto& p : sp_params_) sums.push_back(tp_->start_allreduce(p->grad));
+  for (int t : sums) tp_->wait(t);
+  for (size_t i = 0; i < sp_params_.size(); ++i) {
+    auto& p = *sp_params_[i];
+    std::swap(p.grad, partial[i]);  // the gradient so far back; partial[i] the sum
+    backend_for(p.grad.where()).accumulate(p.grad, partial[i]);
+    pool_.release(std::move(partial[i]));
+  }
+  for (int n : sp_finished)
+    if (node_done) node_done(n);
 }
 
 std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale,
@@ -420,11 +502,14 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
 }
 
 std::vector<int> executor::backward_finish_order(bool split_weights) const {
-  std::vector<int> order, deferred;
+  std::vector<int> order, partial, deferred;
   for (int n = last_ - 1; n >= first_; --n) {
     const bool defer = split_weights && layers_[size_t(n - first_)]->splits_weight_grad();
-    (defer ? deferred : order).push_back(n - first_);
+    const bool sp =
+        tp_ && std::find(sp_nodes_.begin(), sp_nodes_.end(), n) != sp_nodes_.end();
+    (defer ? deferred : sp ? partial : order).push_back(n - first_);
   }
+  order.insert(order.end(), partial.begin(), partial.end());
   order.insert(order.end(), deferred.begin(), deferred.end());
   return order;
 }

@@ -39,9 +39,17 @@ class tp_group {
  public:
   virtual ~tp_group() = default;
   virtual int size() const = 0;
+  virtual int rank() const = 0;  // this shard's, in [0, size())
   // Starts summing `t` in place; `t` stays untouched by the caller until
   // wait(ticket) returns. Throws merak::error on failure.
   virtual int start_allreduce(tensor& t) = 0;
+  // Sequence parallelism: `t` is a whole value viewed as size() equal
+  // slices of its elements, slice k shard k's. Starts summing `t` so that
+  // this shard's slice holds the sum (the rest of `t` undefined after).
+  virtual int start_reduce_scatter(tensor& t) = 0;
+  // Starts filling every other shard's slice of `t` with that shard's (this
+  // shard's slice is in place).
+  virtual int start_allgather(tensor& t) = 0;
   virtual void wait(int ticket) = 0;
 };
 
@@ -158,7 +166,15 @@ class executor {
   };
   micro_batch& state(int mb);
   int sub_count(int64_t batch) const;
-  void run_node_forward(sub_batch& s, int n);
+  // `whole`: the gathered input of an sp_gather / sp_exit node.
+  void run_node_forward(sub_batch& s, int n, const tensor* whole = nullptr);
+  // A whole buffer for sequence parallelism's all-gather, this shard's
+  // slice `part` copied in place.
+  tensor gather_buffer(const tensor& part);
+  // Sequence parallelism: the nodes whose parameters' gradients are partial
+  // per shard, and their parameters.
+  std::vector<int> sp_nodes_;
+  std::vector<parameter_ptr> sp_params_;
   // Runs nodes [from, to) forward over every sub-batch, interleaved at the
   // TP all-reduces.
   void run_forward(micro_batch& s, int from, int to);

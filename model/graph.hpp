@@ -34,10 +34,19 @@ const char* tp_split_name(tp_split s);
 // Tensor-parallel communication a node stands for (inserted by the TP
 // rewrite, partition/tp_rewrite.hpp). The layer itself is the identity; the
 // executor sums over the TP group: Megatron's conjugate pair.
+//
+// Sequence parallelism (--sequence-parallel) splits the values between the
+// column/row pairs over the shards: a whole (B, T, C) value is viewed as
+// its B*T*C elements in tp equal slices, shard k holding slice k as a
+// (B, T/tp, C) tensor (only nodes that act per token read such values).
 enum class tp_comm : uint8_t {
   none,
-  copy,    // "f": identity forward, all-reduce of the gradient in backward
-  reduce,  // "g": all-reduce of the output in forward, identity backward
+  copy,       // "f": identity forward, all-reduce of the gradient in backward
+  reduce,     // "g": all-reduce of the output in forward, identity backward
+  sp_gather,  // "f" under SP: all-gather of the slices forward, reduce-scatter backward
+  sp_reduce,  // "g" under SP: reduce-scatter of the partial sums forward, all-gather backward
+  sp_enter,   // a whole value's own slice forward; all-gather of the gradient backward
+  sp_exit,    // all-gather of the slices forward; the gradient's own slice backward
 };
 
 struct value_info {
@@ -60,6 +69,10 @@ struct node_info {
   tp_split tp = tp_split::replicated;
   tp_comm comm = tp_comm::none;
   int heads = 0;  // attention heads (tensor parallelism splits them), else 0
+  // Sequence parallelism: the node acts on its shard's slice of the tokens,
+  // so its parameters' gradients are partial sums, added over the TP group
+  // after each backward.
+  bool sequence_parallel = false;
   layer_factory make;
 };
 
@@ -83,6 +96,9 @@ class graph {
   void set_loss(int value) { loss_ = value; }
 
   const std::vector<node_info>& nodes() const { return nodes_; }
+  // A node's annotations (costs, tensor-parallel marks) for a rewrite to
+  // adjust; its inputs and output stay as added.
+  node_info& annotations(int node) { return nodes_.at(size_t(node)); }
   const std::vector<value_info>& values() const { return values_; }
   const std::vector<int>& inputs() const { return inputs_; }
   int loss() const { return loss_; }

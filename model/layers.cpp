@@ -443,6 +443,94 @@ int tp_reduce(graph& g, const std::string& name, int x, int C) {
   return tp_identity(g, name, x, C, tp_comm::reduce);
 }
 
+namespace {
+
+// Slice `rank` of `tp` of a whole value: elements [rank n/tp, (rank+1) n/tp).
+int64_t slice_offset(const tensor& whole, int tp, int rank) {
+  return whole.numel() / tp * rank;
+}
+
+shape_t sequence_shape(const shape_t& in, int64_t num, int64_t den, const char* what) {
+  if (in.size() != 3 || (in[1] * num) % den != 0)
+    fail("sequence parallelism {} expects (B, T, C) with T divisible by {}, got {}", what, den,
+         shape_str(in));
+  return {in[0], in[1] * num / den, in[2]};
+}
+
+// sp_enter, sp_reduce: forward keeps the shard's slice of the whole input
+// (the executor has reduce-scattered it first for sp_reduce); backward gets
+// the whole gradient (the executor all-gathers the slices) and adds it.
+class sp_slice_layer final : public layer {
+ public:
+  sp_slice_layer(int tp, int rank) : tp_(tp), rank_(rank) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    return sequence_shape(in[0], 1, tp_, "slice");
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    copy_bytes(out, 0, *in[0], size_t(slice_offset(*in[0], tp_, rank_)) * dtype_size(out.type()),
+               out.bytes());
+  }
+  void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
+                stash&) override {
+    if (din[0]) on(dout).accumulate(*din[0], dout);
+  }
+
+ private:
+  int tp_, rank_;
+};
+
+// sp_gather, sp_exit: forward gets the whole value (the executor
+// all-gathers the slices) and copies it; backward adds the shard's slice of
+// the whole gradient (reduce-scattered first for sp_gather).
+class sp_whole_layer final : public layer {
+ public:
+  sp_whole_layer(int tp, int rank) : tp_(tp), rank_(rank) {}
+  shape_t output_shape(std::span<const shape_t> in) const override {
+    return sequence_shape(in[0], tp_, 1, "gather");
+  }
+  void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
+    on(out).copy(out, *in[0]);
+  }
+  void backward(std::span<const tensor* const>, const tensor& dout, std::span<tensor* const> din,
+                stash&) override {
+    if (!din[0]) return;
+    tensor mine(din[0]->shape(), dout.type(), dout.where());
+    copy_bytes(mine, 0, dout, size_t(slice_offset(dout, tp_, rank_)) * dtype_size(dout.type()),
+               mine.bytes());
+    on(dout).accumulate(*din[0], mine);
+  }
+
+ private:
+  int tp_, rank_;
+};
+
+}  // namespace
+
+int sp_node(graph& g, const std::string& name, int x, int C, tp_comm comm, int tp, int rank) {
+  node_info n;
+  n.name = name;
+  n.inputs = {x};
+  n.comm = comm;
+  const bool to_slice = comm == tp_comm::sp_enter || comm == tp_comm::sp_reduce;
+  MERAK_CHECK(to_slice || comm == tp_comm::sp_gather || comm == tp_comm::sp_exit,
+              "sp_node '{}' of a communication that is not sequence parallelism's", name);
+  n.kind = comm == tp_comm::sp_enter    ? "sp_enter"
+           : comm == tp_comm::sp_reduce ? "sp_reduce"
+           : comm == tp_comm::sp_gather ? "sp_gather"
+                                        : "sp_exit";
+  // Per token of the whole sequence: the output, a slice or the whole.
+  n.activation_bytes_per_token = to_slice ? C * act(g) / tp : C * act(g);
+  if (to_slice)
+    n.make = [tp, rank](std::span<const parameter_ptr>) {
+      return std::make_unique<sp_slice_layer>(tp, rank);
+    };
+  else
+    n.make = [tp, rank](std::span<const parameter_ptr>) {
+      return std::make_unique<sp_whole_layer>(tp, rank);
+    };
+  return g.add_node(std::move(n), {C}, g.activation_type());
+}
+
 int bias_add(graph& g, const std::string& name, int x, int C, const param_spec& bias) {
   node_info n;
   n.name = name;

@@ -60,6 +60,10 @@ int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::s
 int tp_copy(graph& g, const std::string& name, int x, int C);
 int tp_reduce(graph& g, const std::string& name, int x, int C);
 int bias_add(graph& g, const std::string& name, int x, int C, const param_spec& bias);
+// Sequence parallelism (tp_comm::sp_*): shard `rank` of `tp`. sp_enter and
+// sp_reduce take a whole (B, T, C) value to the shard's slice (B, T/tp, C);
+// sp_gather and sp_exit take the slice to the whole value.
+int sp_node(graph& g, const std::string& name, int x, int C, tp_comm comm, int tp, int rank);
 // logits (B,T,V), targets (B,T) i32 -> per-token loss (B,T).
 int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V);
 

@@ -9,6 +9,9 @@
 namespace merak::partition {
 
 void layout::validate(int64_t batch) const {
+  if (sequence_parallel && tp < 2)
+    fail("--sequence-parallel splits tensor-parallel regions: it needs --tp 2 or more (got {})",
+         tp);
   if (dp < 1) fail("--dp must be at least 1 (got {})", dp);
   if (pp < 1) fail("--pp must be at least 1 (got {})", pp);
   if (tp < 1) fail("--tp must be at least 1 (got {})", tp);
@@ -31,10 +34,11 @@ void layout::validate(int64_t batch) const {
 }
 
 std::string layout::str() const {
-  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}", dp, tp, pp,
+  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}{}", dp, tp, pp,
                      micro_batches, schedule_name(schedule),
                      chunks > 1 ? fmt::format(" chunks={}", chunks) : "",
                      recompute_kind_name(recompute), tp_overlap,
+                     sequence_parallel ? " sequence-parallel" : "",
                      sharding == sharding_strategy::no_shard
                          ? ""
                          : fmt::format(" sharding={}", sharding_strategy_name(sharding)));

@@ -34,6 +34,9 @@ struct layout {
   // c x pp + d being chunk c of device d.
   int chunks = 1;
   sharding_strategy sharding = sharding_strategy::no_shard;
+  // Sequence parallelism (--sequence-parallel, with tp > 1): the values
+  // between the TP pairs split over the shards by tokens.
+  bool sequence_parallel = false;
 
   // Virtual stages: the pipeline's pieces of the model, each a stage actor.
   int virtual_stages() const { return pp * chunks; }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "core/error.hpp"
 #include "model/layers.hpp"
 
@@ -69,6 +71,13 @@ std::string check_pair(const model::graph& g, const pair_info& p, int tp) {
   return "";
 }
 
+// Nodes that act on each token alone: under sequence parallelism they run on
+// the shard's slice of the tokens.
+bool acts_per_token(const model::node_info& n) {
+  return n.kind == "layernorm" || n.kind == "rmsnorm" || n.kind == "residual" ||
+         n.kind == "bias" || n.kind == "gelu";
+}
+
 }  // namespace
 
 std::string tp_divisibility_error(const model::graph& g, int tp) {
@@ -78,7 +87,7 @@ std::string tp_divisibility_error(const model::graph& g, int tp) {
   return "";
 }
 
-tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
+tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_parallel) {
   if (auto e = tp_divisibility_error(g, tp); !e.empty()) fail("{}", e);
   MERAK_CHECK(rank >= 0 && rank < tp, "tp rank {} of {}", rank, tp);
   auto& nodes = g.nodes();
@@ -116,17 +125,57 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
   auto features_of = [&](int v) {
     return values[v].features.empty() ? 0 : values[v].features.back();
   };
+  // Sequence parallelism: which values of the new graph are slices, and the
+  // slice (sp_enter) or whole (sp_exit) made of a value, made once each.
+  const bool sp = sequence_parallel && tp > 1;
+  std::vector<char> sliced;
+  std::map<int, int> entered, exited;
+  auto is_sliced = [&](int v) { return size_t(v) < sliced.size() && sliced[size_t(v)]; };
+  auto mark = [&](int v) {
+    if (sliced.size() <= size_t(v)) sliced.resize(size_t(v) + 1, 0);
+    sliced[size_t(v)] = 1;
+    return v;
+  };
+  auto features_new = [&](int v) { return int(ng.values()[size_t(v)].features.back()); };
+  auto as_slice = [&](int v, const std::string& at) {
+    if (is_sliced(v)) return v;
+    if (auto it = entered.find(v); it != entered.end()) return it->second;
+    const int s = model::layers::sp_node(ng, ng.values()[size_t(v)].name + ".sp_enter." + at, v,
+                                         features_new(v), model::tp_comm::sp_enter, tp, rank);
+    return entered[v] = mark(s);
+  };
+  auto as_whole = [&](int v, const std::string& at) {
+    if (!is_sliced(v)) return v;
+    if (auto it = exited.find(v); it != exited.end()) return it->second;
+    return exited[v] = model::layers::sp_node(ng, ng.values()[size_t(v)].name + ".sp_exit." + at,
+                                              v, features_new(v), model::tp_comm::sp_exit, tp,
+                                              rank);
+  };
   for (int n = 0; n < N; ++n) {
     out.node_map.push_back(int(ng.nodes().size()));
     model::node_info node = nodes[n];
     for (int& v : node.inputs) v = vmap[v];
     auto feats = values[node.output].features;
+    bool slice_out = false;
     switch (roles[n]) {
       case role::whole:
+        if (sp && acts_per_token(nodes[n])) {  // on the slice of the tokens
+          for (int& v : node.inputs) v = as_slice(v, node.name);
+          node.sequence_parallel = !node.params.empty();
+          node.flops_per_token /= tp;
+          node.activation_bytes_per_token /= tp;
+          slice_out = true;
+        } else if (sp) {
+          for (int& v : node.inputs) v = as_whole(v, node.name);
+        }
         break;
       case role::column: {
         int64_t C = features_of(nodes[n].inputs[0]);
-        node.inputs[0] = model::layers::tp_copy(ng, node.name + ".tp_copy", node.inputs[0], int(C));
+        node.inputs[0] =
+            sp ? model::layers::sp_node(ng, node.name + ".sp_gather",
+                                        as_slice(node.inputs[0], node.name), int(C),
+                                        model::tp_comm::sp_gather, tp, rank)
+               : model::layers::tp_copy(ng, node.name + ".tp_copy", node.inputs[0], int(C));
         for (auto& spec : node.params) spec = shard(spec, 0, groups[n]);
         feats.back() /= tp;
         break;
@@ -145,8 +194,19 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
         node.flops_per_token /= tp;
         int partial = ng.add_node(node, feats, values[nodes[n].output].type);
         int C = int(feats.back());
-        int y = model::layers::tp_reduce(ng, nodes[n].name + ".tp_reduce", partial, C);
-        if (has_bias) y = model::layers::bias_add(ng, nodes[n].name + ".bias_add", y, C, bias);
+        int y = sp ? mark(model::layers::sp_node(ng, nodes[n].name + ".sp_reduce", partial, C,
+                                                 model::tp_comm::sp_reduce, tp, rank))
+                   : model::layers::tp_reduce(ng, nodes[n].name + ".tp_reduce", partial, C);
+        if (has_bias) {
+          y = model::layers::bias_add(ng, nodes[n].name + ".bias_add", y, C, bias);
+          if (sp) {  // on the slice: a partial gradient
+            auto& added = ng.annotations(int(ng.nodes().size()) - 1);
+            added.sequence_parallel = true;
+            added.flops_per_token /= tp;
+            added.activation_bytes_per_token /= tp;
+            mark(y);
+          }
+        }
         vmap[nodes[n].output] = y;
         continue;
       }
@@ -156,6 +216,7 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank) {
       node.activation_bytes_per_token /= tp;
     }
     vmap[nodes[n].output] = ng.add_node(std::move(node), feats, values[nodes[n].output].type);
+    if (slice_out) mark(vmap[nodes[n].output]);
   }
   out.node_map.push_back(int(ng.nodes().size()));
   if (g.loss() >= 0) ng.set_loss(vmap[g.loss()]);

@@ -15,6 +15,13 @@
 // head, the loss) stay whole on every shard. A column node whose output
 // feeds attention (a fused QKV) is split per head: groups of 3 blocks.
 //
+// With sequence parallelism the nodes between the pairs that act per token
+// (norms, residuals, biases) run on the shard's slice of the tokens
+// (model::tp_comm): tp_copy becomes sp_gather and tp_reduce sp_reduce; a
+// whole value entering that region passes sp_enter, a slice leaving it for
+// a node that needs every token (the LM head) sp_exit. Those nodes' own
+// parameters are marked sequence_parallel (their gradients are partial).
+//
 // Parameters keep their names; a shard's param_spec records its slice
 // (shard_spec), so shards initialise from the single-device values and
 // checkpoints gather them back.
@@ -38,7 +45,7 @@ struct tp_graph {
 // The rewrite for shard `rank` of `tp`. tp = 1 returns a copy. Throws
 // merak::error naming the node and the size when a split does not divide
 // (heads by tp, features by tp).
-tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank);
+tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_parallel = false);
 
 // Checks without rewriting; returns "" when every pair divides by tp, else
 // the first rule that fails, by name.

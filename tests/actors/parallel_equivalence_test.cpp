@@ -674,3 +674,71 @@ TEST_CASE("selective recomputation matches the single device and holds less",
   REQUIRE(stage0_layers > 0);
   CHECK(kept - selective == 2 * stage0_layers * (4 * 8 * 16 * 16) * 4);
 }
+
+TEST_CASE("sequence parallelism matches the single device in every layout",
+          "[actors][equivalence][tp][sp]") {
+  const int64_t steps = 20;
+  static const auto reference = single_device_losses(steps);
+  static const auto reference_bf16 = single_device_losses(steps, model::dtype::bf16);
+  using rm = actors::recompute_mode;
+  struct sp_case {
+    layout_case layout;
+    bool bf16 = false;
+    partition::sharding_strategy sharding = partition::sharding_strategy::no_shard;
+  };
+  const sp_case cases[] = {
+      {{1, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none}},
+      {{1, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none}},
+      {{1, 4, 1, 2, 2, schedule_kind::one_f_one_b, rm::none}},
+      {{2, 2, 2, 2, 1, schedule_kind::shifted, rm::stage_aware}},
+      {{1, 2, 2, 4, 2, schedule_kind::one_f_one_b, rm::full}},
+      {{1, 2, 2, 4, 0, schedule_kind::zb_h1, rm::selective}},
+      {{1, 2, 2, 4, 1, schedule_kind::interleaved, rm::none, 2}},
+      {{1, 2, 2, 2, 1, schedule_kind::gpipe, rm::none}, true},
+      {{2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none}, false,
+       partition::sharding_strategy::optim},
+  };
+  for (auto& c : cases) {
+    auto& l = c.layout;
+    auto par = test::parallel_layout(l.dp, l.tp, l.pp, l.m, l.kind, l.chunks);
+    par.tp_overlap = l.overlap;
+    par.recompute = l.rc;
+    par.bucket_bytes = 8192;
+    par.timeout_s = 60;
+    par.sequence_parallel = true;
+    par.sharding = c.sharding;
+    auto o = tiny(steps);
+    if (c.bf16) o.model.activations = model::dtype::bf16;
+    INFO(par.str() << (c.bf16 ? " bf16" : ""));
+    expect_reference_losses(o, par, c.bf16 ? reference_bf16 : reference, c.bf16 ? 1e-3 : 1e-5);
+  }
+}
+
+TEST_CASE("sequence parallelism holds fewer activations on each shard, fewer with more shards",
+          "[actors][tp][sp][memory]") {
+  auto peak = [](int tp, bool sp) {
+    auto par = test::parallel_layout(1, tp, 1, 1, schedule_kind::one_f_one_b, 1);
+    par.sequence_parallel = sp;
+    actors::parallel_trainer tr(tiny(1), par, corpus());
+    tr.train_step();
+    return tr.last_memory().activations_peak;
+  };
+  const int64_t one = peak(1, false), tp2 = peak(2, false), sp2 = peak(2, true);
+  CHECK(sp2 < tp2);
+  CHECK(tp2 < one);
+  CHECK(peak(4, true) < sp2);
+}
+
+TEST_CASE("sequence parallelism is refused by name where it cannot split",
+          "[actors][tp][sp]") {
+  auto par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
+  par.sequence_parallel = true;
+  CHECK_THROWS_WITH(actors::parallel_trainer(tiny(1), par, corpus()),
+                    Catch::Contains("--sequence-parallel") && Catch::Contains("--tp 2 or more"));
+  par = test::parallel_layout(1, 2, 1, 1, schedule_kind::one_f_one_b, 1);
+  par.sequence_parallel = true;
+  auto o = tiny(1);
+  o.model.max_seq = 15;
+  CHECK_THROWS_WITH(actors::parallel_trainer(o, par, corpus()),
+                    Catch::Contains("15 tokens") && Catch::Contains("--tp 2"));
+}

@@ -201,6 +201,12 @@ case $case_name in
   tp2)
     DP=1 run_layout 2 --tp 2 --micro-batches 2 --schedule 1f1b
     ;;
+  sp)
+    # Sequence parallelism between processes: reduce-scatters and
+    # all-gathers over UCX, the same bits as in one process.
+    DP=1 run_layout 2 --tp 2 --micro-batches 2 --tp-overlap 1 --sequence-parallel
+    DP=2 run_layout 8 --tp 2 --pp 2 --micro-batches 2 --sequence-parallel --use-distributed-optimizer
+    ;;
   pp4)
     DP=1 run_layout 4 --pp 4 --micro-batches 4 --schedule gpipe --recompute full
     ;;

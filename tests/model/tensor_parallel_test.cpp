@@ -7,6 +7,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "model/executor.hpp"
@@ -31,6 +32,25 @@ class barrier_group final : public tp_group {
  public:
   barrier_group(shared_sum& s, int rank) : s_(s), rank_(rank) {}
   int size() const override { return s_.size; }
+  int rank() const override { return rank_; }
+  // The sum in rank order; this rank's slice of it.
+  int start_reduce_scatter(tensor& t) override {
+    tensor whole = t.clone();
+    start_allreduce(whole);
+    const int64_t n = t.numel() / s_.size;
+    copy_bytes(t, size_t(n * rank_) * dtype_size(t.type()), whole,
+               size_t(n * rank_) * dtype_size(t.type()), size_t(n) * dtype_size(t.type()));
+    return calls;
+  }
+  int start_allgather(tensor& t) override {
+    s_.slots[rank_] = &t;
+    s_.sync.arrive_and_wait();
+    const size_t n = t.bytes() / size_t(s_.size);
+    for (int r = 0; r < s_.size; ++r)
+      if (r != rank_) copy_bytes(t, n * size_t(r), *s_.slots[r], n * size_t(r), n);
+    s_.sync.arrive_and_wait();  // everyone has read every slot
+    return ++calls;
+  }
   int start_allreduce(tensor& t) override {
     s_.slots[rank_] = &t;
     s_.sync.arrive_and_wait();
@@ -93,6 +113,33 @@ TEST_CASE("the TP rewrite splits each column/row pair and keeps the rest whole",
   CHECK_THROWS_WITH(partition::rewrite_for_tp(g, 3, 0), Catch::Contains("h0.attn.qkv"));
 }
 
+TEST_CASE("the sequence-parallel rewrite slices the regions between the pairs", "[tp][sp]") {
+  graph g = build_gpt({.vocab = 32, .max_seq = 8, .layers = 2, .dim = 16, .heads = 4});
+  auto r = partition::rewrite_for_tp(g, 2, 1, true);
+  std::map<std::string, int> kinds;
+  int partial = 0;
+  for (auto& n : r.graph.nodes()) {
+    ++kinds[n.kind];
+    if (n.sequence_parallel) {
+      ++partial;
+      CHECK((n.kind == "layernorm" || n.kind == "bias"));
+    }
+  }
+  // Per pair sp_gather and sp_reduce instead of tp_copy and tp_reduce; the
+  // embedding's output enters the sliced region once, ln_f's output leaves
+  // it once for the LM head.
+  CHECK(kinds["sp_gather"] == 4);
+  CHECK(kinds["sp_reduce"] == 4);
+  CHECK(kinds["sp_enter"] == 1);
+  CHECK(kinds["sp_exit"] == 1);
+  CHECK(kinds["tp_copy"] + kinds["tp_reduce"] == 0);
+  CHECK(r.graph.nodes().size() == g.nodes().size() + 3 * 4 + 2);
+  // Per block two LayerNorms and two row biases; and ln_f.
+  CHECK(partial == 2 * 4 + 1);
+  // Without --tp above 1 there is nothing to slice.
+  CHECK(partition::rewrite_for_tp(g, 1, 0, true).graph.nodes().size() == g.nodes().size());
+}
+
 TEST_CASE("a parameter shard initialises to its slice of the whole parameter", "[tp]") {
   param_spec whole{"w", {6, 4}};
   tensor full(whole.shape);
@@ -126,11 +173,13 @@ TEST_CASE("tensor-parallel shards give the single-device loss and gradients", "[
 
   for (int tp : {2, 4})
     for (int overlap : {0, 1, 2})
-      for (int ckpt : {0, 9}) {  // 9: through the first tp_reduce
-        INFO("tp " << tp << " overlap " << overlap << " checkpoint " << ckpt);
+      for (int ckpt : {0, 9})  // 9: through the first tp_reduce
+        for (bool sp : {false, true}) {
+        INFO("tp " << tp << " overlap " << overlap << " checkpoint " << ckpt << " sequence parallel "
+                   << sp);
         shared_sum sum(tp);
         std::vector<partition::tp_graph> graphs;
-        for (int r = 0; r < tp; ++r) graphs.push_back(partition::rewrite_for_tp(g, tp, r));
+        for (int r = 0; r < tp; ++r) graphs.push_back(partition::rewrite_for_tp(g, tp, r, sp));
         std::vector<std::unique_ptr<parameter_store>> stores;
         std::vector<double> losses(tp);
         std::vector<int> calls(tp);
@@ -153,12 +202,17 @@ TEST_CASE("tensor-parallel shards give the single-device loss and gradients", "[
           CHECK(calls[r] == calls[0]);
         }
         // One sum per pair in forward and one in backward, per sub-batch,
-        // plus the recomputed forward's when checkpointed.
+        // plus the recomputed forward's when checkpointed. Sequence
+        // parallel: two collectives per pair each way, the embedding's
+        // slice (backward) and the LM head's whole (forward) per sub-batch,
+        // and one sum of each partial parameter gradient: per block the two
+        // LayerNorms' weights and biases and the two row biases, and ln_f's.
         int subs = overlap > 0 ? 2 : 1;
+        const int want = sp ? (4 * 2 * 2 + 2) * subs + 2 * 6 + 2 : 4 * 2 * subs;
         if (ckpt == 0)
-          CHECK(calls[0] == 4 * 2 * subs);
+          CHECK(calls[0] == want);
         else
-          CHECK(calls[0] > 4 * 2 * subs);
+          CHECK(calls[0] > want);
         // Gather every parameter's gradient back to its whole shape.
         for (auto& p : ref_store.all()) {
           tensor whole = tensor::zeros(p->grad.shape());
