@@ -218,13 +218,10 @@ struct bucket_reduced {
   trace_slice slice;        // the reduction's, for the trace
 };
 
-// What a gather_bucket all-gathers (the distributed optimizer's shards).
-enum class gathered : uint8_t { values, first_moments, second_moments };
-
-// reducer -> stage: every replica's shard of bucket `bucket`'s `what`.
+// reducer -> stage: every replica's shard of bucket `bucket`'s updated
+// values (the distributed optimizer).
 struct bucket_gathered {
   int bucket = 0;
-  gathered what = gathered::values;
   tensor_ref flat;
 };
 
@@ -236,7 +233,7 @@ struct apply_update {
 };
 
 // coordinator -> stage of replica 0 (of every replica under the distributed
-// optimizer, whose moments replica 0 gathers): write this shard into the
+// optimizer, each writing its moments' slices): write this shard into the
 // checkpoint being assembled in `dir`.
 struct save_shard {
   std::string dir;
@@ -267,7 +264,6 @@ struct reduce_bucket {
 // comm::shard_range, is its own), answered with bucket_gathered.
 struct gather_bucket {
   int bucket = 0;
-  gathered what = gathered::values;
   tensor_ref flat;
   stage_api stage;
 };
@@ -462,27 +458,8 @@ MERAK_INSPECT(apply_update, x.lr, x.clip, x.skip)
 MERAK_INSPECT(save_shard, text_ref{x.dir}, x.meta)
 MERAK_INSPECT(restore_shard, text_ref{x.dir})
 MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage, x.scatter)
-// `what` travels as its number and is checked on arrival.
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, gather_bucket& x) {
-  uint8_t what = uint8_t(x.what);
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (what > uint8_t(gathered::second_moments)) return caf::sec::invalid_argument;
-    x.what = gathered(what);
-    return caf::none;
-  });
-  return f(caf::meta::type_name("merak.gather_bucket"), x.bucket, what, x.flat, x.stage, load);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, bucket_gathered& x) {
-  uint8_t what = uint8_t(x.what);
-  auto load = caf::meta::load_callback([&]() -> caf::error {
-    if (what > uint8_t(gathered::second_moments)) return caf::sec::invalid_argument;
-    x.what = gathered(what);
-    return caf::none;
-  });
-  return f(caf::meta::type_name("merak.bucket_gathered"), x.bucket, what, x.flat, load);
-}
+MERAK_INSPECT(gather_bucket, x.bucket, x.flat, x.stage)
+MERAK_INSPECT(bucket_gathered, x.bucket, x.flat)
 MERAK_INSPECT(scheduler_wiring, x.stages, x.coordinator)
 MERAK_INSPECT(memory_report, x.memory)
 MERAK_INSPECT(micro_batch_loss, x.dp, x.mb, x.loss)
@@ -519,7 +496,8 @@ MERAK_INSPECT(trace_slice, actors::text_ref{x.name}, x.start, x.end)
 
 namespace merak::model {
 MERAK_INSPECT(shard_spec, x.dim, x.parts, x.index, x.groups, x.full)
-MERAK_INSPECT(shard_record, actors::text_ref{x.file}, actors::text_ref{x.name}, x.spec, x.full)
+MERAK_INSPECT(shard_record, actors::text_ref{x.file}, actors::text_ref{x.name}, x.spec, x.full,
+              x.moment_piece, x.begin, x.end)
 MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens_per_s, x.forward_s,
               x.backward_s, x.optimizer_s, x.skipped)
 }  // namespace merak::model

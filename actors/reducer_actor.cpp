@@ -87,14 +87,14 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
         try {
           auto data = g.flat.t->span_f32();
           // Tags apart from the reductions': kmax_collective_tag / 2 and up.
-          const auto tag = comm::tag_t(comm::kmax_collective_tag / 2 + 3 * g.bucket + int(g.what));
+          const auto tag = comm::tag_t(comm::kmax_collective_tag / 2 + g.bucket);
           comm::allgather_shards(*st.cfg.link, data.data(), data.size(), sizeof(float), tag);
         } catch (const std::exception& e) {
           self->quit(caf::make_error(caf::sec::runtime_error,
                                      fmt::format("{}: {}", st.cfg.where, e.what())));
           return;
         }
-        self->send(g.stage, bucket_gathered{g.bucket, g.what, std::move(g.flat)});
+        self->send(g.stage, bucket_gathered{g.bucket, std::move(g.flat)});
       },
   };
 }

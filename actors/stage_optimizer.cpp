@@ -26,18 +26,27 @@ void report_applied(stage_self self) {
   st.in_step = false;  // the next step waits on the whole run's coordinator
 }
 
-// A flat host buffer of bucket b's size for an all-gather of `what`.
-std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b, gathered what) {
-  if (what == gathered::values) {  // the gradient buffer, free again after the reduction
-    auto& flat = st.buckets.at(size_t(b)).flat;
-    if (flat && flat.use_count() == 1 && flat->numel() == st.dist->bucket_numel(b)) return flat;
-  }
+// A flat host buffer of bucket b's size for the all-gather of the updated
+// values: the gradient buffer, free again after the reduction.
+std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b) {
+  auto& flat = st.buckets.at(size_t(b)).flat;
+  if (flat && flat.use_count() == 1 && flat->numel() == st.dist->bucket_numel(b)) return flat;
   return std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
 }
 
-// Writes the shard file: its slices of split weights, the unsplit ones by TP
-// shard 0 only, tied weights by their owner stage only; moments m[i], v[i]
-// parallel to the store's parameters.
+// Whether this shard writes parameter `prm` into checkpoints: its slices of
+// split weights, the unsplit ones on TP shard 0 only, tied weights on their
+// owner stage only.
+bool writes(const stage_state& st, const model::parameter& prm) {
+  bool owned = prm.spec.shard.sharded() || st.cfg.tp_rank == 0;
+  for (auto& t : st.cfg.route.ties)
+    if (t.name == prm.spec.name) owned = owned && t.owner == st.cfg.stage;
+  return owned;
+}
+
+// Writes the shard file of the parameters this shard writes, with their
+// moments m[i], v[i] (parallel to the store's parameters; both empty: the
+// values alone).
 std::vector<model::shard_record> write_own_shard(const stage_state& st, const std::string& dir,
                                                  const model::metadata_map& meta,
                                                  const std::vector<const model::tensor*>& m,
@@ -46,40 +55,15 @@ std::vector<model::shard_record> write_own_shard(const stage_state& st, const st
   std::vector<const model::tensor*> mine_m, mine_v;
   auto& all = st.store->all();
   for (size_t i = 0; i < all.size(); ++i) {
-    bool owned = all[i]->spec.shard.sharded() || st.cfg.tp_rank == 0;
-    for (auto& t : st.cfg.route.ties)
-      if (t.name == all[i]->spec.name) owned = owned && t.owner == st.cfg.stage;
-    if (!owned) continue;
+    if (!writes(st, *all[i])) continue;
     params.push_back(all[i].get());
-    mine_m.push_back(m[i]);
-    mine_v.push_back(v[i]);
+    if (!m.empty()) {
+      mine_m.push_back(m[i]);
+      mine_v.push_back(v[i]);
+    }
   }
   return model::write_shard(dir, model::shard_file_name(st.cfg.stage, st.cfg.tp_rank), params,
                             mine_m, mine_v, meta);
-}
-
-// Every moment gathered: replica 0 writes the shard, whole moments rebuilt
-// from the gathered buckets; the other replicas only report.
-void finish_sharded_save(stage_self self) {
-  auto& st = self->state;
-  auto save = std::move(st.saving);
-  std::vector<model::shard_record> records;
-  if (st.cfg.dp_rank == 0) {
-    const size_t n = st.store->all().size();
-    std::vector<model::tensor> m, v;
-    std::vector<const model::tensor*> pm, pv;
-    m.reserve(n);
-    v.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      const int b = st.dist->bucket_of(int(i));
-      m.push_back(st.dist->param_moments(int(i), save->first[size_t(b)]->f32()));
-      v.push_back(st.dist->param_moments(int(i), save->second[size_t(b)]->f32()));
-      pm.push_back(&m.back());
-      pv.push_back(&v.back());
-    }
-    records = write_own_shard(st, save->dir, save->meta, pm, pv);
-  }
-  self->send(st.coordinator, shard_saved{coord(st), std::move(records), st.dist->t()});
 }
 
 }  // namespace
@@ -151,10 +135,10 @@ void apply_step_update(stage_self self, const apply_update& u) {
     // This replica's slices, then every replica's updated slices to all.
     st.dist->step(u.lr, u.clip, true);
     for (int b = 0; b < st.dist->buckets(); ++b) {
-      auto flat = gather_buffer(st, b, gathered::values);
+      auto flat = gather_buffer(st, b);
       st.dist->pack_owned_values(b, flat->f32());
       ++st.gathers;
-      self->send(st.reducer, gather_bucket{b, gathered::values, tensor_ref{flat}, self});
+      self->send(st.reducer, gather_bucket{b, tensor_ref{flat}, self});
     }
     if (st.gathers > 0) return;  // the last bucket_gathered reports
   }
@@ -166,16 +150,9 @@ void take_bucket_gathered(stage_self self, bucket_gathered& g) {
   MERAK_CHECK(st.dist && st.gathers > 0, "{}: an all-gather nobody asked for (bucket {})",
               where(st), g.bucket);
   --st.gathers;
-  if (g.what == gathered::values) {
-    core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
-    st.dist->unpack_values(g.bucket, g.flat.t->f32());
-    if (st.gathers == 0) report_applied(self);
-    return;
-  }
-  MERAK_CHECK(st.saving, "{}: moments gathered outside a checkpoint", where(st));
-  auto& into = g.what == gathered::first_moments ? st.saving->first : st.saving->second;
-  into.at(size_t(g.bucket)) = g.flat.t;
-  if (st.gathers == 0) finish_sharded_save(self);
+  core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
+  st.dist->unpack_values(g.bucket, g.flat.t->f32());
+  if (st.gathers == 0) report_applied(self);
 }
 
 void save_own_shard(stage_self self, const save_shard& m) {
@@ -188,23 +165,23 @@ void save_own_shard(stage_self self, const save_shard& m) {
                shard_saved{coord(st), write_own_shard(st, m.dir, m.meta, pm, pv), st.opt->t()});
     return;
   }
-  // Each replica holds a slice of the moments: all-gather them bucket by
-  // bucket, then replica 0 writes the shard as the plain optimizer would.
-  MERAK_CHECK(!st.saving && st.gathers == 0, "{}: a checkpoint while another is being written",
-              where(st));
-  st.saving = std::make_unique<stage_state::pending_save>();
-  st.saving->dir = m.dir;
-  st.saving->meta = m.meta;
-  st.saving->first.resize(size_t(st.dist->buckets()));
-  st.saving->second.resize(size_t(st.dist->buckets()));
+  // Each replica holds the moments of its slices: replica 0 writes the
+  // values, every replica its moments' pieces, nothing gathered.
+  std::vector<model::shard_record> records;
+  if (st.cfg.dp_rank == 0) records = write_own_shard(st, m.dir, m.meta, {}, {});
+  std::vector<model::moment_piece> pieces;
+  auto& all = st.store->all();
   for (int b = 0; b < st.dist->buckets(); ++b)
-    for (gathered what : {gathered::first_moments, gathered::second_moments}) {
-      auto flat = gather_buffer(st, b, what);
-      st.dist->pack_owned_moments(b, what == gathered::first_moments, flat->f32());
-      ++st.gathers;
-      self->send(st.reducer, gather_bucket{b, what, tensor_ref{flat}, self});
+    for (auto& pc : st.dist->owned_pieces(b)) {
+      auto& prm = *all[size_t(pc.param)];
+      if (!writes(st, prm)) continue;
+      auto [pm, pv] = st.dist->piece_moments(b, pc);
+      pieces.push_back({&prm.spec, pc.begin, pc.end, pm, pv});
     }
-  if (st.gathers == 0) finish_sharded_save(self);
+  auto mine = model::write_moment_pieces(
+      m.dir, model::moment_file_name(st.cfg.stage, st.cfg.tp_rank, st.cfg.dp_rank), pieces, m.meta);
+  records.insert(records.end(), mine.begin(), mine.end());
+  self->send(st.coordinator, shard_saved{coord(st), std::move(records), st.dist->t()});
 }
 
 void restore_own_shard(stage_self self, const restore_shard& m) {

@@ -78,17 +78,10 @@ struct stage_state {
   std::vector<bucket> buckets;
   // The distributed optimizer: which buckets are reduce-scattered (the others,
   // holding tied weights or the sparse codec's parameter, are all-reduced
-  // whole), and the all-gathers still out (of the updated values after a
-  // step, of the moments for a checkpoint).
+  // whole), and the all-gathers of the updated values still out.
   std::vector<char> scatter;
   int gathers = 0;
   double update_t0 = 0;
-  struct pending_save {
-    std::string dir;
-    model::metadata_map meta;
-    std::vector<std::shared_ptr<model::tensor>> first, second;  // gathered, per bucket
-  };
-  std::unique_ptr<pending_save> saving;
   int shipped = 0, reduced = 0;  // buckets this step
   uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
   uint64_t reducer_bytes_reported = 0;
@@ -150,7 +143,8 @@ memory_use memory_held(const stage_state& st);
 void apply_step_update(stage_self self, const apply_update& u);
 // An all-gather of the distributed optimizer is back.
 void take_bucket_gathered(stage_self self, bucket_gathered& g);
-// Writes this shard (and, gathered first, its moments) into a checkpoint.
+// Writes this shard into a checkpoint: its values (replica 0) and its
+// moments, or under the distributed optimizer this replica's slices of them.
 void save_own_shard(stage_self self, const save_shard& m);
 // Loads this shard's part of a checkpoint.
 void restore_own_shard(stage_self self, const restore_shard& m);

@@ -90,16 +90,10 @@ void distributed_adamw::unpack_values(int b, const float* flat) {
   }
 }
 
-void distributed_adamw::pack_owned_moments(int b, bool first, float* flat) const {
-  const tensor& src = first ? m_[size_t(b)] : v_[size_t(b)];
-  if (src.numel() > 0)
-    std::memcpy(flat + owned_[size_t(b)].first, src.f32(), src.bytes());
-}
-
-tensor distributed_adamw::param_moments(int p, const float* bucket_flat) const {
-  tensor out(params_[size_t(p)]->value.shape());
-  std::memcpy(out.f32(), bucket_flat + offset_in_[size_t(p)], out.bytes());
-  return out;
+std::pair<const float*, const float*> distributed_adamw::piece_moments(int b,
+                                                                      const piece& pc) const {
+  const int64_t at = pc.flat - owned_[size_t(b)].first;
+  return {m_[size_t(b)].f32() + at, v_[size_t(b)].f32() + at};
 }
 
 void distributed_adamw::set_moments(const std::vector<tensor>& m, const std::vector<tensor>& v) {

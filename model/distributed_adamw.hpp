@@ -60,10 +60,9 @@ class distributed_adamw {
   void pack_owned_values(int b, float* flat) const;
   // The parameters of bucket b <- a whole flat buffer of values (after it).
   void unpack_values(int b, const float* flat);
-  // flat[owned(b)] <- the moments (first: m, else v) of that slice.
-  void pack_owned_moments(int b, bool first, float* flat) const;
-  // Whole moments of parameter p from its bucket's gathered flat buffer.
-  tensor param_moments(int p, const float* bucket_flat) const;
+  // The moments (m, v) of piece `pc` of owned_pieces(b): pc.end - pc.begin
+  // floats each.
+  std::pair<const float*, const float*> piece_moments(int b, const piece& pc) const;
   // This rank's slice of every moment <- whole per-parameter moments
   // (a checkpoint's), m and v parallel to the parameters.
   void set_moments(const std::vector<tensor>& m, const std::vector<tensor>& v);

@@ -1,5 +1,6 @@
 #include "model/sharded_checkpoint.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,11 +61,45 @@ void check_complete(const std::string& where, const std::string& name,
     fail("{}: tensor '{}' has {} of its {} slices", where, name, parts.size(), first.parts);
 }
 
+// The value slices (moment pieces: false) or the moment pieces (true) of
+// each tensor.
 std::map<std::string, std::vector<const shard_record*>> by_tensor(
-    const std::vector<shard_record>& records) {
+    const std::vector<shard_record>& records, bool moment_pieces = false) {
   std::map<std::string, std::vector<const shard_record*>> out;
-  for (auto& r : records) out[r.name].push_back(&r);
+  for (auto& r : records)
+    if (r.moment_piece == moment_pieces) out[r.name].push_back(&r);
   return out;
+}
+
+int64_t part_numel(const shard_record& r) {
+  int64_t n = shape_numel(r.full);
+  return r.spec.sharded() ? n / r.spec.parts : n;
+}
+
+// A tensor's moment pieces cover every element of every part exactly once
+// (the parts themselves as check_complete wants them). Throws merak::error
+// naming `where` and the tensor.
+void check_pieces(const std::string& where, const std::string& name,
+                  const std::vector<const shard_record*>& pieces) {
+  std::map<int, std::vector<const shard_record*>> by_part;
+  for (auto* r : pieces) by_part[r->spec.sharded() ? r->spec.index : 0].push_back(r);
+  std::vector<const shard_record*> one_each;
+  for (auto& [index, list] : by_part) {
+    std::sort(list.begin(), list.end(),
+              [](const shard_record* a, const shard_record* b) { return a->begin < b->begin; });
+    int64_t at = 0;
+    for (auto* r : list) {
+      if (r->begin != at || r->end <= r->begin)
+        fail("{}: the moments of '{}' (part {}) have elements [{}, {}) after {}", where, name,
+             index, r->begin, r->end, at);
+      at = r->end;
+    }
+    if (at != part_numel(*list.front()))
+      fail("{}: the moments of '{}' (part {}) cover {} of its {} elements", where, name, index, at,
+           part_numel(*list.front()));
+    one_each.push_back(list.front());
+  }
+  check_complete(where, "moments of " + name, one_each);
 }
 
 }  // namespace
@@ -73,20 +108,57 @@ std::string shard_file_name(int stage, int tp_rank) {
   return fmt::format("shard-s{:03d}-t{:03d}.safetensors", stage, tp_rank);
 }
 
+std::string moment_file_name(int stage, int tp_rank, int dp_rank) {
+  return fmt::format("shard-s{:03d}-t{:03d}-d{:03d}.safetensors", stage, tp_rank, dp_rank);
+}
+
+std::vector<shard_record> write_moment_pieces(const std::string& dir, const std::string& file,
+                                              const std::vector<moment_piece>& pieces,
+                                              const metadata_map& metadata) {
+  std::vector<tensor> held;  // the pieces' copies, alive until written
+  held.reserve(2 * pieces.size());
+  std::vector<std::pair<std::string, const tensor*>> tensors;
+  std::vector<shard_record> records;
+  std::set<std::string> keys;
+  for (auto& p : pieces) {
+    MERAK_CHECK(p.end > p.begin, "moment piece [{}, {}) of '{}'", p.begin, p.end, p.spec->name);
+    MERAK_CHECK(keys.insert(fmt::format("m.{}@{}", p.spec->name, p.begin)).second,
+                "moment pieces for '{}': 'm.{}@{}' twice", file, p.spec->name, p.begin);
+    for (const float* src : {p.m, p.v}) {
+      held.emplace_back(shape_t{p.end - p.begin});
+      std::memcpy(held.back().f32(), src, held.back().bytes());
+    }
+    tensors.emplace_back(fmt::format("m.{}@{}", p.spec->name, p.begin), &held[held.size() - 2]);
+    tensors.emplace_back(fmt::format("v.{}@{}", p.spec->name, p.begin), &held.back());
+    shard_record r{file, p.spec->name, p.spec->shard,
+                   p.spec->shard.sharded() ? p.spec->shard.full : p.spec->shape};
+    r.moment_piece = true;
+    r.begin = p.begin;
+    r.end = p.end;
+    records.push_back(std::move(r));
+  }
+  write_safetensors((fs::path(dir) / file).string(), tensors, metadata);
+  return records;
+}
+
 std::vector<shard_record> write_shard(const std::string& dir, const std::string& file,
                                       const std::vector<const parameter*>& params,
                                       const std::vector<const tensor*>& first_moments,
                                       const std::vector<const tensor*>& second_moments,
                                       const metadata_map& metadata) {
-  MERAK_CHECK(params.size() == first_moments.size() && params.size() == second_moments.size(),
+  const bool moments = !first_moments.empty();
+  MERAK_CHECK(first_moments.size() == second_moments.size() &&
+                  (!moments || params.size() == first_moments.size()),
               "moments for {} parameters", params.size());
   std::vector<std::pair<std::string, const tensor*>> tensors;
   std::vector<shard_record> records;
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& spec = params[i]->spec;
     tensors.emplace_back(spec.name, &params[i]->value);
-    tensors.emplace_back("m." + spec.name, first_moments[i]);
-    tensors.emplace_back("v." + spec.name, second_moments[i]);
+    if (moments) {
+      tensors.emplace_back("m." + spec.name, first_moments[i]);
+      tensors.emplace_back("v." + spec.name, second_moments[i]);
+    }
     records.push_back(
         {file, spec.name, spec.shard, spec.shard.sharded() ? spec.shard.full : spec.shape});
   }
@@ -112,6 +184,8 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
   const fs::path tmp = fs::path(dir) / (name + ".tmp");
   for (auto& [tensor_name, slices] : by_tensor(records))
     check_complete("checkpoint " + tmp.string(), tensor_name, slices);
+  for (auto& [tensor_name, pieces] : by_tensor(records, true))
+    check_pieces("checkpoint " + tmp.string(), tensor_name, pieces);
   json tensors = json::object();
   for (auto& r : records) {
     if (!fs::exists(tmp / r.file))
@@ -121,7 +195,13 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
     if (t["shape"].get<shape_t>() != r.full)
       fail("checkpoint shards disagree on the shape of '{}': {} and {}", r.name,
            shape_str(t["shape"].get<shape_t>()), shape_str(r.full));
-    t["slices"].push_back({{"file", r.file}, {"shard", spec_json(r.spec)}});
+    if (r.moment_piece) {
+      if (!t.contains("moments")) t["moments"] = json::array();
+      t["moments"].push_back(
+          {{"file", r.file}, {"shard", spec_json(r.spec)}, {"elements", {r.begin, r.end}}});
+    } else {
+      t["slices"].push_back({{"file", r.file}, {"shard", spec_json(r.spec)}});
+    }
   }
   json index = {{"format", kFormat},
                 {"layout", layout},
@@ -178,8 +258,22 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
     auto full = field<shape_t>(t, "shape", at);
     auto slices = field<json>(t, "slices", at);
     if (!slices.is_array() || slices.empty()) fail("{}: no slices", at);
-    for (auto& s : slices) {
+    json pieces = t.contains("moments") ? field<json>(t, "moments", at) : json::array();
+    if (!pieces.is_array()) fail("{}: field 'moments' is not an array", at);
+    for (auto& s : slices) s["elements"] = nullptr;  // a value slice
+    for (auto& s : pieces)
+      if (!s.is_object() || !s.contains("elements") || s["elements"].is_null())
+        fail("{}: a moment piece without 'elements'", at);
+    for (auto& s : slices) pieces.push_back(s);
+    for (auto& s : pieces) {
       shard_record r;
+      if (!s["elements"].is_null()) {
+        auto range = field<std::vector<int64_t>>(s, "elements", at);
+        if (range.size() != 2) fail("{}: 'elements' is not [begin, end]", at);
+        r.moment_piece = true;
+        r.begin = range[0];
+        r.end = range[1];
+      }
       r.file = field<std::string>(s, "file", at);
       if (r.file.empty() || r.file.find('/') != std::string::npos || r.file[0] == '.')
         fail("{}: slice file '{}' is not a file name in the checkpoint directory", at, r.file);
@@ -201,6 +295,7 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
     }
   }
   for (auto& [name, slices] : by_tensor(records_)) check_complete(where, name, slices);
+  for (auto& [name, pieces] : by_tensor(records_, true)) check_pieces(where, name, pieces);
 }
 
 std::vector<std::string> checkpoint_reader::parameters() const {
@@ -226,11 +321,44 @@ tensor checkpoint_reader::full(const std::string& key) const {
     return it->second.clone();
   }
   const std::string name = moment ? key.substr(2) : key;
-  std::vector<const shard_record*> slices;
+  std::vector<const shard_record*> slices, pieces;
   for (auto& r : records_)
-    if (r.name == name) slices.push_back(&r);
+    if (r.name == name) (r.moment_piece ? pieces : slices).push_back(&r);
   if (slices.empty()) fail("checkpoint '{}' has no tensor '{}'", dir_, name);
   tensor whole(slices.front()->full);  // every part there exactly once (checked at open)
+  if (moment && !pieces.empty()) {
+    // Each part from its pieces (elements in row-major order), then placed.
+    std::map<int, tensor> parts;
+    for (auto* r : pieces) {
+      auto f = cache_->get(dir_, r->file);
+      const std::string file = (fs::path(dir_) / r->file).string();
+      const std::string piece_key = fmt::format("{}@{}", key, r->begin);
+      auto it = f->tensors.find(piece_key);
+      if (it == f->tensors.end())
+        fail("checkpoint shard '{}' has no tensor '{}'", file, piece_key);
+      const tensor& piece = it->second;
+      if (piece.type() != dtype::f32 || piece.numel() != r->end - r->begin)
+        fail("checkpoint shard '{}': tensor '{}' holds {} {} elements, the index says [{}, {})",
+             file, key, piece.numel(), dtype_name(piece.type()), r->begin, r->end);
+      const int index = r->spec.sharded() ? r->spec.index : 0;
+      auto& part = parts[index];
+      if (!part.defined()) {
+        shape_t sh = whole.shape();
+        if (r->spec.sharded()) sh[size_t(r->spec.dim)] /= r->spec.parts;
+        part = tensor(sh);
+      }
+      std::memcpy(part.f32() + r->begin, piece.f32(), piece.bytes());
+    }
+    for (auto* r : pieces)
+      if (r->begin == 0) {
+        auto& part = parts[r->spec.sharded() ? r->spec.index : 0];
+        if (r->spec.sharded())
+          place_shard(whole, part, r->spec);
+        else
+          std::memcpy(whole.raw(), part.raw(), whole.bytes());
+      }
+    return whole;
+  }
   for (auto* r : slices) {
     auto f = cache_->get(dir_, r->file);
     const std::string file = (fs::path(dir_) / r->file).string();

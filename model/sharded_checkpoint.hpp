@@ -27,24 +27,48 @@ namespace merak::model {
 // One parameter slice in a shard file: the file (relative to the checkpoint
 // directory), the parameter, how its slice sits in the whole tensor
 // (spec.sharded() false: the whole tensor), and the whole tensor's shape.
+//
+// A moment piece (the distributed optimizer's: each data-parallel replica
+// keeps the AdamW moments of some elements only) holds "m.NAME@BEGIN" and
+// "v.NAME@BEGIN": elements [begin, end) of the holder's part (its TP slice,
+// or the whole tensor) in row-major order, as 1-D tensors.
 struct shard_record {
   std::string file;
   std::string name;
   shard_spec spec;
   shape_t full;
+  bool moment_piece = false;
+  int64_t begin = 0, end = 0;  // a moment piece's elements
 };
 
 // "shard-s003-t001.safetensors": stage 3, TP shard 1.
 std::string shard_file_name(int stage, int tp_rank);
+// "shard-s003-t001-d002.safetensors": the moment pieces of replica 2.
+std::string moment_file_name(int stage, int tp_rank, int dp_rank);
 
 // Writes `params` (value under its name, moments as "m.NAME" / "v.NAME") of
 // one stage shard to DIR/FILE (atomically, fsync'd); returns their records.
-// `first_moments`/`second_moments` are parallel to `params`.
+// `first_moments`/`second_moments` are parallel to `params`, or both empty:
+// the values alone (their moments are written as pieces).
 std::vector<shard_record> write_shard(const std::string& dir, const std::string& file,
                                       const std::vector<const parameter*>& params,
                                       const std::vector<const tensor*>& first_moments,
                                       const std::vector<const tensor*>& second_moments,
                                       const metadata_map& metadata);
+
+// One moment piece to write: elements [begin, end) of the holder's part of
+// the parameter `spec` names, its moments m[0, end - begin), v likewise.
+struct moment_piece {
+  const param_spec* spec = nullptr;
+  int64_t begin = 0, end = 0;
+  const float* m = nullptr;
+  const float* v = nullptr;
+};
+// Writes the pieces to DIR/FILE (atomically, fsync'd); returns their
+// records.
+std::vector<shard_record> write_moment_pieces(const std::string& dir, const std::string& file,
+                                              const std::vector<moment_piece>& pieces,
+                                              const metadata_map& metadata);
 
 // The directory a checkpoint of `step` is assembled in before it is
 // published (DIR/step_XXXXXXXX.tmp), created empty. Throws merak::error.

@@ -13,9 +13,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "actors/parallel_trainer.hpp"
 #include "core/error.hpp"
+#include "model/sharded_checkpoint.hpp"
 #include "model/trainer.hpp"
 #include "tests/actors/layout_options.hpp"
 #include "tests/model/test_util.hpp"
@@ -132,6 +134,16 @@ TEST_CASE("a checkpoint of the distributed optimizer resumes unsharded, and the 
   std::filesystem::remove_all(dir);
   SECTION("optim dp 2 x pp 2 -> no_shard tp 2, and one device") {
     run(layout(2, 1, 2, sharding_strategy::optim), false, true, 0, 3);
+    {  // each replica wrote its moments' pieces; nothing was gathered
+      model::checkpoint_reader ckpt(dir.string());
+      std::set<std::string> piece_files;
+      for (auto& r : ckpt.records())
+        if (r.moment_piece) piece_files.insert(r.file);
+      CHECK(piece_files == std::set<std::string>{model::moment_file_name(0, 0, 0),
+                                                 model::moment_file_name(0, 0, 1),
+                                                 model::moment_file_name(1, 0, 0),
+                                                 model::moment_file_name(1, 0, 1)});
+    }
     run(layout(1, 2, 1, sharding_strategy::no_shard), true, false, 3, steps);
     auto x = o;
     x.load = dir.string();

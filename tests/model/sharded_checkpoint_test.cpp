@@ -153,6 +153,84 @@ TEST_CASE("a sharded checkpoint with a missing or inconsistent piece is named", 
   }
 }
 
+TEST_CASE("moments saved as element pieces by several replicas reassemble, and gaps are named",
+          "[checkpoint]") {
+  temp_dir d("merak_shard_pieces_");
+  sample s;
+  // Values only in the TP shards' files; the moments of each TP slice (12
+  // elements) and of the bias (6) in pieces of three replicas' files.
+  auto tmp = begin_checkpoint(d.path.string(), 2);
+  auto records = write_shard(tmp, shard_file_name(0, 0), {&s.part[0], &s.whole_bias}, {}, {}, {});
+  auto r1 = write_shard(tmp, shard_file_name(0, 1), {&s.part[1]}, {}, {}, {});
+  records.insert(records.end(), r1.begin(), r1.end());
+  const int64_t cuts[][2] = {{0, 5}, {5, 9}, {9, 12}};  // replica d: elements [cuts[d])
+  for (int rep = 0; rep < 3; ++rep)
+    for (int k = 0; k < 2; ++k) {  // TP shard k of replica rep
+      const auto [b, e] = std::pair{cuts[rep][0], cuts[rep][1]};
+      std::vector<moment_piece> pieces{
+          {&s.part[k].spec, b, e, s.pm[k].f32() + b, s.pv[k].f32() + b}};
+      const int64_t bb = 2 * rep, be = 2 * rep + 2;  // the bias (TP shard 0's): 2 elements each
+      if (k == 0) pieces.push_back({&s.whole_bias.spec, bb, be, s.bm.f32() + bb, s.bv.f32() + bb});
+      auto mine = write_moment_pieces(tmp, moment_file_name(0, k, rep), pieces, {});
+      records.insert(records.end(), mine.begin(), mine.end());
+    }
+  auto dir = fs::path(commit_sharded_checkpoint(
+      d.path.string(), 2, records, {{"merak.step", "2"}, {"merak.adam_t", "2"}}, "dp=3 tp=2"));
+  {
+    checkpoint_reader ckpt(dir.string());
+    CHECK(same(ckpt.full("w"), s.weight));
+    CHECK(same(ckpt.full("m.w"), s.m));
+    CHECK(same(ckpt.full("v.w"), s.v));
+    CHECK(same(ckpt.full("m.b"), s.bm));
+    CHECK(same(ckpt.full("v.b"), s.bv));
+    CHECK(ckpt.parameters().size() == 2);
+    auto out = export_single_device(ckpt, (d.path / "single").string());
+    CHECK(same(checkpoint_reader(out).full("v.w"), s.v));
+  }
+  auto index_path = dir / "index.json";
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path));
+  REQUIRE(index["tensors"]["w"]["moments"].size() == 6);
+  // Two pieces of one name and start in one file would be ambiguous.
+  CHECK_THROWS_WITH(write_moment_pieces(d.path.string(), "twice.safetensors",
+                                        {{&s.part[0].spec, 0, 2, s.pm[0].f32(), s.pv[0].f32()},
+                                         {&s.part[1].spec, 0, 2, s.pm[1].f32(), s.pv[1].f32()}},
+                                        {}),
+                    Catch::Contains("'m.w@0' twice"));
+  auto rewrite = [&](const nlohmann::json& j) { std::ofstream(index_path) << j.dump(); };
+  SECTION("a piece the index lacks") {
+    auto j = index;
+    j["tensors"]["w"]["moments"].erase(2);
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("the moments of 'w' (part") &&
+                          Catch::Contains("after"));
+  }
+  SECTION("pieces that overlap") {
+    auto j = index;
+    j["tensors"]["b"]["moments"][1]["elements"] = {1, 4};
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("the moments of 'b' (part 0) have elements [1, 4) after 2"));
+  }
+  SECTION("a piece that stops short") {
+    auto j = index;
+    for (auto& p : j["tensors"]["b"]["moments"])
+      if (p["elements"][0] == 4) p["elements"] = {4, 5};
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("the moments of 'b' (part 0) cover 5 of its 6 elements"));
+  }
+  SECTION("a piece whose file holds other elements") {
+    auto j = index;
+    for (auto& p : j["tensors"]["b"]["moments"])
+      if (p["elements"][0] == 0) p["file"] = moment_file_name(0, 0, 1);
+    rewrite(j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("m.b"),
+                      Catch::Contains("shard-s000-t000-d001.safetensors") &&
+                          Catch::Contains("has no tensor 'm.b@0'"));
+  }
+}
+
 TEST_CASE("re-saving a step keeps a checkpoint that latest can reach at every point",
           "[checkpoint]") {
   temp_dir d("merak_shard_again_");
