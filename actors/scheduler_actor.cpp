@@ -37,6 +37,7 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       // In flight per chunk: the device's limit shared by its chunks.
       const int limit = p.limited ? std::max(p.warm, p.steady) : L.micro_batches;
       st->reports[size_t(s)].in_flight = (limit + p.chunks - 1) / p.chunks;
+      st->reports[size_t(s)].whole_prefix = !p.pre.empty();
     }
     partition::recompute_plan plan;
     try {

@@ -177,7 +177,6 @@ void run_op(stage_self self, const partition::op& operation, Computed&& computed
       st.inputs.erase(operation.mb);
       auto r = ex.forward(operation.mb, std::move(in), operation.kind == partition::op_kind::F);
       cores.compute_done(computed());
-      st.activation_peak = std::max(st.activation_peak, ex.activation_bytes());
       hand_out(self, tensor_kind::input, operation.mb, r.outputs);
       if (ex.computes_loss() && st.cfg.tp_rank == 0)  // every shard has the same loss
         self->send(st.coordinator, micro_batch_loss{st.cfg.dp_rank, operation.mb, r.loss});
@@ -186,7 +185,6 @@ void run_op(stage_self self, const partition::op& operation, Computed&& computed
     case partition::op_kind::R:
       ex.recompute(operation.mb);
       cores.compute_done(computed());
-      st.activation_peak = std::max(st.activation_peak, ex.activation_bytes());
       break;
     case partition::op_kind::B: {
       std::vector<model::tensor> g;
@@ -440,11 +438,16 @@ void take_wiring(stage_self self, const stage_setup& setup, stage_wiring& w) {
     omp_set_num_threads(std::max(1, setup.threads));  // this actor's thread only
     setup_state(st, setup);
     st.spin = spin_budget(setup.spin_us, setup.busy_threads);
-    if (st.cfg.reports_memory) {
-      auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first, st.cfg.last,
-                                         st.cfg.tokens_per_micro_batch, 1);
-      self->send(w.scheduler, memory_report{std::move(m)});
+    auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first, st.cfg.last,
+                                       st.cfg.tokens_per_micro_batch, 1);
+    // Recomputation rebuilds one segment at a time inside backward.
+    std::vector<int> starts;
+    for (int at = 0; int n : m.segment_nodes) {
+      starts.push_back(at);
+      at += n;
     }
+    st.exec->set_segments(std::move(starts));
+    if (st.cfg.reports_memory) self->send(w.scheduler, memory_report{std::move(m)});
   });
 }
 
@@ -474,7 +477,7 @@ void start_step(stage_self self) {
   st.shipped = st.reduced = 0;
   if (st.bucketer) st.bucketer->begin_step();
   st.busy_s = 0;
-  st.activation_peak = 0;
+  st.exec->reset_activation_peak();
   st.trace.clear();
   st.reducer_trace.clear();
   if (st.known_rows_ok)

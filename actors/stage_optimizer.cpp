@@ -119,7 +119,7 @@ memory_use memory_held(const stage_state& st) {
     for (auto& x : st.opt->first_moments()) m.optimizer += x.bytes();
     for (auto& x : st.opt->second_moments()) m.optimizer += x.bytes();
   }
-  m.activations_peak = st.activation_peak;
+  m.activations_peak = st.exec->activation_peak();
   return m;
 }
 

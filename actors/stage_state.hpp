@@ -94,7 +94,6 @@ struct stage_state {
   int tokens_value = -1;
   std::vector<uint8_t> token_seen;
   double busy_s = 0;
-  int64_t activation_peak = 0;  // the executor's activation bytes, most this step
   // Between a step's start and the ready report a message is expected soon:
   // an idle stage polls its mailbox this long before it blocks.
   bool in_step = false;

@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "model/backend.hpp"
 
@@ -59,6 +61,17 @@ void executor::set_checkpoint(int nodes) {
   if (nodes < 0 || nodes > last_ - first_)
     fail("checkpoint of {} nodes outside a range of {}", nodes, last_ - first_);
   checkpoint_ = nodes;
+}
+
+void executor::set_segments(std::vector<int> starts) {
+  segment_starts_.clear();
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (starts[i] < 0 || starts[i] >= last_ - first_ || (i == 0) != (starts[i] == 0) ||
+        (i > 0 && starts[i] <= starts[i - 1]))
+      fail("segment starts [{}] are not ascending inside a range of {} nodes from 0",
+           fmt::join(starts, ", "), last_ - first_);
+    segment_starts_.push_back(first_ + starts[i]);
+  }
 }
 
 int executor::set_selective_recompute(bool on) {
@@ -233,8 +246,26 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
   }
   forward_result r;
   auto& stored = batches_.emplace(mb, std::move(s)).first->second;
+  const int until = keep_stash ? first_ + checkpoint_ : last_;
+  // With segments, each dropped segment goes as soon as it ran: the forward
+  // never holds more than one segment's activations beyond what it keeps.
+  const bool by_segment = until > first_ && !segment_starts_.empty();
   try {
-    run_forward(stored, first_, last_);
+    if (by_segment) {
+      std::vector<int> bounds;
+      for (int c : segment_starts_)
+        if (c < until) bounds.push_back(c);
+      bounds.push_back(until);
+      if (until < last_) bounds.push_back(last_);
+      for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+        run_forward(stored, bounds[i], bounds[i + 1]);
+        note_activations();
+        if (bounds[i + 1] <= until) drop_range(stored, bounds[i], bounds[i + 1]);
+      }
+      stored.dropped_until = until;
+    } else {
+      run_forward(stored, first_, last_);
+    }
   } catch (...) {
     release(stored);
     batches_.erase(mb);
@@ -261,8 +292,10 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
     }
     r.loss = sum / double(count);
   }
-  int until = keep_stash ? first_ + checkpoint_ : last_;
-  if (until > first_) drop_activations(stored, until);
+  if (!by_segment) {
+    note_activations();  // before the drop: the forward held them all at its end
+    if (until > first_) drop_activations(stored, until);
+  }
   return r;
 }
 
@@ -274,6 +307,7 @@ void executor::drop_activations(micro_batch& s, int until) {
     keep[nodes[n].output] = true;
     for (int v : nodes[n].inputs) keep[v] = true;  // read later: the segment's boundary
   }
+  if (computes_loss_) keep[graph_.loss()] = true;  // its size scales the loss gradient
   for (auto& sub : s.subs)
     for (int n = first_; n < until; ++n) {
       int v = nodes[n].output;
@@ -283,12 +317,29 @@ void executor::drop_activations(micro_batch& s, int until) {
   s.dropped_until = until;
 }
 
+void executor::drop_range(micro_batch& s, int lo, int hi) {
+  auto& nodes = graph_.nodes();
+  std::vector<bool> keep(graph_.values().size(), false);
+  for (int v : inputs_) keep[v] = true;
+  for (int v : outputs_) keep[v] = true;  // sent on after the forward
+  if (computes_loss_) keep[graph_.loss()] = true;
+  for (int n = hi; n < last_; ++n)
+    for (int v : nodes[n].inputs) keep[v] = true;  // a later segment's input
+  for (auto& sub : s.subs)
+    for (int n = lo; n < hi; ++n) {
+      int v = nodes[n].output;
+      if (!keep[v]) pool_.release(std::move(sub.values[v]));
+      sub.stashes[n - first_].clear();
+    }
+}
+
 void executor::recompute(int mb) {
   auto& s = state(mb);
   if (s.stashed()) return;
   // Boundary outputs were sent already; computing them again is the price.
   run_forward(s, first_, s.dropped_until);
   s.dropped_until = 0;
+  note_activations();
 }
 
 bool executor::has_stash(int mb) const {
@@ -298,7 +349,7 @@ bool executor::has_stash(int mb) const {
 
 void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
                             const std::vector<char>* keep,
-                            const std::function<void(int)>& node_done) {
+                            const std::function<void(int)>& node_done, int lo, int hi) {
   auto& nodes = graph_.nodes();
   auto& vinfo = graph_.values();
   const int k = int(s.subs.size());
@@ -310,15 +361,23 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   // Sequence parallelism: this backward's share of the partial parameter
   // gradients gathers in `partial`, is summed over the shards at the end and
   // added to the gradients; those nodes are reported finished only then.
-  std::vector<tensor> partial;
-  if (tp_)
-    for (auto& p : sp_params_) {
-      partial.push_back(pool_.acquire(p->grad.shape(), p->grad.type(), true));
-      std::swap(p->grad, partial.back());
-    }
   std::vector<char> is_sp(size_t(last_ - first_), 0);
+  std::vector<parameter_ptr> sp_params;  // of the nodes in [lo, hi)
   if (tp_)
-    for (int n : sp_nodes_) is_sp[size_t(n - first_)] = 1;
+    for (int n : sp_nodes_)
+      if (n >= lo && n < hi) {
+        is_sp[size_t(n - first_)] = 1;
+        for (auto& spec : graph_.nodes()[size_t(n)].params)
+          for (auto& p : sp_params_)
+            if (p->spec.name == spec.name &&
+                std::find(sp_params.begin(), sp_params.end(), p) == sp_params.end())
+              sp_params.push_back(p);
+      }
+  std::vector<tensor> partial;
+  for (auto& p : sp_params) {
+    partial.push_back(pool_.acquire(p->grad.shape(), p->grad.type(), true));
+    std::swap(p->grad, partial.back());
+  }
   std::vector<int> sp_finished;
   auto finished = [&](int n) {
     if (++subs_done[n - first_] != k) return;
@@ -366,7 +425,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   // Sequence parallelism: sp_gather reduce-scatters its output gradient in
   // place; sp_reduce and sp_enter all-gather theirs into a whole buffer that
   // replaces it; either node runs when its sub-batch resumes.
-  std::vector<int> cursor(k, last_ - 1), pending(k, -1), ticket(k, -1);
+  std::vector<int> cursor(k, hi - 1), pending(k, -1), ticket(k, -1);
   std::vector<tensor> whole(k);
   int reduces = 0;
   auto resume = [&](int j) {
@@ -385,7 +444,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     for (int jj = k - 1; jj >= 0; --jj) {
       const int j = jj;
       resume(j);
-      while (cursor[j] >= first_) {
+      while (cursor[j] >= lo) {
         int n = cursor[j]--;
         active = true;
         if (!grads[j][nodes[n].output].defined()) {  // does not reach the loss
@@ -419,10 +478,10 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   for (int j = 0; j < k; ++j) resume(j);
   if (partial.empty()) return;
   std::vector<int> sums;
-  for (auto& p : sp_params_) sums.push_back(tp_->start_allreduce(p->grad));
+  for (auto& p : sp_params) sums.push_back(tp_->start_allreduce(p->grad));
   for (int t : sums) tp_->wait(t);
-  for (size_t i = 0; i < sp_params_.size(); ++i) {
-    auto& p = *sp_params_[i];
+  for (size_t i = 0; i < sp_params.size(); ++i) {
+    auto& p = *sp_params[i];
     std::swap(p.grad, partial[i]);  // the gradient so far back; partial[i] the sum
     backend_for(p.grad.where()).accumulate(p.grad, partial[i]);
     pool_.release(std::move(partial[i]));
@@ -439,7 +498,10 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
   if (output_grads.size() != outputs_.size())
     fail("backward of micro-batch {} got {} output gradients, expected {}", mb, output_grads.size(),
          outputs_.size());
-  recompute(mb);
+  // Dropped activations come back one segment at a time when the segments
+  // are known, else all at once now.
+  const bool by_segment = !s.stashed() && !segment_starts_.empty();
+  if (!by_segment) recompute(mb);
   for (auto& g : output_grads)  // from the host (another process) to this device
     if (g.defined() && !(g.where() == where_)) g = g.to(where_);
   const int k = int(s.subs.size());
@@ -474,7 +536,23 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
       if (layers_[n - first_]->splits_weight_grad())
         for (int v : graph_.nodes()[n].inputs) keep[v] = 1;
   }
-  run_backward(s, grads, split_weights ? &keep : nullptr, node_done);
+  if (by_segment) {
+    std::vector<int> bounds;  // the dropped segments, then the rest of the range
+    for (int c : segment_starts_)
+      if (c < s.dropped_until) bounds.push_back(c);
+    bounds.push_back(s.dropped_until);
+    if (bounds.back() < last_) bounds.push_back(last_);
+    for (size_t i = bounds.size() - 1; i-- > 0;) {
+      if (bounds[i] < s.dropped_until) {
+        run_forward(s, bounds[i], bounds[i + 1]);
+        note_activations();
+      }
+      run_backward(s, grads, split_weights ? &keep : nullptr, node_done, bounds[i], bounds[i + 1]);
+    }
+    s.dropped_until = 0;
+  } else {
+    run_backward(s, grads, split_weights ? &keep : nullptr, node_done, first_, last_);
+  }
   std::vector<tensor> input_grads;
   for (int v : inputs_) {
     if (!grads[0][v].defined()) {

@@ -20,6 +20,7 @@
 // every layer (layer::parameters_changed) to refresh what it derives from
 // them, such as the bf16 copy of a weight.
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -78,6 +79,14 @@ class executor {
   // runs them again. 0 (the default) keeps everything.
   void set_checkpoint(int nodes);
   int checkpoint() const { return checkpoint_; }
+  // Where the range's segments start (indices into the range, ascending,
+  // the first 0; for GPT one transformer block each). With segments, a
+  // forward that drops activations keeps each dropped segment's inputs too,
+  // and a backward that finds them dropped recomputes one segment at a
+  // time, just before that segment's backward: only one segment's
+  // activations are rebuilt at once (recompute() still rebuilds them all).
+  // Empty (the default): backward recomputes the whole dropped prefix first.
+  void set_segments(std::vector<int> starts);
   // Selective recomputation (layer::set_recompute_core): the layers that
   // can keep nothing from forward and rebuild their stash in backward (the
   // attention core) do so when `on`. Returns how many layers do.
@@ -149,6 +158,10 @@ class executor {
   // Bytes held by the activations of micro-batches in flight (the pool's
   // cache of free buffers not counted: pool_bytes()).
   int64_t activation_bytes() const;
+  // The most activation_bytes() held since the last reset: after each
+  // forward and each recomputation (a segment's, inside backward, too).
+  int64_t activation_peak() const { return activation_peak_; }
+  void reset_activation_peak() { activation_peak_ = activation_bytes(); }
   int64_t pool_bytes() const { return pool_.cached_bytes(); }
 
  private:
@@ -180,10 +193,15 @@ class executor {
   void run_forward(micro_batch& s, int from, int to);
   // keep (by value id, split backward only): values the deferred weight
   // gradients read, not released.
+  // Nodes [lo, hi) backward, from hi - 1 down.
   void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
-                    const std::vector<char>* keep, const std::function<void(int)>& node_done);
+                    const std::vector<char>* keep, const std::function<void(int)>& node_done,
+                    int lo, int hi);
   // Drops what nodes [first_, until) produced, but what later nodes read.
   void drop_activations(micro_batch& s, int until);
+  // Drops what nodes [lo, hi) produced, but what later nodes read and the
+  // range's outputs and loss.
+  void drop_range(micro_batch& s, int lo, int hi);
   void release(micro_batch& s);
 
   const graph& graph_;
@@ -193,6 +211,9 @@ class executor {
   std::vector<bool> used_inside_;  // by value id: read by a node of this range
   bool computes_loss_ = false;
   int checkpoint_ = 0;
+  std::vector<int> segment_starts_;  // absolute node indices; empty: none given
+  int64_t activation_peak_ = 0;
+  void note_activations() { activation_peak_ = std::max(activation_peak_, activation_bytes()); }
   std::map<int, micro_batch> batches_;
   device where_;  // the parameters' device: activations live there too
   tensor_pool pool_;

@@ -161,8 +161,8 @@ step_result trainer::train_step() {
   in.push_back(std::move(b.targets));
   step_result r;
   auto t1 = clock::now();
+  exec_->reset_activation_peak();
   r.loss = exec_->forward(0, std::move(in)).loss;
-  activation_peak_ = exec_->activation_bytes();
   auto t2 = clock::now();
   exec_->backward(0, {});
   auto t3 = clock::now();
@@ -205,7 +205,7 @@ std::vector<std::pair<std::string, double>> trainer::step_metrics() const {
   return {{"memory_bytes/parameters", double(params)},
           {"memory_bytes/gradients", double(grads)},
           {"memory_bytes/optimizer", double(moments)},
-          {"memory_bytes/activations_peak", double(activation_peak_)}};
+          {"memory_bytes/activations_peak", double(exec_->activation_peak())}};
 }
 
 std::string trainer::describe() const {

@@ -132,7 +132,6 @@ class trainer final : public training_job {
   lr_schedule schedule_;
   int64_t step_ = 0;
   int64_t resumed_from_ = -1;
-  int64_t activation_peak_ = 0;  // last step's
 };
 
 }  // namespace merak::model

@@ -210,6 +210,7 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     // In flight counts chunk-sized micro-batches when interleaved.
     const int n = pol.limited ? std::max(pol.warm, pol.steady) : m;
     mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
+    mem[s].whole_prefix = !pol.pre.empty();
   }
   std::vector<int> k(pp, 0);
   if (rc == recompute_kind::full) {

@@ -72,12 +72,16 @@ int64_t stage_bytes(const stage_memory& m, int k) {
   MERAK_CHECK(k >= 0 && k <= L, "{} checkpointed segments of {}", k, L);
   int64_t kept = m.input_bytes, transient = 0;
   for (int i = 0; i < L; ++i) {
-    if (i < k)
+    if (i >= k)
+      kept += m.stash_bytes[i];
+    else if (m.whole_prefix)
       transient += m.stash_bytes[i];
     else
-      kept += m.stash_bytes[i];
+      transient = std::max(transient, m.stash_bytes[i]);
   }
   if (k > 0 && k < L) kept += m.checkpoint_bytes[k];  // the prefix's output, read by segment k
+  if (!m.whole_prefix)
+    for (int i = 1; i < k; ++i) kept += m.checkpoint_bytes[i];  // each recomputed segment's input
   return m.weights_bytes + int64_t(m.in_flight) * kept + transient;
 }
 

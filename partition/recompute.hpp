@@ -35,6 +35,10 @@ struct stage_memory {
   std::vector<int64_t> checkpoint_bytes;  // per segment: its input, one micro-batch: C
   int64_t input_bytes = 0;                // the stage input, one micro-batch
   int in_flight = 1;                      // micro-batches held at once
+  // How recomputation rebuilds the checkpointed segments: one at a time
+  // inside backward (false; model::executor::set_segments), or all at once
+  // ahead of it (true: the schedule's R ops, e.g. the shifted schedule's).
+  bool whole_prefix = false;
 };
 
 // Describes nodes [first, last) of g for micro-batches of `tokens` tokens.
@@ -44,6 +48,10 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
 
 // Peak bytes of a stage whose first k segments are checkpointed:
 // weights + in_flight x (kept activations) + one recomputation's transient.
+// One segment at a time, a micro-batch keeps the checkpointed segments'
+// inputs and the rest's activations, and the transient is the largest
+// segment's; all at once (whole_prefix), it keeps the prefix's output only
+// and the transient is the whole prefix's.
 int64_t stage_bytes(const stage_memory& m, int k);
 
 // r_s = 1 - (1 - r0)(p - 1)/(p - 1 - s) for s < p - 1, clamped to [0, 1];

@@ -5,6 +5,7 @@
 
 #include "model/executor.hpp"
 #include "model/gpt.hpp"
+#include "partition/recompute.hpp"
 #include "tests/model/test_util.hpp"
 
 using namespace merak;
@@ -191,4 +192,48 @@ TEST_CASE("selective recomputation gives bit-identical gradients without the att
     for (size_t i = 0; i < got.size(); ++i)
       CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4) == 0);
   }
+}
+
+TEST_CASE("recomputation by segment gives bit-identical gradients and holds one segment at a time",
+          "[executor][recompute]") {
+  graph g = build_gpt({.vocab = 17, .max_seq = 9, .layers = 4, .dim = 12, .heads = 3});
+  const int n = int(g.nodes().size());
+  auto m = partition::describe_stage(g, 0, 0, n, 2 * 9, 1);
+  REQUIRE(m.segment_nodes.size() >= 4);
+  std::vector<int> starts;
+  for (int at = 0; int k : m.segment_nodes) {
+    starts.push_back(at);
+    at += k;
+  }
+  parameter_store ref_store(5);
+  executor ref(g, ref_store);
+  const double ref_loss = ref.forward(0, inputs()).loss;
+  ref.backward(0, {});
+  auto want = grads_of(ref_store);
+  for (bool keep : {true, false}) {  // a checkpointed prefix, or the whole range (Fpc)
+    INFO("keep_stash " << keep);
+    parameter_store s1(5), s2(5);
+    executor whole(g, s1), segmented(g, s2);
+    for (auto* ex : {&whole, &segmented}) ex->set_checkpoint(n - 2);
+    segmented.set_segments(starts);
+    for (auto* ex : {&whole, &segmented}) {
+      ex->reset_activation_peak();
+      CHECK(ex->forward(1, inputs(), keep).loss == ref_loss);
+    }
+    // Forward: the segmented run dropped each segment as it went.
+    CHECK(segmented.activation_peak() < whole.activation_peak());
+    CHECK(segmented.activation_bytes() >= whole.activation_bytes());  // it kept segment inputs
+    for (auto* ex : {&whole, &segmented}) {
+      ex->reset_activation_peak();
+      ex->backward(1, {});
+    }
+    CHECK(segmented.activation_peak() < whole.activation_peak());
+    for (auto* st : {&s1, &s2}) {
+      auto got = grads_of(*st);
+      for (size_t i = 0; i < got.size(); ++i)
+        CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4) == 0);
+    }
+  }
+  CHECK_THROWS_WITH(executor(g, ref_store).set_segments({1, 4}),
+                    Catch::Contains("are not ascending inside a range"));
 }
