@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.hpp"
+#include "apps/memory_flags.hpp"
 #include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
 #include "core/error.hpp"
@@ -35,6 +36,7 @@ struct plan_flags {
   bool json = false;
   int cores = 0;
   std::vector<std::string> schedules, recomputes;
+  memory_flags memory;
   int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size (needs --dp)
   int nodes_given = 0;       // --nodes was given
 };
@@ -84,7 +86,13 @@ int run_plan(plan_flags& f) {
     }
   }
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
+  if (f.recomputes.empty() && (!f.memory.recompute_granularity.empty() || f.memory.recompute_activations))
+    f.recomputes.push_back(recompute_of(f.memory, ""));
+  else if (f.recomputes.size() == 1)
+    f.recomputes[0] = recompute_of(f.memory, f.recomputes[0]);
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
+  f.req.sharding = sharding_of(f.memory);
+  f.req.sequence_parallel = f.memory.sequence_parallel;
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
   auto costs = partition::costs_for(f.req, cores,
                                     f.cache.empty() ? partition::default_profile_cache() : f.cache);
@@ -161,7 +169,8 @@ action add_plan_command(CLI::App& parent) {
       ->excludes(micro_batches);
   c->add_option("--schedule", f->schedules,
                 "Only these schedules (gpipe, 1f1b, shifted, zb-h1, interleaved)");
-  c->add_option("--recompute", f->recomputes, "Only these: none, full, stage-aware");
+  c->add_option("--recompute", f->recomputes, "Only these: none, full, stage-aware, selective");
+  add_memory_flags(c, &f->memory, "the plans' sharding (not searched)");
   c->add_option("--tp-overlap", f->req.tp_overlap, "Fix the TP overlap level (-1: search)");
   c->add_option("--cores", f->cores, "Cores of this machine the actor devices share (cpu)");
   c->add_option("--profile-cache", f->cache, "Where the CPU profile is cached");

@@ -14,6 +14,11 @@ nlohmann::json plan_json(const partition::plan& p) {
                       {"recompute_segments", s.recompute_segments},
                       {"segments", s.segments},
                       {"memory_bytes", s.memory_bytes},
+                      {"memory_bytes_by_category",
+                       {{"parameters", s.parameters_bytes},
+                        {"gradients", s.gradients_bytes},
+                        {"optimizer", s.optimizer_bytes},
+                        {"activations_peak", s.activations_bytes}}},
                       {"forward_s", s.forward_s},
                       {"backward_s", s.backward_s}});
   return {{"dp", p.dp},
@@ -23,6 +28,8 @@ nlohmann::json plan_json(const partition::plan& p) {
           {"schedule", std::string(partition::schedule_name(p.schedule))},
           {"chunks", p.chunks},
           {"recompute", p.recompute_name()},
+          {"sharding", partition::sharding_strategy_name(p.sharding)},
+          {"sequence_parallel", p.sequence_parallel},
           {"tp_overlap", p.tp_overlap},
           {"stages", stages},
           {"step_time_s", p.step_time_s},
@@ -76,9 +83,13 @@ void print_plan(const partition::plan_request& r, const partition::plan_result& 
   for (size_t s = 0; s < b.stages.size(); ++s) {
     auto& st = b.stages[s];
     std::fprintf(out,
-                 "  stage %zu: %s .. %s, recompute %d/%d segments, %.1f MB, F %.3g s B %.3g s\n", s,
-                 st.first_layer.c_str(), st.last_layer.c_str(), st.recompute_segments, st.segments,
-                 double(st.memory_bytes) / (1 << 20), st.forward_s, st.backward_s);
+                 "  stage %zu: %s .. %s, recompute %d/%d segments, %.1f MB (parameters %.1f, "
+                 "gradients %.1f, optimizer %.1f, activations %.1f), F %.3g s B %.3g s\n",
+                 s, st.first_layer.c_str(), st.last_layer.c_str(), st.recompute_segments,
+                 st.segments, double(st.memory_bytes) / (1 << 20),
+                 double(st.parameters_bytes) / (1 << 20), double(st.gradients_bytes) / (1 << 20),
+                 double(st.optimizer_bytes) / (1 << 20), double(st.activations_bytes) / (1 << 20),
+                 st.forward_s, st.backward_s);
   }
   std::fprintf(out, "  step: pipeline %.4g s + exposed dp all-reduce %.4g s + optimizer %.4g s\n",
                b.pipeline_s, b.dp_exposed_s, b.optimizer_s);

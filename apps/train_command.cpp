@@ -28,6 +28,7 @@
 #include "apps/commands.hpp"
 #include "apps/device_flag.hpp"
 #include "apps/flag_checks.hpp"
+#include "apps/memory_flags.hpp"
 #include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
@@ -62,11 +63,7 @@ struct train_flags {
   model_family_flags family;  // --model and the Llama family's flags
   bool dp_given = false;      // --dp on the command line (else derived from the processes)
   int micro_batch_size = 0;   // > 0: Megatron's --micro-batch-size, a size, not a count
-  std::string sharding;       // --data-parallel-sharding-strategy; empty: not given
-  bool distributed_optimizer = false;  // --use-distributed-optimizer
-  bool overlap_grad_reduce = true;     // Megatron's flag; always the case here
-  std::string recompute_granularity;   // Megatron's --recompute-granularity; empty: not given
-  bool recompute_activations = false;  // Megatron's: selective
+  memory_flags memory;  // sharding, sequence parallelism, Megatron's recomputation names
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -313,25 +310,9 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.par.chunks = f.chunks > 0                                              ? f.chunks
                  : f.par.schedule == partition::schedule_kind::interleaved ? 2
                                                                            : 1;
-  // Megatron's spellings, each the same as one --recompute value.
-  for (const auto& [flag, value] :
-       {std::pair<std::string, std::string>{"--recompute-granularity", f.recompute_granularity},
-        {"--recompute-activations", f.recompute_activations ? "selective" : ""}}) {
-    if (value.empty()) continue;
-    if (value != "full" && value != "selective")
-      fail("{} must be full or selective (got '{}')", flag, value);
-    if (f.recompute != "none" && f.recompute != value)
-      fail("{} {} contradicts --recompute {}", flag, value, f.recompute);
-    f.recompute = value;
-  }
-  f.par.recompute = partition::parse_recompute_kind(f.recompute);
-  if (!f.sharding.empty()) f.par.sharding = partition::parse_sharding_strategy(f.sharding);
-  if (f.distributed_optimizer) {
-    if (!f.sharding.empty() && f.par.sharding != partition::sharding_strategy::optim)
-      fail("--use-distributed-optimizer means --data-parallel-sharding-strategy optim (got {})",
-           f.sharding);
-    f.par.sharding = partition::sharding_strategy::optim;
-  }
+  f.par.recompute = partition::parse_recompute_kind(recompute_of(f.memory, f.recompute));
+  f.par.sharding = sharding_of(f.memory);
+  f.par.sequence_parallel = f.memory.sequence_parallel;
   f.par.threads = f.threads;
   // Bounded so that the byte count fits an int64 with room to spare.
   constexpr double kmost_bucket_mb = 1048576;
@@ -496,18 +477,7 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--bucket-mb", f->bucket_mb,
                 "Data-parallel gradient bucket (MiB), reduced while backward goes on")
       ->capture_default_str();
-  c->add_flag("--sequence-parallel", f->par.sequence_parallel,
-              "With --tp: norms, residuals and biases on each shard's slice of the tokens; the "
-              "TP all-reduces become reduce-scatter / all-gather pairs");
-  c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
-              "Shard the AdamW moments over the data-parallel replicas (ZeRO-1): gradients "
-              "reduce-scattered per bucket, updated weights all-gathered");
-  c->add_option("--data-parallel-sharding-strategy", f->sharding,
-                "no_shard or optim (= --use-distributed-optimizer); optim_grads and "
-                "optim_grads_params are scored by `merak plan`");
-  c->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,
-              "Accepted for Megatron scripts: gradient buckets are always reduced while "
-              "backward goes on");
+  add_memory_flags(c, &f->memory, "training runs no_shard and optim (`merak plan` scores all)");
   c->add_option("--sparse-reducer", f->sparse_reducer,
                 "Codec for the token embedding's gradient: none|coo|union|s2")
       ->capture_default_str();
@@ -552,10 +522,6 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--recompute", f->recompute,
                 "Recomputation: none, full, stage-aware or selective (the attention cores only)")
       ->capture_default_str();
-  c->add_option("--recompute-granularity", f->recompute_granularity,
-                "Megatron's name: full or selective (the same as --recompute)");
-  c->add_flag("--recompute-activations", f->recompute_activations,
-              "Megatron's name for --recompute selective");
   c->add_option("--recompute-ratio", f->par.recompute_ratio,
                 "Stage-aware: share of stage 0's layers recomputed (later stages less)")
       ->capture_default_str();

@@ -50,6 +50,7 @@ struct layout {
   std::vector<int> bounds;
   std::vector<stage_memory> mem;
   std::vector<std::vector<double>> seg_fwd;  // forward seconds per segment
+  std::vector<int64_t> max_segment_params;    // per stage: its largest segment's parameters
   std::vector<stage_plan> stages;
   double act_bytes = 0;
   double tp_allreduce_s = 0;
@@ -60,15 +61,25 @@ struct layout {
 struct tp_context {
   int tp = 1;
   tp_graph tg;
-  std::map<std::tuple<int, int64_t, int>, layout> layouts;  // (pp, rows, overlap)
+  std::map<std::tuple<int, int64_t, int, bool>, layout> layouts;  // (pp, rows, overlap, selective)
   const std::vector<int>* cuts = nullptr;                   // cut_points of the single-device graph
   std::vector<int> shard_cuts;                              // cut_points of the shard's graph
   double weights_bytes = 0;  // one shard's weights, gradients and moments
 };
 
+// Selective recomputation: the attention node's stash beyond its output
+// (the probabilities), per token, which it no longer keeps.
+int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_info& n) {
+  if (n.kind != "attention") return 0;
+  const auto& out = g.values()[size_t(n.output)];
+  const int64_t kept = (out.features.empty() ? 0 : out.features.back()) *
+                       int64_t(model::dtype_size(out.type));
+  return std::max<int64_t>(0, n.activation_bytes_per_token - kept);
+}
+
 const layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
-                         tp_context& ctx, int pp, int64_t rows, int overlap) {
-  auto key = std::make_tuple(pp, rows, overlap);
+                         tp_context& ctx, int pp, int64_t rows, int overlap, bool selective) {
+  auto key = std::make_tuple(pp, rows, overlap, selective);
   if (auto it = ctx.layouts.find(key); it != ctx.layouts.end()) return it->second;
   layout& L = ctx.layouts[key];
   const int tp = ctx.tp;
@@ -91,10 +102,34 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   const double tp_ar = tp_cost.seconds * exposed_share(overlap);
   const auto& nodes = tg.graph.nodes();
   std::vector<node_time> t(nodes.size());
+  // Sequence parallelism: a reduce-scatter and an all-gather are the ring
+  // all-reduce's two halves.
+  const double half = tp_ar / 2;
   for (size_t n = 0; n < nodes.size(); ++n) {
     t[n] = costs.time(nodes[n], tokens);
-    if (nodes[n].comm == model::tp_comm::reduce) t[n].forward_s += tp_ar;
-    if (nodes[n].comm == model::tp_comm::copy) t[n].backward_s += tp_ar;
+    switch (nodes[n].comm) {
+      case model::tp_comm::reduce:
+        t[n].forward_s += tp_ar;
+        break;
+      case model::tp_comm::copy:
+        t[n].backward_s += tp_ar;
+        break;
+      case model::tp_comm::sp_gather:
+      case model::tp_comm::sp_reduce:
+        t[n].forward_s += half;
+        t[n].backward_s += half;
+        break;
+      case model::tp_comm::sp_enter:
+        t[n].backward_s += half;
+        break;
+      case model::tp_comm::sp_exit:
+        t[n].forward_s += half;
+        break;
+      case model::tp_comm::none:
+        break;
+    }
+    // Selective recomputation runs the attention core's forward again.
+    if (selective && nodes[n].kind == "attention") t[n].backward_s += t[n].forward_s;
   }
   // Stage split on the single-device graph by time.
   const int N0 = int(g.nodes().size());
@@ -112,6 +147,22 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   for (int s = 0; s < pp; ++s) {
     int a = tg.node_map[L.bounds[s]], b = tg.node_map[L.bounds[s + 1]];
     L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
+    {  // per segment: selective recomputation's savings, the parameters
+      auto& m = L.mem.back();
+      int64_t most = 0;
+      std::set<std::string> seen;
+      for (int seg = 0, n = a; seg < int(m.segment_nodes.size()); n += m.segment_nodes[seg++]) {
+        int64_t params = 0;
+        for (int k = n; k < n + m.segment_nodes[seg]; ++k) {
+          if (selective)
+            m.stash_bytes[size_t(seg)] -= attention_core_bytes_per_token(tg.graph, nodes[k]) * tokens;
+          for (auto& p : nodes[k].params)
+            if (seen.insert(p.name).second) params += model::shape_numel(p.shape);
+        }
+        most = std::max(most, params);
+      }
+      L.max_segment_params.push_back(most);
+    }
     for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
     L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
@@ -201,8 +252,28 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 // Each stage's recomputed segments and memory under `budget` (throws
 // rule_error when a stage does not fit); fills c.prefix, the forward time
 // of each stage's recomputed segments.
+// The bytes of a stage's P parameters by category, the data-parallel
+// replicas (d) sharding them as `sh` says: fp32 values (4P), gradients (4P,
+// and with d > 1 the reducer's bucket buffers, 4P more), AdamW moments (8P);
+// optim divides the moments by d, optim_grads the gradients too (no bucket
+// copy), optim_grads_params the values too, plus two segments' gathered
+// parameters (the one in use and the one prefetched).
+void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
+                       sharding_strategy sh) {
+  const int64_t buckets = d > 1 ? 4 * P : 0;
+  sp.parameters_bytes = 4 * P;
+  sp.gradients_bytes = 4 * P + buckets;
+  sp.optimizer_bytes = 8 * P;
+  if (sh != sharding_strategy::no_shard) sp.optimizer_bytes = 8 * P / d;
+  if (sh == sharding_strategy::optim_grads || sh == sharding_strategy::optim_grads_params)
+    sp.gradients_bytes = 4 * P / d;
+  if (sh == sharding_strategy::optim_grads_params)
+    sp.parameters_bytes = 4 * P / d + (d > 1 ? 2 * 4 * max_segment : 0);
+}
+
 void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> mem,
-                       recompute_kind rc, bool every_stage, int m, int64_t budget) {
+                       recompute_kind rc, bool every_stage, int m, int64_t budget, int dp,
+                       sharding_strategy sharding) {
   plan& out = c.out;
   const int pp = int(mem.size());
   for (int s = 0; s < pp; ++s) {
@@ -211,6 +282,10 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     const int n = pol.limited ? std::max(pol.warm, pol.steady) : m;
     mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
     mem[s].whole_prefix = !pol.pre.empty();
+    auto& sp = out.stages[s];
+    weight_categories(sp, mem[s].weights_bytes / 16, L.max_segment_params[size_t(s)], dp,
+                      sharding);
+    mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);
   if (rc == recompute_kind::full) {
@@ -225,6 +300,7 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
   for (int s = 0; s < pp; ++s) {
     out.stages[s].recompute_segments = k[s];
     out.stages[s].memory_bytes = stage_bytes(mem[s], k[s]);
+    out.stages[s].activations_bytes = out.stages[s].memory_bytes - mem[s].weights_bytes;
     if (out.stages[s].memory_bytes > budget)
       throw rule_error{"memory budget", fmt::format("stage {} needs {} bytes, more than {}", s,
                                                     out.stages[s].memory_bytes, budget)};
@@ -238,7 +314,7 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
 // ranks of one (stage, tp rank) sit tp x pp ranks apart.
 void price_data_parallel(candidate& c, const cost_model& costs, const cluster_spec& cl,
                          const std::vector<stage_memory>& mem, const sharing_model& sh, int dp,
-                         int tp, int per_node) {
+                         int tp, int per_node, sharding_strategy sharding) {
   plan& out = c.out;
   const int pp = int(mem.size());
   const int dp_per_node = tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp));
@@ -251,9 +327,16 @@ void price_data_parallel(candidate& c, const cost_model& costs, const cluster_sp
       out.dp_allreduce_s = ar;
       out.dp_algo = dp > 1 ? collective_algo_name(ar_cost.algo) : "";
     }
-    // Buckets leave during the last micro-batch's backward.
-    out.dp_exposed_s = std::max(out.dp_exposed_s, std::max(0.0, ar - out.stages[s].backward_s));
-    for (int i = 0; i < dp * tp; ++i) opt_work.push_back(costs.optimizer_s(params));
+    // Buckets leave during the last micro-batch's backward. Sharded, they
+    // are reduce-scattered there (the ring's first half) and the updated
+    // values all-gathered after the optimizer (its second half, exposed);
+    // each replica updates its 1/dp of the parameters.
+    const bool sharded = sharding != sharding_strategy::no_shard && dp > 1;
+    const double during = sharded ? ar / 2 : ar, after = sharded ? ar / 2 : 0.0;
+    out.dp_exposed_s =
+        std::max(out.dp_exposed_s, std::max(0.0, during - out.stages[s].backward_s) + after);
+    for (int i = 0; i < dp * tp; ++i)
+      opt_work.push_back(costs.optimizer_s(sharded ? params / dp : params));
   }
   out.optimizer_s = sh.cores > 0 ? shared_makespan(opt_work, sh.threads, sh.cores, sh.contention)
                                  : *std::max_element(opt_work.begin(), opt_work.end());
@@ -295,19 +378,27 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   const int64_t rows = r.global_batch / (int64_t(dp) * m);
   const int64_t tokens = rows * r.model.max_seq;
   const int64_t budget = r.memory_budget > 0 ? r.memory_budget : int64_t(d.memory_bytes);
+  if (r.sequence_parallel && tp > 1 && r.model.max_seq % tp != 0)
+    throw rule_error{"sequence parallel splits the sequence by tp",
+                     fmt::format("tp {} does not divide {} tokens", tp, r.model.max_seq)};
   // Some stage holds at least the average share of the weights: no split
   // of this tp and pp can fit when that share alone does not.
-  if (ctx.weights_bytes / pp > double(budget))
+  stage_plan least;
+  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, dp, r.sharding);
+  const double weights = double(least.parameters_bytes + least.gradients_bytes +
+                                least.optimizer_bytes);
+  if (weights > double(budget))
     throw rule_error{"memory budget",
                      fmt::format("the weights alone need {:.0f} bytes per stage, more than {}",
-                                 ctx.weights_bytes / pp, budget)};
+                                 weights, budget)};
   const cluster_spec cl = links_of(r);
   const int per_node = devices_per_node_of(r, cl);
   // A TP group never straddles two nodes: tp divides the devices per node.
   if (tp > per_node || per_node % tp != 0)
     throw rule_error{"tp within a node",
                      fmt::format("tp {} does not divide {} devices per node", tp, per_node)};
-  const layout& L = layout_for(r, costs, g, ctx, pp, rows, overlap);
+  const layout& L =
+      layout_for(r, costs, g, ctx, pp, rows, overlap, rc == recompute_kind::selective);
   if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
   candidate c;
   c.policies = make_policies(kind, pp, m, rc == recompute_kind::full, r.chunks);
@@ -326,7 +417,22 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.recompute = rc;
   out.tp_overlap = overlap;
   out.stages = L.stages;
-  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget);
+  out.sharding = r.sharding;
+  out.sequence_parallel = r.sequence_parallel && tp > 1;
+  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding);
+  // ZeRO-3: each op all-gathers its stage's parameters first, prefetched
+  // behind the op before: an op takes at least that long.
+  if (r.sharding == sharding_strategy::optim_grads_params && dp > 1)
+    for (int s = 0; s < pp; ++s) {
+      auto& sp = out.stages[s];
+      const double gather =
+          allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0, dp,
+                         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp))))
+              .seconds /
+          2;
+      sp.forward_s = std::max(sp.forward_s, gather);
+      sp.backward_s = std::max(sp.backward_s, gather);
+    }
   // Devices sharing cores (actor devices on this CPU): every busy stage
   // keeps dp x tp actors busy.
   const sharing_model sh = costs.sharing(tokens);
@@ -347,7 +453,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     c.act_delay.push_back(d.profiled ? d.intra_latency : p2p_seconds(cl, L.act_bytes, !crosses));
     out.p2p_s = std::max(out.p2p_s, c.act_delay.back());
   }
-  price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node);
+  price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node, r.sharding);
   c.lower_bound = pipeline_lower_bound(c, pp, m) + out.dp_exposed_s + out.optimizer_s;
   return c;
 }
@@ -452,10 +558,11 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
-tp_context make_context(const model::graph& g, int tp, const std::vector<int>& cuts) {
+tp_context make_context(const model::graph& g, int tp, const std::vector<int>& cuts,
+                        bool sequence_parallel) {
   if (auto e = tp_divisibility_error(g, tp); !e.empty())
     throw rule_error{"tp divides heads and features", e};
-  tp_context ctx{tp, rewrite_for_tp(g, tp, 0), {}, &cuts, {}, 0};
+  tp_context ctx{tp, rewrite_for_tp(g, tp, 0, sequence_parallel), {}, &cuts, {}, 0};
   ctx.shard_cuts = cut_points(ctx.tg.graph);
   std::set<std::string> seen;  // a tied weight counts once
   for (const auto& n : ctx.tg.graph.nodes())
@@ -512,7 +619,7 @@ plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int t
   model::graph g = model::build_model(r.model);
   const std::vector<int> cuts = cut_points(g);
   try {
-    tp_context ctx = make_context(g, tp, cuts);
+    tp_context ctx = make_context(g, tp, cuts, r.sequence_parallel);
     candidate c = prepare(r, costs, g, ctx, dp, pp, m, kind, rc, tp_overlap);
     finish(r, costs, g, c);
     return c.out;
@@ -541,6 +648,9 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
   if (!r.recomputes.empty())
     return std::find(r.recomputes.begin(), r.recomputes.end(), rc) != r.recomputes.end();
   if (pp == 1 && rc == recompute_kind::full && !r.recompute_every_stage) return false;
+  // Selective recomputation pays off where attention's T x T stash matters:
+  // searched unasked on GPU devices.
+  if (rc == recompute_kind::selective) return !r.device.profiled;
   switch (kind) {
     case schedule_kind::zb_h1:
       return rc == recompute_kind::none;
@@ -561,7 +671,7 @@ std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_mo
     if (r.tp && tp != r.tp) continue;
     tp_context ctx;
     try {
-      ctx = make_context(g, tp, cuts);
+      ctx = make_context(g, tp, cuts, r.sequence_parallel);
     } catch (const rule_error& e) {
       ++res.rejected[e.rule];
       continue;
@@ -581,7 +691,8 @@ std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_mo
                           schedule_kind::zb_h1, schedule_kind::interleaved}) {
           if (!schedule_searched(r, kind, pp)) continue;
           for (auto rc :
-               {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full}) {
+               {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full,
+                recompute_kind::selective}) {
             if (!recompute_searched(r, kind, rc, pp)) continue;
             for (int ov : {0, 1, 2}) {
               if (tp == 1 && ov > 0) continue;

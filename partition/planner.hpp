@@ -66,6 +66,11 @@ struct plan_request {
   std::vector<recompute_kind> recomputes;
   int tp_overlap = -1;  // -1: all levels
   int chunks = 2;       // model chunks per device of the interleaved schedule
+  // Memory strategies the plans use (not searched): how the data-parallel
+  // replicas shard the optimizer state, gradients and parameters, and
+  // sequence parallelism with tp > 1.
+  sharding_strategy sharding = sharding_strategy::no_shard;
+  bool sequence_parallel = false;
   // Simulate every candidate (the search otherwise skips those whose lower
   // bound cannot make the best plan or a runner-up; the choice is the same).
   bool exhaustive = false;
@@ -88,6 +93,9 @@ struct stage_plan {
   std::string first_layer, last_layer;
   int recompute_segments = 0, segments = 0;
   int64_t memory_bytes = 0;
+  // memory_bytes by category: parameter values, gradients (and the
+  // data-parallel bucket buffers), AdamW moments, activations at the peak.
+  int64_t parameters_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;
   double forward_s = 0, backward_s = 0;  // one micro-batch
   double weight_s = 0;                   // of backward_s: the weight gradients (zb-h1's W)
 };

@@ -288,3 +288,55 @@ TEST_CASE("interleaved 1F1B is priced per chunk and shortens the pipeline", "[pl
   // Unasked, a search for the CPU (what `merak train` runs) leaves it out:
   // checked on the actors' side, which refuse it by name.
 }
+
+TEST_CASE("the memory model by category: sharding strategies, sequence parallelism, selective",
+          "[planner][cluster][memory]") {
+  // A 22B-shaped model on 32 A100s, tp 8, dp 4.
+  model::gpt_config m{.vocab = 51200, .max_seq = 2048, .layers = 48, .dim = 6144, .heads = 64};
+  auto r = cluster_request("dgx-a100-hdr", m, 32, 4, 16);
+  r.attention = attention_kernel::unfused;
+  r.memory_budget = int64_t(1e12);  // the categories, whatever fits
+  auto costs = costs_for(r, 1, "");
+  auto plan_with = [&](sharding_strategy s, recompute_kind rc, bool sp) {
+    auto q = r;
+    q.sharding = s;
+    q.sequence_parallel = sp;
+    return evaluate_plan(q, *costs, 4, 8, 1, 1, schedule_kind::one_f_one_b, rc, 0);
+  };
+  const auto plain = plan_with(sharding_strategy::no_shard, recompute_kind::none, false);
+  const auto& a = plain.stages[0];
+  const int64_t P = a.parameters_bytes / 4;  // a shard's parameters
+  CHECK(P > int64_t(3e9));
+  CHECK(a.gradients_bytes == 8 * P);  // gradients and the reducer's bucket copies
+  CHECK(a.optimizer_bytes == 8 * P);
+  const auto optim = plan_with(sharding_strategy::optim, recompute_kind::none, false);
+  CHECK(optim.stages[0].optimizer_bytes == 8 * P / 4);
+  CHECK(optim.stages[0].gradients_bytes == a.gradients_bytes);
+  CHECK(optim.stages[0].activations_bytes == a.activations_bytes);
+  const auto grads = plan_with(sharding_strategy::optim_grads, recompute_kind::none, false);
+  CHECK(grads.stages[0].gradients_bytes == 4 * P / 4);
+  const auto params = plan_with(sharding_strategy::optim_grads_params, recompute_kind::none, false);
+  // 1/dp of the values, and the largest segment (the embedding: 51200 + 2048
+  // rows of 6144) gathered twice (in use and prefetched).
+  CHECK(params.stages[0].parameters_bytes == 4 * P / 4 + 2 * 4 * int64_t(51200 + 2048) * 6144);
+  // Sharded, the all-gather after the optimizer is exposed; the update is 1/dp.
+  CHECK(optim.dp_exposed_s > plain.dp_exposed_s);
+  CHECK(optim.optimizer_s < plain.optimizer_s);
+  // Selective recomputation drops each layer's (b, a/t, s, s) probabilities
+  // (2-byte elements) and runs the attention core twice.
+  const auto selective = plan_with(sharding_strategy::no_shard, recompute_kind::selective, false);
+  CHECK(a.activations_bytes - selective.stages[0].activations_bytes ==
+        int64_t(48) * 4 * (64 / 8) * 2048 * 2048 * 2);
+  CHECK(selective.stages[0].backward_s > a.backward_s);
+  // Sequence parallelism splits the regions between the pairs: fewer bytes,
+  // the same bytes communicated.
+  const auto sp = plan_with(sharding_strategy::no_shard, recompute_kind::none, true);
+  CHECK(sp.sequence_parallel);
+  CHECK(sp.stages[0].activations_bytes < a.activations_bytes);
+  auto odd = r;
+  odd.model.max_seq = 2044;
+  odd.sequence_parallel = true;
+  CHECK_THROWS_WITH(
+      evaluate_plan(odd, *costs, 4, 8, 1, 1, schedule_kind::one_f_one_b, recompute_kind::none, 0),
+      Catch::Contains("tp 8 does not divide 2044 tokens"));
+}

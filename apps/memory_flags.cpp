@@ -1,0 +1,57 @@
+#include "apps/memory_flags.hpp"
+
+#include <utility>
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.hpp"
+
+namespace merak::apps {
+
+void add_memory_flags(CLI::App* c, memory_flags* f, const std::string& sharding_help) {
+  c->add_flag("--use-distributed-optimizer", f->distributed_optimizer,
+              "Shard the AdamW moments over the data-parallel replicas (ZeRO-1): gradients "
+              "reduce-scattered per bucket, updated weights all-gathered");
+  c->add_option("--data-parallel-sharding-strategy", f->sharding,
+                "no_shard, optim (= --use-distributed-optimizer), optim_grads or "
+                "optim_grads_params; " +
+                    sharding_help);
+  c->add_flag("--sequence-parallel", f->sequence_parallel,
+              "With --tp: norms, residuals and biases on each shard's slice of the tokens; the "
+              "TP all-reduces become reduce-scatter / all-gather pairs");
+  c->add_option("--recompute-granularity", f->recompute_granularity,
+                "Megatron's name: full or selective (the same as --recompute)");
+  c->add_flag("--recompute-activations", f->recompute_activations,
+              "Megatron's name for --recompute selective");
+  c->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,
+              "Accepted for Megatron scripts: gradient buckets are always reduced while "
+              "backward goes on");
+}
+
+partition::sharding_strategy sharding_of(const memory_flags& f) {
+  auto s = f.sharding.empty() ? partition::sharding_strategy::no_shard
+                              : partition::parse_sharding_strategy(f.sharding);
+  if (f.distributed_optimizer) {
+    if (!f.sharding.empty() && s != partition::sharding_strategy::optim)
+      fail("--use-distributed-optimizer means --data-parallel-sharding-strategy optim (got {})",
+           f.sharding);
+    s = partition::sharding_strategy::optim;
+  }
+  return s;
+}
+
+std::string recompute_of(const memory_flags& f, const std::string& recompute) {
+  std::string out = recompute.empty() ? "none" : recompute;
+  for (const auto& [flag, value] :
+       {std::pair<std::string, std::string>{"--recompute-granularity", f.recompute_granularity},
+        {"--recompute-activations", f.recompute_activations ? "selective" : ""}}) {
+    if (value.empty()) continue;
+    if (value != "full" && value != "selective")
+      fail("{} must be full or selective (got '{}')", flag, value);
+    if (out != "none" && out != value) fail("{} {} contradicts --recompute {}", flag, value, out);
+    out = value;
+  }
+  return out;
+}
+
+}  // namespace merak::apps

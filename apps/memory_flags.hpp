@@ -1,0 +1,40 @@
+#pragma once
+// The memory strategies' flags, shared by the commands that take a layout
+// (train, plan), with Megatron-LM's names: --use-distributed-optimizer,
+// --data-parallel-sharding-strategy, --sequence-parallel, and the
+// Megatron spellings of selective and full recomputation
+// (--recompute-granularity, --recompute-activations).
+
+#include <string>
+
+#include "partition/layout.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace merak::apps {
+
+struct memory_flags {
+  bool distributed_optimizer = false;  // --use-distributed-optimizer
+  std::string sharding;                // --data-parallel-sharding-strategy; "": not given
+  bool sequence_parallel = false;      // --sequence-parallel
+  std::string recompute_granularity;   // "": not given
+  bool recompute_activations = false;
+  bool overlap_grad_reduce = true;  // accepted; always the case
+};
+
+// Adds the flags above to `command`; `sharding_help` ends the help of
+// --data-parallel-sharding-strategy (which strategies the command runs).
+void add_memory_flags(CLI::App* command, memory_flags* flags, const std::string& sharding_help);
+
+// The sharding strategy the flags ask for (no_shard when none); a
+// contradiction or a bad name fails naming the flag.
+partition::sharding_strategy sharding_of(const memory_flags& flags);
+
+// The recomputation `--recompute` names once Megatron's spellings are
+// applied ("none" when none is given): --recompute-granularity full|selective
+// and --recompute-activations (selective) must agree with it.
+std::string recompute_of(const memory_flags& flags, const std::string& recompute);
+
+}  // namespace merak::apps
