@@ -61,9 +61,13 @@ PY
     # merak runs svm itself and execs merak-full for the rest: both reach the
     # same commands; without merak-full beside it the error names the path.
     command -v readelf >/dev/null || { echo "FAIL: readelf (binutils) is needed"; exit 1; }
-    "$merak" --help | grep -q "train" || { echo "FAIL: merak --help lists no train"; exit 1; }
-    "$merak" plan --help | grep -q "Usage: plan" || { echo "FAIL: plan via merak-full"; exit 1; }
-    "$merak" --log-level warn svm --help | grep -q "train" || { echo "FAIL: svm after --log-level"; exit 1; }
+    # (Each help whole first: grep -q stops reading at its match.)
+    help=$("$merak" --help)
+    grep -q "train" <<<"$help" || { echo "FAIL: merak --help lists no train"; exit 1; }
+    help=$("$merak" plan --help)
+    grep -q "Usage: plan" <<<"$help" || { echo "FAIL: plan via merak-full"; exit 1; }
+    help=$("$merak" --log-level warn svm --help)
+    grep -q "train" <<<"$help" || { echo "FAIL: svm after --log-level"; exit 1; }
     if readelf -d "$merak" | grep -Eq "NEEDED.*(libucp|libdnnl|libopenblas)"; then
       echo "FAIL: merak links a library an SVM fit does not use:"; readelf -d "$merak" | grep NEEDED; exit 1
     fi
@@ -234,7 +238,8 @@ PY
     expect_error "error: --micro-batch-size needs --dp" \
       plan --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --batch 8 \
       --devices 2 --micro-batch-size 2
-    "$merak" plan --help | grep -q -- "--tensor-model-parallel-size" ||
+    help=$("$merak" plan --help)  # whole first: grep -q stops reading at its match
+    grep -q -- "--tensor-model-parallel-size" <<<"$help" ||
       { echo "FAIL: plan lacks --tensor-model-parallel-size"; exit 1; } ;;
   unknown_flag)
     # Unknown commands and flags are named with the nearest known one, before
