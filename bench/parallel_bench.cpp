@@ -320,19 +320,23 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
     const auto& par = spec.par;
     par.validate(options.batch);
     actors::memory_use got;
+    partition::plan_request req;
     {
       model::set_compute_threads(1);
       actors::parallel_trainer tr(t, par, corpus);
       tr.train_step();
       got = tr.last_memory();
+      if (par.chunks == 1) req.stage_bounds = tr.stage_bounds();  // the same split
     }
-    partition::plan_request req;
     req.model = options.model;
     req.global_batch = options.batch;
     req.devices = par.dp * par.tp * par.pp;
     req.processes = 1;
     req.device = partition::find_device("cpu");
     req.memory_budget = int64_t(1) << 50;  // the prediction, whatever it is
+    // Bytes do not depend on op times: nominal rates, no CPU profile.
+    req.device.peak_flops = 1e11;
+    req.device.memory_bw = 1e10;
     req.chunks = par.chunks;
     req.sharding = par.sharding;
     req.sequence_parallel = par.sequence_parallel;

@@ -71,6 +71,9 @@ struct plan_request {
   // sequence parallelism with tp > 1.
   sharding_strategy sharding = sharding_strategy::no_shard;
   bool sequence_parallel = false;
+  // A fixed stage split (pp + 1 node indices of the single-device graph,
+  // 0 first; the runtime's, to compare with it); empty: the planner's own.
+  std::vector<int> stage_bounds;
   // Simulate every candidate (the search otherwise skips those whose lower
   // bound cannot make the best plan or a runner-up; the choice is the same).
   bool exhaustive = false;

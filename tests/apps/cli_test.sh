@@ -504,6 +504,26 @@ PY
     expect_error "error: --tp-overlap must be 0, 1 or 2" train --data "$work/text.txt" "${tiny[@]}" --tp 2 --tp-overlap 5 --steps 1
     expect_error "error: --sparse-reducer s2 needs --dp 2" train --data "$work/text.txt" "${tiny[@]}" --sparse-reducer s2 --steps 1
     expect_error "unknown" train --data "$work/text.txt" "${tiny[@]}" --dp 2 --sparse-reducer zip --steps 1 ;;
+  bench_memory)
+    # The planner's bytes by category against what the stage actors hold:
+    # weights, gradients and moments exactly, activations within 5%.
+    "$merak" bench memory --layers 2 --dim 32 --heads 2 --seq 16 --batch 8 --layout dp=2 \
+      --layout dp=2,sharding=optim --layout tp=2,m=2,sp=on --layout pp=2,m=4,recompute=full \
+      --layout dp=2,recompute=selective > "$work/mem.json"
+    python3 - "$work/mem.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["layouts"]) == 5, d
+for row in d["layouts"]:
+    r = row["measured_over_predicted"]
+    for k in ("parameters", "gradients", "optimizer"):
+        assert r[k] == 1.0, (row["layout"], k, row)
+    assert 0.95 <= r["activations_peak"] <= 1.05, (row["layout"], row)
+optim = d["layouts"][1]["measured"]["optimizer"]
+assert optim * 2 == d["layouts"][0]["measured"]["optimizer"], d
+print("ok: bytes by category as the planner predicts for", [r["layout"] for r in d["layouts"]])
+PY
+    expect_error "bench memory: layout 'dp=2,procs=2': runs in one process" bench memory --layout dp=2,procs=2 ;;
   bench_parallel)
     small=(--layers 1 --dim 32 --heads 2 --seq 16 --batch 4 --steps 1 --warmup-steps 0 --rounds 1)
     expect_error "layout 'pp=2,mb=2': unknown key 'mb'" bench parallel "${small[@]}" --layout pp=2,mb=2
