@@ -155,6 +155,7 @@ struct stage_wiring {
 struct stage_plan {
   partition::stage_policy policy;
   int checkpoint_nodes = 0;
+  bool selective = false;  // the attention cores of the kept segments recomputed
 };
 
 // coordinator -> stage: a training step starts.
@@ -423,7 +424,7 @@ typename Inspector::result_type inspect(Inspector& f, actor_coord& x) {
 }
 
 MERAK_INSPECT(stage_wiring, x.line, x.reducer, x.coordinator, x.scheduler, x.tp_peers)
-MERAK_INSPECT(stage_plan, x.policy, x.checkpoint_nodes)
+MERAK_INSPECT(stage_plan, x.policy, x.checkpoint_nodes, x.selective)
 MERAK_INSPECT(step_start, x.step)
 // The kind travels as its number and is checked on arrival.
 template <class Inspector>
@@ -504,7 +505,7 @@ MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens
 
 namespace merak::partition {
 MERAK_INSPECT(stage_memory, x.stage, x.weights_bytes, x.segment_nodes, x.stash_bytes,
-              x.checkpoint_bytes, x.input_bytes, x.in_flight, x.whole_prefix)
+              x.checkpoint_bytes, x.core_bytes, x.input_bytes, x.in_flight, x.whole_prefix)
 MERAK_INSPECT(stage_policy, x.stage, x.stages, x.micro_batches, x.limited, x.warm, x.steady,
               x.forward_first, x.pre, x.recompute_in_backward, x.split_weight, x.chunks)
 

@@ -42,7 +42,7 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
     partition::recompute_plan plan;
     try {
       if (stage_aware)
-        plan = su.budget > 0 ? partition::plan_for_budget(st->reports, su.budget)
+        plan = su.budget > 0 ? partition::plan_for_budget(st->reports, su.budget, true)
                              : partition::plan_stage_aware(st->reports, su.r0);
       else
         plan = partition::plan_stage_aware(st->reports, 0.0);  // keeps everything
@@ -60,7 +60,8 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
     for (int r = 0; r < lines; ++r)
       for (int s = 0; s < stage_count; ++s)
         self->send(st->stages[size_t(r) * stage_count + s],
-                   stage_plan{pols[size_t(s)], plan.nodes[size_t(s)]});
+                   stage_plan{pols[size_t(s)], plan.nodes[size_t(s)],
+                              s < int(plan.selective.size()) && plan.selective[size_t(s)] != 0});
     self->send(st->coordinator, plan_ready{plan.str()});
   };
   return {

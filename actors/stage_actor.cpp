@@ -462,6 +462,7 @@ void take_plan(stage_self self, stage_plan& plan) {
               plan.policy.split_weight ? ", weight gradients split" : "");
   p = std::move(plan.policy);
   self->state.exec->set_checkpoint(plan.checkpoint_nodes);
+  self->state.exec->set_selective_recompute(self->state.cfg.recompute_attention || plan.selective);
 }
 
 // A new step: a fresh schedule, the counters reset, and what arrived ahead

@@ -67,16 +67,6 @@ struct tp_context {
   double weights_bytes = 0;  // one shard's weights, gradients and moments
 };
 
-// Selective recomputation: the attention node's stash beyond its output
-// (the probabilities), per token, which it no longer keeps.
-int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_info& n) {
-  if (n.kind != "attention") return 0;
-  const auto& out = g.values()[size_t(n.output)];
-  const int64_t kept = (out.features.empty() ? 0 : out.features.back()) *
-                       int64_t(model::dtype_size(out.type));
-  return std::max<int64_t>(0, n.activation_bytes_per_token - kept);
-}
-
 const layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
                          tp_context& ctx, int pp, int64_t rows, int overlap, bool selective) {
   auto key = std::make_tuple(pp, rows, overlap, selective);
@@ -153,13 +143,11 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
       int64_t most = 0;
       std::set<std::string> seen;
       for (int seg = 0, n = a; seg < int(m.segment_nodes.size()); n += m.segment_nodes[seg++]) {
+        if (selective) m.stash_bytes[size_t(seg)] -= m.core_bytes[size_t(seg)];
         int64_t params = 0;
-        for (int k = n; k < n + m.segment_nodes[seg]; ++k) {
-          if (selective)
-            m.stash_bytes[size_t(seg)] -= attention_core_bytes_per_token(tg.graph, nodes[k]) * tokens;
+        for (int k = n; k < n + m.segment_nodes[seg]; ++k)
           for (auto& p : nodes[k].params)
             if (seen.insert(p.name).second) params += model::shape_numel(p.shape);
-        }
         most = std::max(most, params);
       }
       L.max_segment_params.push_back(most);

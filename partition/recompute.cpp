@@ -18,14 +18,17 @@ int64_t value_bytes(const model::graph& g, int v, int64_t tokens) {
   return n;
 }
 
-recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> k) {
+recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> k,
+                      std::vector<char> selective = {}) {
   recompute_plan p;
   p.segments = std::move(k);
+  p.selective = std::move(selective);
+  p.selective.resize(stages.size(), 0);
   for (size_t s = 0; s < stages.size(); ++s) {
     int nodes = 0;
     for (int i = 0; i < p.segments[s]; ++i) nodes += stages[s].segment_nodes[i];
     p.nodes.push_back(nodes);
-    p.bytes.push_back(stage_bytes(stages[s], p.segments[s]));
+    p.bytes.push_back(stage_bytes(stages[s], p.segments[s], p.selective[s]));
   }
   return p;
 }
@@ -50,9 +53,13 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     int a = bounds[i], b = bounds[i + 1];
     m.segment_nodes.push_back(b - a);
-    int64_t stash = 0;
-    for (int n = a; n < b; ++n) stash += g.nodes()[n].activation_bytes_per_token * tokens;
+    int64_t stash = 0, core = 0;
+    for (int n = a; n < b; ++n) {
+      stash += g.nodes()[n].activation_bytes_per_token * tokens;
+      core += attention_core_bytes_per_token(g, g.nodes()[n]) * tokens;
+    }
     m.stash_bytes.push_back(stash);
+    m.core_bytes.push_back(core);
     // The one activation entering the segment (cut points have exactly one).
     int64_t in = 0;
     for (int n = a; n < b && in == 0; ++n)
@@ -67,13 +74,21 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
   return m;
 }
 
-int64_t stage_bytes(const stage_memory& m, int k) {
+int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_info& n) {
+  if (n.kind != "attention") return 0;
+  const auto& out = g.values()[size_t(n.output)];
+  const int64_t kept =
+      (out.features.empty() ? 0 : out.features.back()) * int64_t(model::dtype_size(out.type));
+  return std::max<int64_t>(0, n.activation_bytes_per_token - kept);
+}
+
+int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
   const int L = int(m.stash_bytes.size());
   MERAK_CHECK(k >= 0 && k <= L, "{} checkpointed segments of {}", k, L);
   int64_t kept = m.input_bytes, transient = 0;
   for (int i = 0; i < L; ++i) {
     if (i >= k)
-      kept += m.stash_bytes[i];
+      kept += m.stash_bytes[i] - (selective && size_t(i) < m.core_bytes.size() ? m.core_bytes[i] : 0);
     else if (m.whole_prefix)
       transient += m.stash_bytes[i];
     else
@@ -101,12 +116,18 @@ recompute_plan plan_stage_aware(const std::vector<stage_memory>& stages, double 
   return finish(stages, std::move(k));
 }
 
-recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t budget) {
+recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t budget,
+                               bool selective) {
   if (budget <= 0) fail("--memory-budget must be positive (got {})", budget);
   std::vector<int> k;
+  std::vector<char> sel;
   for (auto& m : stages) {
     const int L = int(m.stash_bytes.size());
     int best = -1;
+    bool best_sel = false;
+    if (stage_bytes(m, 0) <= budget) best = 0;
+    for (int j = 0; j <= L && best < 0 && selective; ++j)
+      if (stage_bytes(m, j, true) <= budget) best = j, best_sel = true;
     for (int j = 0; j <= L && best < 0; ++j)
       if (stage_bytes(m, j) <= budget) best = j;
     if (best < 0)
@@ -115,14 +136,16 @@ recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t 
           "state), more than --memory-budget {}",
           m.stage, stage_bytes(m, L), L, m.weights_bytes, budget);
     k.push_back(best);
+    sel.push_back(best_sel ? 1 : 0);
   }
-  return finish(stages, std::move(k));
+  return finish(stages, std::move(k), std::move(sel));
 }
 
 std::string recompute_plan::str() const {
   std::string s;
   for (size_t i = 0; i < segments.size(); ++i)
-    s += fmt::format("{}stage {}: {} segments recomputed, {:.1f} MB", i ? "; " : "", i, segments[i],
+    s += fmt::format("{}stage {}: {} segments recomputed{}, {:.1f} MB", i ? "; " : "", i,
+                     segments[i], i < selective.size() && selective[i] ? " (the rest selective)" : "",
                      double(bytes[i]) / (1 << 20));
   return s;
 }

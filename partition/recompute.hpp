@@ -33,6 +33,9 @@ struct stage_memory {
   std::vector<int> segment_nodes;         // nodes per segment, in order
   std::vector<int64_t> stash_bytes;       // per segment, one micro-batch: A
   std::vector<int64_t> checkpoint_bytes;  // per segment: its input, one micro-batch: C
+  // Per segment, one micro-batch: what selective recomputation leaves out
+  // of A (the attention cores' stash beyond their output).
+  std::vector<int64_t> core_bytes;
   int64_t input_bytes = 0;                // the stage input, one micro-batch
   int in_flight = 1;                      // micro-batches held at once
   // How recomputation rebuilds the checkpointed segments: one at a time
@@ -52,7 +55,13 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
 // inputs and the rest's activations, and the transient is the largest
 // segment's; all at once (whole_prefix), it keeps the prefix's output only
 // and the transient is the whole prefix's.
-int64_t stage_bytes(const stage_memory& m, int k);
+// With `selective`, the segments kept (i >= k) hold A_i minus their
+// attention cores' stash.
+int64_t stage_bytes(const stage_memory& m, int k, bool selective = false);
+
+// Per token: what an attention node stashes beyond its output (its
+// probabilities), which selective recomputation drops; 0 for other nodes.
+int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_info& n);
 
 // r_s = 1 - (1 - r0)(p - 1)/(p - 1 - s) for s < p - 1, clamped to [0, 1];
 // r_{p-1} = 0.
@@ -60,6 +69,7 @@ std::vector<double> stage_aware_ratios(int p, double r0);
 
 struct recompute_plan {
   std::vector<int> segments;   // checkpointed leading segments per stage
+  std::vector<char> selective;  // per stage: the kept segments' attention cores recomputed
   std::vector<int> nodes;      // the same, in nodes (executor::set_checkpoint)
   std::vector<int64_t> bytes;  // predicted peak per stage
   std::string str() const;     // "stage 0: 3/4 segments, 812 MB; ..."
@@ -67,9 +77,13 @@ struct recompute_plan {
 
 // The formula's plan for r0.
 recompute_plan plan_stage_aware(const std::vector<stage_memory>& stages, double r0);
-// The least recomputation that fits `budget` bytes on every stage. Throws
+// The least recomputation that fits `budget` bytes on every stage: per
+// stage none, else (with `selective`) selective recomputation, else the
+// fewest leading segments recomputed (the rest selective when allowed).
+// Throws
 // merak::error naming the stage and the bytes when a stage cannot fit even
 // with every segment checkpointed.
-recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t budget);
+recompute_plan plan_for_budget(const std::vector<stage_memory>& stages, int64_t budget,
+                               bool selective = false);
 
 }  // namespace merak::partition

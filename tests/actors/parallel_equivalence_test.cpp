@@ -26,6 +26,7 @@
 #include "actors/parallel_trainer.hpp"
 #include "model/layers.hpp"
 #include "model/trainer.hpp"
+#include "partition/recompute.hpp"
 #include "partition/stages.hpp"
 #include "tests/actors/layout_options.hpp"
 #include "tests/model/test_util.hpp"
@@ -741,4 +742,36 @@ TEST_CASE("sequence parallelism is refused by name where it cannot split",
   o.model.max_seq = 15;
   CHECK_THROWS_WITH(actors::parallel_trainer(o, par, corpus()),
                     Catch::Contains("15 tokens") && Catch::Contains("--tp 2"));
+}
+
+TEST_CASE("a stage-aware budget that selective recomputation meets recomputes only attention",
+          "[actors][recompute]") {
+  const int64_t steps = 6;
+  static const auto reference = single_device_losses(steps);
+  auto par = test::parallel_layout(1, 1, 2, 4, schedule_kind::one_f_one_b, 1);
+  par.recompute = actors::recompute_mode::stage_aware;
+  par.timeout_s = 60;
+  // The stages' bytes keeping everything, as the scheduler counts them.
+  std::vector<int> bounds;
+  {
+    actors::parallel_trainer probe(tiny(1), par, corpus());
+    bounds = probe.stage_bounds();
+  }
+  const auto g = model::build_model(tiny(steps).model);
+  int64_t most = 0, most_selective = 0;
+  for (int s = 0; s < 2; ++s) {
+    auto m = partition::describe_stage(g, s, bounds[s], bounds[s + 1], 4 * 16, 2 - s);
+    most = std::max(most, partition::stage_bytes(m, 0));
+    most_selective = std::max(most_selective, partition::stage_bytes(m, 0, true));
+  }
+  REQUIRE(most_selective < most);
+  par.memory_budget = most_selective;
+  actors::parallel_trainer tr(tiny(steps), par, corpus());
+  CHECK_THAT(tr.recompute_plan(), Catch::Contains("0 segments recomputed (the rest selective)"));
+  for (int64_t s = 0; s < steps; ++s) {
+    const double loss = tr.train_step().loss;
+    INFO("step " << s + 1);
+    REQUIRE(std::abs(loss - reference[size_t(s)]) <= 1e-5 * std::abs(reference[size_t(s)]));
+  }
+  CHECK(tr.last_memory().activations_peak > 0);
 }

@@ -69,3 +69,31 @@ TEST_CASE("checkpointing segments lowers a stage's activation memory", "[recompu
   CHECK(plan.segments[3] == 0);
   CHECK(plan.segments[0] == int(double(m.stash_bytes.size()) * 0.75));
 }
+
+TEST_CASE("a budget plan takes selective recomputation before recomputing segments",
+          "[recompute]") {
+  stage_memory m;
+  m.weights_bytes = 1000;
+  m.segment_nodes = {3, 3, 3};
+  m.stash_bytes = {100, 100, 100};
+  m.core_bytes = {40, 40, 40};
+  m.checkpoint_bytes = {10, 10, 10};
+  m.input_bytes = 10;
+  m.in_flight = 2;
+  // Kept: 2 x (10 + 300) = 620; selective: 2 x (10 + 180) = 380.
+  CHECK(stage_bytes(m, 0) == 1000 + 620);
+  CHECK(stage_bytes(m, 0, true) == 1000 + 380);
+  // One segment recomputed, the rest selective: 2 x (10 + 120 + 10) + 100;
+  // two: 2 x (10 + 60 + 10 + 10) + 100 (each recomputed segment's input kept).
+  CHECK(stage_bytes(m, 1, true) == 1000 + 280 + 100);
+  CHECK(stage_bytes(m, 2, true) == 1000 + 180 + 100);
+  CHECK(stage_bytes(m, 2) == 1000 + 260 + 100);
+  auto plan = [&](int64_t budget) { return plan_for_budget({m}, budget, true); };
+  CHECK((plan(1620).segments[0] == 0 && !plan(1620).selective[0]));  // nothing needed
+  CHECK((plan(1500).segments[0] == 0 && plan(1500).selective[0]));   // selective suffices
+  CHECK((plan(1379).segments[0] == 2 && plan(1379).selective[0]));
+  CHECK(plan(1500).bytes[0] == 1380);
+  // Without selective, the same budget recomputes two segments.
+  CHECK(plan_for_budget({m}, 1500, false).segments[0] == 2);
+  CHECK(plan(1500).str().find("the rest selective") != std::string::npos);
+}
