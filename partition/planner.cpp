@@ -597,11 +597,14 @@ const char* plan::recompute_name() const {
 
 std::string plan::str() const {
   return fmt::format(
-      "dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}: {:.4g} s/step, {:.0f} tokens/s, "
-      "MFU {:.1f}%",
+      "dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}{}: {:.4g} s/step, {:.0f} "
+      "tokens/s, MFU {:.1f}%",
       dp, tp, pp, micro_batches, schedule_name(schedule),
       chunks > 1 ? fmt::format(" chunks={}", chunks) : "", recompute_name(), tp_overlap,
-      step_time_s, tokens_per_s, 100 * mfu);
+      sharding == sharding_strategy::no_shard
+          ? ""
+          : fmt::format(" sharding={}", sharding_strategy_name(sharding)),
+      sequence_parallel ? " sequence-parallel" : "", step_time_s, tokens_per_s, 100 * mfu);
 }
 
 std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
@@ -661,6 +664,20 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
   }
 }
 
+// The sharding strategies the search tries with dp replicas.
+std::vector<sharding_strategy> shardings_searched(const plan_request& r, int dp) {
+  if (!r.search_sharding || dp == 1) return {r.sharding};
+  if (r.device.profiled) return {sharding_strategy::no_shard, sharding_strategy::optim};
+  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads,
+          sharding_strategy::optim_grads_params};
+}
+
+// Sequence parallelism off and on, or as asked.
+std::vector<bool> sequence_parallel_searched(const plan_request& r, int tp) {
+  if (!r.search_sequence_parallel || tp == 1) return {r.sequence_parallel && tp > 1};
+  return {false, true};
+}
+
 // Every candidate the request allows that follows the rules, priced but not
 // simulated, in enumeration order; counts the others by rule in `res`.
 std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_model& costs,
@@ -669,39 +686,46 @@ std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_mo
   std::vector<candidate> cands;
   for (int tp : divisors(r.devices)) {
     if (r.tp && tp != r.tp) continue;
-    tp_context ctx;
-    try {
-      ctx = make_context(g, tp, cuts, r.sequence_parallel);
-    } catch (const rule_error& e) {
-      ++res.rejected[e.rule];
-      continue;
-    }
-    for (int pp : divisors(r.devices / tp)) {
-      if (r.pp && pp != r.pp) continue;
-      int dp = r.devices / (tp * pp);
-      if (r.dp && dp != r.dp) continue;
-      if (r.global_batch % dp != 0) {
-        ++res.rejected["global batch divides into dp x micro-batches"];
+    for (bool sp : sequence_parallel_searched(r, tp)) {
+      tp_context ctx;
+      try {
+        ctx = make_context(g, tp, cuts, sp);
+      } catch (const rule_error& e) {
+        ++res.rejected[e.rule];
         continue;
       }
-      for (int m = 1; m <= r.max_micro_batches; ++m) {
-        if (r.micro_batches && m != r.micro_batches) continue;
-        if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
-        for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted,
-                          schedule_kind::zb_h1, schedule_kind::interleaved}) {
-          if (!schedule_searched(r, kind, pp)) continue;
-          for (auto rc :
-               {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full,
-                recompute_kind::selective}) {
-            if (!recompute_searched(r, kind, rc, pp)) continue;
-            for (int ov : {0, 1, 2}) {
-              if (tp == 1 && ov > 0) continue;
-              if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
-              try {
-                cands.push_back(prepare(r, costs, g, ctx, dp, pp, m, kind, rc, ov));
-                cands.back().order = res.evaluated++;
-              } catch (const rule_error& e) {
-                ++res.rejected[e.rule];
+      for (int pp : divisors(r.devices / tp)) {
+        if (r.pp && pp != r.pp) continue;
+        int dp = r.devices / (tp * pp);
+        if (r.dp && dp != r.dp) continue;
+        if (r.global_batch % dp != 0) {
+          ++res.rejected["global batch divides into dp x micro-batches"];
+          continue;
+        }
+        for (sharding_strategy sh : shardings_searched(r, dp)) {
+          plan_request q = r;  // the memory strategies of this candidate
+          q.sharding = sh;
+          q.sequence_parallel = sp;
+          for (int m = 1; m <= r.max_micro_batches; ++m) {
+            if (r.micro_batches && m != r.micro_batches) continue;
+            if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
+            for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
+                              schedule_kind::shifted, schedule_kind::zb_h1,
+                              schedule_kind::interleaved}) {
+              if (!schedule_searched(r, kind, pp)) continue;
+              for (auto rc : {recompute_kind::none, recompute_kind::stage_aware,
+                              recompute_kind::full, recompute_kind::selective}) {
+                if (!recompute_searched(r, kind, rc, pp)) continue;
+                for (int ov : {0, 1, 2}) {
+                  if (tp == 1 && ov > 0) continue;
+                  if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
+                  try {
+                    cands.push_back(prepare(q, costs, g, ctx, dp, pp, m, kind, rc, ov));
+                    cands.back().order = res.evaluated++;
+                  } catch (const rule_error& e) {
+                    ++res.rejected[e.rule];
+                  }
+                }
               }
             }
           }
@@ -723,9 +747,10 @@ std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& c
   for (size_t i = 0; i < cands.size(); ++i) by_bound[i] = int(i);
   std::stable_sort(by_bound.begin(), by_bound.end(),
                    [&](int a, int b) { return cands[a].lower_bound < cands[b].lower_bound; });
-  // Runners-up are 5 layouts besides the best; one layout has at most 3
-  // recomputations x 3 overlap levels.
-  const size_t kept = 6 * 9;
+  // Runners-up are 5 layouts besides the best; one layout has at most 4
+  // recomputations x 3 overlap levels x the memory strategies searched.
+  const size_t variants = (r.search_sharding ? 4 : 1) * (r.search_sequence_parallel ? 2 : 1);
+  const size_t kept = 6 * 12 * variants;
   std::vector<double> fastest;  // the kept fastest step times, ascending
   std::vector<char> simulated(cands.size(), 0);
   for (int i : by_bound) {
@@ -752,13 +777,16 @@ bool same_layout(const plan& a, const plan& b) {
 
 // The best plan and up to 5 runners-up of other layouts: fastest first;
 // among equals (within 0.1%), the simpler plan: fewer micro-batches, less
-// recomputation, less overlap machinery.
+// recomputation, less sharding, no sequence parallelism, less overlap
+// machinery.
 void rank_plans(std::vector<plan> all, plan_result& res) {
   std::stable_sort(all.begin(), all.end(), [](const plan& a, const plan& b) {
     if (std::abs(a.step_time_s - b.step_time_s) > 1e-3 * std::min(a.step_time_s, b.step_time_s))
       return a.step_time_s < b.step_time_s;
     if (a.micro_batches != b.micro_batches) return a.micro_batches < b.micro_batches;
     if (a.recompute != b.recompute) return a.recompute < b.recompute;
+    if (a.sharding != b.sharding) return a.sharding < b.sharding;
+    if (a.sequence_parallel != b.sequence_parallel) return !a.sequence_parallel;
     return a.tp_overlap < b.tp_overlap;
   });
   res.best = all.front();
