@@ -329,10 +329,14 @@ void price_data_parallel(candidate& c, const cost_model& costs, const cluster_sp
     }
     // Buckets leave during the last micro-batch's backward. Sharded, they
     // are reduce-scattered there (the ring's first half) and the updated
-    // values all-gathered after the optimizer (its second half, exposed);
-    // each replica updates its 1/dp of the parameters.
+    // values all-gathered after the optimizer (its second half, exposed),
+    // except under optim_grads_params, whose next forward gathers each
+    // stage's values anyway; each replica updates its 1/dp of the
+    // parameters.
     const bool sharded = sharding != sharding_strategy::no_shard && dp > 1;
-    const double during = sharded ? ar / 2 : ar, after = sharded ? ar / 2 : 0.0;
+    const bool gathered_later = sharding == sharding_strategy::optim_grads_params;
+    const double during = sharded ? ar / 2 : ar;
+    const double after = sharded && !gathered_later ? ar / 2 : 0.0;
     out.dp_exposed_s =
         std::max(out.dp_exposed_s, std::max(0.0, during - out.stages[s].backward_s) + after);
     for (int i = 0; i < dp * tp; ++i)
@@ -420,19 +424,30 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.sharding = r.sharding;
   out.sequence_parallel = r.sequence_parallel && tp > 1;
   plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding);
-  // ZeRO-3: each op all-gathers its stage's parameters first, prefetched
-  // behind the op before: an op takes at least that long.
-  if (r.sharding == sharding_strategy::optim_grads_params && dp > 1)
+  // Gradients sharded (optim_grads, optim_grads_params): no replica holds a
+  // whole gradient to accumulate micro-batches into, so every backward
+  // reduce-scatters the stage's gradients as it makes them; ZeRO-3 also
+  // all-gathers the stage's parameters before each forward and backward.
+  // Both overlap the op's compute (prefetched behind the op before) and
+  // share its links: an op takes at least their time. Each is half a ring
+  // all-reduce of the stage's 4-byte values.
+  const bool grads_sharded = (r.sharding == sharding_strategy::optim_grads ||
+                              r.sharding == sharding_strategy::optim_grads_params) &&
+                             dp > 1;
+  if (grads_sharded) {
+    const int dp_per_node =
+        std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp)));
     for (int s = 0; s < pp; ++s) {
       auto& sp = out.stages[s];
-      const double gather =
-          allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0, dp,
-                         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp))))
+      const double half =
+          allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0, dp, dp_per_node)
               .seconds /
           2;
+      const double gather = r.sharding == sharding_strategy::optim_grads_params ? half : 0.0;
       sp.forward_s = std::max(sp.forward_s, gather);
-      sp.backward_s = std::max(sp.backward_s, gather);
+      sp.backward_s = std::max(sp.backward_s, gather + half);
     }
+  }
   // Devices sharing cores (actor devices on this CPU): every busy stage
   // keeps dp x tp actors busy.
   const sharing_model sh = costs.sharing(tokens);
