@@ -429,8 +429,9 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // reduce-scatters the stage's gradients as it makes them; ZeRO-3 also
   // all-gathers the stage's parameters before each forward and backward.
   // Both overlap the op's compute (prefetched behind the op before) and
-  // share its links: an op takes at least their time. Each is half a ring
-  // all-reduce of the stage's 4-byte values.
+  // share its links: an op takes at least their time. Each is one
+  // collective a segment (a layer), each half an all-reduce of the
+  // segment's share of the stage's 4-byte values.
   const bool grads_sharded = (r.sharding == sharding_strategy::optim_grads ||
                               r.sharding == sharding_strategy::optim_grads_params) &&
                              dp > 1;
@@ -439,10 +440,11 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp)));
     for (int s = 0; s < pp; ++s) {
       auto& sp = out.stages[s];
-      const double half =
-          allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0, dp, dp_per_node)
-              .seconds /
-          2;
+      const double segments = double(std::max<size_t>(1, L.mem[s].segment_nodes.size()));
+      const double half = allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0 / segments,
+                                         dp, dp_per_node)
+                              .seconds /
+                          2 * segments;
       const double gather = r.sharding == sharding_strategy::optim_grads_params ? half : 0.0;
       sp.forward_s = std::max(sp.forward_s, gather);
       sp.backward_s = std::max(sp.backward_s, gather + half);
