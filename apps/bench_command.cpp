@@ -199,6 +199,9 @@ bench_command add_allreduce_bench(CLI::App& parent) {
   a->add_option("--method", ar->method, "dense, coo, union, s2, mpi (MPI_Allreduce) or nccl (GPUs)")
       ->capture_default_str();
   a->add_option("--transport", ar->transport, "ucx or inproc (threads)")->capture_default_str();
+  a->add_option("--op", ar->op,
+                "allreduce, or the ring's halves: reduce-scatter, all-gather (dense or mpi)")
+      ->capture_default_str();
   a->add_option("--rows", ar->rows, "n")->capture_default_str();
   a->add_option("--cols", ar->cols, "d")->capture_default_str();
   a->add_option("--row-density", ar->row_density, "Share of non-zero rows per rank")
@@ -219,18 +222,22 @@ bench_command add_allreduce_bench(CLI::App& parent) {
   return {a, [=] { return bench::run_allreduce_bench(*ar); }};
 }
 
+// The model shape and global batch of the layout benchmarks.
+void add_layout_model_flags(CLI::App* c, bench::parallel_bench_options& o) {
+  c->add_option("--layers", o.model.layers)->capture_default_str();
+  c->add_option("--dim", o.model.dim)->capture_default_str();
+  c->add_option("--heads", o.model.heads)->capture_default_str();
+  c->add_option("--seq", o.model.max_seq)->capture_default_str();
+  c->add_option("--vocab", o.model.vocab)->capture_default_str();
+  c->add_option("--batch", o.batch, "Global batch of a step (every layout)")->capture_default_str();
+}
+
 // `merak bench parallel`: parallel layouts against one thread.
 bench_command add_parallel_bench(CLI::App& parent) {
   auto par = std::make_shared<bench::parallel_bench_options>();
   auto* pb = parent.add_subcommand(
       "parallel", "Parallel layouts' tokens/s against one thread, interleaved in rounds");
-  pb->add_option("--layers", par->model.layers)->capture_default_str();
-  pb->add_option("--dim", par->model.dim)->capture_default_str();
-  pb->add_option("--heads", par->model.heads)->capture_default_str();
-  pb->add_option("--seq", par->model.max_seq)->capture_default_str();
-  pb->add_option("--vocab", par->model.vocab)->capture_default_str();
-  pb->add_option("--batch", par->batch, "Global batch of a step (every layout)")
-      ->capture_default_str();
+  add_layout_model_flags(pb, *par);
   pb->add_option("--steps", par->steps, "Measured steps per run")->capture_default_str();
   pb->add_option("--warmup-steps", par->warmup_steps)->capture_default_str();
   pb->add_option("--rounds", par->rounds, "Baseline then every layout, this many times")
@@ -241,6 +248,19 @@ bench_command add_parallel_bench(CLI::App& parent) {
                  "and dp=2)");
   pb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
   return {pb, [=] { return bench::run_parallel_bench(*par); }};
+}
+
+// `merak bench memory`: bytes held by category, measured and predicted.
+bench_command add_memory_bench(CLI::App& parent) {
+  auto par = std::make_shared<bench::parallel_bench_options>();
+  auto* mb = parent.add_subcommand(
+      "memory", "Bytes the stage actors hold by category after one step, beside the planner's");
+  add_layout_model_flags(mb, *par);
+  mb->add_option("--layout", par->layouts,
+                 "key=value,... of dp tp pp m schedule chunks recompute overlap sp sharding")
+      ->required();
+  mb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
+  return {mb, [=] { return bench::run_memory_bench(*par); }};
 }
 
 // `merak bench p2p`: the tensor channel between 2 processes.
@@ -279,7 +299,8 @@ action add_bench_command(CLI::App& parent) {
   b->require_subcommand(1);
   const std::vector<bench_command> commands{
       add_gpt_bench(*b),       add_gemm_bench(*b),     add_svm_bench(*b), add_pipeline_bench(*b),
-      add_allreduce_bench(*b), add_parallel_bench(*b), add_p2p_bench(*b), add_tokenize_bench(*b)};
+      add_allreduce_bench(*b), add_parallel_bench(*b), add_memory_bench(*b), add_p2p_bench(*b),
+      add_tokenize_bench(*b)};
   return [b, commands] {
     for (const auto& c : commands)
       if (b->got_subcommand(c.command)) {

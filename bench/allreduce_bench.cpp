@@ -69,12 +69,23 @@ nlohmann::json finish(const bench::codec_bench_result& r, const allreduce_bench_
                       const char* launcher, const std::string& ucx_setting = "") {
   auto j = nlohmann::json::parse(r.to_json());
   j["bench"] = "allreduce";
+  j["op"] = options.op;
   j["ucx_tls"] = env_or("UCX_TLS", "default");
   // What the transport asked UCX for (ucx_setting_of): e.g. posix,cma,self;rndv>=1048576.
   if (!ucx_setting.empty()) j["ucx_setting"] = ucx_setting;
   j["launcher"] = launcher;
   j["buffer_mib"] = double(options.rows) * double(options.cols) * 4 / (1 << 20);
   return j;
+}
+
+// The configured method on `t`: the codec's all-reduce, or a half of the
+// dense ring (--op).
+bench::codec_bench_result measure(comm::transport& t, const allreduce_bench_options& options) {
+  if (options.op == "reduce-scatter")
+    return bench::bench_ring_half_over(t, run_options(options), bench::ring_half::reduce_scatter);
+  if (options.op == "all-gather")
+    return bench::bench_ring_half_over(t, run_options(options), bench::ring_half::allgather);
+  return bench::bench_codec_over(t, run_options(options));
 }
 
 // One process of a multi-process run: join, build the transport, measure.
@@ -109,7 +120,7 @@ nlohmann::json run_worker(const allreduce_bench_options& options, const char* la
         "a launcher)",
         options.transport);
   }
-  auto res = bench::bench_codec_over(*t, run_options(options));
+  auto res = measure(*t, options);
   b->barrier();  // nobody closes while another still receives
   if (b->rank() != 0) return nullptr;
 #ifdef MERAK_WITH_UCX
@@ -129,14 +140,13 @@ nlohmann::json run_worker(const allreduce_bench_options& options, const char* la
 // Threads of this process over the in-process transport.
 nlohmann::json run_inproc(const allreduce_bench_options& options) {
   auto group = comm::make_inproc_group(options.procs, wait_bound(options));
-  const auto ro = run_options(options);
   std::vector<bench::codec_bench_result> res(options.procs);
   std::vector<std::string> errors(options.procs);
   std::vector<std::thread> threads;
   for (int r = 0; r < options.procs; ++r)
     threads.emplace_back([&, r] {
       try {
-        res[r] = bench::bench_codec_over(*group[r], ro);
+        res[r] = measure(*group[r], options);
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
@@ -187,8 +197,9 @@ nlohmann::json run_mpi(const allreduce_bench_options& options) {
   cmd += " " + shell_quote(worker.string()) +
          fmt::format(
              " --rows {} --cols {} --iters {} "
-             "--row-density {} --seed {}",
-             options.rows, options.cols, options.iters, options.row_density, options.seed);
+             "--row-density {} --seed {} --op {}",
+             options.rows, options.cols, options.iters, options.row_density, options.seed,
+             options.op);
   cmd += fmt::format(" --timeout-s {}", options.timeout_s);
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) fail("bench allreduce: cannot run {}", cmd);
@@ -246,6 +257,11 @@ nlohmann::json run_allreduce_bench(const allreduce_bench_options& options) {
     fail("bench allreduce: --row-density {} must be in [0, 1]", options.row_density);
   if (options.transport != "ucx" && options.transport != "inproc")
     fail("bench allreduce: --transport '{}' (ucx or inproc)", options.transport);
+  if (options.op != "allreduce" && options.op != "reduce-scatter" && options.op != "all-gather")
+    fail("bench allreduce: --op '{}' (allreduce, reduce-scatter or all-gather)", options.op);
+  if (options.op != "allreduce" && options.method != "dense" && options.method != "mpi")
+    fail("bench allreduce: --op {} runs with --method dense (the ring) or mpi, not '{}'",
+         options.op, options.method);
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   const bool worker = std::getenv("MERAK_BENCH_WORKER") != nullptr;
   if (options.method == "mpi") {

@@ -31,6 +31,8 @@ namespace merak::bench {
 struct allreduce_bench_options {
   int procs = 2;
   std::string method = "dense";      // dense | coo | union | s2 | mpi | nccl
+  // allreduce | reduce-scatter | all-gather (the last two: dense or mpi)
+  std::string op = "allreduce";
   std::string transport = "ucx";     // ucx | inproc
   int64_t rows = 4096, cols = 1024;  // n, d: 16 MiB by default
   double row_density = 1.0;          // share of non-zero rows per rank

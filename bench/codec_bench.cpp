@@ -229,4 +229,63 @@ codec_bench_result bench_codec_over(transport& t, const codec_run_options& optio
   return res;
 }
 
+codec_bench_result bench_ring_half_over(comm::transport& t, const codec_run_options& options,
+                                        ring_half half) {
+  if (options.iters < 1) fail("codec bench: iters {} must be >= 1", options.iters);
+  const int P = t.size(), me = t.rank();
+  const int64_t n = options.n, d = options.d;
+  codec_bench_result res = describe(options.config, P, n, d, options.density, options.iters);
+  res.method = half == ring_half::reduce_scatter ? "reduce-scatter" : "all-gather";
+  res.transport = t.name();
+  const size_t N = size_t(n * d);
+  // What rank `me` must end with: its slice of the sum, or every rank's
+  // slice of that rank's gradient.
+  std::vector<float> mine = bench_gradient(n, d, options.density, options.seed, me);
+  std::vector<double> sum(N, 0.0);
+  std::vector<float> expected(N, 0.f);
+  for (int r = 0; r < P; ++r) {
+    const auto g = r == me ? mine : bench_gradient(n, d, options.density, options.seed, r);
+    const auto [lo, hi] = comm::shard_range(N, P, r);
+    for (size_t i = 0; i < N; ++i) sum[i] += g[i];
+    std::copy(g.begin() + std::ptrdiff_t(lo), g.begin() + std::ptrdiff_t(hi),
+              expected.begin() + std::ptrdiff_t(lo));
+  }
+  const auto [lo, hi] = comm::shard_range(N, P, me);
+  if (half == ring_half::reduce_scatter)
+    for (size_t i = lo; i < hi; ++i) expected[i] = float(sum[i]);
+  float_buffer buffer(N, options.huge_pages);
+  std::span<float> work = buffer.view;
+  std::vector<double> tot, bytes;
+  for (int it = 0; it < options.iters; ++it) {
+    if (half == ring_half::reduce_scatter) {
+      std::memcpy(work.data(), mine.data(), N * sizeof(float));
+    } else {
+      std::fill(work.begin(), work.end(), 0.f);
+      std::copy(mine.begin() + std::ptrdiff_t(lo), mine.begin() + std::ptrdiff_t(hi),
+                work.begin() + std::ptrdiff_t(lo));
+    }
+    barrier(t, options.tag + 1);
+    const uint64_t sent = t.bytes_sent();
+    const auto t0 = clock_type::now();
+    if (half == ring_half::reduce_scatter)
+      comm::reduce_scatter_sum(t, work, options.tag + 2, options.ring);
+    else
+      comm::allgather_shards(t, work.data(), N, sizeof(float), options.tag + 2);
+    tot.push_back(ms_since(t0));
+    bytes.push_back(double(t.bytes_sent() - sent));
+  }
+  barrier(t, options.tag + 1);
+  res.comm_ms = res.time_ms = median(tot);
+  res.time_min_ms = *std::min_element(tot.begin(), tot.end());
+  res.time_max_ms = *std::max_element(tot.begin(), tot.end());
+  res.bytes_per_rank = median(bytes);
+  res.dense_bytes_per_rank = double(P - 1) / P * double(N) * 4;
+  // Reduce-scatter: only this rank's slice is defined.
+  const size_t a = half == ring_half::reduce_scatter ? lo : 0,
+               b = half == ring_half::reduce_scatter ? hi : N;
+  res.rel_error =
+      relative_l2_error(work.subspan(a, b - a), std::span<const float>(expected).subspan(a, b - a));
+  return res;
+}
+
 }  // namespace merak::bench

@@ -94,4 +94,14 @@ struct codec_run_options {
 // times reduce_rows end to end. Fails on iters < 1 or a bad config.
 codec_bench_result bench_codec_over(comm::transport& t, const codec_run_options& options);
 
+// The dense ring's halves over a transport (comm/collectives.hpp): each
+// rank's gradient reduce-scattered (rank r keeps slice r of the sum), or
+// each rank's slice r of its gradient all-gathered. Collective as above;
+// rel_error compares this rank's result with the sum or the gathered slices
+// computed here from every rank's gradient; bytes_per_rank is the
+// transport's count.
+enum class ring_half { reduce_scatter, allgather };
+codec_bench_result bench_ring_half_over(comm::transport& t, const codec_run_options& options,
+                                        ring_half half);
+
 }  // namespace merak::bench

@@ -14,6 +14,8 @@
 #include "job/launcher.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
+#include "partition/device.hpp"
+#include "partition/planner.hpp"
 #include "partition/schedule.hpp"
 
 namespace merak::bench {
@@ -292,6 +294,80 @@ nlohmann::json run_parallel_bench(const parallel_bench_options& options) {
           {"baseline", "single device, 1 thread, whole batch"},
           {"rounds", std::move(rounds)},
           {"ratio_to_1_thread", std::move(summary)}};
+}
+
+nlohmann::json run_memory_bench(const parallel_bench_options& options) {
+  if (options.layouts.empty()) fail("bench memory: give at least one --layout");
+  const int T = options.model.max_seq;
+  std::vector<uint8_t> bytes(size_t(std::max(1 << 16, 40 * T)));
+  rng r(options.seed, 0xB0B);
+  for (auto& b : bytes) b = uint8_t(r.below(uint64_t(std::min(options.model.vocab, 256))));
+  model::text_corpus corpus(std::move(bytes), T, 0.1, "random");
+  model::train_options t;
+  t.model = options.model;
+  t.batch = options.batch;
+  t.steps = 1;
+  t.seed = options.seed;
+  t.eval_batches = 1;
+  auto as_json = [](int64_t p, int64_t g, int64_t o, int64_t a) {
+    return nlohmann::json{{"parameters", p}, {"gradients", g}, {"optimizer", o},
+                          {"activations_peak", a}};
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  for (auto& l : options.layouts) {
+    const auto spec = parse_layout(l);
+    if (spec.procs > 1) fail("bench memory: layout '{}': runs in one process (no procs=)", l);
+    const auto& par = spec.par;
+    par.validate(options.batch);
+    actors::memory_use got;
+    partition::plan_request req;
+    {
+      model::set_compute_threads(1);
+      actors::parallel_trainer tr(t, par, corpus);
+      tr.train_step();
+      got = tr.last_memory();
+      if (par.chunks == 1) req.stage_bounds = tr.stage_bounds();  // the same split
+    }
+    req.model = options.model;
+    req.global_batch = options.batch;
+    req.devices = par.dp * par.tp * par.pp;
+    req.processes = 1;
+    req.device = partition::find_device("cpu");
+    req.memory_budget = int64_t(1) << 50;  // the prediction, whatever it is
+    // Bytes do not depend on op times: nominal rates, no CPU profile.
+    req.device.peak_flops = 1e11;
+    req.device.memory_bw = 1e10;
+    req.chunks = par.chunks;
+    req.sharding = par.sharding;
+    req.sequence_parallel = par.sequence_parallel;
+    auto costs = partition::analytic_costs(req.device, options.model);
+    const auto plan = partition::evaluate_plan(req, *costs, par.dp, par.tp, par.pp,
+                                               par.micro_batches, par.schedule, par.recompute,
+                                               par.tp_overlap);
+    int64_t p = 0, g = 0, o = 0, a = 0;
+    for (auto& s : plan.stages) {
+      p = std::max(p, s.parameters_bytes);
+      g = std::max(g, s.gradients_bytes);
+      o = std::max(o, s.optimizer_bytes);
+      a = std::max(a, s.activations_bytes);
+    }
+    auto ratio = [](int64_t measured, int64_t predicted) {
+      return predicted > 0 ? double(measured) / double(predicted) : 0.0;
+    };
+    rows.push_back({{"layout", par.str()},
+                    {"measured", as_json(got.parameters, got.gradients, got.optimizer,
+                                         got.activations_peak)},
+                    {"predicted", as_json(p, g, o, a)},
+                    {"measured_over_predicted",
+                     {{"parameters", ratio(got.parameters, p)},
+                      {"gradients", ratio(got.gradients, g)},
+                      {"optimizer", ratio(got.optimizer, o)},
+                      {"activations_peak", ratio(got.activations_peak, a)}}}});
+  }
+  return {{"benchmark", "memory"},
+          {"model", options.model.str()},
+          {"batch", options.batch},
+          {"layouts", std::move(rows)}};
 }
 
 }  // namespace merak::bench

@@ -37,4 +37,11 @@ struct parallel_bench_options {
 // Throws merak::error naming the layout and key that do not parse.
 nlohmann::json run_parallel_bench(const parallel_bench_options& options);
 
+// `merak bench memory`: for each layout (in one process; rounds, steps and
+// procs do not apply) the bytes the stage actors hold after one step, each
+// category's largest over the actors (memory_bytes), beside the planner's
+// prediction for the same layout (partition/planner.hpp, each category's
+// largest over the stages) and their ratio.
+nlohmann::json run_memory_bench(const parallel_bench_options& options);
+
 }  // namespace merak::bench

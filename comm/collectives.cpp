@@ -211,13 +211,20 @@ void ring_allgather(transport& t, std::byte* all, const std::vector<size_t>& off
                     const std::vector<size_t>& sizes, tag_t wire_tag) {
   const int P = t.size(), r = t.rank();
   const int left = mod(r - 1, P), right = mod(r + 1, P);
+  // Each block moves in chunks, all posted at once: the transport overlaps
+  // their copies instead of one whole-block message's.
+  constexpr size_t kchunk = size_t{1} << 20;
+  std::vector<completion> pending;
   for (int s = 0; s < P - 1; ++s) {
     const int sb = mod(r - s, P), rb = mod(r - s - 1, P);
-    completion rc, sc;
-    if (sizes[rb]) rc = t.irecv(left, wire_tag, all + offsets[rb], sizes[rb]);
-    if (sizes[sb]) sc = t.isend(right, wire_tag, all + offsets[sb], sizes[sb]);
-    rc.wait();
-    sc.wait();
+    pending.clear();
+    for (size_t at = 0; at < sizes[rb]; at += kchunk)
+      pending.push_back(
+          t.irecv(left, wire_tag, all + offsets[rb] + at, std::min(kchunk, sizes[rb] - at)));
+    for (size_t at = 0; at < sizes[sb]; at += kchunk)
+      pending.push_back(
+          t.isend(right, wire_tag, all + offsets[sb] + at, std::min(kchunk, sizes[sb] - at)));
+    for (auto& c : pending) c.wait();
   }
 }
 

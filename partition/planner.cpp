@@ -138,7 +138,8 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
     for (int k = tg.node_map[n]; k < tg.node_map[n + 1]; ++k)
       cost0[n] += t[k].forward_s + t[k].backward_s;
   try {
-    L.bounds = balanced_stages(g, pp, cost0, ctx.cuts);
+    L.bounds = int(r.stage_bounds.size()) == pp + 1 ? r.stage_bounds
+                                                     : balanced_stages(g, pp, cost0, ctx.cuts);
   } catch (const error& e) {
     L.rule = "pp within cut points";
     L.detail = e.what();

@@ -80,6 +80,9 @@ struct plan_request {
   // no_shard and optim), and sequence parallelism on and off when tp > 1.
   // Off: every plan uses `sharding` and `sequence_parallel` as given.
   bool search_sharding = false, search_sequence_parallel = false;
+  // A fixed stage split (pp + 1 node indices of the single-device graph,
+  // 0 first; the runtime's, to compare with it); empty: the planner's own.
+  std::vector<int> stage_bounds;
   // Simulate every candidate (the search otherwise skips those whose lower
   // bound cannot make the best plan or a runner-up; the choice is the same).
   bool exhaustive = false;

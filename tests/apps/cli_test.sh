@@ -61,10 +61,13 @@ PY
     # merak runs svm itself and execs merak-full for the rest: both reach the
     # same commands; without merak-full beside it the error names the path.
     command -v readelf >/dev/null || { echo "FAIL: readelf (binutils) is needed"; exit 1; }
-    "$merak" --help | grep -q "train" || { echo "FAIL: merak --help lists no train"; exit 1; }
-    "$merak" plan --help > "$work/plan_help"  # a file: grep -q may leave a pipe early
-    grep -q "Usage: plan" "$work/plan_help" || { echo "FAIL: plan via merak-full"; exit 1; }
-    "$merak" --log-level warn svm --help | grep -q "train" || { echo "FAIL: svm after --log-level"; exit 1; }
+    # (Each help whole first: grep -q stops reading at its match.)
+    help=$("$merak" --help)
+    grep -q "train" <<<"$help" || { echo "FAIL: merak --help lists no train"; exit 1; }
+    help=$("$merak" plan --help)
+    grep -q "Usage: plan" <<<"$help" || { echo "FAIL: plan via merak-full"; exit 1; }
+    help=$("$merak" --log-level warn svm --help)
+    grep -q "train" <<<"$help" || { echo "FAIL: svm after --log-level"; exit 1; }
     if readelf -d "$merak" | grep -Eq "NEEDED.*(libucp|libdnnl|libopenblas)"; then
       echo "FAIL: merak links a library an SVM fit does not use:"; readelf -d "$merak" | grep NEEDED; exit 1
     fi
@@ -235,9 +238,8 @@ PY
     expect_error "error: --micro-batch-size needs --dp" \
       plan --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 --batch 8 \
       --devices 2 --micro-batch-size 2
-    # Through a file: grep -q leaving a pipe early would fail the pipeline.
-    "$merak" plan --help > "$work/plan_help"
-    grep -q -- "--tensor-model-parallel-size" "$work/plan_help" ||
+    help=$("$merak" plan --help)  # whole first: grep -q stops reading at its match
+    grep -q -- "--tensor-model-parallel-size" <<<"$help" ||
       { echo "FAIL: plan lacks --tensor-model-parallel-size"; exit 1; } ;;
   unknown_flag)
     # Unknown commands and flags are named with the nearest known one, before
@@ -535,6 +537,26 @@ PY
     expect_error "error: --tp-overlap must be 0, 1 or 2" train --data "$work/text.txt" "${tiny[@]}" --tp 2 --tp-overlap 5 --steps 1
     expect_error "error: --sparse-reducer s2 needs --dp 2" train --data "$work/text.txt" "${tiny[@]}" --sparse-reducer s2 --steps 1
     expect_error "unknown" train --data "$work/text.txt" "${tiny[@]}" --dp 2 --sparse-reducer zip --steps 1 ;;
+  bench_memory)
+    # The planner's bytes by category against what the stage actors hold:
+    # weights, gradients and moments exactly, activations within 5%.
+    "$merak" bench memory --layers 2 --dim 32 --heads 2 --seq 16 --batch 8 --layout dp=2 \
+      --layout dp=2,sharding=optim --layout tp=2,m=2,sp=on --layout pp=2,m=4,recompute=full \
+      --layout dp=2,recompute=selective > "$work/mem.json"
+    python3 - "$work/mem.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["layouts"]) == 5, d
+for row in d["layouts"]:
+    r = row["measured_over_predicted"]
+    for k in ("parameters", "gradients", "optimizer"):
+        assert r[k] == 1.0, (row["layout"], k, row)
+    assert 0.95 <= r["activations_peak"] <= 1.05, (row["layout"], row)
+optim = d["layouts"][1]["measured"]["optimizer"]
+assert optim * 2 == d["layouts"][0]["measured"]["optimizer"], d
+print("ok: bytes by category as the planner predicts for", [r["layout"] for r in d["layouts"]])
+PY
+    expect_error "bench memory: layout 'dp=2,procs=2': runs in one process" bench memory --layout dp=2,procs=2 ;;
   bench_parallel)
     small=(--layers 1 --dim 32 --heads 2 --seq 16 --batch 4 --steps 1 --warmup-steps 0 --rounds 1)
     expect_error "layout 'pp=2,mb=2': unknown key 'mb'" bench parallel "${small[@]}" --layout pp=2,mb=2

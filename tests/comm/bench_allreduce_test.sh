@@ -53,6 +53,36 @@ case "$case_name" in
     # The gradient on huge pages (a condition of the measurement): same bytes and result.
     out=$(MERAK_DOUBLING_KB=0 MERAK_BENCH_HUGE_PAGES=1 "$merak" bench allreduce --procs 3 --transport inproc --method dense --rows 300 --cols 17 --iters 3)
     check_json "$out" 3 dense $((300 * 17)) ;;
+  halves)
+    # --op reduce-scatter | all-gather: the ring's halves, each rank's result
+    # checked against every rank's gradient; (P-1)/P of the buffer sent.
+    check_half() {  # $1: JSON, $2: procs, $3: op, $4: n*d
+      python3 - "$@" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+P, op, nd = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+assert j["op"] == op and j["method"] == op and j["procs"] == P, j
+half = (P - 1) / P * nd * 4
+assert abs(j["bytes_per_rank"] - half) <= 4 * P, (j["bytes_per_rank"], half)
+assert j["rel_error"] < 1e-6, j
+print("ok", op, P, j["transport"], j["bytes_per_rank"], j["time_ms"])
+PY
+    }
+    for op in reduce-scatter all-gather; do
+      for P in 2 3; do
+        check_half "$("$merak" bench allreduce --procs $P --op $op --rows 300 --cols 17 --iters 3)" $P $op $((300 * 17))
+      done
+      check_half "$("$merak" bench allreduce --procs 4 --transport inproc --op $op --rows 301 --cols 7 --iters 2)" 4 $op $((301 * 7))
+    done
+    if err=$("$merak" bench allreduce --op all-gather --method s2 2>&1); then echo "accepted s2 for all-gather"; exit 1; fi
+    echo "$err" | grep -q -- "--op all-gather runs with --method dense (the ring) or mpi, not 's2'" ||
+      { echo "error does not name --op and --method: $err"; exit 1; }
+    if command -v mpirun >/dev/null; then
+      for op in reduce-scatter all-gather; do
+        out=$("$merak" bench allreduce --procs 2 --op $op --method mpi --rows 300 --cols 17 --iters 2)
+        python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['op'] == '$op' and j['rel_error'] < 1e-6, j; print('ok mpi', j['op'])" "$(tail -1 <<<"$out")"
+      done
+    fi ;;
   bad_method)
     if err=$("$merak" bench allreduce --method nope 2>&1); then echo "accepted a bad method"; exit 1; fi
     echo "$err" | grep -q "nope" || { echo "error does not name the method: $err"; exit 1; } ;;

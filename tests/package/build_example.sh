@@ -49,7 +49,9 @@ if [[ -e $build/bin/libmerak_cuda.so ]]; then
     { echo "build_example: the installed merak does not find its CUDA module: $said" >&2; exit 1; }
 fi
 # The installed merak hands commands other than svm to the merak-full beside it.
-"$prefix/bin/merak" plan --help | grep -q "Usage: plan" ||
+# (The help whole first: grep -q stops reading at its match.)
+help=$("$prefix/bin/merak" plan --help)
+grep -q "Usage: plan" <<<"$help" ||
   { echo "build_example: installed merak does not reach merak-full" >&2; exit 1; }
 
 generator=()
