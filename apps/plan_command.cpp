@@ -37,6 +37,7 @@ struct plan_flags {
   int cores = 0;
   std::vector<std::string> schedules, recomputes;
   memory_flags memory;
+  bool no_sequence_parallel = false;  // --no-sequence-parallel: SP off, not searched
   int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size (needs --dp)
   int nodes_given = 0;       // --nodes was given
 };
@@ -93,6 +94,9 @@ int run_plan(plan_flags& f) {
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   f.req.sharding = sharding_of(f.memory);
   f.req.sequence_parallel = f.memory.sequence_parallel;
+  // Memory strategies not fixed by a flag are searched.
+  f.req.search_sharding = f.memory.sharding.empty() && !f.memory.distributed_optimizer;
+  f.req.search_sequence_parallel = !f.memory.sequence_parallel && !f.no_sequence_parallel;
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
   auto costs = partition::costs_for(f.req, cores,
                                     f.cache.empty() ? partition::default_profile_cache() : f.cache);
@@ -170,7 +174,10 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--schedule", f->schedules,
                 "Only these schedules (gpipe, 1f1b, shifted, zb-h1, interleaved)");
   c->add_option("--recompute", f->recomputes, "Only these: none, full, stage-aware, selective");
-  add_memory_flags(c, &f->memory, "the plans' sharding (not searched)");
+  add_memory_flags(c, &f->memory, "fixes the plans' sharding (searched when not given)");
+  c->add_flag("--no-sequence-parallel", f->no_sequence_parallel,
+              "Plans without sequence parallelism (without either flag, both are searched)")
+      ->excludes(c->get_option("--sequence-parallel"));
   c->add_option("--tp-overlap", f->req.tp_overlap, "Fix the TP overlap level (-1: search)");
   c->add_option("--cores", f->cores, "Cores of this machine the actor devices share (cpu)");
   c->add_option("--profile-cache", f->cache, "Where the CPU profile is cached");

@@ -4,6 +4,9 @@
 # InfiniBand per node; V = 51,200, s = 2048). For each row, `merak plan
 # --cluster dgx-a100-hdr` scores that row's layout (tp, pp, dp = the rest,
 # micro-batches of one sequence, every layer recomputed, attention unfused,
+# neither sharded data parallelism nor sequence parallelism (2021), timed
+# whatever its memory (merak keeps the embedding whole on every TP shard,
+# which puts the 530B and 1T first stages over 80 GB; docs/planning.md),
 # and for the pipelined rows the interleaved schedule with CHUNKS model
 # chunks per device (default 2), as Megatron-LM ran; SCHEDULE=1f1b scores
 # them with plain 1F1B instead)
@@ -38,7 +41,9 @@ for row in "${rows[@]}"; do
   given_schedule=(--schedule 1f1b)
   ((pp > 1)) && given_schedule=(--schedule "$schedule" --chunks "$chunks")
   "$merak" plan "${common[@]}" --tp "$tp" --pp "$pp" --micro-batch-size 1 \
-    "${given_schedule[@]}" --recompute full --tp-overlap 0 >"$work/given.json"
+    "${given_schedule[@]}" --recompute full --tp-overlap 0 \
+    --data-parallel-sharding-strategy no_shard --no-sequence-parallel \
+    --memory-budget 200000000000 >"$work/given.json"
   mid=$(date +%s.%N)
   "$merak" plan "${common[@]}" >"$work/free.json"
   end=$(date +%s.%N)
@@ -49,7 +54,10 @@ name, published = sys.argv[1], float(sys.argv[2])
 given, free = (json.load(open(p)) for p in sys.argv[3:5])
 t0, t1, t2 = map(float, sys.argv[5:8])
 def layout(p):
-    return f"dp{p['dp']} tp{p['tp']} pp{p['pp']} m{p['micro_batches']} {p['schedule']} {p['recompute']}"
+    memory = "" if p.get("sharding", "no_shard") == "no_shard" else " " + p["sharding"]
+    memory += " sp" if p.get("sequence_parallel") else ""
+    return (f"dp{p['dp']} tp{p['tp']} pp{p['pp']} m{p['micro_batches']} {p['schedule']} "
+            f"{p['recompute']}{memory}")
 speedup = given["step_time_s"] / free["step_time_s"]
 out = {"model": name, "published_tflops": published,
        "predicted_tflops": round(given["tflops_per_device"], 1),

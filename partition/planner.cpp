@@ -318,10 +318,14 @@ void price_data_parallel(candidate& c, const cost_model& costs, const cluster_sp
     }
     // Buckets leave during the last micro-batch's backward. Sharded, they
     // are reduce-scattered there (the ring's first half) and the updated
-    // values all-gathered after the optimizer (its second half, exposed);
-    // each replica updates its 1/dp of the parameters.
+    // values all-gathered after the optimizer (its second half, exposed),
+    // except under optim_grads_params, whose next forward gathers each
+    // stage's values anyway; each replica updates its 1/dp of the
+    // parameters.
     const bool sharded = sharding != sharding_strategy::no_shard && dp > 1;
-    const double during = sharded ? ar / 2 : ar, after = sharded ? ar / 2 : 0.0;
+    const bool gathered_later = sharding == sharding_strategy::optim_grads_params;
+    const double during = sharded ? ar / 2 : ar;
+    const double after = sharded && !gathered_later ? ar / 2 : 0.0;
     out.dp_exposed_s =
         std::max(out.dp_exposed_s, std::max(0.0, during - out.stages[s].backward_s) + after);
     for (int i = 0; i < dp * tp; ++i)
@@ -409,19 +413,32 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.sharding = r.sharding;
   out.sequence_parallel = r.sequence_parallel && tp > 1;
   plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding);
-  // ZeRO-3: each op all-gathers its stage's parameters first, prefetched
-  // behind the op before: an op takes at least that long.
-  if (r.sharding == sharding_strategy::optim_grads_params && dp > 1)
+  // Gradients sharded (optim_grads, optim_grads_params): no replica holds a
+  // whole gradient to accumulate micro-batches into, so every backward
+  // reduce-scatters the stage's gradients as it makes them; ZeRO-3 also
+  // all-gathers the stage's parameters before each forward and backward.
+  // Both overlap the op's compute (prefetched behind the op before) and
+  // share its links: an op takes at least their time. Each is one
+  // collective a segment (a layer), each half an all-reduce of the
+  // segment's share of the stage's 4-byte values.
+  const bool grads_sharded = (r.sharding == sharding_strategy::optim_grads ||
+                              r.sharding == sharding_strategy::optim_grads_params) &&
+                             dp > 1;
+  if (grads_sharded) {
+    const int dp_per_node =
+        std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp)));
     for (int s = 0; s < pp; ++s) {
       auto& sp = out.stages[s];
-      const double gather =
-          allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0, dp,
-                         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp))))
-              .seconds /
-          2;
+      const double segments = double(std::max<size_t>(1, L.mem[s].segment_nodes.size()));
+      const double half = allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0 / segments,
+                                         dp, dp_per_node)
+                              .seconds /
+                          2 * segments;
+      const double gather = r.sharding == sharding_strategy::optim_grads_params ? half : 0.0;
       sp.forward_s = std::max(sp.forward_s, gather);
-      sp.backward_s = std::max(sp.backward_s, gather);
+      sp.backward_s = std::max(sp.backward_s, gather + half);
     }
+  }
   // Devices sharing cores (actor devices on this CPU): every busy stage
   // keeps dp x tp actors busy.
   const sharing_model sh = costs.sharing(tokens);
@@ -586,11 +603,14 @@ const char* plan::recompute_name() const {
 
 std::string plan::str() const {
   return fmt::format(
-      "dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}: {:.4g} s/step, {:.0f} tokens/s, "
-      "MFU {:.1f}%",
+      "dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}{}: {:.4g} s/step, {:.0f} "
+      "tokens/s, MFU {:.1f}%",
       dp, tp, pp, micro_batches, schedule_name(schedule),
       chunks > 1 ? fmt::format(" chunks={}", chunks) : "", recompute_name(), tp_overlap,
-      step_time_s, tokens_per_s, 100 * mfu);
+      sharding == sharding_strategy::no_shard
+          ? ""
+          : fmt::format(" sharding={}", sharding_strategy_name(sharding)),
+      sequence_parallel ? " sequence-parallel" : "", step_time_s, tokens_per_s, 100 * mfu);
 }
 
 std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
@@ -650,6 +670,20 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
   }
 }
 
+// The sharding strategies the search tries with dp replicas.
+std::vector<sharding_strategy> shardings_searched(const plan_request& r, int dp) {
+  if (!r.search_sharding || dp == 1) return {r.sharding};
+  if (r.device.profiled) return {sharding_strategy::no_shard, sharding_strategy::optim};
+  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads,
+          sharding_strategy::optim_grads_params};
+}
+
+// Sequence parallelism off and on, or as asked.
+std::vector<bool> sequence_parallel_searched(const plan_request& r, int tp) {
+  if (!r.search_sequence_parallel || tp == 1) return {r.sequence_parallel && tp > 1};
+  return {false, true};
+}
+
 // Every candidate the request allows that follows the rules, priced but not
 // simulated, in enumeration order; counts the others by rule in `res`.
 std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_model& costs,
@@ -658,39 +692,46 @@ std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_mo
   std::vector<candidate> cands;
   for (int tp : divisors(r.devices)) {
     if (r.tp && tp != r.tp) continue;
-    tp_context ctx;
-    try {
-      ctx = make_context(g, tp, cuts, r.sequence_parallel);
-    } catch (const rule_error& e) {
-      ++res.rejected[e.rule];
-      continue;
-    }
-    for (int pp : divisors(r.devices / tp)) {
-      if (r.pp && pp != r.pp) continue;
-      int dp = r.devices / (tp * pp);
-      if (r.dp && dp != r.dp) continue;
-      if (r.global_batch % dp != 0) {
-        ++res.rejected["global batch divides into dp x micro-batches"];
+    for (bool sp : sequence_parallel_searched(r, tp)) {
+      tp_context ctx;
+      try {
+        ctx = make_context(g, tp, cuts, sp);
+      } catch (const rule_error& e) {
+        ++res.rejected[e.rule];
         continue;
       }
-      for (int m = 1; m <= r.max_micro_batches; ++m) {
-        if (r.micro_batches && m != r.micro_batches) continue;
-        if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
-        for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b, schedule_kind::shifted,
-                          schedule_kind::zb_h1, schedule_kind::interleaved}) {
-          if (!schedule_searched(r, kind, pp)) continue;
-          for (auto rc :
-               {recompute_kind::none, recompute_kind::stage_aware, recompute_kind::full,
-                recompute_kind::selective}) {
-            if (!recompute_searched(r, kind, rc, pp)) continue;
-            for (int ov : {0, 1, 2}) {
-              if (tp == 1 && ov > 0) continue;
-              if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
-              try {
-                cands.push_back(prepare(r, costs, g, ctx, dp, pp, m, kind, rc, ov));
-                cands.back().order = res.evaluated++;
-              } catch (const rule_error& e) {
-                ++res.rejected[e.rule];
+      for (int pp : divisors(r.devices / tp)) {
+        if (r.pp && pp != r.pp) continue;
+        int dp = r.devices / (tp * pp);
+        if (r.dp && dp != r.dp) continue;
+        if (r.global_batch % dp != 0) {
+          ++res.rejected["global batch divides into dp x micro-batches"];
+          continue;
+        }
+        for (sharding_strategy sh : shardings_searched(r, dp)) {
+          plan_request q = r;  // the memory strategies of this candidate
+          q.sharding = sh;
+          q.sequence_parallel = sp;
+          for (int m = 1; m <= r.max_micro_batches; ++m) {
+            if (r.micro_batches && m != r.micro_batches) continue;
+            if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
+            for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
+                              schedule_kind::shifted, schedule_kind::zb_h1,
+                              schedule_kind::interleaved}) {
+              if (!schedule_searched(r, kind, pp)) continue;
+              for (auto rc : {recompute_kind::none, recompute_kind::stage_aware,
+                              recompute_kind::full, recompute_kind::selective}) {
+                if (!recompute_searched(r, kind, rc, pp)) continue;
+                for (int ov : {0, 1, 2}) {
+                  if (tp == 1 && ov > 0) continue;
+                  if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
+                  try {
+                    cands.push_back(prepare(q, costs, g, ctx, dp, pp, m, kind, rc, ov));
+                    cands.back().order = res.evaluated++;
+                  } catch (const rule_error& e) {
+                    ++res.rejected[e.rule];
+                  }
+                }
               }
             }
           }
@@ -712,9 +753,10 @@ std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& c
   for (size_t i = 0; i < cands.size(); ++i) by_bound[i] = int(i);
   std::stable_sort(by_bound.begin(), by_bound.end(),
                    [&](int a, int b) { return cands[a].lower_bound < cands[b].lower_bound; });
-  // Runners-up are 5 layouts besides the best; one layout has at most 3
-  // recomputations x 3 overlap levels.
-  const size_t kept = 6 * 9;
+  // Runners-up are 5 layouts besides the best; one layout has at most 4
+  // recomputations x 3 overlap levels x the memory strategies searched.
+  const size_t variants = (r.search_sharding ? 4 : 1) * (r.search_sequence_parallel ? 2 : 1);
+  const size_t kept = 6 * 12 * variants;
   std::vector<double> fastest;  // the kept fastest step times, ascending
   std::vector<char> simulated(cands.size(), 0);
   for (int i : by_bound) {
@@ -741,13 +783,16 @@ bool same_layout(const plan& a, const plan& b) {
 
 // The best plan and up to 5 runners-up of other layouts: fastest first;
 // among equals (within 0.1%), the simpler plan: fewer micro-batches, less
-// recomputation, less overlap machinery.
+// recomputation, less sharding, no sequence parallelism, less overlap
+// machinery.
 void rank_plans(std::vector<plan> all, plan_result& res) {
   std::stable_sort(all.begin(), all.end(), [](const plan& a, const plan& b) {
     if (std::abs(a.step_time_s - b.step_time_s) > 1e-3 * std::min(a.step_time_s, b.step_time_s))
       return a.step_time_s < b.step_time_s;
     if (a.micro_batches != b.micro_batches) return a.micro_batches < b.micro_batches;
     if (a.recompute != b.recompute) return a.recompute < b.recompute;
+    if (a.sharding != b.sharding) return a.sharding < b.sharding;
+    if (a.sequence_parallel != b.sequence_parallel) return !a.sequence_parallel;
     return a.tp_overlap < b.tp_overlap;
   });
   res.best = all.front();

@@ -4,8 +4,10 @@
 //
 // For a GPT model, a global batch and N devices, every dp x tp x pp that
 // fits the rules below is tried with each micro-batch count, schedule
-// (GPipe, 1F1B, shifted), recomputation (none, full, stage-aware: the least
-// that fits the memory budget) and TP overlap level. Stage boundaries
+// (GPipe, 1F1B, shifted, zb-h1, interleaved), recomputation (none, full,
+// stage-aware: the least that fits the memory budget, selective) and TP
+// overlap level, and, where the request asks, each data-parallel sharding
+// strategy and sequence parallelism on and off. Stage boundaries
 // minimise the slowest stage's measured/modelled time (forward + backward +
 // recomputation + TP communication) over the graph's cut points, by dynamic
 // programming. Each candidate is scored by the event simulator running the
@@ -19,7 +21,8 @@
 // Rules, reported by name when they reject candidates: "tp divides heads
 // and features", "tp within a node", "dp x tp x pp = devices",
 // "global batch divides into dp x micro-batches", "pp within cut points",
-// "shifted needs pp >= 3", "memory budget".
+// "shifted needs pp >= 3", "sequence parallel splits the sequence by tp",
+// "memory budget".
 
 #include <cstdint>
 #include <map>
@@ -66,11 +69,17 @@ struct plan_request {
   std::vector<recompute_kind> recomputes;
   int tp_overlap = -1;  // -1: all levels
   int chunks = 2;       // model chunks per device of the interleaved schedule
-  // Memory strategies the plans use (not searched): how the data-parallel
-  // replicas shard the optimizer state, gradients and parameters, and
-  // sequence parallelism with tp > 1.
+  // Memory strategies the plans use: how the data-parallel replicas shard
+  // the optimizer state, gradients and parameters, and sequence parallelism
+  // with tp > 1.
   sharding_strategy sharding = sharding_strategy::no_shard;
   bool sequence_parallel = false;
+  // Search the memory strategies instead of fixing them (what `merak plan`
+  // does where their flags are not given): every sharding strategy when
+  // dp > 1 (on a profiled device, the CPU, only those the runtime runs:
+  // no_shard and optim), and sequence parallelism on and off when tp > 1.
+  // Off: every plan uses `sharding` and `sequence_parallel` as given.
+  bool search_sharding = false, search_sequence_parallel = false;
   // A fixed stage split (pp + 1 node indices of the single-device graph,
   // 0 first; the runtime's, to compare with it); empty: the planner's own.
   std::vector<int> stage_bounds;
@@ -125,7 +134,9 @@ struct plan : layout {
   placement place;
   // The host of each process rank (processes spread evenly over the nodes).
   std::vector<int> host_of_rank;
-  std::string str() const;  // one line
+  // One line: "dp=.. tp=.. pp=.. m=.. <schedule> recompute=.. tp-overlap=..", then
+  // " sharding=<strategy>" unless no_shard and " sequence-parallel" when on.
+  std::string str() const;
   // What the run does: "stage-aware" that recomputes nothing is "none".
   const char* recompute_name() const;
 };

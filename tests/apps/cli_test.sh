@@ -417,6 +417,28 @@ got = p["tflops_per_device"] * 1e12 * p["step_time_s"] * p["devices"]
 assert abs(got / flops - 1) < 1e-6, (got, flops)
 print("ok: llama", p["dp"], p["tp"], p["pp"], p["mfu"])
 PY
+    # Megatron-LM's 22B run with its own flags: it fits 80 GB, memory by
+    # category adds up to each stage's peak.
+    gpt22b=(plan --num-layers 48 --hidden-size 6144 --num-attention-heads 64 --seq-length 2048
+      --vocab 51200 --cluster dgx-a100-hdr --schedule 1f1b --attention unfused --pp 1)
+    "$merak" "${gpt22b[@]}" --global-batch-size 4 --devices 8 --tp 8 --micro-batch-size 4 \
+      --recompute-granularity full --recompute-every-stage --no-sequence-parallel --json \
+      > "$work/plan_22b.json"
+    # On 32 devices with tp 4, no_shard cannot fit: the searched sharding does.
+    "$merak" "${gpt22b[@]}" --global-batch-size 8 --devices 32 --tp 4 --micro-batch-size 1 \
+      --recompute full --recompute-every-stage --json > "$work/plan_22b_dp8.json"
+    python3 - "$work/plan_22b.json" "$work/plan_22b_dp8.json" <<'PY'
+import json, sys
+p, q = (json.load(open(f)) for f in sys.argv[1:3])
+for plan in (p, q):
+    for s in plan["stages"]:
+        c = s["memory_bytes_by_category"]
+        assert sum(c.values()) == s["memory_bytes"], s
+        assert s["memory_bytes"] <= 80e9, s
+assert p["recompute"] == "full" and p["sharding"] == "no_shard" and not p["sequence_parallel"], p
+assert q["dp"] == 8 and q["sharding"] != "no_shard", q["sharding"]
+print("ok: 22B", p["stages"][0]["memory_bytes"], q["sharding"], q["sequence_parallel"])
+PY
     ;;
   plan_errors)
     expect_error "unknown --device-type 'tpu'" plan --device-type tpu --devices 2
@@ -424,7 +446,18 @@ PY
     expect_error "--devices 2 plans dp/tp/pp" train --data "$work/text.txt" "${tiny[@]}" --devices 2 --dp 2 --steps 1
     expect_error "--normalization LayerNorm: --model llama normalizes with RMSNorm" \
       plan --model llama --normalization LayerNorm --devices 2
-    expect_error "--num-query-groups needs --model llama" plan --num-query-groups 2 --devices 2 ;;
+    expect_error "--num-query-groups needs --model llama" plan --num-query-groups 2 --devices 2
+    expect_error "--data-parallel-sharding-strategy: unknown strategy 'zero9'" \
+      plan --data-parallel-sharding-strategy zero9 --devices 2
+    expect_error "--use-distributed-optimizer means --data-parallel-sharding-strategy optim" \
+      plan --use-distributed-optimizer --data-parallel-sharding-strategy optim_grads --devices 2
+    expect_error "--recompute-granularity must be full or selective" \
+      plan --recompute-granularity some --devices 2
+    expect_error "excludes --no-sequence-parallel" plan --sequence-parallel --no-sequence-parallel --devices 2
+    # The 175B model on one node (tp 8, pp 1): 350 GB of model state a device.
+    expect_error "\"memory budget\"" plan --num-layers 96 --hidden-size 12288 --num-attention-heads 96 \
+      --seq-length 2048 --vocab 51200 --cluster dgx-a100-hdr --global-batch-size 1 --devices 8 --tp 8 \
+      --pp 1 --micro-batch-size 1 --recompute full --recompute-every-stage ;;
   outputs_37)
     # Outputs replaced through a temporary file (--trace, --save's
     # config.toml) are written only as regular files: a FIFO or a directory

@@ -1,0 +1,57 @@
+#include "partition/memory_model.hpp"
+
+#include "core/error.hpp"
+
+namespace merak::partition {
+
+state_bytes state_bytes_per_parameter(state_precision p, sharding_strategy s, int d) {
+  if (d < 1) fail("the data-parallel size must be at least 1 (got {})", d);
+  const bool mixed = p == state_precision::bf16_mixed;
+  state_bytes out{mixed ? 2.0 : 4.0, 4.0, mixed ? 12.0 : 8.0};
+  const double n = d;
+  switch (s) {
+    case sharding_strategy::optim_grads_params:
+      out.parameters /= n;
+      [[fallthrough]];
+    case sharding_strategy::optim_grads:
+      out.gradients /= n;
+      [[fallthrough]];
+    case sharding_strategy::optim:
+      out.optimizer /= n;
+      [[fallthrough]];
+    case sharding_strategy::no_shard:
+      break;
+  }
+  return out;
+}
+
+double layer_activation_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t,
+                              bool sequence_parallel, activation_recompute r) {
+  if (s < 1 || b < 1 || h < 1 || a < 1 || t < 1)
+    fail("layer activations need positive s, b, h, a, t (got {}, {}, {}, {}, {})", s, b, h, a, t);
+  const double sbh = double(s) * double(b) * double(h), T = t;
+  const bool sp = sequence_parallel && t > 1;
+  if (r == activation_recompute::full) return sp ? 2 * sbh / T : 2 * sbh;
+  // The attention core: scores and softmax output 2 bytes each, the dropout
+  // mask 1 and its output 2 (5as^2b in all), split over the heads' shards.
+  const double core = r == activation_recompute::selective ? 0.0 : 5.0 * a * s / (h * T);
+  // Outside the TP-split GEMMs (norms, dropouts, residuals, the inputs of
+  // QKV and fc1): 10 sbh replicated, or split by t with sequence parallelism.
+  const double outside = sp ? 10.0 / T : 10.0;
+  return sbh * (outside + 24.0 / T + core);
+}
+
+double full_recompute_working_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t,
+                                    bool sequence_parallel) {
+  return layer_activation_bytes(s, b, h, a, t, sequence_parallel, activation_recompute::none);
+}
+
+double first_stage_activation_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int64_t layers,
+                                    int t, bool sequence_parallel, activation_recompute r) {
+  double bytes = double(layers) * layer_activation_bytes(s, b, h, a, t, sequence_parallel, r);
+  if (r == activation_recompute::full)
+    bytes += full_recompute_working_bytes(s, b, h, a, t, sequence_parallel);
+  return bytes;
+}
+
+}  // namespace merak::partition

@@ -1,0 +1,67 @@
+#pragma once
+// Closed-form memory of a GPT-style transformer under data-parallel
+// sharding, tensor and sequence parallelism and recomputation, as the
+// literature states it (docs/planning.md, "Memory"). The planner prices
+// merak's own graph (partition/planner.hpp); these are the published
+// formulas it is compared against (docs/results/planner-memory.md) and
+// that the tests hold its categories to.
+//
+// Notation: s sequence, b micro-batch, h hidden, a attention heads, t
+// tensor-parallel size, d data-parallel size, L layers.
+
+#include <cstdint>
+
+#include "partition/layout.hpp"
+
+namespace merak::partition {
+
+// How the model state is stored: fp32 values and gradients, or bf16 values
+// with fp32 main gradients and an fp32 master copy beside the AdamW
+// moments (Megatron-LM's mixed precision).
+enum class state_precision { fp32, bf16_mixed };
+
+// Bytes per parameter of each category of the model state on one replica.
+struct state_bytes {
+  double parameters = 0, gradients = 0, optimizer = 0;
+  double total() const { return parameters + gradients + optimizer; }
+};
+
+// Bytes per parameter held by one of d data-parallel replicas (d >= 1):
+//   fp32:       values 4, gradients 4, optimizer 8 (Adam m, v)
+//   bf16_mixed: values 2, gradients 4 (fp32 main gradients), optimizer 12
+//               (fp32 master 4 + m 4 + v 4)
+// optim divides the optimizer by d, optim_grads the gradients too,
+// optim_grads_params the values too. Totals: fp32 16, 8 + 8/d, 4 + 12/d,
+// 16/d; bf16_mixed 18, 6 + 12/d, 2 + 16/d, 18/d. The transient gathered
+// layer of optim_grads_params is not a per-parameter cost and is left out.
+state_bytes state_bytes_per_parameter(state_precision p, sharding_strategy s, int d);
+
+// Recomputation as the activation formulas distinguish it.
+enum class activation_recompute { none, selective, full };
+
+// One transformer layer's activation bytes for one micro-batch, 16-bit
+// activations ("Reducing Activation Recomputation in Large Transformer
+// Models", Korthikanti et al., 2022, Table 2):
+//   t = 1, none:               sbh (34 + 5as/h)
+//   tensor parallel, none:     sbh (10 + 24/t + 5as/(ht))
+//   tensor + sequence, none:   sbh (34/t + 5as/(ht))
+//   selective drops the 5as/(ht) term (the attention core's scores,
+//   softmax, dropout mask and output)
+//   full:                      2sbh (the layer's input only; / t with
+//                              sequence parallelism)
+// With t = 1 the tensor-parallel forms reduce to the first.
+double layer_activation_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t,
+                              bool sequence_parallel, activation_recompute r);
+
+// The working set of the one layer being rebuilt under full recomputation:
+// that layer's activations without recomputation.
+double full_recompute_working_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t,
+                                    bool sequence_parallel);
+
+// The first pipeline stage's activations under 1F1B: L/p layers for each of
+// p micro-batches in flight, i.e. L layers' worth (Korthikanti et al.'s
+// observation), plus the working set under full recomputation.
+double first_stage_activation_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int64_t layers,
+                                    int t, bool sequence_parallel, activation_recompute r);
+
+}  // namespace merak::partition
