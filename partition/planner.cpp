@@ -673,9 +673,8 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
 // The sharding strategies the search tries with dp replicas.
 std::vector<sharding_strategy> shardings_searched(const plan_request& r, int dp) {
   if (!r.search_sharding || dp == 1) return {r.sharding};
-  if (r.device.profiled) return {sharding_strategy::no_shard, sharding_strategy::optim};
-  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads,
-          sharding_strategy::optim_grads_params};
+  // The strategies the runtime runs; ZeRO-2 and -3 are scored when asked.
+  return {sharding_strategy::no_shard, sharding_strategy::optim};
 }
 
 // Sequence parallelism off and on, or as asked.
@@ -755,7 +754,7 @@ std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& c
                    [&](int a, int b) { return cands[a].lower_bound < cands[b].lower_bound; });
   // Runners-up are 5 layouts besides the best; one layout has at most 4
   // recomputations x 3 overlap levels x the memory strategies searched.
-  const size_t variants = (r.search_sharding ? 4 : 1) * (r.search_sequence_parallel ? 2 : 1);
+  const size_t variants = (r.search_sharding ? 2 : 1) * (r.search_sequence_parallel ? 2 : 1);
   const size_t kept = 6 * 12 * variants;
   std::vector<double> fastest;  // the kept fastest step times, ascending
   std::vector<char> simulated(cands.size(), 0);

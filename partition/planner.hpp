@@ -75,9 +75,10 @@ struct plan_request {
   sharding_strategy sharding = sharding_strategy::no_shard;
   bool sequence_parallel = false;
   // Search the memory strategies instead of fixing them (what `merak plan`
-  // does where their flags are not given): every sharding strategy when
-  // dp > 1 (on a profiled device, the CPU, only those the runtime runs:
-  // no_shard and optim), and sequence parallelism on and off when tp > 1.
+  // does where their flags are not given): the sharding strategies the
+  // runtime runs (no_shard and optim) when dp > 1 — optim_grads and
+  // optim_grads_params only when fixed — and sequence parallelism on and
+  // off when tp > 1.
   // Off: every plan uses `sharding` and `sequence_parallel` as given.
   bool search_sharding = false, search_sequence_parallel = false;
   // A fixed stage split (pp + 1 node indices of the single-device graph,
