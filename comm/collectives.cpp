@@ -236,23 +236,26 @@ tag_t collective_tag(tag_t tag, uint32_t sub) {
   return tag << 16 | sub;
 }
 
+namespace {
+
+// dst = a + b over n elements (the ring's reduction; bf16 summed in float).
+void add_f32(float* dst, const float* a, const float* b, size_t n, size_t) {
+  for (size_t k = 0; k < n; ++k) dst[k] = a[k] + b[k];
+}
+void add_bf16(bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
+  for (size_t k = 0; k < n; ++k) dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
+}
+
+}  // namespace
+
 void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& options) {
-  with_context("allreduce_sum", t, tag, [&] {
-    allreduce_by_size(t, data, tag, options,
-                      [](float* dst, const float* a, const float* b, size_t n, size_t) {
-                        for (size_t k = 0; k < n; ++k) dst[k] = a[k] + b[k];
-                      });
-  });
+  with_context("allreduce_sum", t, tag,
+               [&] { allreduce_by_size(t, data, tag, options, add_f32); });
 }
 
 void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& options) {
-  with_context("allreduce_sum (bf16)", t, tag, [&] {
-    allreduce_by_size(t, data, tag, options,
-                      [](bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
-                        for (size_t k = 0; k < n; ++k)
-                          dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
-                      });
-  });
+  with_context("allreduce_sum (bf16)", t, tag,
+               [&] { allreduce_by_size(t, data, tag, options, add_bf16); });
 }
 
 std::pair<size_t, size_t> shard_range(size_t n, int ranks, int rank) {
@@ -262,26 +265,14 @@ std::pair<size_t, size_t> shard_range(size_t n, int ranks, int rank) {
 
 void reduce_scatter_sum(transport& t, std::span<float> data, tag_t tag,
                         const ring_options& options) {
-  with_context("reduce_scatter_sum", t, tag, [&] {
-    ring_allreduce(
-        t, data, tag, options,
-        [](float* dst, const float* a, const float* b, size_t n, size_t) {
-          for (size_t k = 0; k < n; ++k) dst[k] = a[k] + b[k];
-        },
-        true);
-  });
+  with_context("reduce_scatter_sum", t, tag,
+               [&] { ring_allreduce(t, data, tag, options, add_f32, true); });
 }
 
 void reduce_scatter_sum(transport& t, std::span<bf16> data, tag_t tag,
                         const ring_options& options) {
-  with_context("reduce_scatter_sum (bf16)", t, tag, [&] {
-    ring_allreduce(
-        t, data, tag, options,
-        [](bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
-          for (size_t k = 0; k < n; ++k) dst[k] = to_bf16(to_f32(a[k]) + to_f32(b[k]));
-        },
-        true);
-  });
+  with_context("reduce_scatter_sum (bf16)", t, tag,
+               [&] { ring_allreduce(t, data, tag, options, add_bf16, true); });
 }
 
 void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag_t tag) {

@@ -531,7 +531,11 @@ critical_path walk_critical_path(const pipeline_trace& tr, const link_delay_fn& 
 }
 
 // The pipeline by simulation, and the step's totals.
-void finish(const plan_request& r, const cost_model& costs, const model::graph& g, candidate& c) {
+// `same_pipeline`: a simulated plan whose ops and schedule are this one's
+// (another sharding strategy that leaves op times alone): its pipeline is
+// taken instead of simulating again.
+void finish(const plan_request& r, const cost_model& costs, const model::graph& g, candidate& c,
+            const plan* same_pipeline = nullptr) {
   plan& out = c.out;
   const int world = r.processes > 0 ? r.processes : out.dp * out.pp * out.tp;
   out.place = default_placement(out.dp, out.pp, out.tp, world);
@@ -542,10 +546,15 @@ void finish(const plan_request& r, const cost_model& costs, const model::graph& 
     return op_seconds(c, s, operation, rib);
   };
   auto delay = [&](int from, int to, int) { return c.act_delay[std::min(from, to)]; };
-  auto trace = simulate_pipeline(c.policies, cost, delay, c.sharing);
-  MERAK_CHECK(!trace.deadlocked, "the simulated schedule deadlocked (pp {}, m {})", out.pp,
-              out.micro_batches);
-  out.pipeline_s = trace.makespan;
+  pipeline_trace trace;
+  if (same_pipeline) {
+    out.pipeline_s = same_pipeline->pipeline_s;
+  } else {
+    trace = simulate_pipeline(c.policies, cost, delay, c.sharing);
+    MERAK_CHECK(!trace.deadlocked, "the simulated schedule deadlocked (pp {}, m {})", out.pp,
+                out.micro_batches);
+    out.pipeline_s = trace.makespan;
+  }
   out.step_time_s = out.pipeline_s + out.dp_exposed_s + out.optimizer_s;
   const double tokens_step = double(r.global_batch) * r.model.max_seq;
   out.tokens_per_s = tokens_step / out.step_time_s;
@@ -554,7 +563,20 @@ void finish(const plan_request& r, const cost_model& costs, const model::graph& 
   out.flops_count_recompute = out.recompute == recompute_kind::full;
   out.tflops_per_device = megatron_flops(r.model, r.global_batch, out.flops_count_recompute) /
                           (out.step_time_s * r.devices) / 1e12;
-  out.path = walk_critical_path(trace, delay);
+  out.path = same_pipeline ? same_pipeline->path : walk_critical_path(trace, delay);
+}
+
+// Plans that differ only in no_shard / optim run the same ops in the same
+// schedule: the key of that pipeline (empty for the other strategies, whose
+// collectives change op times).
+std::string pipeline_key(const plan& p) {
+  if (p.sharding != sharding_strategy::no_shard && p.sharding != sharding_strategy::optim)
+    return "";
+  std::string k = fmt::format("{} {} {} {} {} {} {} {} {}", p.dp, p.tp, p.pp, p.micro_batches,
+                              int(p.schedule), p.chunks, int(p.recompute), p.tp_overlap,
+                              p.sequence_parallel);
+  for (auto& s : p.stages) k += fmt::format(" {}", s.recompute_segments);
+  return k;
 }
 
 std::vector<int> divisors(int n) {
@@ -758,11 +780,15 @@ std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& c
   const size_t kept = 6 * 12 * variants;
   std::vector<double> fastest;  // the kept fastest step times, ascending
   std::vector<char> simulated(cands.size(), 0);
+  std::map<std::string, int> pipelines;  // pipeline_key -> a simulated candidate
   for (int i : by_bound) {
     if (!r.exhaustive && fastest.size() >= kept &&
         cands[i].lower_bound > fastest.back() * (1 + 2e-3))
       break;
-    finish(r, costs, g, cands[i]);
+    const std::string key = pipeline_key(cands[i].out);
+    auto same = key.empty() ? pipelines.end() : pipelines.find(key);
+    finish(r, costs, g, cands[i], same == pipelines.end() ? nullptr : &cands[size_t(same->second)].out);
+    if (!key.empty() && same == pipelines.end()) pipelines[key] = i;
     simulated[i] = 1;
     ++res.simulated;
     double t = cands[i].out.step_time_s;
