@@ -42,6 +42,14 @@ executor::executor(const graph& g, parameter_store& store, int first, int last)
     layers_.push_back(nodes[n].make(params));
     for (int v : nodes[n].inputs) used_inside_[v] = true;
   }
+  for (int n = first_; n < last_; ++n) {
+    if (nodes[n].comm != tp_comm::sp_gather) continue;
+    std::vector<int> readers;
+    for (int k = 0; k < int(nodes.size()); ++k)
+      for (int v : nodes[k].inputs)
+        if (v == nodes[n].output) readers.push_back(k);
+    if (readers.size() == 1 && readers[0] > n && readers[0] < last_) regather_[readers[0]] = n;
+  }
   auto b = g.boundary(first_, last_);
   inputs_ = std::move(b.inputs);
   outputs_ = std::move(b.outputs);
@@ -199,6 +207,8 @@ void executor::run_forward(micro_batch& s, int from, int to) {
           pending[j] = n;
         } else {
           run_node_forward(s.subs[j], n);
+          if (auto g = regather_.find(n); g != regather_.end())  // gathered again in backward
+            pool_.release(std::move(s.subs[j].values[nodes[g->second].output]));
           if (comm == tp_comm::reduce)
             ticket[j] = tp_->start_allreduce(s.subs[j].values[nodes[n].output]);
         }
@@ -390,6 +400,14 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     auto& sub = s.subs[j];
     auto& g = grads[j];
     int out = nodes[n].output;
+    if (auto r = regather_.find(n); r != regather_.end() && tp_) {
+      // The whole input freed after forward: gathered again from its slice.
+      auto& whole = sub.values[nodes[r->second].output];
+      if (!whole.defined()) {
+        whole = gather_buffer(sub.values[nodes[r->second].inputs[0]]);
+        tp_->wait(tp_->start_allgather(whole));
+      }
+    }
     in.clear();
     din.clear();
     for (int v : nodes[n].inputs) {

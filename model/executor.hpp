@@ -187,6 +187,11 @@ class executor {
   // Sequence parallelism: the nodes whose parameters' gradients are partial
   // per shard, and their parameters.
   std::vector<int> sp_nodes_;
+  // Sequence parallelism: the whole value an sp_gather makes is freed once
+  // its one reader (a column-parallel linear) ran forward, and gathered
+  // again from the slice just before that reader's backward. By reader:
+  // the sp_gather node.
+  std::map<int, int> regather_;
   std::vector<parameter_ptr> sp_params_;
   // Runs nodes [from, to) forward over every sub-batch, interleaved at the
   // TP all-reduces.

@@ -518,8 +518,12 @@ int sp_node(graph& g, const std::string& name, int x, int C, tp_comm comm, int t
            : comm == tp_comm::sp_reduce ? "sp_reduce"
            : comm == tp_comm::sp_gather ? "sp_gather"
                                         : "sp_exit";
-  // Per token of the whole sequence: the output, a slice or the whole.
-  n.activation_bytes_per_token = to_slice ? C * act(g) / tp : C * act(g);
+  // Per token of the whole sequence: the output kept, a slice or the whole;
+  // sp_gather's whole output is freed once its reader ran forward and
+  // gathered again for its backward (model::executor).
+  n.activation_bytes_per_token = to_slice                     ? C * act(g) / tp
+                                 : comm == tp_comm::sp_gather ? 0
+                                                              : C * act(g);
   if (to_slice)
     n.make = [tp, rank](std::span<const parameter_ptr>) {
       return std::make_unique<sp_slice_layer>(tp, rank);

@@ -203,12 +203,14 @@ TEST_CASE("tensor-parallel shards give the single-device loss and gradients", "[
         }
         // One sum per pair in forward and one in backward, per sub-batch,
         // plus the recomputed forward's when checkpointed. Sequence
-        // parallel: two collectives per pair each way, the embedding's
-        // slice (backward) and the LM head's whole (forward) per sub-batch,
-        // and one sum of each partial parameter gradient: per block the two
-        // LayerNorms' weights and biases and the two row biases, and ln_f's.
+        // parallel: two collectives per pair each way and the column
+        // linear's input gathered again before its backward, the
+        // embedding's slice (backward) and the LM head's whole (forward) per
+        // sub-batch, and one sum of each partial parameter gradient: per
+        // block the two LayerNorms' weights and biases and the two row
+        // biases, and ln_f's.
         int subs = overlap > 0 ? 2 : 1;
-        const int want = sp ? (4 * 2 * 2 + 2) * subs + 2 * 6 + 2 : 4 * 2 * subs;
+        const int want = sp ? (4 * 2 * 2 + 4 + 2) * subs + 2 * 6 + 2 : 4 * 2 * subs;
         if (ckpt == 0)
           CHECK(calls[0] == want);
         else
