@@ -57,6 +57,11 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       self->send(st->coordinator, job_failed{std::string("scheduler: ") + e.what()});
       return;
     }
+    if (L.recompute == partition::recompute_kind::selective) {  // every stage's attention cores
+      plan.selective.assign(plan.segments.size(), 1);
+      for (size_t s = 0; s < plan.bytes.size(); ++s)
+        plan.bytes[s] = partition::stage_bytes(st->reports[s], plan.segments[s], true);
+    }
     for (int r = 0; r < lines; ++r)
       for (int s = 0; s < stage_count; ++s)
         self->send(st->stages[size_t(r) * stage_count + s],
