@@ -368,30 +368,13 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   std::vector<const tensor*> in;
   std::vector<tensor*> din;
   std::vector<int> subs_done(last_ - first_, 0);
-  // Sequence parallelism: this backward's share of the partial parameter
-  // gradients gathers in `partial`, is summed over the shards at the end and
-  // added to the gradients; those nodes are reported finished only then.
-  std::vector<char> is_sp(size_t(last_ - first_), 0);
-  std::vector<parameter_ptr> sp_params;  // of the nodes in [lo, hi)
-  if (tp_)
-    for (int n : sp_nodes_)
-      if (n >= lo && n < hi) {
-        is_sp[size_t(n - first_)] = 1;
-        for (auto& spec : graph_.nodes()[size_t(n)].params)
-          for (auto& p : sp_params_)
-            if (p->spec.name == spec.name &&
-                std::find(sp_params.begin(), sp_params.end(), p) == sp_params.end())
-              sp_params.push_back(p);
-      }
-  std::vector<tensor> partial;
-  for (auto& p : sp_params) {
-    partial.push_back(pool_.acquire(p->grad.shape(), p->grad.type(), true));
-    std::swap(p->grad, partial.back());
-  }
+  // Sequence parallelism: those nodes are reported finished only once their
+  // partial gradients are summed (end_sp_partials).
+  sp_partials sp = begin_sp_partials(lo, hi);
   std::vector<int> sp_finished;
   auto finished = [&](int n) {
     if (++subs_done[n - first_] != k) return;
-    if (is_sp[size_t(n - first_)])
+    if (sp.is_sp[size_t(n - first_)])
       sp_finished.push_back(n);
     else if (node_done)
       node_done(n);
@@ -400,14 +383,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     auto& sub = s.subs[j];
     auto& g = grads[j];
     int out = nodes[n].output;
-    if (auto r = regather_.find(n); r != regather_.end() && tp_) {
-      // The whole input freed after forward: gathered again from its slice.
-      auto& whole = sub.values[nodes[r->second].output];
-      if (!whole.defined()) {
-        whole = gather_buffer(sub.values[nodes[r->second].inputs[0]]);
-        tp_->wait(tp_->start_allgather(whole));
-      }
-    }
+    regather_input(sub, n);
     in.clear();
     din.clear();
     for (int v : nodes[n].inputs) {
@@ -494,18 +470,51 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     if (!active) break;
   }
   for (int j = 0; j < k; ++j) resume(j);
-  if (partial.empty()) return;
-  std::vector<int> sums;
-  for (auto& p : sp_params) sums.push_back(tp_->start_allreduce(p->grad));
-  for (int t : sums) tp_->wait(t);
-  for (size_t i = 0; i < sp_params.size(); ++i) {
-    auto& p = *sp_params[i];
-    std::swap(p.grad, partial[i]);  // the gradient so far back; partial[i] the sum
-    backend_for(p.grad.where()).accumulate(p.grad, partial[i]);
-    pool_.release(std::move(partial[i]));
-  }
+  end_sp_partials(sp);
   for (int n : sp_finished)
     if (node_done) node_done(n);
+}
+
+executor::sp_partials executor::begin_sp_partials(int lo, int hi) {
+  sp_partials sp;
+  sp.is_sp.assign(size_t(last_ - first_), 0);
+  if (!tp_) return sp;
+  for (int n : sp_nodes_) {
+    if (n < lo || n >= hi) continue;
+    sp.is_sp[size_t(n - first_)] = 1;
+    for (auto& spec : graph_.nodes()[size_t(n)].params)
+      for (auto& p : sp_params_)
+        if (p->spec.name == spec.name &&
+            std::find(sp.params.begin(), sp.params.end(), p) == sp.params.end())
+          sp.params.push_back(p);
+  }
+  for (auto& p : sp.params) {
+    sp.partial.push_back(pool_.acquire(p->grad.shape(), p->grad.type(), true));
+    std::swap(p->grad, sp.partial.back());
+  }
+  return sp;
+}
+
+void executor::end_sp_partials(sp_partials& sp) {
+  if (sp.params.empty()) return;
+  std::vector<int> sums;
+  for (auto& p : sp.params) sums.push_back(tp_->start_allreduce(p->grad));
+  for (int t : sums) tp_->wait(t);
+  for (size_t i = 0; i < sp.params.size(); ++i) {
+    auto& p = *sp.params[i];
+    std::swap(p.grad, sp.partial[i]);  // the gradient so far back; partial[i] the sum
+    backend_for(p.grad.where()).accumulate(p.grad, sp.partial[i]);
+    pool_.release(std::move(sp.partial[i]));
+  }
+}
+
+void executor::regather_input(sub_batch& sub, int n) {
+  auto r = regather_.find(n);
+  if (r == regather_.end() || !tp_) return;
+  auto& whole = sub.values[graph_.nodes()[size_t(r->second)].output];
+  if (whole.defined()) return;
+  whole = gather_buffer(sub.values[graph_.nodes()[size_t(r->second)].inputs[0]]);
+  tp_->wait(tp_->start_allgather(whole));
 }
 
 std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale,
@@ -601,8 +610,7 @@ std::vector<int> executor::backward_finish_order(bool split_weights) const {
   std::vector<int> order, partial, deferred;
   for (int n = last_ - 1; n >= first_; --n) {
     const bool defer = split_weights && layers_[size_t(n - first_)]->splits_weight_grad();
-    const bool sp =
-        tp_ && std::find(sp_nodes_.begin(), sp_nodes_.end(), n) != sp_nodes_.end();
+    const bool sp = tp_ && std::find(sp_nodes_.begin(), sp_nodes_.end(), n) != sp_nodes_.end();
     (defer ? deferred : sp ? partial : order).push_back(n - first_);
   }
   order.insert(order.end(), partial.begin(), partial.end());

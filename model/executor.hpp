@@ -198,6 +198,19 @@ class executor {
   void run_forward(micro_batch& s, int from, int to);
   // keep (by value id, split backward only): values the deferred weight
   // gradients read, not released.
+  // Sequence parallelism's partial parameter gradients of nodes [lo, hi):
+  // begin swaps each gradient for a zeroed buffer that this backward
+  // accumulates into; end sums the buffers over the shards and adds them to
+  // the gradients swapped back.
+  struct sp_partials {
+    std::vector<char> is_sp;  // by node index - first_
+    std::vector<parameter_ptr> params;
+    std::vector<tensor> partial;  // parallel to params
+  };
+  sp_partials begin_sp_partials(int lo, int hi);
+  void end_sp_partials(sp_partials& sp);
+  // Reader n's whole input freed after forward (regather_), gathered again.
+  void regather_input(sub_batch& sub, int n);
   // Nodes [lo, hi) backward, from hi - 1 down.
   void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
                     const std::vector<char>* keep, const std::function<void(int)>& node_done,

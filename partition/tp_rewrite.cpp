@@ -71,11 +71,48 @@ std::string check_pair(const model::graph& g, const pair_info& p, int tp) {
   return "";
 }
 
+// Sequence parallelism in the graph being built: which of its values are
+// slices, and the slice (sp_enter) or whole (sp_exit) made of a value, made
+// once each and reused by every later reader.
+class sequence_region {
+ public:
+  sequence_region(model::graph& g, int tp, int rank) : g_(g), tp_(tp), rank_(rank) {}
+  int mark(int v) {
+    if (sliced_.size() <= size_t(v)) sliced_.resize(size_t(v) + 1, 0);
+    sliced_[size_t(v)] = 1;
+    return v;
+  }
+  // v's slice (v itself when it is one); `at` names the reader.
+  int as_slice(int v, const std::string& at) {
+    if (sliced(v)) return v;
+    if (auto it = entered_.find(v); it != entered_.end()) return it->second;
+    return entered_[v] = mark(make(v, ".sp_enter." + at, model::tp_comm::sp_enter));
+  }
+  // v whole (v itself when it is).
+  int as_whole(int v, const std::string& at) {
+    if (!sliced(v)) return v;
+    if (auto it = exited_.find(v); it != exited_.end()) return it->second;
+    return exited_[v] = make(v, ".sp_exit." + at, model::tp_comm::sp_exit);
+  }
+
+ private:
+  bool sliced(int v) const { return size_t(v) < sliced_.size() && sliced_[size_t(v)]; }
+  int make(int v, const std::string& suffix, model::tp_comm comm) {
+    const auto& info = g_.values()[size_t(v)];
+    return model::layers::sp_node(g_, info.name + suffix, v, int(info.features.back()), comm, tp_,
+                                  rank_);
+  }
+  model::graph& g_;
+  int tp_, rank_;
+  std::vector<char> sliced_;
+  std::map<int, int> entered_, exited_;
+};
+
 // Nodes that act on each token alone: under sequence parallelism they run on
 // the shard's slice of the tokens.
 bool acts_per_token(const model::node_info& n) {
-  return n.kind == "layernorm" || n.kind == "rmsnorm" || n.kind == "residual" ||
-         n.kind == "bias" || n.kind == "gelu";
+  return n.kind == "layernorm" || n.kind == "rmsnorm" || n.kind == "residual" || n.kind == "bias" ||
+         n.kind == "gelu";
 }
 
 }  // namespace
@@ -125,32 +162,8 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
   auto features_of = [&](int v) {
     return values[v].features.empty() ? 0 : values[v].features.back();
   };
-  // Sequence parallelism: which values of the new graph are slices, and the
-  // slice (sp_enter) or whole (sp_exit) made of a value, made once each.
   const bool sp = sequence_parallel && tp > 1;
-  std::vector<char> sliced;
-  std::map<int, int> entered, exited;
-  auto is_sliced = [&](int v) { return size_t(v) < sliced.size() && sliced[size_t(v)]; };
-  auto mark = [&](int v) {
-    if (sliced.size() <= size_t(v)) sliced.resize(size_t(v) + 1, 0);
-    sliced[size_t(v)] = 1;
-    return v;
-  };
-  auto features_new = [&](int v) { return int(ng.values()[size_t(v)].features.back()); };
-  auto as_slice = [&](int v, const std::string& at) {
-    if (is_sliced(v)) return v;
-    if (auto it = entered.find(v); it != entered.end()) return it->second;
-    const int s = model::layers::sp_node(ng, ng.values()[size_t(v)].name + ".sp_enter." + at, v,
-                                         features_new(v), model::tp_comm::sp_enter, tp, rank);
-    return entered[v] = mark(s);
-  };
-  auto as_whole = [&](int v, const std::string& at) {
-    if (!is_sliced(v)) return v;
-    if (auto it = exited.find(v); it != exited.end()) return it->second;
-    return exited[v] = model::layers::sp_node(ng, ng.values()[size_t(v)].name + ".sp_exit." + at,
-                                              v, features_new(v), model::tp_comm::sp_exit, tp,
-                                              rank);
-  };
+  sequence_region region{ng, tp, rank};
   for (int n = 0; n < N; ++n) {
     out.node_map.push_back(int(ng.nodes().size()));
     model::node_info node = nodes[n];
@@ -160,20 +173,20 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
     switch (roles[n]) {
       case role::whole:
         if (sp && acts_per_token(nodes[n])) {  // on the slice of the tokens
-          for (int& v : node.inputs) v = as_slice(v, node.name);
+          for (int& v : node.inputs) v = region.as_slice(v, node.name);
           node.sequence_parallel = !node.params.empty();
           node.flops_per_token /= tp;
           node.activation_bytes_per_token /= tp;
           slice_out = true;
         } else if (sp) {
-          for (int& v : node.inputs) v = as_whole(v, node.name);
+          for (int& v : node.inputs) v = region.as_whole(v, node.name);
         }
         break;
       case role::column: {
         int64_t C = features_of(nodes[n].inputs[0]);
         node.inputs[0] =
             sp ? model::layers::sp_node(ng, node.name + ".sp_gather",
-                                        as_slice(node.inputs[0], node.name), int(C),
+                                        region.as_slice(node.inputs[0], node.name), int(C),
                                         model::tp_comm::sp_gather, tp, rank)
                : model::layers::tp_copy(ng, node.name + ".tp_copy", node.inputs[0], int(C));
         for (auto& spec : node.params) spec = shard(spec, 0, groups[n]);
@@ -194,8 +207,8 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
         node.flops_per_token /= tp;
         int partial = ng.add_node(node, feats, values[nodes[n].output].type);
         int C = int(feats.back());
-        int y = sp ? mark(model::layers::sp_node(ng, nodes[n].name + ".sp_reduce", partial, C,
-                                                 model::tp_comm::sp_reduce, tp, rank))
+        int y = sp ? region.mark(model::layers::sp_node(ng, nodes[n].name + ".sp_reduce", partial,
+                                                        C, model::tp_comm::sp_reduce, tp, rank))
                    : model::layers::tp_reduce(ng, nodes[n].name + ".tp_reduce", partial, C);
         if (has_bias) {
           y = model::layers::bias_add(ng, nodes[n].name + ".bias_add", y, C, bias);
@@ -204,7 +217,7 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
             added.sequence_parallel = true;
             added.flops_per_token /= tp;
             added.activation_bytes_per_token /= tp;
-            mark(y);
+            region.mark(y);
           }
         }
         vmap[nodes[n].output] = y;
@@ -216,7 +229,7 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
       node.activation_bytes_per_token /= tp;
     }
     vmap[nodes[n].output] = ng.add_node(std::move(node), feats, values[nodes[n].output].type);
-    if (slice_out) mark(vmap[nodes[n].output]);
+    if (slice_out) region.mark(vmap[nodes[n].output]);
   }
   out.node_map.push_back(int(ng.nodes().size()));
   if (g.loss() >= 0) ng.set_loss(vmap[g.loss()]);
