@@ -11,10 +11,6 @@ coordinator::coordinator(model::train_options o, parallel_options p,
   sys = lent;
   opts.validate();
   par.validate(opts.batch);
-  // The TP rewrite would keep the Llama layers whole on every shard.
-  if (opts.model.family == model::model_family::llama && !opts.model.build && par.tp > 1)
-    fail("--tp {}: the Llama family does not run under tensor parallelism yet (use --tp 1)",
-         par.tp);
   model::check_corpus_vocab(*corpus, opts.model);
   graph = model::build_model(opts.model);
   if (par.sparse.kind != comm::codec_kind::dense) {

@@ -89,10 +89,36 @@ void settle_owned(stage_self self) {
   if (st.ties->finished()) report_ready(self);
 }
 
-// The stage's gradients are final (backward and reduction done): the tied
-// weights are settled (partition/tie_settlement.hpp), then the stage is ready.
+// Slices of parameters that several TP shards hold (replicated K/V heads)
+// have partial gradients on each: summed over the shards (every shard of
+// the stage calls this with the same parameters in the same order).
+void sum_replicated(stage_state& st) {
+  if (!st.tp) return;
+  std::vector<std::pair<model::parameter*, model::tensor>> packed;
+  for (auto& prm : st.store->all()) {
+    const auto& s = prm->spec.shard;
+    if (s.copies() == 1) continue;
+    auto buf = model::tensor::zeros({model::replicated_numel(s)});
+    model::for_each_replicated_run(s, [&](int64_t at, int64_t from, int64_t n) {
+      model::copy_bytes(buf, size_t(at) * 4, prm->grad, size_t(from) * 4, size_t(n) * 4);
+    });
+    packed.emplace_back(prm.get(), std::move(buf));
+  }
+  std::vector<int> tickets;
+  for (auto& [prm, buf] : packed) tickets.push_back(st.tp->start_allreduce(buf));
+  for (int t : tickets) st.tp->wait(t);
+  for (auto& [prm, buf] : packed)
+    model::for_each_replicated_run(prm->spec.shard, [&](int64_t at, int64_t to, int64_t n) {
+      model::copy_bytes(prm->grad, size_t(to) * 4, buf, size_t(at) * 4, size_t(n) * 4);
+    });
+}
+
+// The stage's gradients are final (backward and reduction done): replicated
+// slices are summed over the TP shards, the tied weights are settled
+// (partition/tie_settlement.hpp), then the stage is ready.
 void settle_ties(stage_self self) {
   auto& st = self->state;
+  sum_replicated(st);
   for (auto& s : st.ties->begin()) send_tie(self, s);
   settle_owned(self);
 }

@@ -95,13 +95,30 @@ void setup_distributed_optimizer(stage_state& st) {
 }
 
 double grad_sumsq_share(const stage_state& st) {
-  if (st.dist)  // this replica's shard; the coordinator adds the replicas
-    return st.dist->owned_sumsq(
-        [&](int p) { return counts_in_norm(st, *st.store->all()[size_t(p)]); });
+  auto& all = st.store->all();
   double sumsq = 0;
-  for (auto& prm : st.store->all())
-    if (counts_in_norm(st, *prm))
-      sumsq += model::backend_for(prm->grad.where()).sum_squares(prm->grad);
+  if (st.dist) {  // this replica's shard; the coordinator adds the replicas
+    sumsq = st.dist->owned_sumsq([&](int p) { return counts_in_norm(st, *all[size_t(p)]); });
+  } else {
+    for (auto& prm : all)
+      if (counts_in_norm(st, *prm))
+        sumsq += model::backend_for(prm->grad.where()).sum_squares(prm->grad);
+  }
+  // Slices held by several TP shards count once: each holder adds 1/copies.
+  for (size_t p = 0; p < all.size(); ++p) {
+    const auto& s = all[p]->spec.shard;
+    if (s.copies() == 1) continue;
+    const auto host = all[p]->grad.to(model::device::cpu());
+    const double share = 1.0 - 1.0 / s.copies();
+    if (!st.dist) {
+      sumsq -= share * model::replicated_sumsq(s, host, 0, host.numel());
+      continue;
+    }
+    const int b = st.dist->bucket_of(int(p));
+    if (b >= 0)
+      for (auto& pc : st.dist->owned_pieces(b))
+        if (pc.param == int(p)) sumsq -= share * model::replicated_sumsq(s, host, pc.begin, pc.end);
+  }
   return sumsq;
 }
 

@@ -241,13 +241,9 @@ int train_loop(train_flags& f, model::training_job& tr) {
   return 0;
 }
 
-// --model and Megatron's switches into f.opts.model (apps/model_flags); the
-// planner does not search the Llama family's layouts from `train` yet.
+// --model and Megatron's switches into f.opts.model (apps/model_flags).
 void apply_model_family(train_flags& f) {
   apply_model_family(f.family, f.opts.model);
-  if (f.opts.model.family == model::model_family::llama && f.devices > 0)
-    fail("--devices {} plans the GPT family only: with --model llama give --dp and --pp",
-         f.devices);
 }
 
 // The run's flags as a TOML config file that `merak train --config FILE`

@@ -69,6 +69,12 @@ struct node_info {
   tp_split tp = tp_split::replicated;
   tp_comm comm = tp_comm::none;
   int heads = 0;  // attention heads (tensor parallelism splits them), else 0
+  // Grouped-query attention and rotary nodes over a fused [Q | K | V]: the
+  // K/V heads (0: as many as `heads`), and the factory of the same layer
+  // for a shard holding `per_group` query heads per K/V head (the TP
+  // rewrite's shard when K/V heads are replicated: fewer groups than shards).
+  int kv_heads = 0;
+  std::function<layer_factory(int per_group)> regroup;
   // Sequence parallelism: the node acts on its shard's slice of the tokens,
   // so its parameters' gradients are partial sums, added over the TP group
   // after each backward.

@@ -376,9 +376,14 @@ int grouped_query_attention(graph& g, const std::string& name, int qkv, int C, i
   if (groups < 1 || NH % groups != 0) fail("query groups ({}) must divide heads ({})", groups, NH);
   if (groups == NH) return causal_attention(g, name, qkv, C, NH, max_T);
   node_info n = attention_node(g, name, qkv, C, NH, NH / groups, max_T);
-  // Left whole under tensor parallelism (heads = 0): the TP rewrite splits a
-  // fused qkv in three equal parts, which a grouped qkv is not.
-  n.tp = tp_split::replicated;
+  n.tp = tp_split::heads;
+  n.heads = NH;
+  n.kv_heads = groups;
+  n.regroup = [hs = C / NH](int per_group) -> layer_factory {
+    return [hs, per_group](std::span<const parameter_ptr>) {
+      return std::make_unique<attention_layer>(hs, per_group);
+    };
+  };
   return g.add_node(std::move(n), {C}, g.activation_type());
 }
 

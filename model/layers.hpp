@@ -30,9 +30,10 @@ int linear(graph& g, const std::string& name, int x, int C, int OC, tp_split tp,
 int causal_attention(graph& g, const std::string& name, int qkv, int C, int NH, int max_T);
 // qkv (B,T,C+2*groups*C/NH) = [Q (NH heads) | K (groups heads) | V (groups
 // heads)] -> (B,T,C), causal; query head h reads K/V head h / (NH/groups).
-// groups must divide NH (1: multi-query). groups == NH is causal_attention
-// (the same node, split by heads under tensor parallelism); otherwise the
-// node is left whole under tensor parallelism.
+// groups must divide NH (1: multi-query). groups == NH is causal_attention.
+// Tensor parallelism splits the query heads; the K/V heads are split too
+// when tp divides groups, else each shard holds the one its query heads
+// read (groups must then divide tp).
 int grouped_query_attention(graph& g, const std::string& name, int qkv, int C, int NH, int groups,
                             int max_T);
 // (B,T,C) -> (B,T,C), RMSNorm as Llama and Megatron define it: Y = X /

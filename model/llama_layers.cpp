@@ -116,10 +116,15 @@ int rotary(graph& g, const std::string& name, int qkv, int NH, int groups, int h
   n.inputs = {qkv};
   n.flops_per_token = 3.0 * (NH + groups) * head_size;
   n.activation_bytes_per_token = W * act(g);
-  n.make = [head_size, per_group = NH / groups, theta,
-            position_offset](std::span<const parameter_ptr>) {
-    return std::make_unique<rotary_layer>(head_size, per_group, theta, position_offset);
+  n.tp = tp_split::heads;
+  n.heads = NH;
+  n.kv_heads = groups;
+  n.regroup = [head_size, theta, position_offset](int per_group) -> layer_factory {
+    return [head_size, per_group, theta, position_offset](std::span<const parameter_ptr>) {
+      return std::make_unique<rotary_layer>(head_size, per_group, theta, position_offset);
+    };
   };
+  n.make = n.regroup(NH / groups);
   return g.add_node(std::move(n), {W}, g.activation_type());
 }
 

@@ -8,6 +8,7 @@
 // never on creation order, so any partition of a model initialises each
 // parameter exactly as the single-device model does.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,18 +21,51 @@ namespace merak::model {
 enum class init_kind : uint8_t { normal, zeros, ones };
 
 // Which part of a full parameter a tensor-parallel shard holds: dimension
-// `dim` of the full shape is viewed as `groups` equal blocks, each split into
-// `parts` equal slices, and the shard takes slice `index` of every block
-// (groups = 3 for a fused QKV weight, so each shard gets its heads' rows of
-// Q, K and V). dim < 0: the whole parameter (not sharded).
+// `dim` of the full shape is viewed as blocks, each split into `parts`
+// slices separately, and the shard takes slice `index` of every block.
+// The blocks are `groups` equal ones (groups = 3 for a fused QKV weight, so
+// each shard gets its heads' rows of Q, K and V), or, where `blocks` is set,
+// blocks[i] units of `unit` rows each (a grouped-query QKV: {heads, groups,
+// groups} units of one head). A block of n units gives slice `index` units
+// [index n / parts, (index + 1) n / parts) when parts divides n; when n
+// divides parts instead it is replicated: slice `index` holds unit
+// index / (parts / n), as parts / n shards do. dim < 0: the whole parameter
+// (not sharded).
 struct shard_spec {
   int dim = -1;
   int parts = 1;
   int index = 0;
   int groups = 1;
+  std::vector<int64_t> blocks;  // units per block; empty: `groups` equal blocks
+  int64_t unit = 1;             // rows of dimension `dim` per unit
   shape_t full;  // shape of the whole parameter
   bool sharded() const { return dim >= 0; }
+  // How many shards hold each slice of the replicated blocks (1: none is).
+  int copies() const;
 };
+
+// "" when `s` splits s.full as stated, else what does not divide.
+std::string shard_split_error(const shard_spec& s);
+// The shape of shard `s.index` (s.full when not sharded).
+shape_t shard_shape(const shard_spec& s);
+// Calls f(begin, count) for the rows of dimension s.dim (in the full
+// parameter) that shard s.index holds, in order; `replicated` says whether
+// those rows are held by s.copies() shards.
+void for_each_shard_block(const shard_spec& s,
+                          const std::function<void(int64_t, int64_t, bool)>& f);
+
+// Replicated blocks (copies() > 1, dim 0): their gradients are partial on
+// each shard holding a slice, and summed over the shards. The packed form
+// is the replicated blocks' whole rows, one after another (replicated_numel
+// elements), this shard's rows at their place and zeros elsewhere, so that
+// a sum over the group is the full gradient of every slice.
+int64_t replicated_numel(const shard_spec& s);
+// Calls f(offset in packed, offset in the shard, count) per replicated run.
+void for_each_replicated_run(const shard_spec& s,
+                             const std::function<void(int64_t, int64_t, int64_t)>& f);
+// The sum of squares of the shard's elements in [begin, end) that lie in
+// replicated rows (`part` float, on the host).
+double replicated_sumsq(const shard_spec& s, const tensor& part, int64_t begin, int64_t end);
 
 struct param_spec {
   std::string name;

@@ -23,7 +23,12 @@ constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 
 json spec_json(const shard_spec& s) {
-  return {{"dim", s.dim}, {"parts", s.parts}, {"index", s.index}, {"groups", s.groups}};
+  json j = {{"dim", s.dim}, {"parts", s.parts}, {"index", s.index}, {"groups", s.groups}};
+  if (!s.blocks.empty()) {
+    j["blocks"] = s.blocks;
+    j["unit"] = s.unit;
+  }
+  return j;
 }
 
 // A field of the index, typed, or an error naming the index and the field.
@@ -52,7 +57,8 @@ void check_complete(const std::string& where, const std::string& name,
   std::set<int> parts;
   for (auto* r : slices) {
     if (!r->spec.sharded() || r->spec.parts != first.parts || r->spec.dim != first.dim ||
-        r->spec.groups != first.groups)
+        r->spec.groups != first.groups || r->spec.blocks != first.blocks ||
+        r->spec.unit != first.unit)
       fail("{}: tensor '{}' has slices of different splits", where, name);
     if (!parts.insert(r->spec.index).second)
       fail("{}: tensor '{}' has slice {} of {} twice", where, name, r->spec.index, first.parts);
@@ -72,8 +78,7 @@ std::map<std::string, std::vector<const shard_record*>> by_tensor(
 }
 
 int64_t part_numel(const shard_record& r) {
-  int64_t n = shape_numel(r.full);
-  return r.spec.sharded() ? n / r.spec.parts : n;
+  return shape_numel(r.spec.sharded() ? shard_shape(r.spec) : r.full);
 }
 
 // A tensor's moment pieces cover every element of every part exactly once
@@ -282,13 +287,12 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
       r.spec.parts = field<int>(sp, "parts", at);
       r.spec.index = field<int>(sp, "index", at);
       r.spec.groups = field<int>(sp, "groups", at);
+      if (sp.contains("blocks")) {
+        r.spec.blocks = field<std::vector<int64_t>>(sp, "blocks", at);
+        r.spec.unit = field<int64_t>(sp, "unit", at);
+      }
       r.spec.full = full;
-      if (r.spec.sharded() &&
-          (r.spec.dim >= int(full.size()) || r.spec.parts < 1 || r.spec.index < 0 ||
-           r.spec.index >= r.spec.parts || r.spec.groups < 1 ||
-           full[size_t(r.spec.dim)] % (int64_t(r.spec.parts) * r.spec.groups) != 0))
-        fail("{}: slice {} of {} along dimension {} ({} groups) does not split shape {}", at,
-             r.spec.index, r.spec.parts, r.spec.dim, r.spec.groups, shape_str(full));
+      if (auto e = shard_split_error(r.spec); !e.empty()) fail("{}: {}", at, e);
       r.name = name;
       r.full = full;
       records_.push_back(std::move(r));
@@ -343,9 +347,7 @@ tensor checkpoint_reader::full(const std::string& key) const {
       const int index = r->spec.sharded() ? r->spec.index : 0;
       auto& part = parts[index];
       if (!part.defined()) {
-        shape_t sh = whole.shape();
-        if (r->spec.sharded()) sh[size_t(r->spec.dim)] /= r->spec.parts;
-        part = tensor(sh);
+        part = tensor(r->spec.sharded() ? shard_shape(r->spec) : whole.shape());
       }
       std::memcpy(part.f32() + r->begin, piece.f32(), piece.bytes());
     }
@@ -375,8 +377,7 @@ tensor checkpoint_reader::full(const std::string& key) const {
       std::memcpy(whole.raw(), part.raw(), whole.bytes());
       continue;
     }
-    shape_t want = whole.shape();
-    want[size_t(r->spec.dim)] /= r->spec.parts;
+    shape_t want = shard_shape(r->spec);
     if (part.shape() != want)
       fail("checkpoint shard '{}': tensor '{}' has shape {} but slice {} of {} needs {}", file, key,
            shape_str(part.shape()), r->spec.index, r->spec.parts, shape_str(want));

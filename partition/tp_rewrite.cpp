@@ -23,11 +23,13 @@ std::vector<std::vector<int>> readers_of(const model::graph& g) {
 struct pair_info {
   int column = -1, row = -1;
   std::vector<int> inner;  // nodes between them (per feature / per head)
-  bool heads = false;
+  int heads = 0;     // query heads of the attention inside (0: none)
+  int kv_heads = 0;  // its K/V heads, when a grouped [Q | K | V] (else 0)
+  bool glu = false;  // a gated unit inside: the column's output is [gate | up]
 };
 
-// Column -> (attention | single-input per-feature node)* -> row, each link
-// the only reader of the value before it.
+// Column -> (attention | rotary | single-input per-feature node)* -> row,
+// each link the only reader of the value before it.
 std::vector<pair_info> find_pairs(const model::graph& g) {
   auto readers = readers_of(g);
   std::vector<pair_info> pairs;
@@ -44,10 +46,14 @@ std::vector<pair_info> find_pairs(const model::graph& g) {
         p.row = n;
         break;
       }
-      bool per_feature = node.tp == tp_split::heads ||
-                         (node.inputs.size() == 1 && node.params.empty() && node.kind == "gelu");
-      if (!per_feature) break;
-      p.heads = p.heads || node.tp == tp_split::heads;
+      const bool elementwise = node.inputs.size() == 1 && node.params.empty() &&
+                               (node.kind == "gelu" || node.kind == "swiglu");
+      if (node.tp != tp_split::heads && !elementwise) break;
+      if (node.tp == tp_split::heads) {
+        p.heads = node.heads;
+        if (node.kv_heads > 0 && node.kv_heads != node.heads) p.kv_heads = node.kv_heads;
+      }
+      p.glu = p.glu || node.kind == "swiglu";
       p.inner.push_back(n);
       v = node.output;
     }
@@ -56,18 +62,45 @@ std::vector<pair_info> find_pairs(const model::graph& g) {
   return pairs;
 }
 
+// How the column's weight splits by rows: [Q | K | V] per head, [gate | up]
+// per feature, or plainly.
+model::shard_spec column_split(const model::graph& g, const pair_info& p, int tp, int rank) {
+  model::shard_spec s;
+  s.dim = 0;
+  s.parts = tp;
+  s.index = rank;
+  s.full = g.nodes()[size_t(p.column)].params[0].shape;
+  if (p.kv_heads > 0) {
+    s.blocks = {p.heads, p.kv_heads, p.kv_heads};
+    s.unit = s.full[0] / (p.heads + 2 * p.kv_heads);
+  } else {
+    s.groups = p.heads > 0 ? 3 : p.glu ? 2 : 1;
+  }
+  return s;
+}
+
 std::string check_pair(const model::graph& g, const pair_info& p, int tp) {
   auto& nodes = g.nodes();
   auto& col = nodes[p.column];
-  int64_t out = col.params[0].shape[0];
-  int groups = p.heads ? 3 : 1;
+  const int64_t out = col.params[0].shape[0];
+  if (p.heads > 0 && p.heads % tp != 0)
+    return fmt::format("tp {} does not divide the {} attention heads after '{}'", tp, p.heads,
+                       col.name);
+  if (p.kv_heads > 0) {
+    if (p.kv_heads % tp != 0 && tp % p.kv_heads != 0)
+      return fmt::format(
+          "tp {} and the {} query groups after '{}' (--num-query-groups): one must divide the "
+          "other",
+          tp, p.kv_heads, col.name);
+    if (out % (p.heads + 2 * p.kv_heads) != 0)
+      return fmt::format("'{}' has {} outputs, not [Q | K | V] of {} + 2 x {} heads", col.name,
+                         out, p.heads, p.kv_heads);
+    return "";
+  }
+  const int groups = p.heads > 0 ? 3 : p.glu ? 2 : 1;
   if (out % (int64_t(groups) * tp) != 0)
     return fmt::format("tp {} does not divide the {} output features of '{}'", tp, out / groups,
                        col.name);
-  for (int n : p.inner)
-    if (nodes[n].tp == tp_split::heads && nodes[n].heads % tp != 0)
-      return fmt::format("tp {} does not divide the {} heads of '{}'", tp, nodes[n].heads,
-                         nodes[n].name);
   return "";
 }
 
@@ -132,16 +165,23 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
   const int N = int(nodes.size());
   enum class role { whole, column, inner, row };
   std::vector<role> roles(N, role::whole);
-  std::vector<int> groups(N, 1);
-  int npairs = 0;
-  if (tp > 1)
-    for (auto& p : find_pairs(g)) {
-      roles[p.column] = role::column;
-      groups[p.column] = p.heads ? 3 : 1;
-      for (int n : p.inner) roles[n] = role::inner;
-      roles[p.row] = role::row;
-      ++npairs;
+  std::vector<model::shard_spec> splits(N);  // by column node
+  std::vector<int> pair_of(N, -1);           // by column and inner node
+  std::vector<int64_t> column_width(N, 0);   // by column node: the shard's output features
+  auto pairs = tp > 1 ? find_pairs(g) : std::vector<pair_info>{};
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    auto& p = pairs[i];
+    roles[p.column] = role::column;
+    splits[p.column] = column_split(g, p, tp, rank);
+    column_width[p.column] = model::shard_shape(splits[p.column])[0];
+    pair_of[p.column] = int(i);
+    for (int n : p.inner) {
+      roles[n] = role::inner;
+      pair_of[n] = int(i);
     }
+    roles[p.row] = role::row;
+  }
+  const int npairs = int(pairs.size());
   tp_graph out;
   out.pairs = npairs;
   auto& ng = out.graph;
@@ -149,15 +189,19 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
   std::vector<int> vmap(values.size(), -1);
   for (int v : g.inputs())
     vmap[v] = ng.add_input(values[v].name, values[v].features, values[v].type);
-  auto shard = [&](const model::param_spec& spec, int dim, int grp) {
+  auto shard = [&](const model::param_spec& spec, model::shard_spec split) {
     model::param_spec s = spec;
-    s.shard.dim = dim;
-    s.shard.parts = tp;
-    s.shard.index = rank;
-    s.shard.groups = grp;
-    s.shard.full = spec.shape;
-    s.shape[dim] /= tp;
+    split.full = spec.shape;
+    s.shard = split;
+    s.shape = model::shard_shape(split);
     return s;
+  };
+  auto plain = [&](int dim) {
+    model::shard_spec split;
+    split.dim = dim;
+    split.parts = tp;
+    split.index = rank;
+    return split;
   };
   auto features_of = [&](int v) {
     return values[v].features.empty() ? 0 : values[v].features.back();
@@ -189,13 +233,17 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
                                         region.as_slice(node.inputs[0], node.name), int(C),
                                         model::tp_comm::sp_gather, tp, rank)
                : model::layers::tp_copy(ng, node.name + ".tp_copy", node.inputs[0], int(C));
-        for (auto& spec : node.params) spec = shard(spec, 0, groups[n]);
-        feats.back() /= tp;
+        for (auto& spec : node.params) spec = shard(spec, splits[n]);
+        feats.back() = column_width[n];
         break;
       }
-      case role::inner:
-        feats.back() /= tp;
+      case role::inner: {
+        const auto& p = pairs[size_t(pair_of[n])];
+        feats.back() = node.kind == "rope" ? column_width[p.column] : feats.back() / tp;
+        if (p.kv_heads > 0 && p.kv_heads < tp && node.regroup)  // one K/V head per shard
+          node.make = node.regroup(p.heads / tp);
         break;
+      }
       case role::row: {
         model::param_spec bias;
         bool has_bias = node.params.size() > 1;
@@ -203,7 +251,7 @@ tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_p
           bias = node.params[1];
           node.params.pop_back();
         }
-        node.params[0] = shard(node.params[0], 1, 1);
+        node.params[0] = shard(node.params[0], plain(1));
         node.flops_per_token /= tp;
         int partial = ng.add_node(node, feats, values[nodes[n].output].type);
         int C = int(feats.back());

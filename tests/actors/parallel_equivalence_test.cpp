@@ -338,36 +338,6 @@ TEST_CASE("an interleaved device runs one chunk's op at a time in the schedule's
   }
 }
 
-TEST_CASE("a tiny Llama under dp and pp matches the single device",
-          "[actors][equivalence][llama]") {
-  const int64_t steps = 10;
-  auto opts = tiny(steps);
-  opts.model.family = model::model_family::llama;
-  opts.model.query_groups = 2;
-  opts.model.ffn_hidden = 64;
-  std::vector<double> reference;
-  {
-    model::trainer tr(opts, corpus());
-    while (!tr.done()) reference.push_back(tr.train_step().loss);
-  }
-  const layout_case cases[] = {
-      {2, 1, 1, 1, 0, schedule_kind::one_f_one_b, actors::recompute_mode::none},
-      {1, 1, 2, 4, 0, schedule_kind::one_f_one_b, actors::recompute_mode::none},
-      {1, 1, 2, 4, 0, schedule_kind::gpipe, actors::recompute_mode::full},
-      {2, 1, 2, 2, 0, schedule_kind::one_f_one_b, actors::recompute_mode::none},
-  };
-  for (const auto& c : cases) expect_losses(opts, c, reference, 1e-5);
-}
-
-TEST_CASE("a Llama under tensor parallelism is refused naming tp", "[actors][tp][llama]") {
-  auto opts = tiny(1);
-  opts.model.family = model::model_family::llama;
-  actors::parallel_options par;
-  par.tp = 2;
-  CHECK_THROWS_WITH(actors::parallel_trainer(opts, par, corpus()),
-                    Catch::Contains("--tp 2") && Catch::Contains("Llama"));
-}
-
 TEST_CASE("a tensor-parallel split that does not divide is refused by name", "[actors][tp]") {
   actors::parallel_options par;
   par.tp = 3;

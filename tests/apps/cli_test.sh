@@ -199,10 +199,17 @@ for x, y in zip(a, b, strict=True):
     assert abs(x["loss"] - y["loss"]) <= 1e-6 * abs(x["loss"]), (x, y)
 print("ok: llama losses", [round(x["loss"], 4) for x in a], "and config.toml reads back")
 PY
-    expect_error "error: --tp 2: the Llama family does not run under tensor parallelism" \
-      train --data "$work/text.txt" "${llama[@]}" --tp 2
-    expect_error "error: --devices 2 plans the GPT family only" \
-      train --data "$work/text.txt" "${llama[@]}" --devices 2
+    # Tensor parallelism splits its heads, groups and SwiGLU: the same losses.
+    "$merak" train --data "$work/text.txt" "${llama[@]}" --tp 2 --sequence-parallel \
+      --metrics "$work/llama_tp.jsonl" --log-level warn
+    python3 - "$work/llama.jsonl" "$work/llama_tp.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+for x, y in zip(a, b, strict=True):
+    assert abs(x["loss"] - y["loss"]) <= 1e-5 * abs(x["loss"]), (x, y)
+print("ok: llama --tp 2 --sequence-parallel equals the single device")
+PY
+    "$merak" train --data "$work/text.txt" "${llama[@]}" --devices 2 --log-level warn
     expect_error "error: --normalization LayerNorm: --model llama normalizes with RMSNorm" \
       train --data "$work/text.txt" "${llama[@]}" --normalization LayerNorm
     expect_error "error: --position-embedding-type learned_absolute: --model llama uses rope" \

@@ -1,0 +1,122 @@
+// The Llama family on the actor runtime gives the single-device losses in
+// every layout: grouped-query attention split by heads (K/V heads split
+// when tp divides the groups, replicated when the groups divide tp),
+// SwiGLU's [gate | up] split per half, with pipelines, schedules,
+// recomputation, sequence parallelism and the distributed optimizer.
+// Tolerance as parallel_equivalence_test.cpp states: 1e-5 relative.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "actors/parallel_trainer.hpp"
+#include "model/trainer.hpp"
+#include "partition/tp_rewrite.hpp"
+#include "tests/actors/layout_options.hpp"
+#include "tests/model/test_util.hpp"
+
+using namespace merak;
+using merak::partition::schedule_kind;
+
+namespace {
+
+model::train_options tiny_llama(int64_t steps, int groups) {
+  auto o = test::layout_test_options(steps);
+  o.model.family = model::model_family::llama;
+  o.model.query_groups = groups;  // of 8 heads
+  o.model.ffn_hidden = 64;
+  return o;
+}
+
+std::vector<double> single_device(const model::train_options& o) {
+  model::trainer tr(o, test::layout_test_corpus());
+  std::vector<double> out;
+  while (!tr.done()) out.push_back(tr.train_step().loss);
+  return out;
+}
+
+struct llama_case {
+  int dp, tp, pp, m, overlap;
+  schedule_kind kind;
+  actors::recompute_mode rc;
+  bool sp = false;
+  partition::sharding_strategy sharding = partition::sharding_strategy::no_shard;
+  int chunks = 1;
+};
+
+void expect_single_device(const model::train_options& o, const llama_case& c,
+                          const std::vector<double>& reference) {
+  auto par = test::parallel_layout(c.dp, c.tp, c.pp, c.m, c.kind, c.chunks);
+  par.tp_overlap = c.overlap;
+  par.recompute = c.rc;
+  par.sequence_parallel = c.sp;
+  par.sharding = c.sharding;
+  par.bucket_bytes = 8192;
+  par.timeout_s = 60;
+  INFO(par.str() << " groups " << o.model.query_groups);
+  actors::parallel_trainer tr(o, par, test::layout_test_corpus());
+  for (size_t s = 0; s < reference.size(); ++s) {
+    const double loss = tr.train_step().loss;
+    INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+    REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a tiny Llama under dp and pp matches the single device",
+          "[actors][equivalence][llama]") {
+  const auto o = tiny_llama(10, 2);
+  const auto reference = single_device(o);
+  using rm = actors::recompute_mode;
+  const llama_case cases[] = {
+      {2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+      {1, 1, 2, 4, 0, schedule_kind::one_f_one_b, rm::none},
+      {1, 1, 2, 4, 0, schedule_kind::gpipe, rm::full},
+      {2, 1, 2, 2, 0, schedule_kind::one_f_one_b, rm::none},
+  };
+  for (const auto& c : cases) expect_single_device(o, c, reference);
+}
+
+TEST_CASE("a tiny Llama under tensor parallelism matches the single device",
+          "[actors][equivalence][llama][tp]") {
+  using rm = actors::recompute_mode;
+  const auto optim = partition::sharding_strategy::optim;
+  SECTION("two groups: split over tp 2, replicated over tp 4 and 8") {
+    const auto o = tiny_llama(10, 2);
+    const auto reference = single_device(o);
+    const llama_case cases[] = {
+        {1, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+        {1, 4, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
+        {1, 8, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+        {2, 2, 2, 2, 1, schedule_kind::shifted, rm::stage_aware},
+        {1, 4, 2, 4, 0, schedule_kind::zb_h1, rm::selective},
+        {1, 2, 2, 4, 1, schedule_kind::interleaved, rm::none, false,
+         partition::sharding_strategy::no_shard, 2},
+        {1, 4, 1, 2, 2, schedule_kind::one_f_one_b, rm::none, true},
+        {2, 4, 1, 2, 1, schedule_kind::one_f_one_b, rm::full, true, optim},
+    };
+    for (const auto& c : cases) expect_single_device(o, c, reference);
+  }
+  SECTION("multi-query attention (one group) over tp 2") {
+    const auto o = tiny_llama(10, 1);
+    expect_single_device(o, {1, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
+                         single_device(o));
+  }
+}
+
+TEST_CASE("a Llama split the TP rewrite cannot make is refused naming the groups",
+          "[actors][tp][llama]") {
+  auto o = tiny_llama(1, 2);
+  o.model.heads = 4;
+  o.model.query_groups = 4;
+  o.model.dim = 24;  // 4 heads of 6; groups 4 over tp 8
+  auto g = model::build_model(o.model);
+  CHECK_THAT(partition::tp_divisibility_error(g, 8),
+             Catch::Contains("tp 8 does not divide the 4 attention heads"));
+  o.model.heads = 6;
+  o.model.query_groups = 3;
+  o.model.dim = 24;
+  g = model::build_model(o.model);
+  CHECK_THAT(partition::tp_divisibility_error(g, 2),
+             Catch::Contains("3 query groups") && Catch::Contains("--num-query-groups"));
+}
