@@ -496,7 +496,7 @@ MERAK_INSPECT(trace_slice, actors::text_ref{x.name}, x.start, x.end)
 }  // namespace merak
 
 namespace merak::model {
-MERAK_INSPECT(shard_spec, x.dim, x.parts, x.index, x.groups, x.blocks, x.unit, x.full)
+MERAK_INSPECT(shard_spec, x.dim, x.parts, x.index, x.groups, x.full, x.blocks, x.unit)
 MERAK_INSPECT(shard_record, actors::text_ref{x.file}, actors::text_ref{x.name}, x.spec, x.full,
               x.moment_piece, x.begin, x.end)
 MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens_per_s, x.forward_s,

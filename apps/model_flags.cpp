@@ -50,6 +50,10 @@ void apply_model_family(const model_family_flags& f, model::gpt_config& m) {
 void add_model_family_flags(CLI::App* c, model_family_flags* f, model::gpt_config* model) {
   model::gpt_config& m = *model;
   c->add_option("--model", f->model, "Model family: gpt (GPT-2) or llama")->capture_default_str();
+  c->add_option("--make-vocab-size-divisible-by", m.vocab_divisible_by,
+                "Pad the embedding and output layer to a multiple of this many rows "
+                "(the padding never scores: the loss leaves it out)")
+      ->capture_default_str();
   c->add_option("--num-query-groups", m.query_groups,
                 "Llama: key/value head groups (default: one per head)");
   c->add_option("--ffn-hidden-size", m.ffn_hidden,

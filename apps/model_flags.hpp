@@ -25,7 +25,7 @@ struct model_family_flags {
   double norm_epsilon = 0;          // 0: not given (1e-5)
 };
 
-// --model, --num-query-groups, --ffn-hidden-size, --max-position-embeddings,
+// --model, --make-vocab-size-divisible-by, --num-query-groups, --ffn-hidden-size, --max-position-embeddings,
 // --rotary-base, --norm-epsilon, --normalization, --position-embedding-type,
 // --swiglu, --disable-bias-linear, --group-query-attention; the shape flags
 // write into `model`, the rest into `flags`.

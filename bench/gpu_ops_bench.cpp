@@ -231,7 +231,7 @@ void time_once_per_step(model::backend& be, const options& o, op_timer& op) {
   auto dlosses = random_on_gpu({B, T}, dtype::f32, 18, 0.f);
   op("embedding_forward", 0, [&] { be.encoder_forward(out, tokens, wte, wpe); });
   op("lm_head_forward", 2 * n * C * V, [&] { be.matmul_forward(logits, x, wte_a, nullptr); });
-  op("loss_forward", 0, [&] { be.crossentropy_forward(losses, probs, logits, targets); });
+  op("loss_forward", 0, [&] { be.crossentropy_forward(losses, probs, logits, targets, int(logits.dim(-1))); });
   op("loss_backward", 0, [&] { be.crossentropy_backward(dlogits, dlosses, probs, targets); });
   op("lm_head_backward", 4 * n * C * V,
      [&] { be.matmul_backward(&dx, &dwte, nullptr, dlogits, x, wte_a); });

@@ -231,10 +231,10 @@ class cuda_backend final : public model::backend {
   }
 
   void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
-                            const tensor& targets) override {
+                            const tensor& targets, int valid) override {
     on({&losses, &probs, &logits, &targets});
     k::crossentropy_forward(is_bf16(logits), losses.f32(), probs.f32(), logits.raw(),
-                            targets.data<int32_t>(), rows_of(logits), cols_of(logits), s());
+                            targets.data<int32_t>(), rows_of(logits), cols_of(logits), valid, s());
   }
   void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                              const tensor& targets) override {

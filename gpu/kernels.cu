@@ -251,7 +251,7 @@ __global__ void causal_softmax_bwd_k(A* ds, A* p_clean, const float* dp, const A
 
 template <typename A>
 __global__ void crossentropy_fwd(float* losses, float* probs, const A* logits,
-                                 const int32_t* targets, int V) {
+                                 const int32_t* targets, int V, int valid) {
   __shared__ float red[32];
   const int n = blockIdx.x;
   const A* z = logits + int64_t(n) * V;
@@ -260,7 +260,7 @@ __global__ void crossentropy_fwd(float* losses, float* probs, const A* logits,
   // (each thread's sum kept relative to its own running maximum), a second
   // for the probabilities.
   float mx = -INFINITY, sum = 0.f;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) {
+  for (int v = threadIdx.x; v < valid; v += blockDim.x) {
     const float x = ld(z[v]);
     if (x > mx) {
       sum = sum * __expf(mx - x) + 1.f;
@@ -272,7 +272,8 @@ __global__ void crossentropy_fwd(float* losses, float* probs, const A* logits,
   const float block_max = block_reduce(mx, true, red);
   sum = block_reduce(mx == -INFINITY ? 0.f : sum * __expf(mx - block_max), false, red);
   const float inv = 1.0f / sum;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) p[v] = __expf(ld(z[v]) - block_max) * inv;
+  for (int v = threadIdx.x; v < V; v += blockDim.x)
+    p[v] = v < valid ? __expf(ld(z[v]) - block_max) * inv : 0.f;
   // -log p[target] from the logits, accurate at tiny p.
   if (threadIdx.x == 0) losses[n] = logf(sum) - (ld(z[targets[n]]) - block_max);
 }
@@ -535,11 +536,11 @@ void convert(bool dst_bf16, void* dst, bool src_bf16, const void* src, int64_t n
 }
 
 void crossentropy_forward(bool bf16, float* losses, float* probs, const void* logits,
-                          const int32_t* targets, int N, int V, cudaStream_t s) {
+                          const int32_t* targets, int N, int V, int valid, cudaStream_t s) {
   with_type(bf16, [&](auto a) {
     using A = decltype(a);
     crossentropy_fwd<<<N, kthreads, 0, s>>>(losses, probs, static_cast<const A*>(logits), targets,
-                                            V);
+                                            V, valid);
   });
   check_launch("cross-entropy forward");
 }

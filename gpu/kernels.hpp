@@ -107,9 +107,10 @@ void residual_backward(bool bf16, void* da, void* db, const void* dout, int64_t 
 void convert(bool dst_bf16, void* dst, bool src_bf16, const void* src, int64_t n, bool accumulate,
              cudaStream_t s);
 
-// losses (N) = -log softmax(logits)[target]; probs (N,V) float.
+// losses (N) = -log softmax(logits)[target] over the first `valid` of the V
+// columns; probs (N,V) float, zero past `valid`.
 void crossentropy_forward(bool bf16, float* losses, float* probs, const void* logits,
-                          const int32_t* targets, int N, int V, cudaStream_t s);
+                          const int32_t* targets, int N, int V, int valid, cudaStream_t s);
 // dlogits += (probs - onehot(target)) * dlosses[n].
 void crossentropy_backward(bool bf16, void* dlogits, const float* dlosses, const float* probs,
                            const int32_t* targets, int N, int V, cudaStream_t s);

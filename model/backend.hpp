@@ -61,9 +61,11 @@ class backend {
   virtual void copy(tensor& dst, const tensor& src) = 0;
   // dst += src (same shape; types may differ: the sum is formed in float).
   virtual void accumulate(tensor& dst, const tensor& src) = 0;
-  // losses (B,T) float = -log softmax(logits)[target]; probs (N,V) float.
+  // losses (B,T) float = -log softmax(logits)[target] over the first
+  // `valid` columns of the V (the rest: padding, left out); probs (N,V)
+  // float, zero past `valid`.
   virtual void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
-                                    const tensor& targets) = 0;
+                                    const tensor& targets, int valid) = 0;
   virtual void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                                      const tensor& targets) = 0;
 
@@ -123,6 +125,31 @@ class backend {
     attention_backward(dqkv, dout, qkv, att, heads);
   }
 
+  // Vocabulary parallelism (kernels.hpp states each formula): a shard
+  // holds rows [first, first + rows(wte)) of the token embedding and of the
+  // output layer. wpe may be null (no positions added / no gradient).
+  virtual void embedding_shard_forward(tensor& out, const tensor& tokens, const tensor& wte,
+                                       const tensor* wpe, int first) {
+    not_implemented("vocabulary-parallel embedding");
+  }
+  virtual void embedding_shard_backward(tensor& dwte, tensor* dwpe, const tensor& dout,
+                                        const tensor& tokens, int first) {
+    not_implemented("vocabulary-parallel embedding backward");
+  }
+  // stats (B,T,2 parts) float, logits (B,T,Vs).
+  virtual void vocab_ce_stats(tensor& stats, const tensor& logits, const tensor& targets,
+                              int first, int valid, int part) {
+    not_implemented("vocabulary-parallel cross-entropy");
+  }
+  // losses (B,T) float from the stats summed over the shards.
+  virtual void vocab_ce_loss(tensor& losses, const tensor& stats) {
+    not_implemented("vocabulary-parallel cross-entropy loss");
+  }
+  virtual void vocab_ce_backward(tensor& dlogits, const tensor& dlosses, const tensor& logits,
+                                 const tensor& stats, const tensor& targets, int first,
+                                 int valid) {
+    not_implemented("vocabulary-parallel cross-entropy backward");
+  }
   // Optimizer-side operations on float tensors (parameters, gradients,
   // AdamW moments), so that they stay on the device.
   // The sum of squares, accumulated in double.

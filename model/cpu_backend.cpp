@@ -280,14 +280,14 @@ class cpu_backend final : public backend {
   }
 
   void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
-                            const tensor& targets) override {
+                            const tensor& targets, int valid) override {
     const int N = rows_of(logits), V = cols_of(logits);
     if (is_bf16(logits))
       k::crossentropy_forward(losses.f32(), probs.f32(), logits.bf16s(), targets.data<int32_t>(), N,
-                              V);
+                              V, valid);
     else
       k::crossentropy_forward(losses.f32(), probs.f32(), logits.f32(), targets.data<int32_t>(), N,
-                              V);
+                              V, valid);
   }
   void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                              const tensor& targets) override {
@@ -298,6 +298,55 @@ class cpu_backend final : public backend {
     else
       k::crossentropy_backward(dlogits.f32(), dlosses.f32(), probs.f32(), targets.data<int32_t>(),
                                N, V);
+  }
+
+  void embedding_shard_forward(tensor& out, const tensor& tokens, const tensor& wte,
+                               const tensor* wpe, int first) override {
+    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols_of(out),
+              rows = int(wte.dim(0));
+    const float* p = wpe ? wpe->f32() : nullptr;
+    if (is_bf16(out))
+      k::embedding_shard_forward(out.bf16s(), tokens.data<int32_t>(), wte.f32(), p, B, T, C, first,
+                                 rows);
+    else
+      k::embedding_shard_forward(out.f32(), tokens.data<int32_t>(), wte.f32(), p, B, T, C, first,
+                                 rows);
+  }
+  void embedding_shard_backward(tensor& dwte, tensor* dwpe, const tensor& dout,
+                                const tensor& tokens, int first) override {
+    const int B = int(tokens.dim(0)), T = int(tokens.dim(1)), C = cols_of(dout),
+              rows = int(dwte.dim(0));
+    float* p = dwpe ? dwpe->f32() : nullptr;
+    if (is_bf16(dout))
+      k::embedding_shard_backward(dwte.f32(), p, dout.bf16s(), tokens.data<int32_t>(), B, T, C,
+                                  first, rows);
+    else
+      k::embedding_shard_backward(dwte.f32(), p, dout.f32(), tokens.data<int32_t>(), B, T, C,
+                                  first, rows);
+  }
+  void vocab_ce_stats(tensor& stats, const tensor& logits, const tensor& targets, int first,
+                      int valid, int part) override {
+    const int N = rows_of(logits), Vs = cols_of(logits), parts = cols_of(stats) / 2;
+    if (is_bf16(logits))
+      k::vocab_ce_stats(stats.f32(), logits.bf16s(), targets.data<int32_t>(), N, Vs, first, valid,
+                        part, parts);
+    else
+      k::vocab_ce_stats(stats.f32(), logits.f32(), targets.data<int32_t>(), N, Vs, first, valid,
+                        part, parts);
+  }
+  void vocab_ce_loss(tensor& losses, const tensor& stats) override {
+    k::vocab_ce_loss(losses.f32(), stats.f32(), rows_of(stats), cols_of(stats) / 2);
+  }
+  void vocab_ce_backward(tensor& dlogits, const tensor& dlosses, const tensor& logits,
+                         const tensor& stats, const tensor& targets, int first,
+                         int valid) override {
+    const int N = rows_of(logits), Vs = cols_of(logits), parts = cols_of(stats) / 2;
+    if (is_bf16(logits))
+      k::vocab_ce_backward(dlogits.bf16s(), dlosses.f32(), logits.bf16s(), stats.f32(),
+                           targets.data<int32_t>(), N, Vs, first, valid, parts);
+    else
+      k::vocab_ce_backward(dlogits.f32(), dlosses.f32(), logits.f32(), stats.f32(),
+                           targets.data<int32_t>(), N, Vs, first, valid, parts);
   }
 
   // Partial sums over a fixed number of blocks, added in block order: the

@@ -26,13 +26,23 @@ constexpr double kmost_parameters = 0x1p40;
 double approximate_parameters(const gpt_config& m) {
   const double c = m.dim;
   const double mlp = std::max(8 * c * c, 3 * c * double(m.ffn_hidden));
-  return double(m.layers) * (4 * c * c + mlp + 13 * c) + (double(m.vocab) + m.max_seq) * c;
+  return double(m.layers) * (4 * c * c + mlp + 13 * c) + (double(m.padded_vocab()) + m.max_seq) * c;
 }
 
 }  // namespace
 
+int gpt_config::padded_vocab() const {
+  const int64_t d = std::max(1, vocab_divisible_by);
+  return int((int64_t(vocab) + d - 1) / d * d);
+}
+
 void gpt_config::validate() const {
   if (vocab < 2) fail("--vocab must be at least 2 (got {})", vocab);
+  if (vocab_divisible_by < 1 || vocab_divisible_by > (1 << 20))
+    fail("--make-vocab-size-divisible-by must be from 1 to 2^20 (got {})", vocab_divisible_by);
+  if (int64_t(vocab) + vocab_divisible_by > (int64_t(1) << 31) - 1)
+    fail("--vocab {} padded to a multiple of {} does not fit 32-bit token ids", vocab,
+         vocab_divisible_by);
   if (max_seq < 1) fail("--seq must be at least 1 (got {})", max_seq);
   if (build) return;  // the rest is the custom model's business
   if (layers < 1) fail("--layers must be at least 1 (got {})", layers);
@@ -50,14 +60,15 @@ void gpt_config::validate() const {
 
 std::string gpt_config::str() const {
   return fmt::format(
-      "{}L={} C={} NH={} V={} T={}{}{}{}",
+      "{}L={} C={} NH={} V={}{} T={}{}{}{}",
       family == model_family::llama && !build ? llama_shape_str(*this) + " " : "", layers, dim,
-      heads, vocab, max_seq, tied_head ? "" : " untied-head", build ? " custom model" : "",
+      heads, vocab, padded_vocab() != vocab ? fmt::format(" (padded {})", padded_vocab()) : "",
+      max_seq, tied_head ? "" : " untied-head", build ? " custom model" : "",
       activations == dtype::bf16 ? fmt::format(" bf16 (GEMMs: {})", bf16_support()) : "");
 }
 
 bool gpt_config::operator==(const gpt_config& config) const {
-  return vocab == config.vocab && max_seq == config.max_seq && layers == config.layers &&
+  return vocab == config.vocab && padded_vocab() == config.padded_vocab() && max_seq == config.max_seq && layers == config.layers &&
          dim == config.dim && heads == config.heads && tied_head == config.tied_head &&
          bool(build) == bool(config.build) && family == config.family &&
          (family != model_family::llama ||
@@ -111,14 +122,14 @@ graph build_model(const gpt_config& cfg) {
 graph build_gpt(const gpt_config& cfg) {
   cfg.validate();
   namespace ly = layers;
-  const int C = cfg.dim, V = cfg.vocab, T = cfg.max_seq;
+  const int C = cfg.dim, V = cfg.padded_vocab(), T = cfg.max_seq;
   // GPT-2 scales the residual projections by 1/sqrt(2L) at initialisation.
   const float proj_std = 0.02f / std::sqrt(2.0f * cfg.layers);
   graph g;
   g.set_activation_type(cfg.activations);
   int tokens = g.add_input("tokens", {}, dtype::i32);
   int targets = g.add_input("targets", {}, dtype::i32);
-  int x = ly::embedding(g, "embed", tokens, V, T, C);
+  int x = ly::embedding(g, "embed", tokens, V, T, C, "wte", "wpe", cfg.vocab);
   for (int l = 0; l < cfg.layers; ++l) {
     auto p = fmt::format("h{}.", l);
     int h = ly::layernorm(g, p + "ln1", x, C);
@@ -134,7 +145,7 @@ graph build_gpt(const gpt_config& cfg) {
   }
   x = ly::layernorm(g, "ln_f", x, C);
   int logits = ly::lm_head(g, "lm_head", x, C, V, cfg.tied_head ? "wte" : "lm_head.weight");
-  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V));
+  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V, cfg.vocab));
   return g;
 }
 

@@ -19,7 +19,13 @@ enum class model_family { gpt, llama };
 
 struct gpt_config {
   model_family family = model_family::gpt;
-  int vocab = 256;        // V (byte-level by default)
+  int vocab = 256;        // V (byte-level by default): token ids are in [0, V)
+  // --make-vocab-size-divisible-by: the embedding and output layer have
+  // padded_vocab() rows, V rounded up to a multiple of this (Megatron's
+  // padding, for even tensor-parallel splits and aligned GEMMs). The padded
+  // ids are never tokens and the loss leaves their logits out, so the
+  // padding changes no result.
+  int vocab_divisible_by = 128;
   int max_seq = 256;      // position table size; T <= max_seq
   int layers = 6;         // L
   int dim = 384;          // C
@@ -45,6 +51,7 @@ struct gpt_config {
   // Empty: build_gpt. merak partitions, shards and schedules either alike.
   std::function<graph(const gpt_config&)> build = {};
 
+  int padded_vocab() const;
   // Throws merak::error naming the field when the shape is inconsistent.
   void validate() const;
   // "L=6 C=384 NH=6 V=256 T=256" (+ " custom model", + " bf16 (GEMMs: AMX)")

@@ -16,6 +16,8 @@ const char* tp_split_name(tp_split s) {
       return "row";
     case tp_split::heads:
       return "heads";
+    case tp_split::vocab:
+      return "vocab";
   }
   return "?";
 }

@@ -28,6 +28,7 @@ enum class tp_split : uint8_t {
   column,      // Y = X A, A split by columns: output features split
   row,         // Y = X A, A split by rows: input features split, output summed
   heads,       // attention: heads split across shards
+  vocab,       // token embedding, output layer, loss: the vocabulary split
 };
 const char* tp_split_name(tp_split s);
 
@@ -74,6 +75,9 @@ struct node_info {
   // for a shard holding `per_group` query heads per K/V head (the TP
   // rewrite's shard when K/V heads are replicated: fewer groups than shards).
   int kv_heads = 0;
+  // Token embeddings and the loss over a padded vocabulary: the token ids
+  // (the rows and logits past them are padding), 0 elsewhere.
+  int vocab = 0;
   std::function<layer_factory(int per_group)> regroup;
   // Sequence parallelism: the node acts on its shard's slice of the tokens,
   // so its parameters' gradients are partial sums, added over the TP group

@@ -143,10 +143,11 @@ tensor transposed(const tensor& t) {
   return out;
 }
 
-// The merak tensor of `m` from its HF tensors (row blocks stacked).
+// The merak tensor of `m` from its HF tensors (row blocks stacked; rows
+// past them, a padded vocabulary's, zero).
 tensor merak_tensor(const hf_mapping& m, const std::vector<const tensor*>& parts) {
   if (m.transpose) return transposed(*parts[0]);
-  tensor out(m.merak_shape);
+  tensor out = tensor::zeros(m.merak_shape);
   size_t offset = 0;
   for (const tensor* p : parts) {
     std::memcpy(reinterpret_cast<char*>(out.f32()) + offset, p->raw(), p->bytes());
@@ -163,7 +164,8 @@ tensor stored_as(tensor t, dtype type) {
   return out;
 }
 
-// The HF tensors of `m` from merak's tensor (F32, merak's shape).
+// The HF tensors of `m` from merak's tensor (F32, merak's shape; the rows
+// of a padded vocabulary past Hugging Face's are left out).
 std::vector<tensor> hf_tensors(const hf_mapping& m, const tensor& t) {
   std::vector<tensor> out;
   if (m.transpose) {
@@ -188,10 +190,19 @@ void add(std::vector<hf_mapping>& out, std::string merak, shape_t shape, std::st
   out.push_back({std::move(merak), std::move(shape), {std::move(hf)}, {hf_shape}, transpose});
 }
 
+// A vocabulary table: merak's (padded V, C), Hugging Face's (V, C).
+void add_vocab(std::vector<hf_mapping>& out, std::string merak, const gpt_config& c,
+               std::string hf) {
+  out.push_back({std::move(merak),
+                 {c.padded_vocab(), c.dim},
+                 {std::move(hf)},
+                 {{c.vocab, c.dim}}});
+}
+
 std::vector<hf_mapping> gpt2_mappings(const gpt_config& c) {
-  const int64_t C = c.dim, V = c.vocab, T = c.max_seq;
+  const int64_t C = c.dim, T = c.max_seq;
   std::vector<hf_mapping> out;
-  add(out, "wte", {V, C}, "wte.weight");
+  add_vocab(out, "wte", c, "wte.weight");
   add(out, "wpe", {T, C}, "wpe.weight");
   for (int l = 0; l < c.layers; ++l) {
     const auto m = fmt::format("h{}.", l), h = fmt::format("h.{}.", l);
@@ -210,15 +221,15 @@ std::vector<hf_mapping> gpt2_mappings(const gpt_config& c) {
   }
   add(out, "ln_f.weight", {C}, "ln_f.weight");
   add(out, "ln_f.bias", {C}, "ln_f.bias");
-  if (!c.tied_head) add(out, "lm_head.weight", {V, C}, "lm_head.weight");
+  if (!c.tied_head) add_vocab(out, "lm_head.weight", c, "lm_head.weight");
   return out;
 }
 
 std::vector<hf_mapping> llama_mappings(const gpt_config& c, bool hf_tied) {
-  const int64_t C = c.dim, V = c.vocab, F = llama_ffn_size(c);
+  const int64_t C = c.dim, F = llama_ffn_size(c);
   const int64_t KV = int64_t(llama_query_groups(c)) * (C / c.heads);  // G x D
   std::vector<hf_mapping> out;
-  add(out, "embedding.word_embeddings.weight", {V, C}, "model.embed_tokens.weight");
+  add_vocab(out, "embedding.word_embeddings.weight", c, "model.embed_tokens.weight");
   for (int l = 0; l < c.layers; ++l) {
     const auto m = fmt::format("decoder.layers.{}.", l), h = fmt::format("model.layers.{}.", l);
     add(out, m + "input_layernorm.weight", {C}, h + "input_layernorm.weight");
@@ -236,7 +247,7 @@ std::vector<hf_mapping> llama_mappings(const gpt_config& c, bool hf_tied) {
     add(out, m + "mlp.linear_fc2.weight", {C, F}, h + "mlp.down_proj.weight");
   }
   add(out, "decoder.final_layernorm.weight", {C}, "model.norm.weight");
-  add(out, "output_layer.weight", {V, C}, hf_tied ? "model.embed_tokens.weight" : "lm_head.weight");
+  add_vocab(out, "output_layer.weight", c, hf_tied ? "model.embed_tokens.weight" : "lm_head.weight");
   return out;
 }
 

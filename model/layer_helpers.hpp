@@ -36,6 +36,16 @@ inline backend& on(const tensor& t) {
 
 constexpr int64_t kF32 = 4;
 
+// Throws merak::error naming `what`, the id and its position unless every
+// id is in [0, limit).
+inline void check_ids(const tensor& ids, int limit, const char* what) {
+  if (ids.where().type != device::kind::cpu) return check_ids(ids.to(device::cpu()), limit, what);
+  const int32_t* p = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (p[i] < 0 || p[i] >= limit)
+      fail("{} id {} at position {} is outside [0, {})", what, p[i], i, limit);
+}
+
 // Bytes of one activation element in this graph.
 inline int64_t act(const graph& g) {
   return int64_t(dtype_size(g.activation_type()));

@@ -11,18 +11,10 @@ namespace {
 
 using namespace detail;
 
-void check_ids(const tensor& ids, int limit, const char* what) {
-  if (ids.where().type != device::kind::cpu) return check_ids(ids.to(device::cpu()), limit, what);
-  const int32_t* p = ids.data<int32_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i)
-    if (p[i] < 0 || p[i] >= limit)
-      fail("{} id {} at position {} is outside [0, {})", what, p[i], i, limit);
-}
-
 class embedding_layer final : public layer {
  public:
-  embedding_layer(parameter_ptr wte, parameter_ptr wpe)
-      : wte_(std::move(wte)), wpe_(std::move(wpe)) {}
+  embedding_layer(parameter_ptr wte, parameter_ptr wpe, int valid)
+      : wte_(std::move(wte)), wpe_(std::move(wpe)), valid_(valid) {}
   shape_t output_shape(std::span<const shape_t> in) const override {
     if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
     if (in[0][1] > wpe_->value.dim(0))
@@ -30,7 +22,7 @@ class embedding_layer final : public layer {
     return {in[0][0], in[0][1], wte_->value.dim(1)};
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
-    check_ids(*in[0], int(wte_->value.dim(0)), "token");
+    check_ids(*in[0], valid_, "token");
     on(out).encoder_forward(out, *in[0], wte_->value, wpe_->value);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const>,
@@ -40,19 +32,20 @@ class embedding_layer final : public layer {
 
  private:
   parameter_ptr wte_, wpe_;
+  int valid_;
 };
 
 // The backend's encoder adds a position table; this layer passes it a zero
 // table of (T, C) from the stash, whose gradient in backward is discarded.
 class token_embedding_layer final : public layer {
  public:
-  explicit token_embedding_layer(parameter_ptr wte) : wte_(std::move(wte)) {}
+  token_embedding_layer(parameter_ptr wte, int valid) : wte_(std::move(wte)), valid_(valid) {}
   shape_t output_shape(std::span<const shape_t> in) const override {
     if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
     return {in[0][0], in[0][1], wte_->value.dim(1)};
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
-    check_ids(*in[0], int(wte_->value.dim(0)), "token");
+    check_ids(*in[0], valid_, "token");
     tensor& zero_positions = st.add({in[0]->dim(1), wte_->value.dim(1)});  // (T, C)
     zero_positions.fill_zero();
     on(out).encoder_forward(out, *in[0], wte_->value, zero_positions);
@@ -64,6 +57,7 @@ class token_embedding_layer final : public layer {
 
  private:
   parameter_ptr wte_;
+  int valid_;
 };
 
 class layernorm_layer final : public layer {
@@ -256,7 +250,7 @@ class residual_layer final : public layer {
 
 class cross_entropy_layer final : public layer {
  public:
-  explicit cross_entropy_layer(int V) : V_(V) {}
+  cross_entropy_layer(int V, int valid) : V_(V), valid_(valid) {}
   shape_t output_shape(std::span<const shape_t> in) const override {
     expect_features(in[0], V_, "cross_entropy");
     if (in[1] != shape_t{in[0][0], in[0][1]})
@@ -264,9 +258,9 @@ class cross_entropy_layer final : public layer {
     return in[1];
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash& st) override {
-    check_ids(*in[1], V_, "target");
+    check_ids(*in[1], valid_, "target");
     st.add({rows(*in[0]), V_});  // probabilities, float
-    on(out).crossentropy_forward(out, st.tensors[0], *in[0], *in[1]);
+    on(out).crossentropy_forward(out, st.tensors[0], *in[0], *in[1], valid_);
   }
   void backward(std::span<const tensor* const> in, const tensor& dout, std::span<tensor* const> din,
                 stash& st) override {
@@ -274,37 +268,43 @@ class cross_entropy_layer final : public layer {
   }
 
  private:
-  int V_;
+  int V_, valid_;
 };
 
 }  // namespace
 
 int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, int C,
-              const std::string& wte, const std::string& wpe) {
+              const std::string& wte, const std::string& wpe, int valid) {
+  if (valid <= 0 || valid > V) valid = V;
   node_info n;
   n.name = name;
   n.kind = "embedding";
   n.inputs = {tokens};
   n.params = {{wte, {V, C}}, {wpe, {max_T, C}, init_kind::normal, 0.01f}};
+  n.tp = tp_split::vocab;
+  n.vocab = valid;
   n.flops_per_token = C;
   n.activation_bytes_per_token = C * act(g);
-  n.make = [](std::span<const parameter_ptr> p) {
-    return std::make_unique<embedding_layer>(p[0], p[1]);
+  n.make = [valid](std::span<const parameter_ptr> p) {
+    return std::make_unique<embedding_layer>(p[0], p[1], valid);
   };
   return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
 int token_embedding(graph& g, const std::string& name, int tokens, int V, int C,
-                    const std::string& wte) {
+                    const std::string& wte, int valid) {
+  if (valid <= 0 || valid > V) valid = V;
   node_info n;
   n.name = name;
   n.kind = "embedding";
   n.inputs = {tokens};
   n.params = {{wte, {V, C}}};
+  n.tp = tp_split::vocab;
+  n.vocab = valid;
   n.flops_per_token = C;
   n.activation_bytes_per_token = C * act(g) + C * kF32;
-  n.make = [](std::span<const parameter_ptr> p) {
-    return std::make_unique<token_embedding_layer>(p[0]);
+  n.make = [valid](std::span<const parameter_ptr> p) {
+    return std::make_unique<token_embedding_layer>(p[0], valid);
   };
   return g.add_node(std::move(n), {C}, g.activation_type());
 }
@@ -418,7 +418,7 @@ int lm_head(graph& g, const std::string& name, int x, int C, int V,
   n.params = {{tied_weight, {V, C}, init_kind::normal, 0.02f, true}};
   n.flops_per_token = 2.0 * C * V;
   n.activation_bytes_per_token = V * act(g);
-  n.tp = tp_split::column;
+  n.tp = tp_split::vocab;
   n.make = [](std::span<const parameter_ptr> p) {
     return std::make_unique<linear_layer>(p[0], nullptr);
   };
@@ -427,25 +427,29 @@ int lm_head(graph& g, const std::string& name, int x, int C, int V,
 
 namespace {
 
-int tp_identity(graph& g, const std::string& name, int x, int C, tp_comm comm) {
+int tp_identity(graph& g, const std::string& name, int x, int C, tp_comm comm, dtype type) {
   node_info n;
   n.name = name;
   n.kind = comm == tp_comm::copy ? "tp_copy" : "tp_reduce";
   n.inputs = {x};
-  n.activation_bytes_per_token = C * act(g);
+  n.activation_bytes_per_token = C * int64_t(dtype_size(type));
   n.comm = comm;
   n.make = [](std::span<const parameter_ptr>) { return std::make_unique<identity_layer>(); };
-  return g.add_node(std::move(n), {C}, g.activation_type());
+  return g.add_node(std::move(n), {C}, type);
 }
 
 }  // namespace
 
 int tp_copy(graph& g, const std::string& name, int x, int C) {
-  return tp_identity(g, name, x, C, tp_comm::copy);
+  return tp_identity(g, name, x, C, tp_comm::copy, g.activation_type());
 }
 
 int tp_reduce(graph& g, const std::string& name, int x, int C) {
-  return tp_identity(g, name, x, C, tp_comm::reduce);
+  return tp_identity(g, name, x, C, tp_comm::reduce, g.activation_type());
+}
+
+int tp_reduce(graph& g, const std::string& name, int x, int C, dtype type) {
+  return tp_identity(g, name, x, C, tp_comm::reduce, type);
 }
 
 namespace {
@@ -552,14 +556,20 @@ int bias_add(graph& g, const std::string& name, int x, int C, const param_spec& 
   return g.add_node(std::move(n), {C}, g.activation_type());
 }
 
-int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V) {
+int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V, int valid) {
+  if (valid <= 0) valid = V;
+  if (valid > V) fail("cross_entropy '{}': {} valid ids of {} logits", name, valid, V);
   node_info n;
   n.name = name;
   n.kind = "cross_entropy";
   n.inputs = {logits, targets};
+  n.tp = tp_split::vocab;
+  n.vocab = valid;
   n.flops_per_token = 5.0 * V;
   n.activation_bytes_per_token = (V + 1) * kF32;
-  n.make = [V](std::span<const parameter_ptr>) { return std::make_unique<cross_entropy_layer>(V); };
+  n.make = [V, valid](std::span<const parameter_ptr>) {
+    return std::make_unique<cross_entropy_layer>(V, valid);
+  };
   return g.add_node(std::move(n), {});
 }
 

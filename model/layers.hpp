@@ -12,13 +12,14 @@
 namespace merak::model::layers {
 
 // tokens (B,T) i32 -> (B,T,C): token embedding wte (V,C) plus learned
-// position embedding wpe (max_T,C).
+// position embedding wpe (max_T,C). Token ids must be below `valid` (0:
+// V; the rows past it pad the vocabulary).
 int embedding(graph& g, const std::string& name, int tokens, int V, int max_T, int C,
-              const std::string& wte = "wte", const std::string& wpe = "wpe");
+              const std::string& wte = "wte", const std::string& wpe = "wpe", int valid = 0);
 // tokens (B,T) i32 -> (B,T,C): token embedding wte (V,C) alone, no
 // position table (the Llama family, whose positions come from rotary).
 int token_embedding(graph& g, const std::string& name, int tokens, int V, int C,
-                    const std::string& wte = "wte");
+                    const std::string& wte = "wte", int valid = 0);
 // (B,T,C) -> (B,T,C)
 int layernorm(graph& g, const std::string& name, int x, int C);
 // (B,T,C) -> (B,T,OC), Y = X W^T + b. `tp` says how tensor parallelism may
@@ -60,12 +61,35 @@ int lm_head(graph& g, const std::string& name, int x, int C, int V, const std::s
 // of a row-parallel linear (added once, after the sum of the partial outputs).
 int tp_copy(graph& g, const std::string& name, int x, int C);
 int tp_reduce(graph& g, const std::string& name, int x, int C);
+// A tp_reduce of a value of element type `type` (a float one in a bf16 graph).
+int tp_reduce(graph& g, const std::string& name, int x, int C, dtype type);
 int bias_add(graph& g, const std::string& name, int x, int C, const param_spec& bias);
 // Sequence parallelism (tp_comm::sp_*): shard `rank` of `tp`. sp_enter and
 // sp_reduce take a whole (B, T, C) value to the shard's slice (B, T/tp, C);
 // sp_gather and sp_exit take the slice to the whole value.
 int sp_node(graph& g, const std::string& name, int x, int C, tp_comm comm, int tp, int rank);
-// logits (B,T,V), targets (B,T) i32 -> per-token loss (B,T).
-int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V);
+// Vocabulary parallelism (Megatron's; inserted by the TP rewrite): shard
+// `rank` of `tp` holds rows [first, first + V / tp) of the token embedding
+// and the output layer. embedding_shard: tokens (B,T) -> (B,T,C), the rows
+// of the tokens this shard holds, zero for the others, plus the position
+// table `wpe` when add_positions (one shard adds it; every shard with a
+// wpe accumulates its gradient, the same on each): a tp_reduce after it
+// sums the shards. `wte` is the shard's spec; ids are checked against
+// [0, vocab).
+int embedding_shard(graph& g, const std::string& name, int tokens, int vocab,
+                    const param_spec& wte, const param_spec* wpe, int first, bool add_positions);
+// logits (B,T,V/tp) of ids [first, first + V/tp), targets (B,T) -> the
+// per-token loss (B,T), whole on every shard: the shard's log-sum-exp and
+// target logit (a (B,T,2 tp) float value), their sum over the shards, the
+// loss from the sums. Its backward needs no communication. Ids from
+// `valid` on are padding, left out.
+int vocab_parallel_cross_entropy(graph& g, const std::string& name, int logits, int targets,
+                                 int first, int valid, int tp, int rank);
+// logits (B,T,V), targets (B,T) i32 -> per-token loss (B,T), the softmax
+// over the first `valid` logits (0: all V; the rest pad the vocabulary to
+// --make-vocab-size-divisible-by and are left out). Targets are in
+// [0, valid).
+int cross_entropy(graph& g, const std::string& name, int logits, int targets, int V,
+                  int valid = 0);
 
 }  // namespace merak::model::layers

@@ -46,7 +46,7 @@ std::string llama_shape_str(const gpt_config& cfg) {
 graph build_llama(const gpt_config& cfg) {
   cfg.validate();
   namespace ly = layers;
-  const int C = cfg.dim, V = cfg.vocab, T = cfg.max_seq, NH = cfg.heads;
+  const int C = cfg.dim, V = cfg.padded_vocab(), T = cfg.max_seq, NH = cfg.heads;
   const int groups = llama_query_groups(cfg), F = llama_ffn_size(cfg), head_size = C / NH;
   const int qkv_width = C + 2 * groups * head_size;  // [Q (NH heads) | K | V (groups heads each)]
   const float eps = cfg.norm_epsilon;
@@ -55,7 +55,8 @@ graph build_llama(const gpt_config& cfg) {
   g.set_activation_type(cfg.activations);
   int tokens = g.add_input("tokens", {}, dtype::i32);
   int targets = g.add_input("targets", {}, dtype::i32);
-  int x = ly::token_embedding(g, "embedding", tokens, V, C, "embedding.word_embeddings.weight");
+  int x = ly::token_embedding(g, "embedding", tokens, V, C, "embedding.word_embeddings.weight",
+                              cfg.vocab);
   for (int l = 0; l < cfg.layers; ++l) {
     const auto p = fmt::format("decoder.layers.{}.", l);
     int h = ly::rmsnorm(g, p + "input_layernorm", x, C, eps);
@@ -73,7 +74,7 @@ graph build_llama(const gpt_config& cfg) {
   }
   x = ly::rmsnorm(g, "decoder.final_layernorm", x, C, eps);
   int logits = ly::lm_head(g, "output_layer", x, C, V, "output_layer.weight");
-  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V));
+  g.set_loss(ly::cross_entropy(g, "loss", logits, targets, V, cfg.vocab));
   return g;
 }
 

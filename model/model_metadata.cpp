@@ -1,5 +1,7 @@
 #include "model/model_metadata.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -35,6 +37,7 @@ std::string model_metadata_json(const gpt_config& c) {
          {"layers", c.layers},
          {"dim", c.dim},
          {"heads", c.heads}};
+  if (c.padded_vocab() != c.vocab) j["vocab_divisible_by"] = c.vocab_divisible_by;
   if (!c.tied_head) j["tied_head"] = false;  // absent: tied (checkpoints before the option)
   if (c.family == model_family::llama && !c.build) {
     j["query_groups"] = llama_query_groups(c);
@@ -61,6 +64,10 @@ gpt_config parse_model_metadata(const std::string& text, const std::string& wher
   gpt_config c;
   c.family = parse_model_family(family->get<std::string>());
   c.vocab = count_field(j, "vocab", where);
+  // Absent: no padding (the vocabulary as it is).
+  c.vocab_divisible_by = j.contains("vocab_divisible_by")
+                             ? std::max(1, count_field(j, "vocab_divisible_by", where))
+                             : 1;
   c.max_seq = count_field(j, "seq", where);
   c.layers = count_field(j, "layers", where);
   c.dim = count_field(j, "dim", where);

@@ -43,8 +43,8 @@ std::string shard_split_error(const shard_spec& s) {
   const int64_t n = s.full[size_t(s.dim)];
   if (s.blocks.empty()) {
     if (s.groups < 1 || n % (int64_t(s.groups) * s.parts) != 0)
-      return fmt::format("{} parts of {} groups do not split dimension {} of shape {}", s.parts,
-                         s.groups, s.dim, shape_str(s.full));
+      return fmt::format("slice {} of {} along dimension {} ({} groups) does not split shape {}",
+                         s.index, s.parts, s.dim, s.groups, shape_str(s.full));
     return "";
   }
   int64_t rows = 0;

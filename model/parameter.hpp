@@ -36,9 +36,9 @@ struct shard_spec {
   int parts = 1;
   int index = 0;
   int groups = 1;
+  shape_t full;                 // shape of the whole parameter
   std::vector<int64_t> blocks;  // units per block; empty: `groups` equal blocks
   int64_t unit = 1;             // rows of dimension `dim` per unit
-  shape_t full;  // shape of the whole parameter
   bool sharded() const { return dim >= 0; }
   // How many shards hold each slice of the replicated blocks (1: none is).
   int copies() const;

@@ -538,7 +538,7 @@ tp_context make_context(const model::graph& g, int tp, const std::vector<int>& c
 }  // namespace
 
 double megatron_flops(const model::gpt_config& m, int64_t global_batch, bool recompute) {
-  const double B = double(global_batch), s = m.max_seq, l = m.layers, h = m.dim, V = m.vocab;
+  const double B = double(global_batch), s = m.max_seq, l = m.layers, h = m.dim, V = m.padded_vocab();
   const bool llama = m.family == model::model_family::llama;
   // Key/value heads per query head, the MLP's width over h and its gate.
   const double kv_ratio = llama && m.query_groups > 0 ? double(m.query_groups) / m.heads : 1.0;

@@ -148,140 +148,284 @@ bool acts_per_token(const model::node_info& n) {
          n.kind == "gelu";
 }
 
+// Vocabulary parallelism: the token embeddings, the output layers whose one
+// reader is a cross-entropy over their logits, and those losses. A weight
+// that some other node also reads keeps all its nodes whole.
+struct vocab_nodes {
+  std::vector<int> embeddings, heads, losses;
+  bool any() const { return !embeddings.empty() || !heads.empty(); }
+};
+
+vocab_nodes find_vocab_nodes(const model::graph& g) {
+  auto readers = readers_of(g);
+  auto& nodes = g.nodes();
+  std::vector<char> in(nodes.size(), 0);
+  std::vector<int> loss_of(nodes.size(), -1);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    auto& node = nodes[n];
+    if (node.tp != tp_split::vocab || node.params.empty()) continue;
+    if (node.kind == "embedding") in[n] = 1;
+    if (node.kind != "linear") continue;
+    auto& r = readers[size_t(node.output)];
+    if (r.size() == 1 && nodes[size_t(r[0])].kind == "cross_entropy" &&
+        nodes[size_t(r[0])].tp == tp_split::vocab && nodes[size_t(r[0])].inputs[0] == node.output) {
+      in[n] = 1;
+      loss_of[n] = r[0];
+    }
+  }
+  // Every node reading a sharded table must shard it alike.
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (!in[n]) continue;
+    const auto& table = nodes[n].params[0].name;
+    for (size_t k = 0; k < nodes.size(); ++k)
+      for (size_t q = 0; q < nodes[k].params.size(); ++q)
+        if (nodes[k].params[q].name == table && (!in[k] || q != 0)) in[n] = 0;
+  }
+  vocab_nodes out;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (!in[n]) continue;
+    if (nodes[n].kind == "embedding") {
+      out.embeddings.push_back(int(n));
+    } else {
+      out.heads.push_back(int(n));
+      out.losses.push_back(loss_of[n]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string tp_divisibility_error(const model::graph& g, int tp) {
   if (tp < 1) return fmt::format("--tp must be at least 1 (got {})", tp);
   for (auto& p : find_pairs(g))
     if (auto e = check_pair(g, p, tp); !e.empty()) return e;
+  if (tp > 1) {
+    auto v = find_vocab_nodes(g);
+    for (auto* list : {&v.embeddings, &v.heads})
+      for (int n : *list) {
+        const int64_t rows = g.nodes()[size_t(n)].params[0].shape[0];
+        if (rows % tp != 0)
+          return fmt::format(
+              "tp {} does not divide the {} vocabulary rows of '{}' (pad them with "
+              "--make-vocab-size-divisible-by)",
+              tp, rows, g.nodes()[size_t(n)].name);
+      }
+  }
   return "";
 }
 
-tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_parallel) {
-  if (auto e = tp_divisibility_error(g, tp); !e.empty()) fail("{}", e);
-  MERAK_CHECK(rank >= 0 && rank < tp, "tp rank {} of {}", rank, tp);
-  auto& nodes = g.nodes();
-  auto& values = g.values();
-  const int N = int(nodes.size());
-  enum class role { whole, column, inner, row };
-  std::vector<role> roles(N, role::whole);
-  std::vector<model::shard_spec> splits(N);  // by column node
-  std::vector<int> pair_of(N, -1);           // by column and inner node
-  std::vector<int64_t> column_width(N, 0);   // by column node: the shard's output features
-  auto pairs = tp > 1 ? find_pairs(g) : std::vector<pair_info>{};
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    auto& p = pairs[i];
-    roles[p.column] = role::column;
-    splits[p.column] = column_split(g, p, tp, rank);
-    column_width[p.column] = model::shard_shape(splits[p.column])[0];
-    pair_of[p.column] = int(i);
-    for (int n : p.inner) {
-      roles[n] = role::inner;
-      pair_of[n] = int(i);
+namespace {
+
+class tp_rewriter {
+ public:
+  tp_rewriter(const model::graph& g, int tp, int rank, bool sequence_parallel)
+      : g_(g),
+        tp_(tp),
+        rank_(rank),
+        sp_(sequence_parallel && tp > 1),
+        region_(out_.graph, tp, rank) {}
+
+  tp_graph run() {
+    plan();
+    auto& values = g_.values();
+    out_.graph.set_activation_type(g_.activation_type());
+    vmap_.assign(values.size(), -1);
+    for (int v : g_.inputs())
+      vmap_[v] = out_.graph.add_input(values[v].name, values[v].features, values[v].type);
+    for (int n = 0; n < int(g_.nodes().size()); ++n) {
+      out_.node_map.push_back(int(out_.graph.nodes().size()));
+      emit(n);
     }
-    roles[p.row] = role::row;
+    out_.node_map.push_back(int(out_.graph.nodes().size()));
+    if (g_.loss() >= 0) out_.graph.set_loss(vmap_[g_.loss()]);
+    return std::move(out_);
   }
-  const int npairs = int(pairs.size());
-  tp_graph out;
-  out.pairs = npairs;
-  auto& ng = out.graph;
-  ng.set_activation_type(g.activation_type());
-  std::vector<int> vmap(values.size(), -1);
-  for (int v : g.inputs())
-    vmap[v] = ng.add_input(values[v].name, values[v].features, values[v].type);
-  auto shard = [&](const model::param_spec& spec, model::shard_spec split) {
+
+ private:
+  enum class role { whole, column, inner, row, vocab_embedding, vocab_head, vocab_loss };
+
+  void plan() {
+    const int N = int(g_.nodes().size());
+    roles_.assign(N, role::whole);
+    splits_.resize(N);
+    pair_of_.assign(N, -1);
+    column_width_.assign(N, 0);
+    if (tp_ == 1) return;
+    pairs_ = find_pairs(g_);
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      auto& p = pairs_[i];
+      roles_[p.column] = role::column;
+      splits_[p.column] = column_split(g_, p, tp_, rank_);
+      column_width_[p.column] = model::shard_shape(splits_[p.column])[0];
+      pair_of_[p.column] = int(i);
+      for (int n : p.inner) {
+        roles_[n] = role::inner;
+        pair_of_[n] = int(i);
+      }
+      roles_[p.row] = role::row;
+    }
+    out_.pairs = int(pairs_.size());
+    auto v = find_vocab_nodes(g_);
+    for (int n : v.embeddings) roles_[n] = role::vocab_embedding;
+    for (int n : v.heads) roles_[n] = role::vocab_head;
+    for (int n : v.losses) roles_[n] = role::vocab_loss;
+  }
+
+  model::param_spec shard(const model::param_spec& spec, model::shard_spec split) const {
     model::param_spec s = spec;
     split.full = spec.shape;
     s.shard = split;
     s.shape = model::shard_shape(split);
     return s;
-  };
-  auto plain = [&](int dim) {
+  }
+  model::shard_spec plain(int dim) const {
     model::shard_spec split;
     split.dim = dim;
-    split.parts = tp;
-    split.index = rank;
+    split.parts = tp_;
+    split.index = rank_;
     return split;
-  };
-  auto features_of = [&](int v) {
-    return values[v].features.empty() ? 0 : values[v].features.back();
-  };
-  const bool sp = sequence_parallel && tp > 1;
-  sequence_region region{ng, tp, rank};
-  for (int n = 0; n < N; ++n) {
-    out.node_map.push_back(int(ng.nodes().size()));
-    model::node_info node = nodes[n];
-    for (int& v : node.inputs) v = vmap[v];
-    auto feats = values[node.output].features;
-    bool slice_out = false;
-    switch (roles[n]) {
-      case role::whole:
-        if (sp && acts_per_token(nodes[n])) {  // on the slice of the tokens
-          for (int& v : node.inputs) v = region.as_slice(v, node.name);
-          node.sequence_parallel = !node.params.empty();
-          node.flops_per_token /= tp;
-          node.activation_bytes_per_token /= tp;
-          slice_out = true;
-        } else if (sp) {
-          for (int& v : node.inputs) v = region.as_whole(v, node.name);
-        }
-        break;
-      case role::column: {
-        int64_t C = features_of(nodes[n].inputs[0]);
-        node.inputs[0] =
-            sp ? model::layers::sp_node(ng, node.name + ".sp_gather",
-                                        region.as_slice(node.inputs[0], node.name), int(C),
-                                        model::tp_comm::sp_gather, tp, rank)
-               : model::layers::tp_copy(ng, node.name + ".tp_copy", node.inputs[0], int(C));
-        for (auto& spec : node.params) spec = shard(spec, splits[n]);
-        feats.back() = column_width[n];
-        break;
-      }
-      case role::inner: {
-        const auto& p = pairs[size_t(pair_of[n])];
-        feats.back() = node.kind == "rope" ? column_width[p.column] : feats.back() / tp;
-        if (p.kv_heads > 0 && p.kv_heads < tp && node.regroup)  // one K/V head per shard
-          node.make = node.regroup(p.heads / tp);
-        break;
-      }
-      case role::row: {
-        model::param_spec bias;
-        bool has_bias = node.params.size() > 1;
-        if (has_bias) {
-          bias = node.params[1];
-          node.params.pop_back();
-        }
-        node.params[0] = shard(node.params[0], plain(1));
-        node.flops_per_token /= tp;
-        int partial = ng.add_node(node, feats, values[nodes[n].output].type);
-        int C = int(feats.back());
-        int y = sp ? region.mark(model::layers::sp_node(ng, nodes[n].name + ".sp_reduce", partial,
-                                                        C, model::tp_comm::sp_reduce, tp, rank))
-                   : model::layers::tp_reduce(ng, nodes[n].name + ".tp_reduce", partial, C);
-        if (has_bias) {
-          y = model::layers::bias_add(ng, nodes[n].name + ".bias_add", y, C, bias);
-          if (sp) {  // on the slice: a partial gradient
-            auto& added = ng.annotations(int(ng.nodes().size()) - 1);
-            added.sequence_parallel = true;
-            added.flops_per_token /= tp;
-            added.activation_bytes_per_token /= tp;
-            region.mark(y);
-          }
-        }
-        vmap[nodes[n].output] = y;
-        continue;
-      }
-    }
-    if (roles[n] != role::whole) {
-      node.flops_per_token /= tp;
-      node.activation_bytes_per_token /= tp;
-    }
-    vmap[nodes[n].output] = ng.add_node(std::move(node), feats, values[nodes[n].output].type);
-    if (slice_out) region.mark(vmap[nodes[n].output]);
   }
-  out.node_map.push_back(int(ng.nodes().size()));
-  if (g.loss() >= 0) ng.set_loss(vmap[g.loss()]);
-  return out;
+  int64_t features_of(int v) const {
+    auto& f = g_.values()[size_t(v)].features;
+    return f.empty() ? 0 : f.back();
+  }
+  // x (an input of node `at`) whole on every shard, its gradient summed:
+  // tp_copy, or under sequence parallelism sp_gather of its slice.
+  int copy_in(int x, const std::string& at) {
+    const int C = int(features_of_new(x));
+    return sp_ ? model::layers::sp_node(out_.graph, at + ".sp_gather", region_.as_slice(x, at), C,
+                                        model::tp_comm::sp_gather, tp_, rank_)
+               : model::layers::tp_copy(out_.graph, at + ".tp_copy", x, C);
+  }
+  // Partial sums y of node `at` summed: tp_reduce, or under sequence
+  // parallelism sp_reduce to this shard's slice.
+  int sum_out(int y, const std::string& at) {
+    const int C = int(features_of_new(y));
+    return sp_ ? region_.mark(model::layers::sp_node(out_.graph, at + ".sp_reduce", y, C,
+                                                     model::tp_comm::sp_reduce, tp_, rank_))
+               : model::layers::tp_reduce(out_.graph, at + ".tp_reduce", y, C);
+  }
+  int64_t features_of_new(int v) const {
+    auto& f = out_.graph.values()[size_t(v)].features;
+    return f.empty() ? 0 : f.back();
+  }
+
+  void emit(int n) {
+    auto& orig = g_.nodes()[size_t(n)];
+    model::node_info node = orig;
+    for (int& v : node.inputs) v = vmap_[v];
+    auto feats = g_.values()[size_t(orig.output)].features;
+    const auto type = g_.values()[size_t(orig.output)].type;
+    bool slice_out = false;
+    switch (roles_[n]) {
+      case role::whole:
+        if (sp_ && acts_per_token(orig)) {  // on the slice of the tokens
+          for (int& v : node.inputs) v = region_.as_slice(v, node.name);
+          node.sequence_parallel = !node.params.empty();
+          node.flops_per_token /= tp_;
+          node.activation_bytes_per_token /= tp_;
+          slice_out = true;
+        } else if (sp_) {
+          for (int& v : node.inputs) v = region_.as_whole(v, node.name);
+        }
+        break;
+      case role::column:
+        node.inputs[0] = copy_in(node.inputs[0], node.name);
+        for (auto& spec : node.params) spec = shard(spec, splits_[n]);
+        feats.back() = column_width_[n];
+        break;
+      case role::inner: {
+        const auto& p = pairs_[size_t(pair_of_[n])];
+        feats.back() = node.kind == "rope" ? column_width_[p.column] : feats.back() / tp_;
+        if (p.kv_heads > 0 && p.kv_heads < tp_ && node.regroup)  // one K/V head per shard
+          node.make = node.regroup(p.heads / tp_);
+        break;
+      }
+      case role::row:
+        return emit_row(n, std::move(node), feats, type);
+      case role::vocab_embedding:
+        return emit_vocab_embedding(n, node);
+      case role::vocab_head:
+        node.inputs[0] = copy_in(node.inputs[0], node.name);
+        node.params[0] = shard(node.params[0], plain(0));
+        feats.back() /= tp_;
+        break;
+      case role::vocab_loss: {
+        const int64_t Vs = features_of_new(node.inputs[0]);
+        vmap_[orig.output] = model::layers::vocab_parallel_cross_entropy(
+            out_.graph, orig.name, node.inputs[0], node.inputs[1], int(Vs) * rank_,
+            orig.vocab > 0 ? orig.vocab : int(Vs) * tp_, tp_, rank_);
+        return;
+      }
+    }
+    if (roles_[n] != role::whole) {
+      node.flops_per_token /= tp_;
+      node.activation_bytes_per_token /= tp_;
+    }
+    vmap_[orig.output] = out_.graph.add_node(std::move(node), feats, type);
+    if (slice_out) region_.mark(vmap_[orig.output]);
+  }
+
+  void emit_row(int n, model::node_info node, model::shape_t feats, model::dtype type) {
+    auto& ng = out_.graph;
+    const auto& name = g_.nodes()[size_t(n)].name;
+    model::param_spec bias;
+    const bool has_bias = node.params.size() > 1;
+    if (has_bias) {
+      bias = node.params[1];
+      node.params.pop_back();
+    }
+    node.params[0] = shard(node.params[0], plain(1));
+    node.flops_per_token /= tp_;
+    int y = sum_out(ng.add_node(node, feats, type), name);
+    if (has_bias) {
+      const int C = int(feats.back());
+      y = model::layers::bias_add(ng, name + ".bias_add", y, C, bias);
+      if (sp_) {  // on the slice: a partial gradient
+        auto& added = ng.annotations(int(ng.nodes().size()) - 1);
+        added.sequence_parallel = true;
+        added.flops_per_token /= tp_;
+        added.activation_bytes_per_token /= tp_;
+        region_.mark(y);
+      }
+    }
+    vmap_[g_.nodes()[size_t(n)].output] = y;
+  }
+
+  // The shard's rows of the table (and the position table, added by shard
+  // 0), summed over the shards.
+  void emit_vocab_embedding(int n, const model::node_info& node) {
+    auto& orig = g_.nodes()[size_t(n)];
+    const auto wte = shard(orig.params[0], plain(0));
+    const int rows = int(wte.shape[0]);
+    const model::param_spec* wpe = orig.params.size() > 1 ? &orig.params[1] : nullptr;
+    const int partial =
+        model::layers::embedding_shard(out_.graph, orig.name, node.inputs[0],
+                                       orig.vocab > 0 ? orig.vocab : rows * tp_, wte, wpe,
+                                       rows * rank_, rank_ == 0);
+    vmap_[orig.output] = sum_out(partial, orig.name);
+  }
+
+  const model::graph& g_;
+  const int tp_, rank_;
+  const bool sp_;
+  tp_graph out_;
+  sequence_region region_;
+  std::vector<role> roles_;
+  std::vector<model::shard_spec> splits_;  // by column node
+  std::vector<int> pair_of_;               // by column and inner node
+  std::vector<int64_t> column_width_;      // by column node: the shard's output features
+  std::vector<pair_info> pairs_;
+  std::vector<int> vmap_;
+};
+
+}  // namespace
+
+tp_graph rewrite_for_tp(const model::graph& g, int tp, int rank, bool sequence_parallel) {
+  if (auto e = tp_divisibility_error(g, tp); !e.empty()) fail("{}", e);
+  MERAK_CHECK(rank >= 0 && rank < tp, "tp rank {} of {}", rank, tp);
+  return tp_rewriter(g, tp, rank, sequence_parallel).run();
 }
 
 }  // namespace merak::partition

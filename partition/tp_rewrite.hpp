@@ -11,9 +11,16 @@
 //
 // tp_copy is identity forward / all-reduce backward, tp_reduce the reverse
 // (the conjugate pair); the row layer's bias is added once, after the sum.
-// Nodes outside a pair (embeddings, layer norms, residuals, the tied LM
-// head, the loss) stay whole on every shard. A column node whose output
-// feeds attention (a fused QKV) is split per head: groups of 3 blocks.
+// A column node whose output feeds attention (a fused QKV) is split per
+// head: [Q | K | V] blocks, K/V heads replicated where the groups divide tp;
+// one that feeds SwiGLU per half ([gate | up]).
+//
+// The vocabulary is split too (Megatron's vocabulary parallelism): each
+// shard holds V/tp rows of the token embedding (its partial lookups summed
+// by a tp_reduce) and of the output layer (after a tp_copy), and the loss
+// is vocab_parallel_cross_entropy, so no shard forms the whole logits. A
+// table some other node reads stays whole. Nodes outside a pair (layer
+// norms, residuals) stay whole on every shard.
 //
 // With sequence parallelism the nodes between the pairs that act per token
 // (norms, residuals, biases) run on the shard's slice of the tokens

@@ -96,13 +96,40 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N);
 void residual_forward(float* out, const float* a, const float* b, int64_t N);
 void residual_backward(float* da, float* db, const float* dout, int64_t N);
 
-// Softmax cross-entropy over logits (N,V) with targets (N) in [0, V).
-// losses (N) = -log softmax(logits)[target]; probs (N,V) stashed.
+// Softmax cross-entropy over the first `valid` columns of logits (N,V)
+// (valid < 0: all V; the rest are padding) with targets (N) in [0, valid).
+// losses (N) = -log softmax(logits)[target]; probs (N,V) stashed, zero past
+// `valid`.
 void crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets,
-                          int N, int V);
+                          int N, int V, int valid = -1);
 // dlogits (N,V) += (probs - onehot(target)) * dlosses[n].
 void crossentropy_backward(float* dlogits, const float* dlosses, const float* probs,
                            const int32_t* targets, int N, int V);
+
+// Vocabulary parallelism: a shard holds rows [first, first + rows) of the
+// token embedding and of the output layer.
+// out (B,T,C) = wte[token - first] for the tokens held, 0 for the others,
+// plus wpe[t] when wpe is not null.
+void embedding_shard_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                             int B, int T, int C, int first, int rows);
+// dwte[token - first] += dout for the tokens held; dwpe (when not null) +=
+// dout at every position.
+void embedding_shard_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                              int B, int T, int C, int first, int rows);
+// The shard's part of the loss over logits (N,Vs) of ids [first, first + Vs),
+// of which those below `valid` count: stats (N, 2 parts) zero except
+// columns 2 part (the log-sum-exp of the counted logits, -inf when none
+// count) and 2 part + 1 (the target's logit when this shard holds it,
+// else 0). Summed over the shards, the stats hold every shard's pair.
+void vocab_ce_stats(float* stats, const float* logits, const int32_t* targets, int N, int Vs,
+                    int first, int valid, int part, int parts);
+// losses (N) = log sum_k exp(stats[2k]) - sum_k stats[2k + 1] (summed stats).
+void vocab_ce_loss(float* losses, const float* stats, int N, int parts);
+// dlogits (N,Vs) += (softmax - onehot(target)) * dlosses over the shard's
+// counted columns, the softmax's normaliser from the summed stats.
+void vocab_ce_backward(float* dlogits, const float* dlosses, const float* logits,
+                       const float* stats, const int32_t* targets, int N, int Vs, int first,
+                       int valid, int parts);
 
 // bf16 activations (see the header comment).
 void encoder_forward(bf16* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
@@ -139,8 +166,16 @@ void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N);
 void residual_forward(bf16* out, const bf16* a, const bf16* b, int64_t N);
 void residual_backward(bf16* da, bf16* db, const bf16* dout, int64_t N);
 void crossentropy_forward(float* losses, float* probs, const bf16* logits, const int32_t* targets,
-                          int N, int V);
+                          int N, int V, int valid = -1);
 void crossentropy_backward(bf16* dlogits, const float* dlosses, const float* probs,
                            const int32_t* targets, int N, int V);
+void embedding_shard_forward(bf16* out, const int32_t* tokens, const float* wte, const float* wpe,
+                             int B, int T, int C, int first, int rows);
+void embedding_shard_backward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens,
+                              int B, int T, int C, int first, int rows);
+void vocab_ce_stats(float* stats, const bf16* logits, const int32_t* targets, int N, int Vs,
+                    int first, int valid, int part, int parts);
+void vocab_ce_backward(bf16* dlogits, const float* dlosses, const bf16* logits, const float* stats,
+                       const int32_t* targets, int N, int Vs, int first, int valid, int parts);
 
 }  // namespace merak::model::kernels

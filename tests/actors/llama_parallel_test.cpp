@@ -120,3 +120,37 @@ TEST_CASE("a Llama split the TP rewrite cannot make is refused naming the groups
   CHECK_THAT(partition::tp_divisibility_error(g, 2),
              Catch::Contains("3 query groups") && Catch::Contains("--num-query-groups"));
 }
+
+TEST_CASE("a padded vocabulary split over the shards gives the single-device losses",
+          "[actors][equivalence][tp][vocab]") {
+  using rm = actors::recompute_mode;
+  for (bool llama : {false, true}) {
+    // 130 ids padded to 256 rows: over tp 4, shard 2 holds two real ids and
+    // shard 3 none.
+    auto o = llama ? tiny_llama(6, 2) : test::layout_test_options(6);
+    o.model.vocab = 130;
+    REQUIRE(o.model.padded_vocab() == 256);
+    const auto reference = single_device(o);
+    INFO((llama ? "llama" : "gpt"));
+    expect_single_device(o, {1, 4, 1, 2, 1, schedule_kind::one_f_one_b, rm::none}, reference);
+    expect_single_device(o, {1, 4, 2, 4, 0, schedule_kind::one_f_one_b, rm::none, true},
+                         reference);
+  }
+}
+
+TEST_CASE("tensor parallelism holds a 1/tp share of the vocabulary tables on each shard",
+          "[actors][tp][vocab][memory]") {
+  auto params = [](int tp) {
+    auto par = test::parallel_layout(1, tp, 1, 1, schedule_kind::one_f_one_b, 1);
+    actors::parallel_trainer tr(test::layout_test_options(1), par, test::layout_test_corpus());
+    tr.train_step();
+    return tr.last_memory().parameters;
+  };
+  const auto o = test::layout_test_options(1);
+  const int64_t table = int64_t(o.model.padded_vocab()) * o.model.dim * 4;  // tied wte, float
+  const int64_t one = params(1), two = params(2);
+  // Everything a pair splits, and the table, halves; the rest (norms, the
+  // row biases, wpe) stays.
+  CHECK(one - two > table / 2);
+  CHECK(two < one / 2 + one / 10);
+}

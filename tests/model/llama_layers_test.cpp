@@ -4,6 +4,8 @@
 // against multi-head attention over explicitly repeated K/V heads.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include <cmath>
 #include <vector>
 
@@ -262,7 +264,7 @@ TEST_CASE("the Llama layers refuse inconsistent shapes with a message", "[kernel
                     Catch::Contains("expects qkv (B, T, 64)"));
 }
 
-TEST_CASE("the TP rewrite leaves the Llama layers and the linears around them whole", "[tp]") {
+TEST_CASE("the TP rewrite splits grouped-query attention by heads and SwiGLU per half", "[tp]") {
   namespace ly = layers;
   const int C = 16, NH = 4, G = 2, hs = C / NH, F = 24;
   graph g;
@@ -275,10 +277,28 @@ TEST_CASE("the TP rewrite leaves the Llama layers and the linears around them wh
   h = ly::linear(g, "mlp.gate_up", h, C, 2 * F, tp_split::column, 0.02f, false);
   h = ly::swiglu(g, "mlp.swiglu", h, F);
   ly::linear(g, "mlp.down", h, F, C, tp_split::row, 0.02f, false);
+  auto params_of = [](const graph& sg) {
+    std::map<std::string, param_spec> out;
+    for (auto& node : sg.nodes())
+      for (auto& spec : node.params) out[spec.name] = spec;
+    return out;
+  };
   CHECK(partition::tp_divisibility_error(g, 2).empty());
-  auto shard = partition::rewrite_for_tp(g, 2, 1);
-  CHECK(shard.pairs == 0);
-  CHECK(shard.graph.nodes().size() == g.nodes().size());
-  for (auto& node : shard.graph.nodes())
-    for (auto& spec : node.params) CHECK_FALSE(spec.shard.sharded());
+  auto two = partition::rewrite_for_tp(g, 2, 1);
+  CHECK(two.pairs == 2);
+  auto p = params_of(two.graph);
+  // Q: 2 of 4 heads, K and V: 1 of 2 groups each.
+  CHECK(p["attn.qkv.weight"].shape == shape_t{(2 + 1 + 1) * hs, C});
+  CHECK(p["attn.qkv.weight"].shard.copies() == 1);
+  CHECK(p["attn.proj.weight"].shape == shape_t{C, C / 2});
+  CHECK(p["mlp.gate_up.weight"].shape == shape_t{F, C});  // half of gate, half of up
+  CHECK(p["mlp.gate_up.weight"].shard.groups == 2);
+  CHECK(p["mlp.down.weight"].shape == shape_t{C, F / 2});
+  CHECK_FALSE(p["norm.weight"].shard.sharded());
+  auto four = partition::rewrite_for_tp(g, 4, 3);  // one query head, K/V group 1 replicated
+  p = params_of(four.graph);
+  CHECK(p["attn.qkv.weight"].shape == shape_t{(1 + 1 + 1) * hs, C});
+  CHECK(p["attn.qkv.weight"].shard.copies() == 2);
+  CHECK_THAT(partition::tp_divisibility_error(g, 8),
+             Catch::Contains("tp 8 does not divide the 4 attention heads"));
 }

@@ -182,13 +182,35 @@ class stand_in_backend final : public model::backend {
     FWD(accumulate(dst, src), &dst, &src);
   }
   void crossentropy_forward(tensor& losses, tensor& probs, const tensor& logits,
-                            const tensor& targets) override {
-    FWD(crossentropy_forward(losses, probs, logits, targets), &losses, &probs, &logits, &targets);
+                            const tensor& targets, int valid) override {
+    FWD(crossentropy_forward(losses, probs, logits, targets, valid), &losses, &probs, &logits,
+        &targets);
   }
   void crossentropy_backward(tensor& dlogits, const tensor& dlosses, const tensor& probs,
                              const tensor& targets) override {
     FWD(crossentropy_backward(dlogits, dlosses, probs, targets), &dlogits, &dlosses, &probs,
         &targets);
+  }
+  void embedding_shard_forward(tensor& out, const tensor& tokens, const tensor& wte,
+                               const tensor* wpe, int first) override {
+    FWD(embedding_shard_forward(out, tokens, wte, wpe, first), &out, &tokens, &wte, wpe);
+  }
+  void embedding_shard_backward(tensor& dwte, tensor* dwpe, const tensor& dout,
+                                const tensor& tokens, int first) override {
+    FWD(embedding_shard_backward(dwte, dwpe, dout, tokens, first), &dwte, dwpe, &dout, &tokens);
+  }
+  void vocab_ce_stats(tensor& stats, const tensor& logits, const tensor& targets, int first,
+                      int valid, int part) override {
+    FWD(vocab_ce_stats(stats, logits, targets, first, valid, part), &stats, &logits, &targets);
+  }
+  void vocab_ce_loss(tensor& losses, const tensor& stats) override {
+    FWD(vocab_ce_loss(losses, stats), &losses, &stats);
+  }
+  void vocab_ce_backward(tensor& dlogits, const tensor& dlosses, const tensor& logits,
+                         const tensor& stats, const tensor& targets, int first,
+                         int valid) override {
+    FWD(vocab_ce_backward(dlogits, dlosses, logits, stats, targets, first, valid), &dlogits,
+        &dlosses, &logits, &stats, &targets);
   }
   double sum_squares(const tensor& x) override {
     opened o{&x};

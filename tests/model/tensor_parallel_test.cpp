@@ -100,8 +100,10 @@ TEST_CASE("the TP rewrite splits each column/row pair and keeps the rest whole",
   graph g = build_gpt({.vocab = 32, .max_seq = 8, .layers = 2, .dim = 16, .heads = 4});
   auto r = partition::rewrite_for_tp(g, 2, 1);
   CHECK(r.pairs == 4);  // attention and MLP of each block
-  // Per pair: tp_copy, tp_reduce and the bias node are new.
-  CHECK(r.graph.nodes().size() == g.nodes().size() + 3 * 4);
+  // Per pair: tp_copy, tp_reduce and the bias node are new; the vocabulary:
+  // the embedding's tp_reduce, the LM head's tp_copy, the loss's statistics
+  // and their tp_reduce.
+  CHECK(r.graph.nodes().size() == g.nodes().size() + 3 * 4 + 4);
   CHECK(r.node_map.size() == g.nodes().size() + 1);
   int64_t shard_params = 0;
   for (auto& n : r.graph.nodes())
@@ -126,14 +128,16 @@ TEST_CASE("the sequence-parallel rewrite slices the regions between the pairs", 
     }
   }
   // Per pair sp_gather and sp_reduce instead of tp_copy and tp_reduce; the
-  // embedding's output enters the sliced region once, ln_f's output leaves
-  // it once for the LM head.
-  CHECK(kinds["sp_gather"] == 4);
-  CHECK(kinds["sp_reduce"] == 4);
-  CHECK(kinds["sp_enter"] == 1);
-  CHECK(kinds["sp_exit"] == 1);
-  CHECK(kinds["tp_copy"] + kinds["tp_reduce"] == 0);
-  CHECK(r.graph.nodes().size() == g.nodes().size() + 3 * 4 + 2);
+  // vocabulary-parallel embedding's partial sums are reduce-scattered into
+  // the sliced region, the LM head gathers its input like a column linear;
+  // the loss statistics are all-reduced whole.
+  CHECK(kinds["sp_gather"] == 4 + 1);
+  CHECK(kinds["sp_reduce"] == 4 + 1);
+  CHECK(kinds["sp_enter"] == 0);
+  CHECK(kinds["sp_exit"] == 0);
+  CHECK(kinds["tp_copy"] == 0);
+  CHECK(kinds["tp_reduce"] == 1);
+  CHECK(r.graph.nodes().size() == g.nodes().size() + 3 * 4 + 4);
   // Per block two LayerNorms and two row biases; and ln_f.
   CHECK(partial == 2 * 4 + 1);
   // Without --tp above 1 there is nothing to slice.
@@ -202,15 +206,18 @@ TEST_CASE("tensor-parallel shards give the single-device loss and gradients", "[
           CHECK(calls[r] == calls[0]);
         }
         // One sum per pair in forward and one in backward, per sub-batch,
-        // plus the recomputed forward's when checkpointed. Sequence
-        // parallel: two collectives per pair each way and the column
-        // linear's input gathered again before its backward, the
-        // embedding's slice (backward) and the LM head's whole (forward) per
-        // sub-batch, and one sum of each partial parameter gradient: per
-        // block the two LayerNorms' weights and biases and the two row
-        // biases, and ln_f's.
+        // and for the vocabulary the embedding's sum (forward), the LM
+        // head's input gradient (backward) and the loss statistics
+        // (forward); plus the recomputed forward's when checkpointed.
+        // Sequence parallel: two collectives per pair each way and the
+        // column linear's input gathered again before its backward, the
+        // same for the LM head, the embedding's reduce-scatter (forward)
+        // and all-gather (backward), the statistics, per sub-batch; and
+        // one sum of each partial parameter gradient: per block the two
+        // LayerNorms' weights and biases and the two row biases, and ln_f's.
         int subs = overlap > 0 ? 2 : 1;
-        const int want = sp ? (4 * 2 * 2 + 4 + 2) * subs + 2 * 6 + 2 : 4 * 2 * subs;
+        const int want =
+            sp ? (4 * 2 * 2 + 4 + 3 + 2 + 1) * subs + 2 * 6 + 2 : (4 * 2 + 3) * subs;
         if (ckpt == 0)
           CHECK(calls[0] == want);
         else
