@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
@@ -70,6 +71,11 @@ int run_generate(const generate_flags& f) {
     if (prompt.empty()) fail("--prompt '{}' encodes to no tokens", f.prompt);
   }
   auto m = model::load_decoder(f.load);
+  if (m.tokenizer == "words")
+    fail(
+        "checkpoint '{}' was trained on hashed words (--tokenizer words), which cannot be turned "
+        "back into text; generate reads byte-level and --tokenizer-type checkpoints",
+        m.dir);
   for (int32_t id : prompt)
     if (id >= m.config.vocab)
       fail("{}: token id {} is outside the vocabulary of checkpoint '{}' ([0, {}))",
@@ -81,6 +87,12 @@ int run_generate(const generate_flags& f) {
   o.sample = {.temperature = f.temperature, .top_k = f.top_k, .seed = f.seed};
   if (!f.ignore_eos) o.stop = tok->eod();
   const auto res = model::generate(m.decoder, prompt, o);
+  for (int32_t id : res.tokens)
+    if (id >= tok->vocab_size())
+      fail(
+          "the model chose token id {}, past the {}'s vocabulary of {} (the model's is {}): pass "
+          "the --tokenizer-type the model was trained with (new ids: {})",
+          id, tok->type_name(), tok->vocab_size(), m.config.vocab, fmt::join(res.tokens, ","));
   const std::string text = tok->decode(res.tokens);
   if (!f.json) {
     std::printf("%s\n", text.c_str());

@@ -161,7 +161,11 @@ case "$case_name" in
     expect_error "--prompt-ids: token id 256 is outside the vocabulary" \
       generate --load "$work/run-gpt2" --prompt-ids 256
     expect_error "--top-k 3 needs --temperature above 0" \
-      generate --load "$work/run-gpt2" --prompt x --top-k 3 ;;
+      generate --load "$work/run-gpt2" --prompt x --top-k 3
+    "$merak" train --data "$work/text.txt" --layers 1 --dim 16 --heads 2 --seq 8 --batch 2 \
+      --steps 1 --tokenizer words --vocab 500 --save "$work/words" --log-level warn
+    expect_error "checkpoint '.*' was trained on hashed words \(--tokenizer words\)" \
+      generate --load "$work/words" --prompt x ;;
   damage)
     "$python" "$ref" write gpt2 "$work/g" --seed 2
     "$python" "$ref" write llama "$work/l" --seed 2
