@@ -30,6 +30,7 @@ struct generate_flags {
   int top_k = 0;
   uint64_t seed = 0;
   bool ignore_eos = false, json = false;
+  bool use_ids = false;  // --prompt-ids was given (even empty)
   int threads = 0;
   model::text::tokenizer_options tokenizer;
 };
@@ -63,7 +64,7 @@ int run_generate(const generate_flags& f) {
     fail("--top-k {} needs --temperature above 0 (greedy decoding takes the top 1)", f.top_k);
   const auto tok = model::text::make_tokenizer(f.tokenizer);
   std::vector<int32_t> prompt;
-  if (!f.prompt_ids.empty()) {
+  if (f.use_ids) {
     prompt = parse_ids(f.prompt_ids);
   } else {
     if (f.prompt.empty()) fail("--prompt is empty: give some text (or --prompt-ids)");
@@ -79,8 +80,8 @@ int run_generate(const generate_flags& f) {
   for (int32_t id : prompt)
     if (id >= m.config.vocab)
       fail("{}: token id {} is outside the vocabulary of checkpoint '{}' ([0, {}))",
-           f.prompt_ids.empty() ? "--prompt (" + std::string(tok->type_name()) + ")"
-                                : std::string("--prompt-ids"),
+           f.use_ids ? std::string("--prompt-ids")
+                     : "--prompt (" + std::string(tok->type_name()) + ")",
            id, m.dir, m.config.vocab);
   model::generate_options o;
   o.max_new_tokens = f.max_new_tokens;
@@ -142,6 +143,7 @@ action add_generate_command(CLI::App& parent) {
   add_tokenizer_flags(*c, f->tokenizer);
   return [f, text, ids] {
     if (!*text && !*ids) fail("generate: give --prompt TEXT or --prompt-ids 1,2,3");
+    f->use_ids = bool(*ids);
     return run_generate(*f);
   };
 }

@@ -158,6 +158,7 @@ case "$case_name" in
     expect_error "checkpoint path '$work/none' does not exist" generate --load "$work/none" --prompt x
     expect_error "--prompt is empty" generate --load "$work/run-gpt2" --prompt ''
     expect_error "--prompt-ids: 'x' is not a token id" generate --load "$work/run-gpt2" --prompt-ids 1,x
+    expect_error "--prompt-ids: '' is not a token id" generate --load "$work/run-gpt2" --prompt-ids ''
     expect_error "--prompt-ids: token id 256 is outside the vocabulary" \
       generate --load "$work/run-gpt2" --prompt-ids 256
     expect_error "--top-k 3 needs --temperature above 0" \
