@@ -86,9 +86,9 @@ int32_t pick_token(std::span<const float> logits, int vocab, const sampling& s, 
 
 struct generate_options {
   int max_new_tokens = 32;
-  sampling sample;
+  sampling sample = {};
   // Generation ends when this id is chosen (it is not part of the result).
-  std::optional<int32_t> stop;
+  std::optional<int32_t> stop = std::nullopt;
 };
 
 struct generate_result {

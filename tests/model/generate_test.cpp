@@ -130,6 +130,13 @@ TEST_CASE("the cached Llama decoder (grouped-query) gives the full forward's log
   check_cache_against_full_forward(tiny_llama());
 }
 
+TEST_CASE("the cached multi-query Llama decoder (one K/V head) gives the full forward's logits",
+          "[generate]") {
+  gpt_config cfg = tiny_llama();
+  cfg.query_groups = 1;
+  check_cache_against_full_forward(cfg);
+}
+
 TEST_CASE("greedy generation continues with the full forward's argmax", "[generate]") {
   for (const gpt_config& cfg : {tiny_gpt(), tiny_llama()}) {
     graph g = build_model(cfg);
