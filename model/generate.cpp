@@ -124,7 +124,9 @@ struct kv_decoder::impl {
     const float* vc = v_cache[size_t(layer)].data();
     const float scale = 1.0f / std::sqrt(float(hs));
     const int per_group = NH / G;
-#pragma omp parallel for schedule(static)
+    // Threads only where the work outweighs waking them (a long prefill).
+    const int64_t work = int64_t(n) * NH * (p0 + n) * hs;
+#pragma omp parallel for schedule(static) if (work > (1 << 16))
     for (int64_t job = 0; job < int64_t(n) * NH; ++job) {
       const int i = int(job / NH), h = int(job % NH), g = h / per_group;
       const int keys = p0 + i + 1;
