@@ -35,8 +35,8 @@ class parameter_store;
 // names). Throws merak::error naming the tensor when there is none.
 using weight_source = std::function<tensor(const std::string& name)>;
 
-// Copies of the parameters of `store` (whole, unsharded values on any
-// device).
+// Host copies of the parameters of `store` (whole, unsharded values on any
+// device); `store` must outlive the source's calls.
 weight_source store_weights(const parameter_store& store);
 
 class kv_decoder {
