@@ -12,6 +12,7 @@
 #include "apps/tokenizer_flags.hpp"
 #include "bench/allreduce_bench.hpp"
 #include "bench/benchmarks.hpp"
+#include "bench/generate_bench.hpp"
 #include "bench/p2p_bench.hpp"
 #include "bench/parallel_bench.hpp"
 #include "bench/svm_bench.hpp"
@@ -292,6 +293,28 @@ bench_command add_tokenize_bench(CLI::App& parent) {
   return {t, [=] { return bench::run_tokenize_bench(*tok); }};
 }
 
+// `merak bench generate`: the KV-cached decoder's prefill and per-token times.
+bench_command add_generate_bench(CLI::App& parent) {
+  auto gen = std::make_shared<bench::generate_bench_options>();
+  auto* g = parent.add_subcommand(
+      "generate", "Text generation: prefill and mean per-token seconds per prompt length");
+  g->add_option("--load", gen->load, "A run directory (its latest) or a checkpoint directory")
+      ->required();
+  g->add_option("--prompt-lengths", gen->prompt_lengths, "Prompt lengths in tokens: 16,64,256")
+      ->delimiter(',')
+      ->capture_default_str();
+  g->add_option("--new", gen->new_tokens, "Greedy tokens generated after each prompt")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  g->add_option("--rounds", gen->rounds, "Repetitions per length (the medians count)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  g->add_option("--seed", gen->seed, "Seed of the random prompt ids")->capture_default_str();
+  g->add_option("--threads", gen->threads, "Compute threads (default: all cores)")
+      ->check(CLI::Range(0, 4096));
+  return {g, [=] { return bench::run_generate_bench(*gen); }};
+}
+
 }  // namespace
 
 action add_bench_command(CLI::App& parent) {
@@ -300,7 +323,7 @@ action add_bench_command(CLI::App& parent) {
   const std::vector<bench_command> commands{
       add_gpt_bench(*b),       add_gemm_bench(*b),     add_svm_bench(*b), add_pipeline_bench(*b),
       add_allreduce_bench(*b), add_parallel_bench(*b), add_memory_bench(*b), add_p2p_bench(*b),
-      add_tokenize_bench(*b)};
+      add_tokenize_bench(*b),  add_generate_bench(*b)};
   return [b, commands] {
     for (const auto& c : commands)
       if (b->got_subcommand(c.command)) {

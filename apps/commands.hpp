@@ -24,6 +24,7 @@ action add_node_command(CLI::App& parent);
 action add_ckpt_command(CLI::App& parent);
 action add_report_command(CLI::App& parent);
 action add_eval_command(CLI::App& parent);
+action add_generate_command(CLI::App& parent);
 action add_data_command(CLI::App& parent);
 
 // A sub-command of a command group: its CLI11 sub-command and what runs it

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
       {"svm", ma::add_svm_command},           {"launch", ma::add_launch_command},
       {"node", ma::add_node_command},         {"ckpt", ma::add_ckpt_command},
       {"report", ma::add_report_command},     {"eval", ma::add_eval_command},
-      {"data", ma::add_data_command},
+      {"data", ma::add_data_command},         {"generate", ma::add_generate_command},
   };
   return ma::run_cli(argc, argv, commands, int(std::size(commands)));
 }

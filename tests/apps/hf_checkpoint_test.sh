@@ -6,7 +6,9 @@
 # computes (`merak eval`, 1e-5 relative); export -> import is bit-exact, and
 # the reference reads merak's export and gets the same loss; damaged
 # checkpoints are refused with one line naming the file and the field.
-# Usage: hf_checkpoint_test.sh MERAK_BINARY CASE (gpt2, llama, damage).
+# `merak generate`'s greedy ids are the reference's (a full forward per
+# token, float64, no cache).
+# Usage: hf_checkpoint_test.sh MERAK_BINARY CASE (gpt2, llama, damage, generate).
 # Skips (77) without a python3 that has NumPy.
 set -euo pipefail
 merak=$1
@@ -121,6 +123,59 @@ case "$case_name" in
       { echo "FAIL: no sharded checkpoint"; exit 1; }
     "$merak" ckpt export --hf "$work/hf-pp" "$work/pp" >/dev/null
     agree "llama sharded export" "$(merak_loss "$work/pp")" "$(reference_loss "$work/hf-pp")" ;;
+  generate)
+    # new_ids RUN ARGS...: merak generate's new token ids, comma-separated.
+    new_ids() {
+      local run=$1
+      shift
+      "$merak" --log-level warn generate --load "$run" --json "$@" |
+        "$python" -c "import json, sys; print(','.join(map(str, json.load(sys.stdin)['new_tokens'])))"
+    }
+    same_ids() {  # same_ids LABEL MERAK REFERENCE
+      [[ $2 == "$3" ]] || { echo "FAIL: $1: merak $2, reference $3"; exit 1; }
+      echo "ok: $1: $2"
+    }
+    for family in gpt2 llama; do
+      "$python" "$ref" write "$family" "$work/$family" --seed 7
+      "$merak" ckpt import --hf "$work/$family" --out "$work/run-$family" >/dev/null
+      # ByteTokenizer: "Hi!" is ids 72,105,33. Prompt and new tokens fill all 16 positions.
+      same_ids "$family greedy from text" "$(new_ids "$work/run-$family" --prompt 'Hi!' \
+        --max-new-tokens 13)" "$("$python" "$ref" greedy "$work/$family" --prompt-ids 72,105,33 --new 13)"
+      same_ids "$family greedy from ids" "$(new_ids "$work/run-$family" --prompt-ids 200,7 \
+        --max-new-tokens 9)" "$("$python" "$ref" greedy "$work/$family" --prompt-ids 200,7 --new 9)"
+    done
+    # A sharded checkpoint (pipeline stages, tensor parallel) after a step of
+    # training: merak generate reads it; the reference reads its export.
+    "$merak" train --data "$work/text.txt" --load "$work/run-gpt2" --layers 2 --dim 32 --heads 4 \
+      --seq 16 --batch 4 --steps 1 --pp 2 --tp 2 --micro-batches 2 --log-level warn --save "$work/pp"
+    test -f "$work/pp/$(cat "$work/pp/latest")/index.json" ||
+      { echo "FAIL: no sharded checkpoint"; exit 1; }
+    "$merak" ckpt export --hf "$work/hf-pp" "$work/pp" >/dev/null
+    same_ids "gpt2 sharded (pp 2, tp 2)" "$(new_ids "$work/pp" --prompt-ids 9,8,7 --max-new-tokens 13)" \
+      "$("$python" "$ref" greedy "$work/hf-pp" --prompt-ids 9,8,7 --new 13)"
+    # A tied Llama from F16 shards.
+    "$python" "$ref" write llama "$work/tied" --seed 8 --dtype F16 --shards 2 --tied
+    "$merak" ckpt import --hf "$work/tied" --out "$work/run-tied" >/dev/null
+    same_ids "llama tied f16" "$(new_ids "$work/run-tied" --prompt-ids 5,6,7,8 --max-new-tokens 10)" \
+      "$("$python" "$ref" greedy "$work/tied" --prompt-ids 5,6,7,8 --new 10)"
+    # Sampling: reproducible from its seed, and only real ids.
+    a=$(new_ids "$work/run-llama" --prompt-ids 1,2 --max-new-tokens 12 --temperature 1.5 --top-k 40 --seed 3)
+    b=$(new_ids "$work/run-llama" --prompt-ids 1,2 --max-new-tokens 12 --temperature 1.5 --top-k 40 --seed 3)
+    same_ids "sampling with one seed twice" "$a" "$b"
+    expect_error "prompt's 3 tokens plus --max-new-tokens 14 make 17 positions, more than the model's 16" \
+      generate --load "$work/run-gpt2" --prompt 'Hi!' --max-new-tokens 14
+    expect_error "checkpoint path '$work/none' does not exist" generate --load "$work/none" --prompt x
+    expect_error "--prompt is empty" generate --load "$work/run-gpt2" --prompt ''
+    expect_error "--prompt-ids: 'x' is not a token id" generate --load "$work/run-gpt2" --prompt-ids 1,x
+    expect_error "--prompt-ids: '' is not a token id" generate --load "$work/run-gpt2" --prompt-ids ''
+    expect_error "--prompt-ids: token id 256 is outside the vocabulary" \
+      generate --load "$work/run-gpt2" --prompt-ids 256
+    expect_error "--top-k 3 needs --temperature above 0" \
+      generate --load "$work/run-gpt2" --prompt x --top-k 3
+    "$merak" train --data "$work/text.txt" --layers 1 --dim 16 --heads 2 --seq 8 --batch 2 \
+      --steps 1 --tokenizer words --vocab 500 --save "$work/words" --log-level warn
+    expect_error "checkpoint '.*' was trained on hashed words \(--tokenizer words\)" \
+      generate --load "$work/words" --prompt x ;;
   damage)
     "$python" "$ref" write gpt2 "$work/g" --seed 2
     "$python" "$ref" write llama "$work/l" --seed 2

@@ -21,6 +21,9 @@ Commands:
       the mean cross-entropy (float64 arithmetic) on the validation windows
       `merak eval` documents: the last F of DATA's bytes, B evenly spaced
       windows of the model's length per batch, E batches
+  greedy DIR --prompt-ids 1,2,3 --new N
+      the N greedy continuation ids (comma-separated), each the argmax of a
+      full forward of the whole sequence so far (float64, no cache)
   same-tensors A.safetensors B.safetensors
       every tensor of A is in B with the same dtype, shape and bytes
   damage DIR drop|transpose NAME
@@ -334,6 +337,24 @@ def loss(args):
     print(repr(float(np.mean(batch_means))))
 
 
+def greedy(args):
+    d = args[0]
+    opts = dict(zip(args[1::2], args[2::2]))
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    t = read_checkpoint(d)
+    forward = gpt2_logits if cfg["architectures"][0] == "GPT2LMHeadModel" else llama_logits
+    tokens = [int(x) for x in opts["--prompt-ids"].split(",")]
+    new = []
+    for _ in range(int(opts["--new"])):
+        last = forward(cfg, t, np.array(tokens + new))[-1]
+        top2 = np.sort(last)[-2:]
+        if top2[1] - top2[0] < 1e-4 * max(1.0, abs(top2[1])):  # float32 may pick either
+            print(f"warning: near tie at new token {len(new)}: {top2}", file=sys.stderr)
+        new.append(int(np.argmax(last)))
+    print(",".join(map(str, new)))
+
+
 def damage(args):
     """damage DIR drop|transpose NAME: rewrites DIR/model.safetensors without
     tensor NAME, or with NAME's two dimensions swapped (its bytes kept)."""
@@ -373,4 +394,4 @@ def same_hf(args):
 
 if __name__ == "__main__":
     {"write": write, "loss": loss, "same-tensors": same_tensors, "same-hf": same_hf,
-     "damage": damage}[sys.argv[1]](sys.argv[2:])
+     "damage": damage, "greedy": greedy}[sys.argv[1]](sys.argv[2:])
