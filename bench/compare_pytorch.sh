@@ -82,8 +82,8 @@ if m.get("params") != t.get("params"):
           % (m.get("params"), t.get("params")), file=sys.stderr)
 out = {"precision": os.environ["PRECISION"], "model": os.environ["MODEL"], "merak": m,
        "pytorch": t, "speedup": m["tokens_per_s"] / t["tokens_per_s"]}
-# merak measures the GEMM rate of the step's precision (sgemm for fp32, bf16
-# GEMMs for bf16) on the model's shapes; the share is its
+# merak measures the GEMM rate of the precision of the step (sgemm for fp32,
+# bf16 GEMMs for bf16) on the shapes of the model; the share equals merak
 # step_share_of_gemm_rate, named as the target states it.
 gemm = m.get("bf16_gemm_gflops" if m.get("precision") == "bf16" else "sgemm_gflops", 0)
 if gemm and "gflops" in m:
