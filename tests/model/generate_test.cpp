@@ -84,7 +84,7 @@ void check_cache_against_full_forward(const gpt_config& cfg) {
   rng r(3, 1);
   for (int t = 0; t < cfg.max_seq; ++t) seq.push_back(int32_t(r.below(uint64_t(cfg.vocab))));
   const auto want = full_forward(g, store, seq);
-  const int V = cfg.vocab;
+  const int V = cfg.padded_vocab();  // logits of every row, the padding's too
 
   kv_decoder dec(cfg, store_weights(store));
   REQUIRE(dec.logit_rows() == V);
@@ -150,7 +150,7 @@ TEST_CASE("greedy generation continues with the full forward's argmax", "[genera
     std::vector<int32_t> seq = prompt;
     for (int32_t next : res.tokens) {
       const auto z = full_forward(g, store, seq);
-      const float* last = z.data() + int64_t(seq.size() - 1) * cfg.vocab;
+      const float* last = z.data() + int64_t(seq.size() - 1) * cfg.padded_vocab();
       CHECK(next == int32_t(std::max_element(last, last + cfg.vocab) - last));
       seq.push_back(next);
     }
@@ -172,6 +172,7 @@ TEST_CASE("padded output rows are never chosen", "[generate]") {
   // times a real row: the padding's logits dominate, yet only real ids come.
   gpt_config cfg = tiny_gpt();
   cfg.tied_head = false;
+  cfg.vocab_divisible_by = 1;  // the padding below is the test's own
   graph g = build_model(cfg);
   parameter_store store(11);
   executor make_params(g, store);
