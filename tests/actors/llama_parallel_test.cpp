@@ -6,9 +6,13 @@
 // Tolerance as parallel_equivalence_test.cpp states: 1e-5 relative.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "actors/parallel_trainer.hpp"
+#include "model/sharded_checkpoint.hpp"
 #include "model/trainer.hpp"
 #include "partition/tp_rewrite.hpp"
 #include "tests/actors/layout_options.hpp"
@@ -153,4 +157,45 @@ TEST_CASE("tensor parallelism holds a 1/tp share of the vocabulary tables on eac
   // row biases, wpe) stays.
   CHECK(one - two > table / 2);
   CHECK(two < one / 2 + one / 10);
+}
+
+TEST_CASE("a Llama checkpoint with replicated K/V heads reshards to any layout",
+          "[actors][checkpoint][llama][tp]") {
+  const int64_t steps = 6;
+  const auto o = tiny_llama(steps, 2);
+  const auto reference = single_device(o);
+  auto dir = std::filesystem::temp_directory_path() /
+             ("merak_llama_ckpt_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto run = [&](int dp, int tp, bool load, int from, int to) {
+    auto x = o;
+    if (load) x.load = dir.string();
+    x.save_dir = dir.string();
+    auto par = test::parallel_layout(dp, tp, 1, 2, schedule_kind::one_f_one_b, 1);
+    par.sharding = dp > 1 ? partition::sharding_strategy::optim
+                          : partition::sharding_strategy::no_shard;
+    par.timeout_s = 60;
+    actors::parallel_trainer tr(x, par, test::layout_test_corpus());
+    REQUIRE(tr.step() == from);
+    for (int s = from; s < to; ++s) {
+      INFO("step " << s + 1 << " " << par.str());
+      REQUIRE(tr.train_step().loss == Approx(reference[size_t(s)]).epsilon(1e-5));
+    }
+    tr.save();
+  };
+  run(1, 4, false, 0, 2);  // 2 groups over 4 shards: each K/V head on two
+  {
+    model::checkpoint_reader ckpt(dir.string());
+    int replicated = 0;
+    for (auto& r : ckpt.records()) replicated += r.spec.copies() > 1 ? 1 : 0;
+    CHECK(replicated == 4 * o.model.layers);  // every QKV slice of every layer
+  }
+  run(2, 2, true, 2, 4);  // split K/V, distributed optimizer
+  run(1, 8, true, 4, 5);  // one query head and a K/V copy per shard
+  auto x = o;
+  x.load = dir.string();
+  model::trainer single(x, test::layout_test_corpus());
+  REQUIRE(single.step() == 5);
+  CHECK(single.train_step().loss == Approx(reference[5]).epsilon(1e-5));
+  std::filesystem::remove_all(dir);
 }
