@@ -36,6 +36,40 @@ class cuda_backend final : public model::backend {
                         int(tokens.dim(0)), int(tokens.dim(1)), cols_of(dout), s());
   }
 
+  void embedding_shard_forward(tensor& out, const tensor& tokens, const tensor& wte,
+                               const tensor* wpe, int first) override {
+    on({&out, &tokens, &wte, wpe});
+    k::embedding_shard_forward(is_bf16(out), out.raw(), tokens.data<int32_t>(), wte.f32(),
+                               wpe ? wpe->f32() : nullptr, int(tokens.dim(0)), int(tokens.dim(1)),
+                               cols_of(out), first, int(wte.dim(0)), s());
+  }
+  void embedding_shard_backward(tensor& dwte, tensor* dwpe, const tensor& dout,
+                                const tensor& tokens, int first) override {
+    on({&dwte, dwpe, &dout, &tokens});
+    k::embedding_shard_backward(is_bf16(dout), dwte.f32(), dwpe ? dwpe->f32() : nullptr,
+                                dout.raw(), tokens.data<int32_t>(), int(tokens.dim(0)),
+                                int(tokens.dim(1)), cols_of(dout), first, int(dwte.dim(0)), s());
+  }
+  void vocab_ce_stats(tensor& stats, const tensor& logits, const tensor& targets, int first,
+                      int valid, int part) override {
+    on({&stats, &logits, &targets});
+    k::vocab_ce_stats(is_bf16(logits), stats.f32(), logits.raw(), targets.data<int32_t>(),
+                      rows_of(logits), cols_of(logits), first, valid, part, cols_of(stats) / 2,
+                      s());
+  }
+  void vocab_ce_loss(tensor& losses, const tensor& stats) override {
+    on({&losses, &stats});
+    k::vocab_ce_loss(losses.f32(), stats.f32(), rows_of(stats), cols_of(stats) / 2, s());
+  }
+  void vocab_ce_backward(tensor& dlogits, const tensor& dlosses, const tensor& logits,
+                         const tensor& stats, const tensor& targets, int first,
+                         int valid) override {
+    on({&dlogits, &dlosses, &logits, &stats, &targets});
+    k::vocab_ce_backward(is_bf16(logits), dlogits.raw(), dlosses.f32(), logits.raw(), stats.f32(),
+                         targets.data<int32_t>(), rows_of(logits), cols_of(logits), first, valid,
+                         cols_of(stats) / 2, s());
+  }
+
   void layernorm_forward(tensor& out, tensor& mean, tensor& rstd, const tensor& in,
                          const tensor& weight, const tensor& bias) override {
     on({&out, &mean, &rstd, &in, &weight, &bias});

@@ -115,6 +115,22 @@ void crossentropy_forward(bool bf16, float* losses, float* probs, const void* lo
 void crossentropy_backward(bool bf16, void* dlogits, const float* dlosses, const float* probs,
                            const int32_t* targets, int N, int V, cudaStream_t s);
 
+// Vocabulary parallelism (model/kernels/kernels.hpp states each formula):
+// a shard holds rows [first, first + rows) of the token embedding and of
+// the output layer. wpe / dwpe may be null.
+void embedding_shard_forward(bool bf16, void* out, const int32_t* tokens, const float* wte,
+                             const float* wpe, int B, int T, int C, int first, int rows,
+                             cudaStream_t s);
+void embedding_shard_backward(bool bf16, float* dwte, float* dwpe, const void* dout,
+                              const int32_t* tokens, int B, int T, int C, int first, int rows,
+                              cudaStream_t s);
+void vocab_ce_stats(bool bf16, float* stats, const void* logits, const int32_t* targets, int N,
+                    int Vs, int first, int valid, int part, int parts, cudaStream_t s);
+void vocab_ce_loss(float* losses, const float* stats, int N, int parts, cudaStream_t s);
+void vocab_ce_backward(bool bf16, void* dlogits, const float* dlosses, const void* logits,
+                       const float* stats, const int32_t* targets, int N, int Vs, int first,
+                       int valid, int parts, cudaStream_t s);
+
 // Optimizer side, float tensors of n elements.
 // partial[b] = the sum of squares of block b's share (double), for
 // sum_squares_blocks(n) blocks; the caller adds them in order.

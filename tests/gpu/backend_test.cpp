@@ -203,6 +203,33 @@ TEST_CASE("every CUDA operation matches the CPU backend, float and bf16", "[gpu]
     cpu().crossentropy_backward(dlogits.h, dl.h, probs.h, targets.h);
     dev().crossentropy_backward(dlogits.d, dl.d, probs.h.to(gpu0), targets.d);
     expect_close(dlogits, tol, "cross-entropy backward");
+
+    // Vocabulary parallelism: shard 1 of 2 holds the upper half of the ids.
+    const int Vs = V / 2, first = V - Vs;
+    auto shard_logits = rnd({B, T, Vs}, A, 31, 3.0f);
+    auto half = rnd({Vs, C}, dtype::f32, 32), pos = rnd({T, C}, dtype::f32, 33);
+    auto emb = empty({B, T, C}, A);
+    cpu().embedding_shard_forward(emb.h, tokens.h, half.h, &pos.h, first);
+    dev().embedding_shard_forward(emb.d, tokens.d, half.d, &pos.d, first);
+    expect_close(emb, tol, "vocabulary-parallel embedding forward");
+    auto dhalf = rnd({Vs, C}, dtype::f32, 34), dpos = rnd({T, C}, dtype::f32, 35);
+    cpu().embedding_shard_backward(dhalf.h, &dpos.h, g.h, tokens.h, first);
+    dev().embedding_shard_backward(dhalf.d, &dpos.d, g.d, tokens.d, first);
+    expect_close(dhalf, tol, "vocabulary-parallel embedding backward: rows");
+    expect_close(dpos, tol, "vocabulary-parallel embedding backward: positions");
+    auto stats = empty({B, T, 4}, dtype::f32);
+    cpu().vocab_ce_stats(stats.h, shard_logits.h, targets.h, first, valid, 1);
+    dev().vocab_ce_stats(stats.d, shard_logits.d, targets.d, first, valid, 1);
+    expect_close(stats, tol, "vocabulary-parallel cross-entropy statistics");
+    auto vloss = empty({B, T}, dtype::f32);
+    cpu().vocab_ce_loss(vloss.h, stats.h);
+    dev().vocab_ce_loss(vloss.d, stats.h.to(gpu0));
+    expect_close(vloss, tol, "vocabulary-parallel cross-entropy loss");
+    auto dshard = rnd({B, T, Vs}, A, 36);
+    cpu().vocab_ce_backward(dshard.h, dl.h, shard_logits.h, stats.h, targets.h, first, valid);
+    dev().vocab_ce_backward(dshard.d, dl.d, shard_logits.d, stats.h.to(gpu0), targets.d, first,
+                            valid);
+    expect_close(dshard, tol, "vocabulary-parallel cross-entropy backward");
   }
 
   // Conversions both ways and mixed-type sums.
