@@ -30,7 +30,10 @@ std::string coordinator::write_checkpoint() {
   if (opts.save_dir.empty()) fail("no --save directory given");
   if (!lead()) fail("only process 0 of a job writes checkpoints");
   const std::string tmp = model::begin_checkpoint(opts.save_dir, step);
+  // Every shard carries the index's metadata (each adds its own AdamW
+  // count), so that a reader can tell a shard of another step or run.
   auto meta = model::checkpoint_metadata(opts, step, corpus->name());
+  meta["merak.step"] = std::to_string(step);
   std::vector<model::shard_record> records;
   int64_t adam_t = -1;
   int expected = 0;
@@ -49,7 +52,6 @@ std::string coordinator::write_checkpoint() {
             records.insert(records.end(), s.records.begin(), s.records.end());
             adam_t = s.adam_t;
           });
-  meta["merak.step"] = std::to_string(step);
   meta["merak.adam_t"] = std::to_string(adam_t);
   return model::commit_sharded_checkpoint(
       opts.save_dir, step, records, meta,

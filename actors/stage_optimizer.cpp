@@ -174,18 +174,20 @@ void take_bucket_gathered(stage_self self, bucket_gathered& g) {
 
 void save_own_shard(stage_self self, const save_shard& m) {
   auto& st = self->state;
+  auto meta = m.meta;  // and this shard's AdamW step count
+  meta["merak.adam_t"] = std::to_string(st.dist ? st.dist->t() : st.opt->t());
   if (!st.dist) {
     std::vector<const model::tensor*> pm, pv;
     for (auto& x : st.opt->first_moments()) pm.push_back(&x);
     for (auto& x : st.opt->second_moments()) pv.push_back(&x);
     self->send(st.coordinator,
-               shard_saved{coord(st), write_own_shard(st, m.dir, m.meta, pm, pv), st.opt->t()});
+               shard_saved{coord(st), write_own_shard(st, m.dir, meta, pm, pv), st.opt->t()});
     return;
   }
   // Each replica holds the moments of its slices: replica 0 writes the
   // values, every replica its moments' pieces, nothing gathered.
   std::vector<model::shard_record> records;
-  if (st.cfg.dp_rank == 0) records = write_own_shard(st, m.dir, m.meta, {}, {});
+  if (st.cfg.dp_rank == 0) records = write_own_shard(st, m.dir, meta, {}, {});
   std::vector<model::moment_piece> pieces;
   auto& all = st.store->all();
   for (int b = 0; b < st.dist->buckets(); ++b)
@@ -196,7 +198,7 @@ void save_own_shard(stage_self self, const save_shard& m) {
       pieces.push_back({&prm.spec, pc.begin, pc.end, pm, pv});
     }
   auto mine = model::write_moment_pieces(
-      m.dir, model::moment_file_name(st.cfg.stage, st.cfg.tp_rank, st.cfg.dp_rank), pieces, m.meta);
+      m.dir, model::moment_file_name(st.cfg.stage, st.cfg.tp_rank, st.cfg.dp_rank), pieces, meta);
   records.insert(records.end(), mine.begin(), mine.end());
   self->send(st.coordinator, shard_saved{coord(st), std::move(records), st.dist->t()});
 }

@@ -4,12 +4,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
+#include "model/gpt.hpp"
+#include "model/model_metadata.hpp"
 #include "model/safetensors.hpp"
 
 namespace merak::model {
@@ -29,6 +34,38 @@ json spec_json(const shard_spec& s) {
     j["unit"] = s.unit;
   }
   return j;
+}
+
+constexpr const char* kSlicesKey = "merak.slices";
+constexpr const char* kIndexCrc = "crc32c";
+
+// What one shard file holds, as the file's own metadata (kSlicesKey) and
+// as the index says: by tensor key ("w", or "m.w@BEGIN" for a moment
+// piece), its slice and whole shape.
+json slices_json(const std::vector<const shard_record*>& records) {
+  json out = json::object();
+  for (auto* r : records) {
+    json s = spec_json(r->spec);
+    s["shape"] = r->full;
+    if (r->moment_piece) s["elements"] = {r->begin, r->end};
+    out[r->moment_piece ? fmt::format("m.{}@{}", r->name, r->begin) : r->name] = std::move(s);
+  }
+  return out;
+}
+
+// `metadata` with the file's own slices added.
+metadata_map with_slices(metadata_map metadata, const std::vector<shard_record>& records) {
+  std::vector<const shard_record*> ptrs;
+  for (auto& r : records) ptrs.push_back(&r);
+  metadata[kSlicesKey] = slices_json(ptrs).dump();
+  return metadata;
+}
+
+// The index's checksum: "v1:" and the CRC-32C of its text as written with
+// one-space indents, without this field.
+std::string index_checksum(const json& index) {
+  const std::string text = index.dump(1);
+  return fmt::format("v1:{:08x}", crc32c(text.data(), text.size()));
 }
 
 // A field of the index, typed, or an error naming the index and the field.
@@ -142,7 +179,7 @@ std::vector<shard_record> write_moment_pieces(const std::string& dir, const std:
     r.end = p.end;
     records.push_back(std::move(r));
   }
-  write_safetensors((fs::path(dir) / file).string(), tensors, metadata);
+  write_safetensors((fs::path(dir) / file).string(), tensors, with_slices(metadata, records));
   return records;
 }
 
@@ -167,7 +204,7 @@ std::vector<shard_record> write_shard(const std::string& dir, const std::string&
     records.push_back(
         {file, spec.name, spec.shard, spec.shard.sharded() ? spec.shard.full : spec.shape});
   }
-  write_safetensors((fs::path(dir) / file).string(), tensors, metadata);
+  write_safetensors((fs::path(dir) / file).string(), tensors, with_slices(metadata, records));
   return records;
 }
 
@@ -212,6 +249,7 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
                 {"layout", layout},
                 {"metadata", metadata},
                 {"tensors", std::move(tensors)}};
+  index[kIndexCrc] = index_checksum(index);
   write_file_atomic((tmp / kIndex).string(), index.dump(1) + "\n");
   fsync_directory(tmp.string());
   return publish_checkpoint(dir, name);
@@ -220,14 +258,67 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
 struct checkpoint_reader::file_cache {
   std::mutex mu;
   std::map<std::string, std::shared_ptr<safetensors_file>> files;  // by file name
+  // Called once per file, when it is first read (a sharded checkpoint's
+  // check of the file against its index).
+  std::function<void(const std::string&, const safetensors_file&)> verify;
   std::shared_ptr<safetensors_file> get(const std::string& dir, const std::string& file) {
     std::lock_guard lock(mu);
     auto& f = files[file];
-    if (!f)
-      f = std::make_shared<safetensors_file>(read_safetensors((fs::path(dir) / file).string()));
+    if (!f) {
+      auto read =
+          std::make_shared<safetensors_file>(read_safetensors((fs::path(dir) / file).string()));
+      if (verify) verify(file, *read);
+      f = std::move(read);
+    }
     return f;
   }
 };
+
+namespace {
+
+// A shard file is the one its index describes: the index's metadata (step,
+// AdamW count, model, seed) in its own, and the slices the index places in
+// it, no more and no fewer. Throws merak::error naming the file and the
+// key.
+void verify_shard(const std::string& path, const safetensors_file& f, const metadata_map& meta,
+                  const std::vector<const shard_record*>& records) {
+  auto cut = [](const std::string& s) { return s.size() > 200 ? s.substr(0, 200) + "..." : s; };
+  for (auto& [key, value] : meta) {
+    auto it = f.metadata.find(key);
+    if (it == f.metadata.end())
+      fail("checkpoint shard '{}' has no {} (the index has '{}')", path, key, cut(value));
+    if (it->second != value)
+      fail("checkpoint shard '{}' has {} '{}' but its index has '{}' (a shard of another "
+           "checkpoint?)",
+           path, key, cut(it->second), cut(value));
+  }
+  auto it = f.metadata.find(kSlicesKey);
+  if (it == f.metadata.end()) {
+    if (!verify_checksums()) return;
+    fail("checkpoint shard '{}' does not say which slices it holds ({}; --skip-checksum loads it "
+         "anyway)",
+         path, kSlicesKey);
+  }
+  json own;
+  try {
+    own = json::parse(it->second);
+  } catch (const json::exception&) {
+    fail("checkpoint shard '{}': {} is not JSON", path, kSlicesKey);
+  }
+  const json said = slices_json(records);
+  for (auto& [key, s] : said.items()) {
+    if (!own.contains(key))
+      fail("checkpoint shard '{}' does not hold '{}', which its index places there", path, key);
+    if (own[key] != s)
+      fail("checkpoint shard '{}' holds '{}' as {} but its index says {}", path, key,
+           cut(own[key].dump()), cut(s.dump()));
+  }
+  for (auto& [key, s] : own.items())
+    if (!said.contains(key))
+      fail("checkpoint shard '{}' holds '{}', which its index does not place there", path, key);
+}
+
+}  // namespace
 
 checkpoint_reader::checkpoint_reader(const std::string& path)
     : dir_(resolve_checkpoint(path)), cache_(std::make_shared<file_cache>()) {
@@ -252,6 +343,17 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
     fail("{}: not valid JSON: {}", where, e.what());
   }
   if (!index.is_object()) fail("{}: not a JSON object", where);
+  if (!index.contains(kIndexCrc)) {
+    if (verify_checksums())
+      fail("{}: no checksum (field '{}'; --skip-checksum loads it anyway)", where, kIndexCrc);
+  } else {
+    const std::string said = field<std::string>(index, kIndexCrc, where);
+    index.erase(kIndexCrc);
+    if (const std::string own = index_checksum(index); own != said && verify_checksums())
+      fail("{}: checksum {} does not match its contents ({}): the index was edited or damaged "
+           "(--skip-checksum loads it anyway)",
+           where, said, own);
+  }
   if (auto f = field<std::string>(index, "format", where); f != kFormat)
     fail("{}: format '{}' is not {}", where, f, kFormat);
   layout_ = field<std::string>(index, "layout", where);
@@ -300,6 +402,13 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
   }
   for (auto& [name, slices] : by_tensor(records_)) check_complete(where, name, slices);
   for (auto& [name, pieces] : by_tensor(records_, true)) check_pieces(where, name, pieces);
+  cache_->verify = [dir = dir_, meta = metadata_, records = records_](
+                       const std::string& file, const safetensors_file& f) {
+    std::vector<const shard_record*> mine;
+    for (auto& r : records)
+      if (r.file == file) mine.push_back(&r);
+    verify_shard((fs::path(dir) / file).string(), f, meta, mine);
+  };
 }
 
 std::vector<std::string> checkpoint_reader::parameters() const {
@@ -435,8 +544,36 @@ int64_t load_moments(const checkpoint_reader& ckpt, const std::vector<parameter*
   return metadata_count(ckpt.metadata(), "merak.adam_t", ckpt.dir());
 }
 
+namespace {
+
+// A checkpoint of a built-in model holds exactly that model's parameters
+// (a custom model's are its own business). Throws merak::error naming the
+// checkpoint and the first tensor missing or extra.
+void check_model_tensors(const checkpoint_reader& ckpt) {
+  auto it = ckpt.metadata().find("merak.model");
+  if (it == ckpt.metadata().end()) return;
+  const json model = json::parse(it->second, nullptr, false);
+  if (!model.is_object() || model.value("family", "") == "custom") return;
+  const graph g = build_model(parse_model_metadata(it->second, ckpt.dir()));
+  std::set<std::string> want;
+  for (auto& n : g.nodes())
+    for (auto& p : n.params) want.insert(p.name);
+  const auto names = ckpt.parameters();
+  const std::set<std::string> have(names.begin(), names.end());
+  for (auto& name : want)
+    if (!have.count(name))
+      fail("checkpoint '{}' lacks tensor '{}' of its model {}", ckpt.dir(), name, it->second);
+  for (auto& name : have)
+    if (!want.count(name))
+      fail("checkpoint '{}' holds tensor '{}', which its model {} does not have", ckpt.dir(), name,
+           it->second);
+}
+
+}  // namespace
+
 std::string export_single_device(const checkpoint_reader& ckpt, const std::string& out) {
   const int64_t step = metadata_count(ckpt.metadata(), "merak.step", ckpt.dir());
+  check_model_tensors(ckpt);
   std::vector<std::string> names = ckpt.parameters();
   std::vector<tensor> values, m, v;
   for (auto& name : names) {

@@ -10,8 +10,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/parallel_trainer.hpp"
+#include "core/checksum.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "model/trainer.hpp"
 #include "partition/tp_rewrite.hpp"
@@ -197,5 +202,34 @@ TEST_CASE("a Llama checkpoint with replicated K/V heads reshards to any layout",
   model::trainer single(x, test::layout_test_corpus());
   REQUIRE(single.step() == 5);
   CHECK(single.train_step().loss == Approx(reference[5]).epsilon(1e-5));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a sharded checkpoint that lost a tensor of its model is not exported",
+          "[actors][checkpoint][tp]") {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("merak_lost_tensor_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto o = tiny_llama(1, 2);
+  o.save_dir = dir.string();
+  {
+    actors::parallel_trainer tr(o, test::parallel_layout(1, 2, 1, 1, schedule_kind::one_f_one_b, 1),
+                                test::layout_test_corpus());
+    tr.train_step();
+    tr.save();
+  }
+  model::checkpoint_reader whole(dir.string());
+  const auto index_path = std::filesystem::path(whole.dir()) / "index.json";
+  auto j = nlohmann::json::parse(std::ifstream(index_path));
+  REQUIRE(j["tensors"].contains("decoder.final_layernorm.weight"));
+  j["tensors"].erase("decoder.final_layernorm.weight");
+  j.erase("crc32c");
+  const std::string text = j.dump(1);
+  j["crc32c"] = fmt::format("v1:{:08x}", crc32c(text.data(), text.size()));
+  std::ofstream(index_path) << j.dump(1);
+  CHECK_THROWS_WITH(model::export_single_device(model::checkpoint_reader(dir.string()),
+                                                (dir / "single").string()),
+                    Catch::Contains("lacks tensor 'decoder.final_layernorm.weight'"));
+  CHECK_FALSE(std::filesystem::exists(dir / "single"));
   std::filesystem::remove_all(dir);
 }

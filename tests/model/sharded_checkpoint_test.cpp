@@ -9,9 +9,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "tests/model/test_util.hpp"
 
@@ -56,18 +59,27 @@ struct sample {
   // Writes both shards (the bias with shard 0) and commits step `step`.
   std::string save(const fs::path& dir, int64_t step) {
     auto tmp = begin_checkpoint(dir.string(), step);
+    const metadata_map meta{{"merak.step", std::to_string(step)}, {"merak.adam_t", "7"}};
     auto r0 = write_shard(tmp, shard_file_name(0, 0), {&part[0], &whole_bias}, {&pm[0], &bm},
-                          {&pv[0], &bv}, {});
-    auto r1 = write_shard(tmp, shard_file_name(0, 1), {&part[1]}, {&pm[1]}, {&pv[1]}, {});
+                          {&pv[0], &bv}, meta);
+    auto r1 = write_shard(tmp, shard_file_name(0, 1), {&part[1]}, {&pm[1]}, {&pv[1]}, meta);
     r0.insert(r0.end(), r1.begin(), r1.end());
-    return commit_sharded_checkpoint(dir.string(), step, r0,
-                                     {{"merak.step", std::to_string(step)}, {"merak.adam_t", "7"}},
-                                     "dp=1 pp=1 tp=2");
+    return commit_sharded_checkpoint(dir.string(), step, r0, meta, "dp=1 pp=1 tp=2");
   }
 };
 
 bool same(const tensor& a, const tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+// Writes an edited index with its checksum made anew, as docs/checkpoint-
+// format.md defines it: "v1:" and the CRC-32C, 8 hex digits, of the index
+// printed with one-space indents without the field.
+void write_sealed(const fs::path& path, nlohmann::json j) {
+  j.erase("crc32c");
+  const std::string text = j.dump(1);
+  j["crc32c"] = fmt::format("v1:{:08x}", crc32c(text.data(), text.size()));
+  std::ofstream(path) << j.dump(1);
 }
 
 }  // namespace
@@ -109,7 +121,7 @@ TEST_CASE("a sharded checkpoint with a missing or inconsistent piece is named", 
   auto dir = fs::path(s.save(d.path, 1));
   auto index_path = dir / "index.json";
   nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path));
-  auto rewrite = [&](const nlohmann::json& j) { std::ofstream(index_path) << j.dump(); };
+  auto rewrite = [&](const nlohmann::json& j) { write_sealed(index_path, j); };
 
   SECTION("a slice the index lacks") {
     auto j = index;
@@ -160,8 +172,9 @@ TEST_CASE("moments saved as element pieces by several replicas reassemble, and g
   // Values only in the TP shards' files; the moments of each TP slice (12
   // elements) and of the bias (6) in pieces of three replicas' files.
   auto tmp = begin_checkpoint(d.path.string(), 2);
-  auto records = write_shard(tmp, shard_file_name(0, 0), {&s.part[0], &s.whole_bias}, {}, {}, {});
-  auto r1 = write_shard(tmp, shard_file_name(0, 1), {&s.part[1]}, {}, {}, {});
+  const metadata_map meta{{"merak.step", "2"}, {"merak.adam_t", "2"}};
+  auto records = write_shard(tmp, shard_file_name(0, 0), {&s.part[0], &s.whole_bias}, {}, {}, meta);
+  auto r1 = write_shard(tmp, shard_file_name(0, 1), {&s.part[1]}, {}, {}, meta);
   records.insert(records.end(), r1.begin(), r1.end());
   const int64_t cuts[][2] = {{0, 5}, {5, 9}, {9, 12}};  // replica d: elements [cuts[d])
   for (int rep = 0; rep < 3; ++rep)
@@ -171,11 +184,10 @@ TEST_CASE("moments saved as element pieces by several replicas reassemble, and g
           {&s.part[k].spec, b, e, s.pm[k].f32() + b, s.pv[k].f32() + b}};
       const int64_t bb = 2 * rep, be = 2 * rep + 2;  // the bias (TP shard 0's): 2 elements each
       if (k == 0) pieces.push_back({&s.whole_bias.spec, bb, be, s.bm.f32() + bb, s.bv.f32() + bb});
-      auto mine = write_moment_pieces(tmp, moment_file_name(0, k, rep), pieces, {});
+      auto mine = write_moment_pieces(tmp, moment_file_name(0, k, rep), pieces, meta);
       records.insert(records.end(), mine.begin(), mine.end());
     }
-  auto dir = fs::path(commit_sharded_checkpoint(
-      d.path.string(), 2, records, {{"merak.step", "2"}, {"merak.adam_t", "2"}}, "dp=3 tp=2"));
+  auto dir = fs::path(commit_sharded_checkpoint(d.path.string(), 2, records, meta, "dp=3 tp=2"));
   {
     checkpoint_reader ckpt(dir.string());
     CHECK(same(ckpt.full("w"), s.weight));
@@ -196,7 +208,7 @@ TEST_CASE("moments saved as element pieces by several replicas reassemble, and g
                                          {&s.part[1].spec, 0, 2, s.pm[1].f32(), s.pv[1].f32()}},
                                         {}),
                     Catch::Contains("'m.w@0' twice"));
-  auto rewrite = [&](const nlohmann::json& j) { std::ofstream(index_path) << j.dump(); };
+  auto rewrite = [&](const nlohmann::json& j) { write_sealed(index_path, j); };
   SECTION("a piece the index lacks") {
     auto j = index;
     j["tensors"]["w"]["moments"].erase(2);
@@ -227,7 +239,7 @@ TEST_CASE("moments saved as element pieces by several replicas reassemble, and g
     rewrite(j);
     CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("m.b"),
                       Catch::Contains("shard-s000-t000-d001.safetensors") &&
-                          Catch::Contains("has no tensor 'm.b@0'"));
+                          Catch::Contains("does not hold 'm.b@0', which its index places there"));
   }
 }
 
@@ -246,4 +258,56 @@ TEST_CASE("re-saving a step keeps a checkpoint that latest can reach at every po
   s.save(d.path, 2);
   CHECK(checkpoint_reader(d.path.string()).dir() == (d.path / "step_00000002").string());
   CHECK_FALSE(fs::exists(d.path / "step_00000002.old"));
+}
+
+TEST_CASE("a sharded checkpoint whose index or shards were edited or mixed is refused by name",
+          "[checkpoint]") {
+  temp_dir d("merak_shard_trust_");
+  sample s;
+  auto dir = fs::path(s.save(d.path, 4));
+  auto index_path = dir / "index.json";
+  const nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path));
+  REQUIRE(index.contains("crc32c"));
+  SECTION("an index edited without its checksum") {
+    auto j = index;
+    j["metadata"]["merak.step"] = "1000";
+    std::ofstream(index_path) << j.dump(1);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("index.json: checksum") &&
+                          Catch::Contains("does not match its contents"));
+    set_verify_checksums(false);  // --skip-checksum: the shards still disagree
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("w"),
+                      Catch::Contains("has merak.step '4' but its index has '1000'"));
+    set_verify_checksums(true);
+  }
+  SECTION("an index without a checksum") {
+    auto j = index;
+    j.erase("crc32c");
+    std::ofstream(index_path) << j.dump(1);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()), Catch::Contains("no checksum"));
+  }
+  SECTION("a resealed index whose AdamW count the shards do not share") {
+    auto j = index;
+    j["metadata"]["merak.adam_t"] = "1";
+    write_sealed(index_path, j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("b"),
+                      Catch::Contains("shard-s000-t000.safetensors' has merak.adam_t '7'"));
+  }
+  SECTION("slices swapped between files") {
+    auto j = index;
+    auto& slices = j["tensors"]["w"]["slices"];
+    std::swap(slices[0]["shard"]["index"], slices[1]["shard"]["index"]);
+    write_sealed(index_path, j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("w"),
+                      Catch::Contains("holds 'w' as") && Catch::Contains("but its index says"));
+  }
+  SECTION("a stale shard of another step copied in") {
+    sample older;
+    auto old_dir = fs::path(older.save(d.path / "old", 2));
+    fs::copy_file(old_dir / shard_file_name(0, 1), dir / shard_file_name(0, 1),
+                  fs::copy_options::overwrite_existing);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()).full("w"),
+                      Catch::Contains("shard-s000-t001.safetensors' has merak.step '2' but its "
+                                      "index has '4'"));
+  }
 }
