@@ -52,6 +52,19 @@ __device__ inline float block_reduce(float v, bool max, float* buf) {
   return max ? warp_max(r) : warp_sum(r);
 }
 
+// dwpe (T, C) += the sum over the B rows of dout (B, T, C): a position
+// table's gradient, in a fixed order per element.
+template <typename A>
+__global__ void positions_bwd(float* dwpe, const A* dout, int B, int T, int C) {
+  const int64_t n = int64_t(T) * C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.f;
+    for (int b = 0; b < B; ++b) s += ld(dout[int64_t(b) * n + i]);
+    dwpe[i] += s;
+  }
+}
+
 // Blocks of a grid-stride loop over n elements: at least one (a launch of
 // none is an error), at most enough to fill the device several times over.
 inline int blocks_for(int64_t n, int per = kthreads) {

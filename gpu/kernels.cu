@@ -41,17 +41,6 @@ __global__ void encoder_bwd_wte(float* dwte, const A* dout, const int32_t* tok, 
   }
 }
 
-template <typename A>
-__global__ void encoder_bwd_wpe(float* dwpe, const A* dout, int B, int T, int C) {
-  const int64_t n = int64_t(T) * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float s = 0.f;
-    for (int b = 0; b < B; ++b) s += ld(dout[int64_t(b) * n + i]);
-    dwpe[i] += s;
-  }
-}
-
 // ---- layer norm ----------------------------------------------------------
 
 template <typename A>
@@ -372,7 +361,7 @@ void encoder_backward(bool bf16, float* dwte, float* dwpe, const void* dout, con
     const A* g = static_cast<const A*>(dout);
     encoder_bwd_wte<<<blocks_for(int64_t(B) * T * C), kthreads, 0, s>>>(dwte, g, tokens,
                                                                         int64_t(B) * T, C);
-    encoder_bwd_wpe<<<blocks_for(int64_t(T) * C), kthreads, 0, s>>>(dwpe, g, B, T, C);
+    positions_bwd<<<blocks_for(int64_t(T) * C), kthreads, 0, s>>>(dwpe, g, B, T, C);
   });
   check_launch("encoder backward");
 }

@@ -33,17 +33,6 @@ __global__ void embedding_shard_bwd(float* dwte, const A* dout, const int32_t* t
   }
 }
 
-template <typename A>
-__global__ void positions_bwd(float* dwpe, const A* dout, int B, int T, int C) {
-  const int64_t n = int64_t(T) * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float s = 0.f;
-    for (int b = 0; b < B; ++b) s += ld(dout[int64_t(b) * n + i]);
-    dwpe[i] += s;
-  }
-}
-
 // One block per row: the log-sum-exp of the counted columns (a running
 // maximum per thread, as crossentropy_fwd) and the target's logit.
 template <typename A>

@@ -286,10 +286,6 @@ class tp_rewriter {
     split.index = rank_;
     return split;
   }
-  int64_t features_of(int v) const {
-    auto& f = g_.values()[size_t(v)].features;
-    return f.empty() ? 0 : f.back();
-  }
   // x (an input of node `at`) whole on every shard, its gradient summed:
   // tp_copy, or under sequence parallelism sp_gather of its slice.
   int copy_in(int x, const std::string& at) {

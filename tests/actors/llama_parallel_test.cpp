@@ -36,13 +36,6 @@ model::train_options tiny_llama(int64_t steps, int groups) {
   return o;
 }
 
-std::vector<double> single_device(const model::train_options& o) {
-  model::trainer tr(o, test::layout_test_corpus());
-  std::vector<double> out;
-  while (!tr.done()) out.push_back(tr.train_step().loss);
-  return out;
-}
-
 struct llama_case {
   int dp, tp, pp, m, overlap;
   schedule_kind kind;
@@ -75,7 +68,7 @@ void expect_single_device(const model::train_options& o, const llama_case& c,
 TEST_CASE("a tiny Llama under dp and pp matches the single device",
           "[actors][equivalence][llama]") {
   const auto o = tiny_llama(10, 2);
-  const auto reference = single_device(o);
+  const auto reference = test::single_device_losses(o);
   using rm = actors::recompute_mode;
   const llama_case cases[] = {
       {2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
@@ -92,7 +85,7 @@ TEST_CASE("a tiny Llama under tensor parallelism matches the single device",
   const auto optim = partition::sharding_strategy::optim;
   SECTION("two groups: split over tp 2, replicated over tp 4 and 8") {
     const auto o = tiny_llama(10, 2);
-    const auto reference = single_device(o);
+    const auto reference = test::single_device_losses(o);
     const llama_case cases[] = {
         {1, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
         {1, 4, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
@@ -109,7 +102,7 @@ TEST_CASE("a tiny Llama under tensor parallelism matches the single device",
   SECTION("multi-query attention (one group) over tp 2") {
     const auto o = tiny_llama(10, 1);
     expect_single_device(o, {1, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
-                         single_device(o));
+                         test::single_device_losses(o));
   }
 }
 
@@ -139,7 +132,7 @@ TEST_CASE("a padded vocabulary split over the shards gives the single-device los
     auto o = llama ? tiny_llama(6, 2) : test::layout_test_options(6);
     o.model.vocab = 130;
     REQUIRE(o.model.padded_vocab() == 256);
-    const auto reference = single_device(o);
+    const auto reference = test::single_device_losses(o);
     INFO((llama ? "llama" : "gpt"));
     expect_single_device(o, {1, 4, 1, 2, 1, schedule_kind::one_f_one_b, rm::none}, reference);
     expect_single_device(o, {1, 4, 2, 4, 0, schedule_kind::one_f_one_b, rm::none, true},
@@ -168,7 +161,7 @@ TEST_CASE("a Llama checkpoint with replicated K/V heads reshards to any layout",
           "[actors][checkpoint][llama][tp]") {
   const int64_t steps = 6;
   const auto o = tiny_llama(steps, 2);
-  const auto reference = single_device(o);
+  const auto reference = test::single_device_losses(o);
   auto dir = std::filesystem::temp_directory_path() /
              ("merak_llama_ckpt_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

@@ -44,18 +44,11 @@ model::text_corpus corpus() {
   return test::layout_test_corpus();
 }
 
-std::vector<double> single_device_losses_of(const model::train_options& opts) {
-  model::trainer tr(opts, corpus());
-  std::vector<double> out;
-  while (!tr.done()) out.push_back(tr.train_step().loss);
-  return out;
-}
-
 std::vector<double> single_device_losses(int64_t steps,
                                          model::dtype activations = model::dtype::f32) {
   auto opts = tiny(steps);
   opts.model.activations = activations;
-  return single_device_losses_of(opts);
+  return test::single_device_losses(opts);
 }
 
 // One layout of a table-driven test.
@@ -617,7 +610,7 @@ TEST_CASE("selective recomputation matches the single device and holds less",
   {  // one device: the same bits as keeping the attention probabilities
     auto o = tiny(steps);
     o.recompute_attention = true;
-    CHECK(single_device_losses_of(o) == reference);
+    CHECK(test::single_device_losses(o) == reference);
   }
   using rm = actors::recompute_mode;
   const layout_case cases[] = {{2, 2, 2, 2, 1, schedule_kind::one_f_one_b, rm::selective},

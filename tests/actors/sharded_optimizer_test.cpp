@@ -62,13 +62,6 @@ std::vector<double> losses(const model::train_options& o, const actors::parallel
   return out;
 }
 
-std::vector<double> single_device(const model::train_options& o) {
-  model::trainer tr(o, test::layout_test_corpus());
-  std::vector<double> out;
-  while (!tr.done()) out.push_back(tr.train_step().loss);
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("the distributed optimizer gives no_shard's losses in every layout",
@@ -94,7 +87,7 @@ TEST_CASE("the distributed optimizer gives no_shard's losses in every layout",
     const auto o = options_of(c, steps);
     const auto plain = losses(o, options_of(c, sharding_strategy::no_shard));
     const auto sharded = losses(o, options_of(c, sharding_strategy::optim));
-    const auto single = single_device(o);
+    const auto single = test::single_device_losses(o);
     REQUIRE(sharded.size() == size_t(steps));
     for (size_t s = 0; s < sharded.size(); ++s) {
       INFO("step " << s + 1 << ": " << sharded[s] << " vs " << plain[s] << " (no_shard), "
@@ -109,7 +102,7 @@ TEST_CASE("a checkpoint of the distributed optimizer resumes unsharded, and the 
           "[actors][checkpoint][sharding]") {
   const int64_t steps = 6;
   const auto o = test::layout_test_options(steps);
-  const auto reference = single_device(o);
+  const auto reference = test::single_device_losses(o);
   auto dir = std::filesystem::temp_directory_path() /
              ("merak_sharded_ckpt_" + std::to_string(::getpid()));
   auto run = [&](actors::parallel_options par, bool load, bool save, int from, int to) {

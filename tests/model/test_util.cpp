@@ -30,4 +30,11 @@ model::text_corpus layout_test_corpus() {
   return model::text_corpus(small_text(4000), 16, 0.1, "tiny");
 }
 
+std::vector<double> single_device_losses(const model::train_options& opts) {
+  model::trainer tr(opts, layout_test_corpus());
+  std::vector<double> out;
+  while (!tr.done()) out.push_back(tr.train_step().loss);
+  return out;
+}
+
 }  // namespace merak::test

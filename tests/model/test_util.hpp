@@ -31,5 +31,7 @@ std::vector<uint8_t> small_text(size_t bytes);
 // windows of 16.
 model::train_options layout_test_options(int64_t steps);
 model::text_corpus layout_test_corpus();
+// Every step's loss of `opts` trained on one device over layout_test_corpus().
+std::vector<double> single_device_losses(const model::train_options& opts);
 
 }  // namespace merak::test
