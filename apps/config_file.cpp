@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "apps/commands.hpp"
@@ -89,6 +90,10 @@ std::vector<CLI::ConfigItem> toml_items(const toml::table& t, const std::string&
 }
 
 std::vector<CLI::ConfigItem> read_config(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    fail("config file '{}' is {}", path,
+         std::filesystem::exists(path, ec) ? "not a regular file" : "missing");
   std::ifstream f(path);
   if (!f) fail("cannot open config file '{}'", path);
   std::stringstream ss;
@@ -99,10 +104,14 @@ std::vector<CLI::ConfigItem> read_config(const std::string& path) {
     try {
       // A flag's value nests at most one list deep: refuse deeper nesting
       // while parsing, before it can cost a deep recursion.
+      std::set<std::string> keys;  // of the top-level object
       const nlohmann::json::parser_callback_t shallow =
-          [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+          [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
             if (depth > kmax_config_depth)
               fail("config file '{}' nests values deeper than {} levels", path, kmax_config_depth);
+            if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
+                !keys.insert(parsed.get<std::string>()).second)
+              fail("config file '{}': key '{}' is given twice", path, parsed.get<std::string>());
             return true;
           };
       return json_items(nlohmann::json::parse(text, shallow), path);
@@ -159,6 +168,10 @@ std::vector<std::string> expand_config_files(CLI::App& app, std::vector<std::str
         continue;
       }
       args.erase(args.begin() + long(j), args.begin() + long(j + erase));
+      for (size_t k = j; k < args.size(); ++k)
+        if (args[k] == "--config" || args[k].rfind("--config=", 0) == 0)
+          fail("--config is given twice ('{}' and '{}'): give one file", path,
+               args[k] == "--config" && k + 1 < args.size() ? args[k + 1] : args[k].substr(9));
       std::vector<std::string> flags;
       for (auto& item : read_config(path)) {
         if (item.name == "++" || item.name == "--") continue;  // CLI11 section markers

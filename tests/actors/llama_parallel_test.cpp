@@ -99,6 +99,21 @@ TEST_CASE("a tiny Llama under tensor parallelism matches the single device",
     };
     for (const auto& c : cases) expect_single_device(o, c, reference);
   }
+  SECTION("bf16 activations, against the single device in bf16") {
+    auto o = tiny_llama(10, 2);
+    o.model.activations = model::dtype::bf16;
+    const auto reference = test::single_device_losses(o);
+    auto par = test::parallel_layout(1, 4, 2, 4, schedule_kind::one_f_one_b, 1);
+    par.tp_overlap = 1;
+    par.sequence_parallel = true;
+    par.timeout_s = 60;
+    actors::parallel_trainer tr(o, par, test::layout_test_corpus());
+    for (size_t s = 0; s < reference.size(); ++s) {
+      const double loss = tr.train_step().loss;
+      INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+      REQUIRE(std::abs(loss - reference[s]) <= 1e-3 * std::abs(reference[s]));
+    }
+  }
   SECTION("multi-query attention (one group) over tp 2") {
     const auto o = tiny_llama(10, 1);
     expect_single_device(o, {1, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},

@@ -485,6 +485,15 @@ PY
     # with one line naming the flag and the value.
     t=(train --data "$work/text.txt" "${tiny[@]}" --steps 1)
     int64_max=9223372036854775807
+    # Config files: a directory, two of them, a key given twice.
+    expect_error "error: config file '$work' is not a regular file" "${t[@]}" --config "$work"
+    printf 'steps = 1\n' >"$work/one.toml"
+    printf 'steps = 2\n' >"$work/two.toml"
+    expect_error "error: --config is given twice \('$work/one.toml' and '$work/two.toml'\)" \
+      "${t[@]}" --config "$work/one.toml" --config "$work/two.toml"
+    printf '{"steps": 1, "seed": 3, "steps": 2}\n' >"$work/twice.json"
+    expect_error "error: config file '$work/twice.json': key 'steps' is given twice" \
+      "${t[@]}" --config "$work/twice.json"
     for bad in -1 18446744073709551616 1e23 "" 1.5 12x; do
       expect_error "error: --seed must be an integer from 0 to $int64_max \(got '$bad'\)" \
         "${t[@]}" --seed "$bad"

@@ -16,6 +16,8 @@
 #   pp4        4 processes x 1 stage each, GPipe with full recomputation
 #   dp2_tp2_pp2_8  8 processes, one actor each (--dp derived: 2), 1F1B
 #   dp2_tp2_pp2_2  2 processes x 4 actors (a replica each), sub-pipelined TP
+#   llama      dp2_tp2_pp2_8 for a Llama with one K/V head (replicated over
+#              the TP shards)
 #   bf16       --precision bf16: pp2 (shifted, stage-aware recomputation) and
 #              tp2 over 2 processes (bf16 activations and TP sums on the
 #              wire) equal the same layout in one process to 1e-12 and the
@@ -215,6 +217,12 @@ case $case_name in
     ;;
   dp2_tp2_pp2_2)
     DP=2 run_layout 2 --dp 2 --tp 2 --pp 2 --micro-batches 2 --tp-overlap 1 --schedule shifted
+    ;;
+  llama)
+    # One K/V head over tp 2: each process holds a copy, its gradient summed
+    # over UCX; the vocabulary split too.
+    model+=(--model llama --num-query-groups 1)
+    DP=2 run_layout 8 --tp 2 --pp 2 --micro-batches 2 --schedule 1f1b
     ;;
   zb)
     DP=1 run_layout 2 --pp 2 --micro-batches 4 --schedule zb-h1 --shared-rings off
