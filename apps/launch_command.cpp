@@ -59,6 +59,7 @@ struct launch_flags {
   int nnodes = 1;
   int node_rank = 0;
   std::string rdzv_endpoint;
+  std::string rdzv_id;
   std::string token, token_file;
   int max_restarts = 0;
   double timeout_s = 0;
@@ -79,6 +80,7 @@ struct node_flags {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::string token, token_file;
+  std::string job_id;
   double timeout_s = 0;
   bool from_launcher = false;
   std::string chdir;
@@ -98,7 +100,7 @@ constexpr const char* knode_about =
 // merak's, UCX's and NCCL's settings.
 bool forwarded_by_default(const std::string& name) {
   for (const char* p : {"MERAK_", "UCX_", "NCCL_"})
-    if (name.rfind(p, 0) == 0) return name != "MERAK_JOB_TOKEN";
+    if (name.rfind(p, 0) == 0) return name != "MERAK_JOB_TOKEN" && name != "MERAK_JOB_ID";
   return false;
 }
 
@@ -118,6 +120,10 @@ void add_flags(CLI::App& c, launch_flags& f) {
       ->needs(nnodes);
   c.add_option("--rdzv-endpoint,--rdzv_endpoint", f.rdzv_endpoint,
                "With --nnodes: HOST:PORT where node 0's rank 0 listens")
+      ->needs(nnodes);
+  c.add_option("--rdzv-id,--rdzv_id", f.rdzv_id,
+               "With --nnodes: the job's id, the same on every host (default: MERAK_JOB_ID); "
+               "rank 0 admits only ranks of this job")
       ->needs(nnodes);
   auto* token = c.add_option("--token", f.token,
                              "With --nnodes: the job token, the same on every host (default: "
@@ -180,6 +186,9 @@ void add_flags(CLI::App& c, node_flags& f) {
                "Read the job token from this file (mode 0600; a token on the command line shows "
                "in ps)")
       ->excludes(token);
+  c.add_option("--job-id", f.job_id,
+               "The job's id, the same on every host (default: MERAK_JOB_ID); rank 0 admits "
+               "only ranks of this job");
   c.add_option("--timeout", f.timeout_s, "Seconds this node's ranks may take (0: no limit)")
       ->capture_default_str();
   c.add_option("--chdir", f.chdir,
@@ -341,6 +350,7 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
 
   const auto env = job::launcher_environment();
   std::string feed = "MERAK_JOB_TOKEN=" + job::random_token() + "\n";
+  feed += "MERAK_JOB_ID=" + job::random_token().substr(0, 16) + "\n";
   for (auto& [k, v] : env) {
     const bool asked = std::find(f.env.begin(), f.env.end(), k) != f.env.end();
     if ((asked || forwarded_by_default(k)) && v.find('\n') == std::string::npos)
@@ -456,6 +466,7 @@ int launch_torchrun_node(const launch_flags& f, const std::vector<std::string>& 
   n.world_size = f.nnodes * f.procs;
   n.token = f.token;
   n.token_file = f.token_file;
+  n.job_id = f.rdzv_id;
   n.timeout_s = f.timeout_s;
   n.tls = f.tls;
   return run_node_share(n, command);
@@ -548,6 +559,7 @@ int run_node_share(const node_flags& f, const std::vector<std::string>& command)
         "merak node: a job spread over hosts needs the same --token (or MERAK_JOB_TOKEN) on "
         "every host");
   }
+  if (!lo.env.count("MERAK_JOB_ID")) lo.job_id = f.job_id;
   lo.argv.push_back(merak_program());
   lo.argv.insert(lo.argv.end(), command.begin(), command.end());
   lo.timeout = seconds_flag("merak node", f.timeout_s);

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -32,9 +33,11 @@
 #include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "job/bootstrap.hpp"
+#include "job/identity.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
 #include "partition/placement.hpp"
@@ -288,6 +291,59 @@ std::string resolved_config(const CLI::App& c) {
   return out;
 }
 
+// What identifies a file's contents between hosts without reading all of
+// it: its size and the CRC-32C of its first and last MiB.
+std::string contents_of(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return "not a regular file here";
+  const auto size = std::filesystem::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (ec || !in) return "unreadable here";
+  constexpr uint64_t kmib = 1 << 20;
+  std::string head(std::min<uint64_t>(size, kmib), '\0'), tail;
+  in.read(head.data(), std::streamsize(head.size()));
+  if (size > kmib) {
+    tail.resize(std::min<uint64_t>(size - kmib, kmib));
+    in.seekg(std::streamoff(size - tail.size()));
+    in.read(tail.data(), std::streamsize(tail.size()));
+  }
+  if (!in) return "unreadable here";
+  const uint32_t crc = crc32c(tail.data(), tail.size(), crc32c(head.data(), head.size()));
+  return fmt::format("{} bytes, crc32c {:08x} of its ends", size, crc);
+}
+
+// The settings every process of a job must share (job/identity.hpp): the
+// run's resolved flags without those that concern one process only, with
+// the data named by its contents rather than its path (hosts may mount it
+// elsewhere).
+job::job_settings job_settings_of(const CLI::App& c, const train_flags& f) {
+  static const std::set<std::string> local = {
+      "data",      "data-path",   "metrics",      "threads",    "gemm",     "trace",
+      "log-level", "step-timeout", "heartbeat-timeout", "idle-spin-us", "lend-cores"};
+  job::job_settings out;
+  std::istringstream lines(resolved_config(c));
+  for (std::string l; std::getline(lines, l);) {
+    const size_t eq = l.find(" = ");
+    if (l.empty() || l[0] == '#' || eq == std::string::npos) continue;
+    const std::string name = l.substr(0, eq);
+    if (!local.count(name)) out.push_back({"--" + name, l.substr(eq + 3)});
+  }
+  if (!f.opts.data.empty()) out.push_back({"--data (contents)", contents_of(f.opts.data)});
+  for (const std::string& p : f.opts.data_path) {
+    char* end = nullptr;
+    std::strtod(p.c_str(), &end);
+    const bool weight = !p.empty() && *end == '\0';
+    if (weight)
+      out.push_back({"--data-path (weight)", p});
+    else if (std::filesystem::exists(p + ".idx"))
+      out.push_back({"--data-path (contents)",
+                     contents_of(p + ".idx") + "; " + contents_of(p + ".bin")});
+    else
+      out.push_back({"--data-path (contents)", contents_of(p)});
+  }
+  return out;
+}
+
 int run_train(train_flags& f, const CLI::App& c) {
   // Processes sharing this host share its cores (LOCAL_WORLD_SIZE: merak
   // launch, torchrun).
@@ -339,6 +395,8 @@ int run_train(train_flags& f, const CLI::App& c) {
       f.par.spread_over_devices = true;
   }
   f.par.processes = join_job();
+  // Before anything is written or trained: every rank started alike.
+  if (f.par.processes) job::agree_on_settings(*f.par.processes, job_settings_of(c, f));
   if (!f.par.processes || f.par.processes->rank() == 0) {
     // Found now, not at the first save or the first metrics line.
     if (!f.opts.save_dir.empty()) probe_writable_dir(f.opts.save_dir, "--save");

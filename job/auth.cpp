@@ -1,4 +1,5 @@
 #include "job/auth.hpp"
+#include "job/identity.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -157,7 +158,8 @@ std::string auth_client::answer(std::string_view c) {
 
 std::string auth_client::verdict(std::string_view v) const {
   if (v.empty()) return "empty verdict";
-  if (v[0] == '\0') return v.size() > 1 ? std::string(v.substr(1)) : "no reason given";
+  // The reason is the other end's text, unproven: shown, never obeyed.
+  if (v[0] == '\0') return v.size() > 1 ? printable(v.substr(1), 300) : "no reason given";
   if (v[0] != '\1' || v.size() != 1 + kauth_mac || nonce_s_.empty()) return "malformed verdict";
   const std::string want =
       hmac_sha256(token_, mac_input("server", purpose_, nonce_c_, nonce_s_, payload_));

@@ -82,7 +82,8 @@ class auth_client {
   // what is wrong with the challenge (not merak's, another service).
   std::string answer(std::string_view challenge);
   // Empty when the verdict accepts this client and proves the server holds
-  // the token; otherwise why not.
+  // the token; otherwise why not (a refusal's reason is the server's
+  // unproven text: printable ASCII only, cut to 300 bytes).
   std::string verdict(std::string_view v) const;
 
  private:

@@ -19,6 +19,7 @@
 
 #include "core/error.hpp"
 #include "job/auth.hpp"
+#include "job/identity.hpp"
 #include "job/pmix_rendezvous.hpp"
 #include "job/socket_io.hpp"
 
@@ -30,13 +31,6 @@ constexpr uint64_t kmax_frame = uint64_t{1} << 30;  // after admission
 constexpr uint64_t knotice = uint64_t{1} << 63;     // length field of a notice
 constexpr const char* kpurpose = "bootstrap";
 
-// The hello's claim: u32 rank, u32 world size.
-std::string claim(int rank, int world_size) {
-  std::string s;
-  put_u32(s, static_cast<uint32_t>(rank));
-  put_u32(s, static_cast<uint32_t>(world_size));
-  return s;
-}
 
 class tcp_bootstrap final : public bootstrap {
  public:
@@ -177,16 +171,24 @@ class tcp_bootstrap final : public bootstrap {
   }
 
   // The reason a peer's claim is refused, or "" with its rank in `k`.
-  std::string check_claim(const std::string& c, int& k) const {
-    if (c.size() != 8) return "malformed bootstrap claim";
-    const int64_t rank = static_cast<int64_t>(get_le(c.data(), 4));
-    const int64_t size = static_cast<int64_t>(get_le(c.data() + 4, 4));
-    if (size != options_.world_size)
-      return fmt::format("world size {} differs from rank 0's {}", size, options_.world_size);
-    if (rank < 1 || rank >= options_.world_size)
-      return fmt::format("rank {} out of range 1..{}", rank, options_.world_size - 1);
-    if (peers_[static_cast<size_t>(rank)]) return fmt::format("rank {} already joined", rank);
-    k = static_cast<int>(rank);
+  std::string check_claim(const std::string& payload, int& k) const {
+    bootstrap_claim c;
+    try {
+      c = decode_claim(payload);
+    } catch (const error& e) {
+      return e.what();
+    }
+    if (c.job_id != options_.job_id)
+      return fmt::format("this process belongs to job '{}', rank 0 runs job '{}' (another job on "
+                         "this port?)",
+                         c.job_id, options_.job_id);
+    if (c.world_size != options_.world_size)
+      return fmt::format("world size {} differs from rank 0's {}", c.world_size,
+                         options_.world_size);
+    if (c.rank < 1 || c.rank >= options_.world_size)
+      return fmt::format("rank {} out of range 1..{}", c.rank, options_.world_size - 1);
+    if (peers_[static_cast<size_t>(c.rank)]) return fmt::format("rank {} already joined", c.rank);
+    k = static_cast<int>(c.rank);
     return {};
   }
 
@@ -196,7 +198,7 @@ class tcp_bootstrap final : public bootstrap {
     const auto deadline = clock_type::now() + options_.timeout;
     sockaddr_in a = resolve_ipv4(options_.addr, options_.port, "MASTER_ADDR");
     try {
-      root_ = connect_authenticated(a, creds_, kpurpose, claim(options_.rank, options_.world_size),
+      root_ = connect_authenticated(a, creds_, kpurpose, encode_claim({options_.rank, options_.world_size, options_.job_id}),
                                     deadline, self_, root_name());
     } catch (const error& e) {
       const std::string what = e.what();
@@ -352,6 +354,21 @@ bootstrap_options resolve_bootstrap(bootstrap_options o, const env_lookup& env) 
   } else if (o.port == 0 || o.port > 65535) {
     fail("bootstrap: port {} is not in 1..65535", o.port);
   }
+  if (o.job_id.empty()) {
+    // The launcher's id of this job: every rank of it sees the same one.
+    if (const char* s = env("MERAK_JOB_ID"); s && *s) {
+      o.job_id = s;
+      check_job_id(o.job_id, "MERAK_JOB_ID");
+    } else if (slurm_job) {
+      const char* step = env("SLURM_STEP_ID");
+      o.job_id = fmt::format("slurm-{}.{}", slurm_job, step && *step ? step : "0");
+    } else if (ompi_job) {
+      o.job_id = fmt::format("ompi-{}", ompi_job);
+    } else if (const char* t = env("TORCHELASTIC_RUN_ID"); t && *t) {
+      o.job_id = fmt::format("torchrun-{}", t);
+    }
+  }
+  check_job_id(o.job_id, "the job id");
   if (o.token.empty()) {
     if (const char* s = env("MERAK_JOB_TOKEN"); s && *s)
       o.token = s;

@@ -3,7 +3,8 @@
 // moves (docs/comm-transport.md). Rank 0 listens on a TCP socket on the
 // interface of MASTER_ADDR; every other rank connects to it, and both prove
 // they hold the job token without sending it (job/auth.hpp, purpose
-// "bootstrap"; the client's claim is u32 rank, u32 world_size), inside a
+// "bootstrap"; the client's claim is its rank, the world size and the job
+// id, job/identity.hpp), inside a
 // TLS session when the job has certificates (job/tls.hpp). Rank 0
 // runs the handshakes of all connecting peers at once, each with its own
 // deadline. Afterwards the bootstrap offers an all-gather of small blobs
@@ -16,9 +17,10 @@
 //   gather  (rank k -> rank 0) = the blob; (rank 0 -> rank k) = for each rank
 //           in rank order: u64 length, blob.
 //   notice  (rank 0 -> rank k, unsolicited) = u64 (2^63 | r): rank r went away
-// A peer with the wrong token, a different world size, a rank out of range or
-// a rank already taken is refused with a verdict that says why and is
-// dropped; rank 0 goes on waiting for the right peers until the timeout.
+// A peer with the wrong token, another job's id, a different world size, a
+// rank out of range or a rank already taken is refused with a verdict that
+// says why and is dropped; rank 0 goes on waiting for the right peers until
+// the timeout.
 
 #include <chrono>
 #include <cstdint>
@@ -47,6 +49,11 @@ struct bootstrap_options {
   // TLS for the bootstrap and the job's gates (job/tls.hpp); empty:
   // MERAK_TLS_CERT / MERAK_TLS_KEY / MERAK_TLS_CA, else in clear.
   tls_files tls;
+  // The job's id (job/identity.hpp); empty: MERAK_JOB_ID, else
+  // "slurm-JOB.STEP" from SLURM_JOB_ID / SLURM_STEP_ID, else "ompi-ID" from
+  // OMPI_MCA_ess_base_jobid, else "torchrun-ID" from TORCHELASTIC_RUN_ID,
+  // else none. Rank 0 admits only ranks that claim the same id.
+  std::string job_id;
   // Set by resolve_bootstrap: where `addr` came from, for the log ("MASTER_ADDR",
   // "the launcher's PMIx server", ...).
   std::string found_by;

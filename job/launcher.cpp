@@ -109,6 +109,10 @@ launch_result launch_local(const launch_options& options) {
   common["MASTER_PORT"] =
       std::to_string(options.master_port > 0 ? options.master_port : pick_free_port(addr));
   common["MERAK_JOB_TOKEN"] = options.token.empty() ? random_token() : options.token;
+  if (!options.job_id.empty())
+    common["MERAK_JOB_ID"] = options.job_id;
+  else if (world == options.procs && !common.count("MERAK_JOB_ID"))
+    common["MERAK_JOB_ID"] = random_token().substr(0, 16);
   common["LOCAL_WORLD_SIZE"] = std::to_string(options.procs);
   const auto get = [&common](const char* name) -> const char* {
     auto it = common.find(name);

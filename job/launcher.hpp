@@ -1,8 +1,8 @@
 #pragma once
 // Local launcher: runs N copies of a program as the ranks of one job on this
 // host, the way torchrun does: each child gets RANK, WORLD_SIZE,
-// MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port) and MERAK_JOB_TOKEN (random
-// per job) in its environment, which resolve_bootstrap() reads.
+// MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port), MERAK_JOB_TOKEN and
+// MERAK_JOB_ID (random per job) in its environment, which resolve_bootstrap() reads.
 //
 // The launcher reaps its children. When one fails (non-zero exit or a
 // signal) the others get `grace` to notice and exit on their own (so they can
@@ -33,6 +33,10 @@ struct launch_options {
   std::string master_addr;
   int master_port = 0;
   std::string token;
+  // The job's id (MERAK_JOB_ID, job/identity.hpp). Empty: MERAK_JOB_ID of
+  // `env` or this process, else a random one when the whole job runs here,
+  // else none.
+  std::string job_id;
   // >= 0: a descriptor (the node's stdin, fed by a remote launcher through
   // ssh) whose end of file means the launcher is gone: the ranks are killed.
   int watch_fd = -1;

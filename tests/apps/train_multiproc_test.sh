@@ -96,6 +96,11 @@
 #   host_fails a host whose merak cannot start: the launcher names that host
 #   launcher_dies  SIGKILL of the hostfile launcher mid-run: every node sees
 #              its input close and kills its ranks; no process is left
+#   job_identity  ranks started by hand with another --seed, --layers,
+#              --steps or data file end the job on both ranks before any
+#              step, naming the flag and both values; a rank of another job
+#              (--job-id) holding the same token is refused, and rank 0 goes
+#              on to run with its own rank 1
 set -euo pipefail
 merak=$(realpath "$1")  # absolute: a case runs from another directory
 case_name=$2
@@ -547,6 +552,48 @@ EOF2
       --metrics "$work/mp.jsonl" 2>"$work/n0.err" || { cat "$work/n0.err" "$work/n1.err"; exit 1; }
     wait "$n1" || { cat "$work/n1.err"; exit 1; }
     compare_dp2_in_process
+    ;;
+  job_identity)
+    port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+    one=(train "${model[@]}" --steps 2 --pp 2)
+    # Both ranks fail with the same line; $1: the expected text, then rank
+    # 1's extra flags.
+    differ() {
+      local want=$1 p
+      shift
+      p=$(port)
+      RANK=0 WORLD_SIZE=2 MASTER_PORT=$p MERAK_JOB_TOKEN=t timeout 60 "$merak" "${one[@]}" \
+        >"$work/r0.out" 2>&1 &
+      local r0=$!
+      RANK=1 WORLD_SIZE=2 MASTER_PORT=$p MERAK_JOB_TOKEN=t timeout 60 "$merak" "${one[@]}" "$@" \
+        >"$work/r1.out" 2>&1 && { echo "FAIL: rank 1 ran with $*"; exit 1; }
+      wait "$r0" && { echo "FAIL: rank 0 ran beside a rank with $*"; exit 1; }
+      for r in 0 1; do
+        grep -q "error: rank 1 was started with other settings than rank 0: $want" "$work/r$r.out" ||
+          { echo "FAIL: rank $r's message for $*:"; cat "$work/r$r.out"; exit 1; }
+        grep -q "step 1" "$work/r$r.out" && { echo "FAIL: rank $r trained"; exit 1; }
+      done
+      return 0
+    }
+    differ "--seed is '7' on rank 1 and '1337' on rank 0" --seed 7
+    differ "--layers is '3' on rank 1 and '2' on rank 0" --layers 3
+    differ "--steps is '9' on rank 1 and '2' on rank 0" --steps 9
+    head -c 20000 "$data" >"$work/other.txt"
+    differ "--data (contents) is '20000 bytes" --data "$work/other.txt"
+    # Another job's rank on this job's port, with the same token.
+    p=$(port)
+    node=(--world-size 2 --master-addr 127.0.0.1 --master-port "$p" --token shared --timeout 120)
+    "$merak" node --first-rank 0 --job-id job-a "${node[@]}" "${one[@]}" --metrics "$work/a.jsonl" \
+      >"$work/n0.out" 2>&1 &
+    n0=$!
+    "$merak" node --first-rank 1 --job-id job-b "${node[@]}" "${one[@]}" >"$work/nb.out" 2>&1 &&
+      { echo "FAIL: job-b's rank joined job-a"; exit 1; }
+    grep -q "refused this process: this process belongs to job 'job-b', rank 0 runs job 'job-a'" \
+      "$work/nb.out" || { echo "FAIL: job-b's rank:"; cat "$work/nb.out"; exit 1; }
+    "$merak" node --first-rank 1 --job-id job-a "${node[@]}" "${one[@]}" >"$work/n1.out" 2>&1 ||
+      { echo "FAIL: job-a's own rank 1:"; cat "$work/n1.out"; exit 1; }
+    wait "$n0" || { echo "FAIL: job-a's rank 0:"; cat "$work/n0.out"; exit 1; }
+    [[ $(wc -l <"$work/a.jsonl") -ge 2 ]] || { echo "FAIL: job-a wrote no metrics"; exit 1; }
     ;;
   resume)
     run8=(train "${model[@]}" --steps 8 --dp 2)
