@@ -11,7 +11,7 @@ void coordinator::load() {
     return;
   }
   model::checkpoint_reader ckpt(opts.load);
-  step = model::check_resume(opts, ckpt.metadata(), ckpt.dir());
+  step = model::check_resume(opts, ckpt.metadata(), ckpt.dir(), corpus ? corpus->name() : "");
   int expected = 0;
   for (auto& rep : stages)
     for (auto& st : rep)

@@ -82,12 +82,13 @@ void trainer::init() {
   opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
   schedule_ = opts_.schedule();
   if (!opts_.load.empty()) {
-    step_ = resume_checkpoint(opts_, store_, *opt_);
+    step_ = resume_checkpoint(opts_, store_, *opt_, corpus_ ? corpus_->name() : std::string());
     resumed_from_ = step_;
   }
 }
 
-int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir) {
+int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir,
+                     const std::string& data_name) {
   auto meta = metadata;
   auto expect = model_metadata_json(opts.model);
   if (meta["merak.model"] != expect)
@@ -98,6 +99,11 @@ int64_t check_resume(train_options& opts, const metadata_map& metadata, const st
     fail("checkpoint '{}' was trained with --tokenizer {} but this run uses --tokenizer {}", dir,
          tok, tokenizer_name(opts.tokens));
   const int64_t step = metadata_count(meta, "merak.step", dir);
+  if (!data_name.empty() && meta.count("merak.data") && meta["merak.data"] != data_name)
+    spdlog::warn(
+        "checkpoint '{}' was trained on '{}' and this run reads '{}': training goes on from step "
+        "{} on the new data",
+        dir, meta["merak.data"], data_name, step);
   // Datasets on disk: sample g is row g mod B of step g / B, so the step
   // continues the sample stream only at the batch that consumed it.
   if (!opts.data_path.empty() && meta.count("merak.data_samples")) {
@@ -120,9 +126,10 @@ int64_t check_resume(train_options& opts, const metadata_map& metadata, const st
   return step;
 }
 
-int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt) {
+int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt,
+                          const std::string& data_name) {
   checkpoint_reader ckpt(opts.load);
-  const int64_t step = check_resume(opts, ckpt.metadata(), ckpt.dir());
+  const int64_t step = check_resume(opts, ckpt.metadata(), ckpt.dir(), data_name);
   load_checkpoint(ckpt.dir(), store, opt);
   spdlog::info("resumed from '{}' at step {}", ckpt.dir(), step);
   return step;

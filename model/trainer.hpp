@@ -78,12 +78,16 @@ bool skip_update(const train_options& opts, double loss, double grad_norm);
 // seed continues its own data stream (opts.seed is updated). Shared by the
 // single-device and the parallel trainers. Throws merak::error naming the
 // checkpoint.
-int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt);
+int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt,
+                          const std::string& data_name = {});
 
 // The checks of resume_checkpoint on a checkpoint's metadata alone (the
 // parallel trainer's stage actors then load their own parts): returns the
-// step; may update opts.seed. Throws merak::error naming `dir`.
-int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir);
+// step; may update opts.seed. Warns when the checkpoint was trained on
+// other data than `data_name` (the run's token_source::name(); empty: not
+// compared). Throws merak::error naming `dir`.
+int64_t check_resume(train_options& opts, const metadata_map& metadata, const std::string& dir,
+                     const std::string& data_name = {});
 // Fails naming the corpus when its ids cannot all be below the model's
 // vocabulary (token_source::check_vocab).
 void check_corpus_vocab(const token_source& corpus, const gpt_config& model);

@@ -478,6 +478,17 @@ PY
       train --data "$work/text.txt" "${tiny[@]}" --steps 1 --save "$work/run"
     [[ -d "$work/run/config.toml" ]] || { echo "FAIL: the directory was replaced"; exit 1; }
     echo "ok: outputs_37" ;;
+  resume_other_data)
+    # A run resumed on other data than its checkpoint's says so.
+    "$merak" train --data "$work/text.txt" "${tiny[@]}" --steps 1 --save "$work/run" >/dev/null 2>&1
+    head -c 30000 "$work/text.txt" >"$work/other.txt"
+    "$merak" train --data "$work/other.txt" "${tiny[@]}" --steps 2 --load "$work/run" \
+      --save "$work/run2" >"$work/out" 2>&1 || { cat "$work/out"; exit 1; }
+    grep -q "warning.*checkpoint '$work/run/step_00000001' was trained on '$work/text.txt' and this run reads '$work/other.txt': training goes on from step 1 on the new data" "$work/out" ||
+      { echo "FAIL: no word of the other data"; cat "$work/out"; exit 1; }
+    "$merak" train --data "$work/text.txt" "${tiny[@]}" --steps 2 --load "$work/run" \
+      --save "$work/run3" 2>&1 | grep -q "was trained on" && { echo "FAIL: warned on the same data"; exit 1; }
+    echo "ok: resume_other_data" ;;
   bad_input_37)
     # Integer flags read as exact integers in range (never saturated,
     # wrapped or empty-as-0), floats finite and in range, and shapes and
