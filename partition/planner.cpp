@@ -669,8 +669,11 @@ std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_mo
           plan_request q = r;  // the memory strategies of this candidate
           q.sharding = sh;
           q.sequence_parallel = sp;
-          for (int m = 1; m <= r.max_micro_batches; ++m) {
-            if (r.micro_batches && m != r.micro_batches) continue;
+          // A given micro-batch count is taken as it is; --max-micro-batches
+          // bounds the search only.
+          const int first_m = r.micro_batches ? r.micro_batches : 1;
+          const int last_m = r.micro_batches ? r.micro_batches : r.max_micro_batches;
+          for (int m = first_m; m <= last_m; ++m) {
             if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
             for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
                               schedule_kind::shifted, schedule_kind::zb_h1,

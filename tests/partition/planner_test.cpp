@@ -64,6 +64,21 @@ TEST_CASE("a smaller memory budget forces recomputation or more model parallelis
   CHECK(tight.step_time_s >= roomy.step_time_s);
 }
 
+TEST_CASE("a given micro-batch count above the search's bound is scored as given", "[planner]") {
+  // Megatron-LM's runs with --micro-batch-size 1 and a global batch of
+  // hundreds: the count is fixed, not searched.
+  auto r = gpu_request(4, 512, 8, 8);
+  r.global_batch = 280;
+  r.micro_batches = 70;
+  r.tp = 2;
+  r.pp = 2;
+  r.max_micro_batches = 16;
+  auto costs = analytic_costs(r.device);
+  const auto res = search_plans(r, *costs);
+  CHECK(res.best.micro_batches == 70);
+  CHECK(res.best.dp == 2);
+}
+
 TEST_CASE("impossible requests name the rules that rejected every candidate", "[planner]") {
   auto r = gpu_request(24, 2048, 16, 8);
   auto costs = analytic_costs(r.device);
