@@ -53,6 +53,15 @@ executor::executor(const graph& g, parameter_store& store, int first, int last)
   auto b = g.boundary(first_, last_);
   inputs_ = std::move(b.inputs);
   outputs_ = std::move(b.outputs);
+  for (int n = first_; n < last_; ++n) {
+    if (nodes[n].comm != tp_comm::sp_reduce) continue;
+    const int v = nodes[n].inputs[0];
+    const int producer = g.values()[v].producer;
+    int readers = 0;
+    for (auto& node : nodes)
+      for (int x : node.inputs) readers += x == v;
+    if (producer >= first_ && producer < n && readers == 1) reduce_frees_input_.insert(n);
+  }
   int loss_producer = g.loss() >= 0 ? g.values()[g.loss()].producer : -1;
   computes_loss_ = loss_producer >= first_ && loss_producer < last_;
   if (outputs_.empty() && !computes_loss_)
@@ -184,9 +193,16 @@ void executor::run_forward(micro_batch& s, int from, int to) {
   auto resume = [&](int j) {
     if (ticket[j] >= 0) tp_->wait(std::exchange(ticket[j], -1));
     if (pending[j] < 0) return;
-    run_node_forward(s.subs[j], std::exchange(pending[j], -1),
-                     whole[j].defined() ? &whole[j] : nullptr);
+    const int n = std::exchange(pending[j], -1);
+    run_node_forward(s.subs[j], n, whole[j].defined() ? &whole[j] : nullptr);
     if (whole[j].defined()) pool_.release(std::move(whole[j]));
+    // The partial sums, reduce-scattered and sliced, unless a dropped
+    // segment starts here: its recomputation reads them again.
+    const bool recomputed_from_here =
+        n < first_ + checkpoint_ &&
+        std::find(segment_starts_.begin(), segment_starts_.end(), n) != segment_starts_.end();
+    if (reduce_frees_input_.count(n) && !recomputed_from_here)
+      pool_.release(std::move(s.subs[j].values[nodes[n].inputs[0]]));
   };
   auto wait_all = [&] {
     for (int j = 0; j < k; ++j) resume(j);
@@ -389,8 +405,11 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     for (int v : nodes[n].inputs) {
       in.push_back(&sub.values[v]);
       bool needs = is_floating(vinfo[v].type) && (vinfo[v].producer >= 0 || is_input[v]);
-      if (needs && !g[v].defined())
-        g[v] = pool_.acquire(sub.values[v].shape(), vinfo[v].type, true);
+      if (needs && !g[v].defined()) {
+        // A freed input of sp_reduce is as whole as the gathered gradient.
+        const bool freed = !sub.values[v].defined() && reduce_frees_input_.count(n) > 0;
+        g[v] = pool_.acquire(freed ? g[out].shape() : sub.values[v].shape(), vinfo[v].type, true);
+      }
       din.push_back(needs ? &g[v] : nullptr);
     }
     if (node_hook_) node_hook_();

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -192,6 +193,10 @@ class executor {
   // again from the slice just before that reader's backward. By reader:
   // the sp_gather node.
   std::map<int, int> regather_;
+  // Sequence parallelism: the sp_reduce nodes whose input (a row-parallel
+  // linear's whole partial sums, read by nothing else) is freed once it is
+  // reduce-scattered and sliced: nobody's backward reads it.
+  std::set<int> reduce_frees_input_;
   std::vector<parameter_ptr> sp_params_;
   // Runs nodes [from, to) forward over every sub-batch, interleaved at the
   // TP all-reduces.

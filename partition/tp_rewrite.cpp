@@ -298,6 +298,14 @@ class tp_rewriter {
   // parallelism sp_reduce to this shard's slice.
   int sum_out(int y, const std::string& at) {
     const int C = int(features_of_new(y));
+    // Under sequence parallelism the whole partial sums are freed once
+    // reduce-scattered (model::executor): their producer keeps nothing.
+    if (sp_) {
+      auto& producer = out_.graph.annotations(out_.graph.values()[size_t(y)].producer);
+      producer.activation_bytes_per_token =
+          std::max<int64_t>(0, producer.activation_bytes_per_token -
+                                   C * int64_t(model::dtype_size(out_.graph.activation_type())));
+    }
     return sp_ ? region_.mark(model::layers::sp_node(out_.graph, at + ".sp_reduce", y, C,
                                                      model::tp_comm::sp_reduce, tp_, rank_))
                : model::layers::tp_reduce(out_.graph, at + ".tp_reduce", y, C);
