@@ -329,17 +329,17 @@ job::job_settings job_settings_of(const CLI::App& c, const train_flags& f) {
     if (!local.count(name)) out.push_back({"--" + name, l.substr(eq + 3)});
   }
   if (!f.opts.data.empty()) out.push_back({"--data (contents)", contents_of(f.opts.data)});
-  for (const std::string& p : f.opts.data_path) {
+  for (size_t i = 0; i < f.opts.data_path.size(); ++i) {
+    const std::string& p = f.opts.data_path[i];
+    const std::string name = fmt::format("--data-path entry {}", i + 1);
     char* end = nullptr;
     std::strtod(p.c_str(), &end);
-    const bool weight = !p.empty() && *end == '\0';
-    if (weight)
-      out.push_back({"--data-path (weight)", p});
+    if (!p.empty() && *end == '\0')  // a weight
+      out.push_back({name, p});
     else if (std::filesystem::exists(p + ".idx"))
-      out.push_back({"--data-path (contents)",
-                     contents_of(p + ".idx") + "; " + contents_of(p + ".bin")});
+      out.push_back({name + " (contents)", contents_of(p + ".idx") + "; " + contents_of(p + ".bin")});
     else
-      out.push_back({"--data-path (contents)", contents_of(p)});
+      out.push_back({name + " (contents)", contents_of(p)});
   }
   return out;
 }

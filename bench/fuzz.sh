@@ -7,7 +7,7 @@
 #
 # Usage: bench/fuzz.sh TARGET SECONDS [BUILD_DIR]
 #   TARGET     safetensors, hf_config, indexed_dataset, svm_data, svm_model, hostfile, auth,
-#              config, svm_wire, tokenizer_json or gpt2_vocab
+#              config, svm_wire, tokenizer_json, gpt2_vocab, job_claim or sharded_index
 #   BUILD_DIR  default build-fuzz (configured on first use with clang++)
 # Needs clang (Debian: apt-get install clang).
 set -euo pipefail

@@ -48,7 +48,7 @@ bootstrap_claim decode_claim(std::string_view payload);
 void check_job_id(std::string_view id, std::string_view source);
 
 struct setting {
-  std::string name;  // as the flag reads, "--seed"
+  std::string name;  // as the flag reads, "--seed"; unique among one rank's settings
   std::string value;
 };
 using job_settings = std::vector<setting>;
