@@ -1,5 +1,9 @@
 #include "model/bf16.hpp"
 
+#if defined(__clang__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 
 namespace merak::model {
@@ -39,9 +43,17 @@ void accumulate(bf16* dst, const float* src, int64_t n) {
 }
 
 const char* bf16_support() {
+#if defined(__clang__)
+  // clang's __builtin_cpu_supports knows neither feature: CPUID leaf 7
+  // (AMX-BF16: sub-leaf 0, EDX bit 22; AVX512-BF16: sub-leaf 1, EAX bit 5).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u)) return "AMX";
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u)) return "AVX512-BF16";
+#else
   __builtin_cpu_init();
   if (__builtin_cpu_supports("amx-bf16")) return "AMX";
   if (__builtin_cpu_supports("avx512bf16")) return "AVX512-BF16";
+#endif
   return "emulated";
 }
 
