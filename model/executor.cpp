@@ -199,7 +199,7 @@ void executor::run_forward(micro_batch& s, int from, int to) {
     // The partial sums, reduce-scattered and sliced, unless a dropped
     // segment starts here: its recomputation reads them again.
     const bool recomputed_from_here =
-        n < first_ + checkpoint_ &&
+        n < s.dropped_until &&
         std::find(segment_starts_.begin(), segment_starts_.end(), n) != segment_starts_.end();
     if (reduce_frees_input_.count(n) && !recomputed_from_here)
       pool_.release(std::move(s.subs[j].values[nodes[n].inputs[0]]));
@@ -278,6 +278,7 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
   const bool by_segment = until > first_ && !segment_starts_.empty();
   try {
     if (by_segment) {
+      stored.dropped_until = until;  // run_forward keeps what a segment's recomputation reads
       std::vector<int> bounds;
       for (int c : segment_starts_)
         if (c < until) bounds.push_back(c);
@@ -288,7 +289,6 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
         note_activations();
         if (bounds[i + 1] <= until) drop_range(stored, bounds[i], bounds[i + 1]);
       }
-      stored.dropped_until = until;
     } else {
       run_forward(stored, first_, last_);
     }
