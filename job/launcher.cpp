@@ -118,7 +118,7 @@ launch_result launch_local(const launch_options& options) {
     auto it = common.find(name);
     return it == common.end() ? nullptr : it->second.c_str();
   };
-  if (wants_short_openmp_spin(get, options.procs))
+  if (wants_short_openmp_spin(get, processes_on_host(get)))
     common[kopenmp_spin_variable] = kshared_host_openmp_spin;
 
   std::vector<child_spec> children(options.procs);
