@@ -63,8 +63,8 @@ coordinator::lending coordinator::make_lending(const std::vector<int>& mine, int
   // Several processes here: the host's first creates the counters, the
   // others map them, then the name goes.
   const bool first = host_ranks.front() == me;
-  const std::string name = first ? process_scoped_name("cores", fmt::format("{:016x}", nonce))
-                                 : std::string();
+  const std::string name =
+      first ? process_scoped_name("cores", fmt::format("{:016x}", nonce)) : std::string();
   // The creator's name, which carries its process (process_scoped_name).
   const auto names = par.processes->allgather(name);
   std::shared_ptr<shared_region> region;

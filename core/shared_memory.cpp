@@ -150,9 +150,8 @@ int sweep_shared_memory() {
     while (const dirent* e = ::readdir(d)) {
       const auto owner = parse_scoped(e->d_name);
       struct stat st {};
-      if (!owner || owner->ns != ns ||
-          ::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != ::geteuid() ||
-          !ended(*owner))
+      if (!owner || owner->ns != ns || ::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          st.st_uid != ::geteuid() || !ended(*owner))
         continue;
       if (S_ISREG(st.st_mode) && ::unlinkat(fd, e->d_name, 0) == 0) ++removed;
       if (S_ISDIR(st.st_mode) && remove_directory(fd, e->d_name)) ++removed;
@@ -165,8 +164,8 @@ int sweep_shared_memory() {
 }
 
 shared_directory::shared_directory() {
-  const std::string name =
-      process_scoped_name("job", fmt::format("{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull));
+  const std::string name = process_scoped_name(
+      "job", fmt::format("{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull));
   path_ = kshm_root + name;
   if (::mkdir(path_.c_str(), 0700) != 0) path_.clear();
 }

@@ -346,7 +346,7 @@ class signal_catcher {
 
  private:
   static constexpr int kcaught[3] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction old_[3] {};
+  struct sigaction old_[3]{};
 };
 
 // What one supervise call has seen so far: the deadline for killing the
@@ -383,14 +383,15 @@ struct supervision {
     res.interrupted = interrupted;
     if (res.first_failed >= 0 || !(orphaned || timed_out || interrupted)) return;
     res.first_failed = std::max(first_killed, 0);
-    res.message = interrupted ? fmt::format("the launcher got signal {} ({}); the ranks were stopped",
-                                            interrupted, strsignal(interrupted))
-                  : orphaned  ? "the launcher that started this node went away (its input closed); "
-                             "the ranks were killed"
-                           : fmt::format(
-                                 "the job did not finish within {} ms; its processes "
-                                 "were killed",
-                                 timeout.count());
+    res.message = interrupted
+                      ? fmt::format("the launcher got signal {} ({}); the ranks were stopped",
+                                    interrupted, strsignal(interrupted))
+                  : orphaned ? "the launcher that started this node went away (its input closed); "
+                               "the ranks were killed"
+                             : fmt::format(
+                                   "the job did not finish within {} ms; its processes "
+                                   "were killed",
+                                   timeout.count());
   }
 };
 
