@@ -1,6 +1,9 @@
 // The coordinator: starting a job's actors, its steps, its end (coordinator.hpp).
 #include "actors/coordinator.hpp"
 
+#include <new>
+#include <system_error>
+
 #include "core/files.hpp"
 
 namespace merak::actors {
@@ -51,7 +54,18 @@ coordinator::coordinator(model::train_options o, parallel_options p,
   } catch (const std::exception& e) {
     mark_failed(e.what());
     shutdown();
-    throw;
+    const bool resources = dynamic_cast<const std::system_error*>(&e) != nullptr ||
+                           dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    if (!resources) throw;
+    // An actor whose thread could not start stays counted as running: the
+    // actor system would wait for it forever when destroyed, so it is left
+    // to the end of the process.
+    (void)own_sys.release();
+    fail(
+        "cannot start the job's actors: {} (this process's limits on threads, ulimit -u, or on "
+        "address space, ulimit -v, are too low for --dp {} x --pp {} x --tp {}: give it more, or "
+        "fewer actors)",
+        e.what(), par.dp, par.virtual_stages(), par.tp);
   }
 }
 

@@ -54,6 +54,7 @@ coordinator::lending coordinator::make_lending(const std::vector<int>& mine, int
   if (host_ranks.size() == 1) {
     if (lend) out.pool = std::make_shared<core_pool>(out.cores, slots, per_actor);
     if (par.processes) {  // the others' collectives below
+      par.processes->allgather(std::string());
       par.processes->barrier();
       par.processes->barrier();
     }
@@ -61,9 +62,11 @@ coordinator::lending coordinator::make_lending(const std::vector<int>& mine, int
   }
   // Several processes here: the host's first creates the counters, the
   // others map them, then the name goes.
-  const std::string name =
-      fmt::format("/merak-cores-{:016x}-{:08x}", nonce, uint32_t(std::hash<std::string>{}(host)));
   const bool first = host_ranks.front() == me;
+  const std::string name =
+      first ? process_scoped_name("cores", fmt::format("{:016x}", nonce)) : std::string();
+  // The creator's name, which carries its process (process_scoped_name).
+  const auto names = par.processes->allgather(name);
   std::shared_ptr<shared_region> region;
   if (lend && first) {
     region = std::make_shared<shared_region>(shared_region::create(name, sizeof(core_pool_state)));
@@ -72,7 +75,8 @@ coordinator::lending coordinator::make_lending(const std::vector<int>& mine, int
   }
   par.processes->barrier();
   if (lend && !first)
-    region = std::make_shared<shared_region>(shared_region::open(name, sizeof(core_pool_state)));
+    region = std::make_shared<shared_region>(
+        shared_region::open(names[size_t(host_ranks.front())], sizeof(core_pool_state)));
   par.processes->barrier();
   if (region) {
     region->unlink();

@@ -407,6 +407,7 @@ std::string launch_hosts(const launch_flags& f, const std::vector<std::string>& 
   so.timeout = seconds_flag("merak launch", f.timeout_s);
   so.grace = std::chrono::milliseconds(10000);  // a node reports its own failed rank first
   auto r = job::supervise(nodes, so);
+  if (r.interrupted) job::end_by_signal(r.interrupted);
   if (!r.ok()) return r.message;
   return std::string();
 }

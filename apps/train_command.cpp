@@ -38,6 +38,7 @@
 #include "core/files.hpp"
 #include "job/bootstrap.hpp"
 #include "job/identity.hpp"
+#include "job/openmp_spin.hpp"
 #include "model/gemm.hpp"
 #include "model/trainer.hpp"
 #include "partition/placement.hpp"
@@ -345,10 +346,10 @@ job::job_settings job_settings_of(const CLI::App& c, const train_flags& f) {
 }
 
 int run_train(train_flags& f, const CLI::App& c) {
-  // Processes sharing this host share its cores (LOCAL_WORLD_SIZE: merak
-  // launch, torchrun).
-  if (const char* lw = std::getenv("LOCAL_WORLD_SIZE"); lw && f.threads == 0) {
-    int n = std::atoi(lw);
+  // Processes sharing this host share its cores (job/openmp_spin.hpp).
+  if (f.threads == 0) {
+    const auto get = [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
+    const int n = job::processes_on_host(get);
     if (n > 1) f.threads = std::max(1, int(std::thread::hardware_concurrency()) / n);
   }
   const int most_threads = 8 * std::max(1, int(std::thread::hardware_concurrency()));

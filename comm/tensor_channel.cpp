@@ -343,8 +343,12 @@ channel_rings make_host_rings(control_plane& b, const std::vector<int>& peers, s
   const int me = b.rank();
   capacity = host_ring::block_bytes(capacity);
   const size_t bytes = host_ring::region_bytes(capacity);
+  // The sender's ring carries the sender's identity (process_scoped_name),
+  // which its receiver learns through the all-gather.
+  const std::string own = process_scoped_name("ring", fmt::format("{:016x}", job));
+  const auto prefixes = b.allgather(own);
   auto name = [&](int from, int to) {
-    return fmt::format("/merak-ring-{:016x}-{}-{}", job, from, to);
+    return fmt::format("{}-{}-{}", prefixes[size_t(from)], from, to);
   };
   std::map<int, std::shared_ptr<shared_region>> outgoing, incoming;
   for (int p : peers) try {

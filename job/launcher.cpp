@@ -11,12 +11,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <sstream>
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/shared_memory.hpp"
 #include "job/auth.hpp"
 #include "job/openmp_spin.hpp"
 #include "job/socket_io.hpp"
@@ -118,7 +122,7 @@ launch_result launch_local(const launch_options& options) {
     auto it = common.find(name);
     return it == common.end() ? nullptr : it->second.c_str();
   };
-  if (wants_short_openmp_spin(get, options.procs))
+  if (wants_short_openmp_spin(get, processes_on_host(get)))
     common[kopenmp_spin_variable] = kshared_host_openmp_spin;
 
   std::vector<child_spec> children(options.procs);
@@ -132,7 +136,31 @@ launch_result launch_local(const launch_options& options) {
     c.env["LOCAL_RANK"] = std::to_string(r);
     if (options.rank_env) options.rank_env(rank, c.env);
   }
-  return supervise(children, {options.grace, options.timeout, options.watch_fd});
+  // Before the ranks start, the leftovers of ended ones; after they ended,
+  // theirs (a rank killed before it unlinked its rings).
+  sweep_shared_memory();
+  std::optional<shared_directory> ucx_dir;
+  if (!common.count("UCX_POSIX_DIR")) {
+    ucx_dir.emplace();
+    if (!ucx_dir->path().empty())
+      for (auto& c : children) c.env.emplace("UCX_POSIX_DIR", ucx_dir->path());
+  }
+  auto res = supervise(children, {options.grace, options.timeout, options.watch_fd});
+  ucx_dir.reset();
+  sweep_shared_memory();
+  if (res.interrupted) end_by_signal(res.interrupted);
+  return res;
+}
+
+void end_by_signal(int sig) {
+  std::fflush(nullptr);
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  ::_exit(128 + sig);
 }
 
 namespace {
@@ -245,9 +273,11 @@ class child_group {
     }
   }
 
-  void kill_running() {
+  void kill_running() { signal_running(SIGKILL); }
+
+  void signal_running(int sig) {
     for (size_t i = 0; i < children_.size(); ++i)
-      if (running_[i]) ::kill(pids_[i], SIGKILL);
+      if (running_[i]) ::kill(pids_[i], sig);
   }
 
   void close_all() {
@@ -294,6 +324,35 @@ class child_group {
   std::vector<bool> running_;
 };
 
+// The signal that asked the supervisor to stop; 0: none yet.
+volatile sig_atomic_t pending_signal = 0;
+
+extern "C" void note_signal(int sig) {
+  pending_signal = sig;
+}
+
+// While it lives: SIGINT, SIGTERM and SIGHUP are noted in pending_signal
+// (a poll they interrupt returns at once) instead of ending the process.
+class signal_catcher {
+ public:
+  signal_catcher() {
+    pending_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = note_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < std::size(kcaught); ++i) ::sigaction(kcaught[i], &sa, &old_[i]);
+  }
+  signal_catcher(const signal_catcher&) = delete;
+  signal_catcher& operator=(const signal_catcher&) = delete;
+  ~signal_catcher() {
+    for (size_t i = 0; i < std::size(kcaught); ++i) ::sigaction(kcaught[i], &old_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kcaught[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3]{};
+};
+
 // What one supervise call has seen so far: the deadline for killing the
 // children (the timeout, or the grace after the first failure) and why
 // children were killed.
@@ -302,14 +361,15 @@ struct supervision {
   clock_type::time_point kill_at = clock_type::time_point::max();
   bool timed_out = false;
   bool orphaned = false;
-  int first_killed = -1;  // by us, at the timeout or when orphaned
+  int interrupted = 0;    // the signal passed on to the children
+  int first_killed = -1;  // by us, at the timeout, when orphaned or interrupted
 
   // Child `i` of `children` ended as `res` records: the first failure not
   // caused by our own kill names the job's failure and starts the grace.
   void ended(int i, const std::vector<child_spec>& children, launch_result& res,
              std::chrono::milliseconds grace) {
     const bool failed = res.exit_code[size_t(i)] != 0;
-    if (failed && (timed_out || orphaned)) {
+    if (failed && (timed_out || orphaned || interrupted)) {
       if (first_killed < 0) first_killed = i;
     } else if (failed && res.first_failed < 0) {
       res.first_failed = i;
@@ -324,14 +384,18 @@ struct supervision {
 
   // After the last child ended: a job killed by us fails naming why.
   void finish(launch_result& res, std::chrono::milliseconds timeout) const {
-    if (res.first_failed >= 0 || !(orphaned || timed_out)) return;
+    res.interrupted = interrupted;
+    if (res.first_failed >= 0 || !(orphaned || timed_out || interrupted)) return;
     res.first_failed = std::max(first_killed, 0);
-    res.message = orphaned ? "the launcher that started this node went away (its input closed); "
-                             "the ranks were killed"
-                           : fmt::format(
-                                 "the job did not finish within {} ms; its processes "
-                                 "were killed",
-                                 timeout.count());
+    res.message = interrupted
+                      ? fmt::format("the launcher got signal {} ({}); the ranks were stopped",
+                                    interrupted, strsignal(interrupted))
+                  : orphaned ? "the launcher that started this node went away (its input closed); "
+                               "the ranks were killed"
+                             : fmt::format(
+                                   "the job did not finish within {} ms; its processes "
+                                   "were killed",
+                                   timeout.count());
   }
 };
 
@@ -342,6 +406,7 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
   const int n = static_cast<int>(children.size());
   if (n == 0) fail("launcher: no process to start");
   child_group group(children);
+  signal_catcher catcher;
   group.start();
 
   launch_result res;
@@ -362,6 +427,11 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
     if (options.watch_fd >= 0 && !seen.orphaned && input_closed(options.watch_fd)) {
       seen.orphaned = true;
       group.kill_running();
+    }
+    if (pending_signal && !seen.interrupted) {
+      seen.interrupted = pending_signal;
+      group.signal_running(seen.interrupted);
+      seen.kill_at = std::min(seen.kill_at, clock_type::now() + options.grace);
     }
     if (clock_type::now() >= seen.kill_at) {
       seen.timed_out = res.first_failed < 0;  // else: the grace after a failure ran out

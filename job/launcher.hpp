@@ -7,7 +7,15 @@
 // The launcher reaps its children. When one fails (non-zero exit or a
 // signal) the others get `grace` to notice and exit on their own (so they can
 // report the peer that failed), then they are killed. Children die with the
-// launcher (PR_SET_PDEATHSIG).
+// launcher (PR_SET_PDEATHSIG). A SIGINT, SIGTERM or SIGHUP to the launcher
+// is passed on to its children (supervise).
+//
+// Shared memory: the ranks' UCX files go to a directory of the job
+// (UCX_POSIX_DIR, unless set) that the launcher removes when its ranks have
+// ended; the launcher also sweeps /dev/shm of the shared memory of merak
+// processes of this user that have ended (sweep_shared_memory) when it
+// starts and when its ranks have ended, so a rank killed before it could
+// unlink its rings leaves nothing behind.
 
 #include <chrono>
 #include <functional>
@@ -47,12 +55,15 @@ struct launch_result {
   std::vector<int> signal;     // per child; 0 when it exited
   int first_failed = -1;       // the child that failed first; -1: all succeeded
   std::string message;         // names the first failed child and how it failed
+  int interrupted = 0;         // the signal that stopped the launcher's job; 0: none
   bool ok() const { return first_failed < 0; }
 };
 
 // Starts the ranks (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 // MERAK_JOB_TOKEN, LOCAL_RANK, LOCAL_WORLD_SIZE) and waits for all of them.
-// Throws merak::error when a child cannot be started.
+// Throws merak::error when a child cannot be started. When a signal stopped
+// the job (launch_result::interrupted), this process ends by that signal
+// once the ranks have ended and their shared memory is gone.
 launch_result launch_local(const launch_options& options);
 
 // One process of a supervised group.
@@ -74,10 +85,18 @@ struct supervise_options {
 
 // Starts the children and reaps them. When one fails (non-zero exit or a
 // signal) the others get `grace` to notice and exit on their own, then they
-// are killed; likewise at the timeout and at end of file on watch_fd.
+// are killed; likewise at the timeout and at end of file on watch_fd. A
+// SIGINT, SIGTERM or SIGHUP to this process while it supervises is sent on
+// to the children, which then get `grace` before they are killed; the
+// result names the signal (interrupted) and the caller ends by it
+// (end_by_signal) once it has cleaned up.
 // Children die with this process (PR_SET_PDEATHSIG). Throws merak::error when
 // a child cannot be started.
 launch_result supervise(const std::vector<child_spec>& children, const supervise_options& options);
+
+// Ends this process by signal `sig` (its default action), as the shell
+// expects of a program stopped by it.
+[[noreturn]] void end_by_signal(int sig);
 
 // This process's environment as a map, without the rank variables of a
 // launcher that started it (a launcher's ranks must not inherit its own).

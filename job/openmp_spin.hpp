@@ -15,6 +15,7 @@
 // `merak` sets it before it runs merak-full. Header only: `merak` uses it
 // without linking the runtime.
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -24,20 +25,36 @@ inline constexpr const char* kopenmp_spin_variable = "GOMP_SPINCOUNT";
 // libgomp's own spin for a process with more threads than cores.
 inline constexpr const char* kshared_host_openmp_spin = "1000";
 
-// The job's processes on this host as its launcher states them
+// Whether `addr` (MASTER_ADDR) names this host's loopback interface.
+inline bool loopback_address(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr == "[::1]" || addr.rfind("127.", 0) == 0;
+}
+
+// The job's processes on this host: as its launcher states them
 // (LOCAL_WORLD_SIZE: merak launch, torchrun; OMPI_COMM_WORLD_LOCAL_SIZE:
-// mpirun), or 1 when none does or the value is not a positive number.
-// `get(name)` returns the variable's value or null.
+// mpirun), and at least the whole job (WORLD_SIZE) where rank 0 listens on
+// a loopback address (MASTER_ADDR), which only processes of this host can
+// reach: `merak node` processes started one by one on a host each state 1.
+// 1 when nothing says more or a value is not a positive number. `get(name)`
+// returns the variable's value or null.
 template <typename Getenv>
 int processes_on_host(Getenv get) {
-  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+  const auto number = [&get](const char* name) {
     const char* v = get(name);
-    if (!v || !*v) continue;
+    if (!v || !*v) return 0;
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
-    if (*end == '\0' && n >= 1 && n <= (1 << 20)) return int(n);
-  }
-  return 1;
+    return *end == '\0' && n >= 1 && n <= (1 << 20) ? int(n) : 0;
+  };
+  int stated = 1;
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    if (const int n = number(name)) {
+      stated = n;
+      break;
+    }
+  const char* master = get("MASTER_ADDR");
+  if (master && loopback_address(master)) return std::max(stated, number("WORLD_SIZE"));
+  return stated;
 }
 
 // Whether a process with environment `get`, one of `processes` of its job

@@ -147,6 +147,23 @@ TEST_CASE("processes sharing a host get OpenMP's short spin unless the user chos
   env.erase("OMP_WAIT_POLICY");
   env["GOMP_SPINCOUNT"] = "77";
   CHECK_FALSE(wants_short_openmp_spin(get, 4));
+  env.erase("GOMP_SPINCOUNT");
+  env.erase("OMPI_COMM_WORLD_LOCAL_SIZE");
+
+  // `merak node` processes started one by one: each states 1, but rank 0
+  // on a loopback address means the whole job is on this host.
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["WORLD_SIZE"] = "3";
+  env["MASTER_ADDR"] = "10.1.2.3";
+  CHECK(processes_on_host(get) == 1);
+  for (const char* addr : {"127.0.0.1", "127.0.1.1", "localhost", "::1"}) {
+    env["MASTER_ADDR"] = addr;
+    CHECK(processes_on_host(get) == 3);
+  }
+  env["LOCAL_WORLD_SIZE"] = "4";  // never fewer than the launcher states
+  CHECK(processes_on_host(get) == 4);
+  env.erase("MASTER_ADDR");
+  env.erase("WORLD_SIZE");
 
   // What the children of a local launch see.
   char dir[] = "/tmp/merak-launcher-XXXXXX";
