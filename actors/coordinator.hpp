@@ -14,6 +14,7 @@
 // coordinator_checkpoints.cpp (sharded checkpoints, validation). Included
 // only by those and parallel_trainer.cpp (it names CAF types).
 
+#include "actors/actor_errors.hpp"
 #include "actors/parallel_trainer.hpp"
 
 #include <fmt/format.h>
@@ -255,7 +256,7 @@ class coordinator : private coordinator_state {
         [&](caf::down_msg& dm) {
           auto it = names.find(dm.source);
           failure = fmt::format("{} stopped: {}", it == names.end() ? "an actor" : it->second,
-                                sys->render(dm.reason));
+                                reason_text(*sys, dm.reason));
         },
         caf::after(timeout()) >>
             [&] { failure = fmt::format("no progress for {} s while {}", par.timeout_s, what); });

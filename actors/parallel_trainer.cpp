@@ -15,7 +15,10 @@ void parallel_options::validate(int batch) const {
         "--data-parallel-sharding-strategy {}: the runtime shards the optimizer state only "
         "(no_shard or optim; `merak plan` scores {})",
         partition::sharding_strategy_name(sharding), partition::sharding_strategy_name(sharding));
-  if (!(timeout_s > 0)) fail("the step timeout must be positive (got {})", timeout_s);
+  // A year at most: CAF's timeouts count nanoseconds in an int64.
+  if (!(timeout_s > 0 && timeout_s <= 31536000))
+    fail("--step-timeout must be a number above 0 and at most 31536000 seconds (got {})",
+         timeout_s);
   if (!(heartbeat_s == 0 || (heartbeat_s >= 0.2 && heartbeat_s <= 1e6)))
     fail("--heartbeat-timeout must be 0 (off) or from 0.2 to 1e6 seconds (got {})", heartbeat_s);
   partition::validate_placement(actor_placement(processes ? processes->size() : 1));

@@ -1,3 +1,4 @@
+#include "actors/actor_errors.hpp"
 #include "actors/reducer_actor.hpp"
 
 #include <cmath>
@@ -23,6 +24,7 @@ struct reducer_state {
 
 reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> self,
                                    reducer_setup setup) {
+  self->set_exception_handler(exception_reason);
   self->state.cfg = std::move(setup);
   if (self->state.cfg.sparse.kind != comm::codec_kind::dense)
     self->state.codec = comm::make_codec(self->state.cfg.sparse);

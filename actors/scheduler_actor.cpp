@@ -1,3 +1,4 @@
+#include "actors/actor_errors.hpp"
 #include "actors/scheduler_actor.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@ namespace merak::actors {
 namespace {
 
 scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, scheduler_setup su) {
+  self->set_exception_handler(exception_reason);
   struct state {
     std::vector<stage_api> stages;  // row-major [dp][pp]
     coordinator_api coordinator;

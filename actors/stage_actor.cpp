@@ -1,3 +1,4 @@
+#include "actors/actor_errors.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/stage_state.hpp"
 
@@ -531,6 +532,7 @@ void take_chunk_done(stage_self self, const chunk_done& d) {
 }
 
 stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
+  self->set_exception_handler(exception_reason);
   return {
       [=](stage_wiring& w) { take_wiring(self, setup, w); },
       [=](stage_plan& plan) { guarded(self, [&] { take_plan(self, plan); }); },

@@ -1,3 +1,4 @@
+#include "actors/actor_errors.hpp"
 #include "actors/watchdog.hpp"
 
 #include <fmt/format.h>
@@ -27,6 +28,7 @@ struct watchdog_state {
 
 watchdog_api::behavior_type watchdog_actor(watchdog_api::stateful_pointer<watchdog_state> self,
                                            failure_api home) {
+  self->set_exception_handler(exception_reason);
   self->state.home = std::move(home);
   return {
       [=](ping) { return pong{}; },

@@ -4,12 +4,19 @@
 #include <CLI/CLI.hpp>
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <iostream>
+#include <new>
+#include <sstream>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -35,6 +42,59 @@ void keep_large_blocks_in_heap() {
   // fresh pages, each paying a page fault (costly on a VM). The main arena
   // keeps its pages; small allocations stay in each thread's cache.
   mallopt(M_ARENA_MAX, 1);
+}
+
+namespace {
+
+// What an exception that escaped a command says, in words.
+std::string describe(const std::exception& e) {
+  if (dynamic_cast<const merak::error*>(&e)) return e.what();
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return fmt::format(
+        "out of memory: an allocation failed ({}); the command needs more memory than this "
+        "process may use (free memory, ulimit -v)",
+        e.what());
+  if (const auto* fs = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) {
+    std::string paths;
+    if (!fs->path1().empty()) paths += " '" + quoted_cut(fs->path1().string()) + "'";
+    if (!fs->path2().empty()) paths += " and '" + quoted_cut(fs->path2().string()) + "'";
+    return fmt::format("file system operation on{} failed: {}", paths.empty() ? " a path" : paths,
+                       fs->code().message());
+  }
+  if (const auto* sys = dynamic_cast<const std::system_error*>(&e))
+    return fmt::format("a system call failed: {} ({} error {})", sys->what(),
+                       sys->code().category().name(), sys->code().value());
+  return e.what();
+}
+
+// Hands `line` to the launcher that started this process, when it asked
+// for failures (job/launcher.hpp): "PID LINE\n", one write, so that the
+// lines of several ranks never interleave.
+void tell_launcher(const std::string& line) {
+  const char* fd_text = std::getenv("MERAK_FAILURE_FD");
+  if (!fd_text) return;
+  const int fd = std::atoi(fd_text);
+  if (fd <= STDERR_FILENO) return;
+  const std::string note = fmt::format("{} {}\n", ::getpid(), line.substr(0, 3000));
+  (void)!::write(fd, note.data(), note.size());
+}
+
+}  // namespace
+
+int report_error(const std::exception& e) {
+  const std::string line = error_line(describe(e));
+  std::fprintf(stderr, "merak: error: %s\n", line.c_str());
+  tell_launcher(line);
+  return 1;
+}
+
+int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
+  std::ostringstream err;
+  const int status = app.exit(e, std::cout, err);
+  std::istringstream lines(err.str());
+  for (std::string l; std::getline(lines, l);) std::fprintf(stderr, "%s\n", error_line(l).c_str());
+  if (status != 0) tell_launcher(error_line(e.what()));
+  return status;
 }
 
 namespace {
@@ -146,10 +206,9 @@ int run_cli(int argc, char** argv, const command_entry* commands, int count) {
     std::reverse(args.begin(), args.end());  // CLI11 takes them last-first
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const merak::error& e) {
-    std::fprintf(stderr, "merak: error: %s\n", e.what());
-    return 1;
+    return report_parse_error(app, e);
+  } catch (const std::exception& e) {
+    return report_error(e);
   }
   try {
     setup_logging(log_level);
@@ -159,12 +218,8 @@ int run_cli(int argc, char** argv, const command_entry* commands, int count) {
     }
     for (auto& [name, run] : runs)
       if (app.got_subcommand(name)) return run();
-  } catch (const merak::error& e) {
-    std::fprintf(stderr, "merak: error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "merak: unexpected error: %s\n", e.what());
-    return 1;
+    return report_error(e);
   }
   return 1;
 }

@@ -21,8 +21,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> rest(argv + 2, argv + argc);
       return std::string(argv[1]) == "launch" ? ma::run_launch(rest) : ma::run_node(rest);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "merak: error: %s\n", e.what());
-      return 1;
+      return ma::report_error(e);
     }
   }
   const ma::command_entry commands[] = {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.hpp"
+#include "apps/flag_checks.hpp"
 #include "apps/memory_flags.hpp"
 #include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
@@ -142,9 +143,10 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--cluster", f->cluster,
                 "A cluster: dgx-a100-hdr, dgx-h100-ndr or a JSON file (docs/planning.md); sets "
                 "the device type and prices collectives over its links");
-  c->add_option("--chunks", f->req.chunks,
-                "Model chunks per device of the interleaved schedule (Megatron-LM's virtual "
-                "pipeline stages)")
+  integer_in(c->add_option("--chunks", f->req.chunks,
+                           "Model chunks per device of the interleaved schedule (Megatron-LM's "
+                           "virtual pipeline stages)"),
+             1, 64)
       ->capture_default_str();
   c->add_option("--precision", f->precision,
                 "fp32 or bf16 (default: bf16 on GPU devices, as they train; fp32 on the cpu "

@@ -54,7 +54,9 @@ endpoint parse_endpoint(const std::string& text, const char* flag, bool port_opt
 }
 
 std::chrono::milliseconds timeout_ms(double s, const char* flag) {
-  if (!(s > 0)) fail("{} must be positive (got {})", flag, s);
+  // A year at most: beyond, the clocks' nanoseconds overflow an int64.
+  if (!(s > 0 && s <= 31536000))
+    fail("{} must be a number above 0 and at most 31536000 seconds (got {})", flag, s);
   return std::chrono::milliseconds(int64_t(s * 1000));
 }
 

@@ -381,6 +381,8 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.par.sparse.seed = f.opts.seed;
   if (f.opts.data.empty() && f.opts.data_path.empty())
     fail("--data FILE or --data-path PREFIX is required");
+  if (f.par.measure_sparse_error && f.sparse_reducer == "none")
+    fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
   apply_model_family(f);
@@ -418,8 +420,6 @@ int run_train(train_flags& f, const CLI::App& c) {
     // Listen where the job's other hosts reach this one.
     f.par.listen_addr = f.par.processes->local_address();
   }
-  if (f.par.measure_sparse_error && f.sparse_reducer == "none")
-    fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   if (f.sparse_reducer != "none" && f.par.dp < 2)
     fail("--sparse-reducer {} needs --dp 2 or more (it reduces across replicas)", f.sparse_reducer);
   if (f.micro_batch_size != 0)
@@ -536,10 +536,15 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
   c->add_option("--sparse-reducer", f->sparse_reducer,
                 "Codec for the token embedding's gradient: none|coo|union|s2")
       ->capture_default_str();
-  c->add_option("--sketch-ratio", f->par.sparse.sketch_ratio,
-                "S2 sketch size as a fraction of the embedding's elements")
+  // The S2 flags are checked here, as they are read, not by the codec
+  // inside the reducer actors (comm/codec.cpp checks the same ranges).
+  number_in(c->add_option("--sketch-ratio", f->par.sparse.sketch_ratio,
+                          "S2 sketch size as a fraction of the embedding's elements"),
+            0, 64, true)
       ->capture_default_str();
-  c->add_option("--sketch-rows", f->par.sparse.sketch_rows, "S2 sketch rows (median of r)")
+  integer_in(
+      c->add_option("--sketch-rows", f->par.sparse.sketch_rows, "S2 sketch rows (median of r)"), 1,
+      32)
       ->capture_default_str();
   c->add_option("--error-feedback", f->error_feedback,
                 "S2 error feedback: off|on (the contractive form)")
@@ -585,16 +590,19 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
                            "(0: no limit)"),
              0, INT64_MAX);
   c->add_option("--trace", f->par.trace_path, "Write a Chrome-trace JSON of the last step");
-  c->add_option("--step-timeout", f->par.timeout_s,
-                "Seconds any actor may stay silent before the run fails")
+  number_in(c->add_option("--step-timeout", f->par.timeout_s,
+                          "Seconds any actor may stay silent before the run fails"),
+            0, kmost_seconds, true)
       ->capture_default_str();
-  c->add_option("--heartbeat-timeout", f->par.heartbeat_s,
-                "In a job of several processes: seconds a process may answer no heartbeat "
-                "(stopped, hung) before the job fails naming it; 0: off")
+  number_in(c->add_option("--heartbeat-timeout", f->par.heartbeat_s,
+                          "In a job of several processes: seconds a process may answer no "
+                          "heartbeat (stopped, hung) before the job fails naming it; 0: off"),
+            0.2, 1e6, false, "off")
       ->capture_default_str();
-  c->add_option("--idle-spin-us", f->par.idle_spin_us,
-                "An idle stage polls this long for its next message before blocking; "
-                "-1: automatic (200 when the stages fit on the cores, else 0)")
+  integer_in(c->add_option("--idle-spin-us", f->par.idle_spin_us,
+                           "An idle stage polls this long for its next message before blocking; "
+                           "-1: automatic (200 when the stages fit on the cores, else 0)"),
+             -1, 1000000)
       ->capture_default_str();
   c->add_option("--shared-rings", f->par.shared_rings,
                 "In a job of several processes: stages on one host pass tensors through "

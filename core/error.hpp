@@ -11,8 +11,10 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace merak {
 
@@ -26,6 +28,17 @@ template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw error(fmt::format(format, std::forward<Args>(args)...));
 }
+
+// `value` as a message quotes it: whole when it has at most `most` bytes,
+// else its first `most` bytes (never half a UTF-8 character) and
+// "... (N bytes)". For values from users and files, which can be of any size.
+std::string quoted_cut(std::string_view value, size_t most = 80);
+
+// One line of an error for a terminal: control characters (a newline, an
+// ANSI escape) shown as \xNN, and a line longer than `most` bytes cut in
+// the middle ("[N bytes cut]"), keeping its start and its end, which
+// together say what failed and why.
+std::string error_line(std::string_view text, size_t most = 400);
 
 [[noreturn]] void check_failed(const char* expr, const char* file, int line,
                                const std::string& detail);

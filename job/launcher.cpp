@@ -1,5 +1,6 @@
 #include "job/launcher.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -233,6 +234,7 @@ class child_group {
   ~child_group() { close_all(); }
 
   int size() const { return static_cast<int>(children_.size()); }
+  pid_t pid(int i) const { return pids_[size_t(i)]; }
   bool running(int i) const { return running_[size_t(i)]; }
 
   // Forks and executes every child, each fed its stdin_text. On a failure
@@ -353,6 +355,79 @@ class signal_catcher {
   struct sigaction old_[3]{};
 };
 
+// The lines that failing children hand over: each child finds the write
+// end of one pipe in MERAK_FAILURE_FD and writes "PID LINE\n" there, in one
+// write, before it exits (apps/cli_main.cpp). A child's stderr stays its
+// own; the launcher quotes the line of the child that failed first, which
+// names what failed, e.g. the peer it found unresponsive.
+class failure_notes {
+ public:
+  failure_notes() {
+    if (::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) fds_[0] = fds_[1] = -1;
+    if (fds_[1] >= 0) ::fcntl(fds_[1], F_SETFD, 0);  // the children inherit it
+  }
+  failure_notes(const failure_notes&) = delete;
+  failure_notes& operator=(const failure_notes&) = delete;
+  ~failure_notes() {
+    for (int fd : fds_)
+      if (fd >= 0) ::close(fd);
+  }
+  // The children's environments with the write end named.
+  std::vector<child_spec> told(std::vector<child_spec> children) const {
+    if (fds_[1] >= 0)
+      for (auto& c : children) c.env["MERAK_FAILURE_FD"] = std::to_string(fds_[1]);
+    return children;
+  }
+  // Once every child started: only they hold the write end.
+  void started() {
+    if (fds_[1] >= 0) ::close(std::exchange(fds_[1], -1));
+  }
+  // The last line child `pid` handed over; empty when none.
+  std::string of(pid_t pid) {
+    char buf[4096];
+    for (ssize_t n; fds_[0] >= 0 && (n = ::read(fds_[0], buf, sizeof buf)) > 0;)
+      text_.append(buf, size_t(n));
+    const std::string prefix = std::to_string(pid) + " ";
+    std::string line;
+    std::istringstream lines(text_);
+    for (std::string l; std::getline(lines, l);)
+      if (l.rfind(prefix, 0) == 0) line = l.substr(prefix.size());
+    return line.substr(0, 2000);
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  std::string text_;  // kept small: one line per failing child
+};
+
+// Whether process `pid` is stopped (SIGSTOP, a debugger): state T or t in
+// /proc/PID/stat.
+bool is_stopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const size_t paren = stat.rfind(')');  // the name, in parentheses, may hold spaces
+  return paren != std::string::npos && paren + 2 < stat.size() &&
+         (stat[paren + 2] == 'T' || stat[paren + 2] == 't');
+}
+
+// The first failure's message made to say what its child said, and which
+// other children were stopped then (a stopped rank is silent: the rank that
+// fails first is the one that noticed, not the one at fault).
+void explain_failure(const std::vector<child_spec>& children, child_group& group, int failed,
+                     failure_notes& notes, launch_result& res) {
+  std::string stopped;
+  for (int j = 0; j < group.size(); ++j)
+    if (j != failed && group.running(j) && is_stopped(group.pid(j)))
+      stopped += (stopped.empty() ? "" : ", ") + children[size_t(j)].name;
+  const std::string note = notes.of(group.pid(failed));
+  if (!note.empty()) res.message += ": " + note;
+  if (!stopped.empty())
+    res.message = fmt::format("{} {} stopped (SIGSTOP or a debugger) when {}", stopped,
+                              stopped.find(',') == std::string::npos ? "was" : "were",
+                              res.message);
+}
+
 // What one supervise call has seen so far: the deadline for killing the
 // children (the timeout, or the grace after the first failure) and why
 // children were killed.
@@ -405,9 +480,12 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
   using clock_type = supervision::clock_type;
   const int n = static_cast<int>(children.size());
   if (n == 0) fail("launcher: no process to start");
-  child_group group(children);
+  failure_notes notes;
+  const std::vector<child_spec> told = notes.told(children);
+  child_group group(told);
   signal_catcher catcher;
   group.start();
+  notes.started();
 
   launch_result res;
   res.exit_code.assign(n, 0);
@@ -421,7 +499,9 @@ launch_result supervise(const std::vector<child_spec>& children, const supervise
       if (!group.running(i) || !group.reap(i, res)) continue;
       --left;
       reaped = true;
+      const bool first = res.first_failed < 0;
       seen.ended(i, children, res, options.grace);
+      if (first && res.first_failed == i) explain_failure(children, group, i, notes, res);
     }
     if (left == 0) break;
     if (options.watch_fd >= 0 && !seen.orphaned && input_closed(options.watch_fd)) {

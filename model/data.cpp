@@ -1,11 +1,17 @@
 #include "model/data.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <iterator>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/process_stats.hpp"
 #include "core/rng.hpp"
 
 namespace merak::model {
@@ -59,20 +65,59 @@ std::vector<int32_t> tokenize_hashed_words(std::string_view text, int vocab) {
   return ids;
 }
 
+std::vector<uint8_t> read_text_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open data file '{}': {}", path, std::strerror(errno));
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_at_end{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail("cannot read data file '{}': {}", path, std::strerror(errno));
+  // A size known in advance (a regular file; /proc's report 0).
+  const bool regular = S_ISREG(st.st_mode) && st.st_size > 0;
+  // The text is held with its tokens (an int32 per byte at most).
+  constexpr int64_t kheld_per_byte = 1 + int64_t(sizeof(int32_t));
+  const int64_t memory = available_memory_bytes();
+  const int64_t by_memory = memory < 0 ? INT64_MAX : memory / kheld_per_byte;
+  constexpr double kgib = 1 << 30;
+  if (regular && int64_t(st.st_size) > by_memory)
+    fail(
+        "data file '{}' holds {:.1f} GiB of text; with its tokens that needs {:.1f} GiB of "
+        "memory, more than the {:.1f} GiB this process may use (free memory, ulimit -v): give a "
+        "tokenized dataset with --data-path (merak data prepare), which is read from disk",
+        path, double(st.st_size) / kgib, double(st.st_size) * kheld_per_byte / kgib,
+        double(memory) / kgib);
+  const int64_t most = regular ? int64_t(st.st_size) : std::min(kmost_piped_text, by_memory);
+  std::vector<uint8_t> bytes;
+  if (regular) bytes.reserve(size_t(st.st_size));
+  std::vector<uint8_t> chunk(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("error reading data file '{}': {}", path, std::strerror(errno));
+    if (n == 0) break;
+    if (int64_t(bytes.size()) + n > most) {
+      if (regular) {  // grew while read: the size it had when opened
+        bytes.insert(bytes.end(), chunk.data(), chunk.data() + (most - int64_t(bytes.size())));
+        break;
+      }
+      fail(
+          "data file '{}' is not a regular file and gave more than {} bytes: text of unknown "
+          "size (a pipe) is held in memory whole, at most 1 GiB{}; save it to a file",
+          path, most,
+          most < kmost_piped_text ? " (here less: the memory this process may use)" : "");
+    }
+    bytes.insert(bytes.end(), chunk.data(), chunk.data() + n);
+  }
+  return bytes;
+}
+
 text_corpus::text_corpus(const std::string& path, int seq, double val_fraction, tokenizer tok,
                          int vocab)
     : seq_(seq), tok_(tok), vocab_(vocab), name_(path) {
   check_input_file(path, "data file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot open data file '{}'", path);
-  std::vector<uint8_t> bytes;
-  try {
-    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>{});
-  } catch (const std::exception& e) {
-    fail("error reading data file '{}': {}", path, e.what());
-  }
-  if (f.bad()) fail("error reading data file '{}'", path);
-  init(std::move(bytes), val_fraction);
+  init(read_text_file(path), val_fraction);
 }
 
 text_corpus::text_corpus(std::vector<uint8_t> bytes, int seq, double val_fraction, std::string name,

@@ -36,6 +36,17 @@ tokenizer parse_tokenizer(std::string_view text);
 // distinct words may share an id. Fails if vocab < 2.
 std::vector<int32_t> tokenize_hashed_words(std::string_view text, int vocab);
 
+// The most text read from a pipe (or another file whose size is not known
+// in advance) as --data: it is held in memory whole, with its tokens.
+inline constexpr int64_t kmost_piped_text = int64_t(1) << 30;
+
+// The bytes of data file `path`. A regular file must fit, with its tokens
+// (5 bytes per byte), in the memory this process may use
+// (core/process_stats.hpp); other files (a pipe) are read up to
+// kmost_piped_text bytes, or that memory if less. Beyond, fails naming the
+// file and the bound, before reading (a regular file) or once past it.
+std::vector<uint8_t> read_text_file(const std::string& path);
+
 class text_corpus final : public token_source {
  public:
   // Reads `path` and tokenizes it (`vocab`: the words tokenizer's V; the

@@ -85,13 +85,16 @@ cluster_spec find_cluster(const std::string& name_or_file) {
   const std::string& path = name_or_file;
   const nlohmann::json j = read_json_file(path, "cluster file");
   if (!j.is_object()) fail("cluster file '{}': expected a JSON object", path);
+  // A number from lo to hi (bounds far beyond any cluster: every cost stays
+  // finite and every count fits an int); `whole`: an integer.
   auto number = [&](const nlohmann::json& object, const std::string& where, const char* key,
-                    double lo) -> double {
+                    double lo, double hi, bool whole = false) -> double {
     if (!object.contains(key) || !object[key].is_number())
       fail("cluster file '{}': '{}{}' must be a number", path, where, key);
     double v = object[key].get<double>();
-    if (!(v >= lo) || !std::isfinite(v))
-      fail("cluster file '{}': '{}{}' is {}, must be at least {}", path, where, key, v, lo);
+    if (!(v >= lo && v <= hi) || !std::isfinite(v) || (whole && v != std::floor(v)))
+      fail("cluster file '{}': '{}{}' is {}, must be {} from {} to {}", path, where, key, v,
+           whole ? "an integer" : "a number", lo, hi);
     return v;
   };
   auto object = [&](const char* key) -> const nlohmann::json& {
@@ -109,16 +112,16 @@ cluster_spec find_cluster(const std::string& name_or_file) {
   } else {
     fail("cluster file '{}': 'device' must be a device name or object", path);
   }
-  c.devices_per_node = int(number(j, "", "devices_per_node", 1));
+  c.devices_per_node = int(number(j, "", "devices_per_node", 1, 1 << 20, true));
   const auto& intra = object("intra");
   c.intra.kind = intra.value("kind", "intra-node");
-  c.intra.bw = number(intra, "intra.", "bw_gbs", 1e-9) * 1e9;
-  c.intra.latency = number(intra, "intra.", "latency_us", 0) * 1e-6;
+  c.intra.bw = number(intra, "intra.", "bw_gbs", 1e-9, 1e9) * 1e9;
+  c.intra.latency = number(intra, "intra.", "latency_us", 0, 1e9) * 1e-6;
   const auto& inter = object("inter");
   c.inter.kind = inter.value("kind", "network");
-  c.nics_per_node = int(number(inter, "inter.", "nics_per_node", 1));
-  c.inter.bw = number(inter, "inter.", "nic_gbs", 1e-9) * 1e9;
-  c.inter.latency = number(inter, "inter.", "latency_us", 0) * 1e-6;
+  c.nics_per_node = int(number(inter, "inter.", "nics_per_node", 1, 1 << 20, true));
+  c.inter.bw = number(inter, "inter.", "nic_gbs", 1e-9, 1e9) * 1e9;
+  c.inter.latency = number(inter, "inter.", "latency_us", 0, 1e9) * 1e-6;
   mirror_links(c);
   return c;
 }

@@ -83,32 +83,38 @@ nlohmann::json read_json_file(const std::string& path, const char* what) {
 }
 
 device_spec parse_device(const nlohmann::json& e, const std::string& where) {
-  auto need = [&](const char* key) -> double {
-    if (!e.contains(key) || !e[key].is_number()) fail("{} needs a number '{}'", where, key);
-    const double v = e[key].get<double>();
-    if (!std::isfinite(v)) fail("{}: '{}' is not finite", where, key);
-    return v;
-  };
-  device_spec d;
   if (!e.is_object() || !e.contains("name") || !e["name"].is_string())
     fail("{} needs a string 'name'", where);
+  device_spec d;
   d.name = e["name"].get<std::string>();
-  d.peak_flops = need("peak_tflops") * 1e12;
-  d.memory_bytes = need("memory_gb") * 1e9;
-  d.memory_bw = need("memory_bw_gbs") * 1e9;
-  d.intra_bw = need("intra_bw_gbs") * 1e9;
-  d.intra_latency = need("intra_latency_us") * 1e-6;
-  d.inter_bw = need("inter_bw_gbs") * 1e9;
-  d.inter_latency = need("inter_latency_us") * 1e-6;
-  d.devices_per_node = int(need("devices_per_node"));
-  if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency");
-  if (e.contains("sms")) d.sms = int(need("sms"));
-  d.activation_bytes = e.contains("activation_bytes") ? int(need("activation_bytes")) : 2;
-  if (d.peak_flops <= 0 || d.memory_bytes <= 0 || d.memory_bw <= 0 || d.devices_per_node < 1 ||
-      d.intra_bw <= 0 || d.inter_bw <= 0 || d.sms < 0 || d.matmul_efficiency <= 0 ||
-      d.matmul_efficiency > 1)
-    fail("{} ('{}') has a non-positive rate or size, or an efficiency outside (0, 1]", where,
-         d.name);
+  const std::string at = fmt::format("{} ('{}')", where, quoted_cut(d.name));
+  // A number in [lo, hi] (lo excluded when `open_low`); `whole`: an integer.
+  auto need = [&](const char* key, double lo, double hi, bool open_low = false,
+                  bool whole = false) -> double {
+    if (!e.contains(key) || !e[key].is_number()) fail("{} needs a number '{}'", at, key);
+    const double v = e[key].get<double>();
+    const bool in = std::isfinite(v) && (open_low ? v > lo : v >= lo) && v <= hi &&
+                    (!whole || v == std::floor(v));
+    if (!in)
+      fail("{}: '{}' is {}, must be {} {} {} {}", at, key, v, whole ? "an integer" : "a number",
+           open_low ? "above" : "from", lo, open_low ? fmt::format("and at most {}", hi)
+                                                     : fmt::format("to {}", hi));
+    return v;
+  };
+  // Bounds far beyond any device, so that every product of the cost model
+  // stays finite and every count fits an int.
+  d.peak_flops = need("peak_tflops", 0, 1e9, true) * 1e12;
+  d.memory_bytes = need("memory_gb", 0, 1e9, true) * 1e9;
+  d.memory_bw = need("memory_bw_gbs", 0, 1e9, true) * 1e9;
+  d.intra_bw = need("intra_bw_gbs", 0, 1e9, true) * 1e9;
+  d.intra_latency = need("intra_latency_us", 0, 1e9) * 1e-6;
+  d.inter_bw = need("inter_bw_gbs", 0, 1e9, true) * 1e9;
+  d.inter_latency = need("inter_latency_us", 0, 1e9) * 1e-6;
+  d.devices_per_node = int(need("devices_per_node", 1, 1 << 20, false, true));
+  if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency", 0, 1, true);
+  if (e.contains("sms")) d.sms = int(need("sms", 0, 1 << 20, false, true));
+  d.activation_bytes =
+      e.contains("activation_bytes") ? int(need("activation_bytes", 1, 8, false, true)) : 2;
   return d;
 }
 

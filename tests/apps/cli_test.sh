@@ -465,6 +465,72 @@ PY
     expect_error "\"memory budget\"" plan --num-layers 96 --hidden-size 12288 --num-attention-heads 96 \
       --seq-length 2048 --vocab 51200 --cluster dgx-a100-hdr --global-batch-size 1 --devices 8 --tp 8 \
       --pp 1 --micro-batch-size 1 --recompute full --recompute-every-stage ;;
+  errors_37)
+    # Errors at the right place, in one line: flags checked as they are
+    # read (before any actor starts), files' fields and sizes bounded, long
+    # values and control characters cut or escaped, and what escapes a
+    # command (out of memory, a file-system failure) named.
+    t=(train --data "$work/text.txt" "${tiny[@]}" --steps 1)
+    s2=("${t[@]}" --sparse-reducer s2 --dp 2)
+    for bad in 0 -1 nan inf 65 1e300 ""; do
+      expect_error "^merak: error: --sketch-ratio must be a number above 0 and at most 64 \(got '$bad'\)$" \
+        "${s2[@]}" --sketch-ratio "$bad"
+    done
+    for bad in 0 33 -1 99999999999 1.5; do
+      expect_error "^merak: error: --sketch-rows must be an integer from 1 to 32 \(got '$bad'\)$" \
+        "${s2[@]}" --sketch-rows "$bad"
+    done
+    # Durations convert to the clocks without overflow.
+    for bad in 1e10 0 -1 nan; do
+      expect_error "error: --step-timeout must be a number above 0 and at most 31536000 \(got '$bad'\)" \
+        "${t[@]}" --micro-batches 2 --step-timeout "$bad"
+    done
+    expect_error "error: --heartbeat-timeout must be 0 \(off\) or a number from 0.2 to 1000000 \(got '1e10'\)" \
+      "${t[@]}" --heartbeat-timeout 1e10
+    expect_error "error: --idle-spin-us must be an integer from -1 to 1000000 \(got '1e9'\)" \
+      "${t[@]}" --idle-spin-us 1e9
+    expect_error "error: --chunks must be an integer from 1 to 64 \(got '0'\)" plan --devices 2 --chunks 0
+    # Device files: each field in its range, named with the file and the device.
+    dev='{"devices": [{"name": "my-gpu", "peak_tflops": 100, "memory_gb": 24, "memory_bw_gbs": 900,
+      "intra_bw_gbs": 64, "intra_latency_us": 10, "inter_bw_gbs": 12.5, "inter_latency_us": LAT,
+      "devices_per_node": PER}]}'
+    sed 's/LAT/20/; s/PER/1e12/' <<<"$dev" >"$work/per.json"
+    expect_error "error: device file '$work/per.json': devices\[0\] \('my-gpu'\): 'devices_per_node' is 1000000000000, must be an integer from 1 to 1048576" \
+      plan --device-file "$work/per.json" --device-type my-gpu --devices 8
+    sed 's/LAT/-20/; s/PER/4/' <<<"$dev" >"$work/lat.json"
+    expect_error "error: device file '$work/lat.json': devices\[0\] \('my-gpu'\): 'inter_latency_us' is -20, must be a number from 0 to" \
+      plan --device-file "$work/lat.json" --device-type my-gpu --devices 8
+    # Long values are cut, keeping the line's start and end.
+    big=$(head -c 100000 /dev/zero | tr '\0' a)
+    expect_error "^merak: error: unknown schedule 'a+\.\.\.\[[0-9]+ bytes cut\]\.\.\.a+' \(expected gpipe" \
+      "${t[@]}" --schedule "$big"
+    (($(wc -c <"$work/err") < 1000)) || { echo "FAIL: a long value echoed whole"; exit 1; }
+    printf 'schedule = "%s"\n' "$(head -c 1000000 /dev/zero | tr '\0' a)" >"$work/big.toml"
+    expect_error "error: unknown schedule 'a+\.\.\.\[[0-9]+ bytes cut\]" "${t[@]}" --config "$work/big.toml"
+    (($(wc -c <"$work/err") < 1000)) || { echo "FAIL: a config value echoed whole"; exit 1; }
+    expect_error "Could not convert: --layers" "${t[@]}" --layers "$big"
+    (($(wc -c <"$work/err") < 1000)) || { echo "FAIL: CLI11's message echoed whole"; exit 1; }
+    # Control characters (an ANSI escape) are shown, not sent to the terminal.
+    expect_error "unknown schedule 'x\\\\x1b\[31m'" "${t[@]}" --schedule $'x\e[31m'
+    ! grep -q $'\e' "$work/err" || { echo "FAIL: a raw escape reached stderr"; exit 1; }
+    # --data within the memory the process may use: an endless pipe stops
+    # at its bound, a 40 GB (sparse) file is refused before it is read.
+    truncate -s 40G "$work/huge.txt"
+    (
+      ulimit -v 1500000
+      expect_error "^merak: error: data file '/dev/fd/[0-9]+' is not a regular file and gave more than [0-9]+ bytes" \
+        train --data <(yes) "${tiny[@]}" --steps 1
+      expect_error "^merak: error: data file '$work/huge.txt' holds 40.0 GiB of text; with its tokens that needs 200.0 GiB of memory" \
+        train --data "$work/huge.txt" "${tiny[@]}" --steps 1
+      # What escapes a command: out of memory named, not "unexpected error".
+      ulimit -v 400000
+      expect_error "^merak: error: out of memory: an allocation failed" \
+        schedule show --pp 1024 --micro-batches 65536
+    )
+    ln -s loop2 "$work/loop1"
+    ln -s loop1 "$work/loop2"
+    expect_error "^merak: error: .*'$work/loop1'.*([Ss]ymbolic|loop)" eval --load "$work/loop1"
+    ;;
   outputs_37)
     # Outputs replaced through a temporary file (--trace, --save's
     # config.toml) are written only as regular files: a FIFO or a directory

@@ -405,6 +405,13 @@ EOF
     ((rc == 1)) || { echo "FAIL: exit $rc"; cat "$work/e"; exit 1; }
     named || { echo "FAIL: the role, process or host is not named"; cat "$work/e"; exit 1; }
     grep "merak: error: " "$work/e" | head -1
+    # The launcher names the silent rank, not only the one that noticed,
+    # and quotes the line of the one that failed.
+    if [[ $signal == STOP ]]; then
+      grep -qF "merak: error: merak launch: rank $victim_rank was stopped (SIGSTOP or a debugger) when rank $((1 - victim_rank)) failed with exit code 1: " "$work/e" ||
+        { echo "FAIL: the launcher does not name the stopped rank"; cat "$work/e"; exit 1; }
+      grep "merak launch: " "$work/e"
+    fi
     ;;
   restart)
     job=(train "${model[@]}" --layers 4 --dim 128 --steps 30 --pp 2 --micro-batches 2 --save-interval 5)

@@ -121,6 +121,25 @@ TEST_CASE("device files add devices and bad ones are refused by field", "[planne
   CHECK_THROWS_WITH(find_device("x", bad),
                     Catch::Contains("bad.json") && Catch::Contains("peak_tflops"));
   CHECK_THROWS_WITH(find_device("tpu-v9"), Catch::Contains("a100-40gb"));
+  // Each field in its range, named with its value (an int never wraps).
+  auto field = [&](const std::string& key, const std::string& value) {
+    std::string text = R"({"devices": [{"name": "my-gpu", "peak_tflops": 100, "memory_gb": 24,
+      "memory_bw_gbs": 900, "intra_bw_gbs": 64, "intra_latency_us": 10, "inter_bw_gbs": 12.5,
+      "inter_latency_us": 20, "devices_per_node": 4}]})";
+    const size_t at = text.find("\"" + key + "\": ") + key.size() + 4;
+    text.replace(at, text.find_first_of(",}", at) - at, value);
+    std::ofstream(bad) << text;
+  };
+  field("devices_per_node", "1e12");
+  CHECK_THROWS_WITH(find_device("my-gpu", bad),
+                    Catch::Contains("bad.json") && Catch::Contains("'devices_per_node' is 1000000000000") &&
+                        Catch::Contains("an integer from 1 to 1048576"));
+  field("inter_latency_us", "-20");
+  CHECK_THROWS_WITH(find_device("my-gpu", bad), Catch::Contains("'inter_latency_us' is -20"));
+  field("memory_gb", "1e300");
+  CHECK_THROWS_WITH(find_device("my-gpu", bad), Catch::Contains("'memory_gb' is 1e+300"));
+  field("devices_per_node", "2.5");
+  CHECK_THROWS_WITH(find_device("my-gpu", bad), Catch::Contains("'devices_per_node' is 2.5"));
   std::filesystem::remove_all(dir);
 }
 
