@@ -81,7 +81,9 @@ void trainer::init() {
   exec_->set_selective_recompute(opts_.recompute_attention);
   opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
   schedule_ = opts_.schedule();
-  if (!opts_.load.empty()) {
+  if (!opts_.load.empty() && nothing_to_resume(opts_.load)) {
+    warn_nothing_to_resume(opts_.load);
+  } else if (!opts_.load.empty()) {
     step_ = resume_checkpoint(opts_, store_, *opt_);
     resumed_from_ = step_;
   }
@@ -118,6 +120,11 @@ int64_t check_resume(train_options& opts, const metadata_map& metadata, const st
     fail("checkpoint '{}': metadata merak.seed is missing or not a number", dir);
   }
   return step;
+}
+
+void warn_nothing_to_resume(const std::string& load) {
+  spdlog::warn("--load '{}' holds no checkpoint yet (a new or empty directory): starting at step 0",
+               load);
 }
 
 int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt) {

@@ -80,6 +80,11 @@ bool skip_update(const train_options& opts, double loss, double grad_norm);
 // checkpoint.
 int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt);
 
+// Logs that --load `load` holds nothing to resume (nothing_to_resume) and
+// the run starts at step 0, as a Megatron-LM run given --load of a new
+// directory does.
+void warn_nothing_to_resume(const std::string& load);
+
 // The checks of resume_checkpoint on a checkpoint's metadata alone (the
 // parallel trainer's stage actors then load their own parts): returns the
 // step; may update opts.seed. Throws merak::error naming `dir`.
