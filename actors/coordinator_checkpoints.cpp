@@ -10,8 +10,7 @@ void coordinator::load() {
           [&](const resume_at& r) { step = r.step; });
     return;
   }
-  if (model::nothing_to_resume(opts.load)) {
-    model::warn_nothing_to_resume(opts.load);
+  if (model::starts_without_checkpoint(opts)) {
     step = 0;
     for (auto& f : followers) (*self)->send(f, resume_at{step});
     return;

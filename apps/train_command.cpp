@@ -482,8 +482,8 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   c->add_option("--save-interval", options.save_interval,
                 "Steps between checkpoints (0: only at the end)");
   c->add_option("--load", options.load,
-                "Resume from a run directory (latest) or a checkpoint directory; a new or empty "
-                "directory starts at step 0 (--save D --load D resumes D or starts it)");
+                "Resume from a run directory (latest) or a checkpoint directory; --load of the "
+                "--save directory starts at step 0 while it holds no checkpoint yet");
 }
 
 // Metrics, threads, GEMM backend, device and precision.

@@ -135,8 +135,9 @@ std::string describe_run(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
   std::vector<std::string> checkpoints;
-  for (auto& name : entry_names(dir))
-    if (run_entry_of(name) != run_entry::none) checkpoints.push_back(name);
+  for (auto& name : entry_names(dir))  // step_*.tmp is no checkpoint: the next save sweeps it
+    if (run_entry_of(name) == run_entry::checkpoint || run_entry_of(name) == run_entry::moved_aside)
+      checkpoints.push_back(name);
   const bool latest = fs::exists(fs::symlink_status(fs::path(dir) / kLatest, ec));
   if (latest) {
     try {
@@ -154,25 +155,27 @@ std::string describe_run(const std::string& dir) {
   if (!checkpoints.empty())
     return fmt::format("{} checkpoints ({} .. {}), no latest", checkpoints.size(),
                        checkpoints.front(), checkpoints.back());
-  if (fs::is_regular_file(fs::path(dir) / kConfigFile, ec)) return kConfigFile;
   return "";
 }
 
-bool part_of_run(const std::string& path, const std::string& dir) {
-  std::error_code ec;
-  const fs::path p = fs::weakly_canonical(path, ec);
-  if (ec) return false;
-  const fs::path d = fs::weakly_canonical(dir, ec);
-  if (ec) return false;
-  auto same = [](fs::path a, const fs::path& b) {
+bool same_directory(const std::string& a, const std::string& b) {
+  auto key = [](const std::string& p, std::error_code& ec) {
+    fs::path c = fs::weakly_canonical(p, ec);
     // weakly_canonical keeps a trailing separator: "run/" is "run".
-    if (!a.has_filename()) a = a.parent_path();
-    fs::path c = b;
-    if (!c.has_filename()) c = c.parent_path();
-    return a == c;
+    return c.has_filename() ? c : c.parent_path();
   };
-  fs::path parent = p.has_filename() ? p.parent_path() : p.parent_path().parent_path();
-  return same(p, d) || same(parent, d);
+  std::error_code ea, eb;
+  const fs::path ka = key(a, ea), kb = key(b, eb);
+  return !ea && !eb && ka == kb;
+}
+
+bool part_of_run(const std::string& path, const std::string& dir) {
+  if (same_directory(path, dir)) return true;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(path, ec);
+  if (ec) return false;
+  if (!p.has_filename()) p = p.parent_path();
+  return same_directory(p.parent_path().string(), dir);
 }
 
 bool nothing_to_resume(const std::string& path) {

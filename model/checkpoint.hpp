@@ -65,19 +65,24 @@ std::string shown_value(const std::string& text, size_t most = 80);
 std::string read_latest(const std::string& dir);
 
 // What `dir` holds of a run, in words ("latest: step 4", "2 checkpoints
-// (step_00000002 .. step_00000004), no latest", "config.toml"), or "" when
-// it holds none of latest, a checkpoint or config.toml (a new or empty
-// directory, other files only). Never throws.
+// (step_00000002 .. step_00000004), no latest"), or "" when it holds
+// neither latest nor a checkpoint: a new or empty directory, or one of a
+// run stopped before its first checkpoint (config.toml, step_*.tmp), which
+// a restart of that run (merak launch --max-restarts) starts again. Never
+// throws.
 std::string describe_run(const std::string& dir);
+
+// Whether `a` and `b` name the same directory (through links, ".." and a
+// trailing separator; neither need exist).
+bool same_directory(const std::string& a, const std::string& b);
 
 // Whether `path` (a --load) is the run directory `dir` or a checkpoint in it.
 bool part_of_run(const std::string& path, const std::string& dir);
 
 // Whether a run resuming from `path` finds nothing there to resume: `path`
 // does not exist, or is a directory without latest, a checkpoint's files or
-// a checkpoint entry (Megatron's --load of a new directory: the run starts
-// at step 0). Throws merak::error naming `path` when it cannot be examined
-// (a symbolic-link loop, no permission).
+// a checkpoint entry. Throws merak::error naming `path` when it cannot be
+// examined (a symbolic-link loop, no permission).
 bool nothing_to_resume(const std::string& path);
 
 // Removes the run in `dir`: latest, config.toml and every entry of

@@ -80,10 +80,12 @@ bool skip_update(const train_options& opts, double loss, double grad_norm);
 // checkpoint.
 int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt);
 
-// Logs that --load `load` holds nothing to resume (nothing_to_resume) and
-// the run starts at step 0, as a Megatron-LM run given --load of a new
-// directory does.
-void warn_nothing_to_resume(const std::string& load);
+// Whether the run starts at step 0 although opts.load is given: --load
+// names the --save directory itself and it holds nothing to resume yet
+// (nothing_to_resume), Megatron-LM's `--save D --load D` for a new D. Logs
+// a warning saying so. Any other --load that holds no checkpoint is left to
+// the load, which names it.
+bool starts_without_checkpoint(const train_options& opts);
 
 // The checks of resume_checkpoint on a checkpoint's metadata alone (the
 // parallel trainer's stage actors then load their own parts): returns the
