@@ -64,8 +64,8 @@ std::string coordinator::write_checkpoint() {
     return model::commit_sharded_checkpoint(
         opts.save_dir, step, records, meta,
         fmt::format("dp={} pp={}{} tp={} processes={} placement={}", par.dp, par.pp,
-                    par.chunks > 1 ? fmt::format(" chunks={}", par.chunks) : "", par.tp, place.world,
-                    place.str()));
+                    par.chunks > 1 ? fmt::format(" chunks={}", par.chunks) : "", par.tp,
+                    place.world, place.str()));
   } catch (...) {
     model::discard_checkpoint(tmp);
     throw;

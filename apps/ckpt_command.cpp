@@ -79,15 +79,17 @@ void claim_output_run(const std::string& what, const std::string& out, bool over
   const std::string held = model::describe_run(out);
   if (held.empty()) return;
   if (!overwrite)
-    fail("{} '{}' already holds a run ({}): write into a new directory, or pass --overwrite to "
-         "replace that run",
-         what, out, held);
+    fail(
+        "{} '{}' already holds a run ({}): write into a new directory, or pass --overwrite to "
+        "replace that run",
+        what, out, held);
   if (!source.empty() && model::part_of_run(source, out))
-    fail("{} '{}' holds the checkpoint being exported ('{}'): --overwrite would remove it; "
-         "write into a new directory",
-         what, out, source);
+    fail(
+        "{} '{}' holds the checkpoint being exported ('{}'): --overwrite would remove it; "
+        "write into a new directory",
+        what, out, source);
   model::remove_run(out);
-  spdlog::warn("--overwrite: removed the run in {} '{}' ({})", what, out, held);
+  spdlog::warn("{} '{}': --overwrite removed the run it held ({})", what, out, held);
 }
 
 // Writes the Hugging Face checkpoint in f.hf as OUT/step_00000000 (zero

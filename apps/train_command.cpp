@@ -64,7 +64,8 @@ struct train_flags {
   bool dp_given = false;      // --dp on the command line (else derived from the processes)
   int micro_batch_size = 0;   // > 0: Megatron's --micro-batch-size, a size, not a count
   memory_flags memory;  // sharding, sequence parallelism, Megatron's recomputation names
-  bool overwrite = false;  // --overwrite: a run already in --save is removed, this one starts over
+  // --overwrite: a run already in --save is removed, this one starts over.
+  bool overwrite = false;
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.

@@ -125,8 +125,8 @@ std::string read_latest(const std::string& dir) {
   text.resize(size_t(got));
   std::string name = text.substr(0, text.find('\n'));
   if (!name.empty() && name.back() == '\r') name.pop_back();
-  if (name.empty() || name.find('/') != std::string::npos ||
-      name.find('\0') != std::string::npos || name == "." || name == "..")
+  if (name.empty() || name.find('/') != std::string::npos || name.find('\0') != std::string::npos ||
+      name == "." || name == "..")
     fail("'{}' does not name a checkpoint (it holds '{}')", path, shown_value(text));
   return name;
 }
@@ -144,7 +144,8 @@ std::string describe_run(const std::string& dir) {
       const std::string name = read_latest(dir);
       if (run_entry_of(name) == run_entry::checkpoint) {
         const size_t first = name.find_first_not_of('0', 5);
-        return fmt::format("latest: step {}", first == std::string::npos ? "0" : name.substr(first));
+        return fmt::format("latest: step {}",
+                           first == std::string::npos ? "0" : name.substr(first));
       }
       return fmt::format("latest: '{}'", shown_value(name));
     } catch (const error&) {

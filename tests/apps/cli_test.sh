@@ -508,6 +508,9 @@ PY
     latest_is "$work/run" step_00000006
     "$merak" ckpt export "$work/other" "$work/run2" >/dev/null
     latest_is "$work/run2" step_00000002
+    "$merak" ckpt export "$work/run/step_00000004" "$work/run2" --overwrite >/dev/null 2>&1
+    latest_is "$work/run2" step_00000004
+    [[ $(cd "$work/run2" && echo *) == "latest step_00000004" ]] || { echo "FAIL: export --overwrite: $(ls "$work/run2")"; exit 1; }
     "$merak" "${r[@]}" --steps 6 --save-interval 2 --save "$work/run" --load "$work/run/step_00000004" >/dev/null
     "$merak" "${r[@]}" --steps 2 --save "$work/run" --overwrite 2>"$work/err" >/dev/null
     grep -q "warning.*--overwrite: removed the run that --save '$work/run' held (latest: step 6); this run starts over" "$work/err" ||
