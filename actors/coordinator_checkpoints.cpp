@@ -10,6 +10,11 @@ void coordinator::load() {
           [&](const resume_at& r) { step = r.step; });
     return;
   }
+  if (model::starts_without_checkpoint(opts)) {
+    step = 0;
+    for (auto& f : followers) (*self)->send(f, resume_at{step});
+    return;
+  }
   model::checkpoint_reader ckpt(opts.load);
   step = model::check_resume(opts, ckpt.metadata(), ckpt.dir(), corpus ? corpus->name() : "");
   int expected = 0;
@@ -30,34 +35,41 @@ std::string coordinator::write_checkpoint() {
   if (opts.save_dir.empty()) fail("no --save directory given");
   if (!lead()) fail("only process 0 of a job writes checkpoints");
   const std::string tmp = model::begin_checkpoint(opts.save_dir, step);
-  // Every shard carries the index's metadata (each adds its own AdamW
-  // count), so that a reader can tell a shard of another step or run.
-  auto meta = model::checkpoint_metadata(opts, step, corpus->name());
-  meta["merak.step"] = std::to_string(step);
-  std::vector<model::shard_record> records;
-  int64_t adam_t = -1;
-  int expected = 0;
-  // Replica 0 writes; under the distributed optimizer every replica takes
-  // part (replica 0 gathers the moments' slices from the others).
-  const bool sharded = par.sharding != partition::sharding_strategy::no_shard && par.dp > 1;
-  for (size_t r = 0; r < (sharded ? stages.size() : 1); ++r)
-    for (auto& st : stages[r])
-      for (auto& a : st) {
-        (*self)->send(a, save_shard{tmp, meta});
-        ++expected;
-      }
-  for (int got = 0; got < expected; ++got)
-    await(fmt::format("writing checkpoint shards ({}/{}) of step {}", got, expected, step),
-          [&](shard_saved& s) {
-            records.insert(records.end(), s.records.begin(), s.records.end());
-            adam_t = s.adam_t;
-          });
-  meta["merak.adam_t"] = std::to_string(adam_t);
-  return model::commit_sharded_checkpoint(
-      opts.save_dir, step, records, meta,
-      fmt::format("dp={} pp={}{} tp={} processes={} placement={}", par.dp, par.pp,
-                  par.chunks > 1 ? fmt::format(" chunks={}", par.chunks) : "", par.tp, place.world,
-                  place.str()));
+  // A save that fails leaves no step_*.tmp behind (a killed one is swept
+  // by the next save).
+  try {
+    // Every shard carries the index's metadata (each adds its own AdamW
+    // count), so that a reader can tell a shard of another step or run.
+    auto meta = model::checkpoint_metadata(opts, step, corpus->name());
+    meta["merak.step"] = std::to_string(step);
+    std::vector<model::shard_record> records;
+    int64_t adam_t = -1;
+    int expected = 0;
+    // Replica 0 writes; under the distributed optimizer every replica takes
+    // part (replica 0 gathers the moments' slices from the others).
+    const bool sharded = par.sharding != partition::sharding_strategy::no_shard && par.dp > 1;
+    for (size_t r = 0; r < (sharded ? stages.size() : 1); ++r)
+      for (auto& st : stages[r])
+        for (auto& a : st) {
+          (*self)->send(a, save_shard{tmp, meta});
+          ++expected;
+        }
+    for (int got = 0; got < expected; ++got)
+      await(fmt::format("writing checkpoint shards ({}/{}) of step {}", got, expected, step),
+            [&](shard_saved& s) {
+              records.insert(records.end(), s.records.begin(), s.records.end());
+              adam_t = s.adam_t;
+            });
+    meta["merak.adam_t"] = std::to_string(adam_t);
+    return model::commit_sharded_checkpoint(
+        opts.save_dir, step, records, meta,
+        fmt::format("dp={} pp={}{} tp={} processes={} placement={}", par.dp, par.pp,
+                    par.chunks > 1 ? fmt::format(" chunks={}", par.chunks) : "", par.tp,
+                    place.world, place.str()));
+  } catch (...) {
+    model::discard_checkpoint(tmp);
+    throw;
+  }
 }
 
 double coordinator::run_validation() {

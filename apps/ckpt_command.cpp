@@ -41,6 +41,7 @@ struct ckpt_flags {
   // export --hf
   std::string dtype = "fp32";
   uint64_t max_shard_bytes = model::hf_write_options{}.max_shard_bytes;
+  bool overwrite = false;  // export OUT, import --out: replace the run it holds
 };
 
 // The parameters build_model gives `config`, each once, in graph order.
@@ -67,6 +68,28 @@ std::string model_flags(const model::gpt_config& m, model::tokenizer tokens) {
     s += " --untied-head";
   if (tokens != model::tokenizer::bytes) s += " --tokenizer words";
   return s;
+}
+
+// `out` (ckpt export's OUT, ckpt import's --out) becomes a new run: one it
+// already holds is refused, or with --overwrite removed, never merged into
+// (its latest would go back to the written step). `source`: the checkpoint
+// written (export), which --overwrite must not remove.
+void claim_output_run(const std::string& what, const std::string& out, bool overwrite,
+                      const std::string& source) {
+  const std::string held = model::describe_run(out);
+  if (held.empty()) return;
+  if (!overwrite)
+    fail(
+        "{} '{}' already holds a run ({}): write into a new directory, or pass --overwrite to "
+        "replace that run",
+        what, out, held);
+  if (!source.empty() && model::part_of_run(source, out))
+    fail(
+        "{} '{}' holds the checkpoint being exported ('{}'): --overwrite would remove it; "
+        "write into a new directory",
+        what, out, source);
+  model::remove_run(out);
+  spdlog::warn("{} '{}': --overwrite removed the run it held ({})", what, out, held);
 }
 
 // Writes the Hugging Face checkpoint in f.hf as OUT/step_00000000 (zero
@@ -101,9 +124,15 @@ int import_hf(const ckpt_flags& f) {
   auto meta = model::checkpoint_metadata(opts, 0, "hf:" + f.hf);
   meta["merak.step"] = "0";
   meta["merak.adam_t"] = "0";
+  claim_output_run("--out", f.out, f.overwrite, "");
   const std::string tmp = model::begin_checkpoint(f.out, 0);
-  model::write_single_device_files(tmp, names, values, moments, moments, meta);
-  std::printf("%s\n", model::publish_checkpoint(f.out, model::checkpoint_name(0)).c_str());
+  try {
+    model::write_single_device_files(tmp, names, values, moments, moments, meta);
+    std::printf("%s\n", model::publish_checkpoint(f.out, model::checkpoint_name(0)).c_str());
+  } catch (...) {
+    model::discard_checkpoint(tmp);
+    throw;
+  }
   spdlog::info("{} imported; train it with: merak train --load {} {}", hf.config.architecture,
                f.out, model_flags(opts.model, opts.tokens));
   return 0;
@@ -173,7 +202,10 @@ action add_ckpt_command(CLI::App& parent) {
       "Hugging Face one");
   exp->add_option("path", f->path, "A run directory (its latest) or a checkpoint directory")
       ->required();
-  exp->add_option("out", f->out, "Run directory to write (created; its latest moves to it)");
+  exp->add_option("out", f->out,
+                  "New run directory to write (created; one that holds a run is refused)");
+  exp->add_flag("--overwrite", f->overwrite,
+                "Replace the run OUT holds (its latest, checkpoints and config.toml)");
   exp->add_option("--hf", f->hf,
                   "Write a Hugging Face checkpoint (config.json, model.safetensors) into this new "
                   "directory instead");
@@ -186,8 +218,11 @@ action add_ckpt_command(CLI::App& parent) {
       "import", "Write a Hugging Face checkpoint as a merak checkpoint that train --load resumes");
   imp->add_option("--hf", f->hf, "Directory with config.json and model.safetensors (or an index)")
       ->required();
-  imp->add_option("--out", f->out, "Run directory to write (created; its latest moves to it)")
+  imp->add_option("--out", f->out,
+                  "New run directory to write (created; one that holds a run is refused)")
       ->required();
+  imp->add_flag("--overwrite", f->overwrite,
+                "Replace the run --out holds (its latest, checkpoints and config.toml)");
   imp->add_option("--seq", f->seq,
                   "Llama: the sequence length to train with (default: max_position_embeddings)")
       ->check(CLI::Range(1, 1 << 30));
@@ -199,6 +234,8 @@ action add_ckpt_command(CLI::App& parent) {
     if (!exp->parsed()) return inspect(*f);
     for (const char* flag : {"--dtype", "--max-shard-bytes"})
       if (exp->count(flag) && f->hf.empty()) fail("ckpt export: {} needs --hf", flag);
+    if (f->overwrite && !f->hf.empty())
+      fail("ckpt export --hf: --overwrite is not taken (the --hf directory must be new or empty)");
     if (!f->hf.empty()) {
       if (!f->out.empty())
         fail("ckpt export --hf OUT PATH takes one checkpoint PATH (got '{}' and '{}')", f->path,
@@ -206,8 +243,9 @@ action add_ckpt_command(CLI::App& parent) {
       return export_hf(*f);
     }
     if (f->out.empty()) fail("ckpt export PATH OUT: OUT is missing (or give --hf OUT)");
-    std::printf("%s\n",
-                model::export_single_device(model::checkpoint_reader(f->path), f->out).c_str());
+    const model::checkpoint_reader ckpt(f->path);
+    claim_output_run("ckpt export: OUT", f->out, f->overwrite, ckpt.dir());
+    std::printf("%s\n", model::export_single_device(ckpt, f->out).c_str());
     return 0;
   };
 }

@@ -68,6 +68,8 @@ struct train_flags {
   bool dp_given = false;      // --dp on the command line (else derived from the processes)
   int micro_batch_size = 0;   // > 0: Megatron's --micro-batch-size, a size, not a count
   memory_flags memory;  // sharding, sequence parallelism, Megatron's recomputation names
+  // --overwrite: a run already in --save is removed, this one starts over.
+  bool overwrite = false;
 };
 
 // Appends one JSON object per line; flushed per line so a crash loses nothing.
@@ -177,6 +179,40 @@ void probe_writable_dir(const std::string& dir, const char* flag) {
   if (!wrote) fail("{} '{}' is not writable: {}", flag, dir, std::strerror(err));
 }
 
+// A new run never silently replaces another in its --save directory. With
+// a run there (model::describe_run) this run resumes it (--load of that
+// directory or of a checkpoint in it), or with --overwrite removes it and
+// starts over, or is refused naming the directory and what it holds.
+void claim_save_directory(const train_flags& f) {
+  const std::string& save = f.opts.save_dir;
+  const std::string& load = f.opts.load;
+  if (save.empty()) {
+    if (f.overwrite) fail("--overwrite needs --save (it starts the run in that directory over)");
+    return;
+  }
+  const bool resumes = !load.empty() && model::part_of_run(load, save);
+  if (f.overwrite && resumes)
+    fail("--overwrite starts the run in --save '{}' over but --load '{}' resumes it: drop one",
+         save, load);
+  const std::string held = model::describe_run(save);
+  if (held.empty() || resumes) return;
+  if (f.overwrite) {
+    model::remove_run(save);
+    spdlog::warn("--overwrite: removed the run that --save '{}' held ({}); this run starts over",
+                 save, held);
+    return;
+  }
+  if (load.empty())
+    fail(
+        "--save '{}' already holds a run ({}): resume it with --load {}, or pass --overwrite to "
+        "start over",
+        save, held, save);
+  fail(
+      "--save '{}' already holds a run ({}) that --load '{}' is not part of: save into a new "
+      "directory, or pass --overwrite to replace it",
+      save, held, load);
+}
+
 // Runs the step loop of a training job (single-device or actor runtime).
 // In a multi-process job only rank 0 writes metrics and checkpoints.
 int train_loop(train_flags& f, model::training_job& tr) {
@@ -267,7 +303,10 @@ std::string resolved_config(const CLI::App& c) {
   out += "# " + version.substr(0, version.find('\n')) + "\n";
   for (const CLI::Option* o : c.get_options()) {
     const std::string name = o->get_single_name();
-    if (name == "help" || name == "config" || o->get_lnames().empty()) continue;
+    // --overwrite acts once, on the directory as it was: running the file
+    // again must not remove the run it started.
+    if (name == "help" || name == "config" || name == "overwrite" || o->get_lnames().empty())
+      continue;
     std::vector<std::string> values;
     if (o->count() > 0) {
       values = o->results();
@@ -401,6 +440,7 @@ int run_train(train_flags& f, const CLI::App& c) {
   // Before anything is written or trained: every rank started alike.
   if (f.par.processes) job::agree_on_settings(*f.par.processes, job_settings_of(c, f));
   if (!f.par.processes || f.par.processes->rank() == 0) {
+    claim_save_directory(f);
     // Found now, not at the first save or the first metrics line.
     if (!f.opts.save_dir.empty()) probe_writable_dir(f.opts.save_dir, "--save");
     if (!f.metrics.empty()) {
@@ -494,11 +534,16 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   c->add_option("--eval-batches", options.eval_batches, "Validation batches per evaluation")
       ->capture_default_str();
   c->add_option("--save", options.save_dir,
-                "Directory for checkpoints (one sub-directory per step)");
+                "Directory for checkpoints (one sub-directory per step); one that holds a run "
+                "is refused unless --load resumes it or --overwrite is given");
+  c->add_flag("--overwrite", f->overwrite,
+              "Remove the run that --save holds (latest, checkpoints, config.toml) and start "
+              "over");
   c->add_option("--save-interval", options.save_interval,
                 "Steps between checkpoints (0: only at the end)");
   c->add_option("--load", options.load,
-                "Resume from a run directory (latest) or a checkpoint directory");
+                "Resume from a run directory (latest) or a checkpoint directory; --load of the "
+                "--save directory starts at step 0 while it holds no checkpoint yet");
 }
 
 // Metrics, threads, GEMM backend, device and precision.

@@ -21,6 +21,11 @@ void check_input_file(const std::string& path, const char* what) {
   if (st.type() == fs::file_type::directory) fail("{} '{}' is a directory", what, path);
   if (st.type() != fs::file_type::regular && st.type() != fs::file_type::fifo)
     fail("{} '{}' is not a regular file or a pipe", what, path);
+  // A pipe's /proc/self/fd link has no path to resolve; a FIFO that has one
+  // is a named FIFO, whose open blocks until some process opens it to write.
+  if (st.type() == fs::file_type::fifo && !fs::canonical(path, ec).empty() && !ec)
+    fail("{} '{}' is a named FIFO: give a regular file, or a pipe (standard input, <(...))", what,
+         path);
 }
 
 namespace {

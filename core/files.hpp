@@ -8,9 +8,10 @@
 namespace merak {
 
 // Fails (merak::error) naming `what` and `path` unless `path` is a file
-// that can be read to its end: a regular file or a pipe. A directory, a
-// device (/dev/zero never ends) or a socket is refused; a path that does not
-// exist is left to the caller's open, which names it.
+// that can be read to its end: a regular file or a pipe (standard input,
+// /dev/fd/N). A directory, a device (/dev/zero never ends), a socket or a
+// named FIFO (its open would block until a writer comes) is refused; a path
+// that does not exist is left to the caller's open, which names it.
 void check_input_file(const std::string& path, const char* what);
 
 // Fails (merak::error) naming `what`, `path` and its type unless `path` is a

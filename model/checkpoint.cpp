@@ -1,9 +1,15 @@
 #include "model/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -20,12 +26,191 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kIndexFile = "index.json";
 constexpr const char* kLatest = "latest";
 
+constexpr const char* kConfigFile = "config.toml";
+// `latest` holds a name of a few dozen bytes; more is not a pointer.
+constexpr size_t kmost_latest_bytes = 4096;
+
 bool holds_checkpoint(const fs::path& p) {
   std::error_code ec;
   return fs::is_regular_file(p / kModelFile, ec) || fs::is_regular_file(p / kIndexFile, ec);
 }
 
+// The type of `p` (following links), not_found when it does not exist.
+// Throws merak::error naming `what` and `p` when it cannot be examined (a
+// symbolic-link loop, no permission).
+fs::file_type path_type(const fs::path& p, const char* what) {
+  std::error_code ec;
+  const auto st = fs::status(p, ec);
+  if (st.type() == fs::file_type::not_found) return st.type();
+  if (ec) {
+    std::string why = ec.message();
+    if (!why.empty()) why[0] = char(std::tolower(static_cast<unsigned char>(why[0])));
+    fail("{} '{}': {}", what, p.string(), why);
+  }
+  return st.type();
+}
+
+const char* type_words(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+// Names of the entries of `dir` (none when it cannot be listed).
+std::vector<std::string> entry_names(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(it->path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
+
+run_entry run_entry_of(const std::string& name) {
+  constexpr size_t kprefix = 5;  // "step_"
+  if (name.compare(0, kprefix, "step_") != 0) return run_entry::none;
+  size_t digits = 0;
+  while (kprefix + digits < name.size() &&
+         std::isdigit(static_cast<unsigned char>(name[kprefix + digits])))
+    ++digits;
+  if (digits < 8) return run_entry::none;
+  const std::string rest = name.substr(kprefix + digits);
+  if (rest.empty()) return run_entry::checkpoint;
+  if (rest == ".old") return run_entry::moved_aside;
+  if (rest == ".tmp") return run_entry::assembling;
+  return run_entry::none;
+}
+
+std::string shown_value(const std::string& text, size_t most) {
+  std::string out = text.substr(0, most);
+  for (char& c : out)
+    if (std::iscntrl(static_cast<unsigned char>(c))) c = '?';
+  if (text.size() > most) out += fmt::format("...({} bytes)", text.size());
+  return out;
+}
+
+std::string read_latest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kLatest).string();
+  const auto type = path_type(path, "checkpoint pointer");
+  if (type == fs::file_type::not_found) fail("'{}' does not exist", path);
+  if (type != fs::file_type::regular)
+    fail("'{}' is {}, not a file naming a checkpoint", path, type_words(type));
+  // O_NONBLOCK: a FIFO put there after the check above does not block.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
+  struct stat st {};
+  std::string text(kmost_latest_bytes + 1, '\0');
+  ssize_t got = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) got = ::read(fd, text.data(), text.size());
+  const int err = errno;
+  ::close(fd);
+  if (!S_ISREG(st.st_mode)) fail("'{}' is not a regular file", path);
+  if (got < 0) fail("cannot read '{}': {}", path, std::strerror(err));
+  if (size_t(got) > kmost_latest_bytes)
+    fail("'{}' is {} bytes, not a checkpoint name (a line of a few bytes)", path,
+         std::max<int64_t>(int64_t(got), int64_t(st.st_size)));
+  text.resize(size_t(got));
+  std::string name = text.substr(0, text.find('\n'));
+  if (!name.empty() && name.back() == '\r') name.pop_back();
+  if (name.empty() || name.find('/') != std::string::npos || name.find('\0') != std::string::npos ||
+      name == "." || name == "..")
+    fail("'{}' does not name a checkpoint (it holds '{}')", path, shown_value(text));
+  return name;
+}
+
+std::string describe_run(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  std::vector<std::string> checkpoints;
+  for (auto& name : entry_names(dir))  // step_*.tmp is no checkpoint: the next save sweeps it
+    if (run_entry_of(name) == run_entry::checkpoint || run_entry_of(name) == run_entry::moved_aside)
+      checkpoints.push_back(name);
+  const bool latest = fs::exists(fs::symlink_status(fs::path(dir) / kLatest, ec));
+  if (latest) {
+    try {
+      const std::string name = read_latest(dir);
+      if (run_entry_of(name) == run_entry::checkpoint) {
+        const size_t first = name.find_first_not_of('0', 5);
+        return fmt::format("latest: step {}",
+                           first == std::string::npos ? "0" : name.substr(first));
+      }
+      return fmt::format("latest: '{}'", shown_value(name));
+    } catch (const error&) {
+      return "a latest file";
+    }
+  }
+  if (checkpoints.size() == 1) return checkpoints[0] + ", no latest";
+  if (!checkpoints.empty())
+    return fmt::format("{} checkpoints ({} .. {}), no latest", checkpoints.size(),
+                       checkpoints.front(), checkpoints.back());
+  return "";
+}
+
+bool same_directory(const std::string& a, const std::string& b) {
+  auto key = [](const std::string& p, std::error_code& ec) {
+    fs::path c = fs::weakly_canonical(p, ec);
+    // weakly_canonical keeps a trailing separator: "run/" is "run".
+    return c.has_filename() ? c : c.parent_path();
+  };
+  std::error_code ea, eb;
+  const fs::path ka = key(a, ea), kb = key(b, eb);
+  return !ea && !eb && ka == kb;
+}
+
+bool part_of_run(const std::string& path, const std::string& dir) {
+  if (same_directory(path, dir)) return true;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(path, ec);
+  if (ec) return false;
+  if (!p.has_filename()) p = p.parent_path();
+  return same_directory(p.parent_path().string(), dir);
+}
+
+bool nothing_to_resume(const std::string& path) {
+  const auto type = path_type(path, "--load");
+  if (type == fs::file_type::not_found) return true;
+  if (type != fs::file_type::directory) return false;  // resolve_checkpoint names it
+  if (holds_checkpoint(path)) return false;
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(fs::path(path) / kLatest, ec))) return false;
+  for (auto& name : entry_names(path))
+    if (run_entry_of(name) == run_entry::checkpoint || run_entry_of(name) == run_entry::moved_aside)
+      return false;
+  return true;
+}
+
+void remove_run(const std::string& dir) {
+  std::vector<fs::path> doomed = {fs::path(dir) / kLatest, fs::path(dir) / kConfigFile};
+  for (auto& name : entry_names(dir))
+    if (run_entry_of(name) != run_entry::none) doomed.push_back(fs::path(dir) / name);
+  for (auto& p : doomed) {
+    std::error_code ec;
+    fs::remove_all(p, ec);
+    if (ec) fail("cannot remove '{}': {}", p.string(), ec.message());
+  }
+  fsync_directory(dir);
+}
+
+void sweep_assembling(const std::string& dir) {
+  for (auto& name : entry_names(dir))
+    if (run_entry_of(name) == run_entry::assembling) {
+      std::error_code ec;
+      fs::remove_all(fs::path(dir) / name, ec);
+    }
+}
 
 int64_t metadata_count(const metadata_map& meta, const std::string& key, const std::string& dir) {
   auto it = meta.find(key);
@@ -98,26 +283,28 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const paramete
   metadata_map meta = metadata;
   meta["merak.step"] = std::to_string(step);
   meta["merak.adam_t"] = std::to_string(opt.t());
-  write_single_device_files(tmp_dir, names, values, m, v, meta);
-  return publish_checkpoint(dir, checkpoint_name(step));
+  try {
+    write_single_device_files(tmp_dir, names, values, m, v, meta);
+    return publish_checkpoint(dir, checkpoint_name(step));
+  } catch (...) {
+    discard_checkpoint(tmp_dir);
+    throw;
+  }
 }
 
 std::string resolve_checkpoint(const std::string& path) {
   fs::path p(path);
-  if (!fs::exists(p)) fail("checkpoint path '{}' does not exist", path);
+  if (path_type(p, "checkpoint path") == fs::file_type::not_found)
+    fail("checkpoint path '{}' does not exist", path);
   if (holds_checkpoint(p)) return p.string();
-  if (fs::exists(p / kLatest)) {
-    std::ifstream f(p / kLatest);
-    std::string name;
-    std::getline(f, name);
-    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-      fail("'{}' does not name a checkpoint", (p / kLatest).string());
+  if (path_type(p / kLatest, "checkpoint pointer") != fs::file_type::not_found) {
+    const std::string name = read_latest(path);
     fs::path c = p / name;
     if (holds_checkpoint(c)) return c.string();
     // A save of the same step interrupted between its two renames.
     if (fs::path old = p / (name + ".old"); holds_checkpoint(old)) return old.string();
     fail("'{}' points at '{}', which holds no checkpoint ({} or {})", (p / kLatest).string(),
-         c.string(), kModelFile, kIndexFile);
+         (p / shown_value(name)).string(), kModelFile, kIndexFile);
   }
   fail("'{}' is neither a checkpoint directory (no {} or {}) nor a run directory (no {})", path,
        kModelFile, kIndexFile, kLatest);

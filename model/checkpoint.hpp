@@ -48,6 +48,52 @@ int64_t metadata_count(const metadata_map& meta, const std::string& key, const s
 // is durable. Returns DIR/NAME. Throws merak::error naming the path.
 std::string publish_checkpoint(const std::string& dir, const std::string& name);
 
+// Merak's own entries in a run directory, told by name: a checkpoint
+// (step_ and 8 or more digits), one a save of the same step moved aside
+// (NAME.old), one being assembled (NAME.tmp); anything else is `none`.
+enum class run_entry { none, checkpoint, moved_aside, assembling };
+run_entry run_entry_of(const std::string& name);
+
+// `text` as an error message shows it: control characters as '?', and past
+// `most` characters cut to them and "...(N bytes)".
+std::string shown_value(const std::string& text, size_t most = 80);
+
+// The checkpoint name in DIR/latest: its first line without a trailing
+// "\r". Throws merak::error naming the file when it is not a regular file
+// (a FIFO would block the read), longer than a name can be, or not a name
+// of an entry of DIR.
+std::string read_latest(const std::string& dir);
+
+// What `dir` holds of a run, in words ("latest: step 4", "2 checkpoints
+// (step_00000002 .. step_00000004), no latest"), or "" when it holds
+// neither latest nor a checkpoint: a new or empty directory, or one of a
+// run stopped before its first checkpoint (config.toml, step_*.tmp), which
+// a restart of that run (merak launch --max-restarts) starts again. Never
+// throws.
+std::string describe_run(const std::string& dir);
+
+// Whether `a` and `b` name the same directory (through links, ".." and a
+// trailing separator; neither need exist).
+bool same_directory(const std::string& a, const std::string& b);
+
+// Whether `path` (a --load) is the run directory `dir` or a checkpoint in it.
+bool part_of_run(const std::string& path, const std::string& dir);
+
+// Whether a run resuming from `path` finds nothing there to resume: `path`
+// does not exist, or is a directory without latest, a checkpoint's files or
+// a checkpoint entry. Throws merak::error naming `path` when it cannot be
+// examined (a symbolic-link loop, no permission).
+bool nothing_to_resume(const std::string& path);
+
+// Removes the run in `dir`: latest, config.toml and every entry of
+// run_entry_of; other files stay. Throws merak::error naming what cannot
+// be removed.
+void remove_run(const std::string& dir);
+
+// Removes the checkpoints being assembled in `dir` (step_*.tmp): those of a
+// save that failed or was killed.
+void sweep_assembling(const std::string& dir);
+
 // Resolves `path`: a run directory with a `latest` pointer, or one
 // checkpoint's directory (either format: model.safetensors, or a sharded
 // checkpoint's index.json). Throws merak::error naming the path if neither.

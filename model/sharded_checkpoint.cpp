@@ -212,11 +212,16 @@ std::string begin_checkpoint(const std::string& dir, int64_t step) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("cannot create checkpoint directory '{}': {}", dir, ec.message());
+  sweep_assembling(dir);
   const fs::path tmp = fs::path(dir) / (checkpoint_name(step) + ".tmp");
-  fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) fail("cannot create '{}': {}", tmp.string(), ec.message());
   return tmp.string();
+}
+
+void discard_checkpoint(const std::string& tmp_dir) {
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
 }
 
 std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
@@ -587,9 +592,13 @@ std::string export_single_device(const checkpoint_reader& ckpt, const std::strin
     return out;
   };
   const std::string tmp = begin_checkpoint(out, step);
-  write_single_device_files(tmp, names, ptrs(values), ptrs(m), ptrs(v), ckpt.metadata());
-  fsync_directory(tmp);
-  return publish_checkpoint(out, checkpoint_name(step));
+  try {
+    write_single_device_files(tmp, names, ptrs(values), ptrs(m), ptrs(v), ckpt.metadata());
+    return publish_checkpoint(out, checkpoint_name(step));
+  } catch (...) {
+    discard_checkpoint(tmp);
+    throw;
+  }
 }
 
 }  // namespace merak::model

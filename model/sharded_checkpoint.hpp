@@ -71,8 +71,14 @@ std::vector<shard_record> write_moment_pieces(const std::string& dir, const std:
                                               const metadata_map& metadata);
 
 // The directory a checkpoint of `step` is assembled in before it is
-// published (DIR/step_XXXXXXXX.tmp), created empty. Throws merak::error.
+// published (DIR/step_XXXXXXXX.tmp), created empty; every other
+// step_*.tmp in DIR (a save that failed or was killed) is removed first.
+// Throws merak::error.
 std::string begin_checkpoint(const std::string& dir, int64_t step);
+
+// Removes an assembled checkpoint that will not be published (its save
+// failed). Never throws: what stays is swept by the next begin_checkpoint.
+void discard_checkpoint(const std::string& tmp_dir);
 
 // Writes index.json into the assembled directory (records of every shard;
 // `metadata` with merak.step and merak.adam_t; `layout` as "dp=.. pp=.. tp=.."

@@ -81,7 +81,7 @@ void trainer::init() {
   exec_->set_selective_recompute(opts_.recompute_attention);
   opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
   schedule_ = opts_.schedule();
-  if (!opts_.load.empty()) {
+  if (!opts_.load.empty() && !starts_without_checkpoint(opts_)) {
     step_ = resume_checkpoint(opts_, store_, *opt_, corpus_ ? corpus_->name() : std::string());
     resumed_from_ = step_;
   }
@@ -124,6 +124,16 @@ int64_t check_resume(train_options& opts, const metadata_map& metadata, const st
     fail("checkpoint '{}': metadata merak.seed is missing or not a number", dir);
   }
   return step;
+}
+
+bool starts_without_checkpoint(const train_options& opts) {
+  if (opts.load.empty() || opts.save_dir.empty() || !same_directory(opts.load, opts.save_dir) ||
+      !nothing_to_resume(opts.load))
+    return false;
+  spdlog::warn(
+      "--load '{}' (the --save directory) holds no checkpoint yet: this run starts at step 0",
+      opts.load);
+  return true;
 }
 
 int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt,

@@ -81,6 +81,13 @@ bool skip_update(const train_options& opts, double loss, double grad_norm);
 int64_t resume_checkpoint(train_options& opts, parameter_store& store, adamw& opt,
                           const std::string& data_name = {});
 
+// Whether the run starts at step 0 although opts.load is given: --load
+// names the --save directory itself and it holds nothing to resume yet
+// (nothing_to_resume), Megatron-LM's `--save D --load D` for a new D. Logs
+// a warning saying so. Any other --load that holds no checkpoint is left to
+// the load, which names it.
+bool starts_without_checkpoint(const train_options& opts);
+
 // The checks of resume_checkpoint on a checkpoint's metadata alone (the
 // parallel trainer's stage actors then load their own parts): returns the
 // step; may update opts.seed. Warns when the checkpoint was trained on

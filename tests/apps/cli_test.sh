@@ -555,6 +555,89 @@ PY
     "$merak" train --data "$work/text.txt" "${tiny[@]}" --steps 2 --load "$work/run" \
       --save "$work/run3" 2>&1 | grep -q "was trained on" && { echo "FAIL: warned on the same data"; exit 1; }
     echo "ok: resume_other_data" ;;
+  outputs_37b)
+    # A run never replaces another: a --save directory that holds a run is
+    # refused unless --load resumes it or --overwrite starts over; ckpt
+    # export never moves another run's latest; --load of a new directory
+    # starts at step 0; latest is read only as a small regular file; a
+    # failed save leaves no step_*.tmp and a stale one is swept.
+    r=(train --data "$work/text.txt" "${tiny[@]}")
+    "$merak" "${r[@]}" --steps 4 --save-interval 2 --save "$work/run" >/dev/null
+    latest_is() { [[ $(cat "$1/latest") == "$2" ]] || { echo "FAIL: $1/latest is $(cat "$1/latest"), not $2"; exit 1; }; }
+    expect_error "error: --save '$work/run' already holds a run \(latest: step 4\): resume it with --load $work/run, or pass --overwrite to start over" \
+      "${r[@]}" --steps 2 --save "$work/run"
+    latest_is "$work/run" step_00000004
+    "$merak" "${r[@]}" --steps 2 --save "$work/other" >/dev/null
+    expect_error "error: --save '$work/run' already holds a run \(latest: step 4\) that --load '$work/other' is not part of" \
+      "${r[@]}" --steps 3 --save "$work/run" --load "$work/other"
+    expect_error "error: --overwrite starts the run in --save '$work/run' over but --load" \
+      "${r[@]}" --steps 6 --save "$work/run" --load "$work/run" --overwrite
+    latest_is "$work/run" step_00000004
+    # Resuming, also Megatron's --save D --load D and a checkpoint inside D.
+    "$merak" "${r[@]}" --steps 6 --save-interval 2 --save "$work/run" --load "$work/run" >/dev/null
+    latest_is "$work/run" step_00000006
+    # A checkpoint of another run is no part of this one.
+    expect_error "error: ckpt export: OUT '$work/run' already holds a run \(latest: step 6\): write into a new directory, or pass --overwrite" \
+      ckpt export "$work/run/step_00000002" "$work/run"
+    expect_error "error: ckpt export: OUT '$work/run' holds the checkpoint being exported" \
+      ckpt export "$work/run/step_00000002" "$work/run" --overwrite
+    expect_error "error: ckpt export: OUT '$work/run' already holds a run" ckpt export "$work/other" "$work/run"
+    latest_is "$work/run" step_00000006
+    "$merak" ckpt export "$work/other" "$work/run2" >/dev/null
+    latest_is "$work/run2" step_00000002
+    "$merak" ckpt export "$work/run/step_00000004" "$work/run2" --overwrite >/dev/null 2>&1
+    latest_is "$work/run2" step_00000004
+    [[ $(cd "$work/run2" && echo *) == "latest step_00000004" ]] || { echo "FAIL: export --overwrite: $(ls "$work/run2")"; exit 1; }
+    "$merak" "${r[@]}" --steps 6 --save-interval 2 --save "$work/run" --load "$work/run/step_00000004" >/dev/null
+    "$merak" "${r[@]}" --steps 2 --save "$work/run" --overwrite 2>"$work/err" >/dev/null
+    grep -q "warning.*--overwrite: removed the run that --save '$work/run' held (latest: step 6); this run starts over" "$work/err" ||
+      { echo "FAIL: --overwrite not logged"; cat "$work/err"; exit 1; }
+    [[ $(cd "$work/run" && echo *) == "config.toml latest step_00000002" ]] || { echo "FAIL: after --overwrite: $(ls "$work/run")"; exit 1; }
+    # --load of the --save directory, new or empty: step 0, with a warning.
+    for d in new empty; do
+      [[ $d == empty ]] && mkdir "$work/$d"
+      "$merak" "${r[@]}" --steps 2 --save "$work/$d" --load "$work/$d" 2>"$work/err" >/dev/null
+      grep -q "warning.*--load '$work/$d' (the --save directory) holds no checkpoint yet: this run starts at step 0" "$work/err" ||
+        { echo "FAIL: --load $d: $(cat "$work/err")"; exit 1; }
+      latest_is "$work/$d" step_00000002
+    done
+    # latest: CRLF read, a large one and a FIFO refused by name.
+    printf 'step_00000002\r\n' >"$work/run/latest"
+    "$merak" ckpt inspect "$work/run" >/dev/null
+    head -c 1000000 /dev/zero | tr '\0' x >"$work/run/latest"
+    expect_error "error: '$work/run/latest' is 1000000 bytes, not a checkpoint name" ckpt inspect "$work/run"
+    (( $(wc -c <"$work/err") < 200 )) || { echo "FAIL: a long error line"; exit 1; }
+    rm "$work/run/latest" && mkfifo "$work/run/latest"
+    # through_tool TOOL REGEX ARGS...: expect_error of `TOOL ARGS...`, where
+    # ARGS name $merak (timeout: a hang fails, as no line matches).
+    through_tool() { local m=$merak; merak=$1; shift; expect_error "$@"; merak=$m; }
+    through_tool timeout "error: '$work/run/latest' is a FIFO, not a file naming a checkpoint" \
+      20 "$merak" ckpt inspect "$work/run"
+    expect_error "error: '$work/run/latest' is a FIFO" "${r[@]}" --steps 3 --load "$work/run" --save "$work/run"
+    # --data: a named FIFO refused (its open would wait for a writer), a pipe read.
+    mkfifo "$work/data.fifo"
+    through_tool timeout "error: data file '$work/data.fifo' is a named FIFO" \
+      20 "$merak" train --data "$work/data.fifo" "${tiny[@]}" --steps 1
+    "$merak" train --data <(cat "$work/text.txt") "${tiny[@]}" --steps 1 >/dev/null
+    ln -s "$work/loop" "$work/loop"
+    expect_error "error: checkpoint path '$work/loop': too many levels of symbolic links" ckpt inspect "$work/loop"
+    expect_error "error: checkpoint path '$work/loop': too many levels of symbolic links" "${r[@]}" --load "$work/loop"
+    # step_*.tmp: a stale one swept at the next save (other names kept); a
+    # save failing on a full disk (fsync's ENOSPC injected) removes its own.
+    mkdir -p "$work/sw/step_00000001.tmp" "$work/sw/step_1.tmp"
+    "$merak" "${r[@]}" --steps 2 --save "$work/sw" 2>/dev/null
+    [[ $(cd "$work/sw" && echo *) == "config.toml latest step_00000002 step_1.tmp" ]] ||
+      { echo "FAIL: not swept: $(ls "$work/sw")"; exit 1; }
+    if command -v strace >/dev/null; then
+      for pp in 1 2; do
+        rm -rf "$work/full"
+        through_tool strace "error: cannot fsync .*$work/full/step_00000001.tmp.*No space left on device" \
+          -f -qq -o /dev/null -e trace=fsync -e inject=fsync:error=ENOSPC:when=3+ \
+          "$merak" "${r[@]}" --steps 1 --pp $pp --save "$work/full"
+        [[ $(cd "$work/full" && echo *) == "config.toml" ]] || { echo "FAIL: pp $pp left $(ls "$work/full")"; exit 1; }
+      done
+    fi
+    echo "ok: outputs_37b" ;;
   bad_input_37)
     # Integer flags read as exact integers in range (never saturated,
     # wrapped or empty-as-0), floats finite and in range, and shapes and

@@ -1,6 +1,9 @@
 // safetensors files: round trip, and every kind of damage is detected.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -224,4 +227,73 @@ TEST_CASE("checkpoint counts are decimal counts, named when they are not", "[che
   CHECK_THROWS_WITH(metadata_count(meta, "merak.big", "ck"), Catch::Contains("not a count"));
   CHECK_THROWS_WITH(metadata_count(meta, "merak.seed", "ck"),
                     Catch::Contains("metadata merak.seed is missing"));
+}
+
+TEST_CASE("run entries are told by merak's own names", "[checkpoint]") {
+  CHECK(run_entry_of("step_00000002") == run_entry::checkpoint);
+  CHECK(run_entry_of("step_123456789") == run_entry::checkpoint);
+  CHECK(run_entry_of("step_00000002.old") == run_entry::moved_aside);
+  CHECK(run_entry_of("step_00000002.tmp") == run_entry::assembling);
+  for (const char* other : {"step_1.tmp", "step_0000000x.tmp", "step_00000002.tmp2",
+                            "xstep_00000002", "step_", "latest", "config.toml", "notes.tmp"})
+    CHECK(run_entry_of(other) == run_entry::none);
+}
+
+TEST_CASE("long or control-laden values are cut for messages", "[checkpoint]") {
+  CHECK(shown_value("step_2") == "step_2");
+  CHECK(shown_value("a\rb\x1b[31m") == "a?b?[31m");
+  CHECK(shown_value(std::string(1000, 'x'), 80) == std::string(80, 'x') + "...(1000 bytes)");
+}
+
+TEST_CASE("latest is a small regular file; a CRLF line is read", "[checkpoint]") {
+  auto dir = fs::temp_directory_path() / ("merak_latest_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string latest = (dir / "latest").string();
+  write_bytes(latest, "step_00000004\r\n");
+  CHECK(read_latest(dir.string()) == "step_00000004");
+  CHECK(describe_run(dir.string()) == "latest: step 4");
+  write_bytes(latest, std::string(5000, 'x'));
+  CHECK_THROWS_WITH(read_latest(dir.string()),
+                    Catch::Contains("is 5000 bytes, not a checkpoint name"));
+  write_bytes(latest, "../elsewhere\n");
+  CHECK_THROWS_WITH(read_latest(dir.string()), Catch::Contains("does not name a checkpoint"));
+  fs::remove(latest);
+  REQUIRE(::mkfifo(latest.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_latest(dir.string()),
+                    Catch::Contains("is a FIFO, not a file naming a checkpoint"));
+  CHECK(describe_run(dir.string()) == "a latest file");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("what a directory holds of a run, and what a new run may do there", "[checkpoint]") {
+  auto dir = fs::temp_directory_path() / ("merak_run_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  CHECK(describe_run(d).empty());
+  CHECK(nothing_to_resume(d));
+  fs::create_directories(dir / "step_00000001.tmp");
+  write_bytes((dir / "notes.txt").string(), "mine");
+  CHECK(describe_run(d).empty());  // a stale .tmp is swept, not a run
+  CHECK(nothing_to_resume(d));
+  write_bytes((dir / "config.toml").string(), "steps = 2\n");
+  CHECK(describe_run(d).empty());  // a run stopped before its first checkpoint
+  CHECK(nothing_to_resume(d));
+  fs::create_directories(dir / "step_00000002");
+  fs::create_directories(dir / "step_00000004");
+  CHECK(describe_run(d) == "2 checkpoints (step_00000002 .. step_00000004), no latest");
+  CHECK_FALSE(nothing_to_resume(d));
+  CHECK(part_of_run(d, d));
+  CHECK(part_of_run(d + "/", d));
+  CHECK(part_of_run((dir / "step_00000002").string(), d + "/"));
+  CHECK_FALSE(part_of_run(dir.parent_path().string(), d));
+  sweep_assembling(d);
+  CHECK_FALSE(fs::exists(dir / "step_00000001.tmp"));
+  remove_run(d);
+  CHECK(describe_run(d).empty());
+  CHECK(fs::exists(dir / "notes.txt"));  // not merak's: kept
+  fs::create_symlink(dir / "loop", dir / "loop");
+  CHECK_THROWS_WITH(nothing_to_resume((dir / "loop").string()),
+                    Catch::Contains("too many levels of symbolic links"));
+  fs::remove_all(dir);
 }
