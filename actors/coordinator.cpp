@@ -47,6 +47,15 @@ coordinator::coordinator(model::train_options o, parallel_options p,
   for (int t = 0; t < par.tp; ++t)
     shards.push_back(partition::rewrite_for_tp(graph, par.tp, t, par.sequence_parallel));
   for (int b : bounds) shard_bounds.push_back(shards[0].node_map[b]);
+  if (par.sharding == partition::sharding_strategy::optim_grads)
+    for (auto& n : shards[0].graph.nodes())
+      for (auto& spec : n.params)
+        if (spec.shard.copies() > 1)
+          fail(
+              "--data-parallel-sharding-strategy optim_grads with --tp {}: '{}' is replicated "
+              "over {} TP shards (fewer key/value heads than shards), whose partial gradients "
+              "are summed whole; use optim, or a --tp that divides the key/value heads",
+              par.tp, spec.name, spec.shard.copies());
   schedule = opts.schedule();
   try {
     spawn();
@@ -281,7 +290,9 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.trace = !par.trace_path.empty();
   su.bucket_bytes = par.bucket_bytes;
   if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
-  su.distributed_optimizer = par.sharding == partition::sharding_strategy::optim;
+  su.distributed_optimizer = par.sharding == partition::sharding_strategy::optim ||
+                            par.sharding == partition::sharding_strategy::optim_grads;
+  su.shard_gradients = par.sharding == partition::sharding_strategy::optim_grads;
   su.recompute_attention = par.recompute == partition::recompute_kind::selective;
   if (channel) {
     su.channel = channel;

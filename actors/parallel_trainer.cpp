@@ -9,12 +9,17 @@ void parallel_options::validate(int batch) const {
       (recompute == recompute_mode::full || recompute == recompute_mode::stage_aware))
     fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
          recompute == recompute_mode::full ? "full" : "stage-aware");
-  if (sharding == partition::sharding_strategy::optim_grads ||
-      sharding == partition::sharding_strategy::optim_grads_params)
+  if (sharding == partition::sharding_strategy::optim_grads_params)
     fail(
-        "--data-parallel-sharding-strategy {}: the runtime shards the optimizer state only "
-        "(no_shard or optim; `merak plan` scores {})",
-        partition::sharding_strategy_name(sharding), partition::sharding_strategy_name(sharding));
+        "--data-parallel-sharding-strategy optim_grads_params: the runtime shards the optimizer "
+        "state and the gradients, not yet the parameters (no_shard, optim or optim_grads; "
+        "`merak plan` scores optim_grads_params)");
+  if (sharding == partition::sharding_strategy::optim_grads &&
+      schedule == partition::schedule_kind::zb_h1)
+    fail(
+        "--data-parallel-sharding-strategy optim_grads reduce-scatters each micro-batch's "
+        "gradients as its backward ends; --schedule zb-h1 defers weight gradients past the next "
+        "micro-batches' backward (use optim with zb-h1)");
   // A year at most: CAF's timeouts count nanoseconds in an int64.
   if (!(timeout_s > 0 && timeout_s <= 31536000))
     fail("--step-timeout must be a number above 0 and at most 31536000 seconds (got {})",

@@ -195,11 +195,13 @@ void run_op(stage_self self, const partition::op& operation, Computed&& computed
         st.grads_seen.erase(operation.mb);
       }
       std::function<void(int)> done;
-      if (st.cfg.dp > 1 && operation.mb == st.cfg.policy.micro_batches - 1)
-        done = [self](int n) { node_finished(self, n); };
+      st.final_backward = operation.mb == st.cfg.policy.micro_batches - 1;
+      const bool ships = st.cfg.dp > 1 && (st.final_backward || st.cfg.shard_gradients);
+      if (ships) done = [self](int n) { node_finished(self, n); };
       // zb-h1: the weight gradients wait for this micro-batch's W.
       auto dx = ex.backward(operation.mb, std::move(g), st.cfg.loss_scale, done,
                             st.cfg.policy.split_weight);
+      if (ships && !st.final_backward) micro_batch_backward_done(self);
       cores.compute_done(computed());
       for (size_t i = 0; i < dx.size(); ++i) {
         int producer = st.cfg.route.input_producer[i];
@@ -476,7 +478,7 @@ void start_step(stage_self self) {
   st.backwards = 0;
   st.weights = 0;
   st.awaiting_chunk = false;
-  st.shipped = st.reduced = 0;
+  st.shipped = st.reduced = st.round_buckets = 0;
   if (st.bucketer) st.bucketer->begin_step();
   st.busy_s = 0;
   st.exec->reset_activation_peak();

@@ -115,6 +115,12 @@ struct stage_setup {
   // (model/distributed_adamw.hpp): buckets reduce-scattered, the updated
   // values all-gathered. Host parameters only.
   bool distributed_optimizer = false;
+  // With it (ZeRO stage 2, optim_grads): every micro-batch's buckets are
+  // reduce-scattered as its backward ends and summed into the optimizer's
+  // gradient shards; the parameters' whole gradients and the bucket
+  // buffers are released after (the executor makes them zeros again at the
+  // next backward).
+  bool shard_gradients = false;
   // Selective recomputation: the attention cores recomputed in backward.
   bool recompute_attention = false;
 };

@@ -28,9 +28,21 @@ void ship(stage_self self, comm::grad_bucket bucket) {
       for (size_t k = 0; k < st.token_seen.size(); ++k)
         if (st.token_seen[k]) known_rows.push_back(int(k));
   }
-  int id = st.shipped++;
-  if (int(st.buckets.size()) <= id) st.buckets.emplace_back();
-  auto& b = st.buckets[id];
+  const int id = st.round_buckets++;
+  bool scatter = false;
+  if (st.dist) {  // the layout the distributed optimizer was built on
+    MERAK_CHECK(id < st.dist->buckets() && params == st.dist->bucket_params(id),
+                "{}: gradient bucket {} holds other parameters than the distributed "
+                "optimizer's layout",
+                where(st), id);
+    scatter = st.scatter[size_t(id)];
+  }
+  // Gradient shards: whole gradients (tied weights, the sparse embedding)
+  // accumulate over the micro-batches and leave once, after the last.
+  if (st.cfg.shard_gradients && !scatter && !st.final_backward) return;
+  ++st.shipped;
+  if (int(st.buckets.size()) <= id) st.buckets.resize(size_t(id) + 1);
+  auto& b = st.buckets[size_t(id)];
   int64_t n = 0;
   for (int p : params) n += all[p]->grad.numel();
   if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
@@ -40,14 +52,10 @@ void ship(stage_self self, comm::grad_bucket bucket) {
     model::copy_bytes(*b.flat, at, all[p]->grad, 0, all[p]->grad.bytes());
     at += all[p]->grad.bytes();
   }
-  bool scatter = false;
-  if (st.dist) {  // the layout the distributed optimizer was built on
-    MERAK_CHECK(id < st.dist->buckets() && params == st.dist->bucket_params(id),
-                "{}: gradient bucket {} holds other parameters than the distributed "
-                "optimizer's layout",
-                where(st), id);
-    scatter = st.scatter[size_t(id)];
-  }
+  // The owned slice of the sum goes to the optimizer's shard: the whole
+  // gradients are free until the next backward.
+  if (st.dist && st.dist->gradient_sharded(id))
+    for (int p : params) all[p]->grad = model::tensor();
   b.params = std::move(params);
   b.rows = rows;
   b.cols = cols;
@@ -130,6 +138,13 @@ void node_finished(stage_self self, int n) {
   for (auto& b : st.bucketer->node_finished(n - st.cfg.first)) ship(self, std::move(b));
 }
 
+void micro_batch_backward_done(stage_self self) {
+  auto& st = self->state;
+  for (auto& b : st.bucketer->finish()) ship(self, std::move(b));
+  st.bucketer->begin_step();
+  st.round_buckets = 0;
+}
+
 void finish_backward(stage_self self) {
   auto& st = self->state;
   if (st.cfg.dp > 1) {
@@ -159,7 +174,11 @@ void take_bucket_reduced(stage_self self, bucket_reduced& r) {
   core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
   if (st.cfg.trace) st.reducer_trace.push_back(std::move(r.slice));
   auto& all = st.store->all();
-  if (st.dist && st.scatter.at(size_t(r.bucket))) {  // only this replica's shard is summed
+  if (st.dist && st.dist->gradient_sharded(r.bucket)) {  // added to the gradient shard
+    st.dist->add_owned_gradient(r.bucket, r.sum.t->f32() + st.dist->owned(r.bucket).first);
+    auto& flat = st.buckets.at(size_t(r.bucket)).flat;
+    if (flat == r.sum.t) flat.reset();
+  } else if (st.dist && st.scatter.at(size_t(r.bucket))) {  // only this replica's shard is summed
     const float* sum = r.sum.t->f32();
     for (auto& pc : st.dist->owned_pieces(r.bucket))
       std::memcpy(all[size_t(pc.param)]->grad.f32() + pc.begin, sum + pc.flat,

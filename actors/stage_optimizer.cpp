@@ -92,6 +92,7 @@ void setup_distributed_optimizer(stage_state& st) {
   }
   st.dist = std::make_unique<model::distributed_adamw>(st.cfg.adam, all, std::move(layout),
                                                        st.cfg.dp, st.cfg.dp_rank);
+  if (st.cfg.shard_gradients) st.dist->keep_gradient_shards(st.scatter);
 }
 
 double grad_sumsq_share(const stage_state& st) {
@@ -131,6 +132,7 @@ memory_use memory_held(const stage_state& st) {
   for (auto& b : st.buckets)
     if (b.flat) m.gradients += b.flat->bytes();
   if (st.dist) {
+    m.gradients += st.dist->gradient_shard_bytes();
     m.optimizer = st.dist->moment_bytes();
   } else if (st.opt) {
     for (auto& x : st.opt->first_moments()) m.optimizer += x.bytes();
@@ -146,6 +148,7 @@ void apply_step_update(stage_self self, const apply_update& u) {
   st.update_t0 = trace_now();
   if (u.skip) {
     st.store->zero_grads();
+    if (st.dist) st.dist->zero_gradient_shards();
   } else if (!st.dist) {
     st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
   } else {

@@ -83,6 +83,10 @@ struct stage_state {
   int gathers = 0;
   double update_t0 = 0;
   int shipped = 0, reduced = 0;  // buckets this step
+  // Buckets the bucketer made in this round (a step; under gradient shards,
+  // a micro-batch's backward): the next one's index in the layout.
+  int round_buckets = 0;
+  bool final_backward = false;  // the backward running is the step's last micro-batch's
   uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
   uint64_t reducer_bytes_reported = 0;
   int64_t sparse_union_rows = 0;
@@ -125,6 +129,9 @@ void finish_backward(stage_self self);
 // A holder's gradient of a tied weight (at its owner), or the owner's sum
 // (at a holder).
 void take_tied_gradient(stage_self self, tied_gradient& g);
+// Gradient shards: a micro-batch's backward other than the last is done;
+// its remaining buckets leave and the next micro-batch starts a new round.
+void micro_batch_backward_done(stage_self self);
 // A bucket summed over the replicas.
 void take_bucket_reduced(stage_self self, bucket_reduced& r);
 

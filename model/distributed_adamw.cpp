@@ -42,19 +42,51 @@ distributed_adamw::distributed_adamw(adamw_config cfg, std::vector<parameter_ptr
     m_.push_back(tensor::zeros({own.second - own.first}));
     v_.push_back(tensor::zeros({own.second - own.first}));
   }
+  g_.resize(buckets_.size());
+  sharded_.assign(buckets_.size(), 0);
   for (size_t p = 0; p < params_.size(); ++p)
     MERAK_CHECK(bucket_of_[p] >= 0, "distributed optimizer: parameter '{}' is in no bucket",
                 params_[p]->spec.name);
 }
 
+void distributed_adamw::keep_gradient_shards(const std::vector<char>& sharded) {
+  MERAK_CHECK(sharded.size() == buckets_.size(),
+              "distributed optimizer: {} gradient-shard flags for {} buckets", sharded.size(),
+              buckets_.size());
+  sharded_ = sharded;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (sharded[b]) g_[b].assign(size_t(owned_[b].second - owned_[b].first), 0.f);
+}
+
+void distributed_adamw::add_owned_gradient(int b, const float* owned_sum) {
+  MERAK_CHECK(gradient_sharded(b), "distributed optimizer: bucket {} keeps no gradient shard", b);
+  auto& g = g_[size_t(b)];
+  for (size_t j = 0; j < g.size(); ++j) g[j] += owned_sum[j];
+}
+
+void distributed_adamw::zero_gradient_shards() {
+  for (auto& g : g_) std::fill(g.begin(), g.end(), 0.f);
+}
+
+int64_t distributed_adamw::gradient_shard_bytes() const {
+  int64_t n = 0;
+  for (auto& g : g_) n += int64_t(g.size() * sizeof(float));
+  return n;
+}
+
+float* distributed_adamw::piece_gradient(size_t b, const piece& pc) const {
+  if (gradient_sharded(int(b))) return g_[b].data() + (pc.flat - owned_[b].first);
+  return params_[size_t(pc.param)]->grad.f32() + pc.begin;
+}
+
 double distributed_adamw::owned_sumsq(const std::function<bool(int)>& counts) const {
   double total = 0;
-  for (auto& pieces : pieces_)
-    for (auto& pc : pieces) {
+  for (size_t b = 0; b < pieces_.size(); ++b)
+    for (auto& pc : pieces_[b]) {
       if (!counts(pc.param)) continue;
-      const float* g = params_[size_t(pc.param)]->grad.f32();
+      const float* g = piece_gradient(b, pc);
       double s = 0;
-      for (int64_t j = pc.begin; j < pc.end; ++j) s += double(g[j]) * double(g[j]);
+      for (int64_t j = 0; j < pc.end - pc.begin; ++j) s += double(g[j]) * double(g[j]);
       total += s;
     }
   return total;
@@ -69,12 +101,14 @@ void distributed_adamw::step(float lr, float grad_scale, bool zero_grads) {
       auto& prm = *params_[size_t(pc.param)];
       const float wd = prm.spec.decay ? cfg_.weight_decay : 0.f;
       const int64_t at = pc.flat - owned_[b].first;
-      adamw_update_host(prm.value.f32() + pc.begin, prm.grad.f32() + pc.begin, m_[b].f32() + at,
+      adamw_update_host(prm.value.f32() + pc.begin, piece_gradient(b, pc), m_[b].f32() + at,
                         v_[b].f32() + at, pc.end - pc.begin,
                         {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, wd, c1, c2, grad_scale, false});
     }
-  if (zero_grads)
-    for (auto& p : params_) std::memset(p->grad.raw(), 0, p->grad.bytes());
+  if (!zero_grads) return;
+  for (auto& p : params_)
+    if (p->grad.defined()) std::memset(p->grad.raw(), 0, p->grad.bytes());
+  zero_gradient_shards();
 }
 
 void distributed_adamw::pack_owned_values(int b, float* flat) const {

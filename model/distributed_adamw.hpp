@@ -12,6 +12,14 @@
 // values restores whole parameters on every replica. Every replica builds
 // the same layout from the same buckets.
 //
+// Gradient shards (ZeRO stage 2, --data-parallel-sharding-strategy
+// optim_grads): for the buckets keep_gradient_shards marks, the summed
+// gradient of the owned slice lives here (add_owned_gradient, once per
+// reduce-scatter, so several micro-batches accumulate) instead of in the
+// parameters' gradients, which the caller may then release; the norm and
+// the step read it from here. Unmarked buckets (tied weights, the sparse
+// embedding) keep whole gradients in the parameters.
+//
 // Arithmetic: each element is updated by adamw_update_host, the formula of
 // adamw::step, so a replica's slices get the bits the unsharded optimizer
 // would give the same gradients. Host (CPU) parameters only.
@@ -49,11 +57,22 @@ class distributed_adamw {
   // The owned slice of bucket b, as runs of parameters, in flat order.
   const std::vector<piece>& owned_pieces(int b) const { return pieces_[size_t(b)]; }
 
+  // Bucket b's owned gradient lives here for every b with sharded[b] != 0
+  // (one flag per bucket); zeros until add_owned_gradient.
+  void keep_gradient_shards(const std::vector<char>& sharded);
+  bool gradient_sharded(int b) const { return sharded_.at(size_t(b)) != 0; }
+  // g[owned(b)] += owned_sum (owned(b).second - owned(b).first floats).
+  void add_owned_gradient(int b, const float* owned_sum);
+  void zero_gradient_shards();
+  // Bytes of gradient shards held.
+  int64_t gradient_shard_bytes() const;
+
   // Sum of squares (double) of the owned gradient elements of the parameters
   // for which counts(param index) holds, in layout order.
   double owned_sumsq(const std::function<bool(int)>& counts) const;
   // One AdamW step on the owned elements (grad_scale: the clip factor); with
-  // zero_grads every gradient is zeroed after, owned or not.
+  // zero_grads every gradient is zeroed after, owned or not (the shards
+  // too; a released, undefined parameter gradient stays released).
   void step(float lr, float grad_scale, bool zero_grads);
 
   // flat[owned(b)] <- the parameters' values there (before the all-gather).
@@ -73,6 +92,9 @@ class distributed_adamw {
   int64_t moment_bytes() const;
 
  private:
+  // Where the owned gradient of piece pc of bucket b lies (pc.end - pc.begin floats).
+  float* piece_gradient(size_t b, const piece& pc) const;
+
   adamw_config cfg_;
   std::vector<parameter_ptr> params_;
   std::vector<std::vector<int>> buckets_;
@@ -82,6 +104,8 @@ class distributed_adamw {
   std::vector<int> bucket_of_;     // per parameter
   std::vector<int64_t> offset_in_;  // per parameter: its first element's place in its bucket
   std::vector<tensor> m_, v_;      // per bucket, the owned slice
+  std::vector<char> sharded_;          // per bucket: its owned gradient is in g_
+  mutable std::vector<std::vector<float>> g_;  // per bucket, the owned gradient (empty: in the parameters)
   int64_t t_ = 0;
 };
 

@@ -40,6 +40,7 @@ executor::executor(const graph& g, parameter_store& store, int first, int last)
           sp_params_.push_back(p);
     }
     layers_.push_back(nodes[n].make(params));
+    node_params_.push_back(params);
     for (int v : nodes[n].inputs) used_inside_[v] = true;
   }
   for (int n = first_; n < last_; ++n) {
@@ -413,6 +414,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
       din.push_back(needs ? &g[v] : nullptr);
     }
     if (node_hook_) node_hook_();
+    materialize_gradients(n);
     double t0 = profiling_ ? now_s() : 0;
     auto& l = *layers_[n - first_];
     const bool defer = keep && l.splits_weight_grad();
@@ -508,6 +510,7 @@ executor::sp_partials executor::begin_sp_partials(int lo, int hi) {
           sp.params.push_back(p);
   }
   for (auto& p : sp.params) {
+    if (!p->grad.defined()) p->grad = tensor::zeros(p->value.shape(), dtype::f32, where_);
     sp.partial.push_back(pool_.acquire(p->grad.shape(), p->grad.type(), true));
     std::swap(p->grad, sp.partial.back());
   }
@@ -525,6 +528,11 @@ void executor::end_sp_partials(sp_partials& sp) {
     backend_for(p.grad.where()).accumulate(p.grad, sp.partial[i]);
     pool_.release(std::move(sp.partial[i]));
   }
+}
+
+void executor::materialize_gradients(int n) {
+  for (auto& p : node_params_[size_t(n - first_)])
+    if (!p->grad.defined()) p->grad = tensor::zeros(p->value.shape(), dtype::f32, where_);
 }
 
 void executor::regather_input(sub_batch& sub, int n) {
@@ -650,6 +658,7 @@ void executor::weight_backward(int mb, const std::function<void(int)>& node_done
       in.clear();
       for (int v : nodes[n].inputs) in.push_back(&sub.values[v]);
       if (node_hook_) node_hook_();
+      materialize_gradients(n);
       double t0 = profiling_ ? now_s() : 0;
       layers_[n - first_]->backward_weight(in, it->second);
       if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;

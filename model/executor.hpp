@@ -230,6 +230,11 @@ class executor {
   const graph& graph_;
   int first_, last_;
   std::vector<std::unique_ptr<layer>> layers_;  // node first_ + i
+  std::vector<std::vector<parameter_ptr>> node_params_;  // node first_ + i
+  // A gradient its owner released (left undefined, as the gradient shards
+  // of the distributed optimizer do) is zeros again before node n's
+  // backward accumulates into it.
+  void materialize_gradients(int n);
   std::vector<int> inputs_, outputs_;
   std::vector<bool> used_inside_;  // by value id: read by a node of this range
   bool computes_loss_ = false;

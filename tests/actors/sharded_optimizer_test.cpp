@@ -7,6 +7,10 @@
 // first half) and update every element by the same formula; only the global
 // gradient norm is summed in another order (by replica slices), which moves
 // the clip factor by an ulp at most.
+//
+// Gradient shards (optim_grads) reduce-scatter every micro-batch's gradients
+// and add the sums: with one micro-batch the same bits, with several the
+// micro-batches summed in another order, so 1e-5 there.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -35,6 +39,7 @@ struct sharded_case {
   int chunks = 1;
   bool bf16 = false;
   bool sparse = false;  // the embedding's gradient through the COO codec
+  bool sp = false;      // --sequence-parallel
 };
 
 actors::parallel_options options_of(const sharded_case& c, sharding_strategy s) {
@@ -44,6 +49,7 @@ actors::parallel_options options_of(const sharded_case& c, sharding_strategy s) 
   par.bucket_bytes = 6000;  // several buckets a stage; sizes that do not split evenly
   par.timeout_s = 60;
   par.sharding = s;
+  par.sequence_parallel = c.sp;
   if (c.sparse) par.sparse.kind = comm::codec_kind::coo;
   return par;
 }
@@ -153,19 +159,96 @@ TEST_CASE("a checkpoint of the distributed optimizer resumes unsharded, and the 
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("sharding strategies the runtime does not run are refused by name",
-          "[actors][sharding]") {
-  auto par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
-  for (auto s : {sharding_strategy::optim_grads, sharding_strategy::optim_grads_params}) {
-    par.sharding = s;
-    CHECK_THROWS_WITH(actors::parallel_trainer(test::layout_test_options(2), par,
-                                               test::layout_test_corpus()),
-                      Catch::Contains("--data-parallel-sharding-strategy") &&
-                          Catch::Contains(partition::sharding_strategy_name(s)));
+TEST_CASE("gradient shards (optim_grads) give no_shard's losses in every layout",
+          "[actors][equivalence][sharding]") {
+  const int64_t steps = 20;
+  using rm = actors::recompute_mode;
+  const sharded_case cases[] = {
+      {2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+      {4, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none},
+      {2, 1, 2, 2, 0, schedule_kind::shifted, rm::full},  // the tied embedding across stages
+      {2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
+      {2, 2, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, false, true},
+      {2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::stage_aware},
+      {2, 1, 2, 4, 0, schedule_kind::interleaved, rm::none, 2},
+      {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
+      {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
+  };
+  for (auto& c : cases) {
+    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
+               << partition::schedule_name(c.kind) << " chunks=" << c.chunks
+               << " bf16=" << c.bf16 << " coo=" << c.sparse << " sp=" << c.sp);
+    const auto o = options_of(c, steps);
+    const auto plain = losses(o, options_of(c, sharding_strategy::no_shard));
+    const auto sharded = losses(o, options_of(c, sharding_strategy::optim_grads));
+    const auto single = test::single_device_losses(o);
+    REQUIRE(sharded.size() == size_t(steps));
+    const double against_plain = c.m == 1 ? 1e-6 : 1e-5;
+    for (size_t s = 0; s < sharded.size(); ++s) {
+      INFO("step " << s + 1 << ": " << sharded[s] << " vs " << plain[s] << " (no_shard), "
+                   << single[s] << " (one device)");
+      REQUIRE(std::abs(sharded[s] - plain[s]) <= against_plain * std::abs(plain[s]));
+      REQUIRE(std::abs(sharded[s] - single[s]) <= (c.bf16 ? 1e-3 : 1e-5) * std::abs(single[s]));
+    }
   }
 }
 
-TEST_CASE("the distributed optimizer holds 1/d of the optimizer state on each replica",
+TEST_CASE("a checkpoint saved under gradient shards resumes on one device",
+          "[actors][checkpoint][sharding]") {
+  const int64_t steps = 5;
+  const auto o = test::layout_test_options(steps);
+  const auto reference = test::single_device_losses(o);
+  auto dir = std::filesystem::temp_directory_path() /
+             ("merak_grad_shards_ckpt_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    auto x = o;
+    x.save_dir = dir.string();
+    auto par = test::parallel_layout(2, 1, 2, 2, schedule_kind::one_f_one_b, 1);
+    par.bucket_bytes = 6000;
+    par.sharding = sharding_strategy::optim_grads;
+    par.timeout_s = 60;
+    actors::parallel_trainer tr(x, par, test::layout_test_corpus());
+    for (int s = 0; s < 2; ++s)
+      REQUIRE(tr.train_step().loss == Approx(reference[size_t(s)]).epsilon(1e-5));
+    tr.save();
+  }
+  auto x = o;
+  x.load = dir.string();
+  model::trainer single(x, test::layout_test_corpus());
+  REQUIRE(single.step() == 2);
+  for (int s = 2; s < steps; ++s)
+    CHECK(single.train_step().loss == Approx(reference[size_t(s)]).epsilon(1e-5));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sharding combinations the runtime does not run are refused by name",
+          "[actors][sharding]") {
+  auto refused = [](model::train_options o, actors::parallel_options par, const char* what) {
+    INFO(par.str());
+    CHECK_THROWS_WITH(actors::parallel_trainer(o, par, test::layout_test_corpus()),
+                      Catch::Contains("--data-parallel-sharding-strategy") &&
+                          Catch::Contains(partition::sharding_strategy_name(par.sharding)) &&
+                          Catch::Contains(what));
+  };
+  auto par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
+  par.sharding = sharding_strategy::optim_grads_params;
+  refused(test::layout_test_options(2), par, "parameters");
+  par = test::parallel_layout(2, 1, 2, 2, schedule_kind::zb_h1, 1);
+  par.sharding = sharding_strategy::optim_grads;
+  refused(test::layout_test_options(2), par, "zb-h1");
+  // Two key/value heads over four TP shards: each head's slice is held by
+  // two shards with partial gradients.
+  auto llama = test::layout_test_options(2);
+  llama.model.family = model::model_family::llama;
+  llama.model.query_groups = 2;
+  llama.model.ffn_hidden = 64;
+  par = test::parallel_layout(2, 4, 1, 1, schedule_kind::one_f_one_b, 1);
+  par.sharding = sharding_strategy::optim_grads;
+  refused(llama, par, "--tp 4");
+}
+
+TEST_CASE("the distributed optimizer holds 1/d of the optimizer state, gradient shards 1/d of the gradients",
           "[actors][sharding][memory]") {
   auto o = test::layout_test_options(1);
   auto held = [&](int dp, int pp, sharding_strategy s) {
@@ -189,5 +272,14 @@ TEST_CASE("the distributed optimizer holds 1/d of the optimizer state on each re
     CHECK(sharded.gradients == plain.gradients);
     CHECK(sharded.activations_peak == plain.activations_peak);
     CHECK(plain.activations_peak > 0);
+    // Gradient shards: 4 bytes a parameter over d where no_shard holds 8
+    // (the gradients and the buckets the reducer works on); the optimizer
+    // state as under optim.
+    const auto grads = held(dp, 1, sharding_strategy::optim_grads);
+    CHECK(plain.gradients == 2 * plain.parameters);
+    CHECK(std::abs(double(grads.gradients) - double(plain.parameters) / dp) <=
+          0.05 * double(plain.parameters) / dp);
+    CHECK(grads.optimizer == sharded.optimizer);
+    CHECK(grads.parameters == plain.parameters);
   }
 }

@@ -245,7 +245,7 @@ TEST_CASE("long or control-laden values are cut for messages", "[checkpoint]") {
   CHECK(shown_value(std::string(1000, 'x'), 80) == std::string(80, 'x') + "...(1000 bytes)");
 }
 
-TEST_CASE("latest is a small regular file; a CRLF line is read", "[checkpoint]") {
+TEST_CASE("latest is a small regular file and a CRLF line is read", "[checkpoint]") {
   auto dir = fs::temp_directory_path() / ("merak_latest_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
