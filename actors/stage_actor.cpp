@@ -84,6 +84,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
     std::vector<std::string> names;
     std::vector<int64_t> bytes;
     int sparse = -1;  // the token embedding's full gradient, through the codec
+    std::vector<int> alone;  // gradient shards: tied weights reduced whole, by themselves
     auto& all = st.store->all();
     for (size_t i = 0; i < all.size(); ++i) {
       names.push_back(all[i]->spec.name);
@@ -91,11 +92,14 @@ void setup_state(stage_state& st, stage_setup cfg) {
       if (!st.cfg.sparse_param.empty() && all[i]->spec.name == st.cfg.sparse_param &&
           all[i]->value.rank() == 2)
         sparse = int(i);
+      if (st.cfg.shard_gradients)
+        for (auto& t : st.cfg.route.ties)
+          if (t.name == all[i]->spec.name) alone.push_back(int(i));
     }
     st.bucketer = std::make_unique<comm::grad_bucketer>(
         std::move(bytes),
         comm::gradients_final_after(*st.cfg.graph, st.cfg.first, st.cfg.last, names), sparse,
-        st.cfg.bucket_bytes);
+        st.cfg.bucket_bytes, alone);
     if (st.cfg.distributed_optimizer) setup_distributed_optimizer(st);
   }
 }

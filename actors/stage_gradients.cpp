@@ -176,8 +176,6 @@ void take_bucket_reduced(stage_self self, bucket_reduced& r) {
   auto& all = st.store->all();
   if (st.dist && st.dist->gradient_sharded(r.bucket)) {  // added to the gradient shard
     st.dist->add_owned_gradient(r.bucket, r.sum.t->f32() + st.dist->owned(r.bucket).first);
-    auto& flat = st.buckets.at(size_t(r.bucket)).flat;
-    if (flat == r.sum.t) flat.reset();
   } else if (st.dist && st.scatter.at(size_t(r.bucket))) {  // only this replica's shard is summed
     const float* sum = r.sum.t->f32();
     for (auto& pc : st.dist->owned_pieces(r.bucket))
@@ -190,6 +188,9 @@ void take_bucket_reduced(stage_self self, bucket_reduced& r) {
       at += all[p]->grad.bytes();
     }
   }
+  // Gradient shards keep no bucket buffers between reductions.
+  auto& flat = st.buckets.at(size_t(r.bucket)).flat;
+  if (st.cfg.shard_gradients && flat == r.sum.t) flat.reset();
   st.reducer_bytes = r.bytes_sent;
   if (st.buckets[size_t(r.bucket)].rows > 0) {
     st.sparse_union_rows = r.union_rows;

@@ -21,10 +21,10 @@
 namespace merak::bench {
 namespace {
 
-bool parse_on_off(const std::string& layout, const std::string& v) {
+bool parse_on_off(const std::string& layout, const std::string& key, const std::string& v) {
   if (v == "on") return true;
   if (v == "off") return false;
-  fail("layout '{}': lend must be on or off (got '{}')", layout, v);
+  fail("layout '{}': {} must be on or off (got '{}')", layout, key, v);
 }
 
 // A layout, and how many processes run it (1: inside the benchmark).
@@ -72,11 +72,11 @@ layout_spec parse_layout(const std::string& layout) {
     else if (k == "recompute")
       p.recompute = partition::parse_recompute_kind(v);
     else if (k == "lend")
-      p.lend_cores = parse_on_off(layout, v);
+      p.lend_cores = parse_on_off(layout, k, v);
     else if (k == "rings")
-      p.shared_rings = parse_on_off(layout, v);
+      p.shared_rings = parse_on_off(layout, k, v);
     else if (k == "sp")
-      p.sequence_parallel = parse_on_off(layout, v);
+      p.sequence_parallel = parse_on_off(layout, k, v);
     else if (k == "sharding")
       p.sharding = partition::parse_sharding_strategy(v);
     else if (k == "procs")

@@ -6,12 +6,17 @@ namespace merak::comm {
 
 grad_bucketer::grad_bucketer(std::vector<int64_t> param_bytes,
                              std::vector<std::vector<int>> final_after, int sparse,
-                             int64_t bucket_bytes)
+                             int64_t bucket_bytes, const std::vector<int>& alone)
     : bytes_(std::move(param_bytes)),
       final_after_(std::move(final_after)),
       sparse_(sparse),
-      limit_(bucket_bytes) {
+      limit_(bucket_bytes),
+      alone_(bytes_.size(), false) {
   MERAK_CHECK(sparse_ < int(bytes_.size()), "sparse parameter {} of {}", sparse_, bytes_.size());
+  for (int p : alone) {
+    MERAK_CHECK(p >= 0 && p < int(bytes_.size()), "parameter {} of {}", p, bytes_.size());
+    alone_[size_t(p)] = true;
+  }
   for (auto& ps : final_after_)
     for (int p : ps)
       MERAK_CHECK(p >= 0 && p < int(bytes_.size()), "parameter {} of {}", p, bytes_.size());
@@ -28,8 +33,8 @@ void grad_bucketer::begin_step() {
 void grad_bucketer::take(int p, std::vector<grad_bucket>& out) {
   if (in_bucket_[size_t(p)]) return;
   in_bucket_[size_t(p)] = true;
-  if (p == sparse_) {
-    out.push_back({{p}, true});
+  if (p == sparse_ || alone_[size_t(p)]) {
+    out.push_back({{p}, p == sparse_});
     ++shipped_;
     return;
   }

@@ -29,8 +29,11 @@ class grad_bucketer {
   // parameters whose gradients are final once node k of the stage (0-based,
   // forward order) finished backward; `sparse`: the parameter reduced alone
   // (-1: none); a bucket leaves once it holds bucket_bytes or more.
+  // `alone`: parameters that also go in a dense bucket by themselves (the
+  // tied weights under gradient shards, reduced whole while the rest is
+  // reduce-scattered).
   grad_bucketer(std::vector<int64_t> param_bytes, std::vector<std::vector<int>> final_after,
-                int sparse, int64_t bucket_bytes);
+                int sparse, int64_t bucket_bytes, const std::vector<int>& alone = {});
 
   // A new step: no parameter is in a bucket.
   void begin_step();
@@ -50,6 +53,7 @@ class grad_bucketer {
   std::vector<std::vector<int>> final_after_;
   int sparse_;
   int64_t limit_;
+  std::vector<bool> alone_;
   std::vector<bool> in_bucket_;
   std::vector<int> open_;
   int64_t open_bytes_ = 0;

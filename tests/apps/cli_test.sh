@@ -746,6 +746,7 @@ PY
     expect_error "layout 'pp=2,mb=2': unknown key 'mb'" bench parallel "${small[@]}" --layout pp=2,mb=2
     expect_error "layout 'pp=two': pp must be an integer .got 'two'" bench parallel "${small[@]}" --layout pp=two
     expect_error "layout 'dp=2,lend=maybe': lend must be on or off" bench parallel "${small[@]}" --layout dp=2,lend=maybe
+    expect_error "layout 'tp=2,sp=1': sp must be on or off" bench parallel "${small[@]}" --layout tp=2,sp=1
     expect_error "error: --batch 4 does not split into --dp 1 x --micro-batches 3" bench parallel "${small[@]}" --layout pp=2,m=3
     "$merak" bench parallel "${small[@]}" --layout pp=2,m=2 --layout dp=2,lend=off > "$work/par.json"
     python3 - "$work/par.json" <<'PY'

@@ -310,6 +310,23 @@ print(f"ok: optim over 2 processes within 1e-6 of no_shard, moments {mp[-1]['mem
       f"of {plain[-1]['memory_bytes']['optimizer']} bytes; its checkpoint resumes on one device")
 EOF2
     ;;
+  optim_grads)
+    # Gradient shards (ZeRO-2) over 2 processes, two micro-batches: each
+    # micro-batch's buckets reduce-scattered over UCX, the same bits as in one
+    # process, the single device within 1e-5; each rank holds about half the
+    # gradient bytes of one replica (no bucket copies, no whole gradients).
+    run_pair 2 --micro-batches 2 --data-parallel-sharding-strategy optim_grads --bucket-mb 0.01
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    python3 - "$work/mp.jsonl" <<'EOF2'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    m = r["memory_bytes"]
+    assert abs(m["gradients"] - m["parameters"] / 2) <= 0.05 * m["parameters"] / 2, m
+    assert abs(m["optimizer"] - m["parameters"]) <= 0.05 * m["parameters"], m
+print(f"ok: gradients {rows[-1]['memory_bytes']['gradients']} bytes for {rows[-1]['memory_bytes']['parameters']} of parameters")
+EOF2
+    ;;
   dp2_pp2)
     run_pair 2 --pp 2 --micro-batches 2
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"

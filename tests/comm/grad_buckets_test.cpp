@@ -61,6 +61,18 @@ TEST_CASE("the sparse parameter leaves alone as soon as it is final", "[buckets]
   CHECK(rest[0].params == std::vector<int>{2, 0});
 }
 
+TEST_CASE("a parameter marked alone leaves in a dense bucket of its own", "[buckets]") {
+  grad_bucketer b({10, 1000, 10, 10}, {{1, 0}, {2, 3}}, -1, 1 << 20, {2});
+  auto at1 = b.node_finished(1);  // 2 alone at once; 3 stays open
+  REQUIRE(at1.size() == 1);
+  CHECK(at1[0].params == std::vector<int>{2});
+  CHECK_FALSE(at1[0].sparse);
+  auto rest = b.finish();
+  REQUIRE(rest.size() == 1);
+  CHECK(rest[0].params == std::vector<int>{3, 1, 0});
+  CHECK_THROWS_AS(grad_bucketer({4}, {{0}}, -1, 8, {1}), error);
+}
+
 TEST_CASE("finish without node hooks still buckets everything, and a parameter no node uses throws",
           "[buckets]") {
   grad_bucketer b({4, 4, 4}, {{0}, {1, 2}}, -1, 8);
