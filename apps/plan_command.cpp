@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "apps/commands.hpp"
 #include "apps/flag_checks.hpp"
@@ -23,6 +24,8 @@
 
 namespace merak::apps {
 namespace {
+
+constexpr int kmax_searched_micro_batches = 4096;
 
 struct plan_flags {
   model_family_flags family;  // --model and the Llama family's flags
@@ -61,6 +64,13 @@ int run_plan(plan_flags& f) {
          f.req.nodes);
   if (f.req.max_micro_batches < 1)
     fail("--max-micro-batches must be at least 1 (got {})", f.req.max_micro_batches);
+  // The simulation of a pipeline costs in proportion to its micro-batches:
+  // the search stops at kmax_searched_micro_batches (a given count is run).
+  if (f.req.max_micro_batches > kmax_searched_micro_batches) {
+    spdlog::warn("--max-micro-batches {}: the search tries at most {} micro-batches",
+                 f.req.max_micro_batches, kmax_searched_micro_batches);
+    f.req.max_micro_batches = kmax_searched_micro_batches;
+  }
   // A micro-batch holds at least one sequence: larger counts are no split.
   if (f.req.global_batch >= 1)
     f.req.max_micro_batches = int(std::min<int64_t>(f.req.max_micro_batches, f.req.global_batch));
@@ -163,7 +173,7 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--memory-budget", f->req.memory_budget, "Bytes per device (0: its memory)")
       ->capture_default_str();
   c->add_option("--max-micro-batches", f->req.max_micro_batches,
-                "Largest micro-batch count tried (at most the batch)")
+                "Largest micro-batch count tried (at most the batch, and 4096)")
       ->capture_default_str();
   c->add_option("--dp", f->req.dp, "Fix dp (0: search)");
   c->add_option("--tp,--tensor-model-parallel-size", f->req.tp, "Fix tp (0: search)");

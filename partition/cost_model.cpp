@@ -137,8 +137,15 @@ class measured final : public cost_model {
   }
 
  private:
+  // Per-FLOP rates level off long before this: larger micro-batches take the
+  // rates of this many tokens' rows, so profiling stays a few seconds and
+  // within memory whatever batch a plan is asked for.
+  static constexpr int64_t kmax_profiled_tokens = 8192;
+
   const cpu_profile& at(int64_t tokens) const {
     int64_t rows = std::max<int64_t>(1, tokens / std::max(1, cfg_.max_seq));
+    if (on_demand_)
+      rows = std::min(rows, std::max<int64_t>(1, kmax_profiled_tokens / std::max(1, cfg_.max_seq)));
     if (auto it = profiles_.find(rows); it != profiles_.end()) return it->second;
     if (on_demand_) return profiles_[rows] = profile_cpu(cfg_, rows, threads_, cores_, cache_file_);
     // The nearest profiled shape (in log rows).
