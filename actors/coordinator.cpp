@@ -313,8 +313,13 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
   for (int i : mine) {
     const partition::actor_coordinate at = place.coordinate(i);
     const int r = at.replica, s = at.stage, t = at.shard;
+    std::shared_ptr<gather_progress> gathered;
+    if (par.dp > 1 && par.overlap_param_gather &&
+        par.sharding != partition::sharding_strategy::no_shard)
+      gathered = std::make_shared<gather_progress>();
     if (par.dp > 1) {
       reducer_setup rs;
+      rs.gathered = gathered;
       rs.link = groups.replicas[r][s][t];
       rs.sparse = par.sparse;
       rs.measure_error = par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
@@ -325,8 +330,10 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
       reducers.push_back(reducer);
       reducer_of[r][s][t] = reducer;
     }
-    auto stage = spawn_stage(*sys, stage_setup_of(at, i, groups, host, per_actor, int(mine.size()),
-                                                  int(view.actors.size())));
+    auto setup = stage_setup_of(at, i, groups, host, per_actor, int(mine.size()),
+                                int(view.actors.size()));
+    setup.gathered = std::move(gathered);
+    auto stage = spawn_stage(*sys, std::move(setup));
     names[stage.address()] = fmt::format("stage actor ({})", at.str());
     (*self)->monitor(stage);
     stages[r][s][t] = stage;

@@ -20,6 +20,10 @@ void parallel_options::validate(int batch) const {
         "--data-parallel-sharding-strategy optim_grads reduce-scatters each micro-batch's "
         "gradients as its backward ends; --schedule zb-h1 defers weight gradients past the next "
         "micro-batches' backward (use optim with zb-h1)");
+  if (overlap_param_gather && sharding == partition::sharding_strategy::no_shard)
+    fail(
+        "--overlap-param-gather overlaps the distributed optimizer's all-gather: it needs "
+        "--use-distributed-optimizer (or --data-parallel-sharding-strategy optim_grads)");
   // A year at most: CAF's timeouts count nanoseconds in an int64.
   if (!(timeout_s > 0 && timeout_s <= 31536000))
     fail("--step-timeout must be a number above 0 and at most 31536000 seconds (got {})",
@@ -119,7 +123,8 @@ std::string parallel_trainer::describe() const {
       partition::schedule_name(par.schedule), par.tp_overlap,
       par.sequence_parallel ? ", sequence parallel" : "",
       par.sharding != partition::sharding_strategy::no_shard
-          ? fmt::format(", optimizer sharded ({})", partition::sharding_strategy_name(par.sharding))
+          ? fmt::format(", optimizer sharded ({}{})", partition::sharding_strategy_name(par.sharding),
+                        par.overlap_param_gather ? ", --overlap-param-gather" : "")
           : "",
       coordinator_->state().place.world > 1
           ? fmt::format(", {} processes (placement {}{})", coordinator_->state().place.world,

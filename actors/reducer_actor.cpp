@@ -26,6 +26,9 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
                                    reducer_setup setup) {
   self->set_exception_handler(exception_reason);
   self->state.cfg = std::move(setup);
+  // However it ends, a stage waiting on an all-gather of this reducer wakes.
+  if (auto p = self->state.cfg.gathered)
+    self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
   if (self->state.cfg.sparse.kind != comm::codec_kind::dense)
     self->state.codec = comm::make_codec(self->state.cfg.sparse);
   return {
@@ -92,8 +95,15 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
           const auto tag = comm::tag_t(comm::kmax_collective_tag / 2 + g.bucket);
           comm::allgather_shards(*st.cfg.link, data.data(), data.size(), sizeof(float), tag);
         } catch (const std::exception& e) {
-          self->quit(caf::make_error(caf::sec::runtime_error,
-                                     fmt::format("{}: {}", st.cfg.where, e.what())));
+          auto why = fmt::format("{}: {}", st.cfg.where, e.what());
+          if (st.cfg.gathered) st.cfg.gathered->fail(why);
+          self->quit(caf::make_error(caf::sec::runtime_error, why));
+          return;
+        }
+        if (g.overlapped) {
+          MERAK_CHECK(st.cfg.gathered, "{}: an overlapped all-gather without its progress",
+                      st.cfg.where);
+          st.cfg.gathered->finish(g.bucket);
           return;
         }
         self->send(g.stage, bucket_gathered{g.bucket, std::move(g.flat)});

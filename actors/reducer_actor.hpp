@@ -37,6 +37,7 @@
 #include <memory>
 
 #include "actors/messages.hpp"
+#include "actors/param_gather.hpp"
 #include "comm/codec.hpp"
 #include "comm/transport.hpp"
 
@@ -49,6 +50,9 @@ struct reducer_setup {
   comm::codec_config sparse;
   bool measure_error = false;  // exact dense average of the sparse bucket too
   std::string where;           // "reducer actor (dp=.., pp=.., tp=..)", for errors
+  // --overlap-param-gather: where overlapped all-gathers are marked done
+  // (shared with the stage actor).
+  std::shared_ptr<gather_progress> gathered;
 };
 
 reducer_api spawn_reducer(caf::actor_system& sys, reducer_setup setup);

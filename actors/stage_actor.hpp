@@ -55,6 +55,7 @@
 
 #include "actors/core_pool.hpp"
 #include "actors/messages.hpp"
+#include "actors/param_gather.hpp"
 #include "comm/tensor_channel.hpp"
 #include "comm/transport.hpp"
 #include "model/adamw.hpp"
@@ -121,6 +122,10 @@ struct stage_setup {
   // buffers are released after (the executor makes them zeros again at the
   // next backward).
   bool shard_gradients = false;
+  // --overlap-param-gather (with the distributed optimizer): the step ends
+  // once its all-gathers are started; each bucket's values are taken just
+  // before the first forward node that reads them. Shared with the reducer.
+  std::shared_ptr<gather_progress> gathered;
   // Selective recomputation: the attention cores recomputed in backward.
   bool recompute_attention = false;
 };

@@ -1,6 +1,7 @@
 // The stage actor's optimizer (stage_state.hpp): the step the coordinator
 // orders, and the optimizer's part of checkpoints, for the plain AdamW and
 // for the distributed optimizer (moments sharded over the replicas).
+#include <algorithm>
 #include <cstring>
 
 #include "actors/core_loan.hpp"
@@ -93,6 +94,19 @@ void setup_distributed_optimizer(stage_state& st) {
   st.dist = std::make_unique<model::distributed_adamw>(st.cfg.adam, all, std::move(layout),
                                                        st.cfg.dp, st.cfg.dp_rank);
   if (st.cfg.shard_gradients) st.dist->keep_gradient_shards(st.scatter);
+  if (!st.cfg.gathered) return;
+  st.gathering.resize(size_t(st.dist->buckets()));
+  for (int n = st.cfg.first; n < st.cfg.last; ++n) {
+    std::vector<int> buckets;
+    for (auto& spec : st.cfg.graph->nodes()[size_t(n)].params)
+      for (size_t p = 0; p < all.size(); ++p)
+        if (all[p]->spec.name == spec.name) {
+          const int b = st.dist->bucket_of(int(p));
+          if (std::find(buckets.begin(), buckets.end(), b) == buckets.end()) buckets.push_back(b);
+        }
+    st.node_buckets.push_back(std::move(buckets));
+  }
+  st.exec->set_forward_hook([&st](int n) { take_gathered_values(st, n); });
 }
 
 double grad_sumsq_share(const stage_state& st) {
@@ -151,6 +165,18 @@ void apply_step_update(stage_self self, const apply_update& u) {
     if (st.dist) st.dist->zero_gradient_shards();
   } else if (!st.dist) {
     st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
+  } else if (st.cfg.gathered) {
+    // The next forward takes each bucket as it needs it: the first stage's
+    // nodes' buckets (the last made in backward) are gathered first.
+    take_gathered_values(st, -1);
+    st.dist->step(u.lr, u.clip, true);
+    st.cfg.gathered->begin(st.dist->buckets());
+    for (int b = st.dist->buckets() - 1; b >= 0; --b) {
+      auto flat = gather_buffer(st, b);
+      st.dist->pack_owned_values(b, flat->f32());
+      st.gathering[size_t(b)] = flat;
+      self->send(st.reducer, gather_bucket{b, tensor_ref{flat}, self, true});
+    }
   } else {
     // This replica's slices, then every replica's updated slices to all.
     st.dist->step(u.lr, u.clip, true);
@@ -165,6 +191,21 @@ void apply_step_update(stage_self self, const apply_update& u) {
   report_applied(self);
 }
 
+void take_gathered_values(stage_state& st, int n) {
+  auto take = [&](int b) {
+    auto& flat = st.gathering[size_t(b)];
+    if (!flat) return;
+    st.cfg.gathered->wait(b);
+    st.dist->unpack_values(b, flat->f32());
+    flat.reset();
+  };
+  if (n >= 0) {
+    for (int b : st.node_buckets[size_t(n - st.cfg.first)]) take(b);
+  } else {
+    for (int b = 0; b < int(st.gathering.size()); ++b) take(b);
+  }
+}
+
 void take_bucket_gathered(stage_self self, bucket_gathered& g) {
   auto& st = self->state;
   MERAK_CHECK(st.dist && st.gathers > 0, "{}: an all-gather nobody asked for (bucket {})",
@@ -177,6 +218,7 @@ void take_bucket_gathered(stage_self self, bucket_gathered& g) {
 
 void save_own_shard(stage_self self, const save_shard& m) {
   auto& st = self->state;
+  if (st.cfg.gathered) take_gathered_values(st, -1);
   auto meta = m.meta;  // and this shard's AdamW step count
   meta["merak.adam_t"] = std::to_string(st.dist ? st.dist->t() : st.opt->t());
   if (!st.dist) {
@@ -208,6 +250,7 @@ void save_own_shard(stage_self self, const save_shard& m) {
 
 void restore_own_shard(stage_self self, const restore_shard& m) {
   auto& st = self->state;
+  if (st.cfg.gathered) take_gathered_values(st, -1);
   model::checkpoint_reader ckpt(m.dir);
   std::vector<model::parameter*> params;
   for (auto& p : st.store->all()) params.push_back(p.get());

@@ -81,6 +81,10 @@ struct stage_state {
   // whole), and the all-gathers of the updated values still out.
   std::vector<char> scatter;
   int gathers = 0;
+  // --overlap-param-gather: each bucket's buffer while its all-gather is
+  // out (null once taken), and the buckets each node reads (by node - first).
+  std::vector<std::shared_ptr<model::tensor>> gathering;
+  std::vector<std::vector<int>> node_buckets;
   double update_t0 = 0;
   int shipped = 0, reduced = 0;  // buckets this step
   // Buckets the bucketer made in this round (a step; under gradient shards,
@@ -147,6 +151,9 @@ double grad_sumsq_share(const stage_state& st);
 memory_use memory_held(const stage_state& st);
 // The coordinator's verdict: the optimizer step (or the gradients dropped).
 void apply_step_update(stage_self self, const apply_update& u);
+// --overlap-param-gather: the values of the buckets node n reads (or of
+// every bucket, n < 0) taken from their all-gathers, waiting for them.
+void take_gathered_values(stage_state& st, int n);
 // An all-gather of the distributed optimizer is back.
 void take_bucket_gathered(stage_self self, bucket_gathered& g);
 // Writes this shard into a checkpoint: its values (replica 0) and its

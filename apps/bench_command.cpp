@@ -244,8 +244,8 @@ bench_command add_parallel_bench(CLI::App& parent) {
   pb->add_option("--rounds", par->rounds, "Baseline then every layout, this many times")
       ->capture_default_str();
   pb->add_option("--layout", par->layouts,
-                 "key=value,... of dp tp pp m schedule chunks recompute overlap lend procs "
-                 "(procs=N: N processes of one job through `merak train`; default: pp=2,m=8 "
+                 "key=value,... of dp tp pp m schedule chunks recompute overlap sp sharding "
+                 "param_gather lend rings procs (procs=N: N processes of one job through `merak train`; default: pp=2,m=8 "
                  "and dp=2)");
   pb->add_flag("--json")->description("Print JSON (the only output format; accepted for scripts)");
   return {pb, [=] { return bench::run_parallel_bench(*par); }};

@@ -23,6 +23,9 @@ void add_memory_flags(CLI::App* c, memory_flags* f, const std::string& sharding_
                 "Megatron's name: full or selective (the same as --recompute)");
   c->add_flag("--recompute-activations", f->recompute_activations,
               "Megatron's name for --recompute selective");
+  c->add_flag("--overlap-param-gather", f->overlap_param_gather,
+              "With the distributed optimizer: all-gather the updated weights behind the next "
+              "step's forward, each bucket just before the first layer that reads it");
   c->add_flag("--overlap-grad-reduce", f->overlap_grad_reduce,
               "Accepted for Megatron scripts: gradient buckets are always reduced while "
               "backward goes on");

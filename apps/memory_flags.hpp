@@ -22,6 +22,7 @@ struct memory_flags {
   std::string recompute_granularity;   // "": not given
   bool recompute_activations = false;
   bool overlap_grad_reduce = true;  // accepted; always the case
+  bool overlap_param_gather = false;  // --overlap-param-gather
 };
 
 // Adds the flags above to `command`; `sharding_help` ends the help of

@@ -105,6 +105,7 @@ int run_plan(plan_flags& f) {
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   f.req.sharding = sharding_of(f.memory);
   f.req.sequence_parallel = f.memory.sequence_parallel;
+  f.req.overlap_param_gather = f.memory.overlap_param_gather;
   // Memory strategies not fixed by a flag are searched.
   f.req.search_sharding = f.memory.sharding.empty() && !f.memory.distributed_optimizer;
   f.req.search_sequence_parallel = !f.memory.sequence_parallel && !f.no_sequence_parallel;

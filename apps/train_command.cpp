@@ -405,6 +405,7 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.par.recompute = partition::parse_recompute_kind(recompute_of(f.memory, f.recompute));
   f.par.sharding = sharding_of(f.memory);
   f.par.sequence_parallel = f.memory.sequence_parallel;
+  f.par.overlap_param_gather = f.memory.overlap_param_gather;
   f.par.threads = f.threads;
   // Bounded so that the byte count fits an int64 with room to spare.
   constexpr double kmost_bucket_mb = 1048576;

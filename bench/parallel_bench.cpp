@@ -77,6 +77,8 @@ layout_spec parse_layout(const std::string& layout) {
       p.shared_rings = parse_on_off(layout, k, v);
     else if (k == "sp")
       p.sequence_parallel = parse_on_off(layout, k, v);
+    else if (k == "param_gather")
+      p.overlap_param_gather = parse_on_off(layout, k, v);
     else if (k == "sharding")
       p.sharding = partition::parse_sharding_strategy(v);
     else if (k == "procs")
@@ -84,7 +86,7 @@ layout_spec parse_layout(const std::string& layout) {
     else
       fail(
           "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, overlap, "
-          "sp, sharding, lend, rings, procs)",
+          "sp, sharding, param_gather, lend, rings, procs)",
           layout, k);
     if (k != "procs" && k != "rings")
       spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
@@ -157,6 +159,7 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              "--metrics",
              metrics};
   if (p.sequence_parallel) lo.argv.push_back("--sequence-parallel");
+  if (p.overlap_param_gather) lo.argv.push_back("--overlap-param-gather");
   auto res = job::launch_local(lo);
   if (!res.ok()) fail("bench parallel: {} processes: {}", spec.procs, res.message);
   std::ifstream in(metrics);

@@ -145,6 +145,7 @@ tensor concat_rows(std::vector<tensor*> parts, tensor_pool& pool, bool move_sing
 }  // namespace
 
 void executor::run_node_forward(sub_batch& s, int n, const tensor* whole) {
+  if (forward_hook_) forward_hook_(n);
   auto& node = graph_.nodes()[n];
   const tensor* in[4];
   shape_t in_shapes[4];

@@ -147,6 +147,9 @@ class executor {
   // (the stage actor resizes its OpenMP team there when cores are lent to
   // it or wanted back mid-op). Empty: nothing is called.
   void set_node_hook(std::function<void()> hook) { node_hook_ = std::move(hook); }
+  // Called with node n before each forward of it (training, recomputation
+  // and evaluation alike), before it reads its parameters.
+  void set_forward_hook(std::function<void(int)> hook) { forward_hook_ = std::move(hook); }
   const std::map<std::string, kind_time>& profile() const { return profile_; }
 
   const graph& model_graph() const { return graph_; }
@@ -249,6 +252,7 @@ class executor {
   int tp_overlap_ = 0;
   bool profiling_ = false;
   std::function<void()> node_hook_;
+  std::function<void(int)> forward_hook_;
   std::map<std::string, kind_time> profile_;
 };
 

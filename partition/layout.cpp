@@ -34,14 +34,15 @@ void layout::validate(int64_t batch) const {
 }
 
 std::string layout::str() const {
-  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}{}", dp, tp, pp,
+  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}{}{}", dp, tp, pp,
                      micro_batches, schedule_name(schedule),
                      chunks > 1 ? fmt::format(" chunks={}", chunks) : "",
                      recompute_kind_name(recompute), tp_overlap,
                      sequence_parallel ? " sequence-parallel" : "",
                      sharding == sharding_strategy::no_shard
                          ? ""
-                         : fmt::format(" sharding={}", sharding_strategy_name(sharding)));
+                         : fmt::format(" sharding={}", sharding_strategy_name(sharding)),
+                     overlap_param_gather ? " overlap-param-gather" : "");
 }
 
 const char* sharding_strategy_name(sharding_strategy s) {

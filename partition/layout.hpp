@@ -37,6 +37,9 @@ struct layout {
   // Sequence parallelism (--sequence-parallel, with tp > 1): the values
   // between the TP pairs split over the shards by tokens.
   bool sequence_parallel = false;
+  // --overlap-param-gather (sharded optimizer only): the all-gather of
+  // updated values runs behind the next step's forward.
+  bool overlap_param_gather = false;
 
   // Virtual stages: the pipeline's pieces of the model, each a stage actor.
   int virtual_stages() const { return pp * chunks; }

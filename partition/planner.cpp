@@ -304,7 +304,8 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
 // ranks of one (stage, tp rank) sit tp x pp ranks apart.
 void price_data_parallel(candidate& c, const cost_model& costs, const cluster_spec& cl,
                          const std::vector<stage_memory>& mem, const sharing_model& sh, int dp,
-                         int tp, int per_node, sharding_strategy sharding) {
+                         int tp, int per_node, sharding_strategy sharding,
+                         bool overlap_param_gather) {
   plan& out = c.out;
   const int pp = int(mem.size());
   const int dp_per_node = tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp));
@@ -326,7 +327,10 @@ void price_data_parallel(candidate& c, const cost_model& costs, const cluster_sp
     const bool sharded = sharding != sharding_strategy::no_shard && dp > 1;
     const bool gathered_later = sharding == sharding_strategy::optim_grads_params;
     const double during = sharded ? ar / 2 : ar;
-    const double after = sharded && !gathered_later ? ar / 2 : 0.0;
+    // --overlap-param-gather: behind the stage's first forward of the next step.
+    const double gather = sharded && !gathered_later ? ar / 2 : 0.0;
+    const double after =
+        overlap_param_gather ? std::max(0.0, gather - out.stages[s].forward_s) : gather;
     out.dp_exposed_s =
         std::max(out.dp_exposed_s, std::max(0.0, during - out.stages[s].backward_s) + after);
     for (int i = 0; i < dp * tp; ++i)
@@ -460,7 +464,8 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     c.act_delay.push_back(d.profiled ? d.intra_latency : p2p_seconds(cl, L.act_bytes, !crosses));
     out.p2p_s = std::max(out.p2p_s, c.act_delay.back());
   }
-  price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node, r.sharding);
+  price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node, r.sharding,
+                      r.overlap_param_gather);
   c.lower_bound = pipeline_lower_bound(c, pp, m) + out.dp_exposed_s + out.optimizer_s;
   return c;
 }

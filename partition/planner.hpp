@@ -74,6 +74,9 @@ struct plan_request {
   // with tp > 1.
   sharding_strategy sharding = sharding_strategy::no_shard;
   bool sequence_parallel = false;
+  // --overlap-param-gather: a sharded optimizer's all-gather of updated
+  // values runs behind the next step's first forward of each stage.
+  bool overlap_param_gather = false;
   // Search the memory strategies instead of fixing them (what `merak plan`
   // does where their flags are not given): the sharding strategies the
   // runtime runs (no_shard and optim) when dp > 1 — optim_grads and

@@ -326,6 +326,11 @@ for r in rows:
     assert abs(m["optimizer"] - m["parameters"]) <= 0.05 * m["parameters"], m
 print(f"ok: gradients {rows[-1]['memory_bytes']['gradients']} bytes for {rows[-1]['memory_bytes']['parameters']} of parameters")
 EOF2
+    # The all-gather of updated values behind the next forward, over UCX.
+    run_pair 2 --micro-batches 2 --data-parallel-sharding-strategy optim_grads --bucket-mb 0.01 \
+      --overlap-param-gather
+    grep -q "overlap-param-gather" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-6 "$work/one.jsonl"
     ;;
   dp2_pp2)
     run_pair 2 --pp 2 --micro-batches 2

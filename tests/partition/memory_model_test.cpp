@@ -213,4 +213,15 @@ TEST_CASE("recomputation and sharding cost time in the order their extra work sa
   const auto optim = step(sharding_strategy::optim, recompute_kind::none);
   CHECK(params.stages[0].forward_s >= none.stages[0].forward_s);
   CHECK(params.step_time_s > optim.step_time_s);
+  // --overlap-param-gather hides the all-gather after the optimizer behind
+  // the next forward, up to that forward's length.
+  auto overlapped = r;
+  overlapped.sharding = sharding_strategy::optim;
+  overlapped.overlap_param_gather = true;
+  const auto hidden = evaluate_plan(overlapped, *costs, 4, 8, 1, 16, schedule_kind::one_f_one_b,
+                                    recompute_kind::none, 0);
+  const double gather = optim.dp_allreduce_s / 2;
+  CHECK(hidden.dp_exposed_s < optim.dp_exposed_s);
+  CHECK(optim.dp_exposed_s - hidden.dp_exposed_s ==
+        Approx(std::min(gather, optim.stages[0].forward_s)).epsilon(0.02));
 }
