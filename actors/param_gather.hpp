@@ -42,9 +42,8 @@ class gather_progress {
   // Blocks until bucket b's all-gather finished; throws if they failed.
   void wait(int b) {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] {
-      return !failed_.empty() || (size_t(b) < done_.size() && done_[size_t(b)]);
-    });
+    cv_.wait(lock,
+             [&] { return !failed_.empty() || (size_t(b) < done_.size() && done_[size_t(b)]); });
     if (!failed_.empty()) merak::fail("all-gather of updated values: {}", failed_);
   }
 

@@ -72,11 +72,11 @@ void report_ready(stage_self self) {
     self->send(st.coordinator, stage_trace{coord(st), std::exchange(st.trace, {}),
                                            std::exchange(st.reducer_trace, {}),
                                            st.tp ? st.tp->take_trace() : trace_track{}});
-  self->send(st.coordinator, stage_ready{coord(st), sumsq, st.busy_s,
-                                         st.reducer_bytes - std::exchange(st.reducer_bytes_reported,
-                                                                          st.reducer_bytes),
-                                         st.sparse_union_rows, st.sparse_rel_error,
-                                         memory_held(st)});
+  self->send(
+      st.coordinator,
+      stage_ready{coord(st), sumsq, st.busy_s,
+                  st.reducer_bytes - std::exchange(st.reducer_bytes_reported, st.reducer_bytes),
+                  st.sparse_union_rows, st.sparse_rel_error, memory_held(st)});
 }
 
 // Sends this stage's gradient (or the owner's sum) of tied weight `name` to

@@ -42,8 +42,8 @@ struct plan_flags {
   std::vector<std::string> schedules, recomputes;
   memory_flags memory;
   bool no_sequence_parallel = false;  // --no-sequence-parallel: SP off, not searched
-  int micro_batch_size = 0;  // > 0: Megatron's --micro-batch-size (needs --dp)
-  int nodes_given = 0;       // --nodes was given
+  int micro_batch_size = 0;           // > 0: Megatron's --micro-batch-size (needs --dp)
+  int nodes_given = 0;                // --nodes was given
 };
 
 int run_plan(plan_flags& f) {
@@ -98,7 +98,8 @@ int run_plan(plan_flags& f) {
     }
   }
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
-  if (f.recomputes.empty() && (!f.memory.recompute_granularity.empty() || f.memory.recompute_activations))
+  if (f.recomputes.empty() &&
+      (!f.memory.recompute_granularity.empty() || f.memory.recompute_activations))
     f.recomputes.push_back(recompute_of(f.memory, ""));
   else if (f.recomputes.size() == 1)
     f.recomputes[0] = recompute_of(f.memory, f.recomputes[0]);

@@ -101,11 +101,12 @@ class distributed_adamw {
   std::vector<int64_t> numel_;
   std::vector<std::pair<int64_t, int64_t>> owned_;
   std::vector<std::vector<piece>> pieces_;
-  std::vector<int> bucket_of_;     // per parameter
+  std::vector<int> bucket_of_;      // per parameter
   std::vector<int64_t> offset_in_;  // per parameter: its first element's place in its bucket
-  std::vector<tensor> m_, v_;      // per bucket, the owned slice
-  std::vector<char> sharded_;          // per bucket: its owned gradient is in g_
-  mutable std::vector<std::vector<float>> g_;  // per bucket, the owned gradient (empty: in the parameters)
+  std::vector<tensor> m_, v_;       // per bucket, the owned slice
+  std::vector<char> sharded_;       // per bucket: its owned gradient is in g_
+  mutable std::vector<std::vector<float>>
+      g_;  // per bucket, the owned gradient (empty: in the parameters)
   int64_t t_ = 0;
 };
 

@@ -9,42 +9,20 @@
 #include <thread>
 #include <vector>
 
-#include "job/bootstrap.hpp"
-#include "job/socket_io.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "job/bootstrap.hpp"
+#include "job/socket_io.hpp"
 #include "test_pki.hpp"
+#include "tests/job/bootstrap_ranks.hpp"
 
 using namespace merak::job;
 using merak::same_secret;
+using merak::job::test::fake_env;
+using merak::job::test::join_ranks;
 using namespace std::chrono_literals;
 
 namespace {
-
-env_lookup fake_env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* v) -> const char* {
-    auto it = vars.find(v);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
-// Runs connect_bootstrap + fn on one thread per rank; returns the errors.
-std::vector<std::string> join_all(std::vector<bootstrap_options> opts,
-                                  const std::function<void(bootstrap&)>& fn) {
-  std::vector<std::string> errors(opts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < opts.size(); ++i)
-    threads.emplace_back([&, i] {
-      try {
-        auto b = connect_bootstrap(resolve_bootstrap(opts[i], fake_env({})));
-        fn(*b);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 std::vector<bootstrap_options> job(int P, int port, std::string token,
                                    std::chrono::milliseconds timeout = 5000ms) {
@@ -226,7 +204,7 @@ TEST_CASE("ranks join over TCP and all-gather blobs in rank order", "[job][boots
   for (int P : {1, 2, 5}) {
     const int port = pick_free_port();
     std::vector<std::vector<std::string>> got(P);
-    auto errors = join_all(job(P, port, "secret"), [&](bootstrap& b) {
+    auto errors = join_ranks(job(P, port, "secret"), [&](bootstrap& b) {
       auto all = b.allgather(std::string(b.rank() * 1000, char('a' + b.rank())));
       b.barrier();
       auto again = b.allgather(fmt::format("r{}", b.rank()));
@@ -245,7 +223,7 @@ TEST_CASE("a peer with the wrong job token is refused", "[job][bootstrap]") {
   const int port = pick_free_port();
   auto opts = job(2, port, "right", 1500ms);
   opts[1].token = "wrong";
-  auto errors = join_all(opts, [](bootstrap&) {});
+  auto errors = join_ranks(opts, [](bootstrap&) {});
   CHECK_THAT(errors[1], Catch::Contains("refused") && Catch::Contains("wrong job token"));
   // Rank 0 keeps waiting for a rightful rank 1, then names it.
   CHECK_THAT(errors[0], Catch::Contains("ranks 1 did not join"));
@@ -262,7 +240,7 @@ TEST_CASE("a rank whose rank 0 never listens fails within the timeout", "[job][b
 
 TEST_CASE("an all-gather names the rank that went away", "[job][bootstrap]") {
   const int port = pick_free_port();
-  auto errors = join_all(job(3, port, "t", 2000ms), [](bootstrap& b) {
+  auto errors = join_ranks(job(3, port, "t", 2000ms), [](bootstrap& b) {
     if (b.rank() == 2) return;  // leaves: its connection closes
     b.allgather("x");
   });
@@ -275,7 +253,7 @@ TEST_CASE("the bootstrap learns that a rank's process went away and tells every 
   const int port = pick_free_port();
   std::atomic<int> left{0};
   std::vector<int> seen(3, -1);
-  auto errors = join_all(job(3, port, "t", 3000ms), [&](bootstrap& b) {
+  auto errors = join_ranks(job(3, port, "t", 3000ms), [&](bootstrap& b) {
     if (b.dead_peer() != -1) throw std::runtime_error("a dead peer before anyone left");
     b.barrier();
     if (b.rank() == 2) {
@@ -299,7 +277,7 @@ TEST_CASE("under TLS ranks all-gather and learn of a rank that went away", "[job
   for (int r = 0; r < 3; ++r) opts[r].tls = pki.files(fmt::format("r{}", r));
   std::vector<int> seen(3, -1);
   std::vector<std::vector<std::string>> got(3);
-  auto errors = join_all(opts, [&](bootstrap& b) {
+  auto errors = join_ranks(opts, [&](bootstrap& b) {
     if (!b.credentials().tls) throw std::runtime_error("no TLS context");
     got[b.rank()] = b.allgather(std::string(70000 * (b.rank() + 1), char('a' + b.rank())));
     b.barrier();
@@ -324,7 +302,7 @@ TEST_CASE("under TLS a rank with a certificate of another CA cannot join", "[job
   auto opts = job(2, port, "t", 1500ms);
   opts[0].tls = pki.files("r0");
   opts[1].tls = rogue.files("r1");
-  auto errors = join_all(opts, [](bootstrap&) {});
+  auto errors = join_ranks(opts, [](bootstrap&) {});
   CHECK_THAT(errors[1], Catch::Contains("bootstrap rank 1: TLS handshake with rank 0") &&
                             Catch::Contains("certificate verify failed"));
   CHECK_THAT(errors[0], Catch::Contains("ranks 1 did not join") &&
@@ -351,7 +329,7 @@ TEST_CASE("silent and hostile connections do not delay a job's start", "[job][bo
   const auto t0 = std::chrono::steady_clock::now();
   std::thread jobs([&] {
     std::this_thread::sleep_for(300ms);
-    errors = join_all({opts[1], opts[2]}, [](bootstrap& b) { b.barrier(); });
+    errors = join_ranks({opts[1], opts[2]}, [](bootstrap& b) { b.barrier(); });
   });
   std::thread hostile([&] {
     const auto a = resolve_ipv4("127.0.0.1", port, "test");

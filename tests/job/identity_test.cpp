@@ -11,43 +11,23 @@
 #include "job/bootstrap.hpp"
 #include "job/identity.hpp"
 #include "job/socket_io.hpp"
+#include "tests/job/bootstrap_ranks.hpp"
 
 using namespace merak::job;
+using merak::job::test::fake_env;
+using merak::job::test::join_ranks;
 using namespace std::chrono_literals;
 
 namespace {
 
-env_lookup fake_env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* v) -> const char* {
-    auto it = vars.find(v);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
+job_settings base() {
+  return {{"--seed", "1337"}, {"--layers", "2"}, {"--steps", "10"}};
 }
-
-job_settings base() { return {{"--seed", "1337"}, {"--layers", "2"}, {"--steps", "10"}}; }
 
 std::vector<std::string> encoded(const std::vector<job_settings>& ranks) {
   std::vector<std::string> out;
   for (auto& r : ranks) out.push_back(encode_settings(r));
   return out;
-}
-
-// One thread per rank: connect_bootstrap, then fn; the errors by rank.
-std::vector<std::string> run_ranks(std::vector<bootstrap_options> opts,
-                                   const std::function<void(bootstrap&)>& fn) {
-  std::vector<std::string> errors(opts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < opts.size(); ++i)
-    threads.emplace_back([&, i] {
-      try {
-        auto b = connect_bootstrap(resolve_bootstrap(opts[i], fake_env({})));
-        fn(*b);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 std::vector<bootstrap_options> ranks(int P, std::string job_id,
@@ -76,8 +56,7 @@ TEST_CASE("a bootstrap claim round-trips and a malformed one is refused", "[job]
   CHECK_THROWS_WITH(decode_claim("abc"), Catch::Contains("malformed bootstrap claim (3 bytes)"));
   CHECK_THROWS_WITH(decode_claim(encode_claim({1, 2, "a b"})),
                     Catch::Contains("printable ASCII without spaces"));
-  CHECK_THROWS_WITH(decode_claim(encode_claim({1, 2, "\x1b[31m"})),
-                    Catch::Contains("'\\x1b[31m'"));
+  CHECK_THROWS_WITH(decode_claim(encode_claim({1, 2, "\x1b[31m"})), Catch::Contains("'\\x1b[31m'"));
   CHECK_THROWS_WITH(decode_claim(encode_claim({1, 2, std::string(kmax_job_id + 1, 'x')})),
                     Catch::Contains("129 bytes long, more than 128"));
 }
@@ -102,8 +81,7 @@ TEST_CASE("the job id comes from the launcher's variables, in order", "[job][ide
   CHECK_THROWS_WITH(id({{"MERAK_JOB_ID", "two words"}}), Catch::Contains("MERAK_JOB_ID"));
 }
 
-TEST_CASE("settings round-trip and malformed ones are refused naming the rank",
-          "[job][identity]") {
+TEST_CASE("settings round-trip and malformed ones are refused naming the rank", "[job][identity]") {
   const job_settings s = {{"--seed", "1"}, {"--data (contents)", std::string("a\0b", 3)}, {"", ""}};
   const auto back = decode_settings(encode_settings(s), "rank 1");
   REQUIRE(back.size() == 3);
@@ -156,7 +134,8 @@ TEST_CASE("a refusal's reason from an unproven server is printed escaped and cut
   auth_server server("token", "bootstrap");
   auth_client client("token", "bootstrap", "claim");
   client.answer(server.challenge());
-  const std::string reason = client.verdict(auth_server::refuse("\x1b]0;owned\x07" + std::string(2000, 'z')));
+  const std::string reason =
+      client.verdict(auth_server::refuse("\x1b]0;owned\x07" + std::string(2000, 'z')));
   CHECK(reason.find('\x1b') == std::string::npos);
   CHECK(reason.find('\x07') == std::string::npos);
   CHECK_THAT(reason, Catch::StartsWith("\\x1b]0;owned\\x07zz"));
@@ -185,7 +164,7 @@ TEST_CASE("a rank of another job is refused and rank 0 admits its own", "[job][i
   }
   CHECK_THAT(intruder_error,
              Catch::Contains("this process belongs to job 'job-b', rank 0 runs job 'job-a'"));
-  const auto own = run_ranks({opts[1]}, [](bootstrap& b) { b.barrier(); });
+  const auto own = join_ranks({opts[1]}, [](bootstrap& b) { b.barrier(); });
   rank0.join();
   CHECK(own[0] == "");
   CHECK(rank0_error == "");
@@ -194,7 +173,7 @@ TEST_CASE("a rank of another job is refused and rank 0 admits its own", "[job][i
 TEST_CASE("ranks whose settings differ all fail naming the setting, before anything else",
           "[job][identity]") {
   auto opts = ranks(3, "");
-  auto errors = run_ranks(opts, [](bootstrap& b) {
+  auto errors = join_ranks(opts, [](bootstrap& b) {
     auto mine = base();
     if (b.rank() == 2) mine[2].value = "11";
     agree_on_settings(b, mine);
@@ -203,6 +182,6 @@ TEST_CASE("ranks whose settings differ all fail naming the setting, before anyth
     CHECK(e ==
           "rank 2 was started with other settings than rank 0: --steps is '11' on rank 2 and '10' "
           "on rank 0 (every rank of a job takes the same flags)");
-  auto same = run_ranks(ranks(2, ""), [](bootstrap& b) { agree_on_settings(b, base()); });
+  auto same = join_ranks(ranks(2, ""), [](bootstrap& b) { agree_on_settings(b, base()); });
   CHECK(same == std::vector<std::string>(2));
 }
