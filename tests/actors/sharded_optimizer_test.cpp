@@ -68,6 +68,27 @@ std::vector<double> losses(const model::train_options& o, const actors::parallel
   return out;
 }
 
+// Layout c under strategy s for `steps` steps against no_shard (within
+// `against_plain`, relative) and the single device (1e-5; bf16 1e-3).
+void expect_no_shard_losses(const sharded_case& c, sharding_strategy s, int64_t steps,
+                            double against_plain) {
+  INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
+             << partition::schedule_name(c.kind) << " chunks=" << c.chunks << " bf16=" << c.bf16
+             << " coo=" << c.sparse << " sp=" << c.sp << " "
+             << partition::sharding_strategy_name(s));
+  const auto o = options_of(c, steps);
+  const auto plain = losses(o, options_of(c, sharding_strategy::no_shard));
+  const auto sharded = losses(o, options_of(c, s));
+  const auto single = test::single_device_losses(o);
+  REQUIRE(sharded.size() == size_t(steps));
+  for (size_t k = 0; k < sharded.size(); ++k) {
+    INFO("step " << k + 1 << ": " << sharded[k] << " vs " << plain[k] << " (no_shard), "
+                 << single[k] << " (one device)");
+    REQUIRE(std::abs(sharded[k] - plain[k]) <= against_plain * std::abs(plain[k]));
+    REQUIRE(std::abs(sharded[k] - single[k]) <= (c.bf16 ? 1e-3 : 1e-5) * std::abs(single[k]));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the distributed optimizer gives no_shard's losses in every layout",
@@ -86,22 +107,7 @@ TEST_CASE("the distributed optimizer gives no_shard's losses in every layout",
       {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
       {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
   };
-  for (auto& c : cases) {
-    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
-               << partition::schedule_name(c.kind) << " chunks=" << c.chunks << " bf16=" << c.bf16
-               << " coo=" << c.sparse);
-    const auto o = options_of(c, steps);
-    const auto plain = losses(o, options_of(c, sharding_strategy::no_shard));
-    const auto sharded = losses(o, options_of(c, sharding_strategy::optim));
-    const auto single = test::single_device_losses(o);
-    REQUIRE(sharded.size() == size_t(steps));
-    for (size_t s = 0; s < sharded.size(); ++s) {
-      INFO("step " << s + 1 << ": " << sharded[s] << " vs " << plain[s] << " (no_shard), "
-                   << single[s] << " (one device)");
-      REQUIRE(std::abs(sharded[s] - plain[s]) <= 1e-6 * std::abs(plain[s]));
-      REQUIRE(std::abs(sharded[s] - single[s]) <= (c.bf16 ? 1e-3 : 1e-5) * std::abs(single[s]));
-    }
-  }
+  for (auto& c : cases) expect_no_shard_losses(c, sharding_strategy::optim, steps, 1e-6);
 }
 
 TEST_CASE("a checkpoint of the distributed optimizer resumes unsharded, and the reverse",
@@ -173,23 +179,9 @@ TEST_CASE("gradient shards (optim_grads) give no_shard's losses in every layout"
       {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
       {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
   };
-  for (auto& c : cases) {
-    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
-               << partition::schedule_name(c.kind) << " chunks=" << c.chunks << " bf16=" << c.bf16
-               << " coo=" << c.sparse << " sp=" << c.sp);
-    const auto o = options_of(c, steps);
-    const auto plain = losses(o, options_of(c, sharding_strategy::no_shard));
-    const auto sharded = losses(o, options_of(c, sharding_strategy::optim_grads));
-    const auto single = test::single_device_losses(o);
-    REQUIRE(sharded.size() == size_t(steps));
-    const double against_plain = c.m == 1 ? 1e-6 : 1e-5;
-    for (size_t s = 0; s < sharded.size(); ++s) {
-      INFO("step " << s + 1 << ": " << sharded[s] << " vs " << plain[s] << " (no_shard), "
-                   << single[s] << " (one device)");
-      REQUIRE(std::abs(sharded[s] - plain[s]) <= against_plain * std::abs(plain[s]));
-      REQUIRE(std::abs(sharded[s] - single[s]) <= (c.bf16 ? 1e-3 : 1e-5) * std::abs(single[s]));
-    }
-  }
+  // One micro-batch: the same bits; several: their sums added in another order.
+  for (auto& c : cases)
+    expect_no_shard_losses(c, sharding_strategy::optim_grads, steps, c.m == 1 ? 1e-6 : 1e-5);
 }
 
 TEST_CASE("overlapping the all-gather with the next forward gives the same losses",
