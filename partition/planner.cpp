@@ -233,6 +233,16 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
   if (kind == schedule_kind::zb_h1 && rc != recompute_kind::none)
     throw rule_error{"zb-h1 without recomputation",
                      fmt::format("recompute {}", recompute_kind_name(rc))};
+  // The runtime reduce-scatters each micro-batch's gradients as its backward
+  // ends; zb-h1 defers weight gradients past the next backward.
+  if (kind == schedule_kind::zb_h1 && r.sharding == sharding_strategy::optim_grads && dp > 1)
+    throw rule_error{"gradient shards without zb-h1", "sharding optim_grads"};
+  // Slices held by several TP shards (fewer K/V heads than shards) are
+  // summed whole, which gradient shards do not keep.
+  if (r.sharding == sharding_strategy::optim_grads && dp > 1 &&
+      r.model.family == model::model_family::llama && model::llama_query_groups(r.model) < tp)
+    throw rule_error{"gradient shards with K/V heads on every shard",
+                     fmt::format("{} K/V heads over tp {}", model::llama_query_groups(r.model), tp)};
   const int64_t rows = r.global_batch / (int64_t(dp) * m);
   if (overlap > 0 && (tp == 1 || rows % 2 != 0))
     throw rule_error{"tp overlap needs tp > 1 and an even micro-batch",
@@ -636,8 +646,8 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
 // The sharding strategies the search tries with dp replicas.
 std::vector<sharding_strategy> shardings_searched(const plan_request& r, int dp) {
   if (!r.search_sharding || dp == 1) return {r.sharding};
-  // The strategies the runtime runs; ZeRO-2 and -3 are scored when asked.
-  return {sharding_strategy::no_shard, sharding_strategy::optim};
+  // The strategies the runtime runs; ZeRO-3 is scored when asked.
+  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads};
 }
 
 // Sequence parallelism off and on, or as asked.
@@ -720,7 +730,7 @@ std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& c
                    [&](int a, int b) { return cands[a].lower_bound < cands[b].lower_bound; });
   // Runners-up are 5 layouts besides the best; one layout has at most 4
   // recomputations x 3 overlap levels x the memory strategies searched.
-  const size_t variants = (r.search_sharding ? 2 : 1) * (r.search_sequence_parallel ? 2 : 1);
+  const size_t variants = (r.search_sharding ? 3 : 1) * (r.search_sequence_parallel ? 2 : 1);
   const size_t kept = 6 * 12 * variants;
   std::vector<double> fastest;  // the kept fastest step times, ascending
   std::vector<char> simulated(cands.size(), 0);

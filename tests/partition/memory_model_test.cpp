@@ -178,6 +178,31 @@ TEST_CASE("the search finds the sharding strategy that fits where no_shard does 
   auto fixed = r;
   fixed.sharding = sharding_strategy::optim_grads;
   CHECK(search_plans(fixed, *costs).best.sharding == sharding_strategy::optim_grads);
+  // Where only gradient shards fit (optim keeps 8 bytes of gradients and
+  // bucket copies a parameter), the search finds them; never with zb-h1,
+  // which the runtime refuses with them.
+  const auto optim_bytes = res.best.stages[0].memory_bytes;
+  auto grads_only = q;
+  grads_only.search_sharding = false;
+  grads_only.sharding = sharding_strategy::optim_grads;
+  const auto grads_bytes = search_plans(grads_only, *costs).best.stages[0].memory_bytes;
+  REQUIRE(grads_bytes < optim_bytes);
+  auto tight = q;
+  tight.memory_budget = (optim_bytes + grads_bytes) / 2;
+  const auto grads = search_plans(tight, *costs);
+  INFO(grads.best.str());
+  CHECK(grads.best.sharding == sharding_strategy::optim_grads);
+  CHECK(grads.best.stages[0].memory_bytes <= tight.memory_budget);
+  auto zb = tight;
+  zb.pp = 2;
+  zb.tp = 4;
+  zb.dp = 4;
+  zb.schedules = {schedule_kind::zb_h1};
+  zb.recomputes = {recompute_kind::none};
+  zb.memory_budget = 0;  // the device's
+  const auto zr = search_plans(zb, *costs);
+  CHECK(zr.best.sharding != sharding_strategy::optim_grads);
+  CHECK(zr.rejected.count("gradient shards without zb-h1") == 1);
 }
 
 TEST_CASE("recomputation and sharding cost time in the order their extra work says",
