@@ -118,7 +118,7 @@ model=(--data "$data" --layers 2 --dim 64 --heads 2 --seq 32 --batch 12 --eval-b
 # to relative tolerance $3 and $1 with the single-device run $4 to
 # $SINGLE_TOL (default 1e-5).
 compare() {
-  SINGLE_TOL=${SINGLE_TOL:-1e-5} \
+  SINGLE_TOL=${SINGLE_TOL:-1e-5} NORM_TOL=${NORM_TOL:-${SINGLE_TOL:-1e-5}} \
   python3 - "$@" <<'EOF'
 import json, sys
 def rows(p):
@@ -126,18 +126,20 @@ def rows(p):
 import os
 mp, ip, tol, single = rows(sys.argv[1]), rows(sys.argv[2]), float(sys.argv[3]), rows(sys.argv[4])
 single_tol = float(os.environ["SINGLE_TOL"])
+norm_tol = float(os.environ["NORM_TOL"])  # the gradient norm against the single device
 assert len(mp) == len(ip) == len(single) and mp, (len(mp), len(ip), len(single))
 def close(a, b, t):
     return abs(a - b) <= t * max(abs(a), abs(b), 1e-12)
 for a, b, c in zip(mp, ip, single):
     for k in ("loss", "grad_norm"):
         assert close(a[k], b[k], tol), (a["step"], k, a[k], b[k])
-        assert close(a[k], c[k], single_tol), (a["step"], k, "single device", a[k], c[k])
+        assert close(a[k], c[k], single_tol if k == "loss" else norm_tol), (a["step"], k, "single device", a[k], c[k])
     if "dp_bytes_per_rank" in b:
         assert a["dp_bytes_per_rank"] == b["dp_bytes_per_rank"] > 0, (a["dp_bytes_per_rank"], b["dp_bytes_per_rank"])
     if "val_loss" in b:
         assert close(a["val_loss"], b["val_loss"], tol), (a["val_loss"], b["val_loss"])
-print(f"ok: {len(mp)} steps equal to {tol:g} (last loss {mp[-1]['loss']:.6f}); single device within {single_tol:g}")
+print(f"ok: {len(mp)} steps equal to {tol:g} (last loss {mp[-1]['loss']:.6f}); single device within {single_tol:g}"
+      + (f" (gradient norm {norm_tol:g})" if norm_tol != single_tol else ""))
 EOF
 }
 
@@ -249,7 +251,10 @@ case $case_name in
       # shellcheck disable=SC2086
       "$merak" train "${model[@]}" --steps 4 $layout --precision bf16 --metrics "$work/ip.jsonl" 2>/dev/null
       "$merak" train "${model[@]}" --steps 4 --precision bf16 --metrics "$work/one.jsonl" 2>/dev/null
-      SINGLE_TOL=1e-3 compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+      # Losses within 1e-3 of the single device; the gradient norm, a sum of
+      # squares of bf16-rounded partial products split otherwise over the
+      # shards, within one bf16 rounding step (2^-8).
+      SINGLE_TOL=1e-3 NORM_TOL=4e-3 compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
     done
     ;;
   pp2_lend)
