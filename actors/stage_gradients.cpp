@@ -44,13 +44,17 @@ void ship(stage_self self, comm::grad_bucket bucket) {
   if (int(st.buckets.size()) <= id) st.buckets.resize(size_t(id) + 1);
   auto& b = st.buckets[size_t(id)];
   int64_t n = 0;
-  for (int p : params) n += all[p]->grad.numel();
+  for (int p : params) n += all[p]->value.numel();
   if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
     b.flat = std::make_shared<model::tensor>(model::shape_t{n});
   size_t at = 0;  // the flat buffer is host memory, whatever the gradients' device
   for (int p : params) {
-    model::copy_bytes(*b.flat, at, all[p]->grad, 0, all[p]->grad.bytes());
-    at += all[p]->grad.bytes();
+    const size_t bytes = all[p]->value.numel() * sizeof(float);
+    if (all[p]->grad.defined())
+      model::copy_bytes(*b.flat, at, all[p]->grad, 0, bytes);
+    else  // released and not added to by this backward (no node of it reached the loss)
+      std::memset(b.flat->raw() + at, 0, bytes);
+    at += bytes;
   }
   // The owned slice of the sum goes to the optimizer's shard: the whole
   // gradients are free until the next backward.

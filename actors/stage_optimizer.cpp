@@ -93,7 +93,14 @@ void setup_distributed_optimizer(stage_state& st) {
   }
   st.dist = std::make_unique<model::distributed_adamw>(st.cfg.adam, all, std::move(layout),
                                                        st.cfg.dp, st.cfg.dp_rank);
-  if (st.cfg.shard_gradients) st.dist->keep_gradient_shards(st.scatter);
+  if (st.cfg.shard_gradients) {
+    st.dist->keep_gradient_shards(st.scatter);
+    // Whole gradients exist only during a backward, from the first node
+    // that adds to one until its bucket leaves.
+    for (int b = 0; b < st.dist->buckets(); ++b)
+      if (st.dist->gradient_sharded(b))
+        for (int p : st.dist->bucket_params(b)) all[size_t(p)]->grad = model::tensor();
+  }
   if (!st.cfg.gathered) return;
   st.gathering.resize(size_t(st.dist->buckets()));
   for (int n = st.cfg.first; n < st.cfg.last; ++n) {
