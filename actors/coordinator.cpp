@@ -317,9 +317,13 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
     if (par.dp > 1 && par.overlap_param_gather &&
         par.sharding != partition::sharding_strategy::no_shard)
       gathered = std::make_shared<gather_progress>();
+    std::shared_ptr<reduction_progress> reductions;
+    if (par.dp > 1 && par.sharding == partition::sharding_strategy::optim_grads)
+      reductions = std::make_shared<reduction_progress>();
     if (par.dp > 1) {
       reducer_setup rs;
       rs.gathered = gathered;
+      rs.reduced = reductions;
       rs.link = groups.replicas[r][s][t];
       rs.sparse = par.sparse;
       rs.measure_error = par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
@@ -333,6 +337,7 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
     auto setup = stage_setup_of(at, i, groups, host, per_actor, int(mine.size()),
                                 int(view.actors.size()));
     setup.gathered = std::move(gathered);
+    setup.reductions = std::move(reductions);
     auto stage = spawn_stage(*sys, std::move(setup));
     names[stage.address()] = fmt::format("stage actor ({})", at.str());
     (*self)->monitor(stage);

@@ -8,6 +8,7 @@
 // another thread reads it.
 
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -51,6 +52,40 @@ class gather_progress {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<char> done_;
+  std::string failed_;
+};
+
+// Gradient shards: the reductions a reducer has finished, counted over the
+// run, so that a stage may wait inside a backward for its oldest bucket
+// instead of piling up bucket copies the reducer has not reached. The
+// reducer drops its hold on a bucket's buffer before counting it.
+class reduction_progress {
+ public:
+  void finish_one() {
+    {
+      std::lock_guard lock(mu_);
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+  void fail(std::string why) {
+    {
+      std::lock_guard lock(mu_);
+      failed_ = std::move(why);
+    }
+    cv_.notify_all();
+  }
+  // Blocks until at least n reductions finished; throws if they failed.
+  void wait_for(int64_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !failed_.empty() || done_ >= n; });
+    if (done_ < n) merak::fail("gradient reduction: {}", failed_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t done_ = 0;
   std::string failed_;
 };
 

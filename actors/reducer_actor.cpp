@@ -29,6 +29,8 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
   // However it ends, a stage waiting on an all-gather of this reducer wakes.
   if (auto p = self->state.cfg.gathered)
     self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
+  if (auto p = self->state.cfg.reduced)
+    self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
   if (self->state.cfg.sparse.kind != comm::codec_kind::dense)
     self->state.codec = comm::make_codec(self->state.cfg.sparse);
   return {
@@ -73,9 +75,14 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
           }
         } catch (const std::exception& e) {
           // The coordinator monitors this actor and reports the reason.
-          self->quit(caf::make_error(caf::sec::runtime_error,
-                                     fmt::format("{}: {}", st.cfg.where, e.what())));
+          auto why = fmt::format("{}: {}", st.cfg.where, e.what());
+          if (st.cfg.reduced) st.cfg.reduced->fail(why);
+          self->quit(caf::make_error(caf::sec::runtime_error, why));
           return;
+        }
+        if (st.cfg.reduced) {
+          flat = tensor_ref{};
+          st.cfg.reduced->finish_one();
         }
         trace_slice slice{fmt::format("{}{}",
                                       rows > 0 && st.codec ? "sparse"

@@ -53,6 +53,9 @@ struct reducer_setup {
   // --overlap-param-gather: where overlapped all-gathers are marked done
   // (shared with the stage actor).
   std::shared_ptr<gather_progress> gathered;
+  // Gradient shards: each reduction counted there, the bucket's buffer let
+  // go before (the stage holds its own; bucket_reduced then carries none).
+  std::shared_ptr<reduction_progress> reduced;
 };
 
 reducer_api spawn_reducer(caf::actor_system& sys, reducer_setup setup);

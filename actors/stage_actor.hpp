@@ -126,6 +126,9 @@ struct stage_setup {
   // once its all-gathers are started; each bucket's values are taken just
   // before the first forward node that reads them. Shared with the reducer.
   std::shared_ptr<gather_progress> gathered;
+  // With shard_gradients (dp > 1): the reducer's count of finished
+  // reductions, for a backward that waits once buckets pile up.
+  std::shared_ptr<reduction_progress> reductions;
   // Selective recomputation: the attention cores recomputed in backward.
   bool recompute_attention = false;
 };

@@ -10,6 +10,43 @@
 namespace merak::actors {
 namespace {
 
+// Bucket copies a backward may leave with the reducer under gradient shards
+// before it waits for the oldest (the next one is filled meanwhile).
+constexpr int64_t kmax_buckets_in_flight = 2;
+
+// Bucket `id`'s reduced `sum` into its place: this replica's gradient shard,
+// its owned slices of the whole gradients, or the whole gradients.
+void apply_reduced(stage_state& st, int id, const model::tensor& sum) {
+  auto& all = st.store->all();
+  if (st.dist && st.dist->gradient_sharded(id)) {  // added to the gradient shard
+    st.dist->add_owned_gradient(id, sum.f32() + st.dist->owned(id).first);
+  } else if (st.dist && st.scatter.at(size_t(id))) {  // only this replica's shard is summed
+    const float* s = sum.f32();
+    for (auto& pc : st.dist->owned_pieces(id))
+      std::memcpy(all[size_t(pc.param)]->grad.f32() + pc.begin, s + pc.flat,
+                  size_t(pc.end - pc.begin) * sizeof(float));
+  } else {
+    size_t at = 0;
+    for (int p : st.buckets.at(size_t(id)).params) {
+      model::copy_bytes(all[p]->grad, 0, sum, at, all[p]->grad.bytes());
+      at += all[p]->grad.bytes();
+    }
+  }
+}
+
+// Gradient shards: the oldest bucket's result taken (waiting for it with
+// `wait`), its copy let go.
+void take_oldest(stage_state& st, bool wait) {
+  MERAK_CHECK(!st.in_flight.empty(), "{}: a reduction result nobody handed over", where(st));
+  if (wait) st.cfg.reductions->wait_for(st.taken_total + 1);
+  auto [id, flat] = std::move(st.in_flight.front());
+  st.in_flight.pop_front();
+  apply_reduced(st, id, *flat);
+  ++st.taken_total;
+  auto& held = st.buckets.at(size_t(id)).flat;
+  if (held == flat) held.reset();
+}
+
 // Copies the bucket's gradients into its flat buffer and hands it to the
 // reducer (the buffer is reused once the reducer has let go of it: a fresh
 // one costs a page fault per 4 KiB every step).
@@ -65,6 +102,10 @@ void ship(stage_self self, comm::grad_bucket bucket) {
   b.cols = cols;
   self->send(st.reducer, reduce_bucket{id, tensor_ref{b.flat}, rows, cols, std::move(known_rows),
                                        self, scatter});
+  if (!st.cfg.reductions) return;
+  st.in_flight.emplace_back(id, b.flat);
+  ++st.handed_total;
+  while (st.handed_total - st.taken_total > kmax_buckets_in_flight) take_oldest(st, true);
 }
 
 // After the ties and the reduction: report the gradient norm share.
@@ -177,24 +218,12 @@ void take_bucket_reduced(stage_self self, bucket_reduced& r) {
   auto& st = self->state;
   core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
   if (st.cfg.trace) st.reducer_trace.push_back(std::move(r.slice));
-  auto& all = st.store->all();
-  if (st.dist && st.dist->gradient_sharded(r.bucket)) {  // added to the gradient shard
-    st.dist->add_owned_gradient(r.bucket, r.sum.t->f32() + st.dist->owned(r.bucket).first);
-  } else if (st.dist && st.scatter.at(size_t(r.bucket))) {  // only this replica's shard is summed
-    const float* sum = r.sum.t->f32();
-    for (auto& pc : st.dist->owned_pieces(r.bucket))
-      std::memcpy(all[size_t(pc.param)]->grad.f32() + pc.begin, sum + pc.flat,
-                  size_t(pc.end - pc.begin) * sizeof(float));
+  if (st.cfg.reductions) {  // the result is in the stage's own copy (maybe taken already)
+    ++st.messages_total;
+    while (st.taken_total < st.messages_total) take_oldest(st, false);
   } else {
-    size_t at = 0;
-    for (int p : st.buckets.at(size_t(r.bucket)).params) {
-      model::copy_bytes(all[p]->grad, 0, *r.sum.t, at, all[p]->grad.bytes());
-      at += all[p]->grad.bytes();
-    }
+    apply_reduced(st, r.bucket, *r.sum.t);
   }
-  // Gradient shards keep no bucket buffers between reductions.
-  auto& flat = st.buckets.at(size_t(r.bucket)).flat;
-  if (st.cfg.shard_gradients && flat == r.sum.t) flat.reset();
   st.reducer_bytes = r.bytes_sent;
   if (st.buckets[size_t(r.bucket)].rows > 0) {
     st.sparse_union_rows = r.union_rows;

@@ -93,6 +93,11 @@ struct stage_state {
   bool final_backward = false;  // the backward running is the step's last micro-batch's
   uint64_t reducer_bytes = 0;    // bytes the reducer has sent, all steps
   uint64_t reducer_bytes_reported = 0;
+  // Gradient shards: the buckets handed to the reducer whose results are not
+  // taken yet (oldest first), and the counts over the run of buckets
+  // handed over, results taken and bucket_reduced messages read.
+  std::deque<std::pair<int, std::shared_ptr<model::tensor>>> in_flight;
+  int64_t handed_total = 0, taken_total = 0, messages_total = 0;
   int64_t sparse_union_rows = 0;
   double sparse_rel_error = -1;  // of the last sparse bucket (-1: not measured)
   // The sparse parameter's non-zero rows are exactly the token ids of this
