@@ -17,76 +17,78 @@
 
 namespace merak::actors {
 
-class gather_progress {
+// What a reducer's thread has finished, for a stage's thread to wait on:
+// `update` changes the state under the lock and wakes the waiters; `wait`
+// blocks until `ready` holds or the work failed (then throws merak::error
+// naming `what` and why).
+class progress_signal {
  public:
-  // A new round of `buckets` all-gathers, none done.
-  void begin(int buckets) {
-    std::lock_guard lock(mu_);
-    done_.assign(size_t(buckets), 0);
-  }
-  // Bucket b's all-gather finished (the reducer's thread).
-  void finish(int b) {
-    {
-      std::lock_guard lock(mu_);
-      if (b >= 0 && size_t(b) < done_.size()) done_[size_t(b)] = 1;
-    }
-    cv_.notify_all();
-  }
-  // The all-gathers cannot finish: every wait throws merak::error with `why`.
+  // The work cannot finish: every wait throws with `why`.
   void fail(std::string why) {
+    update([&] { failed_ = std::move(why); });
+  }
+
+ protected:
+  template <typename F>
+  void update(F&& change) {
     {
       std::lock_guard lock(mu_);
-      failed_ = std::move(why);
+      change();
     }
     cv_.notify_all();
   }
-  // Blocks until bucket b's all-gather finished; throws if they failed.
-  void wait(int b) {
+  template <typename Ready>
+  void wait(Ready&& ready, const char* what) {
     std::unique_lock lock(mu_);
-    cv_.wait(lock,
-             [&] { return !failed_.empty() || (size_t(b) < done_.size() && done_[size_t(b)]); });
-    if (!failed_.empty()) merak::fail("all-gather of updated values: {}", failed_);
+    cv_.wait(lock, [&] { return !failed_.empty() || ready(); });
+    if (!ready()) merak::fail("{}: {}", what, failed_);
   }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<char> done_;
   std::string failed_;
+};
+
+// The all-gathers of one round of updated values, by bucket.
+class gather_progress : public progress_signal {
+ public:
+  // A new round of `buckets` all-gathers, none done.
+  void begin(int buckets) {
+    update([&] { done_.assign(size_t(buckets), 0); });
+  }
+  // Bucket b's all-gather finished (the reducer's thread).
+  void finish(int b) {
+    update([&] {
+      if (b >= 0 && size_t(b) < done_.size()) done_[size_t(b)] = 1;
+    });
+  }
+  // Blocks until bucket b's all-gather finished; throws if they failed.
+  void wait(int b) {
+    progress_signal::wait([&] { return size_t(b) < done_.size() && done_[size_t(b)]; },
+                          "all-gather of updated values");
+  }
+
+ private:
+  std::vector<char> done_;
 };
 
 // Gradient shards: the reductions a reducer has finished, counted over the
 // run, so that a stage may wait inside a backward for its oldest bucket
 // instead of piling up bucket copies the reducer has not reached. The
 // reducer drops its hold on a bucket's buffer before counting it.
-class reduction_progress {
+class reduction_progress : public progress_signal {
  public:
   void finish_one() {
-    {
-      std::lock_guard lock(mu_);
-      ++done_;
-    }
-    cv_.notify_all();
-  }
-  void fail(std::string why) {
-    {
-      std::lock_guard lock(mu_);
-      failed_ = std::move(why);
-    }
-    cv_.notify_all();
+    update([&] { ++done_; });
   }
   // Blocks until at least n reductions finished; throws if they failed.
   void wait_for(int64_t n) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !failed_.empty() || done_ >= n; });
-    if (done_ < n) merak::fail("gradient reduction: {}", failed_);
+    progress_signal::wait([&] { return done_ >= n; }, "gradient reduction");
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
   int64_t done_ = 0;
-  std::string failed_;
 };
 
 }  // namespace merak::actors
