@@ -292,7 +292,6 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
   su.distributed_optimizer = par.sharding == partition::sharding_strategy::optim ||
                             par.sharding == partition::sharding_strategy::optim_grads;
-  su.shard_gradients = par.sharding == partition::sharding_strategy::optim_grads;
   su.recompute_attention = par.recompute == partition::recompute_kind::selective;
   if (channel) {
     su.channel = channel;

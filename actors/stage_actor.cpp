@@ -92,7 +92,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
       if (!st.cfg.sparse_param.empty() && all[i]->spec.name == st.cfg.sparse_param &&
           all[i]->value.rank() == 2)
         sparse = int(i);
-      if (st.cfg.shard_gradients)
+      if (st.cfg.reductions)
         for (auto& t : st.cfg.route.ties)
           if (t.name == all[i]->spec.name) alone.push_back(int(i));
     }
@@ -200,7 +200,7 @@ void run_op(stage_self self, const partition::op& operation, Computed&& computed
       }
       std::function<void(int)> done;
       st.final_backward = operation.mb == st.cfg.policy.micro_batches - 1;
-      const bool ships = st.cfg.dp > 1 && (st.final_backward || st.cfg.shard_gradients);
+      const bool ships = st.cfg.dp > 1 && (st.final_backward || st.cfg.reductions);
       if (ships) done = [self](int n) { node_finished(self, n); };
       // zb-h1: the weight gradients wait for this micro-batch's W.
       auto dx = ex.backward(operation.mb, std::move(g), st.cfg.loss_scale, done,

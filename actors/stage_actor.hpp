@@ -116,18 +116,16 @@ struct stage_setup {
   // (model/distributed_adamw.hpp): buckets reduce-scattered, the updated
   // values all-gathered. Host parameters only.
   bool distributed_optimizer = false;
-  // With it (ZeRO stage 2, optim_grads): every micro-batch's buckets are
-  // reduce-scattered as its backward ends and summed into the optimizer's
-  // gradient shards; the parameters' whole gradients and the bucket
-  // buffers are released after (the executor makes them zeros again at the
-  // next backward).
-  bool shard_gradients = false;
   // --overlap-param-gather (with the distributed optimizer): the step ends
   // once its all-gathers are started; each bucket's values are taken just
   // before the first forward node that reads them. Shared with the reducer.
   std::shared_ptr<gather_progress> gathered;
-  // With shard_gradients (dp > 1): the reducer's count of finished
-  // reductions, for a backward that waits once buckets pile up.
+  // Set for gradient shards (ZeRO stage 2, optim_grads, dp > 1): every
+  // micro-batch's buckets are reduce-scattered as its backward ends and
+  // summed into the optimizer's gradient shards; the parameters' whole
+  // gradients and the bucket buffers are released after (the executor
+  // makes them zeros again at the next backward). The reducer's count of
+  // finished reductions, for a backward that waits once buckets pile up.
   std::shared_ptr<reduction_progress> reductions;
   // Selective recomputation: the attention cores recomputed in backward.
   bool recompute_attention = false;

@@ -76,7 +76,7 @@ void ship(stage_self self, comm::grad_bucket bucket) {
   }
   // Gradient shards: whole gradients (tied weights, the sparse embedding)
   // accumulate over the micro-batches and leave once, after the last.
-  if (st.cfg.shard_gradients && !scatter && !st.final_backward) return;
+  if (st.cfg.reductions && !scatter && !st.final_backward) return;
   ++st.shipped;
   if (int(st.buckets.size()) <= id) st.buckets.resize(size_t(id) + 1);
   auto& b = st.buckets[size_t(id)];

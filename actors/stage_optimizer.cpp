@@ -93,7 +93,7 @@ void setup_distributed_optimizer(stage_state& st) {
   }
   st.dist = std::make_unique<model::distributed_adamw>(st.cfg.adam, all, std::move(layout),
                                                        st.cfg.dp, st.cfg.dp_rank);
-  if (st.cfg.shard_gradients) {
+  if (st.cfg.reductions) {
     st.dist->keep_gradient_shards(st.scatter);
     // Whole gradients exist only during a backward, from the first node
     // that adds to one until its bucket leaves.
