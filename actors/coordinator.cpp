@@ -47,15 +47,16 @@ coordinator::coordinator(model::train_options o, parallel_options p,
   for (int t = 0; t < par.tp; ++t)
     shards.push_back(partition::rewrite_for_tp(graph, par.tp, t, par.sequence_parallel));
   for (int b : bounds) shard_bounds.push_back(shards[0].node_map[b]);
-  if (par.sharding == partition::sharding_strategy::optim_grads)
+  if (partition::shards_gradients(par.sharding))
     for (auto& n : shards[0].graph.nodes())
       for (auto& spec : n.params)
         if (spec.shard.copies() > 1)
           fail(
-              "--data-parallel-sharding-strategy optim_grads with --tp {}: '{}' is replicated "
+              "--data-parallel-sharding-strategy {} with --tp {}: '{}' is replicated "
               "over {} TP shards (fewer key/value heads than shards), whose partial gradients "
               "are summed whole; use optim, or a --tp that divides the key/value heads",
-              par.tp, spec.name, spec.shard.copies());
+              partition::sharding_strategy_name(par.sharding), par.tp, spec.name,
+              spec.shard.copies());
   schedule = opts.schedule();
   try {
     spawn();
@@ -290,8 +291,7 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.trace = !par.trace_path.empty();
   su.bucket_bytes = par.bucket_bytes;
   if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
-  su.distributed_optimizer = par.sharding == partition::sharding_strategy::optim ||
-                            par.sharding == partition::sharding_strategy::optim_grads;
+  su.distributed_optimizer = par.sharding != partition::sharding_strategy::no_shard;
   su.recompute_attention = par.recompute == partition::recompute_kind::selective;
   if (channel) {
     su.channel = channel;
@@ -312,17 +312,23 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
   for (int i : mine) {
     const partition::actor_coordinate at = place.coordinate(i);
     const int r = at.replica, s = at.stage, t = at.shard;
+    // Parameter shards fetch each node's values ahead of it: the all-gather
+    // of updated values is not a step of its own to overlap.
     std::shared_ptr<gather_progress> gathered;
     if (par.dp > 1 && par.overlap_param_gather &&
-        par.sharding != partition::sharding_strategy::no_shard)
+        par.sharding != partition::sharding_strategy::no_shard &&
+        !partition::shards_parameters(par.sharding))
       gathered = std::make_shared<gather_progress>();
-    std::shared_ptr<reduction_progress> reductions;
-    if (par.dp > 1 && par.sharding == partition::sharding_strategy::optim_grads)
-      reductions = std::make_shared<reduction_progress>();
+    std::shared_ptr<count_progress> reductions, fetched;
+    if (par.dp > 1 && partition::shards_gradients(par.sharding))
+      reductions = std::make_shared<count_progress>();
+    if (par.dp > 1 && partition::shards_parameters(par.sharding))
+      fetched = std::make_shared<count_progress>("all-gather of parameters");
     if (par.dp > 1) {
       reducer_setup rs;
       rs.gathered = gathered;
       rs.reduced = reductions;
+      rs.fetched = fetched;
       rs.link = groups.replicas[r][s][t];
       rs.sparse = par.sparse;
       rs.measure_error = par.measure_sparse_error && par.sparse.kind != comm::codec_kind::dense;
@@ -337,6 +343,7 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
                                 int(view.actors.size()));
     setup.gathered = std::move(gathered);
     setup.reductions = std::move(reductions);
+    setup.fetched = std::move(fetched);
     auto stage = spawn_stage(*sys, std::move(setup));
     names[stage.address()] = fmt::format("stage actor ({})", at.str());
     (*self)->monitor(stage);

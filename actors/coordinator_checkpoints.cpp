@@ -80,6 +80,9 @@ double coordinator::run_validation() {
     return loss;
   }
   // Forward only, on the stage actors of replica 0: nothing is gathered.
+  // Under parameter shards every replica runs it (a node's all-gather needs
+  // them all) and replica 0 reports.
+  const int replicas = partition::shards_parameters(par.sharding) ? par.dp : 1;
   const int64_t nb = std::min<int64_t>(opts.eval_batches, corpus->val_batches(opts.batch));
   const model::graph& shard_graph = shards[0].graph;
   const int tokens_v = shard_graph.find_value("tokens"),
@@ -90,9 +93,11 @@ double coordinator::run_validation() {
       for (int v : routes[size_t(s)].graph_inputs) {
         MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
         const model::tensor& src = v == tokens_v ? vb.tokens : vb.targets;
-        for (int t = 0; t < par.tp; ++t)
-          (*self)->send(stages[0][s][t], stage_tensor{tensor_kind::eval, int(eval_seq + i), v,
-                                                      tensor_ref::make(src.clone())});
+        for (int r = 0; r < replicas; ++r)
+          for (int t = 0; t < par.tp; ++t)
+            (*self)->send(stages[size_t(r)][s][t],
+                          stage_tensor{tensor_kind::eval, int(eval_seq + i), v,
+                                       tensor_ref::make(src.clone())});
       }
   }
   double sum = 0;

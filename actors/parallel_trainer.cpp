@@ -9,17 +9,19 @@ void parallel_options::validate(int batch) const {
       (recompute == recompute_mode::full || recompute == recompute_mode::stage_aware))
     fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
          recompute == recompute_mode::full ? "full" : "stage-aware");
-  if (sharding == partition::sharding_strategy::optim_grads_params)
+  if (partition::shards_parameters(sharding) && pp > 1 && dp > 1)
     fail(
-        "--data-parallel-sharding-strategy optim_grads_params: the runtime shards the optimizer "
-        "state and the gradients, not yet the parameters (no_shard, optim or optim_grads; "
-        "`merak plan` scores optim_grads_params)");
-  if (sharding == partition::sharding_strategy::optim_grads &&
-      schedule == partition::schedule_kind::zb_h1)
+        "--data-parallel-sharding-strategy optim_grads_params gathers each layer's parameters "
+        "over the data-parallel replicas in the order the stage runs its work; with --pp {} that "
+        "order follows the arrivals from the neighbouring stages, which replicas do not share "
+        "(use optim_grads with --pp > 1, or --pp 1)",
+        pp);
+  if (partition::shards_gradients(sharding) && schedule == partition::schedule_kind::zb_h1)
     fail(
-        "--data-parallel-sharding-strategy optim_grads reduce-scatters each micro-batch's "
+        "--data-parallel-sharding-strategy {} reduce-scatters each micro-batch's "
         "gradients as its backward ends; --schedule zb-h1 defers weight gradients past the next "
-        "micro-batches' backward (use optim with zb-h1)");
+        "micro-batches' backward (use optim with zb-h1)",
+        partition::sharding_strategy_name(sharding));
   if (overlap_param_gather && sharding == partition::sharding_strategy::no_shard)
     fail(
         "--overlap-param-gather overlaps the distributed optimizer's all-gather: it needs "

@@ -73,21 +73,26 @@ class gather_progress : public progress_signal {
   std::vector<char> done_;
 };
 
-// Gradient shards: the reductions a reducer has finished, counted over the
-// run, so that a stage may wait inside a backward for its oldest bucket
-// instead of piling up bucket copies the reducer has not reached. The
-// reducer drops its hold on a bucket's buffer before counting it.
-class reduction_progress : public progress_signal {
+// Work a reducer finishes in the order it was handed over, counted over
+// the run, for a stage that waits for the n-th: the reductions of gradient
+// shards (a backward waits for its oldest bucket instead of piling up
+// bucket copies the reducer has not reached) and the all-gathers of
+// parameter shards (a node waits for its parameters). The reducer drops
+// its hold on a buffer before counting it.
+class count_progress : public progress_signal {
  public:
+  // `what` names the work in errors ("gradient reduction").
+  explicit count_progress(const char* what = "gradient reduction") : what_(what) {}
   void finish_one() {
     update([&] { ++done_; });
   }
-  // Blocks until at least n reductions finished; throws if they failed.
+  // Blocks until at least n finished; throws if they failed.
   void wait_for(int64_t n) {
-    progress_signal::wait([&] { return done_ >= n; }, "gradient reduction");
+    progress_signal::wait([&] { return done_ >= n; }, what_);
   }
 
  private:
+  const char* what_;
   int64_t done_ = 0;
 };
 

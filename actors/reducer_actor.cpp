@@ -31,6 +31,8 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
     self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
   if (auto p = self->state.cfg.reduced)
     self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
+  if (auto p = self->state.cfg.fetched)
+    self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
   if (self->state.cfg.sparse.kind != comm::codec_kind::dense)
     self->state.codec = comm::make_codec(self->state.cfg.sparse);
   return {
@@ -104,7 +106,14 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
         } catch (const std::exception& e) {
           auto why = fmt::format("{}: {}", st.cfg.where, e.what());
           if (st.cfg.gathered) st.cfg.gathered->fail(why);
+          if (st.cfg.fetched) st.cfg.fetched->fail(why);
           self->quit(caf::make_error(caf::sec::runtime_error, why));
+          return;
+        }
+        if (g.fetch) {
+          MERAK_CHECK(st.cfg.fetched, "{}: a parameter fetch without its progress", st.cfg.where);
+          g.flat = tensor_ref{};  // the stage holds the buffer
+          st.cfg.fetched->finish_one();
           return;
         }
         if (g.overlapped) {

@@ -55,7 +55,9 @@ struct reducer_setup {
   std::shared_ptr<gather_progress> gathered;
   // Gradient shards: each reduction counted there, the bucket's buffer let
   // go before (the stage holds its own; bucket_reduced then carries none).
-  std::shared_ptr<reduction_progress> reduced;
+  std::shared_ptr<count_progress> reduced;
+  // Parameter shards: each all-gather sent with `fetch` counted there.
+  std::shared_ptr<count_progress> fetched;
 };
 
 reducer_api spawn_reducer(caf::actor_system& sys, reducer_setup setup);

@@ -247,6 +247,13 @@ void arrived(stage_self self, tensor_kind kind, int mb) {
   (kind == tensor_kind::input ? st.have_inputs : st.have_grads).insert(mb);
   if (chunk(st) > 0) {
     if (st.cfg.tp_rank == 0) self->send(device_lead(st), chunk_ready{kind, mb, chunk(st)});
+  } else if (kind == tensor_kind::input && st.fetch) {
+    // Parameter shards: the replicas' all-gathers pair up only if every
+    // replica runs its ops in one order, so the scheduler learns the step's
+    // inputs (all from the coordinator, pp 1) together, in micro-batch
+    // order, not as they happen to arrive.
+    if (++st.inputs_here < st.cfg.policy.micro_batches) return;
+    for (int k = 0; k < st.cfg.policy.micro_batches; ++k) st.sched->activation_arrived(k);
   } else if (kind == tensor_kind::input) {
     st.sched->activation_arrived(mb);
   } else {
@@ -411,8 +418,9 @@ void take_chunk_ready(stage_self self, const chunk_ready& r) {
     st.sched->gradient_arrived(r.mb, r.chunk);
 }
 
-// An input of validation forward `seq` (replica 0 only): forwards run in
-// sequence order, so the TP shards of a stage sum in step.
+// An input of validation forward `seq` (replica 0 only; every replica under
+// parameter shards, whose all-gathers need them all, replica 0 reporting):
+// forwards run in sequence order, so the TP shards of a stage sum in step.
 void take_eval(stage_self self, int seq, int value, tensor_ref& x) {
   auto& st = self->state;
   file_input(st, st.eval_inputs, st.eval_seen, seq, value, x.take(), "validation input");
@@ -423,8 +431,9 @@ void take_eval(stage_self self, int seq, int value, tensor_ref& x) {
     st.eval_inputs.erase(s);
     st.eval_seen.erase(s);
     auto r = st.exec->infer(std::move(in));
+    if (st.fetch) st.fetch->release_all();  // after each forward, alike on every replica
     hand_out(self, tensor_kind::eval, s, r.outputs);
-    if (st.exec->computes_loss() && st.cfg.tp_rank == 0)
+    if (st.exec->computes_loss() && st.cfg.tp_rank == 0 && st.cfg.dp_rank == 0)
       self->send(st.coordinator, eval_loss{s, r.loss});
   }
 }
@@ -483,13 +492,14 @@ void start_step(stage_self self) {
   st.weights = 0;
   st.awaiting_chunk = false;
   st.shipped = st.reduced = st.round_buckets = 0;
+  st.inputs_here = 0;
   if (st.bucketer) st.bucketer->begin_step();
   st.busy_s = 0;
   st.exec->reset_activation_peak();
   st.trace.clear();
   st.reducer_trace.clear();
   if (st.known_rows_ok)
-    st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->value.dim(0)), 0);
+    st.token_seen.assign(size_t(st.store->find(st.cfg.sparse_param)->spec.shape[0]), 0);
   for (int mb : std::exchange(st.early_inputs, {})) arrived(self, tensor_kind::input, mb);
   for (auto& r : std::exchange(st.early_ready, {})) take_chunk_ready(self, r);
   pump(self);

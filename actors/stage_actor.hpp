@@ -126,7 +126,12 @@ struct stage_setup {
   // gradients and the bucket buffers are released after (the executor
   // makes them zeros again at the next backward). The reducer's count of
   // finished reductions, for a backward that waits once buckets pile up.
-  std::shared_ptr<reduction_progress> reductions;
+  std::shared_ptr<count_progress> reductions;
+  // Set for parameter shards (ZeRO stage 3, optim_grads_params, dp > 1;
+  // gradient shards too): each replica keeps its slice of the values, and
+  // every node's buckets are all-gathered just before it runs
+  // (model/parameter_fetch.hpp) by the reducer, which counts them here.
+  std::shared_ptr<count_progress> fetched;
   // Selective recomputation: the attention cores recomputed in backward.
   bool recompute_attention = false;
 };

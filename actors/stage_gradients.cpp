@@ -81,12 +81,12 @@ void ship(stage_self self, comm::grad_bucket bucket) {
   if (int(st.buckets.size()) <= id) st.buckets.resize(size_t(id) + 1);
   auto& b = st.buckets[size_t(id)];
   int64_t n = 0;
-  for (int p : params) n += all[p]->value.numel();
+  for (int p : params) n += model::shape_numel(all[p]->spec.shape);
   if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
     b.flat = std::make_shared<model::tensor>(model::shape_t{n});
   size_t at = 0;  // the flat buffer is host memory, whatever the gradients' device
   for (int p : params) {
-    const size_t bytes = all[p]->value.numel() * sizeof(float);
+    const size_t bytes = model::shape_numel(all[p]->spec.shape) * sizeof(float);
     if (all[p]->grad.defined())
       model::copy_bytes(*b.flat, at, all[p]->grad, 0, bytes);
     else  // released and not added to by this backward (no node of it reached the loss)
@@ -192,6 +192,7 @@ void micro_batch_backward_done(stage_self self) {
 
 void finish_backward(stage_self self) {
   auto& st = self->state;
+  if (st.fetch) st.fetch->release_all();  // between steps only the value shards are held
   if (st.cfg.dp > 1) {
     for (auto& b : st.bucketer->finish()) ship(self, std::move(b));
     if (st.reduced < st.shipped) return;  // the last `reduced` continues

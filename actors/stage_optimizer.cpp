@@ -101,8 +101,7 @@ void setup_distributed_optimizer(stage_state& st) {
       if (st.dist->gradient_sharded(b))
         for (int p : st.dist->bucket_params(b)) all[size_t(p)]->grad = model::tensor();
   }
-  if (!st.cfg.gathered) return;
-  st.gathering.resize(size_t(st.dist->buckets()));
+  if (!st.cfg.gathered && !st.cfg.fetched) return;
   for (int n = st.cfg.first; n < st.cfg.last; ++n) {
     std::vector<int> buckets;
     for (auto& spec : st.cfg.graph->nodes()[size_t(n)].params)
@@ -113,7 +112,37 @@ void setup_distributed_optimizer(stage_state& st) {
         }
     st.node_buckets.push_back(std::move(buckets));
   }
-  st.exec->set_forward_hook([&st](int n) { take_gathered_values(st, n); });
+  if (st.cfg.fetched) {
+    setup_parameter_shards(st);
+    return;
+  }
+  st.gathering.resize(size_t(st.dist->buckets()));
+  st.exec->set_parameter_hook([&st](int n, int) { take_gathered_values(st, n); });
+}
+
+void setup_parameter_shards(stage_state& st) {
+  auto& dist = *st.dist;
+  dist.keep_value_shards();
+  for (int b = 0; b < dist.buckets(); ++b) dist.release_values(b);
+  st.fetching.resize(size_t(dist.buckets()));
+  model::parameter_fetcher::hooks h;
+  h.request = [&st](int b) {
+    auto flat = std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
+    st.dist->pack_owned_values(b, flat->f32());
+    st.fetching[size_t(b)] = {++st.fetches_sent, flat};
+    caf::anon_send(st.reducer, gather_bucket{b, tensor_ref{flat}, {}, false, true});
+  };
+  h.take = [&st](int b) {
+    auto& [ticket, flat] = st.fetching[size_t(b)];
+    st.cfg.fetched->wait_for(ticket);
+    st.dist->unpack_values(b, flat->f32());
+    flat.reset();
+  };
+  h.release = [&st](int b) { st.dist->release_values(b); };
+  st.fetch = std::make_unique<model::parameter_fetcher>(st.node_buckets, st.cfg.first,
+                                                        dist.buckets(), std::move(h));
+  st.exec->set_parameter_hook([&st](int n, int next) { st.fetch->before_node(n, next); });
+  st.exec->set_transient_parameters(true);
 }
 
 double grad_sumsq_share(const stage_state& st) {
@@ -153,6 +182,7 @@ memory_use memory_held(const stage_state& st) {
   for (auto& b : st.buckets)
     if (b.flat) m.gradients += b.flat->bytes();
   if (st.dist) {
+    m.parameters += st.dist->value_shard_bytes();
     m.gradients += st.dist->gradient_shard_bytes();
     m.optimizer = st.dist->moment_bytes();
   } else if (st.opt) {
@@ -172,6 +202,11 @@ void apply_step_update(stage_self self, const apply_update& u) {
     if (st.dist) st.dist->zero_gradient_shards();
   } else if (!st.dist) {
     st.opt->step(u.lr, u.clip, true);  // gradients scaled, used and zeroed in one pass
+  } else if (st.fetch) {
+    // The value shards are updated; the next node that reads a bucket
+    // gathers it.
+    st.fetch->release_all();
+    st.dist->step(u.lr, u.clip, true);
   } else if (st.cfg.gathered) {
     // The next forward takes each bucket as it needs it: the first stage's
     // nodes' buckets (the last made in backward) are gathered first.
@@ -239,7 +274,11 @@ void save_own_shard(stage_self self, const save_shard& m) {
   // Each replica holds the moments of its slices: replica 0 writes the
   // values, every replica its moments' pieces, nothing gathered.
   std::vector<model::shard_record> records;
+  // Parameter shards: the values are gathered whole for replica 0 to write
+  // (every replica takes part in the all-gathers), and let go of after.
+  if (st.fetch) st.fetch->acquire_all();
   if (st.cfg.dp_rank == 0) records = write_own_shard(st, m.dir, meta, {}, {});
+  if (st.fetch) st.fetch->release_all();
   std::vector<model::moment_piece> pieces;
   auto& all = st.store->all();
   for (int b = 0; b < st.dist->buckets(); ++b)
@@ -260,12 +299,21 @@ void restore_own_shard(stage_self self, const restore_shard& m) {
   if (st.cfg.gathered) take_gathered_values(st, -1);
   model::checkpoint_reader ckpt(m.dir);
   std::vector<model::parameter*> params;
-  for (auto& p : st.store->all()) params.push_back(p.get());
+  if (st.fetch) st.fetch->release_all();
+  for (auto& p : st.store->all()) {
+    // Parameter shards: whole values read, this replica's slices kept.
+    if (!p->value.defined()) p->value = model::tensor::zeros(p->spec.shape);
+    params.push_back(p.get());
+  }
   model::load_parameters(ckpt, params, st.opt.get());
   if (st.dist) {  // whole moments read, this replica's slice kept
     std::vector<model::tensor> first, second;
     st.dist->set_t(model::load_moments(ckpt, params, first, second));
     st.dist->set_moments(first, second);
+  }
+  if (st.fetch) {
+    st.dist->take_owned_values();
+    for (int b = 0; b < st.dist->buckets(); ++b) st.dist->release_values(b);
   }
   self->send(st.coordinator, shard_restored{coord(st)});
 }

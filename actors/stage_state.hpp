@@ -24,6 +24,7 @@
 #include "model/adamw.hpp"
 #include "model/distributed_adamw.hpp"
 #include "model/executor.hpp"
+#include "model/parameter_fetch.hpp"
 #include "partition/schedule.hpp"
 #include "partition/tie_settlement.hpp"
 
@@ -46,6 +47,7 @@ struct stage_state {
   // TP followers: the leader's ops not run yet, and what has arrived.
   std::deque<partition::op> commanded;
   std::set<int> have_inputs, have_grads;
+  int inputs_here = 0;  // micro-batches whose inputs are all here, this step
   int backwards = 0;
   int weights = 0;  // W ops run (zb-h1)
   // Interleaved, the device's chunk 0: an op of another chunk is running;
@@ -85,6 +87,12 @@ struct stage_state {
   // out (null once taken), and the buckets each node reads (by node - first).
   std::vector<std::shared_ptr<model::tensor>> gathering;
   std::vector<std::vector<int>> node_buckets;
+  // Parameter shards: which buckets' values are whole (the fetcher), each
+  // bucket's buffer while its all-gather is out, and the all-gathers sent
+  // (the n-th one's results are in once the reducer counted n).
+  std::unique_ptr<model::parameter_fetcher> fetch;
+  std::vector<std::pair<int64_t, std::shared_ptr<model::tensor>>> fetching;
+  int64_t fetches_sent = 0;
   double update_t0 = 0;
   int shipped = 0, reduced = 0;  // buckets this step
   // Buckets the bucketer made in this round (a step; under gradient shards,
@@ -159,6 +167,10 @@ void apply_step_update(stage_self self, const apply_update& u);
 // --overlap-param-gather: the values of the buckets node n reads (or of
 // every bucket, n < 0) taken from their all-gathers, waiting for them.
 void take_gathered_values(stage_state& st, int n);
+// Parameter shards (setup, with the distributed optimizer's layout): the
+// value shards kept, the values released, and every node's buckets gathered
+// before it runs.
+void setup_parameter_shards(stage_state& st);
 // An all-gather of the distributed optimizer is back.
 void take_bucket_gathered(stage_self self, bucket_gathered& g);
 // Writes this shard into a checkpoint: its values (replica 0) and its

@@ -101,7 +101,7 @@ void distributed_adamw::step(float lr, float grad_scale, bool zero_grads) {
       auto& prm = *params_[size_t(pc.param)];
       const float wd = prm.spec.decay ? cfg_.weight_decay : 0.f;
       const int64_t at = pc.flat - owned_[b].first;
-      adamw_update_host(prm.value.f32() + pc.begin, piece_gradient(b, pc), m_[b].f32() + at,
+      adamw_update_host(piece_value(b, pc), piece_gradient(b, pc), m_[b].f32() + at,
                         v_[b].f32() + at, pc.end - pc.begin,
                         {lr, cfg_.beta1, cfg_.beta2, cfg_.eps, wd, c1, c2, grad_scale, false});
     }
@@ -111,17 +111,53 @@ void distributed_adamw::step(float lr, float grad_scale, bool zero_grads) {
   zero_gradient_shards();
 }
 
+float* distributed_adamw::piece_value(size_t b, const piece& pc) const {
+  if (values_sharded()) return vals_[b].data() + (pc.flat - owned_[b].first);
+  return params_[size_t(pc.param)]->value.f32() + pc.begin;
+}
+
 void distributed_adamw::pack_owned_values(int b, float* flat) const {
   for (auto& pc : pieces_[size_t(b)])
-    std::memcpy(flat + pc.flat, params_[size_t(pc.param)]->value.f32() + pc.begin,
+    std::memcpy(flat + pc.flat, piece_value(size_t(b), pc),
                 size_t(pc.end - pc.begin) * sizeof(float));
 }
 
 void distributed_adamw::unpack_values(int b, const float* flat) {
   for (int p : buckets_[size_t(b)]) {
-    auto& value = params_[size_t(p)]->value;
-    std::memcpy(value.f32(), flat + offset_in_[size_t(p)], value.bytes());
+    auto& prm = *params_[size_t(p)];
+    if (!prm.value.defined()) prm.value = tensor(prm.spec.shape);
+    std::memcpy(prm.value.f32(), flat + offset_in_[size_t(p)], prm.value.bytes());
   }
+}
+
+void distributed_adamw::keep_value_shards() {
+  vals_.assign(buckets_.size(), {});
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    vals_[b].assign(size_t(owned_[b].second - owned_[b].first), 0.f);
+  take_owned_values();
+}
+
+void distributed_adamw::take_owned_values() {
+  MERAK_CHECK(values_sharded(), "distributed optimizer: no value shards kept");
+  for (size_t b = 0; b < pieces_.size(); ++b)
+    for (auto& pc : pieces_[b]) {
+      auto& prm = *params_[size_t(pc.param)];
+      MERAK_CHECK(prm.value.defined(), "distributed optimizer: the value of '{}' is released",
+                  prm.spec.name);
+      std::memcpy(vals_[b].data() + (pc.flat - owned_[b].first), prm.value.f32() + pc.begin,
+                  size_t(pc.end - pc.begin) * sizeof(float));
+    }
+}
+
+void distributed_adamw::release_values(int b) {
+  MERAK_CHECK(values_sharded(), "distributed optimizer: values released without value shards");
+  for (int p : buckets_[size_t(b)]) params_[size_t(p)]->value = tensor();
+}
+
+int64_t distributed_adamw::value_shard_bytes() const {
+  int64_t n = 0;
+  for (auto& v : vals_) n += int64_t(v.size() * sizeof(float));
+  return n;
 }
 
 std::pair<const float*, const float*> distributed_adamw::piece_moments(int b,
@@ -137,9 +173,9 @@ void distributed_adamw::set_moments(const std::vector<tensor>& m, const std::vec
   for (size_t b = 0; b < pieces_.size(); ++b)
     for (auto& pc : pieces_[b]) {
       const size_t p = size_t(pc.param);
-      MERAK_CHECK(m[p].numel() == params_[p]->value.numel() && v[p].numel() == m[p].numel(),
+      MERAK_CHECK(m[p].numel() == shape_numel(params_[p]->spec.shape) && v[p].numel() == m[p].numel(),
                   "distributed optimizer: moments of '{}' hold {} elements, not {}",
-                  params_[p]->spec.name, m[p].numel(), params_[p]->value.numel());
+                  params_[p]->spec.name, m[p].numel(), shape_numel(params_[p]->spec.shape));
       const int64_t at = pc.flat - owned_[b].first, n = pc.end - pc.begin;
       std::memcpy(m_[b].f32() + at, m[p].f32() + pc.begin, size_t(n) * sizeof(float));
       std::memcpy(v_[b].f32() + at, v[p].f32() + pc.begin, size_t(n) * sizeof(float));

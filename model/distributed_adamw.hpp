@@ -20,6 +20,12 @@
 // the step read it from here. Unmarked buckets (tied weights, the sparse
 // embedding) keep whole gradients in the parameters.
 //
+// Parameter shards (ZeRO stage 3, optim_grads_params): after
+// keep_value_shards the owned slice of every bucket's values lives here
+// too; the step updates it there, pack_owned_values reads it, and the
+// parameters' values may be released (release_values) between uses, made
+// whole again by an all-gather and unpack_values.
+//
 // Arithmetic: each element is updated by adamw_update_host, the formula of
 // adamw::step, so a replica's slices get the bits the unsharded optimizer
 // would give the same gradients. Host (CPU) parameters only.
@@ -75,10 +81,23 @@ class distributed_adamw {
   // too; a released, undefined parameter gradient stays released).
   void step(float lr, float grad_scale, bool zero_grads);
 
-  // flat[owned(b)] <- the parameters' values there (before the all-gather).
+  // flat[owned(b)] <- the owned values (before the all-gather).
   void pack_owned_values(int b, float* flat) const;
-  // The parameters of bucket b <- a whole flat buffer of values (after it).
+  // The parameters of bucket b <- a whole flat buffer of values (after it);
+  // released values are allocated again (host).
   void unpack_values(int b, const float* flat);
+
+  // Parameter shards: the owned slices taken from the parameters' values
+  // (all of them must be present), kept here from now on.
+  void keep_value_shards();
+  bool values_sharded() const { return !vals_.empty(); }
+  // The owned slices <- the parameters' values again (a checkpoint was
+  // loaded into them).
+  void take_owned_values();
+  // Bucket b's parameters let go of their values (undefined tensors).
+  void release_values(int b);
+  // Bytes of value shards held.
+  int64_t value_shard_bytes() const;
   // The moments (m, v) of piece `pc` of owned_pieces(b): pc.end - pc.begin
   // floats each.
   std::pair<const float*, const float*> piece_moments(int b, const piece& pc) const;
@@ -107,6 +126,10 @@ class distributed_adamw {
   std::vector<char> sharded_;       // per bucket: its owned gradient is in g_
   mutable std::vector<std::vector<float>>
       g_;  // per bucket, the owned gradient (empty: in the parameters)
+  // Per bucket, the owned values (empty: in the parameters).
+  mutable std::vector<std::vector<float>> vals_;
+  // Where the owned value of piece pc of bucket b lies.
+  float* piece_value(size_t b, const piece& pc) const;
   int64_t t_ = 0;
 };
 

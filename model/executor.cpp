@@ -145,7 +145,7 @@ tensor concat_rows(std::vector<tensor*> parts, tensor_pool& pool, bool move_sing
 }  // namespace
 
 void executor::run_node_forward(sub_batch& s, int n, const tensor* whole) {
-  if (forward_hook_) forward_hook_(n);
+  before_node(n, n + 1);
   auto& node = graph_.nodes()[n];
   const tensor* in[4];
   shape_t in_shapes[4];
@@ -167,6 +167,11 @@ void executor::run_node_forward(sub_batch& s, int n, const tensor* whole) {
   if (profiling_) profile_[node.kind].forward_s += now_s() - t0;
   pool_.release(std::move(s.values[node.output]));  // a kept copy, when recomputing
   s.values[node.output] = std::move(out);
+  after_node(n);
+}
+
+void executor::after_node(int n) {
+  if (transient_parameters_) layers_[size_t(n - first_)]->drop_derived();
 }
 
 tensor executor::gather_buffer(const tensor& part) {
@@ -414,6 +419,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
       }
       din.push_back(needs ? &g[v] : nullptr);
     }
+    before_node(n, n - 1);
     if (node_hook_) node_hook_();
     materialize_gradients(n);
     double t0 = profiling_ ? now_s() : 0;
@@ -424,6 +430,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     else
       l.backward(in, g[out], din, sub.stashes[n - first_]);
     if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
+    after_node(n);
     // Every consumer of `out` in this range ran its backward already
     // (reverse topological order): its value, gradient and stash are done,
     // but for what a deferred weight gradient reads.
@@ -511,7 +518,7 @@ executor::sp_partials executor::begin_sp_partials(int lo, int hi) {
           sp.params.push_back(p);
   }
   for (auto& p : sp.params) {
-    if (!p->grad.defined()) p->grad = tensor::zeros(p->value.shape(), dtype::f32, where_);
+    if (!p->grad.defined()) p->grad = tensor::zeros(p->spec.shape, dtype::f32, where_);
     sp.partial.push_back(pool_.acquire(p->grad.shape(), p->grad.type(), true));
     std::swap(p->grad, sp.partial.back());
   }
@@ -533,7 +540,7 @@ void executor::end_sp_partials(sp_partials& sp) {
 
 void executor::materialize_gradients(int n) {
   for (auto& p : node_params_[size_t(n - first_)])
-    if (!p->grad.defined()) p->grad = tensor::zeros(p->value.shape(), dtype::f32, where_);
+    if (!p->grad.defined()) p->grad = tensor::zeros(p->spec.shape, dtype::f32, where_);
 }
 
 void executor::regather_input(sub_batch& sub, int n) {
@@ -658,11 +665,13 @@ void executor::weight_backward(int mb, const std::function<void(int)>& node_done
       if (it == sub.weight_douts.end()) continue;
       in.clear();
       for (int v : nodes[n].inputs) in.push_back(&sub.values[v]);
+      before_node(n, n - 1);
       if (node_hook_) node_hook_();
       materialize_gradients(n);
       double t0 = profiling_ ? now_s() : 0;
       layers_[n - first_]->backward_weight(in, it->second);
       if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
+      after_node(n);
       pool_.release(std::move(it->second));
       sub.weight_douts.erase(it);
       ran = true;

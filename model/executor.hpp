@@ -147,9 +147,18 @@ class executor {
   // (the stage actor resizes its OpenMP team there when cores are lent to
   // it or wanted back mid-op). Empty: nothing is called.
   void set_node_hook(std::function<void()> hook) { node_hook_ = std::move(hook); }
-  // Called with node n before each forward of it (training, recomputation
-  // and evaluation alike), before it reads its parameters.
-  void set_forward_hook(std::function<void(int)> hook) { forward_hook_ = std::move(hook); }
+  // Called with node n before each run of it (forward in training,
+  // recomputation and evaluation; backward; a split weight gradient),
+  // before it reads its parameters. `next` is the node that will most
+  // likely run after it (n + 1 in forward, n - 1 in backward; -1 past the
+  // range's end): what a caller that fetches parameters may fetch ahead.
+  void set_parameter_hook(std::function<void(int n, int next)> hook) {
+    parameter_hook_ = std::move(hook);
+  }
+  // Transient parameters (sharded over data-parallel replicas, gathered
+  // only for the nodes that read them): after each node ran, its layer lets
+  // go of what it derived from its parameters (layer::drop_derived).
+  void set_transient_parameters(bool on) { transient_parameters_ = on; }
   const std::map<std::string, kind_time>& profile() const { return profile_; }
 
   const graph& model_graph() const { return graph_; }
@@ -252,7 +261,13 @@ class executor {
   int tp_overlap_ = 0;
   bool profiling_ = false;
   std::function<void()> node_hook_;
-  std::function<void(int)> forward_hook_;
+  std::function<void(int, int)> parameter_hook_;
+  bool transient_parameters_ = false;
+  // The hook, then node n's layer: what the node reads must be present.
+  void before_node(int n, int next) {
+    if (parameter_hook_) parameter_hook_(n, next < first_ || next >= last_ ? -1 : next);
+  }
+  void after_node(int n);
   std::map<std::string, kind_time> profile_;
 };
 

@@ -80,6 +80,10 @@ class layer {
   // the layer derives from them (a bf16 copy of a weight) must be rebuilt
   // before its next use. Called by the executor between steps.
   virtual void parameters_changed() {}
+  // The parameters' values are about to be released (sharded parameters):
+  // whatever the layer derives from them is freed, and rebuilt at its next
+  // use, bit for bit.
+  virtual void drop_derived() {}
 };
 
 }  // namespace merak::model

@@ -112,6 +112,10 @@ class linear_layer final : public layer {
     on(dout).matmul_backward(nullptr, &w_->grad, nullptr, dout, *in[0], weight_for(*in[0]));
   }
   void parameters_changed() override { copy_stale_ = true; }
+  void drop_derived() override {
+    copy_ = tensor();
+    copy_stale_ = true;
+  }
 
  private:
   const tensor& weight_for(const tensor& x) {

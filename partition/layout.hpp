@@ -22,6 +22,14 @@ enum class sharding_strategy { no_shard, optim, optim_grads, optim_grads_params 
 const char* sharding_strategy_name(sharding_strategy s);  // "no_shard", "optim", ...
 // The inverse; anything else is an error naming the flag and the choices.
 sharding_strategy parse_sharding_strategy(std::string_view name);
+// Whether a replica keeps only its shard of the gradients (optim_grads,
+// optim_grads_params), and of the parameters' values (optim_grads_params).
+inline bool shards_gradients(sharding_strategy s) {
+  return s == sharding_strategy::optim_grads || s == sharding_strategy::optim_grads_params;
+}
+inline bool shards_parameters(sharding_strategy s) {
+  return s == sharding_strategy::optim_grads_params;
+}
 
 struct layout {
   int dp = 1, tp = 1, pp = 1;

@@ -43,7 +43,7 @@ TEST_CASE("a failed all-gather or reduction wakes its waiter with the cause", "[
   CHECK_THROWS_WITH(g.wait(1), Catch::Contains("all-gather of updated values") &&
                                    Catch::Contains("reducer actor (dp=1, pp=0, tp=0) ended"));
   a.join();
-  reduction_progress r;
+  count_progress r;
   r.finish_one();
   r.wait_for(1);  // done already: no wait
   std::thread b([&] {

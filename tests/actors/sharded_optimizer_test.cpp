@@ -184,6 +184,27 @@ TEST_CASE("gradient shards (optim_grads) give no_shard's losses in every layout"
     expect_no_shard_losses(c, sharding_strategy::optim_grads, steps, c.m == 1 ? 1e-6 : 1e-5);
 }
 
+TEST_CASE("parameter shards (optim_grads_params) give no_shard's losses in every layout",
+          "[actors][equivalence][sharding]") {
+  const int64_t steps = 20;
+  using rm = actors::recompute_mode;
+  const sharded_case cases[] = {
+      {2, 1, 1, 1, 0, schedule_kind::one_f_one_b, rm::none},
+      {4, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none},
+      {2, 1, 1, 4, 0, schedule_kind::gpipe, rm::full},
+      {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::selective},
+      {2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
+      {2, 2, 1, 2, 2, schedule_kind::one_f_one_b, rm::selective},
+      {2, 2, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, false, true},
+      {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
+      {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
+  };
+  // The arithmetic of optim_grads: the gathered values are the same bits.
+  for (auto& c : cases)
+    expect_no_shard_losses(c, sharding_strategy::optim_grads_params, steps,
+                           c.m == 1 ? 1e-6 : 1e-5);
+}
+
 TEST_CASE("overlapping the all-gather with the next forward gives the same losses",
           "[actors][equivalence][sharding]") {
   // The same arithmetic as the all-gather after the update: only when each
@@ -224,10 +245,10 @@ TEST_CASE("overlapping the all-gather with the next forward gives the same losse
 
 namespace {
 
-// Two steps of dp 2 x pp 2 under `sharding` saved, then resumed on one
+// Two steps of dp 2 x pp `pp` under `sharding` saved, then resumed on one
 // device: every step within 1e-5 of the single device's run.
 void save_then_resume_single(sharding_strategy sharding, bool overlap_param_gather,
-                             const std::string& name) {
+                             const std::string& name, int pp = 2) {
   const int64_t steps = 5;
   const auto o = test::layout_test_options(steps);
   const auto reference = test::single_device_losses(o);
@@ -236,7 +257,7 @@ void save_then_resume_single(sharding_strategy sharding, bool overlap_param_gath
   {
     auto x = o;
     x.save_dir = dir.string();
-    auto par = test::parallel_layout(2, 1, 2, 2, schedule_kind::one_f_one_b, 1);
+    auto par = test::parallel_layout(2, 1, pp, 2, schedule_kind::one_f_one_b, 1);
     par.bucket_bytes = 6000;
     par.sharding = sharding;
     par.overlap_param_gather = overlap_param_gather;
@@ -267,6 +288,47 @@ TEST_CASE("a checkpoint saved under gradient shards resumes on one device",
   save_then_resume_single(sharding_strategy::optim_grads, false, "merak_grad_shards_ckpt_");
 }
 
+TEST_CASE("a checkpoint saved under parameter shards resumes on one device",
+          "[actors][checkpoint][sharding]") {
+  save_then_resume_single(sharding_strategy::optim_grads_params, false, "merak_param_shards_ckpt_",
+                          1);
+}
+
+TEST_CASE(
+    "parameter shards load a no_shard checkpoint, and validate on every replica like one device",
+    "[actors][checkpoint][sharding]") {
+  const int64_t steps = 5;
+  auto o = test::layout_test_options(steps);
+  o.eval_batches = 3;
+  model::trainer single(o, test::layout_test_corpus());
+  std::vector<double> reference;
+  while (!single.done()) reference.push_back(single.train_step().loss);
+  auto dir = std::filesystem::temp_directory_path() /
+             ("merak_param_shards_load_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    auto x = o;
+    x.save_dir = dir.string();
+    auto par = test::parallel_layout(1, 1, 2, 2, schedule_kind::one_f_one_b, 1);
+    par.timeout_s = 60;
+    actors::parallel_trainer tr(x, par, test::layout_test_corpus());
+    for (int s = 0; s < 2; ++s) tr.train_step();
+    tr.save();
+  }
+  auto x = o;
+  x.load = dir.string();
+  auto par = test::parallel_layout(2, 2, 1, 2, schedule_kind::one_f_one_b, 1);
+  par.bucket_bytes = 6000;
+  par.sharding = sharding_strategy::optim_grads_params;
+  par.timeout_s = 60;
+  actors::parallel_trainer tr(x, par, test::layout_test_corpus());
+  REQUIRE(tr.step() == 2);
+  for (int s = 2; s < steps; ++s)
+    CHECK(tr.train_step().loss == Approx(reference[size_t(s)]).epsilon(1e-5));
+  CHECK(tr.validation_loss() == Approx(single.validation_loss()).epsilon(1e-5));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("sharding combinations the runtime does not run are refused by name",
           "[actors][sharding]") {
   auto refused = [](model::train_options o, actors::parallel_options par, const char* what) {
@@ -276,9 +338,9 @@ TEST_CASE("sharding combinations the runtime does not run are refused by name",
                           Catch::Contains(partition::sharding_strategy_name(par.sharding)) &&
                           Catch::Contains(what));
   };
-  auto par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
+  auto par = test::parallel_layout(2, 1, 2, 2, schedule_kind::one_f_one_b, 1);
   par.sharding = sharding_strategy::optim_grads_params;
-  refused(test::layout_test_options(2), par, "parameters");
+  refused(test::layout_test_options(2), par, "--pp 2");
   par = test::parallel_layout(2, 1, 2, 2, schedule_kind::zb_h1, 1);
   par.sharding = sharding_strategy::optim_grads;
   refused(test::layout_test_options(2), par, "zb-h1");
@@ -300,7 +362,7 @@ TEST_CASE("sharding combinations the runtime does not run are refused by name",
 
 TEST_CASE(
     "the distributed optimizer holds 1/d of the optimizer state, gradient shards 1/d of the "
-    "gradients",
+    "gradients, parameter shards 1/d of the values",
     "[actors][sharding][memory]") {
   auto o = test::layout_test_options(1);
   auto held = [&](int dp, int pp, sharding_strategy s) {
@@ -333,5 +395,13 @@ TEST_CASE(
           0.05 * double(plain.parameters) / dp);
     CHECK(grads.optimizer == sharded.optimizer);
     CHECK(grads.parameters == plain.parameters);
+    // Parameter shards: between steps each replica holds its slice of the
+    // values only (4 bytes a parameter over d); gradients and moments as
+    // under optim_grads.
+    const auto params = held(dp, 1, sharding_strategy::optim_grads_params);
+    CHECK(std::abs(double(params.parameters) - double(plain.parameters) / dp) <=
+          0.05 * double(plain.parameters) / dp);
+    CHECK(params.gradients == grads.gradients);
+    CHECK(params.optimizer == grads.optimizer);
   }
 }

@@ -12,7 +12,7 @@
 # names (or its .old), and a run resumed from it must train on. Skips (77)
 # without strace. Usage: checkpoint_kill_test.sh MERAK [TRAIN FLAGS...]
 # (the flags added to the layout, e.g. a sharded optimizer whose replicas
-# each write their moments' pieces).
+# each write their moments' pieces; --pp among them replaces pp 2).
 set -euo pipefail
 merak=$(realpath "$1")
 shift
@@ -20,8 +20,11 @@ command -v strace >/dev/null || { echo "skip: no strace"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cat "$(dirname "$0")"/../../README.md >"$work/text.txt"
+# pp 2 unless the flags give --pp.
+pp=(--pp 2)
+[[ " $* " == *" --pp "* ]] && pp=()
 run=(train --data "$work/text.txt" --layers 1 --dim 32 --heads 2 --seq 16 --batch 4
-  --pp 2 --micro-batches 2 --eval-batches 1 --step-timeout 30 "$@")
+  "${pp[@]}" --micro-batches 2 --eval-batches 1 --step-timeout 30 "$@")
 "$merak" "${run[@]}" --steps 4 --save "$work/base" --save-interval 1 2>/dev/null
 kills=0
 for call in fsync,fdatasync rename,renameat,renameat2; do

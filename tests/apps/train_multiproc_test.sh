@@ -337,6 +337,55 @@ EOF2
     grep -q "overlap-param-gather" "$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-6 "$work/one.jsonl"
     ;;
+  optim_grads_params)
+    # Parameter shards (ZeRO-3) over 2 processes with TP 2 in each: every
+    # node's buckets all-gathered over UCX just before it runs, the same
+    # bits as in one process, the single device within 1e-5; between steps
+    # each rank holds about half the values, and the validation forwards run
+    # on both replicas.
+    run_pair 2 --tp 2 --micro-batches 2 --data-parallel-sharding-strategy optim_grads_params \
+      --bucket-mb 0.01 --eval-interval 3 --eval-batches 2
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
+    "$merak" train "${model[@]}" --steps 5 --eval-interval 3 --eval-batches 2 \
+      --metrics "$work/one.jsonl" 2>/dev/null
+    python3 - "$work/mp.jsonl" "$work/one.jsonl" <<'EOF2'
+import json, sys
+rows, one = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+vals = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
+want = [(r["step"], r["val_loss"]) for r in one if "val_loss" in r]
+assert vals and len(vals) == len(want), (vals, want)
+for (s, a), (t, b) in zip(vals, want):
+    assert s == t and abs(a - b) <= 1e-5 * b, (s, a, b)
+m = rows[-1]["memory_bytes"]
+# tp 2 x dp 2: a rank's values are a quarter of the model, its slices an eighth
+assert abs(m["optimizer"] - 2 * m["parameters"]) <= 0.05 * m["optimizer"], m
+assert abs(m["gradients"] - m["parameters"]) <= 0.05 * m["parameters"], m
+print(f"ok: optim_grads_params over 2 processes, {m['parameters']} bytes of values a rank, validation equal")
+EOF2
+    ;;
+  optim_grads_params_reshard)
+    # Saved by 4 processes under parameter shards, resumed by 2 processes as
+    # pp 2 without sharding, and by one device: both continue the single
+    # device's run within 1e-5.
+    "$merak" launch --procs 4 --timeout 150 train "${model[@]}" --steps 6 --dp 4 \
+      --data-parallel-sharding-strategy optim_grads_params --bucket-mb 0.01 --save "$work/ck" \
+      --save-interval 3 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
+    "$merak" launch --procs 2 --timeout 150 train "${model[@]}" --steps 6 --pp 2 \
+      --micro-batches 2 --load "$work/ck/step_00000003" --metrics "$work/pp.jsonl" \
+      2>"$work/pp.err" || { cat "$work/pp.err"; exit 1; }
+    "$merak" train "${model[@]}" --steps 6 --load "$work/ck/step_00000003" \
+      --metrics "$work/resumed.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
+    "$merak" train "${model[@]}" --steps 6 --metrics "$work/one.jsonl" 2>/dev/null
+    python3 - "$work/pp.jsonl" "$work/resumed.jsonl" "$work/one.jsonl" <<'EOF2'
+import json, sys
+pp, resumed, one = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+for run in (pp, resumed):
+    assert [r["step"] for r in run] == [4, 5, 6], run
+    for a, b in zip(run, one[3:]):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (a["step"], a["loss"], b["loss"])
+print("ok: optim_grads_params over 4 processes resumed as pp 2 over 2 processes and on one device")
+EOF2
+    ;;
   optim_grads_reshard)
     # Saved by 4 processes under gradient shards (each writes its moments'
     # pieces), resumed by 2 processes as pp 2 without sharding, and by one

@@ -1,0 +1,65 @@
+#pragma once
+// Which buckets of parameter values a stage holds whole while it runs its
+// nodes under parameter shards (ZeRO stage 3, optim_grads_params): each
+// replica keeps only its slice of every bucket (model/distributed_adamw.hpp),
+// and a node's buckets are all-gathered just before it runs, the next
+// node's fetched ahead, and let go of once neither the running node nor the
+// one fetched ahead reads them.
+//
+// The gathers are collectives over the data-parallel replicas, matched by
+// order: every replica must call before_node, release_all and acquire_all
+// in the same sequence (the stage's ops in the same order), and then
+// requests the same buckets in the same order. The fetcher decides; the
+// caller's hooks do the communication:
+//   request(b): start bucket b's all-gather (returns at once);
+//   take(b): wait for it and make the parameters' values whole;
+//   release(b): let go of bucket b's values.
+// Every bucket is requested at most once between its releases, and taken
+// (in request order) before it is released: no gather is left behind.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace merak::model {
+
+class parameter_fetcher {
+ public:
+  struct hooks {
+    std::function<void(int)> request, take, release;
+  };
+  // node_buckets[i]: the buckets node first + i reads; `buckets`: how many.
+  parameter_fetcher(std::vector<std::vector<int>> node_buckets, int first, int buckets,
+                    hooks h);
+
+  // Node n is about to run; `next` (-1: none) will most likely run after it.
+  // On return every bucket n reads is whole.
+  void before_node(int n, int next);
+  // Every bucket let go of (the end of a step's backward; before a load).
+  void release_all();
+  // Every bucket whole, in bucket order (a checkpoint's save).
+  void acquire_all();
+
+  // Buckets whole or requested now, and the most held at once so far.
+  int held() const;
+  int most_held() const { return most_held_; }
+  // Gathers requested since construction.
+  int64_t requests() const { return requests_; }
+
+ private:
+  enum class where : uint8_t { absent, requested, whole };
+  const std::vector<int>& of(int n) const;
+  void request(int b);
+  void take(int b);
+  void release(int b);
+
+  std::vector<std::vector<int>> node_buckets_;
+  int first_;
+  hooks hooks_;
+  std::vector<where> state_;
+  std::vector<int> pending_;  // requested, not taken: in request order
+  int most_held_ = 0;
+  int64_t requests_ = 0;
+};
+
+}  // namespace merak::model
