@@ -512,7 +512,8 @@ namespace merak::partition {
 MERAK_INSPECT(stage_memory, x.stage, x.weights_bytes, x.segment_nodes, x.stash_bytes,
               x.checkpoint_bytes, x.core_bytes, x.input_bytes, x.in_flight, x.whole_prefix)
 MERAK_INSPECT(stage_policy, x.stage, x.stages, x.micro_batches, x.limited, x.warm, x.steady,
-              x.forward_first, x.pre, x.recompute_in_backward, x.split_weight, x.chunks)
+              x.forward_first, x.pre, x.recompute_in_backward, x.split_weight, x.chunks,
+              x.order)
 
 // The kind travels as its number and is checked on arrival.
 template <class Inspector>

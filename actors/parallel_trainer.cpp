@@ -9,13 +9,6 @@ void parallel_options::validate(int batch) const {
       (recompute == recompute_mode::full || recompute == recompute_mode::stage_aware))
     fail("--schedule zb-h1 runs without recomputation (got --recompute {})",
          recompute == recompute_mode::full ? "full" : "stage-aware");
-  if (partition::shards_parameters(sharding) && pp > 1 && dp > 1)
-    fail(
-        "--data-parallel-sharding-strategy optim_grads_params gathers each layer's parameters "
-        "over the data-parallel replicas in the order the stage runs its work; with --pp {} that "
-        "order follows the arrivals from the neighbouring stages, which replicas do not share "
-        "(use optim_grads with --pp > 1, or --pp 1)",
-        pp);
   if (partition::shards_gradients(sharding) && schedule == partition::schedule_kind::zb_h1)
     fail(
         "--data-parallel-sharding-strategy {} reduce-scatters each micro-batch's "

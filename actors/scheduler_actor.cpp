@@ -6,6 +6,7 @@
 #include "actors/messages.hpp"
 #include "core/error.hpp"
 #include "partition/recompute.hpp"
+#include "partition/simulator.hpp"
 
 namespace merak::actors {
 
@@ -63,6 +64,19 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       plan.selective.assign(plan.segments.size(), 1);
       for (size_t s = 0; s < plan.bytes.size(); ++s)
         plan.bytes[s] = partition::stage_bytes(st->reports[s], plan.segments[s], true);
+    }
+    // Parameter shards: every replica of a stage runs the same order (its
+    // all-gathers pair up by order), fixed here for each device and carried
+    // by the policy of each of its chunks.
+    if (partition::shards_parameters(L.sharding) && L.dp > 1) {
+      std::vector<partition::stage_policy> devices(pols.begin(), pols.begin() + L.pp);
+      try {
+        partition::fix_orders(devices);
+      } catch (const std::exception& e) {
+        self->send(st->coordinator, job_failed{std::string("scheduler: ") + e.what()});
+        return;
+      }
+      for (int s = 0; s < stage_count; ++s) pols[size_t(s)].order = devices[size_t(s % L.pp)].order;
     }
     for (int r = 0; r < lines; ++r)
       for (int s = 0; s < stage_count; ++s)

@@ -247,13 +247,6 @@ void arrived(stage_self self, tensor_kind kind, int mb) {
   (kind == tensor_kind::input ? st.have_inputs : st.have_grads).insert(mb);
   if (chunk(st) > 0) {
     if (st.cfg.tp_rank == 0) self->send(device_lead(st), chunk_ready{kind, mb, chunk(st)});
-  } else if (kind == tensor_kind::input && st.fetch) {
-    // Parameter shards: the replicas' all-gathers pair up only if every
-    // replica runs its ops in one order, so the scheduler learns the step's
-    // inputs (all from the coordinator, pp 1) together, in micro-batch
-    // order, not as they happen to arrive.
-    if (++st.inputs_here < st.cfg.policy.micro_batches) return;
-    for (int k = 0; k < st.cfg.policy.micro_batches; ++k) st.sched->activation_arrived(k);
   } else if (kind == tensor_kind::input) {
     st.sched->activation_arrived(mb);
   } else {
@@ -485,6 +478,10 @@ void take_plan(stage_self self, stage_plan& plan) {
 // of this message taken in.
 void start_step(stage_self self) {
   auto& st = self->state;
+  // Parameter shards: the replicas' all-gathers pair up only if every
+  // replica of this stage runs one order, fixed by the scheduler actor.
+  MERAK_CHECK(!st.fetch || !st.cfg.policy.order.empty(),
+              "{}: parameter shards without a fixed op order", where(st));
   st.sched = std::make_unique<partition::stage_scheduler>(st.cfg.policy);
   st.in_step = true;
   st.finishing = false;
@@ -492,7 +489,6 @@ void start_step(stage_self self) {
   st.weights = 0;
   st.awaiting_chunk = false;
   st.shipped = st.reduced = st.round_buckets = 0;
-  st.inputs_here = 0;
   if (st.bucketer) st.bucketer->begin_step();
   st.busy_s = 0;
   st.exec->reset_activation_peak();

@@ -47,7 +47,6 @@ struct stage_state {
   // TP followers: the leader's ops not run yet, and what has arrived.
   std::deque<partition::op> commanded;
   std::set<int> have_inputs, have_grads;
-  int inputs_here = 0;  // micro-batches whose inputs are all here, this step
   int backwards = 0;
   int weights = 0;  // W ops run (zb-h1)
   // Interleaved, the device's chunk 0: an op of another chunk is running;

@@ -171,6 +171,25 @@ bool stage_scheduler::w_eligible() const {
 
 std::optional<op> stage_scheduler::next() {
   MERAK_CHECK(!busy_, "next() while an op is running");
+  auto pick = choose();
+  if (pick) busy_ = true;
+  return pick;
+}
+
+bool stage_scheduler::has_eligible() const {
+  return !busy_ && choose().has_value();
+}
+
+std::optional<op> stage_scheduler::choose() const {
+  if (!policy_.order.empty()) {  // the next op of the fixed order, once its inputs are here
+    if (ran_ >= policy_.order.size()) return std::nullopt;
+    const op o = policy_.order[ran_];
+    const bool last = policy_.stage == policy_.stages - 1 && o.chunk == policy_.chunks - 1;
+    const bool here = o.kind == op_kind::F || o.kind == op_kind::Fpc ? act_[slot(o)]
+                      : o.kind == op_kind::B                         ? last || grad_[slot(o)]
+                                                                     : true;
+    return here ? std::optional<op>(o) : std::nullopt;
+  }
   bool f = f_eligible(), b = b_eligible();
   std::optional<op> pick;
   bool prefer_f = policy_.forward_first || last_was_backward_;
@@ -186,13 +205,13 @@ std::optional<op> stage_scheduler::next() {
     pick = backward_at(weighted_);  // fills what would be a wait
     pick->kind = op_kind::W;
   }
-  if (pick) busy_ = true;
   return pick;
 }
 
 void stage_scheduler::completed(const op& operation) {
   MERAK_CHECK(busy_, "completed() without a running op");
   busy_ = false;
+  ++ran_;
   auto same = [&](op want) { return want.mb == operation.mb && want.chunk == operation.chunk; };
   switch (operation.kind) {
     case op_kind::F:

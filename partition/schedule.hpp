@@ -40,6 +40,17 @@ std::string_view schedule_name(schedule_kind k);
 // Throws merak::error naming the value for an unknown name.
 schedule_kind parse_schedule(std::string_view name);
 
+// W: the weight-gradient half of a split backward (zb-h1 only).
+enum class op_kind : uint8_t { F, Fpc, R, B, W };
+struct op {
+  op_kind kind;
+  int mb;
+  int chunk = 0;  // interleaved: which of the device's model chunks
+  bool operator==(const op&) const = default;
+};
+// "F3", "Fpc5", "R5", "B0", "W0"; a chunk above 0 follows a dot: "F3.1".
+std::string op_name(const op& operation);
+
 // Per-stage parameters the scheduler actor hands out.
 struct stage_policy {
   int stage = 0, stages = 1, micro_batches = 1;
@@ -51,6 +62,11 @@ struct stage_policy {
   bool recompute_in_backward = false;  // every F is Fpc and B recomputes (full recomputation)
   bool split_weight = false;           // ZB-H1: B is the input gradient; W(mb) the weight gradient
   int chunks = 1;                      // interleaved: model chunks per device (virtual stages)
+  // Non-empty: the stage runs exactly these ops in this order, waiting for
+  // each one's inputs even when another op could run (fixed_orders makes
+  // them). The data-parallel replicas of a stage then run one order, which
+  // their paired collectives need (parameter shards).
+  std::vector<op> order;
 };
 
 // The policy of stage `s` of `p` for `m` micro-batches. With
@@ -64,16 +80,6 @@ struct stage_policy {
 stage_policy make_policy(schedule_kind kind, int p, int m, int s, bool full_recompute = false,
                          int chunks = 2);
 
-// W: the weight-gradient half of a split backward (zb-h1 only).
-enum class op_kind : uint8_t { F, Fpc, R, B, W };
-struct op {
-  op_kind kind;
-  int mb;
-  int chunk = 0;  // interleaved: which of the device's model chunks
-  bool operator==(const op&) const = default;
-};
-// "F3", "Fpc5", "R5", "B0", "W0"; a chunk above 0 follows a dot: "F3.1".
-std::string op_name(const op& operation);
 
 // Where an op's result goes in a pipeline of p devices with v chunks each
 // (v = 1: plain stages): the stage and chunk an F's activation or a B's
@@ -100,9 +106,7 @@ class stage_scheduler {
   std::optional<op> next();
   void completed(const op& operation);
   // Whether next() would return an op now.
-  bool has_eligible() const {
-    return !busy_ && (f_eligible() || b_eligible() || r_eligible() || w_eligible());
-  }
+  bool has_eligible() const;
 
   bool done() const;
   // Micro-batches (of any chunk) forwarded and not yet done (backward, or W
@@ -118,6 +122,8 @@ class stage_scheduler {
   bool f_eligible() const;
   bool b_eligible() const;
   bool r_eligible() const;
+  // What next() returns, without starting it.
+  std::optional<op> choose() const;
   bool w_eligible() const;
   // The k-th forward and backward (and W) of this stage, in policy order.
   op forward_at(int k) const;
@@ -131,6 +137,7 @@ class stage_scheduler {
   int forwarded_ = 0;   // forwards run (positions in forward_at order)
   int backwarded_ = 0;  // backwards run (positions in backward_at order)
   int weighted_ = 0;    // W ops run (backward_at order; split_weight only)
+  size_t ran_ = 0;      // ops run (a fixed order's position)
   bool any_backward_ = false;
   bool last_was_backward_ = false;
   bool busy_ = false;

@@ -247,4 +247,12 @@ pipeline_trace simulate_pipeline(const std::vector<stage_policy>& policies, cons
   return tr;
 }
 
+void fix_orders(std::vector<stage_policy>& policies) {
+  for (auto& p : policies) p.order.clear();
+  auto tr = simulate_pipeline(policies, uniform_costs(1, 2, 1, 1),
+                              [](int, int, int) { return 0.0; });
+  if (tr.deadlocked) fail("the stage policies deadlock: no order to fix");
+  for (size_t s = 0; s < policies.size(); ++s) policies[s].order = tr.order(int(s));
+}
+
 }  // namespace merak::partition

@@ -63,6 +63,12 @@ double shared_makespan(std::vector<double> work, int threads, int cores, double 
 // gradient alone), free links.
 op_cost_fn uniform_costs(double t_f, double t_b, double t_r, double t_w = 0);
 
+// Fixes each device's order (stage_policy::order): the order its policy
+// gives in a run at uniform costs (F 1, B 2, R 1, W 1) over free links.
+// Those orders are one valid run, so stages that follow them finish under
+// any costs and delays. Throws merak::error if the policies deadlock.
+void fix_orders(std::vector<stage_policy>& policies);
+
 // `chunks`: model chunks per device of the interleaved schedule.
 std::vector<stage_policy> make_policies(schedule_kind kind, int p, int m,
                                         bool full_recompute = false, int chunks = 2);

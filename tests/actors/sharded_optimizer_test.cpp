@@ -193,8 +193,12 @@ TEST_CASE("parameter shards (optim_grads_params) give no_shard's losses in every
       {4, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none},
       {2, 1, 1, 4, 0, schedule_kind::gpipe, rm::full},
       {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::selective},
+      {2, 1, 2, 2, 0, schedule_kind::one_f_one_b, rm::none},
+      {2, 1, 3, 4, 0, schedule_kind::shifted, rm::full},  // the tied embedding across stages
       {2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
       {2, 2, 1, 2, 2, schedule_kind::one_f_one_b, rm::selective},
+      {2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::stage_aware},
+      {2, 1, 2, 4, 0, schedule_kind::interleaved, rm::none, 2},
       {2, 2, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, false, true},
       {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
       {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
@@ -245,10 +249,10 @@ TEST_CASE("overlapping the all-gather with the next forward gives the same losse
 
 namespace {
 
-// Two steps of dp 2 x pp `pp` under `sharding` saved, then resumed on one
+// Two steps of dp 2 x pp 2 under `sharding` saved, then resumed on one
 // device: every step within 1e-5 of the single device's run.
 void save_then_resume_single(sharding_strategy sharding, bool overlap_param_gather,
-                             const std::string& name, int pp = 2) {
+                             const std::string& name) {
   const int64_t steps = 5;
   const auto o = test::layout_test_options(steps);
   const auto reference = test::single_device_losses(o);
@@ -257,7 +261,7 @@ void save_then_resume_single(sharding_strategy sharding, bool overlap_param_gath
   {
     auto x = o;
     x.save_dir = dir.string();
-    auto par = test::parallel_layout(2, 1, pp, 2, schedule_kind::one_f_one_b, 1);
+    auto par = test::parallel_layout(2, 1, 2, 2, schedule_kind::one_f_one_b, 1);
     par.bucket_bytes = 6000;
     par.sharding = sharding;
     par.overlap_param_gather = overlap_param_gather;
@@ -290,8 +294,7 @@ TEST_CASE("a checkpoint saved under gradient shards resumes on one device",
 
 TEST_CASE("a checkpoint saved under parameter shards resumes on one device",
           "[actors][checkpoint][sharding]") {
-  save_then_resume_single(sharding_strategy::optim_grads_params, false, "merak_param_shards_ckpt_",
-                          1);
+  save_then_resume_single(sharding_strategy::optim_grads_params, false, "merak_param_shards_ckpt_");
 }
 
 TEST_CASE(
@@ -338,12 +341,11 @@ TEST_CASE("sharding combinations the runtime does not run are refused by name",
                           Catch::Contains(partition::sharding_strategy_name(par.sharding)) &&
                           Catch::Contains(what));
   };
-  auto par = test::parallel_layout(2, 1, 2, 2, schedule_kind::one_f_one_b, 1);
-  par.sharding = sharding_strategy::optim_grads_params;
-  refused(test::layout_test_options(2), par, "--pp 2");
-  par = test::parallel_layout(2, 1, 2, 2, schedule_kind::zb_h1, 1);
-  par.sharding = sharding_strategy::optim_grads;
-  refused(test::layout_test_options(2), par, "zb-h1");
+  auto par = test::parallel_layout(2, 1, 2, 2, schedule_kind::zb_h1, 1);
+  for (auto strategy : {sharding_strategy::optim_grads, sharding_strategy::optim_grads_params}) {
+    par.sharding = strategy;
+    refused(test::layout_test_options(2), par, "zb-h1");
+  }
   par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
   par.overlap_param_gather = true;
   CHECK_THROWS_WITH(

@@ -362,6 +362,10 @@ assert abs(m["optimizer"] - 2 * m["parameters"]) <= 0.05 * m["optimizer"], m
 assert abs(m["gradients"] - m["parameters"]) <= 0.05 * m["parameters"], m
 print(f"ok: optim_grads_params over 2 processes, {m['parameters']} bytes of values a rank, validation equal")
 EOF2
+    # With pp 2: the replicas of a stage run the scheduler's fixed order.
+    run_pair 2 --pp 2 --micro-batches 3 --data-parallel-sharding-strategy optim_grads_params \
+      --bucket-mb 0.01
+    compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
     ;;
   optim_grads_params_reshard)
     # Saved by 4 processes under parameter shards, resumed by 2 processes as
