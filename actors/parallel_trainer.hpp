@@ -121,7 +121,9 @@ struct parallel_options : partition::layout {
 
 // Bytes a stage actor holds, by what they hold (the tensors themselves).
 struct memory_use {
-  int64_t parameters = 0;        // parameter values
+  // Parameter values; under parameter shards this replica's slices plus
+  // the most values gathered at once during the step.
+  int64_t parameters = 0;
   int64_t gradients = 0;         // parameter gradients and the reducer's bucket buffers
   int64_t optimizer = 0;         // AdamW moments (this replica's slices when sharded)
   int64_t activations_peak = 0;  // largest activation stash held during the step

@@ -492,6 +492,7 @@ void start_step(stage_self self) {
   if (st.bucketer) st.bucketer->begin_step();
   st.busy_s = 0;
   st.exec->reset_activation_peak();
+  st.gathered_peak = st.gathered_bytes;
   st.trace.clear();
   st.reducer_trace.clear();
   if (st.known_rows_ok)

@@ -130,6 +130,8 @@ void setup_parameter_shards(stage_state& st) {
     auto flat = std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
     st.dist->pack_owned_values(b, flat->f32());
     st.fetching[size_t(b)] = {++st.fetches_sent, flat};
+    st.gathered_bytes += int64_t(flat->bytes());
+    st.gathered_peak = std::max(st.gathered_peak, st.gathered_bytes);
     caf::anon_send(st.reducer, gather_bucket{b, tensor_ref{flat}, {}, false, true});
   };
   h.take = [&st](int b) {
@@ -138,7 +140,10 @@ void setup_parameter_shards(stage_state& st) {
     st.dist->unpack_values(b, flat->f32());
     flat.reset();
   };
-  h.release = [&st](int b) { st.dist->release_values(b); };
+  h.release = [&st](int b) {
+    st.dist->release_values(b);
+    st.gathered_bytes -= st.dist->bucket_numel(b) * int64_t(sizeof(float));
+  };
   st.fetch = std::make_unique<model::parameter_fetcher>(st.node_buckets, st.cfg.first,
                                                         dist.buckets(), std::move(h));
   st.exec->set_parameter_hook([&st](int n, int next) { st.fetch->before_node(n, next); });
@@ -182,7 +187,9 @@ memory_use memory_held(const stage_state& st) {
   for (auto& b : st.buckets)
     if (b.flat) m.gradients += b.flat->bytes();
   if (st.dist) {
-    m.parameters += st.dist->value_shard_bytes();
+    // Parameter shards: the slices, and the most values gathered at once
+    // (each bucket's buffer while its all-gather runs, then its values).
+    m.parameters += st.dist->value_shard_bytes() + st.gathered_peak;
     m.gradients += st.dist->gradient_shard_bytes();
     m.optimizer = st.dist->moment_bytes();
   } else if (st.opt) {

@@ -92,6 +92,8 @@ struct stage_state {
   std::unique_ptr<model::parameter_fetcher> fetch;
   std::vector<std::pair<int64_t, std::shared_ptr<model::tensor>>> fetching;
   int64_t fetches_sent = 0;
+  // Bytes of buckets gathered or being gathered now, and the most this step.
+  int64_t gathered_bytes = 0, gathered_peak = 0;
   double update_t0 = 0;
   int shipped = 0, reduced = 0;  // buckets this step
   // Buckets the bucketer made in this round (a step; under gradient shards,

@@ -235,11 +235,12 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
                      fmt::format("recompute {}", recompute_kind_name(rc))};
   // The runtime reduce-scatters each micro-batch's gradients as its backward
   // ends; zb-h1 defers weight gradients past the next backward.
-  if (kind == schedule_kind::zb_h1 && r.sharding == sharding_strategy::optim_grads && dp > 1)
-    throw rule_error{"gradient shards without zb-h1", "sharding optim_grads"};
+  if (kind == schedule_kind::zb_h1 && shards_gradients(r.sharding) && dp > 1)
+    throw rule_error{"gradient shards without zb-h1",
+                     fmt::format("sharding {}", sharding_strategy_name(r.sharding))};
   // Slices held by several TP shards (fewer K/V heads than shards) are
   // summed whole, which gradient shards do not keep.
-  if (r.sharding == sharding_strategy::optim_grads && dp > 1 &&
+  if (shards_gradients(r.sharding) && dp > 1 &&
       r.model.family == model::model_family::llama && model::llama_query_groups(r.model) < tp)
     throw rule_error{"gradient shards with K/V heads on every shard",
                      fmt::format("{} K/V heads over tp {}", model::llama_query_groups(r.model), tp)};
@@ -436,9 +437,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // share its links: an op takes at least their time. Each is one
   // collective a segment (a layer), each half an all-reduce of the
   // segment's share of the stage's 4-byte values.
-  const bool grads_sharded = (r.sharding == sharding_strategy::optim_grads ||
-                              r.sharding == sharding_strategy::optim_grads_params) &&
-                             dp > 1;
+  const bool grads_sharded = shards_gradients(r.sharding) && dp > 1;
   if (grads_sharded) {
     const int dp_per_node =
         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp)));
@@ -612,8 +611,8 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
 // The sharding strategies the search tries with dp replicas.
 std::vector<sharding_strategy> shardings_searched(const plan_request& r, int dp) {
   if (!r.search_sharding || dp == 1) return {r.sharding};
-  // The strategies the runtime runs; ZeRO-3 is scored when asked.
-  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads};
+  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads,
+          sharding_strategy::optim_grads_params};
 }
 
 // Sequence parallelism off and on, or as asked.

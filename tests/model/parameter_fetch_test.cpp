@@ -1,0 +1,119 @@
+// The parameter fetcher's decisions (which buckets are gathered, kept and
+// let go of under parameter shards), checked through its hooks: a node's
+// buckets whole when it runs, gathers taken in the order they were asked
+// for, at most the running node's and the next node's buckets held, none
+// asked for twice while held, nothing left out at the end.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <set>
+
+#include "core/error.hpp"
+#include "model/parameter_fetch.hpp"
+
+using namespace merak;
+using namespace merak::model;
+
+namespace {
+
+// Nodes 3..8 of a stage; node 7 reads no parameter, node 8 shares bucket 0
+// with node 3 (a tied embedding and LM head).
+const int kFirst = 3;
+const std::vector<std::vector<int>> kNodes = {{0}, {0, 1}, {1}, {2, 3}, {}, {0}};
+const int kBuckets = 4;
+
+struct recorder {
+  std::deque<int> pending;    // asked for, not taken: in order
+  std::set<int> whole;        // taken, not released
+  std::vector<int> requests;  // every request, in order
+  int releases = 0;
+  model::parameter_fetcher::hooks hooks() {
+    return {[this](int b) {
+              REQUIRE(std::find(pending.begin(), pending.end(), b) == pending.end());
+              REQUIRE(whole.count(b) == 0);
+              pending.push_back(b);
+              requests.push_back(b);
+            },
+            [this](int b) {
+              REQUIRE(!pending.empty());
+              REQUIRE(pending.front() == b);  // the reducer finishes in request order
+              pending.pop_front();
+              whole.insert(b);
+            },
+            [this](int b) {
+              REQUIRE(whole.count(b) == 1);  // taken before it is let go of
+              whole.erase(b);
+              ++releases;
+            }};
+  }
+};
+
+// Runs nodes in `order` with the executor's `next` guesses (forward n + 1,
+// backward n - 1); checks each node's buckets and the bound on what is held.
+void run(parameter_fetcher& f, recorder& r, const std::vector<int>& order, int step) {
+  const int last = kFirst + int(kNodes.size());
+  for (int n : order) {
+    int next = n + step;
+    if (next < kFirst || next >= last) next = -1;
+    f.before_node(n, next);
+    std::set<int> bound(kNodes[size_t(n - kFirst)].begin(), kNodes[size_t(n - kFirst)].end());
+    for (int b : kNodes[size_t(n - kFirst)]) CHECK(r.whole.count(b) == 1);
+    if (next >= 0) bound.insert(kNodes[size_t(next - kFirst)].begin(), kNodes[size_t(next - kFirst)].end());
+    CHECK(f.held() <= int(bound.size()));
+    CHECK(int(r.whole.size() + r.pending.size()) == f.held());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the parameter fetcher gathers each node's buckets, one node ahead, and lets go after",
+          "[model][sharding]") {
+  recorder r;
+  parameter_fetcher f(kNodes, kFirst, kBuckets, r.hooks());
+  run(f, r, {3, 4, 5, 6, 7, 8}, +1);  // forward
+  run(f, r, {8, 7, 6, 5, 4, 3}, -1);  // backward
+  f.release_all();
+  CHECK(r.whole.empty());
+  CHECK(r.pending.empty());
+  CHECK(f.held() == 0);
+  CHECK(f.most_held() <= 3);
+  // Forward: 0 1 (node 4 ahead), 2 3 (node 6 ahead), 0 (node 8 ahead of 7);
+  // backward from node 8 (bucket 0 still whole): 2 3, 1, 0.
+  CHECK(r.requests == std::vector<int>{0, 1, 2, 3, 0, 2, 3, 1, 0});
+  CHECK(f.requests() == int64_t(r.requests.size()));
+  CHECK(r.releases == int(r.requests.size()));
+}
+
+TEST_CASE("the parameter fetcher takes a wrong guess's gather before it lets it go",
+          "[model][sharding]") {
+  recorder r;
+  parameter_fetcher f(kNodes, kFirst, kBuckets, r.hooks());
+  f.before_node(5, 6);  // fetches bucket 2 and 3 ahead
+  f.before_node(3, 4);  // but node 3 runs (a recomputed segment's start)
+  CHECK(r.whole.count(0) == 1);
+  CHECK(r.pending.size() + r.whole.size() == size_t(f.held()));
+  CHECK(r.whole.count(2) == 0);
+  CHECK(r.whole.count(3) == 0);
+  f.acquire_all();  // a save: every bucket, in bucket order
+  CHECK(r.whole == std::set<int>{0, 1, 2, 3});
+  f.release_all();
+  CHECK(r.whole.empty());
+  CHECK(r.pending.empty());
+}
+
+TEST_CASE("two replicas fed the same node sequence ask for the same gathers", "[model][sharding]") {
+  recorder a, b;
+  parameter_fetcher fa(kNodes, kFirst, kBuckets, a.hooks()), fb(kNodes, kFirst, kBuckets, b.hooks());
+  const std::vector<std::pair<int, int>> seq = {{3, 4}, {4, 5}, {3, 4}, {4, 5}, {5, 6}, {6, 7},
+                                                 {8, -1}, {8, 7}, {6, 5}, {5, 4}, {4, 3}, {3, -1}};
+  for (auto [n, next] : seq) {
+    fa.before_node(n, next);
+    fb.before_node(n, next);
+  }
+  fa.release_all();
+  fb.release_all();
+  CHECK(a.requests == b.requests);
+  CHECK_THROWS_AS(fa.before_node(9, -1), merak::error);
+  CHECK_THROWS_AS(parameter_fetcher({{5}}, 0, 2, recorder().hooks()), merak::error);
+}
