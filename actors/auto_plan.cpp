@@ -68,6 +68,7 @@ device_plan plan_for_devices(const model::train_options& opts, int devices, para
   r.processes = world;  // the actor devices share the processes' cores
   r.device = partition::find_device("cpu");
   r.memory_budget = base.memory_budget;
+  r.bucket_bytes = base.bucket_bytes;
   const int per_process =
       base.threads > 0 ? base.threads : int(std::thread::hardware_concurrency());
   const int cores = std::max(1, per_process) * world;

@@ -342,6 +342,7 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
     req.device.memory_bw = 1e10;
     req.chunks = par.chunks;
     req.sharding = par.sharding;
+    req.bucket_bytes = par.bucket_bytes;
     req.sequence_parallel = par.sequence_parallel;
     auto costs = partition::analytic_costs(req.device, options.model);
     const auto plan = partition::evaluate_plan(req, *costs, par.dp, par.tp, par.pp,

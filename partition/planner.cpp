@@ -257,10 +257,11 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 // replicas (d) sharding them as `sh` says: fp32 values (4P), gradients (4P,
 // and with d > 1 the reducer's bucket buffers, 4P more), AdamW moments (8P);
 // optim divides the moments by d, optim_grads the gradients too (no bucket
-// copy), optim_grads_params the values too, plus two segments' gathered
-// parameters (the one in use and the one prefetched).
+// copy), optim_grads_params the values too, plus two units of gathered
+// values (the one in use and the one fetched ahead), a unit the largest
+// segment's values or a bucket (`bucket_bytes`) when that is larger.
 void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
-                       sharding_strategy sh) {
+                       sharding_strategy sh, int64_t bucket_bytes) {
   const int64_t buckets = d > 1 ? 4 * P : 0;
   sp.parameters_bytes = 4 * P;
   sp.gradients_bytes = 4 * P + buckets;
@@ -269,12 +270,15 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
   if (sh == sharding_strategy::optim_grads || sh == sharding_strategy::optim_grads_params)
     sp.gradients_bytes = 4 * P / d;
   if (sh == sharding_strategy::optim_grads_params)
-    sp.parameters_bytes = 4 * P / d + (d > 1 ? 2 * 4 * max_segment : 0);
+    sp.parameters_bytes =
+        4 * P / d +
+        (d > 1 ? std::min(4 * P, 2 * std::max(4 * max_segment, std::min(bucket_bytes, 4 * P)))
+               : 0);
 }
 
 void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> mem,
                        recompute_kind rc, bool every_stage, int m, int64_t budget, int dp,
-                       sharding_strategy sharding) {
+                       sharding_strategy sharding, int64_t bucket_bytes) {
   plan& out = c.out;
   const int pp = int(mem.size());
   for (int s = 0; s < pp; ++s) {
@@ -285,7 +289,7 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     mem[s].whole_prefix = !pol.pre.empty();
     auto& sp = out.stages[s];
     weight_categories(sp, mem[s].weights_bytes / 16, L.max_segment_params[size_t(s)], dp,
-                      sharding);
+                      sharding, bucket_bytes);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);
@@ -393,7 +397,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // Some stage holds at least the average share of the weights: no split
   // of this tp and pp can fit when that share alone does not.
   stage_plan least;
-  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, dp, r.sharding);
+  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, dp, r.sharding, 0);
   const double weights = double(least.parameters_bytes + least.gradients_bytes +
                                 least.optimizer_bytes);
   if (weights > double(budget))
@@ -428,7 +432,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.stages = L.stages;
   out.sharding = r.sharding;
   out.sequence_parallel = r.sequence_parallel && tp > 1;
-  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding);
+  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding, r.bucket_bytes);
   // Gradients sharded (optim_grads, optim_grads_params): no replica holds a
   // whole gradient to accumulate micro-batches into, so every backward
   // reduce-scatters the stage's gradients as it makes them; ZeRO-3 also

@@ -73,6 +73,10 @@ struct plan_request {
   // the optimizer state, gradients and parameters, and sequence parallelism
   // with tp > 1.
   sharding_strategy sharding = sharding_strategy::no_shard;
+  // The data-parallel buckets' size (the runtime's --bucket-mb): under
+  // optim_grads_params the unit a stage gathers, so a gather holds at least
+  // a bucket however small a segment is.
+  int64_t bucket_bytes = int64_t(4) << 20;
   bool sequence_parallel = false;
   // --overlap-param-gather: a sharded optimizer's all-gather of updated
   // values runs behind the next step's first forward of each stage.
