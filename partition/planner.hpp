@@ -82,9 +82,10 @@ struct plan_request {
   // values runs behind the next step's first forward of each stage.
   bool overlap_param_gather = false;
   // Search the memory strategies instead of fixing them (what `merak plan`
-  // does where their flags are not given): every sharding strategy when
-  // dp > 1 (no_shard, optim, optim_grads, optim_grads_params), and
-  // sequence parallelism on and off when tp > 1.
+  // does where their flags are not given): the sharding strategies no_shard,
+  // optim and optim_grads when dp > 1 — optim_grads_params only when fixed,
+  // its cost model being unchecked against published runs — and sequence
+  // parallelism on and off when tp > 1.
   // Off: every plan uses `sharding` and `sequence_parallel` as given.
   bool search_sharding = false, search_sequence_parallel = false;
   // A fixed stage split (pp + 1 node indices of the single-device graph,
