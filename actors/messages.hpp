@@ -503,7 +503,7 @@ MERAK_INSPECT(trace_slice, actors::text_ref{x.name}, x.start, x.end)
 namespace merak::model {
 MERAK_INSPECT(shard_spec, x.dim, x.parts, x.index, x.groups, x.full, x.blocks, x.unit)
 MERAK_INSPECT(shard_record, actors::text_ref{x.file}, actors::text_ref{x.name}, x.spec, x.full,
-              x.moment_piece, x.begin, x.end)
+              x.moment_piece, x.begin, x.end, x.with_values)
 MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens_per_s, x.forward_s,
               x.backward_s, x.optimizer_s, x.skipped)
 }  // namespace merak::model

@@ -280,12 +280,10 @@ void save_own_shard(stage_self self, const save_shard& m) {
   }
   // Each replica holds the moments of its slices: replica 0 writes the
   // values, every replica its moments' pieces, nothing gathered.
+  // Parameter shards: each replica writes its slices of the values with
+  // its moments' pieces, and no shard file holds whole values.
   std::vector<model::shard_record> records;
-  // Parameter shards: the values are gathered whole for replica 0 to write
-  // (every replica takes part in the all-gathers), and let go of after.
-  if (st.fetch) st.fetch->acquire_all();
-  if (st.cfg.dp_rank == 0) records = write_own_shard(st, m.dir, meta, {}, {});
-  if (st.fetch) st.fetch->release_all();
+  if (st.cfg.dp_rank == 0 && !st.fetch) records = write_own_shard(st, m.dir, meta, {}, {});
   std::vector<model::moment_piece> pieces;
   auto& all = st.store->all();
   for (int b = 0; b < st.dist->buckets(); ++b)
@@ -293,7 +291,8 @@ void save_own_shard(stage_self self, const save_shard& m) {
       auto& prm = *all[size_t(pc.param)];
       if (!writes(st, prm)) continue;
       auto [pm, pv] = st.dist->piece_moments(b, pc);
-      pieces.push_back({&prm.spec, pc.begin, pc.end, pm, pv});
+      pieces.push_back({&prm.spec, pc.begin, pc.end, pm, pv,
+                        st.fetch ? st.dist->piece_values(b, pc) : nullptr});
     }
   auto mine = model::write_moment_pieces(
       m.dir, model::moment_file_name(st.cfg.stage, st.cfg.tp_rank, st.cfg.dp_rank), pieces, meta);

@@ -154,6 +154,11 @@ void distributed_adamw::release_values(int b) {
   for (int p : buckets_[size_t(b)]) params_[size_t(p)]->value = tensor();
 }
 
+const float* distributed_adamw::piece_values(int b, const piece& pc) const {
+  MERAK_CHECK(values_sharded(), "distributed optimizer: no value shards kept");
+  return piece_value(size_t(b), pc);
+}
+
 int64_t distributed_adamw::value_shard_bytes() const {
   int64_t n = 0;
   for (auto& v : vals_) n += int64_t(v.size() * sizeof(float));

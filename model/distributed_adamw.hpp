@@ -98,6 +98,9 @@ class distributed_adamw {
   void release_values(int b);
   // Bytes of value shards held.
   int64_t value_shard_bytes() const;
+  // The owned values of piece `pc` of owned_pieces(b) (value shards kept):
+  // pc.end - pc.begin floats.
+  const float* piece_values(int b, const piece& pc) const;
   // The moments (m, v) of piece `pc` of owned_pieces(b): pc.end - pc.begin
   // floats each.
   std::pair<const float*, const float*> piece_moments(int b, const piece& pc) const;

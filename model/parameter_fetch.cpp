@@ -76,9 +76,4 @@ void parameter_fetcher::release_all() {
   for (int b = 0; b < int(state_.size()); ++b) release(b);
 }
 
-void parameter_fetcher::acquire_all() {
-  for (int b = 0; b < int(state_.size()); ++b) request(b);
-  for (int b = 0; b < int(state_.size()); ++b) take(b);
-}
-
 }  // namespace merak::model

@@ -7,8 +7,8 @@
 // one fetched ahead reads them.
 //
 // The gathers are collectives over the data-parallel replicas, matched by
-// order: every replica must call before_node, release_all and acquire_all
-// in the same sequence (the stage's ops in the same order), and then
+// order: every replica must call before_node and release_all in the same
+// sequence (the stage's ops in the same order), and then
 // requests the same buckets in the same order. The fetcher decides; the
 // caller's hooks do the communication:
 //   request(b): start bucket b's all-gather (returns at once);
@@ -37,8 +37,6 @@ class parameter_fetcher {
   void before_node(int n, int next);
   // Every bucket let go of (the end of a step's backward; before a load).
   void release_all();
-  // Every bucket whole, in bucket order (a checkpoint's save).
-  void acquire_all();
 
   // Buckets whole or requested now, and the most held at once so far.
   int held() const;

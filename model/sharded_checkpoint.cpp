@@ -48,6 +48,7 @@ json slices_json(const std::vector<const shard_record*>& records) {
     json s = spec_json(r->spec);
     s["shape"] = r->full;
     if (r->moment_piece) s["elements"] = {r->begin, r->end};
+    if (r->with_values) s["values"] = true;
     out[r->moment_piece ? fmt::format("m.{}@{}", r->name, r->begin) : r->name] = std::move(s);
   }
   return out;
@@ -144,6 +145,32 @@ void check_pieces(const std::string& where, const std::string& name,
   check_complete(where, "moments of " + name, one_each);
 }
 
+// A tensor's values are in its slices or in every one of its moment
+// pieces, not in both, and somewhere. Throws merak::error naming `where`
+// and the tensor.
+void check_values_place(const std::string& where, const std::string& name,
+                        const std::vector<shard_record>& records) {
+  size_t slices = 0, pieces = 0, with = 0;
+  for (auto& r : records) {
+    if (r.name != name) continue;
+    if (!r.moment_piece) ++slices;
+    if (r.moment_piece) ++pieces;
+    if (r.with_values) ++with;
+  }
+  if (slices == 0 && with == 0) fail("{}: no slice of tensor '{}'", where, name);
+  if (with > 0 && (with != pieces || slices > 0))
+    fail("{}: tensor '{}' has its values in {} of its {} moment pieces and in {} slices (all "
+         "pieces or the slices hold them)",
+         where, name, with, pieces, slices);
+}
+
+// Every tensor's values placed as check_values_place wants.
+void check_values_places(const std::string& where, const std::vector<shard_record>& records) {
+  std::set<std::string> names;
+  for (auto& r : records) names.insert(r.name);
+  for (auto& name : names) check_values_place(where, name, records);
+}
+
 }  // namespace
 
 std::string shard_file_name(int stage, int tp_rank) {
@@ -158,7 +185,7 @@ std::vector<shard_record> write_moment_pieces(const std::string& dir, const std:
                                               const std::vector<moment_piece>& pieces,
                                               const metadata_map& metadata) {
   std::vector<tensor> held;  // the pieces' copies, alive until written
-  held.reserve(2 * pieces.size());
+  held.reserve(3 * pieces.size());
   std::vector<std::pair<std::string, const tensor*>> tensors;
   std::vector<shard_record> records;
   std::set<std::string> keys;
@@ -166,15 +193,20 @@ std::vector<shard_record> write_moment_pieces(const std::string& dir, const std:
     MERAK_CHECK(p.end > p.begin, "moment piece [{}, {}) of '{}'", p.begin, p.end, p.spec->name);
     MERAK_CHECK(keys.insert(fmt::format("m.{}@{}", p.spec->name, p.begin)).second,
                 "moment pieces for '{}': 'm.{}@{}' twice", file, p.spec->name, p.begin);
-    for (const float* src : {p.m, p.v}) {
+    const std::string names[] = {fmt::format("m.{}@{}", p.spec->name, p.begin),
+                                 fmt::format("v.{}@{}", p.spec->name, p.begin),
+                                 fmt::format("{}@{}", p.spec->name, p.begin)};
+    const float* sources[] = {p.m, p.v, p.value};
+    for (int k = 0; k < 3; ++k) {
+      if (!sources[k]) continue;
       held.emplace_back(shape_t{p.end - p.begin});
-      std::memcpy(held.back().f32(), src, held.back().bytes());
+      std::memcpy(held.back().f32(), sources[k], held.back().bytes());
+      tensors.emplace_back(names[k], &held.back());
     }
-    tensors.emplace_back(fmt::format("m.{}@{}", p.spec->name, p.begin), &held[held.size() - 2]);
-    tensors.emplace_back(fmt::format("v.{}@{}", p.spec->name, p.begin), &held.back());
     shard_record r{file, p.spec->name, p.spec->shard,
                    p.spec->shard.sharded() ? p.spec->shard.full : p.spec->shape};
     r.moment_piece = true;
+    r.with_values = p.value != nullptr;
     r.begin = p.begin;
     r.end = p.end;
     records.push_back(std::move(r));
@@ -233,6 +265,7 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
     check_complete("checkpoint " + tmp.string(), tensor_name, slices);
   for (auto& [tensor_name, pieces] : by_tensor(records, true))
     check_pieces("checkpoint " + tmp.string(), tensor_name, pieces);
+  check_values_places("checkpoint " + tmp.string(), records);
   json tensors = json::object();
   for (auto& r : records) {
     if (!fs::exists(tmp / r.file))
@@ -244,8 +277,9 @@ std::string commit_sharded_checkpoint(const std::string& dir, int64_t step,
            shape_str(t["shape"].get<shape_t>()), shape_str(r.full));
     if (r.moment_piece) {
       if (!t.contains("moments")) t["moments"] = json::array();
-      t["moments"].push_back(
-          {{"file", r.file}, {"shard", spec_json(r.spec)}, {"elements", {r.begin, r.end}}});
+      json piece = {{"file", r.file}, {"shard", spec_json(r.spec)}, {"elements", {r.begin, r.end}}};
+      if (r.with_values) piece["values"] = true;
+      t["moments"].push_back(std::move(piece));
     } else {
       t["slices"].push_back({{"file", r.file}, {"shard", spec_json(r.spec)}});
     }
@@ -369,7 +403,7 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
     const std::string at = fmt::format("{}: tensor '{}'", where, name);
     auto full = field<shape_t>(t, "shape", at);
     auto slices = field<json>(t, "slices", at);
-    if (!slices.is_array() || slices.empty()) fail("{}: no slices", at);
+    if (!slices.is_array()) fail("{}: field 'slices' is not an array", at);
     json pieces = t.contains("moments") ? field<json>(t, "moments", at) : json::array();
     if (!pieces.is_array()) fail("{}: field 'moments' is not an array", at);
     for (auto& s : slices) s["elements"] = nullptr;  // a value slice
@@ -385,6 +419,7 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
         r.moment_piece = true;
         r.begin = range[0];
         r.end = range[1];
+        if (s.contains("values")) r.with_values = field<bool>(s, "values", at);
       }
       r.file = field<std::string>(s, "file", at);
       if (r.file.empty() || r.file.find('/') != std::string::npos || r.file[0] == '.')
@@ -407,6 +442,7 @@ checkpoint_reader::checkpoint_reader(const std::string& path)
   }
   for (auto& [name, slices] : by_tensor(records_)) check_complete(where, name, slices);
   for (auto& [name, pieces] : by_tensor(records_, true)) check_pieces(where, name, pieces);
+  check_values_places(where, records_);
   cache_->verify = [dir = dir_, meta = metadata_, records = records_](
                        const std::string& file, const safetensors_file& f) {
     std::vector<const shard_record*> mine;
@@ -442,9 +478,11 @@ tensor checkpoint_reader::full(const std::string& key) const {
   std::vector<const shard_record*> slices, pieces;
   for (auto& r : records_)
     if (r.name == name) (r.moment_piece ? pieces : slices).push_back(&r);
-  if (slices.empty()) fail("checkpoint '{}' has no tensor '{}'", dir_, name);
-  tensor whole(slices.front()->full);  // every part there exactly once (checked at open)
-  if (moment && !pieces.empty()) {
+  if (slices.empty() && pieces.empty()) fail("checkpoint '{}' has no tensor '{}'", dir_, name);
+  // Every part there exactly once (checked at open); the values in the
+  // pieces when no slice holds them.
+  tensor whole((slices.empty() ? pieces : slices).front()->full);
+  if ((moment || slices.empty()) && !pieces.empty()) {
     // Each part from its pieces (elements in row-major order), then placed.
     std::map<int, tensor> parts;
     for (auto* r : pieces) {

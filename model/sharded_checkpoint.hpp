@@ -31,7 +31,10 @@ namespace merak::model {
 // A moment piece (the distributed optimizer's: each data-parallel replica
 // keeps the AdamW moments of some elements only) holds "m.NAME@BEGIN" and
 // "v.NAME@BEGIN": elements [begin, end) of the holder's part (its TP slice,
-// or the whole tensor) in row-major order, as 1-D tensors.
+// or the whole tensor) in row-major order, as 1-D tensors. With
+// `with_values` (parameter shards: each replica keeps the values of those
+// elements only) it holds "NAME@BEGIN" too, and no slice holds the values:
+// a tensor's values are in its slices or in all of its pieces, never both.
 struct shard_record {
   std::string file;
   std::string name;
@@ -39,6 +42,7 @@ struct shard_record {
   shape_t full;
   bool moment_piece = false;
   int64_t begin = 0, end = 0;  // a moment piece's elements
+  bool with_values = false;    // a moment piece that holds the values too
 };
 
 // "shard-s003-t001.safetensors": stage 3, TP shard 1.
@@ -57,12 +61,14 @@ std::vector<shard_record> write_shard(const std::string& dir, const std::string&
                                       const metadata_map& metadata);
 
 // One moment piece to write: elements [begin, end) of the holder's part of
-// the parameter `spec` names, its moments m[0, end - begin), v likewise.
+// the parameter `spec` names, its moments m[0, end - begin), v likewise,
+// and its values likewise when `value` is set.
 struct moment_piece {
   const param_spec* spec = nullptr;
   int64_t begin = 0, end = 0;
   const float* m = nullptr;
   const float* v = nullptr;
+  const float* value = nullptr;
 };
 // Writes the pieces to DIR/FILE (atomically, fsync'd); returns their
 // records.

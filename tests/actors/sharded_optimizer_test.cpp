@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -252,8 +253,9 @@ namespace {
 
 // Two steps of dp 2 x pp 2 under `sharding` saved, then resumed on one
 // device: every step within 1e-5 of the single device's run.
-void save_then_resume_single(sharding_strategy sharding, bool overlap_param_gather,
-                             const std::string& name) {
+void save_then_resume_single(
+    sharding_strategy sharding, bool overlap_param_gather, const std::string& name,
+    const std::function<void(const model::checkpoint_reader&)>& inspect = {}) {
   const int64_t steps = 5;
   const auto o = test::layout_test_options(steps);
   const auto reference = test::single_device_losses(o);
@@ -272,6 +274,7 @@ void save_then_resume_single(sharding_strategy sharding, bool overlap_param_gath
       REQUIRE(tr.train_step().loss == Approx(reference[size_t(s)]).epsilon(1e-5));
     tr.save();  // with the last step's all-gathers possibly still out when overlapped
   }
+  if (inspect) inspect(model::checkpoint_reader(dir.string()));
   auto x = o;
   x.load = dir.string();
   model::trainer single(x, test::layout_test_corpus());
@@ -295,7 +298,23 @@ TEST_CASE("a checkpoint saved under gradient shards resumes on one device",
 
 TEST_CASE("a checkpoint saved under parameter shards resumes on one device",
           "[actors][checkpoint][sharding]") {
-  save_then_resume_single(sharding_strategy::optim_grads_params, false, "merak_param_shards_ckpt_");
+  // Nothing gathered: every replica wrote its elements' values and moments,
+  // no file holds a whole value.
+  save_then_resume_single(
+      sharding_strategy::optim_grads_params, false, "merak_param_shards_ckpt_",
+      [](const model::checkpoint_reader& ckpt) {
+        std::set<std::string> files;
+        for (auto& r : ckpt.records()) {
+          INFO(r.name << " in " << r.file);
+          CHECK(r.moment_piece);
+          CHECK(r.with_values);
+          files.insert(r.file);
+        }
+        CHECK(files == std::set<std::string>{model::moment_file_name(0, 0, 0),
+                                             model::moment_file_name(0, 0, 1),
+                                             model::moment_file_name(1, 0, 0),
+                                             model::moment_file_name(1, 0, 1)});
+      });
 }
 
 TEST_CASE(

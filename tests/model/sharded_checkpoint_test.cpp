@@ -243,6 +243,72 @@ TEST_CASE("moments saved as element pieces by several replicas reassemble, and g
   }
 }
 
+TEST_CASE("values saved as element pieces with their moments reassemble, and mixed places are named",
+          "[checkpoint]") {
+  temp_dir d("merak_value_pieces_");
+  sample s;
+  // Parameter shards: no file holds whole values; each replica's file holds
+  // its elements' values and moments.
+  auto tmp = begin_checkpoint(d.path.string(), 3);
+  const metadata_map meta{{"merak.step", "3"}, {"merak.adam_t", "3"}};
+  std::vector<shard_record> records;
+  const int64_t cuts[][2] = {{0, 7}, {7, 12}};
+  for (int rep = 0; rep < 2; ++rep)
+    for (int k = 0; k < 2; ++k) {
+      const auto [b, e] = std::pair{cuts[rep][0], cuts[rep][1]};
+      std::vector<moment_piece> pieces{{&s.part[k].spec, b, e, s.pm[k].f32() + b,
+                                        s.pv[k].f32() + b, s.part[k].value.f32() + b}};
+      const int64_t bb = 3 * rep, be = 3 * rep + 3;
+      if (k == 0)
+        pieces.push_back({&s.whole_bias.spec, bb, be, s.bm.f32() + bb, s.bv.f32() + bb,
+                          s.whole_bias.value.f32() + bb});
+      auto mine = write_moment_pieces(tmp, moment_file_name(0, k, rep), pieces, meta);
+      records.insert(records.end(), mine.begin(), mine.end());
+    }
+  // A piece of the bias without its values beside pieces with them.
+  {
+    auto mixed = records;
+    for (auto& r : mixed)
+      if (r.name == "b" && r.begin == 0) r.with_values = false;
+    CHECK_THROWS_WITH(commit_sharded_checkpoint(d.path.string(), 3, mixed, meta, "dp=2 tp=2"),
+                      Catch::Contains("tensor 'b' has its values in 1 of its 2 moment pieces"));
+  }
+  auto dir = fs::path(commit_sharded_checkpoint(d.path.string(), 3, records, meta, "dp=2 tp=2"));
+  {
+    checkpoint_reader ckpt(dir.string());
+    CHECK(same(ckpt.full("w"), s.weight));
+    CHECK(same(ckpt.full("b"), s.bias));
+    CHECK(same(ckpt.full("m.w"), s.m));
+    CHECK(same(ckpt.full("v.b"), s.bv));
+    CHECK(ckpt.parameters().size() == 2);
+    for (auto& r : ckpt.records()) CHECK((r.moment_piece && r.with_values));
+    // The holders' parts load into a layout of other TP slices.
+    parameter whole_w;
+    whole_w.spec = {"w", {4, 6}};
+    whole_w.value = tensor({4, 6});
+    read_holder_part(ckpt, "w", whole_w.spec, whole_w.value);
+    CHECK(same(whole_w.value, s.weight));
+    auto out = export_single_device(ckpt, (d.path / "single").string());
+    CHECK(same(checkpoint_reader(out).full("w"), s.weight));
+  }
+  auto index_path = dir / "index.json";
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path));
+  REQUIRE(index["tensors"]["w"]["slices"].empty());
+  SECTION("an index that drops a piece's values") {
+    auto j = index;
+    j["tensors"]["w"]["moments"][0].erase("values");
+    write_sealed(index_path, j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()),
+                      Catch::Contains("tensor 'w' has its values in 3 of its 4 moment pieces"));
+  }
+  SECTION("an index whose tensor has neither slices nor value pieces") {
+    auto j = index;
+    for (auto& p : j["tensors"]["b"]["moments"]) p.erase("values");
+    write_sealed(index_path, j);
+    CHECK_THROWS_WITH(checkpoint_reader(dir.string()), Catch::Contains("no slice of tensor 'b'"));
+  }
+}
+
 TEST_CASE("re-saving a step keeps a checkpoint that latest can reach at every point",
           "[checkpoint]") {
   temp_dir d("merak_shard_again_");
