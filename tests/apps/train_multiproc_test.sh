@@ -368,35 +368,14 @@ EOF2
       --bucket-mb 0.01
     compare "$work/mp.jsonl" "$work/ip.jsonl" 1e-12 "$work/one.jsonl"
     ;;
-  optim_grads_params_reshard)
-    # Saved by 4 processes under parameter shards, resumed by 2 processes as
-    # pp 2 without sharding, and by one device: both continue the single
-    # device's run within 1e-5.
-    "$merak" launch --procs 4 --timeout 150 train "${model[@]}" --steps 6 --dp 4 \
-      --data-parallel-sharding-strategy optim_grads_params --bucket-mb 0.01 --save "$work/ck" \
-      --save-interval 3 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
-    "$merak" launch --procs 2 --timeout 150 train "${model[@]}" --steps 6 --pp 2 \
-      --micro-batches 2 --load "$work/ck/step_00000003" --metrics "$work/pp.jsonl" \
-      2>"$work/pp.err" || { cat "$work/pp.err"; exit 1; }
-    "$merak" train "${model[@]}" --steps 6 --load "$work/ck/step_00000003" \
-      --metrics "$work/resumed.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
-    "$merak" train "${model[@]}" --steps 6 --metrics "$work/one.jsonl" 2>/dev/null
-    python3 - "$work/pp.jsonl" "$work/resumed.jsonl" "$work/one.jsonl" <<'EOF2'
-import json, sys
-pp, resumed, one = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
-for run in (pp, resumed):
-    assert [r["step"] for r in run] == [4, 5, 6], run
-    for a, b in zip(run, one[3:]):
-        assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (a["step"], a["loss"], b["loss"])
-print("ok: optim_grads_params over 4 processes resumed as pp 2 over 2 processes and on one device")
-EOF2
-    ;;
-  optim_grads_reshard)
+  optim_grads_reshard | optim_grads_params_reshard)
     # Saved by 4 processes under gradient shards (each writes its moments'
-    # pieces), resumed by 2 processes as pp 2 without sharding, and by one
-    # device: both continue the single device's run within 1e-5.
+    # pieces) or parameter shards (its values' pieces too), resumed by 2
+    # processes as pp 2 without sharding, and by one device: both continue
+    # the single device's run within 1e-5.
+    strategy=${case_name%_reshard}
     "$merak" launch --procs 4 --timeout 150 train "${model[@]}" --steps 6 --dp 4 \
-      --data-parallel-sharding-strategy optim_grads --bucket-mb 0.01 --save "$work/ck" \
+      --data-parallel-sharding-strategy "$strategy" --bucket-mb 0.01 --save "$work/ck" \
       --save-interval 3 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
     "$merak" launch --procs 2 --timeout 150 train "${model[@]}" --steps 6 --pp 2 \
       --micro-batches 2 --load "$work/ck/step_00000003" --metrics "$work/pp.jsonl" \
@@ -404,14 +383,14 @@ EOF2
     "$merak" train "${model[@]}" --steps 6 --load "$work/ck/step_00000003" \
       --metrics "$work/resumed.jsonl" 2>"$work/e" || { cat "$work/e"; exit 1; }
     "$merak" train "${model[@]}" --steps 6 --metrics "$work/one.jsonl" 2>/dev/null
-    python3 - "$work/pp.jsonl" "$work/resumed.jsonl" "$work/one.jsonl" <<'EOF2'
+    python3 - "$work/pp.jsonl" "$work/resumed.jsonl" "$work/one.jsonl" "$strategy" <<'EOF2'
 import json, sys
-pp, resumed, one = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+pp, resumed, one = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
 for run in (pp, resumed):
     assert [r["step"] for r in run] == [4, 5, 6], run
     for a, b in zip(run, one[3:]):
         assert abs(a["loss"] - b["loss"]) <= 1e-5 * b["loss"], (a["step"], a["loss"], b["loss"])
-print("ok: optim_grads over 4 processes resumed as pp 2 over 2 processes and on one device")
+print(f"ok: {sys.argv[4]} over 4 processes resumed as pp 2 over 2 processes and on one device")
 EOF2
     ;;
   dp2_pp2)

@@ -20,6 +20,49 @@ std::string join(const std::vector<op>& ops) {
 
 auto no_delay = [](int, int, int) { return 0.0; };
 
+// A random pipeline: p stages (at least min_p), m micro-batches, any
+// schedule, full recomputation where the schedule allows; its policies, and
+// the ops each stage runs per micro-batch.
+struct random_pipeline {
+  schedule_kind kind;
+  int p, m, chunks;
+  bool full;
+  std::vector<stage_policy> pols;
+  int ops_per_mb() const {
+    return kind == schedule_kind::zb_h1 ? 3 : kind == schedule_kind::interleaved ? 2 * chunks : 2;
+  }
+};
+random_pipeline make_random_pipeline(rng& r, int min_p) {
+  random_pipeline x;
+  x.p = min_p + int(r.below(8 - min_p));
+  x.m = x.p + int(r.below(2 * x.p + 1));
+  x.kind = schedule_kind(r.below(5));
+  if (x.p == 1 && x.kind == schedule_kind::interleaved) x.kind = schedule_kind::gpipe;
+  x.full = r.below(2) == 1 && x.kind != schedule_kind::zb_h1 &&
+           x.kind != schedule_kind::interleaved;
+  x.chunks = 2 + int(r.below(3));
+  if (x.kind == schedule_kind::interleaved) x.m = x.p * (1 + int(r.below(3)));
+  x.pols = make_policies(x.kind, x.p, x.m, x.full, x.chunks);
+  return x;
+}
+
+// Random per-stage speeds, per-op jitter and link delays.
+struct random_timing {
+  std::vector<double> scale;
+  rng* r;
+  random_timing(rng& gen, int p) : scale(size_t(p)), r(&gen) {
+    for (auto& x : scale) x = 0.2 + 3.0 * r->uniform();
+  }
+  op_cost_fn cost() {
+    return [this](int s, const op& o, bool rib) {
+      return uniform_costs(1, 2, 1, 1)(s, o, rib) * scale[size_t(s)] * (0.5 + r->uniform());
+    };
+  }
+  link_delay_fn delay() {
+    return [this](int, int, int) { return 2.0 * r->uniform(); };
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the spec's p=4 m=8 orders are reproduced exactly", "[schedule]") {
@@ -77,29 +120,15 @@ TEST_CASE("the shifted schedule hides recomputation in the waiting time", "[sche
 TEST_CASE("no deadlock and no in-flight overrun under random costs and delays", "[schedule]") {
   for (uint64_t seed = 0; seed < 300; ++seed) {
     rng r(seed, 1);
-    int p = 2 + int(r.below(7));
-    int m = p + int(r.below(2 * p + 1));
-    auto kind = schedule_kind(r.below(5));
-    bool full =
-        r.below(2) == 1 && kind != schedule_kind::zb_h1 && kind != schedule_kind::interleaved;
-    const int chunks = 2 + int(r.below(3));
-    if (kind == schedule_kind::interleaved) m = p * (1 + int(r.below(3)));
-    auto pols = make_policies(kind, p, m, full, chunks);
-    std::vector<double> scale(p);
-    for (auto& x : scale) x = 0.2 + 3.0 * r.uniform();
-    auto cost = [&](int s, const op& o, bool rib) {
-      return uniform_costs(1, 2, 1, 1)(s, o, rib) * scale[s] * (0.5 + r.uniform());
-    };
-    auto delay = [&](int, int, int) { return 2.0 * r.uniform(); };
-    auto tr = simulate_pipeline(pols, cost, delay);
-    INFO("seed " << seed << " " << schedule_name(kind) << " p=" << p << " m=" << m);
+    auto x = make_random_pipeline(r, 2);
+    random_timing timing(r, x.p);
+    auto tr = simulate_pipeline(x.pols, timing.cost(), timing.delay());
+    INFO("seed " << seed << " " << schedule_name(x.kind) << " p=" << x.p << " m=" << x.m);
     REQUIRE_FALSE(tr.deadlocked);
-    for (int s = 0; s < p; ++s) {
-      if (pols[s].limited) CHECK(tr.max_in_flight[s] <= std::max(pols[s].warm, pols[s].steady));
-      const int per_mb = kind == schedule_kind::zb_h1         ? 3
-                         : kind == schedule_kind::interleaved ? 2 * chunks
-                                                              : 2;
-      CHECK(int(tr.stages[s].size()) >= per_mb * m);
+    for (int s = 0; s < x.p; ++s) {
+      auto& pol = x.pols[size_t(s)];
+      if (pol.limited) CHECK(tr.max_in_flight[s] <= std::max(pol.warm, pol.steady));
+      CHECK(int(tr.stages[s].size()) >= x.ops_per_mb() * x.m);
     }
   }
 }
@@ -109,34 +138,18 @@ TEST_CASE("fixed orders hold under any costs and delays, and never deadlock", "[
   // on: each stage runs the order fixed for it, whatever arrives when.
   for (uint64_t seed = 0; seed < 200; ++seed) {
     rng r(seed, 2);
-    int p = 1 + int(r.below(6));
-    int m = p + int(r.below(2 * p + 1));
-    auto kind = schedule_kind(r.below(5));
-    if (p == 1 && kind == schedule_kind::interleaved) kind = schedule_kind::gpipe;
-    bool full =
-        r.below(2) == 1 && kind != schedule_kind::zb_h1 && kind != schedule_kind::interleaved;
-    const int chunks = 2 + int(r.below(3));
-    if (kind == schedule_kind::interleaved) m = p * (1 + int(r.below(3)));
-    auto pols = make_policies(kind, p, m, full, chunks);
-    INFO("seed " << seed << " " << schedule_name(kind) << " p=" << p << " m=" << m
-                 << " full=" << full);
-    fix_orders(pols);
-    const int per_mb = kind == schedule_kind::zb_h1         ? 3
-                       : kind == schedule_kind::interleaved ? 2 * chunks
-                                                            : 2;
+    auto x = make_random_pipeline(r, 1);
+    INFO("seed " << seed << " " << schedule_name(x.kind) << " p=" << x.p << " m=" << x.m
+                 << " full=" << x.full);
+    fix_orders(x.pols);
     for (int run = 0; run < 3; ++run) {
-      std::vector<double> scale(p);
-      for (auto& x : scale) x = 0.2 + 3.0 * r.uniform();
-      auto cost = [&](int s, const op& o, bool rib) {
-        return uniform_costs(1, 2, 1, 1)(s, o, rib) * scale[s] * (0.5 + r.uniform());
-      };
-      auto delay = [&](int, int, int) { return 2.0 * r.uniform(); };
-      auto tr = simulate_pipeline(pols, cost, delay);
+      random_timing timing(r, x.p);
+      auto tr = simulate_pipeline(x.pols, timing.cost(), timing.delay());
       REQUIRE_FALSE(tr.deadlocked);
-      for (int s = 0; s < p; ++s) {
+      for (int s = 0; s < x.p; ++s) {
         INFO("stage " << s);
-        CHECK(int(pols[s].order.size()) >= per_mb * m);
-        CHECK(join(tr.order(s)) == join(pols[s].order));
+        CHECK(int(x.pols[size_t(s)].order.size()) >= x.ops_per_mb() * x.m);
+        CHECK(join(tr.order(s)) == join(x.pols[size_t(s)].order));
       }
     }
   }
