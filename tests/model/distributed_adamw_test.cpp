@@ -54,6 +54,28 @@ bool same_bits(const tensor& a, const tensor& b) {
 // Buckets as the gradient bucketer would make them: reverse order, split.
 const std::vector<std::vector<int>> kBuckets = {{4, 3}, {2}, {1, 0}};
 
+// d replicas of `reference` (copies), each with its distributed optimizer.
+struct replica_set {
+  std::vector<std::vector<parameter_ptr>> params;
+  std::vector<std::unique_ptr<distributed_adamw>> opts;
+  replica_set(const std::vector<parameter_ptr>& reference, const adamw_config& cfg, int d) {
+    for (int r = 0; r < d; ++r) {
+      params.push_back(copy_of(reference));
+      opts.push_back(std::make_unique<distributed_adamw>(cfg, params.back(), kBuckets, d, r));
+    }
+  }
+  // The same random gradient in the reference and every replica (the
+  // summed gradient every replica's slice holds).
+  void fill_gradients(const std::vector<parameter_ptr>& reference, rng& gr) {
+    for (size_t i = 0; i < reference.size(); ++i)
+      for (int64_t j = 0; j < reference[i]->grad.numel(); ++j) {
+        const float g = float(gr.normal());
+        reference[i]->grad.f32()[j] = g;
+        for (auto& rep : params) rep[i]->grad.f32()[j] = g;
+      }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("distributed AdamW: d replicas' slices give the plain optimizer's weights bit for bit",
@@ -62,20 +84,12 @@ TEST_CASE("distributed AdamW: d replicas' slices give the plain optimizer's weig
   const adamw_config cfg{0.9f, 0.95f, 1e-8f, 0.1f};
   auto reference = make_params(11);
   adamw plain(cfg, reference);
-  std::vector<std::vector<parameter_ptr>> replicas;
-  std::vector<std::unique_ptr<distributed_adamw>> opts;
-  for (int r = 0; r < d; ++r) {
-    replicas.push_back(copy_of(reference));
-    opts.push_back(std::make_unique<distributed_adamw>(cfg, replicas.back(), kBuckets, d, r));
-  }
+  replica_set set(reference, cfg, d);
+  auto& replicas = set.params;
+  auto& opts = set.opts;
   rng gr(5, 0);
   for (int step = 0; step < 6; ++step) {
-    for (size_t i = 0; i < reference.size(); ++i)
-      for (int64_t j = 0; j < reference[i]->grad.numel(); ++j) {
-        const float g = float(gr.normal());
-        reference[i]->grad.f32()[j] = g;  // the summed gradient every replica's slice holds
-        for (auto& rep : replicas) rep[i]->grad.f32()[j] = g;
-      }
+    set.fill_gradients(reference, gr);
     const float lr = 1e-2f * float(step + 1), clip = step % 2 ? 0.5f : 1.0f;
     plain.step(lr, clip, true);
     for (auto& o : opts) o->step(lr, clip, true);
@@ -190,13 +204,12 @@ TEST_CASE("distributed AdamW: value shards step like whole values and gather bac
   const adamw_config cfg{0.9f, 0.95f, 1e-8f, 0.1f};
   auto reference = make_params(17);
   adamw plain(cfg, reference);
-  std::vector<std::vector<parameter_ptr>> replicas;
-  std::vector<std::unique_ptr<distributed_adamw>> opts;
-  for (int r = 0; r < d; ++r) {
-    replicas.push_back(copy_of(reference));
-    opts.push_back(std::make_unique<distributed_adamw>(cfg, replicas.back(), kBuckets, d, r));
-    opts.back()->keep_value_shards();
-    for (int b = 0; b < int(kBuckets.size()); ++b) opts.back()->release_values(b);
+  replica_set set(reference, cfg, d);
+  auto& replicas = set.params;
+  auto& opts = set.opts;
+  for (auto& o : opts) {
+    o->keep_value_shards();
+    for (int b = 0; b < int(kBuckets.size()); ++b) o->release_values(b);
   }
   for (auto& rep : replicas)
     for (auto& p : rep) REQUIRE_FALSE(p->value.defined());
@@ -205,12 +218,7 @@ TEST_CASE("distributed AdamW: value shards step like whole values and gather bac
   CHECK(held == 4 * (35 + 5 + 33 + 13 + 1));  // each element on one replica
   rng gr(9, 0);
   for (int step = 0; step < 4; ++step) {
-    for (size_t i = 0; i < reference.size(); ++i)
-      for (int64_t j = 0; j < reference[i]->grad.numel(); ++j) {
-        const float g = float(gr.normal());
-        reference[i]->grad.f32()[j] = g;
-        for (auto& rep : replicas) rep[i]->grad.f32()[j] = g;
-      }
+    set.fill_gradients(reference, gr);
     plain.step(1e-2f, 1.0f, true);
     for (auto& o : opts) o->step(1e-2f, 1.0f, true);
     for (int b = 0; b < int(kBuckets.size()); ++b) {  // a node's all-gather, then its release
