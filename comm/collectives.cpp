@@ -1,7 +1,10 @@
 #include "comm/collectives.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <memory>
 #include <utility>
 
@@ -36,17 +39,45 @@ T* scratch(size_t n) {
   return reinterpret_cast<T*>(buf.get());
 }
 
+std::atomic<bool>& checks_on() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("MERAK_CHECK_COLLECTIVES");
+    return v && *v && std::string_view(v) != "0";
+  }()};
+  return on;
+}
+
+// What a collective call tells its right neighbour under the sequence check.
+struct call_description {
+  uint64_t call = 0, bytes = 0, tag = 0;
+  char what[40] = {};
+  std::string str() const {
+    return fmt::format("call {}, {} of {} bytes (tag {})", call,
+                       std::string(what, strnlen(what, sizeof what)), bytes, tag);
+  }
+  bool same(const call_description& o) const {
+    return call == o.call && bytes == o.bytes && tag == o.tag &&
+           std::strncmp(what, o.what, sizeof what) == 0;
+  }
+};
+
+// The sequence check of one call (defined below ring_allgather).
+void check_sequence(const char* what, transport& t, tag_t tag, uint64_t bytes, uint64_t call);
+
 // Runs `body` inside the transport's collective bracket
 // (transport::begin_collective), prefixing a transport error with the
-// collective's context.
+// collective's context; `bytes` is what the sequence check compares (0:
+// sizes that differ by rank).
 template <typename F>
-void with_context(const char* what, transport& t, tag_t tag, F&& body) {
+void with_context(const char* what, transport& t, tag_t tag, uint64_t bytes, F&& body) {
   struct bracket {
     transport& t;
     explicit bracket(transport& x) : t(x) { t.begin_collective(); }
     ~bracket() { t.end_collective(); }
   } in_collective(t);
+  const uint64_t call = t.next_collective_call();
   try {
+    if (checks_on().load(std::memory_order_relaxed)) check_sequence(what, t, tag, bytes, call);
     body();
   } catch (const error& e) {
     throw error(
@@ -228,6 +259,31 @@ void ring_allgather(transport& t, std::byte* all, const std::vector<size_t>& off
   }
 }
 
+// Every rank's description of its call, all-gathered; each rank compares
+// them with rank 0's, so every rank fails alike, naming the first rank
+// that differs.
+void check_sequence(const char* what, transport& t, tag_t tag, uint64_t bytes, uint64_t call) {
+  const int P = t.size();
+  if (P == 1) return;
+  std::vector<call_description> all(static_cast<size_t>(P));
+  auto& mine = all[size_t(t.rank())];
+  mine.call = call;
+  mine.bytes = bytes;
+  mine.tag = tag;
+  std::strncpy(mine.what, what, sizeof mine.what - 1);
+  const size_t n = static_cast<size_t>(P);
+  std::vector<size_t> offsets(n), sizes(n, sizeof(call_description));
+  for (size_t k = 0; k < n; ++k) offsets[k] = k * sizeof(call_description);
+  ring_allgather(t, reinterpret_cast<std::byte*>(all.data()), offsets, sizes,
+                 collective_tag(kmax_collective_tag - 1, 0));
+  for (int k = 1; k < P; ++k)
+    if (!all[size_t(k)].same(all[0]))
+      fail(
+          "collective sequence check: rank {} issued {} where rank 0 issued {} (every rank of "
+          "a group must issue the same collectives, sizes and tags in the same order)",
+          k, all[size_t(k)].str(), all[0].str());
+}
+
 }  // namespace
 
 tag_t collective_tag(tag_t tag, uint32_t sub) {
@@ -248,13 +304,16 @@ void add_bf16(bf16* dst, const bf16* a, const bf16* b, size_t n, size_t) {
 
 }  // namespace
 
+void set_collective_checks(bool on) { checks_on().store(on, std::memory_order_relaxed); }
+bool collective_checks() { return checks_on().load(std::memory_order_relaxed); }
+
 void allreduce_sum(transport& t, std::span<float> data, tag_t tag, const ring_options& options) {
-  with_context("allreduce_sum", t, tag,
+  with_context("allreduce_sum", t, tag, data.size_bytes(),
                [&] { allreduce_by_size(t, data, tag, options, add_f32); });
 }
 
 void allreduce_sum(transport& t, std::span<bf16> data, tag_t tag, const ring_options& options) {
-  with_context("allreduce_sum (bf16)", t, tag,
+  with_context("allreduce_sum (bf16)", t, tag, data.size_bytes(),
                [&] { allreduce_by_size(t, data, tag, options, add_bf16); });
 }
 
@@ -265,18 +324,18 @@ std::pair<size_t, size_t> shard_range(size_t n, int ranks, int rank) {
 
 void reduce_scatter_sum(transport& t, std::span<float> data, tag_t tag,
                         const ring_options& options) {
-  with_context("reduce_scatter_sum", t, tag,
+  with_context("reduce_scatter_sum", t, tag, data.size_bytes(),
                [&] { ring_allreduce(t, data, tag, options, add_f32, true); });
 }
 
 void reduce_scatter_sum(transport& t, std::span<bf16> data, tag_t tag,
                         const ring_options& options) {
-  with_context("reduce_scatter_sum (bf16)", t, tag,
+  with_context("reduce_scatter_sum (bf16)", t, tag, data.size_bytes(),
                [&] { ring_allreduce(t, data, tag, options, add_bf16, true); });
 }
 
 void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag_t tag) {
-  with_context("allgather_shards", t, tag, [&] {
+  with_context("allgather_shards", t, tag, n * elem_bytes, [&] {
     const int P = t.size();
     if (P == 1 || n == 0) return;
     std::vector<size_t> offsets(P), sizes(P);
@@ -290,7 +349,7 @@ void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag
 }
 
 void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& options) {
-  with_context("allreduce_or", t, tag, [&] {
+  with_context("allreduce_or", t, tag, data.size_bytes(), [&] {
     allreduce_by_size(t, data, tag, options,
                       [](uint64_t* dst, const uint64_t* a, const uint64_t* b, size_t n, size_t) {
                         for (size_t k = 0; k < n; ++k) dst[k] = a[k] | b[k];
@@ -303,7 +362,7 @@ void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> s
   if (!sum.empty() && !bits.empty() &&
       reinterpret_cast<const void*>(bits.data() + bits.size()) != sum.data())
     fail("allreduce_or_sum: the floats must follow the bitmap in memory");
-  with_context("allreduce_or_sum", t, tag, [&] {
+  with_context("allreduce_or_sum", t, tag, bits.size_bytes() + sum.size_bytes(), [&] {
     // One all-reduce over the 32-bit words of both: OR below `edge`, float SUM above it. The
     // caller's buffer holds uint64_t and float objects, so values are moved with memcpy.
     const size_t edge = bits.size() * 2;
@@ -331,7 +390,7 @@ void allreduce_or_sum(transport& t, std::span<uint64_t> bits, std::span<float> s
 }
 
 void allgather(transport& t, const void* mine, size_t bytes, void* all, tag_t tag) {
-  with_context("allgather", t, tag, [&] {
+  with_context("allgather", t, tag, bytes, [&] {
     const int P = t.size();
     auto* out = static_cast<std::byte*>(all);
     std::byte* own = out + static_cast<size_t>(t.rank()) * bytes;
@@ -346,7 +405,7 @@ std::vector<size_t> allgatherv(transport& t, const void* mine, size_t bytes,
                                std::vector<std::byte>& all, tag_t tag) {
   const int P = t.size();
   std::vector<size_t> sizes(P);
-  with_context("allgatherv", t, tag, [&] {
+  with_context("allgatherv", t, tag, 0, [&] {
     std::vector<uint64_t> sz(P);
     const uint64_t b = bytes;
     std::vector<size_t> offsets(P), eight(P, sizeof(uint64_t));
@@ -368,7 +427,7 @@ std::vector<size_t> allgatherv(transport& t, const void* mine, size_t bytes,
 }
 
 void broadcast(transport& t, void* buf, size_t bytes, int root, tag_t tag, size_t chunk_bytes) {
-  with_context("broadcast", t, tag, [&] {
+  with_context("broadcast", t, tag, bytes, [&] {
     const int P = t.size();
     if (root < 0 || root >= P) fail("root {} is not a rank of a group of {}", root, P);
     if (P == 1 || bytes == 0) return;
@@ -399,7 +458,7 @@ void broadcast(transport& t, void* buf, size_t bytes, int root, tag_t tag, size_
 void barrier(transport& t, tag_t tag) {
   uint64_t one = 1;
   std::vector<uint64_t> all(t.size());
-  with_context("barrier", t, tag, [&] {
+  with_context("barrier", t, tag, 0, [&] {
     std::vector<size_t> offsets(t.size()), sizes(t.size(), sizeof one);
     for (int k = 0; k < t.size(); ++k) offsets[k] = k * sizeof one;
     all[t.rank()] = one;

@@ -24,6 +24,17 @@
 // that tag (other ranks fail too, or time out).
 //
 // Threads: a call blocks the calling thread, which must own the endpoint.
+//
+// Sequence check (set_collective_checks, or MERAK_CHECK_COLLECTIVES=1 in the
+// environment): every collective first all-gathers a description of itself
+// from every rank (the endpoint's call number, the collective, its bytes
+// and tag), so ranks that issue different collectives, sizes or tags at the
+// same point — what leaves a real job hanging — all fail at once with the
+// same merak::error naming the first rank that differs from rank 0 and both
+// calls. It costs a ring all-gather of 64 bytes a rank per call; the user
+// tag kmax_collective_tag - 1 is reserved for it. With it on, an
+// endpoint's collectives must come from one thread at a time in one order
+// (merak's own do).
 
 #include <chrono>
 #include <condition_variable>
@@ -44,6 +55,11 @@
 namespace merak::comm {
 
 inline constexpr tag_t kmax_collective_tag = tag_t{1} << 28;
+
+// The sequence check (above) for every collective of this process, and
+// whether it is on (initially: MERAK_CHECK_COLLECTIVES set and not "0").
+void set_collective_checks(bool on);
+bool collective_checks();
 
 // The transport tag of sub-message `sub` of the collective with user tag
 // `tag`. Throws merak::error if tag >= kmax_collective_tag.

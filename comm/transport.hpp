@@ -89,6 +89,10 @@ class transport {
   virtual void begin_collective() {}
   virtual void end_collective() {}
 
+  // The collectives' sequence number on this endpoint (collectives.hpp's
+  // check that every rank issues the same calls): the next call's.
+  uint64_t next_collective_call() { return ++collective_calls_; }
+
   // Ends the job's traffic on this endpoint: every current and later wait
   // fails at once (within ~100 ms) with merak::error naming `why`, and
   // shutting down no longer waits on peers. Thread-safe: the point is to
@@ -117,6 +121,7 @@ class transport {
 
  private:
   std::atomic<uint64_t> bytes_sent_{0};
+  uint64_t collective_calls_ = 0;
 };
 
 }  // namespace merak::comm

@@ -491,3 +491,70 @@ TEST_CASE("ucx_tls_without_cma swaps shared memory for posix and drops cma", "[u
   CHECK(ucx_tls_without_cma("cma,self").empty());  // cma was all there was
 }
 #endif
+
+namespace {
+
+// The sequence check on for one test.
+struct checks_on {
+  checks_on() { set_collective_checks(true); }
+  ~checks_on() { set_collective_checks(false); }
+};
+
+bool all_contain(const std::vector<std::string>& errors, const std::string& what) {
+  for (auto& e : errors)
+    if (e.find(what) == std::string::npos) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the sequence check lets matching collectives through and names mismatched ones",
+          "[comm][collectives]") {
+  checks_on on;
+  const int P = 3;
+  SECTION("matching calls run as without the check") {
+    auto errors = run_ranks(P, [](transport& t) {
+      std::vector<float> x(100, float(t.rank() + 1));
+      allreduce_sum(t, std::span<float>(x), 7);
+      for (float v : x) REQUIRE(v == 6.0f);
+      std::vector<float> y(10, 1.0f);
+      reduce_scatter_sum(t, std::span<float>(y), 8);
+      barrier(t, 9);
+      std::vector<std::byte> all;
+      allgatherv(t, y.data(), sizeof(float) * size_t(t.rank()), all, 10);  // sizes differ
+    });
+    for (auto& e : errors) CHECK(e.empty());
+  }
+  SECTION("another collective on one rank") {
+    auto errors = run_ranks(P, [](transport& t) {
+      std::vector<float> x(100, 1.0f);
+      if (t.rank() == 1)
+        reduce_scatter_sum(t, std::span<float>(x), 7);
+      else
+        allreduce_sum(t, std::span<float>(x), 7);
+    });
+    CHECK(all_contain(errors, "collective sequence check"));
+    CHECK(all_contain(errors, "rank 1 issued call 1, reduce_scatter_sum of 400 bytes (tag 7) where "
+                              "rank 0 issued call 1, allreduce_sum of 400 bytes (tag 7)"));
+  }
+  SECTION("another size on one rank") {
+    auto errors = run_ranks(P, [](transport& t) {
+      std::vector<float> x(t.rank() == 2 ? 50 : 100, 1.0f);
+      allreduce_sum(t, std::span<float>(x), 7);
+    });
+    CHECK(all_contain(errors, "collective sequence check"));
+    CHECK(all_contain(errors, "rank 2 issued call 1, allreduce_sum of 200 bytes (tag 7) where rank "
+                              "0 issued call 1, allreduce_sum of 400 bytes"));
+  }
+  SECTION("the same calls in another order (buckets reduced out of turn)") {
+    auto errors = run_ranks(P, [](transport& t) {
+      std::vector<float> a(64, 1.0f), b(64, 2.0f);
+      const tag_t first = t.rank() == 0 ? 4 : 3, second = t.rank() == 0 ? 3 : 4;
+      allreduce_sum(t, std::span<float>(a), first);
+      allreduce_sum(t, std::span<float>(b), second);
+    });
+    CHECK(all_contain(errors, "collective sequence check"));
+    CHECK(all_contain(errors, "rank 1 issued call 1, allreduce_sum of 256 bytes (tag 3) where rank 0 "
+                              "issued call 1, allreduce_sum of 256 bytes (tag 4)"));
+  }
+}
