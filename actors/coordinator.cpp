@@ -292,6 +292,7 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.bucket_bytes = par.bucket_bytes;
   if (par.sparse.kind != comm::codec_kind::dense) su.sparse_param = "wte";
   su.distributed_optimizer = par.sharding != partition::sharding_strategy::no_shard;
+  su.shard_parameters = partition::shards_parameters(par.sharding);
   su.recompute_attention = par.recompute == partition::recompute_kind::selective;
   if (channel) {
     su.channel = channel;
@@ -312,21 +313,14 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
   for (int i : mine) {
     const partition::actor_coordinate at = place.coordinate(i);
     const int r = at.replica, s = at.stage, t = at.shard;
-    // Parameter shards fetch each node's values ahead of it: the all-gather
-    // of updated values is not a step of its own to overlap.
-    std::shared_ptr<gather_progress> gathered;
-    if (par.dp > 1 && par.overlap_param_gather &&
-        par.sharding != partition::sharding_strategy::no_shard &&
-        !partition::shards_parameters(par.sharding))
-      gathered = std::make_shared<gather_progress>();
     std::shared_ptr<count_progress> reductions, fetched;
     if (par.dp > 1 && partition::shards_gradients(par.sharding))
       reductions = std::make_shared<count_progress>();
-    if (par.dp > 1 && partition::shards_parameters(par.sharding))
-      fetched = std::make_shared<count_progress>("all-gather of parameters");
+    if (par.dp > 1 && par.sharding != partition::sharding_strategy::no_shard &&
+        (par.overlap_param_gather || partition::shards_parameters(par.sharding)))
+      fetched = std::make_shared<count_progress>("all-gather of parameter values");
     if (par.dp > 1) {
       reducer_setup rs;
-      rs.gathered = gathered;
       rs.reduced = reductions;
       rs.fetched = fetched;
       rs.link = groups.replicas[r][s][t];
@@ -341,7 +335,6 @@ process_view coordinator::spawn_local_actors(const std::vector<int>& mine, const
     }
     auto setup = stage_setup_of(at, i, groups, host, per_actor, int(mine.size()),
                                 int(view.actors.size()));
-    setup.gathered = std::move(gathered);
     setup.reductions = std::move(reductions);
     setup.fetched = std::move(fetched);
     auto stage = spawn_stage(*sys, std::move(setup));

@@ -263,14 +263,12 @@ struct reduce_bucket {
 
 // stage -> its reducer: all-gather `flat` (floats; this replica's shard,
 // comm::shard_range, is its own), answered with bucket_gathered, or with
-// `overlapped` (--overlap-param-gather) marked finished in the reducer's
-// gather_progress (actors/param_gather.hpp) instead, or with `fetch`
-// (parameter shards) counted in its count_progress of fetches.
+// `fetch` (--overlap-param-gather, parameter shards) counted in the
+// reducer's count_progress of fetches (actors/param_gather.hpp) instead.
 struct gather_bucket {
   int bucket = 0;
   tensor_ref flat;
   stage_api stage;
-  bool overlapped = false;
   bool fetch = false;
 };
 
@@ -464,7 +462,7 @@ MERAK_INSPECT(apply_update, x.lr, x.clip, x.skip)
 MERAK_INSPECT(save_shard, text_ref{x.dir}, x.meta)
 MERAK_INSPECT(restore_shard, text_ref{x.dir})
 MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage, x.scatter)
-MERAK_INSPECT(gather_bucket, x.bucket, x.flat, x.stage, x.overlapped, x.fetch)
+MERAK_INSPECT(gather_bucket, x.bucket, x.flat, x.stage, x.fetch)
 MERAK_INSPECT(bucket_gathered, x.bucket, x.flat)
 MERAK_INSPECT(scheduler_wiring, x.stages, x.coordinator)
 MERAK_INSPECT(memory_report, x.memory)

@@ -1,11 +1,12 @@
 #pragma once
-// --overlap-param-gather: the all-gathers of a step's updated values run in
-// the reducer while the stage goes on into the next step, and the stage
-// takes each bucket's values only just before the first forward node that
-// reads them. gather_progress is what the two threads share: which
-// buckets' all-gathers are done. Only the stage writes parameter values
-// (it copies a finished bucket in itself), so no value is written while
-// another thread reads it.
+// What a stage actor and its reducer share across their threads: how far
+// the reducer has got with work the stage handed it, in the order handed
+// over. Used for the all-gathers of values that a stage takes only just
+// before a node reads them (--overlap-param-gather: a step's updated
+// values gathered while the stage goes on into the next step; parameter
+// shards: every node's values) and for the reductions of gradient shards.
+// Only the stage writes parameter values (it copies a finished bucket in
+// itself), so no value is written while another thread reads it.
 
 #include <condition_variable>
 #include <cstdint>
@@ -50,34 +51,11 @@ class progress_signal {
   std::string failed_;
 };
 
-// The all-gathers of one round of updated values, by bucket.
-class gather_progress : public progress_signal {
- public:
-  // A new round of `buckets` all-gathers, none done.
-  void begin(int buckets) {
-    update([&] { done_.assign(size_t(buckets), 0); });
-  }
-  // Bucket b's all-gather finished (the reducer's thread).
-  void finish(int b) {
-    update([&] {
-      if (b >= 0 && size_t(b) < done_.size()) done_[size_t(b)] = 1;
-    });
-  }
-  // Blocks until bucket b's all-gather finished; throws if they failed.
-  void wait(int b) {
-    progress_signal::wait([&] { return size_t(b) < done_.size() && done_[size_t(b)]; },
-                          "all-gather of updated values");
-  }
-
- private:
-  std::vector<char> done_;
-};
-
 // Work a reducer finishes in the order it was handed over, counted over
 // the run, for a stage that waits for the n-th: the reductions of gradient
 // shards (a backward waits for its oldest bucket instead of piling up
-// bucket copies the reducer has not reached) and the all-gathers of
-// parameter shards (a node waits for its parameters). The reducer drops
+// bucket copies the reducer has not reached) and the all-gathers of values
+// (a node waits for the buckets it reads). The reducer drops
 // its hold on a buffer before counting it.
 class count_progress : public progress_signal {
  public:

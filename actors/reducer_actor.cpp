@@ -27,8 +27,6 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
   self->set_exception_handler(exception_reason);
   self->state.cfg = std::move(setup);
   // However it ends, a stage waiting on an all-gather of this reducer wakes.
-  if (auto p = self->state.cfg.gathered)
-    self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
   if (auto p = self->state.cfg.reduced)
     self->attach_functor([p, where = self->state.cfg.where] { p->fail(where + " ended"); });
   if (auto p = self->state.cfg.fetched)
@@ -105,21 +103,15 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
           comm::allgather_shards(*st.cfg.link, data.data(), data.size(), sizeof(float), tag);
         } catch (const std::exception& e) {
           auto why = fmt::format("{}: {}", st.cfg.where, e.what());
-          if (st.cfg.gathered) st.cfg.gathered->fail(why);
           if (st.cfg.fetched) st.cfg.fetched->fail(why);
           self->quit(caf::make_error(caf::sec::runtime_error, why));
           return;
         }
         if (g.fetch) {
-          MERAK_CHECK(st.cfg.fetched, "{}: a parameter fetch without its progress", st.cfg.where);
+          MERAK_CHECK(st.cfg.fetched, "{}: an all-gather to count without its progress",
+                      st.cfg.where);
           g.flat = tensor_ref{};  // the stage holds the buffer
           st.cfg.fetched->finish_one();
-          return;
-        }
-        if (g.overlapped) {
-          MERAK_CHECK(st.cfg.gathered, "{}: an overlapped all-gather without its progress",
-                      st.cfg.where);
-          st.cfg.gathered->finish(g.bucket);
           return;
         }
         self->send(g.stage, bucket_gathered{g.bucket, std::move(g.flat)});

@@ -50,13 +50,11 @@ struct reducer_setup {
   comm::codec_config sparse;
   bool measure_error = false;  // exact dense average of the sparse bucket too
   std::string where;           // "reducer actor (dp=.., pp=.., tp=..)", for errors
-  // --overlap-param-gather: where overlapped all-gathers are marked done
-  // (shared with the stage actor).
-  std::shared_ptr<gather_progress> gathered;
   // Gradient shards: each reduction counted there, the bucket's buffer let
   // go before (the stage holds its own; bucket_reduced then carries none).
   std::shared_ptr<count_progress> reduced;
-  // Parameter shards: each all-gather sent with `fetch` counted there.
+  // --overlap-param-gather and parameter shards: each all-gather sent with
+  // `fetch` counted there (shared with the stage actor).
   std::shared_ptr<count_progress> fetched;
 };
 

@@ -116,10 +116,6 @@ struct stage_setup {
   // (model/distributed_adamw.hpp): buckets reduce-scattered, the updated
   // values all-gathered. Host parameters only.
   bool distributed_optimizer = false;
-  // --overlap-param-gather (with the distributed optimizer): the step ends
-  // once its all-gathers are started; each bucket's values are taken just
-  // before the first forward node that reads them. Shared with the reducer.
-  std::shared_ptr<gather_progress> gathered;
   // Set for gradient shards (ZeRO stage 2, optim_grads, dp > 1): every
   // micro-batch's buckets are reduce-scattered as its backward ends and
   // summed into the optimizer's gradient shards; the parameters' whole
@@ -127,11 +123,15 @@ struct stage_setup {
   // makes them zeros again at the next backward). The reducer's count of
   // finished reductions, for a backward that waits once buckets pile up.
   std::shared_ptr<count_progress> reductions;
-  // Set for parameter shards (ZeRO stage 3, optim_grads_params, dp > 1;
-  // gradient shards too): each replica keeps its slice of the values, and
-  // every node's buckets are all-gathered just before it runs
-  // (model/parameter_fetch.hpp) by the reducer, which counts them here.
+  // Set when the stage takes all-gathered values only just before a node
+  // reads them (dp > 1): under --overlap-param-gather (the step ends once
+  // its all-gathers are started) and under parameter shards. The reducer
+  // counts each all-gather handed to it with `fetch` here, in order.
   std::shared_ptr<count_progress> fetched;
+  // Parameter shards (ZeRO stage 3, optim_grads_params; gradient shards
+  // too): each replica keeps its slice of the values, and every node's
+  // buckets are gathered just before it runs (model/parameter_fetch.hpp).
+  bool shard_parameters = false;
   // Selective recomputation: the attention cores recomputed in backward.
   bool recompute_attention = false;
 };

@@ -35,6 +35,23 @@ std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b) {
   return std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
 }
 
+// Hands bucket b's buffer (this replica's slice packed in) to the reducer's
+// all-gather; finish_gather takes its values.
+void start_gather(stage_state& st, int b, std::shared_ptr<model::tensor> flat) {
+  st.fetching[size_t(b)] = {++st.fetches_sent, flat};
+  caf::anon_send(st.reducer, gather_bucket{b, tensor_ref{std::move(flat)}, {}, true});
+}
+
+// Bucket b's values from its all-gather, waiting for it (nothing when none
+// is out).
+void finish_gather(stage_state& st, int b) {
+  auto& [ticket, flat] = st.fetching[size_t(b)];
+  if (!flat) return;
+  st.cfg.fetched->wait_for(ticket);
+  st.dist->unpack_values(b, flat->f32());
+  flat.reset();
+}
+
 // Whether this shard writes parameter `prm` into checkpoints: its slices of
 // split weights, the unsplit ones on TP shard 0 only, tied weights on their
 // owner stage only.
@@ -101,7 +118,7 @@ void setup_distributed_optimizer(stage_state& st) {
       if (st.dist->gradient_sharded(b))
         for (int p : st.dist->bucket_params(b)) all[size_t(p)]->grad = model::tensor();
   }
-  if (!st.cfg.gathered && !st.cfg.fetched) return;
+  if (!st.cfg.fetched) return;
   for (int n = st.cfg.first; n < st.cfg.last; ++n) {
     std::vector<int> buckets;
     for (auto& spec : st.cfg.graph->nodes()[size_t(n)].params)
@@ -112,11 +129,11 @@ void setup_distributed_optimizer(stage_state& st) {
         }
     st.node_buckets.push_back(std::move(buckets));
   }
-  if (st.cfg.fetched) {
+  st.fetching.resize(size_t(st.dist->buckets()));
+  if (st.cfg.shard_parameters) {
     setup_parameter_shards(st);
     return;
   }
-  st.gathering.resize(size_t(st.dist->buckets()));
   st.exec->set_parameter_hook([&st](int n, int) { take_gathered_values(st, n); });
 }
 
@@ -124,22 +141,15 @@ void setup_parameter_shards(stage_state& st) {
   auto& dist = *st.dist;
   dist.keep_value_shards();
   for (int b = 0; b < dist.buckets(); ++b) dist.release_values(b);
-  st.fetching.resize(size_t(dist.buckets()));
   model::parameter_fetcher::hooks h;
   h.request = [&st](int b) {
     auto flat = std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
     st.dist->pack_owned_values(b, flat->f32());
-    st.fetching[size_t(b)] = {++st.fetches_sent, flat};
     st.gathered_bytes += int64_t(flat->bytes());
     st.gathered_peak = std::max(st.gathered_peak, st.gathered_bytes);
-    caf::anon_send(st.reducer, gather_bucket{b, tensor_ref{flat}, {}, false, true});
+    start_gather(st, b, std::move(flat));
   };
-  h.take = [&st](int b) {
-    auto& [ticket, flat] = st.fetching[size_t(b)];
-    st.cfg.fetched->wait_for(ticket);
-    st.dist->unpack_values(b, flat->f32());
-    flat.reset();
-  };
+  h.take = [&st](int b) { finish_gather(st, b); };
   h.release = [&st](int b) {
     st.dist->release_values(b);
     st.gathered_bytes -= st.dist->bucket_numel(b) * int64_t(sizeof(float));
@@ -214,17 +224,15 @@ void apply_step_update(stage_self self, const apply_update& u) {
     // gathers it.
     st.fetch->release_all();
     st.dist->step(u.lr, u.clip, true);
-  } else if (st.cfg.gathered) {
+  } else if (st.cfg.fetched) {
     // The next forward takes each bucket as it needs it: the first stage's
     // nodes' buckets (the last made in backward) are gathered first.
     take_gathered_values(st, -1);
     st.dist->step(u.lr, u.clip, true);
-    st.cfg.gathered->begin(st.dist->buckets());
     for (int b = st.dist->buckets() - 1; b >= 0; --b) {
       auto flat = gather_buffer(st, b);
       st.dist->pack_owned_values(b, flat->f32());
-      st.gathering[size_t(b)] = flat;
-      self->send(st.reducer, gather_bucket{b, tensor_ref{flat}, self, true});
+      start_gather(st, b, std::move(flat));
     }
   } else {
     // This replica's slices, then every replica's updated slices to all.
@@ -241,17 +249,10 @@ void apply_step_update(stage_self self, const apply_update& u) {
 }
 
 void take_gathered_values(stage_state& st, int n) {
-  auto take = [&](int b) {
-    auto& flat = st.gathering[size_t(b)];
-    if (!flat) return;
-    st.cfg.gathered->wait(b);
-    st.dist->unpack_values(b, flat->f32());
-    flat.reset();
-  };
   if (n >= 0) {
-    for (int b : st.node_buckets[size_t(n - st.cfg.first)]) take(b);
+    for (int b : st.node_buckets[size_t(n - st.cfg.first)]) finish_gather(st, b);
   } else {
-    for (int b = 0; b < int(st.gathering.size()); ++b) take(b);
+    for (int b = 0; b < int(st.fetching.size()); ++b) finish_gather(st, b);
   }
 }
 
@@ -267,7 +268,7 @@ void take_bucket_gathered(stage_self self, bucket_gathered& g) {
 
 void save_own_shard(stage_self self, const save_shard& m) {
   auto& st = self->state;
-  if (st.cfg.gathered) take_gathered_values(st, -1);
+  if (st.cfg.fetched && !st.fetch) take_gathered_values(st, -1);
   auto meta = m.meta;  // and this shard's AdamW step count
   meta["merak.adam_t"] = std::to_string(st.dist ? st.dist->t() : st.opt->t());
   if (!st.dist) {
@@ -302,7 +303,7 @@ void save_own_shard(stage_self self, const save_shard& m) {
 
 void restore_own_shard(stage_self self, const restore_shard& m) {
   auto& st = self->state;
-  if (st.cfg.gathered) take_gathered_values(st, -1);
+  if (st.cfg.fetched && !st.fetch) take_gathered_values(st, -1);
   model::checkpoint_reader ckpt(m.dir);
   std::vector<model::parameter*> params;
   if (st.fetch) st.fetch->release_all();

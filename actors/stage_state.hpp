@@ -82,16 +82,15 @@ struct stage_state {
   // whole), and the all-gathers of the updated values still out.
   std::vector<char> scatter;
   int gathers = 0;
-  // --overlap-param-gather: each bucket's buffer while its all-gather is
-  // out (null once taken), and the buckets each node reads (by node - first).
-  std::vector<std::shared_ptr<model::tensor>> gathering;
+  // All-gathers taken just before a node reads them (stage_setup::fetched):
+  // the buckets each node reads (by node - first), each bucket's ticket and
+  // buffer while its all-gather is out (null once taken; the n-th one's
+  // result is in once the reducer counted n), and the all-gathers sent.
   std::vector<std::vector<int>> node_buckets;
-  // Parameter shards: which buckets' values are whole (the fetcher), each
-  // bucket's buffer while its all-gather is out, and the all-gathers sent
-  // (the n-th one's results are in once the reducer counted n).
-  std::unique_ptr<model::parameter_fetcher> fetch;
   std::vector<std::pair<int64_t, std::shared_ptr<model::tensor>>> fetching;
   int64_t fetches_sent = 0;
+  // Parameter shards: which buckets' values are whole.
+  std::unique_ptr<model::parameter_fetcher> fetch;
   // Bytes of buckets gathered or being gathered now, and the most this step.
   int64_t gathered_bytes = 0, gathered_peak = 0;
   double update_t0 = 0;

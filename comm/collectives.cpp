@@ -47,7 +47,7 @@ std::atomic<bool>& checks_on() {
   return on;
 }
 
-// What a collective call tells its right neighbour under the sequence check.
+// What a collective call tells every rank under the sequence check.
 struct call_description {
   uint64_t call = 0, bytes = 0, tag = 0;
   char what[40] = {};

@@ -145,30 +145,26 @@ void check_pieces(const std::string& where, const std::string& name,
   check_complete(where, "moments of " + name, one_each);
 }
 
-// A tensor's values are in its slices or in every one of its moment
+// Every tensor's values are in its slices or in every one of its moment
 // pieces, not in both, and somewhere. Throws merak::error naming `where`
 // and the tensor.
-void check_values_place(const std::string& where, const std::string& name,
-                        const std::vector<shard_record>& records) {
-  size_t slices = 0, pieces = 0, with = 0;
-  for (auto& r : records) {
-    if (r.name != name) continue;
-    if (!r.moment_piece) ++slices;
-    if (r.moment_piece) ++pieces;
-    if (r.with_values) ++with;
-  }
-  if (slices == 0 && with == 0) fail("{}: no slice of tensor '{}'", where, name);
-  if (with > 0 && (with != pieces || slices > 0))
-    fail("{}: tensor '{}' has its values in {} of its {} moment pieces and in {} slices (all "
-         "pieces or the slices hold them)",
-         where, name, with, pieces, slices);
-}
-
-// Every tensor's values placed as check_values_place wants.
 void check_values_places(const std::string& where, const std::vector<shard_record>& records) {
-  std::set<std::string> names;
-  for (auto& r : records) names.insert(r.name);
-  for (auto& name : names) check_values_place(where, name, records);
+  struct counts {
+    size_t slices = 0, pieces = 0, with = 0;
+  };
+  std::map<std::string, counts> by_name;
+  for (auto& r : records) {
+    auto& c = by_name[r.name];
+    ++(r.moment_piece ? c.pieces : c.slices);
+    if (r.with_values) ++c.with;
+  }
+  for (auto& [name, c] : by_name) {
+    if (c.slices == 0 && c.with == 0) fail("{}: no slice of tensor '{}'", where, name);
+    if (c.with > 0 && (c.with != c.pieces || c.slices > 0))
+      fail("{}: tensor '{}' has its values in {} of its {} moment pieces and in {} slices (all "
+           "pieces or the slices hold them)",
+           where, name, c.with, c.pieces, c.slices);
+  }
 }
 
 }  // namespace

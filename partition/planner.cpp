@@ -267,9 +267,8 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
   sp.gradients_bytes = 4 * P + buckets;
   sp.optimizer_bytes = 8 * P;
   if (sh != sharding_strategy::no_shard) sp.optimizer_bytes = 8 * P / d;
-  if (sh == sharding_strategy::optim_grads || sh == sharding_strategy::optim_grads_params)
-    sp.gradients_bytes = 4 * P / d;
-  if (sh == sharding_strategy::optim_grads_params)
+  if (shards_gradients(sh)) sp.gradients_bytes = 4 * P / d;
+  if (shards_parameters(sh))
     sp.parameters_bytes =
         4 * P / d +
         (d > 1 ? std::min(4 * P, 2 * std::max(4 * max_segment, std::min(bucket_bytes, 4 * P)))
@@ -340,7 +339,7 @@ void price_data_parallel(candidate& c, const cost_model& costs, const cluster_sp
     // stage's values anyway; each replica updates its 1/dp of the
     // parameters.
     const bool sharded = sharding != sharding_strategy::no_shard && dp > 1;
-    const bool gathered_later = sharding == sharding_strategy::optim_grads_params;
+    const bool gathered_later = shards_parameters(sharding);
     const double during = sharded ? ar / 2 : ar;
     // --overlap-param-gather: behind the stage's first forward of the next step.
     const double gather = sharded && !gathered_later ? ar / 2 : 0.0;

@@ -12,36 +12,17 @@
 using namespace merak::actors;
 using namespace std::chrono_literals;
 
-TEST_CASE("a wait on a bucket's all-gather returns once it finished", "[gather]") {
-  gather_progress p;
-  p.begin(3);
-  std::thread reducer([&] {
-    std::this_thread::sleep_for(20ms);
-    p.finish(2);
-    p.finish(0);
-  });
-  p.wait(2);
-  p.wait(0);
-  reducer.join();
-  p.finish(7);  // outside the round: ignored
-  p.begin(1);   // a new round: nothing done
-  std::thread late([&] {
-    std::this_thread::sleep_for(20ms);
-    p.finish(0);
-  });
-  p.wait(0);
-  late.join();
-}
-
 TEST_CASE("a failed all-gather or reduction wakes its waiter with the cause", "[gather]") {
-  gather_progress g;
-  g.begin(2);
+  count_progress g("all-gather of parameter values");
   std::thread a([&] {
+    std::this_thread::sleep_for(20ms);
+    g.finish_one();
     std::this_thread::sleep_for(20ms);
     g.fail("reducer actor (dp=1, pp=0, tp=0) ended");
   });
-  CHECK_THROWS_WITH(g.wait(1), Catch::Contains("all-gather of updated values") &&
-                                   Catch::Contains("reducer actor (dp=1, pp=0, tp=0) ended"));
+  g.wait_for(1);  // returns once the first finished
+  CHECK_THROWS_WITH(g.wait_for(2), Catch::Contains("all-gather of parameter values") &&
+                                       Catch::Contains("reducer actor (dp=1, pp=0, tp=0) ended"));
   a.join();
   count_progress r;
   r.finish_one();
