@@ -348,6 +348,106 @@ void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag
   });
 }
 
+namespace {
+
+// The elements of [b, e) as runs of one kind, in order: (end, exact) pairs
+// cut where an `exact` range starts or ends.
+template <typename F>
+void for_each_run(size_t b, size_t e, std::span<const std::pair<size_t, size_t>> exact, F&& f) {
+  auto it = std::lower_bound(exact.begin(), exact.end(), b,
+                             [](const std::pair<size_t, size_t>& r, size_t i) { return r.second <= i; });
+  size_t i = b;
+  while (i < e) {
+    if (it == exact.end() || it->first >= e) {
+      f(i, e, false);
+      return;
+    }
+    if (it->first > i) {
+      f(i, it->first, false);
+      i = it->first;
+    }
+    const size_t end = std::min(e, it->second);
+    f(i, end, true);
+    i = end;
+    ++it;
+  }
+}
+
+size_t mixed_wire_bytes(size_t b, size_t e, std::span<const std::pair<size_t, size_t>> exact) {
+  size_t bytes = 0;
+  for_each_run(b, e, exact,
+               [&](size_t x, size_t y, bool f32) { bytes += (y - x) * (f32 ? 4 : 2); });
+  return bytes;
+}
+
+void encode_mixed(const float* data, size_t b, size_t e,
+                  std::span<const std::pair<size_t, size_t>> exact, std::byte* out) {
+  for_each_run(b, e, exact, [&](size_t x, size_t y, bool f32) {
+    if (f32) {
+      std::memcpy(out, data + x, (y - x) * 4);
+      out += (y - x) * 4;
+      return;
+    }
+    for (size_t i = x; i < y; ++i, out += 2) {
+      const bf16 h = to_bf16(data[i]);
+      std::memcpy(out, &h, 2);
+    }
+  });
+}
+
+void decode_mixed(const std::byte* in, size_t b, size_t e,
+                  std::span<const std::pair<size_t, size_t>> exact, float* data) {
+  for_each_run(b, e, exact, [&](size_t x, size_t y, bool f32) {
+    if (f32) {
+      std::memcpy(data + x, in, (y - x) * 4);
+      in += (y - x) * 4;
+      return;
+    }
+    for (size_t i = x; i < y; ++i, in += 2) {
+      bf16 h;
+      std::memcpy(&h, in, 2);
+      data[i] = to_f32(h);
+    }
+  });
+}
+
+}  // namespace
+
+void allgather_shards_bf16(transport& t, std::span<float> data,
+                           std::span<const std::pair<size_t, size_t>> exact, tag_t tag) {
+  const size_t n = data.size();
+  for (size_t k = 0; k < exact.size(); ++k)
+    MERAK_CHECK(exact[k].first <= exact[k].second && exact[k].second <= n &&
+                    (k == 0 || exact[k - 1].second <= exact[k].first),
+                "allgather_shards_bf16: exact range {} [{}, {}) is not sorted, disjoint and "
+                "inside the {} elements",
+                k, exact[k].first, exact[k].second, n);
+  const int P = t.size();
+  std::vector<size_t> offsets(static_cast<size_t>(P)), sizes(static_cast<size_t>(P));
+  size_t total = 0;
+  for (int k = 0; k < P; ++k) {
+    auto [b, e] = split(n, size_t(P), size_t(k));
+    offsets[size_t(k)] = total;
+    sizes[size_t(k)] = mixed_wire_bytes(b, e, exact);
+    total += sizes[size_t(k)];
+  }
+  with_context("allgather_shards_bf16", t, tag, total, [&] {
+    if (P == 1 || n == 0) return;
+    std::vector<std::byte> wire(total);
+    const int r = t.rank();
+    {
+      auto [b, e] = split(n, size_t(P), size_t(r));
+      encode_mixed(data.data(), b, e, exact, wire.data() + offsets[size_t(r)]);
+    }
+    ring_allgather(t, wire.data(), offsets, sizes, collective_tag(tag, 0));
+    for (int k = 0; k < P; ++k) {
+      if (k == r) continue;
+      auto [b, e] = split(n, size_t(P), size_t(k));
+      decode_mixed(wire.data() + offsets[size_t(k)], b, e, exact, data.data());
+    }
+  });
+}
+
 void allreduce_or(transport& t, std::span<uint64_t> data, tag_t tag, const ring_options& options) {
   with_context("allreduce_or", t, tag, data.size_bytes(), [&] {
     allreduce_by_size(t, data, tag, options,

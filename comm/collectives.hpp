@@ -133,6 +133,18 @@ void reduce_scatter_sum(transport& t, std::span<bf16> data, tag_t tag,
 // its owner's bytes, on every rank ((P-1)/P x n x elem_bytes sent per rank).
 void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag_t tag);
 
+// allgather_shards of a float buffer with most elements on the wire as bf16
+// (half the bytes): the element ranges in `exact` ([begin, end) pairs,
+// sorted and disjoint) travel as float, every other element as its value
+// rounded to bf16 (to nearest, ties to even). On return every element of
+// another rank's shard holds its owner's value (exact) or that value rounded
+// and widened back to float (elsewhere); this rank's own shard is left
+// untouched. Bytes sent per rank: the other shards' 2 bytes an element,
+// 4 in `exact`. Distributed optimizers gather bf16 working weights this way
+// while each rank keeps its own slice exact.
+void allgather_shards_bf16(transport& t, std::span<float> data,
+                           std::span<const std::pair<size_t, size_t>> exact, tag_t tag);
+
 // all (P x bytes) <- every rank's `bytes` bytes from `mine`, rank order.
 // `mine` may alias all + rank*bytes.
 void allgather(transport& t, const void* mine, size_t bytes, void* all, tag_t tag);

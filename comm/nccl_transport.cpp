@@ -218,6 +218,13 @@ class nccl_transport_impl final : public nccl_transport {
     wait_stream("allreduce_or copy", -1);
   }
 
+  void reduce_scatter_sum(const float* all, float* mine, size_t count) override {
+    scatter(all, mine, count, ncclFloat32, sizeof(float), "ncclReduceScatter (float)");
+  }
+  void reduce_scatter_sum_bf16(const uint16_t* all, uint16_t* mine, size_t count) override {
+    scatter(all, mine, count, ncclBfloat16, sizeof(uint16_t), "ncclReduceScatter (bf16)");
+  }
+
   void allgather(const void* mine, size_t bytes, void* all) override {
     usable("allgather");
     if (bytes == 0) return;
@@ -361,6 +368,18 @@ class nccl_transport_impl final : public nccl_transport {
     collective(name[0] == 's' ? "ncclAllReduce (sum)" : "ncclAllReduce (avg)",
                [&] { return ncclAllReduce(data, data, count, ncclFloat32, op, comm_, stream_.s); });
     collective_bytes_ += 2.0 * (size_ - 1) / size_ * double(count) * sizeof(float);
+  }
+
+  void scatter(const void* all, void* mine, size_t count, ncclDataType_t type, size_t elem,
+               const char* call) {
+    usable("reduce_scatter");
+    if (count == 0) return;
+    device_buffer(all, "reduce_scatter", -1, 0);
+    device_buffer(mine, "reduce_scatter", -1, 0);
+    collective(call, [&] {
+      return ncclReduceScatter(all, mine, count, type, ncclSum, comm_, stream_.s);
+    });
+    collective_bytes_ += double(size_ - 1) * double(count) * double(elem);
   }
 
   // Waits until the stream's work so far is done.

@@ -72,6 +72,14 @@ class nccl_transport : public transport {
   // Bitwise OR of bitmaps: NCCL has no OR, so this all-gathers the P
   // bitmaps (P·count words of device scratch) and ORs them on the host.
   virtual void allreduce_or(uint64_t* data, size_t count) = 0;
+  // mine (count floats) <- the sum over ranks of block `rank` of their
+  // `all` (P·count floats, rank order): ncclReduceScatter, the distributed
+  // optimizer's and sequence parallelism's half of an all-reduce. NCCL
+  // splits evenly: a caller with n % P != 0 pads to P·count.
+  virtual void reduce_scatter_sum(const float* all, float* mine, size_t count) = 0;
+  // The same over bf16 elements (uint16_t storage; NCCL sums in float and
+  // rounds once per addition as its ncclBfloat16 reduction does).
+  virtual void reduce_scatter_sum_bf16(const uint16_t* all, uint16_t* mine, size_t count) = 0;
   // all (P·bytes, rank order) <- every rank's `mine` (bytes each).
   virtual void allgather(const void* mine, size_t bytes, void* all) = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;

@@ -389,6 +389,63 @@ TEST_CASE("allgather_shards gives every rank every owner's shard, uneven sizes i
     }
 }
 
+TEST_CASE("allgather_shards_bf16 sends bf16 outside the exact ranges and keeps the own shard",
+          "[comm][collectives][sharded]") {
+  using range = std::pair<size_t, size_t>;
+  for (int P = 1; P <= 6; ++P)
+    for (size_t n : {size_t(0), size_t(1), size_t(P + 1), size_t(1001)}) {
+      // No exact range, everything exact, and ranges crossing shard edges.
+      std::vector<std::vector<range>> layouts = {{}, {{0, n}}};
+      if (n > 10) {
+        const size_t edge = P > 1 ? shard_range(n, P, 0).second : n / 3;  // rank 0's shard ends
+        layouts.push_back({{0, 3}, {edge - 1, edge + 2}, {n / 2 + 5, n / 2 + 6}, {n - 4, n}});
+      }
+      for (auto& exact : layouts) {
+        auto is_exact = [&](size_t i) {
+          for (auto [b, e] : exact)
+            if (i >= b && i < e) return true;
+          return false;
+        };
+        std::vector<std::vector<float>> out(P);
+        std::vector<uint64_t> sent(P);
+        auto errors = run_ranks(P, [&](transport& t) {
+          std::vector<float> x(n, -1.0f);
+          auto [b, e] = shard_range(n, P, t.rank());
+          for (size_t i = b; i < e; ++i) x[i] = value(t.rank(), i);
+          allgather_shards_bf16(t, x, exact, 23);
+          out[t.rank()] = std::move(x);
+          sent[t.rank()] = t.bytes_sent();
+        });
+        size_t wire = 0;  // all shards' bytes on the wire
+        for (size_t i = 0; i < n; ++i) wire += is_exact(i) ? 4 : 2;
+        for (int r = 0; r < P; ++r) {
+          REQUIRE(errors[r] == "");
+          for (int owner = 0; owner < P; ++owner) {
+            auto [b, e] = shard_range(n, P, owner);
+            for (size_t i = b; i < e; ++i) {
+              const float v = value(owner, i);
+              const float want =
+                  owner == r || is_exact(i) ? v : merak::to_f32(merak::to_bf16(v));
+              REQUIRE(out[r][i] == want);
+            }
+          }
+          // The ring passes on every shard but the next rank's.
+          auto [b, e] = shard_range(n, P, (r + 1) % P);
+          size_t next = 0;
+          for (size_t i = b; i < e; ++i) next += is_exact(i) ? 4 : 2;
+          REQUIRE(sent[r] == (P == 1 ? 0 : wire - next));
+        }
+      }
+    }
+  // Ranges out of order are refused before any traffic.
+  auto errors = run_ranks(2, [&](transport& t) {
+    std::vector<float> x(10);
+    std::vector<range> bad = {{4, 6}, {2, 3}};
+    allgather_shards_bf16(t, x, bad, 24);
+  });
+  for (auto& e : errors) REQUIRE(e.find("not sorted") != std::string::npos);
+}
+
 TEST_CASE("broadcast copies the root's buffer to every rank, for every root",
           "[comm][collectives]") {
   for (int P = 1; P <= 6; ++P)

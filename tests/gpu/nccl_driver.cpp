@@ -7,7 +7,8 @@
 // Scenarios
 //   no_gpu       (runs only where there is NO GPU; else skips) creating the
 //                transport fails at once with "no usable CUDA device".
-//   single       1 rank on GPU 0: allreduce sum/avg, OR, allgather,
+//   single       1 rank on GPU 0: allreduce sum/avg, OR, reduce-scatter
+//                (float, bf16), allgather,
 //                broadcast, barrier, send/recv to itself (posted receive
 //                first, two messages in order), a host buffer refused with
 //                an error naming peer and tag. Needs 1 GPU.
@@ -40,6 +41,7 @@
 
 #include "../comm/rank_values.hpp"
 #include "comm/nccl_transport.hpp"
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "job/bootstrap.hpp"
 #include "job/launcher.hpp"
@@ -129,6 +131,38 @@ void check_collectives(bootstrap& b, nccl_transport& t) {
     uint64_t ref = 0;
     for (int k = 0; k < P; ++k) ref |= uint64_t{1} << ((i + k) % 64);
     require(bits[i] == ref, fmt::format("allreduce_or word {}", i));
+  }
+  {
+    // Reduce-scatter: rank r's block k holds value(r, k * cnt + i); block r
+    // of the sum arrives at rank r, summed as the all-reduce sums.
+    const size_t cnt = 3001;
+    std::vector<float> mine_all(cnt * P);
+    for (size_t i = 0; i < mine_all.size(); ++i) mine_all[i] = value(r, i);
+    dbuf<float> da(mine_all.size()), dm(cnt);
+    da.put(mine_all);
+    t.reduce_scatter_sum(da.get(), dm.get(), cnt);
+    const auto got = dm.take();
+    for (size_t i = 0; i < cnt; ++i) {
+      double ref = 0, mag = 0;
+      for (int k = 0; k < P; ++k)
+        ref += value(k, r * cnt + i), mag += std::abs(value(k, r * cnt + i));
+      require(std::abs(got[i] - ref) <= 6e-8 * mag + 1e-30, "reduce_scatter_sum");
+    }
+    std::vector<uint16_t> hb16(cnt * P);
+    for (size_t i = 0; i < hb16.size(); ++i) hb16[i] = merak::to_bf16(value(r, i)).bits;
+    dbuf<uint16_t> db16(hb16.size()), dm16(cnt);
+    db16.put(hb16);
+    t.reduce_scatter_sum_bf16(db16.get(), dm16.get(), cnt);
+    const auto got16 = dm16.take();
+    for (size_t i = 0; i < cnt; ++i) {
+      double ref = 0, mag = 0;
+      for (int k = 0; k < P; ++k) {
+        const double v = merak::to_f32(merak::to_bf16(value(k, r * cnt + i)));
+        ref += v, mag += std::abs(v);
+      }
+      require(std::abs(merak::to_f32(merak::bf16{got16[i]}) - ref) <= 8e-3 * mag + 1e-30,
+              "reduce_scatter_sum_bf16");
+    }
   }
   const size_t blk = 1001;
   dbuf<unsigned char> mine(blk), all(blk * P);
