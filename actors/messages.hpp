@@ -265,11 +265,15 @@ struct reduce_bucket {
 // comm::shard_range, is its own), answered with bucket_gathered, or with
 // `fetch` (--overlap-param-gather, parameter shards) counted in the
 // reducer's count_progress of fetches (actors/param_gather.hpp) instead.
+// With `bf16`, as comm::allgather_shards_bf16: bf16 on the wire except the
+// element ranges in `exact` (begin, end, begin, end, ...).
 struct gather_bucket {
   int bucket = 0;
   tensor_ref flat;
   stage_api stage;
   bool fetch = false;
+  bool bf16 = false;
+  std::vector<int64_t> exact;
 };
 
 // coordinator -> scheduler: every stage shard, [dp x tp][pp].
@@ -462,7 +466,7 @@ MERAK_INSPECT(apply_update, x.lr, x.clip, x.skip)
 MERAK_INSPECT(save_shard, text_ref{x.dir}, x.meta)
 MERAK_INSPECT(restore_shard, text_ref{x.dir})
 MERAK_INSPECT(reduce_bucket, x.bucket, x.flat, x.rows, x.cols, x.known_rows, x.stage, x.scatter)
-MERAK_INSPECT(gather_bucket, x.bucket, x.flat, x.stage, x.fetch)
+MERAK_INSPECT(gather_bucket, x.bucket, x.flat, x.stage, x.fetch, x.bf16, x.exact)
 MERAK_INSPECT(bucket_gathered, x.bucket, x.flat)
 MERAK_INSPECT(scheduler_wiring, x.stages, x.coordinator)
 MERAK_INSPECT(memory_report, x.memory)

@@ -100,7 +100,14 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
           auto data = g.flat.t->span_f32();
           // Tags apart from the reductions': kmax_collective_tag / 2 and up.
           const auto tag = comm::tag_t(comm::kmax_collective_tag / 2 + g.bucket);
-          comm::allgather_shards(*st.cfg.link, data.data(), data.size(), sizeof(float), tag);
+          if (g.bf16) {
+            std::vector<std::pair<size_t, size_t>> exact(g.exact.size() / 2);
+            for (size_t k = 0; k < exact.size(); ++k)
+              exact[k] = {size_t(g.exact[2 * k]), size_t(g.exact[2 * k + 1])};
+            comm::allgather_shards_bf16(*st.cfg.link, data, exact, tag);
+          } else {
+            comm::allgather_shards(*st.cfg.link, data.data(), data.size(), sizeof(float), tag);
+          }
         } catch (const std::exception& e) {
           auto why = fmt::format("{}: {}", st.cfg.where, e.what());
           if (st.cfg.fetched) st.cfg.fetched->fail(why);

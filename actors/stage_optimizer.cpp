@@ -35,11 +35,23 @@ std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b) {
   return std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
 }
 
+// The all-gather of bucket b's values in `flat` (this replica's slice
+// packed in), answered to `stage` or, with `fetch`, counted.
+gather_bucket gather_message(const stage_state& st, int b, std::shared_ptr<model::tensor> flat,
+                             stage_api stage, bool fetch) {
+  gather_bucket g{b, tensor_ref{std::move(flat)}, std::move(stage), fetch};
+  if (!st.gather_exact.empty()) {
+    g.bf16 = true;
+    g.exact = st.gather_exact[size_t(b)];
+  }
+  return g;
+}
+
 // Hands bucket b's buffer (this replica's slice packed in) to the reducer's
 // all-gather; finish_gather takes its values.
 void start_gather(stage_state& st, int b, std::shared_ptr<model::tensor> flat) {
   st.fetching[size_t(b)] = {++st.fetches_sent, flat};
-  caf::anon_send(st.reducer, gather_bucket{b, tensor_ref{std::move(flat)}, {}, true});
+  caf::anon_send(st.reducer, gather_message(st, b, std::move(flat), {}, true));
 }
 
 // Bucket b's values from its all-gather, waiting for it (nothing when none
@@ -110,6 +122,14 @@ void setup_distributed_optimizer(stage_state& st) {
   }
   st.dist = std::make_unique<model::distributed_adamw>(st.cfg.adam, all, std::move(layout),
                                                        st.cfg.dp, st.cfg.dp_rank);
+  if (st.cfg.graph->activation_type() == model::dtype::bf16)
+    for (int b = 0; b < st.dist->buckets(); ++b) {
+      auto& exact = st.gather_exact.emplace_back();
+      for (auto [lo, hi] : st.dist->exact_ranges(b)) {
+        exact.push_back(int64_t(lo));
+        exact.push_back(int64_t(hi));
+      }
+    }
   if (st.cfg.reductions) {
     st.dist->keep_gradient_shards(st.scatter);
     // Whole gradients exist only during a backward, from the first node
@@ -241,7 +261,7 @@ void apply_step_update(stage_self self, const apply_update& u) {
       auto flat = gather_buffer(st, b);
       st.dist->pack_owned_values(b, flat->f32());
       ++st.gathers;
-      self->send(st.reducer, gather_bucket{b, tensor_ref{flat}, self});
+      self->send(st.reducer, gather_message(st, b, flat, self, false));
     }
     if (st.gathers > 0) return;  // the last bucket_gathered reports
   }
@@ -281,10 +301,12 @@ void save_own_shard(stage_self self, const save_shard& m) {
   }
   // Each replica holds the moments of its slices: replica 0 writes the
   // values, every replica its moments' pieces, nothing gathered.
-  // Parameter shards: each replica writes its slices of the values with
+  // Parameter shards, and bf16 all-gathers (which leave only each replica's
+  // own slices exact): each replica writes its slices of the values with
   // its moments' pieces, and no shard file holds whole values.
+  const bool value_pieces = st.fetch || !st.gather_exact.empty();
   std::vector<model::shard_record> records;
-  if (st.cfg.dp_rank == 0 && !st.fetch) records = write_own_shard(st, m.dir, meta, {}, {});
+  if (st.cfg.dp_rank == 0 && !value_pieces) records = write_own_shard(st, m.dir, meta, {}, {});
   std::vector<model::moment_piece> pieces;
   auto& all = st.store->all();
   for (int b = 0; b < st.dist->buckets(); ++b)
@@ -293,7 +315,7 @@ void save_own_shard(stage_self self, const save_shard& m) {
       if (!writes(st, prm)) continue;
       auto [pm, pv] = st.dist->piece_moments(b, pc);
       pieces.push_back({&prm.spec, pc.begin, pc.end, pm, pv,
-                        st.fetch ? st.dist->piece_values(b, pc) : nullptr});
+                        value_pieces ? st.dist->piece_values(b, pc) : nullptr});
     }
   auto mine = model::write_moment_pieces(
       m.dir, model::moment_file_name(st.cfg.stage, st.cfg.tp_rank, st.cfg.dp_rank), pieces, meta);

@@ -82,6 +82,10 @@ struct stage_state {
   // whole), and the all-gathers of the updated values still out.
   std::vector<char> scatter;
   int gathers = 0;
+  // Under bf16 activations the updated values travel as bf16 but for the
+  // parameters some layer reads as float: per bucket, those element ranges
+  // (begin, end, ...); empty outer vector: float all-gathers.
+  std::vector<std::vector<int64_t>> gather_exact;
   // All-gathers taken just before a node reads them (stage_setup::fetched):
   // the buckets each node reads (by node - first), each bucket's ticket and
   // buffer while its all-gather is out (null once taken; the n-th one's

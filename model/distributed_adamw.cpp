@@ -1,5 +1,6 @@
 #include "model/distributed_adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -155,8 +156,23 @@ void distributed_adamw::release_values(int b) {
 }
 
 const float* distributed_adamw::piece_values(int b, const piece& pc) const {
-  MERAK_CHECK(values_sharded(), "distributed optimizer: no value shards kept");
   return piece_value(size_t(b), pc);
+}
+
+std::vector<std::pair<size_t, size_t>> distributed_adamw::exact_ranges(int b) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (int p : buckets_[size_t(b)]) {
+    auto& prm = *params_[size_t(p)];
+    if (prm.reads == bf16_reads::rounded) continue;
+    const auto begin = size_t(offset_in_[size_t(p)]);
+    const auto end = begin + size_t(shape_numel(prm.spec.shape));
+    if (!out.empty() && out.back().second == begin)
+      out.back().second = end;
+    else
+      out.emplace_back(begin, end);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 int64_t distributed_adamw::value_shard_bytes() const {

@@ -98,8 +98,13 @@ class distributed_adamw {
   void release_values(int b);
   // Bytes of value shards held.
   int64_t value_shard_bytes() const;
-  // The owned values of piece `pc` of owned_pieces(b) (value shards kept):
-  // pc.end - pc.begin floats.
+  // The element ranges [begin, end) of bucket b's flat buffer, sorted,
+  // whose parameters are read as float under bf16 activations (every
+  // parameter not bf16_reads::rounded): what a bf16 all-gather of the
+  // values must still carry exactly (comm::allgather_shards_bf16).
+  std::vector<std::pair<size_t, size_t>> exact_ranges(int b) const;
+  // The owned values of piece `pc` of owned_pieces(b): pc.end - pc.begin
+  // floats, from the value shards when kept, else from the parameter.
   const float* piece_values(int b, const piece& pc) const;
   // The moments (m, v) of piece `pc` of owned_pieces(b): pc.end - pc.begin
   // floats each.

@@ -14,7 +14,9 @@ using namespace detail;
 class embedding_layer final : public layer {
  public:
   embedding_layer(parameter_ptr wte, parameter_ptr wpe, int valid)
-      : wte_(std::move(wte)), wpe_(std::move(wpe)), valid_(valid) {}
+      : wte_(std::move(wte)), wpe_(std::move(wpe)), valid_(valid) {
+    note_reads(*wte_, false);  // the encoder adds the tables in float
+  }
   shape_t output_shape(std::span<const shape_t> in) const override {
     if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
     if (in[0][1] > wpe_->value.dim(0))
@@ -39,7 +41,9 @@ class embedding_layer final : public layer {
 // table of (T, C) from the stash, whose gradient in backward is discarded.
 class token_embedding_layer final : public layer {
  public:
-  token_embedding_layer(parameter_ptr wte, int valid) : wte_(std::move(wte)), valid_(valid) {}
+  token_embedding_layer(parameter_ptr wte, int valid) : wte_(std::move(wte)), valid_(valid) {
+    note_reads(*wte_, false);
+  }
   shape_t output_shape(std::span<const shape_t> in) const override {
     if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
     return {in[0][0], in[0][1], wte_->value.dim(1)};
@@ -87,7 +91,10 @@ class layernorm_layer final : public layer {
 // weight, made on first use after parameters_changed().
 class linear_layer final : public layer {
  public:
-  linear_layer(parameter_ptr w, parameter_ptr b) : w_(std::move(w)), b_(std::move(b)) {}
+  linear_layer(parameter_ptr w, parameter_ptr b) : w_(std::move(w)), b_(std::move(b)) {
+    note_reads(*w_, true);  // weight_for: bf16 activations read the rounded copy
+    if (b_) note_reads(*b_, false);
+  }
   shape_t output_shape(std::span<const shape_t> in) const override {
     expect_features(in[0], w_->value.dim(1), "linear");
     return with_features(in[0], {w_->value.dim(0)});

@@ -76,11 +76,29 @@ struct param_spec {
   shard_spec shard{};    // set by the TP rewrite; `shape` is then the shard's shape
 };
 
+// How the layers of a stage read a parameter's value under bf16
+// activations: only through a copy rounded to bf16 (the GEMM weights), or
+// as float somewhere (norms, biases, embedding tables), or not yet known.
+enum class bf16_reads : uint8_t { none, rounded, exact };
+
 struct parameter {
   param_spec spec;
   tensor value;
   tensor grad;
+  // Set by the layers that read the value (note_reads); a parameter whose
+  // every reader rounds may travel as bf16 in the distributed optimizer's
+  // all-gathers: those readers see the same bits either way.
+  bf16_reads reads = bf16_reads::none;
 };
+
+// A layer reads `p` rounded to bf16 (rounded) or as float (!rounded); one
+// float reader makes it exact for good.
+inline void note_reads(parameter& p, bool rounded) {
+  if (!rounded)
+    p.reads = bf16_reads::exact;
+  else if (p.reads == bf16_reads::none)
+    p.reads = bf16_reads::rounded;
+}
 using parameter_ptr = std::shared_ptr<parameter>;
 
 class parameter_store {

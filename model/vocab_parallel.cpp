@@ -20,7 +20,9 @@ class embedding_shard_layer final : public layer {
         wpe_(std::move(wpe)),
         vocab_(vocab),
         first_(first),
-        add_positions_(add_positions) {}
+        add_positions_(add_positions) {
+    note_reads(*wte_, false);  // rows are added to the positions in float
+  }
   shape_t output_shape(std::span<const shape_t> in) const override {
     if (in[0].size() != 2) fail("embedding expects token ids (B, T), got {}", shape_str(in[0]));
     if (wpe_ && in[0][1] > wpe_->value.dim(0))

@@ -248,3 +248,19 @@ TEST_CASE("distributed AdamW: value shards step like whole values and gather bac
       REQUIRE(same_bits(replicas[0][size_t(p)]->value, loaded[size_t(p)]->value));
   }
 }
+
+TEST_CASE("distributed AdamW: the exact ranges of a bucket are its parameters not read rounded",
+          "[model][optimizer][sharding]") {
+  auto params = make_params(9);
+  // Bucket {4, 3}: d (1 element) then c.weight (13); bucket {1, 0}: a.bias
+  // (5) then a.weight (35).
+  note_reads(*params[0], true);   // a.weight: a GEMM weight
+  note_reads(*params[3], true);   // c.weight: rounded by one reader ...
+  note_reads(*params[3], false);  // ... and read as float by another
+  note_reads(*params[2], true);   // b.weight
+  distributed_adamw opt({}, params, kBuckets, 2, 0);
+  using ranges = std::vector<std::pair<size_t, size_t>>;
+  REQUIRE(opt.exact_ranges(0) == ranges{{0, 14}});  // d and c.weight, merged
+  REQUIRE(opt.exact_ranges(1).empty());             // b.weight alone
+  REQUIRE(opt.exact_ranges(2) == ranges{{0, 5}});   // a.bias; a.weight travels as bf16
+}
