@@ -29,6 +29,10 @@ device_spec gpu(std::string name, double tflops, int sms, double efficiency, dou
   d.inter_latency = 5e-6;
   d.devices_per_node = 8;
   d.activation_bytes = 2;  // bf16 mixed precision (weights: 16 bytes per parameter either way)
+  // NCCL's ring and tree kernels run one CTA per channel, and NCCL sets up
+  // 24 to 32 collective channels on NVLink nodes (its INFO lines: "24 coll
+  // channels" on DGX A100); 24 SMs taken.
+  d.collective_sms = 24;
   return d;
 }
 
@@ -113,9 +117,19 @@ device_spec parse_device(const nlohmann::json& e, const std::string& where) {
   d.devices_per_node = int(need("devices_per_node", 1, 1 << 20, false, true));
   if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency", 0, 1, true);
   if (e.contains("sms")) d.sms = int(need("sms", 0, 1 << 20, false, true));
+  if (e.contains("collective_sms"))
+    d.collective_sms = int(need("collective_sms", 0, 1 << 20, false, true));
+  if (d.collective_sms > 0 && d.collective_sms >= d.sms)
+    fail("{}: collective_sms ({}) must be below sms ({})", at, d.collective_sms, d.sms);
   d.activation_bytes =
       e.contains("activation_bytes") ? int(need("activation_bytes", 1, 8, false, true)) : 2;
   return d;
+}
+
+double overlapped_seconds(const device_spec& d, double compute, double comm) {
+  if (comm <= 0) return compute;
+  const double share = d.sms > 0 && d.collective_sms > 0 ? double(d.collective_sms) / d.sms : 0.0;
+  return std::max(comm, compute + share * comm);
 }
 
 double gemm_compute_seconds(const device_spec& d, double m, double n, double k, double batch) {

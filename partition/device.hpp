@@ -41,6 +41,11 @@ struct device_spec {
   double inter_latency = 0;
   int devices_per_node = 8;
   int activation_bytes = 4;  // per element: 2 for bf16 training on GPUs, 4 for fp32
+  // SMs a collective's kernels hold while they run beside compute (NCCL:
+  // one CTA per channel): compute overlapped with a collective runs on the
+  // other SMs. 0: no contention (a profiled CPU, whose profile already
+  // shares its cores with the transports' threads).
+  int collective_sms = 0;
   bool profiled = false;     // "cpu": op times come from a measured profile
 };
 
@@ -52,6 +57,13 @@ nlohmann::json read_json_file(const std::string& path, const char* what);
 // One device of a device file's "devices" list (or a cluster file's
 // "device" object); errors start with `where`.
 device_spec parse_device(const nlohmann::json& e, const std::string& where);
+
+// Seconds that `compute` seconds of work take beside a collective of `comm`
+// seconds on d: while the collective runs the work has sms -
+// collective_sms SMs, so max(comm, compute + share x comm) with share =
+// collective_sms / sms (the work slowed for as long as the collective
+// runs; a collective longer than the slowed work sets the time).
+double overlapped_seconds(const device_spec& d, double compute, double comm);
 
 // Seconds of `batch` GEMMs of an (m x k) by (k x n) product with elements of
 // `elem_bytes` (see above).

@@ -54,6 +54,10 @@ struct layout {
   std::vector<int64_t> max_segment_params;    // per stage: its largest segment's parameters
   std::vector<stage_plan> stages;
   double act_bytes = 0;
+  // Bytes of a parameter value on the distributed optimizer's all-gathers:
+  // a bf16 run's working weights travel as bf16 (the GEMM weights; the few
+  // norms, biases and embeddings read as float are not counted apart).
+  double gather_elem = 4;
   double tp_allreduce_s = 0;
   std::string tp_algo;
 };
@@ -87,6 +91,7 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   const double elem = d.profiled ? graph_elem : double(d.activation_bytes);
   const double act_scale = elem / graph_elem;
   L.act_bytes = double(tokens) * r.model.dim * elem;
+  L.gather_elem = std::min(4.0, elem);
   const collective_cost tp_cost = allreduce_cost(links_of(r), L.act_bytes, tp, tp);
   L.tp_allreduce_s = tp_cost.seconds;
   L.tp_algo = collective_algo_name(tp_cost.algo);
@@ -319,7 +324,7 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
 void price_data_parallel(candidate& c, const cost_model& costs, const cluster_spec& cl,
                          const std::vector<stage_memory>& mem, const sharing_model& sh, int dp,
                          int tp, int per_node, sharding_strategy sharding,
-                         bool overlap_param_gather) {
+                         bool overlap_param_gather, double gather_elem) {
   plan& out = c.out;
   const int pp = int(mem.size());
   const int dp_per_node = tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp));
@@ -342,11 +347,18 @@ void price_data_parallel(candidate& c, const cost_model& costs, const cluster_sp
     const bool gathered_later = shards_parameters(sharding);
     const double during = sharded ? ar / 2 : ar;
     // --overlap-param-gather: behind the stage's first forward of the next step.
-    const double gather = sharded && !gathered_later ? ar / 2 : 0.0;
-    const double after =
-        overlap_param_gather ? std::max(0.0, gather - out.stages[s].forward_s) : gather;
-    out.dp_exposed_s =
-        std::max(out.dp_exposed_s, std::max(0.0, during - out.stages[s].backward_s) + after);
+    const double gather =
+        sharded && !gathered_later
+            ? allreduce_cost(cl, params * gather_elem, dp, std::min(dp, dp_per_node)).seconds / 2
+            : 0.0;
+    // What the overlapped collectives add to the ops they run beside
+    // (their own excess, and the SMs they take from the ops' kernels).
+    const auto& st = out.stages[s];
+    const double after = overlap_param_gather
+                             ? overlapped_seconds(cl.device, st.forward_s, gather) - st.forward_s
+                             : gather;
+    out.dp_exposed_s = std::max(
+        out.dp_exposed_s, overlapped_seconds(cl.device, st.backward_s, during) - st.backward_s + after);
     for (int i = 0; i < dp * tp; ++i)
       opt_work.push_back(costs.optimizer_s(sharded ? params / dp : params));
   }
@@ -439,7 +451,8 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // Both overlap the op's compute (prefetched behind the op before) and
   // share its links: an op takes at least their time. Each is one
   // collective a segment (a layer), each half an all-reduce of the
-  // segment's share of the stage's 4-byte values.
+  // segment's share of the stage's values: 4-byte gradients, values of the
+  // run's precision (bf16 all-gathers in bf16).
   const bool grads_sharded = shards_gradients(r.sharding) && dp > 1;
   if (grads_sharded) {
     const int dp_per_node =
@@ -447,13 +460,16 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     for (int s = 0; s < pp; ++s) {
       auto& sp = out.stages[s];
       const double segments = double(std::max<size_t>(1, L.mem[s].segment_nodes.size()));
-      const double half = allreduce_cost(cl, double(L.mem[s].weights_bytes) / 16.0 * 4.0 / segments,
-                                         dp, dp_per_node)
-                              .seconds /
-                          2 * segments;
-      const double gather = r.sharding == sharding_strategy::optim_grads_params ? half : 0.0;
-      sp.forward_s = std::max(sp.forward_s, gather);
-      sp.backward_s = std::max(sp.backward_s, gather + half);
+      const double params = double(L.mem[s].weights_bytes) / 16.0;
+      auto half_of = [&](double elem) {
+        return allreduce_cost(cl, params * elem / segments, dp, dp_per_node).seconds / 2 *
+               segments;
+      };
+      const double half = half_of(4.0);
+      const double gather =
+          r.sharding == sharding_strategy::optim_grads_params ? half_of(L.gather_elem) : 0.0;
+      sp.forward_s = overlapped_seconds(cl.device, sp.forward_s, gather);
+      sp.backward_s = overlapped_seconds(cl.device, sp.backward_s, gather + half);
     }
   }
   // Devices sharing cores (actor devices on this CPU): every busy stage
@@ -477,7 +493,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     out.p2p_s = std::max(out.p2p_s, c.act_delay.back());
   }
   price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node, r.sharding,
-                      r.overlap_param_gather);
+                      r.overlap_param_gather, L.gather_elem);
   c.lower_bound = pipeline_lower_bound(c, pp, m) + out.dp_exposed_s + out.optimizer_s;
   return c;
 }

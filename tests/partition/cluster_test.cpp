@@ -10,8 +10,11 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 #include "partition/cluster.hpp"
+#include "partition/device.hpp"
 #include "partition/planner.hpp"
 
 using namespace merak;
@@ -183,6 +186,33 @@ TEST_CASE("the critical path of a plan ends at the pipeline's end and accounts f
   CHECK(four.path.links_s > 0);
   // The boundary between the nodes goes over the network.
   CHECK(four.p2p_s == Approx(p2p_seconds(*r.cluster, 1024.0 * 8 * 2048 * 2, false)));
+}
+
+TEST_CASE("compute beside a collective runs on the SMs the collective leaves",
+          "[planner][cluster]") {
+  device_spec h100 = find_device("h100-sxm");
+  REQUIRE(h100.collective_sms == 24);
+  const double share = 24.0 / 132;
+  CHECK(overlapped_seconds(h100, 1.0, 0) == 1.0);
+  // A short collective slows the work for as long as it runs ...
+  CHECK(overlapped_seconds(h100, 1.0, 0.5) == Approx(1.0 + share * 0.5));
+  // ... a long one outlasts the slowed work and sets the time.
+  CHECK(overlapped_seconds(h100, 1.0, 2.0) == Approx(2.0));
+  CHECK(overlapped_seconds(h100, 1.0, 1.0 / (1 - share)) == Approx(1.0 / (1 - share)));
+  h100.collective_sms = 0;  // no contention: the longer of the two
+  CHECK(overlapped_seconds(h100, 1.0, 0.5) == 1.0);
+  CHECK(find_device("cpu").collective_sms == 0);
+  // Device files: optional, below the SM count.
+  nlohmann::json e = {{"name", "x"},           {"peak_tflops", 100}, {"memory_gb", 80},
+                      {"memory_bw_gbs", 2000}, {"intra_bw_gbs", 200}, {"intra_latency_us", 1},
+                      {"inter_bw_gbs", 25},    {"inter_latency_us", 5}, {"devices_per_node", 8},
+                      {"sms", 100}};
+  CHECK(parse_device(e, "devices.json").collective_sms == 0);
+  e["collective_sms"] = 20;
+  CHECK(parse_device(e, "devices.json").collective_sms == 20);
+  e["collective_sms"] = 100;
+  CHECK_THROWS_WITH(parse_device(e, "devices.json"),
+                    Catch::Contains("devices.json") && Catch::Contains("collective_sms (100)"));
 }
 
 TEST_CASE("published Megatron-LM runs on DGX A100 are predicted within 15%", "[planner][cluster]") {
