@@ -177,6 +177,7 @@ void setup_parameter_shards(stage_state& st) {
   st.fetch = std::make_unique<model::parameter_fetcher>(st.node_buckets, st.cfg.first,
                                                         dist.buckets(), std::move(h));
   st.exec->set_parameter_hook([&st](int n, int next) { st.fetch->before_node(n, next); });
+  st.exec->set_parameter_span_hook([&st](int lo, int hi) { st.fetch->hold(lo, hi); });
   st.exec->set_transient_parameters(true);
 }
 

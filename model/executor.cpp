@@ -216,6 +216,19 @@ void executor::run_forward(micro_batch& s, int from, int to) {
   };
   while (cursor[0] < to) {
     int round_reduces = 0;
+    if (k > 1) {
+      // The round's span, the same for every sub-batch: a node left pending
+      // by the last round, then nodes up to the next collective.
+      int end = cursor[0];
+      while (end + 1 < to) {
+        const auto comm = nodes[end].comm;
+        if (comm == tp_comm::reduce || comm == tp_comm::sp_reduce || comm == tp_comm::sp_gather ||
+            comm == tp_comm::sp_exit)
+          break;
+        ++end;
+      }
+      parameter_span(pending[0] >= 0 ? pending[0] : cursor[0], end + 1);
+    }
     for (int j = 0; j < k; ++j) {
       resume(j);
       while (cursor[j] < to) {
@@ -245,6 +258,7 @@ void executor::run_forward(micro_batch& s, int from, int to) {
     if (tp_overlap_ == 1 && round_reduces > 0 && reduces % 2 == 0) wait_all();
   }
   wait_all();
+  if (k > 1) parameter_span(0, 0);
 }
 
 executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, bool keep_stash) {
@@ -464,6 +478,19 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   while (true) {
     bool active = false;
     int round_reduces = 0;
+    if (k > 1 && cursor[k - 1] >= lo) {
+      // Mirror of the forward's spans: a pending node, then nodes down to
+      // the next collective.
+      int end = cursor[k - 1];
+      while (end > lo) {
+        const auto comm = tp_ ? nodes[end].comm : tp_comm::none;
+        if (comm == tp_comm::copy || comm == tp_comm::sp_gather || comm == tp_comm::sp_reduce ||
+            comm == tp_comm::sp_enter)
+          break;
+        --end;
+      }
+      parameter_span(end, (pending[k - 1] >= 0 ? pending[k - 1] : cursor[k - 1]) + 1);
+    }
     for (int jj = k - 1; jj >= 0; --jj) {
       const int j = jj;
       resume(j);
@@ -499,6 +526,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
     if (!active) break;
   }
   for (int j = 0; j < k; ++j) resume(j);
+  if (k > 1) parameter_span(0, 0);
   end_sp_partials(sp);
   for (int n : sp_finished)
     if (node_done) node_done(n);

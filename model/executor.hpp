@@ -155,6 +155,13 @@ class executor {
   void set_parameter_hook(std::function<void(int n, int next)> hook) {
     parameter_hook_ = std::move(hook);
   }
+  // Called under sub-pipelined tensor parallelism with each span of nodes
+  // [lo, hi) that every sub-batch runs in turn before the next span (an
+  // empty range once the forward or backward is over): parameters fetched
+  // for the span's nodes are wanted again by the next sub-batch.
+  void set_parameter_span_hook(std::function<void(int lo, int hi)> hook) {
+    parameter_span_hook_ = std::move(hook);
+  }
   // Transient parameters (sharded over data-parallel replicas, gathered
   // only for the nodes that read them): after each node ran, its layer lets
   // go of what it derived from its parameters (layer::drop_derived).
@@ -262,6 +269,10 @@ class executor {
   bool profiling_ = false;
   std::function<void()> node_hook_;
   std::function<void(int, int)> parameter_hook_;
+  std::function<void(int, int)> parameter_span_hook_;
+  void parameter_span(int lo, int hi) {
+    if (parameter_span_hook_) parameter_span_hook_(std::max(lo, first_), std::min(hi, last_));
+  }
   bool transient_parameters_ = false;
   // The hook, then node n's layer: what the node reads must be present.
   void before_node(int n, int next) {

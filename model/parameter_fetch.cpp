@@ -11,7 +11,9 @@ parameter_fetcher::parameter_fetcher(std::vector<std::vector<int>> node_buckets,
     : node_buckets_(std::move(node_buckets)),
       first_(first),
       hooks_(std::move(h)),
-      state_(size_t(std::max(buckets, 0)), where::absent) {
+      state_(size_t(std::max(buckets, 0)), where::absent),
+      held_(state_.size(), 0),
+      fresh_(state_.size(), 0) {
   for (auto& bs : node_buckets_)
     for (int b : bs)
       MERAK_CHECK(b >= 0 && b < buckets, "parameter fetcher: bucket {} of {}", b, buckets);
@@ -34,6 +36,7 @@ void parameter_fetcher::request(int b) {
   hooks_.request(b);
   state_[size_t(b)] = where::requested;
   pending_.push_back(b);
+  fresh_[size_t(b)] = 1;
   ++requests_;
   most_held_ = std::max(most_held_, held());
 }
@@ -62,7 +65,8 @@ void parameter_fetcher::before_node(int n, int next) {
   static const std::vector<int> none;
   const auto& ahead = next >= 0 ? of(next) : none;
   auto kept = [&](int b) {
-    return std::find(now.begin(), now.end(), b) != now.end() ||
+    return held_[size_t(b)] || (holding_ && fresh_[size_t(b)]) ||
+           std::find(now.begin(), now.end(), b) != now.end() ||
            std::find(ahead.begin(), ahead.end(), b) != ahead.end();
   };
   for (int b = 0; b < int(state_.size()); ++b)
@@ -70,6 +74,14 @@ void parameter_fetcher::before_node(int n, int next) {
   for (int b : now) request(b);
   for (int b : ahead) request(b);
   for (int b : now) take(b);
+}
+
+void parameter_fetcher::hold(int lo, int hi) {
+  std::fill(held_.begin(), held_.end(), 0);
+  std::fill(fresh_.begin(), fresh_.end(), 0);
+  holding_ = lo < hi;
+  for (int n = lo; n < hi; ++n)
+    for (int b : of(n)) held_[size_t(b)] = 1;
 }
 
 void parameter_fetcher::release_all() {

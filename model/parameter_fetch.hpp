@@ -35,6 +35,12 @@ class parameter_fetcher {
   // Node n is about to run; `next` (-1: none) will most likely run after it.
   // On return every bucket n reads is whole.
   void before_node(int n, int next);
+  // Until the next call, the buckets of nodes [lo, hi) are not let go of,
+  // nor those requested meanwhile (fetched ahead for the next span); an
+  // empty range holds none. Sub-pipelined tensor parallelism runs one span
+  // of nodes once per sub-batch, and a bucket released between them would
+  // be gathered again. Requests stay as before_node makes them.
+  void hold(int lo, int hi);
   // Every bucket let go of (the end of a step's backward; before a load).
   void release_all();
 
@@ -56,6 +62,9 @@ class parameter_fetcher {
   hooks hooks_;
   std::vector<where> state_;
   std::vector<int> pending_;  // requested, not taken: in request order
+  std::vector<char> held_;    // per bucket: read by a node of the held span
+  std::vector<char> fresh_;   // per bucket: requested while this span is held
+  bool holding_ = false;
   int most_held_ = 0;
   int64_t requests_ = 0;
 };

@@ -314,6 +314,32 @@ TEST_CASE("bf16 runs all-gather the GEMM weights as bf16 and checkpoint exact va
   }
 }
 
+TEST_CASE("parameter shards under sub-pipelined TP gather each bucket once per span",
+          "[actors][sharding]") {
+  // Each sub-batch runs a span of nodes in turn; the buckets the span reads
+  // stay whole until the last sub-batch ran it, so the data-parallel bytes
+  // of a step are those of the same run without sub-pipelining.
+  auto last_step_bytes = [](int overlap, bool sp) {
+    const sharded_case c{2, 2, 1, 2, overlap, schedule_kind::one_f_one_b,
+                         actors::recompute_mode::none, 1, false, false, sp};
+    actors::parallel_trainer tr(options_of(c, 3), options_of(c, sharding_strategy::optim_grads_params),
+                                test::layout_test_corpus());
+    double sent = 0;
+    while (!tr.done()) {
+      tr.train_step();
+      for (auto& [name, v] : tr.step_metrics())
+        if (name == "dp_bytes_per_rank") sent = v;
+    }
+    return sent;
+  };
+  for (bool sp : {false, true}) {
+    INFO("sequence parallel " << sp);
+    const double plain = last_step_bytes(0, sp);
+    CHECK(last_step_bytes(1, sp) == plain);
+    CHECK(last_step_bytes(2, sp) == plain);
+  }
+}
+
 namespace {
 
 // Two steps of dp 2 x pp 2 under `sharding` saved, then resumed on one

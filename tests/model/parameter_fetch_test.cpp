@@ -115,3 +115,28 @@ TEST_CASE("two replicas fed the same node sequence ask for the same gathers", "[
   CHECK_THROWS_AS(fa.before_node(9, -1), merak::error);
   CHECK_THROWS_AS(parameter_fetcher({{5}}, 0, 2, recorder().hooks()), merak::error);
 }
+
+TEST_CASE("a held span's buckets stay whole while its nodes run once per sub-batch",
+          "[model][sharding]") {
+  // Two sub-batches each run nodes 3..5, then 6..8 (sub-pipelined TP).
+  const std::vector<int> twice = {3, 4, 5, 3, 4, 5, 6, 7, 8, 6, 7, 8};
+  auto requests = [&](bool hold) {
+    recorder r;
+    parameter_fetcher f(kNodes, kFirst, kBuckets, r.hooks());
+    for (size_t i = 0; i < twice.size(); ++i) {
+      if (hold && i % 6 == 0) f.hold(twice[i], twice[i] + 3);
+      const int n = twice[i];
+      f.before_node(n, n + 1 < kFirst + int(kNodes.size()) ? n + 1 : -1);
+      for (int b : kNodes[size_t(n - kFirst)]) CHECK(r.whole.count(b) == 1);
+    }
+    f.hold(0, 0);
+    f.release_all();
+    CHECK(r.whole.empty());
+    CHECK(r.pending.empty());
+    return r.requests;
+  };
+  // Without a hold the second sub-batch gathers again what the first
+  // fetched; with it every bucket once (0, read by both spans, stays).
+  CHECK(requests(false).size() > 4);
+  CHECK(requests(true) == std::vector<int>{0, 1, 2, 3});
+}
