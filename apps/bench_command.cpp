@@ -231,6 +231,11 @@ void add_layout_model_flags(CLI::App* c, bench::parallel_bench_options& o) {
   c->add_option("--seq", o.model.max_seq)->capture_default_str();
   c->add_option("--vocab", o.model.vocab)->capture_default_str();
   c->add_option("--batch", o.batch, "Global batch of a step (every layout)")->capture_default_str();
+  c->add_option_function<std::string>(
+       "--precision",
+       [&o](const std::string& s) { o.model.activations = model::parse_precision(s); },
+       "fp32 (default) or bf16, every layout and the baseline")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
 // `merak bench parallel`: parallel layouts against one thread.

@@ -124,6 +124,8 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              num(options.model.vocab),
              "--batch",
              num(options.batch),
+             "--precision",
+             options.model.activations == model::dtype::bf16 ? "bf16" : "fp32",
              "--steps",
              num(options.warmup_steps + options.steps),
              "--seed",
