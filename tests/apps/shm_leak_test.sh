@@ -124,12 +124,23 @@ case $case_name in
     done
     ;;
   launcher_killed)
+    ranks=()
     for m in "${moments[@]}"; do
       start_job
-      stop_job "$m" KILL
+      if [[ $m == ring ]]; then until_ring "$pid"; else sleep "$m"; fi
+      ranks+=($(pgrep -P "$pid" || true))
+      kill -KILL "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true
     done
-    sleep 0.5  # the ranks end by the launcher's death signal
+    # The ranks end by the launcher's death signal, later on a loaded
+    # machine; until then they may still write into the job's directory.
+    # The next launch sweeps what ended processes left.
+    for _ in $(seq 200); do
+      alive=0
+      for r in "${ranks[@]}"; do kill -0 "$r" 2>/dev/null && alive=1; done
+      ((alive)) || break
+      sleep 0.05
+    done
     "$merak" launch --procs 1 version >/dev/null
     ;;
   *)
