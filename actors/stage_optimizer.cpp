@@ -328,23 +328,30 @@ void restore_own_shard(stage_self self, const restore_shard& m) {
   auto& st = self->state;
   if (st.cfg.fetched && !st.fetch) take_gathered_values(st, -1);
   model::checkpoint_reader ckpt(m.dir);
-  std::vector<model::parameter*> params;
+  auto& all = st.store->all();
+  if (!st.dist) {
+    std::vector<model::parameter*> params;
+    for (auto& p : all) params.push_back(p.get());
+    model::load_parameters(ckpt, params, st.opt.get());
+    self->send(st.coordinator, shard_restored{coord(st)});
+    return;
+  }
+  // One parameter at a time: its value and moments read whole, this
+  // replica's slices kept, the rest let go of before the next, so a resume
+  // holds one tensor's value and moments beyond the shards. Parameter
+  // shards keep no whole value at all.
   if (st.fetch) st.fetch->release_all();
-  for (auto& p : st.store->all()) {
-    // Parameter shards: whole values read, this replica's slices kept.
-    if (!p->value.defined()) p->value = model::tensor::zeros(p->spec.shape);
-    params.push_back(p.get());
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto& p = *all[i];
+    model::tensor value, mo(p.spec.shape), vo(p.spec.shape);
+    model::tensor& into = st.fetch ? value : p.value;
+    if (!into.defined()) into = model::tensor(p.spec.shape);
+    model::read_holder_part(ckpt, p.spec.name, p.spec, into);
+    model::read_holder_part(ckpt, "m." + p.spec.name, p.spec, mo);
+    model::read_holder_part(ckpt, "v." + p.spec.name, p.spec, vo);
+    st.dist->load_parameter(int(i), st.fetch ? &value : nullptr, mo, vo);
   }
-  model::load_parameters(ckpt, params, st.opt.get());
-  if (st.dist) {  // whole moments read, this replica's slice kept
-    std::vector<model::tensor> first, second;
-    st.dist->set_t(model::load_moments(ckpt, params, first, second));
-    st.dist->set_moments(first, second);
-  }
-  if (st.fetch) {
-    st.dist->take_owned_values();
-    for (int b = 0; b < st.dist->buckets(); ++b) st.dist->release_values(b);
-  }
+  st.dist->set_t(model::load_adam_t(ckpt));
   self->send(st.coordinator, shard_restored{coord(st)});
 }
 

@@ -191,16 +191,25 @@ void distributed_adamw::set_moments(const std::vector<tensor>& m, const std::vec
   MERAK_CHECK(m.size() == params_.size() && v.size() == params_.size(),
               "distributed optimizer: moments of {} and {} parameters for {}", m.size(), v.size(),
               params_.size());
-  for (size_t b = 0; b < pieces_.size(); ++b)
-    for (auto& pc : pieces_[b]) {
-      const size_t p = size_t(pc.param);
-      MERAK_CHECK(m[p].numel() == shape_numel(params_[p]->spec.shape) && v[p].numel() == m[p].numel(),
-                  "distributed optimizer: moments of '{}' hold {} elements, not {}",
-                  params_[p]->spec.name, m[p].numel(), shape_numel(params_[p]->spec.shape));
-      const int64_t at = pc.flat - owned_[b].first, n = pc.end - pc.begin;
-      std::memcpy(m_[b].f32() + at, m[p].f32() + pc.begin, size_t(n) * sizeof(float));
-      std::memcpy(v_[b].f32() + at, v[p].f32() + pc.begin, size_t(n) * sizeof(float));
-    }
+  for (size_t p = 0; p < params_.size(); ++p) load_parameter(int(p), nullptr, m[p], v[p]);
+}
+
+void distributed_adamw::load_parameter(int p, const tensor* value, const tensor& m,
+                                       const tensor& v) {
+  auto& prm = *params_.at(size_t(p));
+  const int64_t n = shape_numel(prm.spec.shape);
+  MERAK_CHECK(m.numel() == n && v.numel() == n && (!value || value->numel() == n),
+              "distributed optimizer: '{}' loaded with {}, {} and {} elements, not {}",
+              prm.spec.name, m.numel(), v.numel(), value ? value->numel() : n, n);
+  const size_t b = size_t(bucket_of_[size_t(p)]);
+  for (auto& pc : pieces_[b]) {
+    if (pc.param != p) continue;
+    const int64_t at = pc.flat - owned_[b].first, k = pc.end - pc.begin;
+    std::memcpy(m_[b].f32() + at, m.f32() + pc.begin, size_t(k) * sizeof(float));
+    std::memcpy(v_[b].f32() + at, v.f32() + pc.begin, size_t(k) * sizeof(float));
+    if (value && values_sharded())
+      std::memcpy(vals_[b].data() + at, value->f32() + pc.begin, size_t(k) * sizeof(float));
+  }
 }
 
 int64_t distributed_adamw::moment_bytes() const {

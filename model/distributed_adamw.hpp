@@ -112,6 +112,11 @@ class distributed_adamw {
   // This rank's slice of every moment <- whole per-parameter moments
   // (a checkpoint's), m and v parallel to the parameters.
   void set_moments(const std::vector<tensor>& m, const std::vector<tensor>& v);
+  // The same for parameter p alone, and with value shards kept, its owned
+  // values <- `value` (whole, host; null: the values are not touched). A
+  // loader reads one parameter at a time and lets it go after, so a load
+  // holds one whole tensor beyond the slices.
+  void load_parameter(int p, const tensor* value, const tensor& m, const tensor& v);
 
   int64_t t() const { return t_; }
   void set_t(int64_t t) { t_ = t; }

@@ -570,16 +570,7 @@ void load_parameters(const checkpoint_reader& ckpt, const std::vector<parameter*
   if (opt) opt->set_t(metadata_count(ckpt.metadata(), "merak.adam_t", ckpt.dir()));
 }
 
-int64_t load_moments(const checkpoint_reader& ckpt, const std::vector<parameter*>& params,
-                     std::vector<tensor>& first, std::vector<tensor>& second) {
-  first.clear();
-  second.clear();
-  for (auto* p : params) {
-    first.emplace_back(p->spec.shape);
-    second.emplace_back(p->spec.shape);
-    read_holder_part(ckpt, "m." + p->spec.name, p->spec, first.back());
-    read_holder_part(ckpt, "v." + p->spec.name, p->spec, second.back());
-  }
+int64_t load_adam_t(const checkpoint_reader& ckpt) {
   return metadata_count(ckpt.metadata(), "merak.adam_t", ckpt.dir());
 }
 

@@ -139,12 +139,12 @@ void load_parameters(const checkpoint_reader& ckpt, const std::vector<parameter*
 void read_holder_part(const checkpoint_reader& ckpt, const std::string& key,
                       const param_spec& spec, tensor& dst);
 
-// This holder's part of every parameter's AdamW moments ("m.NAME",
-// "v.NAME"), as host tensors parallel to `params`; returns the AdamW step
-// count. For an optimizer that keeps the moments its own way (the
-// distributed optimizer keeps a slice).
-int64_t load_moments(const checkpoint_reader& ckpt, const std::vector<parameter*>& params,
-                     std::vector<tensor>& first, std::vector<tensor>& second);
+// The AdamW step count a checkpoint was saved at (its "merak.adam_t"), for
+// an optimizer that reads its moments its own way (the distributed
+// optimizer: read_holder_part of "m.NAME" and "v.NAME" one parameter at a
+// time, keeping a slice of each). Throws merak::error naming the checkpoint
+// when it is missing or not a count.
+int64_t load_adam_t(const checkpoint_reader& ckpt);
 
 // Writes `ckpt` as a single-device checkpoint under `out` (model and
 // optimizer files, out/latest). Returns the checkpoint's directory.
