@@ -267,6 +267,7 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.tp_rank = t;
   su.tp = par.tp;
   su.tp_link = groups.shards[r][s][t];
+  if (par.dp > 1) su.dp_link = groups.replicas[r][s][t];
   su.tp_overlap = par.tp_overlap;
   su.graph = &shards[t].graph;
   su.first = shard_bounds[s];

@@ -549,7 +549,13 @@ stage_api::behavior_type stage_actor(stage_self self, stage_setup setup) {
   return {
       [=](stage_wiring& w) { take_wiring(self, setup, w); },
       [=](stage_plan& plan) { guarded(self, [&] { take_plan(self, plan); }); },
-      [=](const step_start&) { guarded(self, [&] { start_step(self); }); },
+      [=](const step_start& m) {
+        guarded(self, [&] {
+          for (auto* link : {self->state.cfg.tp_link.get(), self->state.cfg.dp_link.get()})
+            if (link) link->set_step(m.step);
+          start_step(self);
+        });
+      },
       [=](stage_tensor& in) {  // by reference: take() can move
         guarded(self, [&] { take_tensor(self, in); });
       },

@@ -76,6 +76,9 @@ struct stage_setup {
   // This shard's endpoint of the stage's TP group (tp > 1), and the
   // sub-pipelining level (model::executor::set_tp).
   std::shared_ptr<comm::transport> tp_link;
+  // The stage's reducer's endpoint (dp > 1): labelled with the step like
+  // tp_link, for the collectives' sequence check (transport::set_step).
+  std::shared_ptr<comm::transport> dp_link;
   int tp_overlap = 0;
   const model::graph* graph = nullptr;  // this TP shard's rewrite of the model
   int first = 0, last = 0;              // node range

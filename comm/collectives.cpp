@@ -48,11 +48,15 @@ std::atomic<bool>& checks_on() {
 }
 
 // What a collective call tells every rank under the sequence check.
+// The step is the issuing side's label (transport::set_step), named in
+// the message but not compared: ranks may reach a step at different times.
 struct call_description {
   uint64_t call = 0, bytes = 0, tag = 0;
+  int64_t step = -1;
   char what[40] = {};
   std::string str() const {
-    return fmt::format("call {}, {} of {} bytes (tag {})", call,
+    return fmt::format("call {}{}, {} of {} bytes (tag {})", call,
+                       step >= 0 ? fmt::format(" in step {}", step) : std::string(),
                        std::string(what, strnlen(what, sizeof what)), bytes, tag);
   }
   bool same(const call_description& o) const {
@@ -270,6 +274,7 @@ void check_sequence(const char* what, transport& t, tag_t tag, uint64_t bytes, u
   mine.call = call;
   mine.bytes = bytes;
   mine.tag = tag;
+  mine.step = t.step();
   std::strncpy(mine.what, what, sizeof mine.what - 1);
   const size_t n = static_cast<size_t>(P);
   std::vector<size_t> offsets(n), sizes(n, sizeof(call_description));

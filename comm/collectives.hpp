@@ -28,10 +28,11 @@
 // Sequence check (set_collective_checks, or MERAK_CHECK_COLLECTIVES=1 in the
 // environment): every collective first all-gathers a description of itself
 // from every rank (the endpoint's call number, the collective, its bytes
-// and tag), so ranks that issue different collectives, sizes or tags at the
-// same point — what leaves a real job hanging — all fail at once with the
-// same merak::error naming the first rank that differs from rank 0 and both
-// calls. It costs a ring all-gather of 64 bytes a rank per call; the user
+// and tag; the step of transport::set_step, named but not compared), so
+// ranks that issue different collectives, sizes or tags at the same point —
+// what leaves a real job hanging — all fail at once with the same
+// merak::error naming the first rank that differs from rank 0 and both
+// calls. It costs a ring all-gather of 72 bytes a rank per call; the user
 // tag kmax_collective_tag - 1 is reserved for it. With it on, an
 // endpoint's collectives must come from one thread at a time in one order
 // (merak's own do).

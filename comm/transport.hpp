@@ -92,6 +92,10 @@ class transport {
   // The collectives' sequence number on this endpoint (collectives.hpp's
   // check that every rank issues the same calls): the next call's.
   uint64_t next_collective_call() { return ++collective_calls_; }
+  // The training step the endpoint's user is in (-1: none), which the
+  // sequence check names beside a call; thread-safe, set by the user.
+  void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }
 
   // Ends the job's traffic on this endpoint: every current and later wait
   // fails at once (within ~100 ms) with merak::error naming `why`, and
@@ -122,6 +126,7 @@ class transport {
  private:
   std::atomic<uint64_t> bytes_sent_{0};
   uint64_t collective_calls_ = 0;
+  std::atomic<int64_t> step_{-1};
 };
 
 }  // namespace merak::comm

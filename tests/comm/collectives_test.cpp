@@ -594,6 +594,17 @@ TEST_CASE("the sequence check lets matching collectives through and names mismat
     CHECK(all_contain(errors, "rank 1 issued call 1, reduce_scatter_sum of 400 bytes (tag 7) where "
                               "rank 0 issued call 1, allreduce_sum of 400 bytes (tag 7)"));
   }
+  SECTION("the calls named with the step their ranks were in") {
+    auto errors = run_ranks(P, [](transport& t) {
+      t.set_step(t.rank() == 2 ? 5 : 4);  // a label, not compared
+      std::vector<float> x(100, 1.0f);
+      allreduce_sum(t, std::span<float>(x), 7);
+      allreduce_sum(t, std::span<float>(x), t.rank() == 1 ? 9 : 8);
+    });
+    CHECK(all_contain(errors, "rank 1 issued call 2 in step 4, allreduce_sum of 400 bytes (tag 9) "
+                              "where rank 0 issued call 2 in step 4, allreduce_sum of 400 bytes "
+                              "(tag 8)"));
+  }
   SECTION("another size on one rank") {
     auto errors = run_ranks(P, [](transport& t) {
       std::vector<float> x(t.rank() == 2 ? 50 : 100, 1.0f);
