@@ -2,6 +2,7 @@
 // channel, groups over UCX (coordinator.hpp).
 #include "actors/coordinator.hpp"
 #include "actors/idle_wait.hpp"
+#include "comm/nccl_semantics.hpp"
 
 namespace merak::actors {
 
@@ -172,10 +173,11 @@ std::vector<std::shared_ptr<comm::transport>> coordinator::group_endpoints(
   if (std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks.front(); })) {
     if (ranks.front() != me) return out;
     auto group = comm::make_inproc_group(int(ranks.size()));
-    for (size_t k = 0; k < ranks.size(); ++k) {
-      group[k]->set_timeout(timeout());
+    for (auto& e : group) e->set_timeout(timeout());
+    // MERAK_NCCL_SEMANTICS: matched by order, sends done at the receive.
+    if (comm::nccl_semantics()) group = comm::with_nccl_semantics(std::move(group));
+    for (size_t k = 0; k < ranks.size(); ++k)
       out[k] = std::shared_ptr<comm::transport>(std::move(group[k]));
-    }
     return out;
   }
 #ifdef MERAK_WITH_UCX

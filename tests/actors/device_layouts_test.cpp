@@ -4,15 +4,18 @@
 // memory from the host (gradient buckets, TP sums, tied weights, summed
 // gradients, shard files) would fault; and since the stand-in computes with
 // the CPU kernels, each layout must equal the same layout on the CPU bit for
-// bit (core lending off on both: the same thread counts).
+// bit (core lending off on both: the same thread counts). The device runs'
+// groups carry NCCL's point-to-point semantics (comm/nccl_semantics.hpp).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "actors/parallel_trainer.hpp"
+#include "comm/nccl_semantics.hpp"
 #include "model/trainer.hpp"
 #include "tests/actors/layout_options.hpp"
 #include "tests/model/stand_in_device.hpp"
@@ -64,7 +67,18 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     auto pd = par;
     pd.spread_over_devices = (&c - cases) % 2 == 1;
     INFO((pd.spread_over_devices ? "spread over cuda:0-3" : "all on cuda:0"));
-    actors::parallel_trainer on_dev(od, pd, test::layout_test_corpus());
+    // The device run's TP and data-parallel groups with NCCL's matching and
+    // rendezvous (comm/nccl_semantics.hpp), as NCCL would carry them.
+    comm::set_nccl_semantics(true);
+    std::optional<actors::parallel_trainer> made;
+    try {
+      made.emplace(od, pd, test::layout_test_corpus());
+    } catch (...) {
+      comm::set_nccl_semantics(false);
+      throw;
+    }
+    comm::set_nccl_semantics(false);
+    auto& on_dev = *made;
     for (int s = 0; s < 4; ++s) {
       auto a = on_cpu.train_step(), b = on_dev.train_step();
       INFO("step " << s + 1 << ": " << a.loss << " vs " << b.loss);
@@ -81,6 +95,17 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     CHECK(single.step() == 4);
     std::filesystem::remove_all(dir);
   }
+}
+
+TEST_CASE("the sharding strategies refuse device parameters by name", "[device]") {
+  auto par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
+  par.sharding = partition::sharding_strategy::optim;
+  auto o = test::layout_test_options(2);
+  o.where = model::device::cuda(0);
+  CHECK_THROWS_WITH(actors::parallel_trainer(o, par, test::layout_test_corpus()),
+                    Catch::Contains("--data-parallel-sharding-strategy optim") &&
+                        Catch::Contains("keeps host parameters only") &&
+                        Catch::Contains("--device cuda:0"));
 }
 
 int main(int argc, char* argv[]) {

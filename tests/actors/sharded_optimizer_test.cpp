@@ -22,6 +22,7 @@
 #include <set>
 
 #include "actors/parallel_trainer.hpp"
+#include "comm/nccl_semantics.hpp"
 #include "core/error.hpp"
 #include "model/sharded_checkpoint.hpp"
 #include "model/trainer.hpp"
@@ -337,6 +338,52 @@ TEST_CASE("parameter shards under sub-pipelined TP gather each bucket once per s
     const double plain = last_step_bytes(0, sp);
     CHECK(last_step_bytes(1, sp) == plain);
     CHECK(last_step_bytes(2, sp) == plain);
+  }
+}
+
+TEST_CASE("layouts train the same over NCCL's point-to-point matching and rendezvous",
+          "[actors][equivalence][nccl_semantics]") {
+  // Every TP and data-parallel group of the run matched by posting order,
+  // each send done only once its receive is posted (comm/nccl_semantics.hpp):
+  // a receive posted out of its peer's send order, or a send waited on
+  // before the receive it needs, fails the run instead.
+  using rm = actors::recompute_mode;
+  struct run_case {
+    sharded_case c;
+    sharding_strategy s;
+  };
+  const run_case cases[] = {
+      {{2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none}, sharding_strategy::no_shard},
+      {{2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::stage_aware}, sharding_strategy::no_shard},
+      {{1, 2, 1, 2, 2, schedule_kind::one_f_one_b, rm::none, 1, false, false, true},
+       sharding_strategy::no_shard},
+      {{2, 1, 2, 2, 0, schedule_kind::zb_h1, rm::none}, sharding_strategy::optim},
+      {{2, 1, 2, 4, 0, schedule_kind::interleaved, rm::none, 2, true}, sharding_strategy::optim},
+      {{2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none, 1, false, false, true},
+       sharding_strategy::optim_grads},
+      {{2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::none}, sharding_strategy::optim_grads_params},
+      {{2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
+       sharding_strategy::no_shard},
+  };
+  const int64_t steps = 6;
+  for (auto& [c, s] : cases) {
+    INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
+               << partition::schedule_name(c.kind) << " bf16=" << c.bf16 << " coo=" << c.sparse
+               << " sp=" << c.sp << " " << partition::sharding_strategy_name(s));
+    const auto o = options_of(c, steps);
+    const auto plain = losses(o, options_of(c, s));
+    comm::set_nccl_semantics(true);
+    std::vector<double> ordered;
+    try {
+      ordered = losses(o, options_of(c, s));
+    } catch (...) {
+      comm::set_nccl_semantics(false);
+      throw;
+    }
+    comm::set_nccl_semantics(false);
+    REQUIRE(ordered.size() == plain.size());
+    for (size_t k = 0; k < plain.size(); ++k)
+      REQUIRE(std::abs(ordered[k] - plain[k]) <= 1e-6 * std::abs(plain[k]));
   }
 }
 

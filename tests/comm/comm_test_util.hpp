@@ -14,10 +14,14 @@ namespace merak::comm::testing {
 
 // Runs fn(endpoint) for every rank of an in-process group of `size`, one
 // thread per rank; returns each rank's error message ("" when it returned).
+// With `wrap`, over the group it makes of the in-process endpoints.
 inline std::vector<std::string> run_ranks(
     int size, const std::function<void(transport&)>& fn,
-    std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(20000),
+    const std::function<std::vector<std::unique_ptr<transport>>(
+        std::vector<std::unique_ptr<transport>>)>& wrap = {}) {
   auto group = make_inproc_group(size, timeout);
+  if (wrap) group = wrap(std::move(group));
   std::vector<std::string> errors(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)
