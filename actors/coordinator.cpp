@@ -14,12 +14,6 @@ coordinator::coordinator(model::train_options o, parallel_options p,
   sys = lent;
   opts.validate();
   par.validate(opts.batch);
-  if (opts.where.type != model::device::kind::cpu && par.dp > 1 &&
-      par.sharding != partition::sharding_strategy::no_shard)
-    fail(
-        "--data-parallel-sharding-strategy {} (--use-distributed-optimizer) keeps host "
-        "parameters only: with --device {} train with no_shard",
-        partition::sharding_strategy_name(par.sharding), opts.where.str());
   model::check_corpus_vocab(*corpus, opts.model);
   graph = model::build_model(opts.model);
   if (par.sparse.kind != comm::codec_kind::dense) {

@@ -117,7 +117,7 @@ struct stage_setup {
   std::string sparse_param;
   // With dp > 1: the AdamW moments sharded over the replicas
   // (model/distributed_adamw.hpp): buckets reduce-scattered, the updated
-  // values all-gathered. Host parameters only.
+  // values all-gathered. On a device, its state stays in host memory.
   bool distributed_optimizer = false;
   // Set for gradient shards (ZeRO stage 2, optim_grads, dp > 1): every
   // micro-batch's buckets are reduce-scattered as its backward ends and

@@ -21,10 +21,10 @@ void apply_reduced(stage_state& st, int id, const model::tensor& sum) {
   if (st.dist && st.dist->gradient_sharded(id)) {  // added to the gradient shard
     st.dist->add_owned_gradient(id, sum.f32() + st.dist->owned(id).first);
   } else if (st.dist && st.scatter.at(size_t(id))) {  // only this replica's shard is summed
-    const float* s = sum.f32();
     for (auto& pc : st.dist->owned_pieces(id))
-      std::memcpy(all[size_t(pc.param)]->grad.f32() + pc.begin, s + pc.flat,
-                  size_t(pc.end - pc.begin) * sizeof(float));
+      model::copy_bytes(all[size_t(pc.param)]->grad, size_t(pc.begin) * sizeof(float), sum,
+                        size_t(pc.flat) * sizeof(float),
+                        size_t(pc.end - pc.begin) * sizeof(float));
   } else {
     size_t at = 0;
     for (int p : st.buckets.at(size_t(id)).params) {

@@ -60,7 +60,7 @@ void finish_gather(stage_state& st, int b) {
   auto& [ticket, flat] = st.fetching[size_t(b)];
   if (!flat) return;
   st.cfg.fetched->wait_for(ticket);
-  st.dist->unpack_values(b, flat->f32());
+  st.dist->unpack_values(b, *flat);
   flat.reset();
 }
 
@@ -99,9 +99,6 @@ std::vector<model::shard_record> write_own_shard(const stage_state& st, const st
 }  // namespace
 
 void setup_distributed_optimizer(stage_state& st) {
-  MERAK_CHECK(st.cfg.where.type == model::device::kind::cpu,
-              "{}: the distributed optimizer keeps host parameters only (--device {} given)",
-              where(st), st.cfg.where.str());
   // The bucketer's buckets for the order every step's backward finishes
   // the nodes in.
   std::vector<std::vector<int>> layout;
@@ -283,7 +280,7 @@ void take_bucket_gathered(stage_self self, bucket_gathered& g) {
               where(st), g.bucket);
   --st.gathers;
   core_busy busy(st.cfg.cores.get(), st.cfg.core_index);
-  st.dist->unpack_values(g.bucket, g.flat.t->f32());
+  st.dist->unpack_values(g.bucket, *g.flat.t);
   if (st.gathers == 0) report_applied(self);
 }
 
@@ -349,7 +346,15 @@ void restore_own_shard(stage_self self, const restore_shard& m) {
     model::read_holder_part(ckpt, p.spec.name, p.spec, into);
     model::read_holder_part(ckpt, "m." + p.spec.name, p.spec, mo);
     model::read_holder_part(ckpt, "v." + p.spec.name, p.spec, vo);
-    st.dist->load_parameter(int(i), st.fetch ? &value : nullptr, mo, vo);
+    // The owned values to the optimizer when it keeps them (parameter
+    // shards, device parameters), from the host.
+    model::tensor staged;
+    const model::tensor* master = nullptr;
+    if (st.dist->values_sharded())
+      master = into.where().type == model::device::kind::cpu
+                   ? &into
+                   : &(staged = into.to(model::device::cpu()));
+    st.dist->load_parameter(int(i), master, mo, vo);
   }
   st.dist->set_t(model::load_adam_t(ckpt));
   self->send(st.coordinator, shard_restored{coord(st)});

@@ -23,9 +23,10 @@ distributed_adamw::distributed_adamw(adamw_config cfg, std::vector<parameter_ptr
       MERAK_CHECK(p >= 0 && size_t(p) < params_.size(), "distributed optimizer: bucket {} names parameter {} of {}", b, p, params_.size());
       MERAK_CHECK(bucket_of_[size_t(p)] < 0, "distributed optimizer: parameter '{}' in buckets {} and {}",
                   params_[size_t(p)]->spec.name, bucket_of_[size_t(p)], b);
-      MERAK_CHECK(params_[size_t(p)]->value.where().type == device::kind::cpu,
-                  "distributed optimizer: parameter '{}' is not in host memory (host parameters only)",
-                  params_[size_t(p)]->spec.name);
+      MERAK_CHECK(params_[size_t(p)]->value.where() == params_.front()->value.where(),
+                  "distributed optimizer: parameter '{}' is on {}, the others on {}",
+                  params_[size_t(p)]->spec.name, params_[size_t(p)]->value.where().str(),
+                  params_.front()->value.where().str());
       bucket_of_[size_t(p)] = int(b);
       offset_in_[size_t(p)] = at;
       at += params_[size_t(p)]->value.numel();
@@ -48,6 +49,10 @@ distributed_adamw::distributed_adamw(adamw_config cfg, std::vector<parameter_ptr
   for (size_t p = 0; p < params_.size(); ++p)
     MERAK_CHECK(bucket_of_[p] >= 0, "distributed optimizer: parameter '{}' is in no bucket",
                 params_[p]->spec.name);
+  if (!params_.empty()) where_ = params_.front()->value.where();
+  // Device parameters: the owned values (the masters) live here, in host
+  // memory, beside the moments.
+  if (where_.type != device::kind::cpu) keep_value_shards();
 }
 
 void distributed_adamw::keep_gradient_shards(const std::vector<char>& sharded) {
@@ -77,7 +82,13 @@ int64_t distributed_adamw::gradient_shard_bytes() const {
 
 float* distributed_adamw::piece_gradient(size_t b, const piece& pc) const {
   if (gradient_sharded(int(b))) return g_[b].data() + (pc.flat - owned_[b].first);
-  return params_[size_t(pc.param)]->grad.f32() + pc.begin;
+  auto& grad = params_[size_t(pc.param)]->grad;
+  if (grad.where().type == device::kind::cpu) return grad.f32() + pc.begin;
+  // A device gradient: its piece copied to host scratch (valid until the next call).
+  if (scratch_.numel() < pc.end - pc.begin) scratch_ = tensor({pc.end - pc.begin});
+  copy_bytes(scratch_, 0, grad, size_t(pc.begin) * sizeof(float),
+             size_t(pc.end - pc.begin) * sizeof(float));
+  return scratch_.f32();
 }
 
 double distributed_adamw::owned_sumsq(const std::function<bool(int)>& counts) const {
@@ -108,7 +119,7 @@ void distributed_adamw::step(float lr, float grad_scale, bool zero_grads) {
     }
   if (!zero_grads) return;
   for (auto& p : params_)
-    if (p->grad.defined()) std::memset(p->grad.raw(), 0, p->grad.bytes());
+    if (p->grad.defined()) p->grad.fill_zero();
   zero_gradient_shards();
 }
 
@@ -124,6 +135,8 @@ void distributed_adamw::pack_owned_values(int b, float* flat) const {
 }
 
 void distributed_adamw::unpack_values(int b, const float* flat) {
+  MERAK_CHECK(where_.type == device::kind::cpu,
+              "distributed optimizer: values on {} unpacked from a pointer", where_.str());
   for (int p : buckets_[size_t(b)]) {
     auto& prm = *params_[size_t(p)];
     if (!prm.value.defined()) prm.value = tensor(prm.spec.shape);
@@ -131,7 +144,20 @@ void distributed_adamw::unpack_values(int b, const float* flat) {
   }
 }
 
+void distributed_adamw::unpack_values(int b, const tensor& flat) {
+  MERAK_CHECK(flat.numel() == numel_[size_t(b)] && flat.type() == dtype::f32,
+              "distributed optimizer: bucket {} of {} elements unpacked from {}", b,
+              numel_[size_t(b)], flat.numel());
+  for (int p : buckets_[size_t(b)]) {
+    auto& prm = *params_[size_t(p)];
+    if (!prm.value.defined()) prm.value = tensor(prm.spec.shape, dtype::f32, where_);
+    copy_bytes(prm.value, 0, flat, size_t(offset_in_[size_t(p)]) * sizeof(float),
+               prm.value.bytes());
+  }
+}
+
 void distributed_adamw::keep_value_shards() {
+  if (values_sharded()) return take_owned_values();
   vals_.assign(buckets_.size(), {});
   for (size_t b = 0; b < buckets_.size(); ++b)
     vals_[b].assign(size_t(owned_[b].second - owned_[b].first), 0.f);
@@ -145,7 +171,11 @@ void distributed_adamw::take_owned_values() {
       auto& prm = *params_[size_t(pc.param)];
       MERAK_CHECK(prm.value.defined(), "distributed optimizer: the value of '{}' is released",
                   prm.spec.name);
-      std::memcpy(vals_[b].data() + (pc.flat - owned_[b].first), prm.value.f32() + pc.begin,
+      tensor staged;
+      const tensor& host = prm.value.where().type == device::kind::cpu
+                               ? prm.value
+                               : (staged = prm.value.to(device::cpu()));
+      std::memcpy(vals_[b].data() + (pc.flat - owned_[b].first), host.f32() + pc.begin,
                   size_t(pc.end - pc.begin) * sizeof(float));
     }
 }

@@ -28,7 +28,13 @@
 //
 // Arithmetic: each element is updated by adamw_update_host, the formula of
 // adamw::step, so a replica's slices get the bits the unsharded optimizer
-// would give the same gradients. Host (CPU) parameters only.
+// would give the same gradients.
+//
+// Parameters on a device: the state (moments, gradient shards, and the
+// owned values, kept as value shards from the start) lives in host memory,
+// where the update runs; a device gradient's owned pieces are copied to the
+// host for the norm and the update, and gathered values copied onto the
+// device (unpack_values from a tensor). Every parameter on one device.
 
 #include <cstdint>
 #include <functional>
@@ -84,11 +90,15 @@ class distributed_adamw {
   // flat[owned(b)] <- the owned values (before the all-gather).
   void pack_owned_values(int b, float* flat) const;
   // The parameters of bucket b <- a whole flat buffer of values (after it);
-  // released values are allocated again (host).
+  // released values are allocated again (host parameters only).
   void unpack_values(int b, const float* flat);
+  // The same from a host tensor of bucket_numel(b) floats, onto the
+  // parameters' device (released values allocated there again).
+  void unpack_values(int b, const tensor& flat);
 
   // Parameter shards: the owned slices taken from the parameters' values
-  // (all of them must be present), kept here from now on.
+  // (all of them must be present), kept here from now on (already so for
+  // device parameters).
   void keep_value_shards();
   bool values_sharded() const { return !vals_.empty(); }
   // The owned slices <- the parameters' values again (a checkpoint was
@@ -144,6 +154,8 @@ class distributed_adamw {
   // Where the owned value of piece pc of bucket b lies.
   float* piece_value(size_t b, const piece& pc) const;
   int64_t t_ = 0;
+  device where_ = device::cpu();  // the parameters'
+  mutable tensor scratch_;        // a device gradient's piece, on the host
 };
 
 }  // namespace merak::model

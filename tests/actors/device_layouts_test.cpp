@@ -31,6 +31,7 @@ struct layout_case {
   schedule_kind kind;
   int chunks;
   model::dtype activations;
+  partition::sharding_strategy sharding = partition::sharding_strategy::no_shard;
 };
 
 }  // namespace
@@ -45,16 +46,24 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
       {1, 1, 2, 4, 0, schedule_kind::zb_h1, 1, f32},
       {1, 1, 2, 4, 0, schedule_kind::interleaved, 2, f32},
       {1, 2, 2, 4, 0, schedule_kind::one_f_one_b, 1, bf16},
+      {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, 1, f32, partition::sharding_strategy::optim},
+      {2, 2, 1, 2, 1, schedule_kind::one_f_one_b, 1, bf16, partition::sharding_strategy::optim},
+      {2, 2, 2, 2, 2, schedule_kind::one_f_one_b, 1, f32,
+       partition::sharding_strategy::optim_grads},
+      {2, 1, 2, 2, 0, schedule_kind::one_f_one_b, 1, bf16,
+       partition::sharding_strategy::optim_grads_params},
   };
   for (auto& c : cases) {
     INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
-               << partition::schedule_name(c.kind) << " " << model::dtype_name(c.activations));
+               << partition::schedule_name(c.kind) << " " << model::dtype_name(c.activations)
+               << " " << partition::sharding_strategy_name(c.sharding));
     auto par = test::parallel_layout(c.dp, c.tp, c.pp, c.m, c.kind, c.chunks);
+    par.sharding = c.sharding;
     par.tp_overlap = c.overlap;
     par.bucket_bytes = 8192;
     par.lend_cores = false;
     par.timeout_s = 60;
-    auto o = test::layout_test_options(4);
+    auto o = test::layout_test_options(5);  // 4 here, the fifth after a resume
     o.model.activations = c.activations;
     auto dir = std::filesystem::temp_directory_path() /
                ("merak-device-layout-" + std::to_string(::getpid()));
@@ -93,19 +102,16 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     resume.load = saved;
     model::trainer single(resume, test::layout_test_corpus());
     CHECK(single.step() == 4);
+    if (c.sharding != partition::sharding_strategy::no_shard) {
+      // Sharded state resumed onto the device: the fifth step as the CPU's.
+      auto back = od;
+      back.load = saved;
+      actors::parallel_trainer again(back, pd, test::layout_test_corpus());
+      REQUIRE(again.step() == 4);
+      CHECK(again.train_step().loss == on_cpu.train_step().loss);
+    }
     std::filesystem::remove_all(dir);
   }
-}
-
-TEST_CASE("the sharding strategies refuse device parameters by name", "[device]") {
-  auto par = test::parallel_layout(2, 1, 1, 1, schedule_kind::one_f_one_b, 1);
-  par.sharding = partition::sharding_strategy::optim;
-  auto o = test::layout_test_options(2);
-  o.where = model::device::cuda(0);
-  CHECK_THROWS_WITH(actors::parallel_trainer(o, par, test::layout_test_corpus()),
-                    Catch::Contains("--data-parallel-sharding-strategy optim") &&
-                        Catch::Contains("keeps host parameters only") &&
-                        Catch::Contains("--device cuda:0"));
 }
 
 int main(int argc, char* argv[]) {
