@@ -64,6 +64,18 @@ model::train_options options_of(const sharded_case& c, int64_t steps) {
   return o;
 }
 
+// The data-parallel bytes of the last step of a run (replica 0's reducers).
+double last_step_dp_bytes(const model::train_options& o, const actors::parallel_options& par) {
+  actors::parallel_trainer tr(o, par, test::layout_test_corpus());
+  double sent = 0;
+  while (!tr.done()) {
+    tr.train_step();
+    for (auto& [name, v] : tr.step_metrics())
+      if (name == "dp_bytes_per_rank") sent = v;
+  }
+  return sent;
+}
+
 std::vector<double> losses(const model::train_options& o, const actors::parallel_options& par) {
   actors::parallel_trainer tr(o, par, test::layout_test_corpus());
   std::vector<double> out;
@@ -266,15 +278,7 @@ TEST_CASE("bf16 runs all-gather the GEMM weights as bf16 and checkpoint exact va
     auto last_step_bytes = [&](bool bf16) {
       auto o = options_of(c, 3);
       if (bf16) o.model.activations = model::dtype::bf16;
-      actors::parallel_trainer tr(o, options_of(c, sharding_strategy::optim),
-                                  test::layout_test_corpus());
-      double sent = 0;
-      while (!tr.done()) {
-        tr.train_step();
-        for (auto& [name, v] : tr.step_metrics())
-          if (name == "dp_bytes_per_rank") sent = v;
-      }
-      return sent;
+      return last_step_dp_bytes(o, options_of(c, sharding_strategy::optim));
     };
     const auto o = test::layout_test_options(3);
     const double gemm = double(o.model.layers) * 12 * o.model.dim * o.model.dim;
@@ -323,15 +327,7 @@ TEST_CASE("parameter shards under sub-pipelined TP gather each bucket once per s
   auto last_step_bytes = [](int overlap, bool sp) {
     const sharded_case c{2, 2, 1, 2, overlap, schedule_kind::one_f_one_b,
                          actors::recompute_mode::none, 1, false, false, sp};
-    actors::parallel_trainer tr(options_of(c, 3), options_of(c, sharding_strategy::optim_grads_params),
-                                test::layout_test_corpus());
-    double sent = 0;
-    while (!tr.done()) {
-      tr.train_step();
-      for (auto& [name, v] : tr.step_metrics())
-        if (name == "dp_bytes_per_rank") sent = v;
-    }
-    return sent;
+    return last_step_dp_bytes(options_of(c, 3), options_of(c, sharding_strategy::optim_grads_params));
   };
   for (bool sp : {false, true}) {
     INFO("sequence parallel " << sp);
