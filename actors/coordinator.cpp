@@ -497,6 +497,7 @@ model::step_result coordinator::run_step() {
           const auto [r, s, t] = m.who;
           memory.parameters = std::max(memory.parameters, m.memory.parameters);
           memory.gradients = std::max(memory.gradients, m.memory.gradients);
+          memory.gradients_peak = std::max(memory.gradients_peak, m.memory.gradients_peak);
           memory.optimizer = std::max(memory.optimizer, m.memory.optimizer);
           memory.activations_peak = std::max(memory.activations_peak, m.memory.activations_peak);
           if (sharded)  // shards: their slices, shard 0 the rest; replicas: theirs

@@ -471,7 +471,8 @@ MERAK_INSPECT(bucket_gathered, x.bucket, x.flat)
 MERAK_INSPECT(scheduler_wiring, x.stages, x.coordinator)
 MERAK_INSPECT(memory_report, x.memory)
 MERAK_INSPECT(micro_batch_loss, x.dp, x.mb, x.loss)
-MERAK_INSPECT(memory_use, x.parameters, x.gradients, x.optimizer, x.activations_peak)
+MERAK_INSPECT(memory_use, x.parameters, x.gradients, x.gradients_peak, x.optimizer,
+              x.activations_peak)
 MERAK_INSPECT(stage_ready, x.who, x.grad_sumsq, x.busy_s, x.dp_bytes, x.sparse_union_rows,
               x.sparse_rel_error, x.memory)
 MERAK_INSPECT(stage_trace, x.who, x.ops, x.reductions, x.tp_sums)

@@ -105,6 +105,7 @@ std::vector<std::pair<std::string, double>> parallel_trainer::step_metrics() con
   m.emplace_back("memory_bytes/gradients", double(mem.gradients));
   m.emplace_back("memory_bytes/optimizer", double(mem.optimizer));
   m.emplace_back("memory_bytes/activations_peak", double(mem.activations_peak));
+  m.emplace_back("memory_bytes/gradients_peak", double(mem.gradients_peak));
   return m;
 }
 std::string parallel_trainer::describe() const {

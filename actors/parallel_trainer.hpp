@@ -125,6 +125,10 @@ struct memory_use {
   // the most values gathered at once during the step.
   int64_t parameters = 0;
   int64_t gradients = 0;         // parameter gradients and the reducer's bucket buffers
+  // The most gradient bytes held at once during the step (whole gradients,
+  // bucket copies out to the reducer, gradient shards): under gradient
+  // shards, what a backward holds beyond the shards `gradients` counts.
+  int64_t gradients_peak = 0;
   int64_t optimizer = 0;         // AdamW moments (this replica's slices when sharded)
   int64_t activations_peak = 0;  // largest activation stash held during the step
 };

@@ -493,6 +493,7 @@ void start_step(stage_self self) {
   st.busy_s = 0;
   st.exec->reset_activation_peak();
   st.gathered_peak = st.gathered_bytes;
+  st.gradients_peak = 0;
   st.trace.clear();
   st.reducer_trace.clear();
   if (st.known_rows_ok)

@@ -93,6 +93,7 @@ void ship(stage_self self, comm::grad_bucket bucket) {
       std::memset(b.flat->raw() + at, 0, bytes);
     at += bytes;
   }
+  note_gradient_peak(st);
   // The owned slice of the sum goes to the optimizer's shard: the whole
   // gradients are free until the next backward.
   if (st.dist && st.dist->gradient_sharded(id))

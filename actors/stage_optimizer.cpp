@@ -206,19 +206,36 @@ double grad_sumsq_share(const stage_state& st) {
   return sumsq;
 }
 
+namespace {
+
+// Gradient bytes held now: the parameters' gradients, the bucket copies
+// (kept for reuse, or out with the reducer) and the gradient shards.
+int64_t gradient_bytes(const stage_state& st) {
+  int64_t n = 0;
+  for (auto& prm : st.store->all()) n += prm->grad.bytes();
+  for (auto& b : st.buckets)
+    if (b.flat) n += b.flat->bytes();
+  for (auto& [id, flat] : st.in_flight)
+    if (st.buckets.at(size_t(id)).flat != flat) n += flat->bytes();
+  if (st.dist) n += st.dist->gradient_shard_bytes();
+  return n;
+}
+
+}  // namespace
+
+void note_gradient_peak(stage_state& st) {
+  st.gradients_peak = std::max(st.gradients_peak, gradient_bytes(st));
+}
+
 memory_use memory_held(const stage_state& st) {
   memory_use m;
-  for (auto& prm : st.store->all()) {
-    m.parameters += prm->value.bytes();
-    m.gradients += prm->grad.bytes();
-  }
-  for (auto& b : st.buckets)
-    if (b.flat) m.gradients += b.flat->bytes();
+  for (auto& prm : st.store->all()) m.parameters += prm->value.bytes();
+  m.gradients = gradient_bytes(st);
+  m.gradients_peak = std::max(st.gradients_peak, m.gradients);
   if (st.dist) {
     // Parameter shards: the slices, and the most values gathered at once
     // (each bucket's buffer while its all-gather runs, then its values).
     m.parameters += st.dist->value_shard_bytes() + st.gathered_peak;
-    m.gradients += st.dist->gradient_shard_bytes();
     m.optimizer = st.dist->moment_bytes();
   } else if (st.opt) {
     for (auto& x : st.opt->first_moments()) m.optimizer += x.bytes();

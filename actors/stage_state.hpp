@@ -97,6 +97,8 @@ struct stage_state {
   std::unique_ptr<model::parameter_fetcher> fetch;
   // Bytes of buckets gathered or being gathered now, and the most this step.
   int64_t gathered_bytes = 0, gathered_peak = 0;
+  // The most gradient bytes held at once this step (memory_use::gradients_peak).
+  int64_t gradients_peak = 0;
   double update_t0 = 0;
   int shipped = 0, reduced = 0;  // buckets this step
   // Buckets the bucketer made in this round (a step; under gradient shards,
@@ -166,6 +168,10 @@ void setup_distributed_optimizer(stage_state& st);
 double grad_sumsq_share(const stage_state& st);
 // The bytes this stage holds now, by category (activations: this step's peak).
 memory_use memory_held(const stage_state& st);
+// Records the gradient bytes held now if they are the step's most
+// (memory_use::gradients_peak): called as each bucket leaves, when the
+// whole gradients, the copies out and the shards are all held.
+void note_gradient_peak(stage_state& st);
 // The coordinator's verdict: the optimizer step (or the gradients dropped).
 void apply_step_update(stage_self self, const apply_update& u);
 // --overlap-param-gather: the values of the buckets node n reads (or of

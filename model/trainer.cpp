@@ -221,6 +221,7 @@ std::vector<std::pair<std::string, double>> trainer::step_metrics() const {
   for (auto& v : opt_->second_moments()) moments += v.bytes();
   return {{"memory_bytes/parameters", double(params)},
           {"memory_bytes/gradients", double(grads)},
+          {"memory_bytes/gradients_peak", double(grads)},
           {"memory_bytes/optimizer", double(moments)},
           {"memory_bytes/activations_peak", double(exec_->activation_peak())}};
 }

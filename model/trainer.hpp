@@ -119,7 +119,8 @@ class trainer final : public training_job {
   double validation_loss() override;
   std::string save() override;
   std::string describe() const override;
-  // The bytes held in the last step: memory_bytes/parameters, /gradients,
+  // The bytes held in the last step: memory_bytes/parameters, /gradients
+  // (and /gradients_peak, the same here: nothing is sharded or copied out),
   // /optimizer (the AdamW moments) and /activations_peak (after forward).
   std::vector<std::pair<std::string, double>> step_metrics() const override;
 

@@ -552,6 +552,14 @@ TEST_CASE(
           0.05 * double(plain.parameters) / dp);
     CHECK(grads.optimizer == sharded.optimizer);
     CHECK(grads.parameters == plain.parameters);
+    // During the backward a gradient is whole until its bucket leaves, and
+    // the bucket's copy with the reducer until it is reduced: above the
+    // shards, below no_shard's whole gradients and copies (which hold all
+    // of theirs at once, their peak being what stays).
+    CHECK(plain.gradients_peak == plain.gradients);
+    CHECK(sharded.gradients_peak == sharded.gradients);
+    CHECK(grads.gradients_peak > grads.gradients);
+    CHECK(grads.gradients_peak < plain.gradients);
     // Parameter shards: each replica holds its slice of the values (4 bytes
     // a parameter over d) and, during the step, the buckets of the node
     // running and of the next one: whatever d, a part of the model (here

@@ -59,9 +59,10 @@ TEST_CASE("the training job is the single-device trainer unless the options need
   {  // one device: the bytes it holds, no pipeline or data-parallel figures
     std::map<std::string, double> m;
     for (auto& [name, value] : single->step_metrics()) m[name] = value;
-    CHECK(m.size() == 4);
+    CHECK(m.size() == 5);
     CHECK(m["memory_bytes/parameters"] > 0);
     CHECK(m["memory_bytes/gradients"] == m["memory_bytes/parameters"]);
+    CHECK(m["memory_bytes/gradients_peak"] == m["memory_bytes/gradients"]);
     CHECK(m["memory_bytes/optimizer"] == 2 * m["memory_bytes/parameters"]);
     CHECK(m["memory_bytes/activations_peak"] > 0);
   }
