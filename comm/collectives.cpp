@@ -438,17 +438,19 @@ void allgather_shards_bf16(transport& t, std::span<float> data,
   }
   with_context("allgather_shards_bf16", t, tag, total, [&] {
     if (P == 1 || n == 0) return;
-    std::vector<std::byte> wire(total);
+    // The encoded blocks in this thread's scratch, kept between calls as the
+    // ring's receive slots are.
+    std::byte* wire = scratch<std::byte>(total);
     const int r = t.rank();
     {
       auto [b, e] = split(n, size_t(P), size_t(r));
-      encode_mixed(data.data(), b, e, exact, wire.data() + offsets[size_t(r)]);
+      encode_mixed(data.data(), b, e, exact, wire + offsets[size_t(r)]);
     }
-    ring_allgather(t, wire.data(), offsets, sizes, collective_tag(tag, 0));
+    ring_allgather(t, wire, offsets, sizes, collective_tag(tag, 0));
     for (int k = 0; k < P; ++k) {
       if (k == r) continue;
       auto [b, e] = split(n, size_t(P), size_t(k));
-      decode_mixed(wire.data() + offsets[size_t(k)], b, e, exact, data.data());
+      decode_mixed(wire + offsets[size_t(k)], b, e, exact, data.data());
     }
   });
 }

@@ -242,8 +242,11 @@ case $case_name in
       --schedule interleaved
     ;;
   bf16)
+    # The last two: the distributed optimizer's bf16 all-gathers (GEMM
+    # weights as bf16, the rest exact) between the processes over UCX.
     for layout in "--pp 2 --micro-batches 3 --schedule shifted --recompute stage-aware" \
-      "--tp 2 --micro-batches 2"; do
+      "--tp 2 --micro-batches 2" "--dp 2 --micro-batches 2 --use-distributed-optimizer" \
+      "--dp 2 --pp 2 --micro-batches 2 --data-parallel-sharding-strategy optim_grads_params --bucket-mb 0.01"; do
       # shellcheck disable=SC2086
       "$merak" launch --procs 2 --timeout 150 train "${model[@]}" --steps 4 $layout \
         --precision bf16 --metrics "$work/mp.jsonl" 2>"$work/mp.err" || { cat "$work/mp.err"; exit 1; }
