@@ -201,7 +201,8 @@ bench_command add_allreduce_bench(CLI::App& parent) {
       ->capture_default_str();
   a->add_option("--transport", ar->transport, "ucx or inproc (threads)")->capture_default_str();
   a->add_option("--op", ar->op,
-                "allreduce, or the ring's halves: reduce-scatter, all-gather (dense or mpi)")
+                "allreduce, or the ring's halves: reduce-scatter, all-gather (dense or mpi), "
+                "all-gather-bf16 (dense: bf16 on the wire)")
       ->capture_default_str();
   a->add_option("--rows", ar->rows, "n")->capture_default_str();
   a->add_option("--cols", ar->cols, "d")->capture_default_str();

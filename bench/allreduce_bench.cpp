@@ -85,6 +85,8 @@ bench::codec_bench_result measure(comm::transport& t, const allreduce_bench_opti
     return bench::bench_ring_half_over(t, run_options(options), bench::ring_half::reduce_scatter);
   if (options.op == "all-gather")
     return bench::bench_ring_half_over(t, run_options(options), bench::ring_half::allgather);
+  if (options.op == "all-gather-bf16")
+    return bench::bench_ring_half_over(t, run_options(options), bench::ring_half::allgather_bf16);
   return bench::bench_codec_over(t, run_options(options));
 }
 
@@ -257,8 +259,13 @@ nlohmann::json run_allreduce_bench(const allreduce_bench_options& options) {
     fail("bench allreduce: --row-density {} must be in [0, 1]", options.row_density);
   if (options.transport != "ucx" && options.transport != "inproc")
     fail("bench allreduce: --transport '{}' (ucx or inproc)", options.transport);
-  if (options.op != "allreduce" && options.op != "reduce-scatter" && options.op != "all-gather")
-    fail("bench allreduce: --op '{}' (allreduce, reduce-scatter or all-gather)", options.op);
+  if (options.op != "allreduce" && options.op != "reduce-scatter" && options.op != "all-gather" &&
+      options.op != "all-gather-bf16")
+    fail("bench allreduce: --op '{}' (allreduce, reduce-scatter, all-gather or all-gather-bf16)",
+         options.op);
+  if (options.op == "all-gather-bf16" && options.method != "dense")
+    fail("bench allreduce: --op all-gather-bf16 runs with --method dense (the ring), not '{}'",
+         options.method);
   if (options.op != "allreduce" && options.method != "dense" && options.method != "mpi")
     fail("bench allreduce: --op {} runs with --method dense (the ring) or mpi, not '{}'",
          options.op, options.method);

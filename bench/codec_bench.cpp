@@ -235,7 +235,9 @@ codec_bench_result bench_ring_half_over(comm::transport& t, const codec_run_opti
   const int P = t.size(), me = t.rank();
   const int64_t n = options.n, d = options.d;
   codec_bench_result res = describe(options.config, P, n, d, options.density, options.iters);
-  res.method = half == ring_half::reduce_scatter ? "reduce-scatter" : "all-gather";
+  res.method = half == ring_half::reduce_scatter ? "reduce-scatter"
+               : half == ring_half::allgather    ? "all-gather"
+                                                  : "all-gather-bf16";
   res.transport = t.name();
   const size_t N = size_t(n * d);
   // What rank `me` must end with: its slice of the sum, or every rank's
@@ -249,6 +251,8 @@ codec_bench_result bench_ring_half_over(comm::transport& t, const codec_run_opti
     for (size_t i = 0; i < N; ++i) sum[i] += g[i];
     std::copy(g.begin() + std::ptrdiff_t(lo), g.begin() + std::ptrdiff_t(hi),
               expected.begin() + std::ptrdiff_t(lo));
+    if (half == ring_half::allgather_bf16 && r != me)  // others' slices arrive rounded
+      for (size_t i = lo; i < hi; ++i) expected[i] = to_f32(to_bf16(expected[i]));
   }
   const auto [lo, hi] = comm::shard_range(N, P, me);
   if (half == ring_half::reduce_scatter)
@@ -269,8 +273,10 @@ codec_bench_result bench_ring_half_over(comm::transport& t, const codec_run_opti
     const auto t0 = clock_type::now();
     if (half == ring_half::reduce_scatter)
       comm::reduce_scatter_sum(t, work, options.tag + 2, options.ring);
-    else
+    else if (half == ring_half::allgather)
       comm::allgather_shards(t, work.data(), N, sizeof(float), options.tag + 2);
+    else
+      comm::allgather_shards_bf16(t, work, {}, options.tag + 2);
     tot.push_back(ms_since(t0));
     bytes.push_back(double(t.bytes_sent() - sent));
   }

@@ -100,7 +100,9 @@ codec_bench_result bench_codec_over(comm::transport& t, const codec_run_options&
 // rel_error compares this rank's result with the sum or the gathered slices
 // computed here from every rank's gradient; bytes_per_rank is the
 // transport's count.
-enum class ring_half { reduce_scatter, allgather };
+// allgather_bf16: comm::allgather_shards_bf16 with no exact range (every
+// element on the wire as bf16).
+enum class ring_half { reduce_scatter, allgather, allgather_bf16 };
 codec_bench_result bench_ring_half_over(comm::transport& t, const codec_run_options& options,
                                         ring_half half);
 
