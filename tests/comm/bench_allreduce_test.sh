@@ -54,21 +54,23 @@ case "$case_name" in
     out=$(MERAK_DOUBLING_KB=0 MERAK_BENCH_HUGE_PAGES=1 "$merak" bench allreduce --procs 3 --transport inproc --method dense --rows 300 --cols 17 --iters 3)
     check_json "$out" 3 dense $((300 * 17)) ;;
   halves)
-    # --op reduce-scatter | all-gather: the ring's halves, each rank's result
-    # checked against every rank's gradient; (P-1)/P of the buffer sent.
+    # --op reduce-scatter | all-gather | all-gather-bf16: the ring's halves,
+    # each rank's result checked against every rank's gradient (the bf16
+    # gather's against the others' slices rounded); (P-1)/P of the buffer
+    # sent (in bf16: half the bytes).
     check_half() {  # $1: JSON, $2: procs, $3: op, $4: n*d
       python3 - "$@" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
 P, op, nd = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 assert j["op"] == op and j["method"] == op and j["procs"] == P, j
-half = (P - 1) / P * nd * 4
+half = (P - 1) / P * nd * (2 if op == "all-gather-bf16" else 4)  # bf16: 2 bytes an element
 assert abs(j["bytes_per_rank"] - half) <= 4 * P, (j["bytes_per_rank"], half)
 assert j["rel_error"] < 1e-6, j
 print("ok", op, P, j["transport"], j["bytes_per_rank"], j["time_ms"])
 PY
     }
-    for op in reduce-scatter all-gather; do
+    for op in reduce-scatter all-gather all-gather-bf16; do
       for P in 2 3; do
         check_half "$("$merak" bench allreduce --procs $P --op $op --rows 300 --cols 17 --iters 3)" $P $op $((300 * 17))
       done
@@ -76,6 +78,9 @@ PY
     done
     if err=$("$merak" bench allreduce --op all-gather --method s2 2>&1); then echo "accepted s2 for all-gather"; exit 1; fi
     echo "$err" | grep -q -- "--op all-gather runs with --method dense (the ring) or mpi, not 's2'" ||
+      { echo "error does not name --op and --method: $err"; exit 1; }
+    if err=$("$merak" bench allreduce --op all-gather-bf16 --method mpi 2>&1); then echo "accepted mpi for all-gather-bf16"; exit 1; fi
+    echo "$err" | grep -q -- "--op all-gather-bf16 runs with --method dense (the ring), not 'mpi'" ||
       { echo "error does not name --op and --method: $err"; exit 1; }
     if command -v mpirun >/dev/null; then
       for op in reduce-scatter all-gather; do
