@@ -134,16 +134,6 @@ void distributed_adamw::pack_owned_values(int b, float* flat) const {
                 size_t(pc.end - pc.begin) * sizeof(float));
 }
 
-void distributed_adamw::unpack_values(int b, const float* flat) {
-  MERAK_CHECK(where_.type == device::kind::cpu,
-              "distributed optimizer: values on {} unpacked from a pointer", where_.str());
-  for (int p : buckets_[size_t(b)]) {
-    auto& prm = *params_[size_t(p)];
-    if (!prm.value.defined()) prm.value = tensor(prm.spec.shape);
-    std::memcpy(prm.value.f32(), flat + offset_in_[size_t(p)], prm.value.bytes());
-  }
-}
-
 void distributed_adamw::unpack_values(int b, const tensor& flat) {
   MERAK_CHECK(flat.numel() == numel_[size_t(b)] && flat.type() == dtype::f32,
               "distributed optimizer: bucket {} of {} elements unpacked from {}", b,

@@ -34,7 +34,7 @@
 // owned values, kept as value shards from the start) lives in host memory,
 // where the update runs; a device gradient's owned pieces are copied to the
 // host for the norm and the update, and gathered values copied onto the
-// device (unpack_values from a tensor). Every parameter on one device.
+// device (unpack_values). Every parameter on one device.
 
 #include <cstdint>
 #include <functional>
@@ -89,11 +89,9 @@ class distributed_adamw {
 
   // flat[owned(b)] <- the owned values (before the all-gather).
   void pack_owned_values(int b, float* flat) const;
-  // The parameters of bucket b <- a whole flat buffer of values (after it);
-  // released values are allocated again (host parameters only).
-  void unpack_values(int b, const float* flat);
-  // The same from a host tensor of bucket_numel(b) floats, onto the
-  // parameters' device (released values allocated there again).
+  // The parameters of bucket b <- a whole flat buffer of values (after it),
+  // a host tensor of bucket_numel(b) floats, onto the parameters' device;
+  // released values are allocated there again.
   void unpack_values(int b, const tensor& flat);
 
   // Parameter shards: the owned slices taken from the parameters' values

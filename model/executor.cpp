@@ -216,19 +216,7 @@ void executor::run_forward(micro_batch& s, int from, int to) {
   };
   while (cursor[0] < to) {
     int round_reduces = 0;
-    if (k > 1) {
-      // The round's span, the same for every sub-batch: a node left pending
-      // by the last round, then nodes up to the next collective.
-      int end = cursor[0];
-      while (end + 1 < to) {
-        const auto comm = nodes[end].comm;
-        if (comm == tp_comm::reduce || comm == tp_comm::sp_reduce || comm == tp_comm::sp_gather ||
-            comm == tp_comm::sp_exit)
-          break;
-        ++end;
-      }
-      parameter_span(pending[0] >= 0 ? pending[0] : cursor[0], end + 1);
-    }
+    if (k > 1) hold_round(cursor[0], pending[0], to, true);  // the same for every sub-batch
     for (int j = 0; j < k; ++j) {
       resume(j);
       while (cursor[j] < to) {
@@ -394,16 +382,73 @@ bool executor::has_stash(int mb) const {
   return it != batches_.end() && it->second.stashed();
 }
 
+bool executor::run_node_backward(sub_batch& sub, std::vector<tensor>& g, int n,
+                                 const std::vector<char>* keep) {
+  auto& nodes = graph_.nodes();
+  auto& vinfo = graph_.values();
+  const int out = nodes[n].output;
+  regather_input(sub, n);
+  bwd_in_.clear();
+  bwd_din_.clear();
+  for (int v : nodes[n].inputs) {
+    bwd_in_.push_back(&sub.values[v]);
+    const bool is_input = std::find(inputs_.begin(), inputs_.end(), v) != inputs_.end();
+    const bool needs = is_floating(vinfo[v].type) && (vinfo[v].producer >= 0 || is_input);
+    if (needs && !g[v].defined()) {
+      // A freed input of sp_reduce is as whole as the gathered gradient.
+      const bool freed = !sub.values[v].defined() && reduce_frees_input_.count(n) > 0;
+      g[v] = pool_.acquire(freed ? g[out].shape() : sub.values[v].shape(), vinfo[v].type, true);
+    }
+    bwd_din_.push_back(needs ? &g[v] : nullptr);
+  }
+  before_node(n, n - 1);
+  if (node_hook_) node_hook_();
+  materialize_gradients(n);
+  double t0 = profiling_ ? now_s() : 0;
+  auto& l = *layers_[n - first_];
+  const bool defer = keep && l.splits_weight_grad();
+  if (defer)
+    l.backward_input(bwd_in_, g[out], bwd_din_, sub.stashes[n - first_]);
+  else
+    l.backward(bwd_in_, g[out], bwd_din_, sub.stashes[n - first_]);
+  if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
+  after_node(n);
+  // Every consumer of `out` in this range ran its backward already
+  // (reverse topological order): its value, gradient and stash are done,
+  // but for what a deferred weight gradient reads.
+  if (defer)
+    sub.weight_douts[n] = std::move(g[out]);
+  else
+    pool_.release(std::move(g[out]));
+  if (!keep || !(*keep)[out]) pool_.release(std::move(sub.values[out]));
+  sub.stashes[n - first_].clear();
+  return !defer;
+}
+
+void executor::hold_round(int cursor, int pending, int limit, bool forward) {
+  auto starts_collective = [&](int n) {
+    const auto comm = tp_ ? graph_.nodes()[size_t(n)].comm : tp_comm::none;
+    return forward ? comm == tp_comm::reduce || comm == tp_comm::sp_reduce ||
+                         comm == tp_comm::sp_gather || comm == tp_comm::sp_exit
+                   : comm == tp_comm::copy || comm == tp_comm::sp_gather ||
+                         comm == tp_comm::sp_reduce || comm == tp_comm::sp_enter;
+  };
+  const int from = pending >= 0 ? pending : cursor;
+  int end = cursor;
+  if (forward) {
+    while (end + 1 < limit && !starts_collective(end)) ++end;
+    parameter_span(from, end + 1);
+  } else {
+    while (end > limit && !starts_collective(end)) --end;
+    parameter_span(end, from + 1);
+  }
+}
+
 void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
                             const std::vector<char>* keep,
                             const std::function<void(int)>& node_done, int lo, int hi) {
   auto& nodes = graph_.nodes();
-  auto& vinfo = graph_.values();
   const int k = int(s.subs.size());
-  std::vector<bool> is_input(vinfo.size(), false);
-  for (int v : inputs_) is_input[v] = true;
-  std::vector<const tensor*> in;
-  std::vector<tensor*> din;
   std::vector<int> subs_done(last_ - first_, 0);
   // Sequence parallelism: those nodes are reported finished only once their
   // partial gradients are summed (end_sp_partials).
@@ -417,44 +462,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
       node_done(n);
   };
   auto run_node = [&](int j, int n) {
-    auto& sub = s.subs[j];
-    auto& g = grads[j];
-    int out = nodes[n].output;
-    regather_input(sub, n);
-    in.clear();
-    din.clear();
-    for (int v : nodes[n].inputs) {
-      in.push_back(&sub.values[v]);
-      bool needs = is_floating(vinfo[v].type) && (vinfo[v].producer >= 0 || is_input[v]);
-      if (needs && !g[v].defined()) {
-        // A freed input of sp_reduce is as whole as the gathered gradient.
-        const bool freed = !sub.values[v].defined() && reduce_frees_input_.count(n) > 0;
-        g[v] = pool_.acquire(freed ? g[out].shape() : sub.values[v].shape(), vinfo[v].type, true);
-      }
-      din.push_back(needs ? &g[v] : nullptr);
-    }
-    before_node(n, n - 1);
-    if (node_hook_) node_hook_();
-    materialize_gradients(n);
-    double t0 = profiling_ ? now_s() : 0;
-    auto& l = *layers_[n - first_];
-    const bool defer = keep && l.splits_weight_grad();
-    if (defer)
-      l.backward_input(in, g[out], din, sub.stashes[n - first_]);
-    else
-      l.backward(in, g[out], din, sub.stashes[n - first_]);
-    if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
-    after_node(n);
-    // Every consumer of `out` in this range ran its backward already
-    // (reverse topological order): its value, gradient and stash are done,
-    // but for what a deferred weight gradient reads.
-    if (defer)
-      sub.weight_douts[n] = std::move(g[out]);
-    else
-      pool_.release(std::move(g[out]));
-    if (!keep || !(*keep)[out]) pool_.release(std::move(sub.values[out]));
-    sub.stashes[n - first_].clear();
-    if (!defer) finished(n);
+    if (run_node_backward(s.subs[j], grads[j], n, keep)) finished(n);
   };
   // Mirror of run_forward: the last sub-batch first; a sub-batch starts the
   // all-reduce of a tp_copy node's output gradient, hands over, and runs
@@ -478,19 +486,7 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   while (true) {
     bool active = false;
     int round_reduces = 0;
-    if (k > 1 && cursor[k - 1] >= lo) {
-      // Mirror of the forward's spans: a pending node, then nodes down to
-      // the next collective.
-      int end = cursor[k - 1];
-      while (end > lo) {
-        const auto comm = tp_ ? nodes[end].comm : tp_comm::none;
-        if (comm == tp_comm::copy || comm == tp_comm::sp_gather || comm == tp_comm::sp_reduce ||
-            comm == tp_comm::sp_enter)
-          break;
-        --end;
-      }
-      parameter_span(end, (pending[k - 1] >= 0 ? pending[k - 1] : cursor[k - 1]) + 1);
-    }
+    if (k > 1 && cursor[k - 1] >= lo) hold_round(cursor[k - 1], pending[k - 1], lo, false);
     for (int jj = k - 1; jj >= 0; --jj) {
       const int j = jj;
       resume(j);

@@ -235,6 +235,19 @@ class executor {
   void end_sp_partials(sp_partials& sp);
   // Reader n's whole input freed after forward (regather_), gathered again.
   void regather_input(sub_batch& sub, int n);
+  // Node n's backward on one sub-batch, g its gradients by value id: the
+  // input gradients it adds to acquired, the layer run, what no other
+  // backward reads released. Returns whether the node is finished (false:
+  // its weight gradient is deferred, `keep` given and the layer splits).
+  bool run_node_backward(sub_batch& sub, std::vector<tensor>& g, int n,
+                         const std::vector<char>* keep);
+  std::vector<const tensor*> bwd_in_;  // run_node_backward's scratch
+  std::vector<tensor*> bwd_din_;
+  // Sub-pipelined TP: hands the parameter span hook the nodes every
+  // sub-batch runs this round — a node `pending` from the last round (-1:
+  // none), then from `cursor` on to the next node that starts a TP
+  // collective, up to `limit` (forward: exclusive end; backward: lowest).
+  void hold_round(int cursor, int pending, int limit, bool forward);
   // Nodes [lo, hi) backward, from hi - 1 down.
   void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
                     const std::vector<char>* keep, const std::function<void(int)>& node_done,

@@ -4,6 +4,7 @@
 // optimizer's weights and moments bit for bit.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -76,6 +77,15 @@ struct replica_set {
   }
 };
 
+// Bucket b as the all-gather leaves it: every replica's owned slice packed
+// into one flat buffer that starts as NaN (so a slice nobody owns shows).
+tensor gathered(const std::vector<std::unique_ptr<distributed_adamw>>& opts, int b) {
+  tensor flat({opts.front()->bucket_numel(b)});
+  std::fill_n(flat.f32(), flat.numel(), std::nanf(""));
+  for (auto& o : opts) o->pack_owned_values(b, flat.f32());
+  return flat;
+}
+
 }  // namespace
 
 TEST_CASE("distributed AdamW: d replicas' slices give the plain optimizer's weights bit for bit",
@@ -94,10 +104,10 @@ TEST_CASE("distributed AdamW: d replicas' slices give the plain optimizer's weig
     plain.step(lr, clip, true);
     for (auto& o : opts) o->step(lr, clip, true);
     for (int b = 0; b < int(kBuckets.size()); ++b) {  // the all-gather
-      std::vector<float> flat(size_t(opts[0]->bucket_numel(b)), std::nanf(""));
-      for (auto& o : opts) o->pack_owned_values(b, flat.data());
-      for (float x : flat) REQUIRE(!std::isnan(x));  // the owned slices cover the bucket
-      for (auto& o : opts) o->unpack_values(b, flat.data());
+      const tensor flat = gathered(opts, b);
+      for (int64_t i = 0; i < flat.numel(); ++i)
+        REQUIRE(!std::isnan(flat.f32()[i]));  // the owned slices cover the bucket
+      for (auto& o : opts) o->unpack_values(b, flat);
     }
     for (auto& rep : replicas)
       for (size_t i = 0; i < reference.size(); ++i) {
@@ -162,9 +172,7 @@ TEST_CASE("distributed AdamW: moments loaded from whole tensors continue like th
   for (auto& rep : replicas) fill_grads(rep, 3);
   for (auto& o : opts) o->step(1e-2f, 1.0f, true);
   for (int b = 0; b < int(kBuckets.size()); ++b) {
-    std::vector<float> flat(size_t(opts[0]->bucket_numel(b)));
-    for (auto& o : opts) o->pack_owned_values(b, flat.data());
-    opts[1]->unpack_values(b, flat.data());
+    opts[1]->unpack_values(b, gathered(opts, b));
   }
   for (size_t i = 0; i < reference.size(); ++i)
     REQUIRE(same_bits(replicas[1][i]->value, reference[i]->value));
@@ -222,9 +230,8 @@ TEST_CASE("distributed AdamW: value shards step like whole values and gather bac
     plain.step(1e-2f, 1.0f, true);
     for (auto& o : opts) o->step(1e-2f, 1.0f, true);
     for (int b = 0; b < int(kBuckets.size()); ++b) {  // a node's all-gather, then its release
-      std::vector<float> flat(size_t(opts[0]->bucket_numel(b)), std::nanf(""));
-      for (auto& o : opts) o->pack_owned_values(b, flat.data());
-      for (auto& o : opts) o->unpack_values(b, flat.data());
+      const tensor flat = gathered(opts, b);
+      for (auto& o : opts) o->unpack_values(b, flat);
       for (auto& rep : replicas)
         for (int p : kBuckets[size_t(b)]) {
           INFO("d " << d << " step " << step << " parameter " << reference[size_t(p)]->spec.name);
@@ -241,9 +248,7 @@ TEST_CASE("distributed AdamW: value shards step like whole values and gather bac
     for (int b = 0; b < int(kBuckets.size()); ++b) opts[size_t(r)]->release_values(b);
   }
   for (int b = 0; b < int(kBuckets.size()); ++b) {
-    std::vector<float> flat(size_t(opts[0]->bucket_numel(b)));
-    for (auto& o : opts) o->pack_owned_values(b, flat.data());
-    opts[0]->unpack_values(b, flat.data());
+    opts[0]->unpack_values(b, gathered(opts, b));
     for (int p : kBuckets[size_t(b)])
       REQUIRE(same_bits(replicas[0][size_t(p)]->value, loaded[size_t(p)]->value));
   }
@@ -260,9 +265,7 @@ TEST_CASE("distributed AdamW: value shards step like whole values and gather bac
       REQUIRE_FALSE(replicas[size_t(r)][i]->value.defined());
     }
   for (int b = 0; b < int(kBuckets.size()); ++b) {
-    std::vector<float> flat(size_t(opts[0]->bucket_numel(b)));
-    for (auto& o : opts) o->pack_owned_values(b, flat.data());
-    opts[0]->unpack_values(b, flat.data());
+    opts[0]->unpack_values(b, gathered(opts, b));
     for (int p : kBuckets[size_t(b)])
       REQUIRE(same_bits(replicas[0][size_t(p)]->value, again[size_t(p)]->value));
     for (auto& o : opts)
