@@ -17,6 +17,7 @@ nlohmann::json plan_json(const partition::plan& p) {
                       {"memory_bytes_by_category",
                        {{"parameters", s.parameters_bytes},
                         {"gradients", s.gradients_bytes},
+                        {"gradients_peak", s.gradients_peak_bytes},
                         {"optimizer", s.optimizer_bytes},
                         {"activations_peak", s.activations_bytes}}},
                       {"forward_s", s.forward_s},

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include "actors/parallel_trainer.hpp"
@@ -81,12 +83,16 @@ layout_spec parse_layout(const std::string& layout) {
       p.overlap_param_gather = parse_on_off(layout, k, v);
     else if (k == "sharding")
       p.sharding = partition::parse_sharding_strategy(v);
-    else if (k == "procs")
+    else if (k == "bucket_kb") {
+      const int kb = number();
+      if (kb < 1) fail("layout '{}': bucket_kb must be at least 1 (got {})", layout, kb);
+      p.bucket_bytes = int64_t(kb) * 1024;
+    } else if (k == "procs")
       spec.procs = number();
     else
       fail(
           "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, overlap, "
-          "sp, sharding, param_gather, lend, rings, procs)",
+          "sp, sharding, param_gather, bucket_kb, lend, rings, procs)",
           layout, k);
     if (k != "procs" && k != "rings")
       spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
@@ -162,6 +168,8 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              metrics};
   if (p.sequence_parallel) lo.argv.push_back("--sequence-parallel");
   if (p.overlap_param_gather) lo.argv.push_back("--overlap-param-gather");
+  lo.argv.push_back("--bucket-mb");
+  lo.argv.push_back(fmt::format("{}", double(p.bucket_bytes) / 1048576.0));
   auto res = job::launch_local(lo);
   if (!res.ok()) fail("bench parallel: {} processes: {}", spec.procs, res.message);
   std::ifstream in(metrics);
@@ -350,10 +358,11 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
     const auto plan = partition::evaluate_plan(req, *costs, par.dp, par.tp, par.pp,
                                                par.micro_batches, par.schedule, par.recompute,
                                                par.tp_overlap);
-    int64_t p = 0, g = 0, o = 0, a = 0;
+    int64_t p = 0, g = 0, o = 0, a = 0, gp = 0;
     for (auto& s : plan.stages) {
       p = std::max(p, s.parameters_bytes);
       g = std::max(g, s.gradients_bytes);
+      gp = std::max(gp, s.gradients_peak_bytes);
       o = std::max(o, s.optimizer_bytes);
       a = std::max(a, s.activations_bytes);
     }
@@ -361,13 +370,16 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
       return predicted > 0 ? double(measured) / double(predicted) : 0.0;
     };
     auto measured = as_json(got.parameters, got.gradients, got.optimizer, got.activations_peak);
-    measured["gradients_peak"] = got.gradients_peak;  // no prediction: transient
+    measured["gradients_peak"] = got.gradients_peak;
+    auto predicted = as_json(p, g, o, a);
+    predicted["gradients_peak"] = gp;
     rows.push_back({{"layout", par.str()},
                     {"measured", std::move(measured)},
-                    {"predicted", as_json(p, g, o, a)},
+                    {"predicted", std::move(predicted)},
                     {"measured_over_predicted",
                      {{"parameters", ratio(got.parameters, p)},
                       {"gradients", ratio(got.gradients, g)},
+                      {"gradients_peak", ratio(got.gradients_peak, gp)},
                       {"optimizer", ratio(got.optimizer, o)},
                       {"activations_peak", ratio(got.activations_peak, a)}}}});
   }

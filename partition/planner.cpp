@@ -90,6 +90,7 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   const double graph_elem = double(model::dtype_size(g.activation_type()));
   const double elem = d.profiled ? graph_elem : double(d.activation_bytes);
   const double act_scale = elem / graph_elem;
+  const bool fused_core = !d.profiled && r.attention == attention_kernel::fused;
   L.act_bytes = double(tokens) * r.model.dim * elem;
   L.gather_elem = std::min(4.0, elem);
   const collective_cost tp_cost = allreduce_cost(links_of(r), L.act_bytes, tp, tp);
@@ -144,12 +145,23 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   for (int s = 0; s < pp; ++s) {
     int a = tg.node_map[L.bounds[s]], b = tg.node_map[L.bounds[s + 1]];
     L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
-    {  // per segment: selective recomputation's savings, the parameters
+    {  // per segment: the attention core's stash, the parameters
       auto& m = L.mem.back();
       int64_t most = 0;
       std::set<std::string> seen;
       for (int seg = 0, n = a; seg < int(m.segment_nodes.size()); n += m.segment_nodes[seg++]) {
-        if (selective) m.stash_bytes[size_t(seg)] -= m.core_bytes[size_t(seg)];
+        auto& core = m.core_bytes[size_t(seg)];
+        if (fused_core) {
+          // A fused kernel keeps each row's log-sum-exp (a float per head
+          // and token, 4 bytes whatever the activations) in place of the
+          // (heads, T) probabilities; selective recomputation has nothing
+          // more to drop.
+          m.stash_bytes[size_t(seg)] -=
+              core - int64_t(double(core) * 4.0 / (double(r.model.max_seq) * elem));
+          core = 0;
+        } else if (selective) {
+          m.stash_bytes[size_t(seg)] -= core;
+        }
         int64_t params = 0;
         for (int k = n; k < n + m.segment_nodes[seg]; ++k)
           for (auto& p : nodes[k].params)
@@ -265,6 +277,9 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 // copy), optim_grads_params the values too, plus two units of gathered
 // values (the one in use and the one fetched ahead), a unit the largest
 // segment's values or a bucket (`bucket_bytes`) when that is larger.
+// Gradient shards peak during backward (stage_plan::gradients_peak_bytes)
+// at the shards plus the largest segment's whole gradients and three
+// buckets, never above the unsharded bytes.
 void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
                        sharding_strategy sh, int64_t bucket_bytes) {
   const int64_t buckets = d > 1 ? 4 * P : 0;
@@ -272,7 +287,16 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
   sp.gradients_bytes = 4 * P + buckets;
   sp.optimizer_bytes = 8 * P;
   if (sh != sharding_strategy::no_shard) sp.optimizer_bytes = 8 * P / d;
-  if (shards_gradients(sh)) sp.gradients_bytes = 4 * P / d;
+  sp.gradients_peak_bytes = sp.gradients_bytes;
+  if (shards_gradients(sh)) {
+    sp.gradients_bytes = 4 * P / d;
+    if (d > 1)
+      sp.gradients_peak_bytes =
+          std::min(sp.gradients_peak_bytes,
+                   sp.gradients_bytes + 4 * max_segment + 3 * std::min(bucket_bytes, 4 * P));
+    else
+      sp.gradients_peak_bytes = sp.gradients_bytes;
+  }
   if (shards_parameters(sh))
     sp.parameters_bytes =
         4 * P / d +
@@ -294,7 +318,7 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     auto& sp = out.stages[s];
     weight_categories(sp, mem[s].weights_bytes / 16, L.max_segment_params[size_t(s)], dp,
                       sharding, bucket_bytes);
-    mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_bytes + sp.optimizer_bytes;
+    mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);
   if (rc == recompute_kind::full) {
@@ -614,9 +638,10 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
   if (!r.recomputes.empty())
     return std::find(r.recomputes.begin(), r.recomputes.end(), rc) != r.recomputes.end();
   if (pp == 1 && rc == recompute_kind::full && !r.recompute_every_stage) return false;
-  // Selective recomputation pays off where attention's T x T stash matters:
-  // searched unasked on GPU devices.
-  if (rc == recompute_kind::selective) return !r.device.profiled;
+  // Selective recomputation pays off where attention keeps its T x T
+  // probabilities: searched unasked on GPU devices with unfused attention.
+  if (rc == recompute_kind::selective)
+    return !r.device.profiled && r.attention == attention_kernel::unfused;
   switch (kind) {
     case schedule_kind::zb_h1:
       return rc == recompute_kind::none;

@@ -425,7 +425,8 @@ assert abs(got / flops - 1) < 1e-6, (got, flops)
 print("ok: llama", p["dp"], p["tp"], p["pp"], p["mfu"])
 PY
     # Megatron-LM's 22B run with its own flags: it fits 80 GB, memory by
-    # category adds up to each stage's peak.
+    # category (gradients at their backward peak) adds up to each stage's
+    # peak.
     gpt22b=(plan --num-layers 48 --hidden-size 6144 --num-attention-heads 64 --seq-length 2048
       --vocab 51200 --cluster dgx-a100-hdr --schedule 1f1b --attention unfused --pp 1)
     "$merak" "${gpt22b[@]}" --global-batch-size 4 --devices 8 --tp 8 --micro-batch-size 4 \
@@ -440,7 +441,9 @@ p, q = (json.load(open(f)) for f in sys.argv[1:3])
 for plan in (p, q):
     for s in plan["stages"]:
         c = s["memory_bytes_by_category"]
-        assert sum(c.values()) == s["memory_bytes"], s
+        assert c["gradients_peak"] >= c["gradients"], s
+        total = c["parameters"] + c["gradients_peak"] + c["optimizer"] + c["activations_peak"]
+        assert total == s["memory_bytes"], s
         assert s["memory_bytes"] <= 80e9, s
 assert p["recompute"] == "full" and p["sharding"] == "no_shard" and not p["sequence_parallel"], p
 assert q["dp"] == 8 and q["sharding"] != "no_shard", q["sharding"]
@@ -742,6 +745,24 @@ optim = d["layouts"][1]["measured"]["optimizer"]
 assert optim * 2 == d["layouts"][0]["measured"]["optimizer"], d
 print("ok: bytes by category as the planner predicts for", [r["layout"] for r in d["layouts"]])
 PY
+    # Gradient shards' peak during backward (small buckets, so that the
+    # peak is the shards, a layer's whole gradients and three buckets, not
+    # the unsharded bytes): within 5% of the planner's.
+    "$merak" bench memory --layers 2 --dim 64 --heads 2 --seq 16 --batch 8 \
+      --layout dp=2,sharding=optim_grads,bucket_kb=64 --layout dp=4,sharding=optim_grads,bucket_kb=64 \
+      --layout dp=2 > "$work/peak.json"
+    python3 - "$work/peak.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+grads, grads4, plain = d["layouts"]
+for row in (grads, grads4):
+    assert 0.95 <= row["measured_over_predicted"]["gradients_peak"] <= 1.05, row
+    assert row["measured"]["gradients"] < row["measured"]["gradients_peak"] < plain["measured"]["gradients"], row
+assert plain["measured_over_predicted"]["gradients_peak"] == 1.0, plain
+print("ok: gradient shards peak as the planner predicts:",
+      [r["measured"]["gradients_peak"] for r in (grads, grads4, plain)])
+PY
+    expect_error "layout 'dp=2,bucket_kb=0': bucket_kb must be at least 1" bench memory --layout dp=2,bucket_kb=0
     expect_error "bench memory: layout 'dp=2,procs=2': runs in one process" bench memory --layout dp=2,procs=2 ;;
   bench_parallel)
     small=(--layers 1 --dim 32 --heads 2 --seq 16 --batch 4 --steps 1 --warmup-steps 0 --rounds 1)

@@ -131,10 +131,47 @@ TEST_CASE("the planner's model-state categories are the fp32 closed form times i
       CHECK(double(st.parameters_bytes) > closed.parameters * double(P));
     else
       CHECK(double(st.parameters_bytes) == Approx(closed.parameters * double(P)));
-    // The categories add up to the stage's peak.
-    CHECK(st.parameters_bytes + st.gradients_bytes + st.optimizer_bytes + st.activations_bytes ==
+    // Gradient shards peak above their between-steps bytes during backward
+    // (a segment and three 4 MiB buckets), below the unsharded gradients;
+    // the categories at their peaks add up to the stage's peak.
+    if (s == sharding_strategy::optim_grads || s == sharding_strategy::optim_grads_params) {
+      CHECK(st.gradients_peak_bytes > st.gradients_bytes + 3 * (int64_t(4) << 20));
+      CHECK(st.gradients_peak_bytes < 2 * P);
+    } else {
+      CHECK(st.gradients_peak_bytes == st.gradients_bytes);
+    }
+    CHECK(st.parameters_bytes + st.gradients_peak_bytes + st.optimizer_bytes +
+              st.activations_bytes ==
           st.memory_bytes);
   }
+}
+
+TEST_CASE("fused attention keeps a log-sum-exp per head and token, not the probabilities",
+          "[planner][memory]") {
+  // The 22B model, tp 8, one micro-batch of 4 sequences, nothing
+  // recomputed: unfused, each layer keeps the (b, a/t, s, s) probabilities
+  // (2 a s^2 b / t bytes in bf16); fused, a float per head and token instead.
+  auto r = a100_request(gpt_22b(), 8, 4);
+  r.memory_budget = int64_t(1e12);
+  r.recompute_every_stage = false;
+  auto activations = [&](attention_kernel k, recompute_kind rc) {
+    auto q = r;
+    q.attention = k;
+    auto costs = costs_for(q, 1, "");
+    return evaluate_plan(q, *costs, 1, 8, 1, 1, schedule_kind::one_f_one_b, rc, 0)
+        .stages[0]
+        .activations_bytes;
+  };
+  const double s = 2048, b = 4, a = 64, t = 8, layers = 48;
+  const double probabilities = 2 * a * s * s * b / t, lse = 4 * a * s * b / t;
+  const int64_t unfused = activations(attention_kernel::unfused, recompute_kind::none);
+  const int64_t fused = activations(attention_kernel::fused, recompute_kind::none);
+  CHECK(double(unfused - fused) == Approx(layers * (probabilities - lse)).epsilon(1e-3));
+  // Unfused, selective recomputation drops the probabilities; fused, there
+  // is nothing more to drop.
+  CHECK(activations(attention_kernel::unfused, recompute_kind::selective) + int64_t(layers * lse) ==
+        fused);
+  CHECK(activations(attention_kernel::fused, recompute_kind::selective) == fused);
 }
 
 TEST_CASE("a configuration far beyond 80 GB is refused by the memory budget", "[planner][memory]") {
