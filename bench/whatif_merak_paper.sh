@@ -23,8 +23,11 @@ paper=("1.42" "1.39" "1.43" "1.61")
 i=0
 for m in "${models[@]}"; do
   read -r name L C NH <<<"$m"
+  # As in the paper's runs: attention with its scores materialised, no
+  # sharded data parallelism, no sequence parallelism.
   common=(--layers "$L" --dim "$C" --heads "$NH" --seq 1024 --vocab 50257 --global-batch-size "$gbs"
-          --devices 64 --nodes 8 --device-type "$device" --json)
+          --devices 64 --nodes 8 --device-type "$device" --attention unfused
+          --data-parallel-sharding-strategy no_shard --no-sequence-parallel --json)
   ours=$("$merak" plan "${common[@]}" --max-micro-batches 64)
   base=""
   for pp in 1 2 4 8; do

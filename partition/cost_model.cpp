@@ -55,7 +55,11 @@ class analytic final : public cost_model {
       const double heads = std::max(1.0, std::round(c_shard / head_dim_));
       const double batch = rows * heads;
       if (attention_ == attention_kernel::fused) {
-        const double gemm = 0.5 * 2 * gemm_compute_seconds(d_, T, T, head_dim_, batch);
+        // The kernel's own share of peak (device_spec::attention_efficiency).
+        const double slower = d_.attention_efficiency > 0
+                                  ? d_.matmul_efficiency / d_.attention_efficiency
+                                  : 1.0;
+        const double gemm = 0.5 * 2 * gemm_compute_seconds(d_, T, T, head_dim_, batch) * slower;
         t.forward_s = gemm + d_.launch_s;
         t.backward_s = 2.5 * gemm + d_.launch_s;
       } else {

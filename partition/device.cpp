@@ -14,12 +14,14 @@
 namespace merak::partition {
 namespace {
 
-device_spec gpu(std::string name, double tflops, int sms, double efficiency, double mem_gb,
-                double mem_bw_tbs, double nvlink_gbs, double ib_gbs) {
+device_spec gpu(std::string name, double tflops, int sms, double efficiency,
+                double attention_efficiency, double mem_gb, double mem_bw_tbs, double nvlink_gbs,
+                double ib_gbs) {
   device_spec d;
   d.name = std::move(name);
   d.peak_flops = tflops * 1e12;
   d.matmul_efficiency = efficiency;
+  d.attention_efficiency = attention_efficiency;
   d.sms = sms;
   d.memory_bytes = mem_gb * 1e9;
   d.memory_bw = mem_bw_tbs * 1e12;
@@ -51,11 +53,11 @@ const std::vector<device_spec>& builtin_devices() {
     // of peak, Hopper about 75%); NVLink all-reduce bus bandwidth per GPU
     // (about 77% of the per-direction NVLink rate); one 200 / 400 Gb/s HCA
     // per GPU. Sources: docs/planning.md.
-    v.push_back(gpu("a100-40gb", 312, 108, 0.85, 40, 1.555, 230, 25));
-    v.push_back(gpu("a100-80gb", 312, 108, 0.85, 80, 2.039, 230, 25));
-    v.push_back(gpu("h100-sxm", 989, 132, 0.75, 80, 3.35, 350, 50));
-    v.push_back(gpu("h100-80gb", 989, 132, 0.75, 80, 3.35, 350, 50));
-    v.push_back(gpu("h200", 989, 132, 0.75, 141, 4.8, 350, 50));
+    v.push_back(gpu("a100-40gb", 312, 108, 0.85, 0.6, 40, 1.555, 230, 25));
+    v.push_back(gpu("a100-80gb", 312, 108, 0.85, 0.6, 80, 2.039, 230, 25));
+    v.push_back(gpu("h100-sxm", 989, 132, 0.65, 0.35, 80, 3.35, 350, 50));
+    v.push_back(gpu("h100-80gb", 989, 132, 0.65, 0.35, 80, 3.35, 350, 50));
+    v.push_back(gpu("h200", 989, 132, 0.65, 0.35, 141, 4.8, 350, 50));
     device_spec cpu;
     cpu.name = "cpu";
     cpu.profiled = true;
@@ -116,6 +118,8 @@ device_spec parse_device(const nlohmann::json& e, const std::string& where) {
   d.inter_latency = need("inter_latency_us", 0, 1e9) * 1e-6;
   d.devices_per_node = int(need("devices_per_node", 1, 1 << 20, false, true));
   if (e.contains("matmul_efficiency")) d.matmul_efficiency = need("matmul_efficiency", 0, 1, true);
+  if (e.contains("attention_efficiency"))
+    d.attention_efficiency = need("attention_efficiency", 0, 1, true);
   if (e.contains("sms")) d.sms = int(need("sms", 0, 1 << 20, false, true));
   if (e.contains("collective_sms"))
     d.collective_sms = int(need("collective_sms", 0, 1 << 20, false, true));

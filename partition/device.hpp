@@ -11,7 +11,7 @@
 //   {"devices": [{"name": "my-gpu", "peak_tflops": 100, "memory_gb": 24,
 //     "memory_bw_gbs": 900, "intra_bw_gbs": 64, "intra_latency_us": 10,
 //     "inter_bw_gbs": 12.5, "inter_latency_us": 20, "devices_per_node": 4,
-//     "matmul_efficiency": 0.6, "sms": 80}]}
+//     "matmul_efficiency": 0.6, "attention_efficiency": 0.5, "sms": 80}]}
 //
 // A GEMM's time on a device (gemm_seconds) is the larger of its FLOPs at
 // matmul_efficiency x peak, scaled by how full the last wave of output
@@ -30,6 +30,9 @@ struct device_spec {
   std::string name;
   double peak_flops = 0;            // dense matmul FLOP/s
   double matmul_efficiency = 0.6;   // share of peak a large GEMM reaches
+  // Share of peak a fused causal attention kernel reaches, forward and
+  // backward together (0: matmul_efficiency).
+  double attention_efficiency = 0;
   int sms = 0;                      // streaming multiprocessors (0: no wave model)
   double memory_efficiency = 0.85;  // share of memory_bw streaming kernels reach
   double launch_s = 4e-6;           // per kernel
