@@ -52,6 +52,7 @@ struct layout {
   std::vector<stage_memory> mem;
   std::vector<std::vector<double>> seg_fwd;  // forward seconds per segment
   std::vector<int64_t> max_segment_params;    // per stage: its largest segment's parameters
+  std::vector<int64_t> max_node_params;       // per stage: its largest node's parameters
   std::vector<stage_plan> stages;
   double act_bytes = 0;
   // Bytes of a parameter value on the distributed optimizer's all-gathers:
@@ -147,7 +148,7 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
     L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
     {  // per segment: the attention core's stash, the parameters
       auto& m = L.mem.back();
-      int64_t most = 0;
+      int64_t most = 0, most_node = 0;
       std::set<std::string> seen;
       for (int seg = 0, n = a; seg < int(m.segment_nodes.size()); n += m.segment_nodes[seg++]) {
         auto& core = m.core_bytes[size_t(seg)];
@@ -163,12 +164,17 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
           m.stash_bytes[size_t(seg)] -= core;
         }
         int64_t params = 0;
-        for (int k = n; k < n + m.segment_nodes[seg]; ++k)
+        for (int k = n; k < n + m.segment_nodes[seg]; ++k) {
+          int64_t own = 0;
           for (auto& p : nodes[k].params)
-            if (seen.insert(p.name).second) params += model::shape_numel(p.shape);
+            if (seen.insert(p.name).second) own += model::shape_numel(p.shape);
+          params += own;
+          most_node = std::max(most_node, own);
+        }
         most = std::max(most, params);
       }
       L.max_segment_params.push_back(most);
+      L.max_node_params.push_back(most_node);
     }
     for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
@@ -278,9 +284,11 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 // values (the one in use and the one fetched ahead), a unit the largest
 // segment's values or a bucket (`bucket_bytes`) when that is larger.
 // Gradient shards peak during backward (stage_plan::gradients_peak_bytes)
-// at the shards plus the largest segment's whole gradients and three
-// buckets, never above the unsharded bytes.
-void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
+// as a bucket leaves: the shards, the leaving bucket's whole gradients and
+// its copy, the two copies still with the reducer, and the next bucket's
+// gradients made so far (at most the largest node's, `max_node`, which a
+// node's backward makes at once), never above the unsharded bytes.
+void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int64_t max_node, int d,
                        sharding_strategy sh, int64_t bucket_bytes) {
   const int64_t buckets = d > 1 ? 4 * P : 0;
   sp.parameters_bytes = 4 * P;
@@ -293,7 +301,7 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int d,
     if (d > 1)
       sp.gradients_peak_bytes =
           std::min(sp.gradients_peak_bytes,
-                   sp.gradients_bytes + 4 * max_segment + 3 * std::min(bucket_bytes, 4 * P));
+                   sp.gradients_bytes + 4 * max_node + 4 * std::min(bucket_bytes, 4 * P));
     else
       sp.gradients_peak_bytes = sp.gradients_bytes;
   }
@@ -316,7 +324,8 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
     mem[s].whole_prefix = !pol.pre.empty();
     auto& sp = out.stages[s];
-    weight_categories(sp, mem[s].weights_bytes / 16, L.max_segment_params[size_t(s)], dp,
+    weight_categories(sp, mem[s].weights_bytes / 16, L.max_segment_params[size_t(s)],
+                      L.max_node_params[size_t(s)], dp,
                       sharding, bucket_bytes);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
@@ -432,7 +441,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // Some stage holds at least the average share of the weights: no split
   // of this tp and pp can fit when that share alone does not.
   stage_plan least;
-  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, dp, r.sharding, 0);
+  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, 0, dp, r.sharding, 0);
   const double weights = double(least.parameters_bytes + least.gradients_bytes +
                                 least.optimizer_bytes);
   if (weights > double(budget))

@@ -117,10 +117,9 @@ struct stage_plan {
   // data-parallel bucket buffers), AdamW moments, activations at the peak.
   int64_t parameters_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0, activations_bytes = 0;
   // The most gradient bytes held at once during a backward: gradients_bytes,
-  // or under gradient shards (dp > 1) the shards plus the whole gradients of
-  // the segment in backward and up to three buckets (the one leaving, two
-  // copies with the reducer). memory_bytes counts it in place of
-  // gradients_bytes.
+  // or under gradient shards (dp > 1) the shards plus four buckets (the one
+  // leaving, its copy, two copies with the reducer) and the largest node's
+  // whole gradients. memory_bytes counts it in place of gradients_bytes.
   int64_t gradients_peak_bytes = 0;
   double forward_s = 0, backward_s = 0;  // one micro-batch
   double weight_s = 0;                   // of backward_s: the weight gradients (zb-h1's W)
