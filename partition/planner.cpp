@@ -664,9 +664,8 @@ bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kin
 // The sharding strategies the search tries with dp replicas.
 std::vector<sharding_strategy> shardings_searched(const plan_request& r, int dp) {
   if (!r.search_sharding || dp == 1) return {r.sharding};
-  // ZeRO-3 is scored when asked: its gathers are taken to hide behind the
-  // GEMMs entirely, a model no published run has checked yet.
-  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads};
+  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads,
+          sharding_strategy::optim_grads_params};
 }
 
 // Sequence parallelism off and on, or as asked.
