@@ -104,8 +104,8 @@ if [[ "${1:-}" == "--bundle" ]]; then
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   step 60 "$dir/bin/merak_gpu_tests"
   step 240 "$dir/bin/merak_gpu_backend_tests" ${GPU_CHECK_TEST_FILTER:-}
-  cases=("single 1" "shared_gpu 2")
-  [[ "$gpus" -ge 2 ]] && cases+=("collectives $gpus")
+  cases=("single 1" "shared_gpu 2" "device_collectives 1")
+  [[ "$gpus" -ge 2 ]] && cases+=("collectives $gpus" "device_collectives $gpus")
   for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
     step 60 "$dir/bin/merak_nccl_tests" $c

@@ -27,13 +27,44 @@ int stream_tp_group::start(model::tensor& x, collective what) {
               "TP collective of a {} tensor", model::dtype_name(x.type()));
   pending_.emplace(ticket, stream_.enqueue([this, &x, tag, what](transport& t) {
     double t0 = tracing_ ? trace_now() : 0;
+    const char* name = what == collective::allreduce        ? "tp-allreduce"
+                       : what == collective::reduce_scatter ? "tp-reduce-scatter"
+                                                            : "tp-allgather";
+    auto traced = [&] {
+      if (!tracing_) return;
+      std::lock_guard lock(mu_);
+      trace_.push_back({name, t0, trace_now()});
+    };
+    const bool on_device = x.where().type != model::device::kind::cpu;
+    if (on_device && !device_tried_) {
+      device_tried_ = true;
+      device_ = make_device_collectives(t, x.where(), tag);
+      if (device_) {
+        std::lock_guard lock(mu_);
+        device_name_ = device_->name();
+      }
+    }
+    if (on_device && device_) {
+      switch (what) {
+        case collective::allreduce:
+          device_->allreduce_sum(x);
+          break;
+        case collective::reduce_scatter:
+          device_->reduce_scatter_sum(x);
+          break;
+        case collective::allgather:
+          device_->allgather_shards(x);
+          break;
+      }
+      traced();
+      return;
+    }
     // The transports work on host memory: a device tensor goes through a
     // host copy and back.
     model::tensor staged;
-    if (x.where().type != model::device::kind::cpu) staged = x.to(model::device::cpu());
+    if (on_device) staged = x.to(model::device::cpu());
     model::tensor& h = staged.defined() ? staged : x;
     const bool f32 = h.type() == model::dtype::f32;
-    const char* name = "tp-allreduce";
     switch (what) {
       case collective::allreduce:
         if (f32)
@@ -42,22 +73,17 @@ int stream_tp_group::start(model::tensor& x, collective what) {
           allreduce_sum(t, std::span<bf16>(h.bf16s(), size_t(h.numel())), tag);
         break;
       case collective::reduce_scatter:
-        name = "tp-reduce-scatter";
         if (f32)
           reduce_scatter_sum(t, h.span_f32(), tag);
         else
           reduce_scatter_sum(t, std::span<bf16>(h.bf16s(), size_t(h.numel())), tag);
         break;
       case collective::allgather:
-        name = "tp-allgather";
         allgather_shards(t, h.raw(), size_t(h.numel()), model::dtype_size(h.type()), tag);
         break;
     }
     if (staged.defined()) model::copy_bytes(x, 0, staged, 0, x.bytes());
-    if (tracing_) {
-      std::lock_guard lock(mu_);
-      trace_.push_back({name, t0, trace_now()});
-    }
+    traced();
   }));
   return ticket;
 }
@@ -68,6 +94,11 @@ void stream_tp_group::wait(int ticket) {
   auto h = std::move(it->second);
   pending_.erase(it);
   h.wait();
+}
+
+std::string stream_tp_group::device_collectives_name() const {
+  std::lock_guard lock(mu_);
+  return device_name_;
 }
 
 trace_track stream_tp_group::take_trace() {

@@ -96,7 +96,11 @@ int count() {
   return int(cuda_devices().size());
 }
 
-const model::device_memory_ops cuda_ops{allocate, release, copy, zero, count, peak_device_memory};
+void* native_stream(int index) { return stream_of(index); }
+
+const model::device_memory_ops cuda_ops{allocate, release,          copy,
+                                        zero,     count,            peak_device_memory,
+                                        native_stream};
 
 }  // namespace
 

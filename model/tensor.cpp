@@ -90,6 +90,12 @@ size_t device_peak_bytes(device d) {
   return ops && ops->peak_bytes ? ops->peak_bytes(d.index) : 0;
 }
 
+void* device_stream(device d) {
+  if (d.type == device::kind::cpu) return nullptr;
+  const device_memory_ops* ops = memory_ops[size_t(d.type)].load(std::memory_order_acquire);
+  return ops && ops->stream ? ops->stream(d.index) : nullptr;
+}
+
 bool has_device_memory(device::kind k) {
   return k == device::kind::cpu || memory_ops[size_t(k)].load(std::memory_order_acquire);
 }

@@ -60,6 +60,10 @@ struct device_memory_ops {
   int (*count)();  // devices of this kind in this process
   // The most memory this process's tensors held at once on device `index`.
   size_t (*peak_bytes)(int index);
+  // The native stream every operation on device `index` is ordered on (a
+  // cudaStream_t for CUDA), for libraries that enqueue on it (NCCL); null
+  // when the kind has none.
+  void* (*stream)(int index) = nullptr;
 };
 // Registers the operations of device kind `k` (once, before tensors of it
 // exist; `ops` must outlive them).
@@ -71,6 +75,8 @@ bool has_device_memory(device::kind k);
 int device_count(device::kind k);
 // The most bytes this process's tensors held at once on `d` (0: unknown).
 size_t device_peak_bytes(device d);
+// device_memory_ops::stream of `d` (null on the host or without one).
+void* device_stream(device d);
 
 using shape_t = std::vector<int64_t>;
 std::string shape_str(const shape_t& s);  // "(2, 3)"

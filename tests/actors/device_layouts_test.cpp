@@ -5,12 +5,16 @@
 // gradients, shard files) would fault; and since the stand-in computes with
 // the CPU kernels, each layout must equal the same layout on the CPU bit for
 // bit (core lending off on both: the same thread counts). The device runs'
-// groups carry NCCL's point-to-point semantics (comm/nccl_semantics.hpp).
+// groups carry NCCL's point-to-point semantics (comm/nccl_semantics.hpp),
+// and their TP sums go through the device-collective seam
+// (comm/device_collectives.hpp) to the stand-in's collectives
+// (tests/comm/stand_in_collectives.hpp), where NCCL's would run on a GPU.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -18,6 +22,7 @@
 #include "comm/nccl_semantics.hpp"
 #include "model/trainer.hpp"
 #include "tests/actors/layout_options.hpp"
+#include "tests/comm/stand_in_collectives.hpp"
 #include "tests/model/stand_in_device.hpp"
 #include "tests/model/test_util.hpp"
 
@@ -88,12 +93,15 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     }
     comm::set_nccl_semantics(false);
     auto& on_dev = *made;
+    const long calls = test::stand_in_collective_calls();
     for (int s = 0; s < 4; ++s) {
       auto a = on_cpu.train_step(), b = on_dev.train_step();
       INFO("step " << s + 1 << ": " << a.loss << " vs " << b.loss);
       REQUIRE(a.loss == b.loss);
       REQUIRE(a.grad_norm == b.grad_norm);
     }
+    // TP sums of device tensors went through the device collectives.
+    if (c.tp > 1) CHECK(test::stand_in_collective_calls() > calls);
     CHECK(on_dev.validation_loss() == on_cpu.validation_loss());
     // The device run's shards resume on the single device (CPU).
     const std::string saved = on_dev.save();
@@ -114,7 +122,27 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
   }
 }
 
+TEST_CASE("device collectives turned off: TP sums of device tensors through host copies",
+          "[device]") {
+  ::setenv("MERAK_DEVICE_COLLECTIVES", "0", 1);
+  auto par = test::parallel_layout(1, 2, 1, 1, schedule_kind::one_f_one_b, 1);
+  par.tp_overlap = 1;
+  par.lend_cores = false;
+  par.timeout_s = 60;
+  auto o = test::layout_test_options(3);
+  actors::parallel_trainer on_cpu(o, par, test::layout_test_corpus());
+  auto od = o;
+  od.where = model::device::cuda(0);
+  const long made = test::stand_in_collectives_made(), calls = test::stand_in_collective_calls();
+  actors::parallel_trainer on_dev(od, par, test::layout_test_corpus());
+  for (int s = 0; s < 2; ++s) REQUIRE(on_cpu.train_step().loss == on_dev.train_step().loss);
+  ::unsetenv("MERAK_DEVICE_COLLECTIVES");
+  CHECK(test::stand_in_collectives_made() == made);
+  CHECK(test::stand_in_collective_calls() == calls);
+}
+
 int main(int argc, char* argv[]) {
   test::register_stand_in_device();
+  test::register_stand_in_collectives();
   return Catch::Session().run(argc, argv);
 }

@@ -24,6 +24,11 @@
 //   peer_hangs   2 ranks: rank 1 sleeps instead of taking part; rank 0 must
 //                fail with "timed out" within about its 1 s timeout (exit
 //                42). Needs 2 GPUs.
+//   device_collectives  <procs> ranks: NCCL's device collectives
+//                (comm/nccl_collectives.hpp) on CUDA tensors, set up over a
+//                UCX host transport as a TP group does: all-reduce (float,
+//                bf16), reduce-scatter and all-gather with even and uneven
+//                shards, against the host's sums. Needs <procs> GPUs.
 // The driver exits 0 when the scenario behaved as described, 77 to skip,
 // else 1.
 
@@ -40,7 +45,13 @@
 #include <vector>
 
 #include "../comm/rank_values.hpp"
+#include "comm/collectives.hpp"
+#include "comm/device_collectives.hpp"
+#include "comm/nccl_collectives.hpp"
 #include "comm/nccl_transport.hpp"
+#include "comm/ucx_transport.hpp"
+#include "gpu/cuda_backend.hpp"
+#include "model/tensor.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "job/bootstrap.hpp"
@@ -223,12 +234,85 @@ void check_collectives(bootstrap& b, nccl_transport& t) {
   t.barrier();
 }
 
+// NCCL's device collectives on CUDA tensors of rank r (GPU r), set up over a
+// host transport, against sums formed from every rank's known inputs.
+void check_device_collectives(bootstrap& b, int r) {
+  namespace model = merak::model;
+  merak::gpu::enable_cuda();
+  enable_nccl_collectives();
+  auto host = make_ucx_transport(b);
+  const int P = host->size();
+  const model::device d = model::device::cuda(r);
+  auto dc = make_device_collectives(*host, d, 1);
+  require(dc && dc->name() == "nccl", "NCCL device collectives made");
+  auto device_tensor = [&](size_t n, model::dtype t) {
+    model::tensor h({int64_t(n)}, t);
+    for (size_t i = 0; i < n; ++i)
+      if (t == model::dtype::f32)
+        h.f32()[i] = value(r, i);
+      else
+        h.bf16s()[i] = merak::to_bf16(value(r, i));
+    return h.to(d);
+  };
+  // Element i of a host copy of x, as a float.
+  auto element = [](const model::tensor& h, size_t i) {
+    return h.type() == model::dtype::f32 ? h.f32()[i] : merak::to_f32(h.bf16s()[i]);
+  };
+  auto sum_of = [&](size_t i) {
+    double ref = 0, mag = 0;
+    for (int k = 0; k < P; ++k) ref += value(k, i), mag += std::abs(value(k, i));
+    return std::pair{ref, mag};
+  };
+  for (size_t n : {size_t{12}, size_t{1000}, size_t{12347}}) {
+    for (auto t : {model::dtype::f32, model::dtype::bf16}) {
+      const double tol = t == model::dtype::f32 ? P * 6e-8 : P * 1.6e-2;
+      auto x = device_tensor(n, t);
+      dc->allreduce_sum(x);
+      auto back = x.to(model::device::cpu());
+      for (size_t i = 0; i < n; ++i) {
+        auto [ref, mag] = sum_of(i);
+        require(std::abs(element(back, i) - ref) <= tol * mag + 1e-30,
+                fmt::format("device all-reduce {} n {} element {}: {} vs {}",
+                            model::dtype_name(t), n, i, element(back, i), ref));
+      }
+      auto y = device_tensor(n, t);
+      dc->reduce_scatter_sum(y);
+      back = y.to(model::device::cpu());
+      const auto [lo, hi] = shard_range(n, P, r);
+      for (size_t i = lo; i < hi; ++i) {
+        auto [ref, mag] = sum_of(i);
+        require(std::abs(element(back, i) - ref) <= tol * mag + 1e-30,
+                fmt::format("device reduce-scatter {} n {} element {}: {} vs {}",
+                            model::dtype_name(t), n, i, element(back, i), ref));
+      }
+    }
+    // All-gather: each rank's shard holds its own values, the rest zeros.
+    auto h = model::tensor::zeros({int64_t(n)});
+    const auto [lo, hi] = shard_range(n, P, r);
+    for (size_t i = lo; i < hi; ++i) h.f32()[i] = value(r, i);
+    auto g = h.to(d);
+    dc->allgather_shards(g);
+    auto back = g.to(model::device::cpu());
+    for (int k = 0; k < P; ++k) {
+      const auto [a, e] = shard_range(n, P, k);
+      for (size_t i = a; i < e; ++i)
+        require(back.f32()[i] == value(k, i),
+                fmt::format("device all-gather n {} element {} (rank {}'s)", n, i, k));
+    }
+  }
+  b.barrier();
+}
+
 int worker(const std::string& scenario) {
   bootstrap_options bo;
   bo.timeout = 60000ms;
   const auto opts = resolve_bootstrap(bo);
   const int rank = opts.rank;
   std::shared_ptr<bootstrap> b = connect_bootstrap(opts);
+  if (scenario == "device_collectives") {
+    check_device_collectives(*b, rank);
+    return 0;
+  }
   nccl_options no;
   no.timeout = scenario == "peer_hangs" ? 1000ms : scenario == "shared_gpu" ? 20000ms : 60000ms;
   if (scenario == "shared_gpu") no.device = 0;
@@ -301,7 +385,7 @@ int main(int argc, char** argv) {
     if (const char* s = std::getenv("MERAK_NCCL_WORKER")) return worker(s);
     if (argc != 3) {
       std::cerr << "usage: " << argv[0]
-                << " no_gpu|single|collectives|shared_gpu|peer_hangs <procs>\n";
+                << " no_gpu|single|collectives|shared_gpu|peer_hangs|device_collectives <procs>\n";
       return 2;
     }
     const std::string scenario = argv[1];
@@ -334,7 +418,7 @@ int main(int argc, char** argv) {
               << " processes: " << (res.ok() ? "all ranks succeeded" : res.message) << " (" << secs
               << " s)\n";
     bool pass = false;
-    if (scenario == "single" || scenario == "collectives") {
+    if (scenario == "single" || scenario == "collectives" || scenario == "device_collectives") {
       pass = res.ok();
     } else if (scenario == "shared_gpu") {
       pass = res.ok();

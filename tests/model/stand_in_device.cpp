@@ -113,7 +113,8 @@ void zero(void* p, size_t bytes, int) {
 int count() {
   return kdevices;
 }
-const model::device_memory_ops stand_in_memory{allocate, release, copy, zero, count, nullptr};
+const model::device_memory_ops stand_in_memory{allocate, release, copy, zero, count, nullptr,
+                                               nullptr};
 
 // The CPU backend, with the device pages open during each call.
 class stand_in_backend final : public model::backend {

@@ -1,0 +1,61 @@
+#pragma once
+// Collectives on device memory without a trip through host memory (NCCL on
+// CUDA), behind one interface that a group's owner calls for tensors that
+// live on a device (docs/comm-transport.md, "Device collectives"). comm/
+// links no device library: the code that enables a device kind registers
+// the maker of its collectives (the CUDA module registers NCCL's), and a
+// group without one moves device tensors through host copies as before.
+//
+// Contract of an instance: one member of one group (the group's host
+// transport gives its rank and size), for tensors on one device; used by
+// one thread at a time; every member issues the same calls in the same
+// order with the same sizes (the host rings' rule, comm/collectives.hpp).
+// Results equal the host rings' up to the order of the additions.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/transport.hpp"
+#include "model/tensor.hpp"
+
+namespace merak::comm {
+
+class device_collectives {
+ public:
+  virtual ~device_collectives() = default;
+  // x (f32 or bf16) <- the sum over the group, in place.
+  virtual void allreduce_sum(model::tensor& x) = 0;
+  // x[shard_range(n, P, rank)] <- the sum over the group of that range;
+  // the rest of x is left unspecified (comm::reduce_scatter_sum).
+  virtual void reduce_scatter_sum(model::tensor& x) = 0;
+  // On entry x[shard_range(n, P, rank)] is this member's; on return every
+  // shard holds its owner's elements (comm::allgather_shards), any dtype.
+  virtual void allgather_shards(model::tensor& x) = 0;
+  // "nccl": for messages and traces.
+  virtual std::string name() const = 0;
+};
+
+// Makes one member's collectives for tensors on device `d`. Collective
+// over `group`: every member calls it at the same point of its sequence of
+// calls, and it may exchange its set-up (a communicator's id) over `group`
+// with `tag`. Throws merak::error naming the member and the reason.
+using device_collectives_maker =
+    std::function<std::unique_ptr<device_collectives>(transport& group, model::device d, tag_t tag)>;
+
+// Registers (or, with an empty maker, removes) the maker for device kind
+// `k`; thread-safe.
+void register_device_collectives(model::device::kind k, device_collectives_maker make);
+
+// Whether a maker is registered for `k` and device collectives are not
+// turned off (MERAK_DEVICE_COLLECTIVES=0: every device tensor goes through
+// host copies).
+bool has_device_collectives(model::device::kind k);
+
+// The registered maker's collectives for `d` over `group` (see
+// device_collectives_maker), or null when has_device_collectives is false
+// (CPU tensors included).
+std::unique_ptr<device_collectives> make_device_collectives(transport& group, model::device d,
+                                                            tag_t tag);
+
+}  // namespace merak::comm
