@@ -8,6 +8,7 @@
 
 #include "actors/messages.hpp"
 #include "comm/collectives.hpp"
+#include "comm/device_collectives.hpp"
 #include "core/error.hpp"
 
 namespace merak::actors {
@@ -20,6 +21,9 @@ struct reducer_state {
   uint64_t diagnostic_bytes = 0;       // sent by the exact rings of measure_error
   std::vector<float> exact;            // measure_error: the bucket's exact average
   std::vector<uint32_t> known;
+  // Buckets on a device: its collectives, made at the first such bucket
+  // (every replica's first: they ship the same buckets in the same order).
+  std::unique_ptr<comm::device_collectives> device;
 };
 
 reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> self,
@@ -43,9 +47,19 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
         double t0 = trace_now();
         double rel_error = -1;
         try {
-          auto data = flat.t->span_f32();
           auto& link = *st.cfg.link;
-          if (rows > 0 && st.codec) {
+          const model::device on = flat.t->where();
+          if (on.type != model::device::kind::cpu) {
+            MERAK_CHECK(!(rows > 0 && st.codec) && !b.scatter,
+                        "a sparse or scattered bucket on {}", on.str());
+            if (!st.device) {
+              st.device = comm::make_device_collectives(link, on, comm::tag_t(bucket),
+                                                        {.side_stream = true});
+              MERAK_CHECK(st.device, "bucket {} on {}: no device collectives for it", bucket,
+                          on.str());
+            }
+            st.device->allreduce_sum(*flat.t);
+          } else if (auto data = flat.t->span_f32(); rows > 0 && st.codec) {
             MERAK_CHECK(rows * cols == int64_t(data.size()), "sparse bucket of {} x {} floats",
                         rows, cols);
             if (!known_rows.empty()) {

@@ -1,9 +1,9 @@
 // The stage actor's end of a step (stage_state.hpp): gradient buckets to
 // the reducer and back, tied-weight settlement, the ready report.
-#include <cstring>
 
 #include "actors/core_loan.hpp"
 #include "actors/stage_state.hpp"
+#include "comm/device_collectives.hpp"
 #include "core/error.hpp"
 #include "model/backend.hpp"
 
@@ -81,16 +81,30 @@ void ship(stage_self self, comm::grad_bucket bucket) {
   if (int(st.buckets.size()) <= id) st.buckets.resize(size_t(id) + 1);
   auto& b = st.buckets[size_t(id)];
   int64_t n = 0;
-  for (int p : params) n += model::shape_numel(all[p]->spec.shape);
-  if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n)
-    b.flat = std::make_shared<model::tensor>(model::shape_t{n});
-  size_t at = 0;  // the flat buffer is host memory, whatever the gradients' device
+  bool missing = false;
+  model::device on = model::device::cpu();
+  for (int p : params) {
+    n += model::shape_numel(all[p]->spec.shape);
+    if (!all[p]->grad.defined())
+      missing = true;
+    else
+      on = all[p]->grad.where();
+  }
+  // The flat buffer is host memory, or, for a dense bucket of replicated
+  // gradients on a device whose kind has device collectives (NCCL), on that
+  // device: the reducer sums it there.
+  const bool device_bucket = on.type != model::device::kind::cpu && !bucket.sparse && !st.dist &&
+                             comm::has_device_collectives(on.type);
+  const model::device flat_on = device_bucket ? on : model::device::cpu();
+  if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n || !(b.flat->where() == flat_on))
+    b.flat = std::make_shared<model::tensor>(model::shape_t{n}, model::dtype::f32, flat_on);
+  // Released gradients not added to by this backward (no node of theirs
+  // reached the loss) count zero.
+  if (missing) b.flat->fill_zero();
+  size_t at = 0;
   for (int p : params) {
     const size_t bytes = model::shape_numel(all[p]->spec.shape) * sizeof(float);
-    if (all[p]->grad.defined())
-      model::copy_bytes(*b.flat, at, all[p]->grad, 0, bytes);
-    else  // released and not added to by this backward (no node of it reached the loss)
-      std::memset(b.flat->raw() + at, 0, bytes);
+    if (all[p]->grad.defined()) model::copy_bytes(*b.flat, at, all[p]->grad, 0, bytes);
     at += bytes;
   }
   note_gradient_peak(st);

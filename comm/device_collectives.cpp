@@ -39,15 +39,15 @@ bool has_device_collectives(model::device::kind k) {
   return registry().count(k) != 0;
 }
 
-std::unique_ptr<device_collectives> make_device_collectives(transport& group, model::device d,
-                                                            tag_t tag) {
+std::unique_ptr<device_collectives> make_device_collectives(
+    transport& group, model::device d, tag_t tag, const device_collectives_options& options) {
   if (!has_device_collectives(d.type)) return nullptr;
   device_collectives_maker make;
   {
     std::lock_guard lock(registry_mutex());
     make = registry().at(d.type);
   }
-  return make(group, d, tag);
+  return make(group, d, tag, options);
 }
 
 }  // namespace merak::comm

@@ -36,12 +36,22 @@ class device_collectives {
   virtual std::string name() const = 0;
 };
 
+struct device_collectives_options {
+  // Run on a stream of the collectives' own, not the device's (the stream
+  // of the kernels around them): for a caller on another thread than the
+  // device's kernels (a data-parallel reducer), whose collectives must not
+  // sit in that stream between another group's. The caller guarantees that
+  // a tensor is complete when a call starts (host-synchronous copies); a
+  // call returns once its result is.
+  bool side_stream = false;
+};
+
 // Makes one member's collectives for tensors on device `d`. Collective
 // over `group`: every member calls it at the same point of its sequence of
 // calls, and it may exchange its set-up (a communicator's id) over `group`
 // with `tag`. Throws merak::error naming the member and the reason.
-using device_collectives_maker =
-    std::function<std::unique_ptr<device_collectives>(transport& group, model::device d, tag_t tag)>;
+using device_collectives_maker = std::function<std::unique_ptr<device_collectives>(
+    transport& group, model::device d, tag_t tag, const device_collectives_options& options)>;
 
 // Registers (or, with an empty maker, removes) the maker for device kind
 // `k`; thread-safe.
@@ -55,7 +65,7 @@ bool has_device_collectives(model::device::kind k);
 // The registered maker's collectives for `d` over `group` (see
 // device_collectives_maker), or null when has_device_collectives is false
 // (CPU tensors included).
-std::unique_ptr<device_collectives> make_device_collectives(transport& group, model::device d,
-                                                            tag_t tag);
+std::unique_ptr<device_collectives> make_device_collectives(
+    transport& group, model::device d, tag_t tag, const device_collectives_options& options = {});
 
 }  // namespace merak::comm

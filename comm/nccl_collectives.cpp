@@ -4,15 +4,16 @@
 // tensor: member 0 makes the ncclUniqueId and sends it to the others over
 // the group's host transport; each member joins with ncclCommInitRankConfig
 // (non-blocking, so that the wait is bounded). Collectives are enqueued on
-// the device's stream (gpu/cuda_util.hpp), the stream of the kernels that
-// made and will read the tensor (model::device_stream), so they need no
-// other synchronisation;
-// each call then waits for its event, polling NCCL's asynchronous error, at
-// most the timeout (MERAK_NCCL_TIMEOUT_S, default 60 s): on an error or at
-// the timeout it aborts the communicator and throws merak::error naming the
-// member, the group's size, the collective and the device. Uneven shards,
-// which NCCL's reduce-scatter and all-gather do not take, run as an
-// all-reduce and as one broadcast per shard in a group call.
+// the device's stream (model::device_stream), the stream of the kernels
+// that made and will read the tensor, so they need no other
+// synchronisation; or, with device_collectives_options::side_stream, on a
+// stream of their own. Each call then waits for its event, polling NCCL's
+// asynchronous error, at most the timeout (MERAK_NCCL_TIMEOUT_S, default
+// 60 s): on an error or at the timeout it aborts the communicator and
+// throws merak::error naming the member, the group's size, the collective
+// and the device. Uneven shards, which NCCL's reduce-scatter and
+// all-gather do not take, run as an all-reduce and as one broadcast per
+// shard in a group call.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -65,9 +66,14 @@ ncclDataType_t nccl_type(model::dtype t) {
 
 class nccl_collectives final : public device_collectives {
  public:
-  nccl_collectives(transport& group, model::device d, tag_t tag)
+  nccl_collectives(transport& group, model::device d, tag_t tag,
+                   const device_collectives_options& options)
       : rank_(group.rank()), size_(group.size()), device_(d), timeout_(timeout()) {
     select_device(device_.index);
+    if (options.side_stream) {
+      check_cuda(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking),
+                 "cudaStreamCreateWithFlags");
+    }
     ncclUniqueId id{};
     if (rank_ == 0) {
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -91,12 +97,13 @@ class nccl_collectives final : public device_collectives {
 
   ~nccl_collectives() override {
     if (done_) cudaEventDestroy(done_);
-    if (!comm_) return;
-    if (broken_) {
-      ncclCommAbort(comm_);
-      return;
+    if (comm_) {
+      if (broken_)
+        ncclCommAbort(comm_);
+      else
+        ncclCommDestroy(comm_);
     }
-    ncclCommDestroy(comm_);
+    if (own_stream_) cudaStreamDestroy(own_stream_);
   }
 
   void allreduce_sum(model::tensor& x) override {
@@ -172,13 +179,14 @@ class nccl_collectives final : public device_collectives {
          last.empty() ? "" : ": ", last, timeout_.count());
   }
 
-  // Enqueues `call` on the device's stream and waits for it, bounded.
+  // Enqueues `call` on its stream and waits for it, bounded.
   template <class Call>
   void run(model::tensor& x, const char* what, Call call) {
     if (broken_) fail("{}: {}: the communicator was aborted after an earlier error", who(), what);
     MERAK_CHECK(x.where() == device_, "{}: {} of a tensor on {}", who(), what, x.where().str());
     select_device(device_.index);
-    const auto s = static_cast<cudaStream_t>(model::device_stream(device_));
+    const auto s =
+        own_stream_ ? own_stream_ : static_cast<cudaStream_t>(model::device_stream(device_));
     settle(call(s), what);
     check_cuda(cudaEventRecord(done_, s), "cudaEventRecord");
     const auto deadline = clock_type::now() + timeout_;
@@ -201,6 +209,7 @@ class nccl_collectives final : public device_collectives {
   std::chrono::milliseconds timeout_;
   ncclComm_t comm_ = nullptr;
   cudaEvent_t done_ = nullptr;
+  cudaStream_t own_stream_ = nullptr;  // device_collectives_options::side_stream
   bool broken_ = false;
 };
 
@@ -209,9 +218,9 @@ class nccl_collectives final : public device_collectives {
 void enable_nccl_collectives() {
   register_device_collectives(
       model::device::kind::cuda,
-      [](transport& group, model::device d,
-         tag_t tag) -> std::unique_ptr<device_collectives> {
-        return std::make_unique<nccl_collectives>(group, d, tag);
+      [](transport& group, model::device d, tag_t tag,
+         const device_collectives_options& options) -> std::unique_ptr<device_collectives> {
+        return std::make_unique<nccl_collectives>(group, d, tag, options);
       });
 }
 

@@ -64,7 +64,8 @@ class stand_in_collectives final : public comm::device_collectives {
 void register_stand_in_collectives() {
   comm::register_device_collectives(
       model::device::kind::cuda,
-      [](comm::transport& group, model::device d, comm::tag_t) -> std::unique_ptr<comm::device_collectives> {
+      [](comm::transport& group, model::device d, comm::tag_t,
+         const comm::device_collectives_options&) -> std::unique_ptr<comm::device_collectives> {
         made.fetch_add(1, std::memory_order_relaxed);
         return std::make_unique<stand_in_collectives>(group, d);
       });
