@@ -95,14 +95,25 @@ class nccl_collectives final : public device_collectives {
     check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
 
+  // A healthy communicator is finalised (NCCL's own work flushed, at most
+  // 10 s) and destroyed; a broken one, or one that does not finalise, aborted.
   ~nccl_collectives() override {
-    if (done_) cudaEventDestroy(done_);
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device_.index)
+      cudaSetDevice(device_.index);
     if (comm_) {
-      if (broken_)
-        ncclCommAbort(comm_);
-      else
+      ncclResult_t rc = broken_ ? ncclInternalError : ncclCommFinalize(comm_);
+      const auto end = clock_type::now() + 10s;
+      while (rc == ncclInProgress && clock_type::now() < end) {
+        std::this_thread::sleep_for(1ms);
+        ncclCommGetAsyncError(comm_, &rc);
+      }
+      if (rc == ncclSuccess)
         ncclCommDestroy(comm_);
+      else
+        ncclCommAbort(comm_);
     }
+    if (done_) cudaEventDestroy(done_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
   }
 
