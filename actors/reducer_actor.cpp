@@ -50,15 +50,17 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
           auto& link = *st.cfg.link;
           const model::device on = flat.t->where();
           if (on.type != model::device::kind::cpu) {
-            MERAK_CHECK(!(rows > 0 && st.codec) && !b.scatter,
-                        "a sparse or scattered bucket on {}", on.str());
+            MERAK_CHECK(!(rows > 0 && st.codec), "a sparse bucket on {}", on.str());
             if (!st.device) {
               st.device = comm::make_device_collectives(link, on, comm::tag_t(bucket),
                                                         {.side_stream = true});
               MERAK_CHECK(st.device, "bucket {} on {}: no device collectives for it", bucket,
                           on.str());
             }
-            st.device->allreduce_sum(*flat.t);
+            if (b.scatter)
+              st.device->reduce_scatter_sum(*flat.t);
+            else
+              st.device->allreduce_sum(*flat.t);
           } else if (auto data = flat.t->span_f32(); rows > 0 && st.codec) {
             MERAK_CHECK(rows * cols == int64_t(data.size()), "sparse bucket of {} x {} floats",
                         rows, cols);

@@ -19,7 +19,14 @@ constexpr int64_t kmax_buckets_in_flight = 2;
 void apply_reduced(stage_state& st, int id, const model::tensor& sum) {
   auto& all = st.store->all();
   if (st.dist && st.dist->gradient_sharded(id)) {  // added to the gradient shard
-    st.dist->add_owned_gradient(id, sum.f32() + st.dist->owned(id).first);
+    const auto [lo, hi] = st.dist->owned(id);
+    if (sum.where().type == model::device::kind::cpu) {
+      st.dist->add_owned_gradient(id, sum.f32() + lo);
+    } else {  // the shard lives on the host
+      model::tensor owned(model::shape_t{hi - lo});
+      model::copy_bytes(owned, 0, sum, size_t(lo) * sizeof(float), owned.bytes());
+      st.dist->add_owned_gradient(id, owned.f32());
+    }
   } else if (st.dist && st.scatter.at(size_t(id))) {  // only this replica's shard is summed
     for (auto& pc : st.dist->owned_pieces(id))
       model::copy_bytes(all[size_t(pc.param)]->grad, size_t(pc.begin) * sizeof(float), sum,
@@ -90,10 +97,10 @@ void ship(stage_self self, comm::grad_bucket bucket) {
     else
       on = all[p]->grad.where();
   }
-  // The flat buffer is host memory, or, for a dense bucket of replicated
-  // gradients on a device whose kind has device collectives (NCCL), on that
-  // device: the reducer sums it there.
-  const bool device_bucket = on.type != model::device::kind::cpu && !bucket.sparse && !st.dist &&
+  // The flat buffer is host memory, or, for a dense bucket of gradients on
+  // a device whose kind has device collectives (NCCL), on that device: the
+  // reducer sums or reduce-scatters it there.
+  const bool device_bucket = on.type != model::device::kind::cpu && !bucket.sparse &&
                              comm::has_device_collectives(on.type);
   const model::device flat_on = device_bucket ? on : model::device::cpu();
   if (!b.flat || b.flat.use_count() > 1 || b.flat->numel() != n || !(b.flat->where() == flat_on))

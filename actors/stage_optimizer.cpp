@@ -28,10 +28,13 @@ void report_applied(stage_self self) {
 }
 
 // A flat host buffer of bucket b's size for the all-gather of the updated
-// values: the gradient buffer, free again after the reduction.
+// values: the gradient buffer, free again after the reduction, when that
+// is host memory (a bucket of device gradients is reduced on the device).
 std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b) {
   auto& flat = st.buckets.at(size_t(b)).flat;
-  if (flat && flat.use_count() == 1 && flat->numel() == st.dist->bucket_numel(b)) return flat;
+  if (flat && flat.use_count() == 1 && flat->numel() == st.dist->bucket_numel(b) &&
+      flat->where().type == model::device::kind::cpu)
+    return flat;
   return std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
 }
 

@@ -6,7 +6,7 @@
 // the CPU kernels, each layout must equal the same layout on the CPU bit for
 // bit (core lending off on both: the same thread counts). The device runs'
 // groups carry NCCL's point-to-point semantics (comm/nccl_semantics.hpp),
-// and their TP sums and data-parallel buckets (no_shard) go through the
+// and their TP sums and data-parallel gradient buckets go through the
 // device-collective seam (comm/device_collectives.hpp) to the stand-in's
 // collectives (tests/comm/stand_in_collectives.hpp), where NCCL's would run
 // on a GPU.
@@ -101,10 +101,9 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
       REQUIRE(a.loss == b.loss);
       REQUIRE(a.grad_norm == b.grad_norm);
     }
-    // TP sums of device tensors and replicated gradients' buckets went
-    // through the device collectives.
-    if (c.tp > 1 || (c.dp > 1 && c.sharding == partition::sharding_strategy::no_shard))
-      CHECK(test::stand_in_collective_calls() > calls);
+    // TP sums of device tensors and gradient buckets (summed or
+    // reduce-scattered) went through the device collectives.
+    if (c.tp > 1 || c.dp > 1) CHECK(test::stand_in_collective_calls() > calls);
     CHECK(on_dev.validation_loss() == on_cpu.validation_loss());
     // The device run's shards resume on the single device (CPU).
     const std::string saved = on_dev.save();
