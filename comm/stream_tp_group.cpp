@@ -39,10 +39,6 @@ int stream_tp_group::start(model::tensor& x, collective what) {
     if (on_device && !device_tried_) {
       device_tried_ = true;
       device_ = make_device_collectives(t, x.where(), tag);
-      if (device_) {
-        std::lock_guard lock(mu_);
-        device_name_ = device_->name();
-      }
     }
     if (on_device && device_) {
       switch (what) {
@@ -94,11 +90,6 @@ void stream_tp_group::wait(int ticket) {
   auto h = std::move(it->second);
   pending_.erase(it);
   h.wait();
-}
-
-std::string stream_tp_group::device_collectives_name() const {
-  std::lock_guard lock(mu_);
-  return device_name_;
 }
 
 trace_track stream_tp_group::take_trace() {

@@ -35,9 +35,6 @@ class stream_tp_group final : public model::tp_group {
   void wait(int ticket) override;
   // Slices of the sums run since the last call ("tp-allreduce").
   trace_track take_trace();
-  // The device collectives' name ("nccl") once a device tensor made them,
-  // else "" (device tensors through host copies, or none yet).
-  std::string device_collectives_name() const;
 
  private:
   enum class collective { allreduce, reduce_scatter, allgather };
@@ -48,12 +45,11 @@ class stream_tp_group final : public model::tp_group {
   // that the thread has ended when they go).
   std::unique_ptr<device_collectives> device_;
   bool device_tried_ = false;
-  std::string device_name_;  // under mu_
   comm_stream stream_;
   bool tracing_;
   uint64_t next_ = 0;
   std::map<int, comm_stream::handle> pending_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   trace_track trace_;
 };
 
