@@ -19,8 +19,12 @@
 #include <filesystem>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "actors/parallel_trainer.hpp"
+#include "comm/device_collectives.hpp"
 #include "comm/nccl_semantics.hpp"
+#include "core/error.hpp"
 #include "model/trainer.hpp"
 #include "tests/actors/layout_options.hpp"
 #include "tests/comm/stand_in_collectives.hpp"
@@ -141,6 +145,34 @@ TEST_CASE("device collectives turned off: TP sums of device tensors through host
   ::unsetenv("MERAK_DEVICE_COLLECTIVES");
   CHECK(test::stand_in_collectives_made() == made);
   CHECK(test::stand_in_collective_calls() == calls);
+}
+
+TEST_CASE("device collectives that cannot be made fail the job, naming the member", "[device]") {
+  // The second member of every group refuses, as NCCL refuses a
+  // communicator; the job must end with that reason, not hang.
+  comm::register_device_collectives(
+      model::device::kind::cuda,
+      [](comm::transport& group, model::device d, comm::tag_t,
+         const comm::device_collectives_options&) -> std::unique_ptr<comm::device_collectives> {
+        if (group.rank() == 1)
+          throw error(fmt::format("stand-in member 1 of {} on {}: refused", group.size(), d.str()));
+        return nullptr;
+      });
+  auto par = test::parallel_layout(1, 2, 1, 1, schedule_kind::one_f_one_b, 1);
+  par.lend_cores = false;
+  par.timeout_s = 20;
+  auto o = test::layout_test_options(2);
+  o.where = model::device::cuda(0);
+  bool failed = false;
+  try {
+    actors::parallel_trainer on_dev(o, par, test::layout_test_corpus());
+    on_dev.train_step();
+  } catch (const std::exception& e) {
+    failed = true;
+    CHECK_THAT(e.what(), Catch::Contains("stand-in member 1 of 2 on cuda:0: refused"));
+  }
+  CHECK(failed);
+  test::register_stand_in_collectives();
 }
 
 int main(int argc, char* argv[]) {
