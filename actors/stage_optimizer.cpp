@@ -58,12 +58,16 @@ void start_gather(stage_state& st, int b, std::shared_ptr<model::tensor> flat) {
 }
 
 // Bucket b's values from its all-gather, waiting for it (nothing when none
-// is out).
+// is out). Parameter shards gathered as bf16 hold their GEMM weights as
+// bf16 only (parameter::lowp); the gathered bytes then count the values
+// held in place of the buffer.
 void finish_gather(stage_state& st, int b) {
   auto& [ticket, flat] = st.fetching[size_t(b)];
   if (!flat) return;
   st.cfg.fetched->wait_for(ticket);
-  st.dist->unpack_values(b, *flat);
+  const bool lowp = st.fetch && !st.gather_exact.empty();
+  st.dist->unpack_values(b, *flat, lowp ? model::dtype::bf16 : model::dtype::f32);
+  if (st.fetch) st.gathered_bytes += st.dist->held_value_bytes(b) - int64_t(flat->bytes());
   flat.reset();
 }
 
@@ -171,8 +175,8 @@ void setup_parameter_shards(stage_state& st) {
   };
   h.take = [&st](int b) { finish_gather(st, b); };
   h.release = [&st](int b) {
+    st.gathered_bytes -= st.dist->held_value_bytes(b);
     st.dist->release_values(b);
-    st.gathered_bytes -= st.dist->bucket_numel(b) * int64_t(sizeof(float));
   };
   st.fetch = std::make_unique<model::parameter_fetcher>(st.node_buckets, st.cfg.first,
                                                         dist.buckets(), std::move(h));

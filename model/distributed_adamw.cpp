@@ -134,16 +134,36 @@ void distributed_adamw::pack_owned_values(int b, float* flat) const {
                 size_t(pc.end - pc.begin) * sizeof(float));
 }
 
-void distributed_adamw::unpack_values(int b, const tensor& flat) {
+void distributed_adamw::unpack_values(int b, const tensor& flat, dtype rounded_as) {
   MERAK_CHECK(flat.numel() == numel_[size_t(b)] && flat.type() == dtype::f32,
               "distributed optimizer: bucket {} of {} elements unpacked from {}", b,
               numel_[size_t(b)], flat.numel());
   for (int p : buckets_[size_t(b)]) {
     auto& prm = *params_[size_t(p)];
+    const size_t at = size_t(offset_in_[size_t(p)]) * sizeof(float);
+    if (rounded_as != dtype::f32 && values_sharded() && prm.reads == bf16_reads::rounded &&
+        !prm.value.defined()) {
+      // Through one float parameter on the device, converted (exactly: the
+      // values are rounded already).
+      tensor whole(prm.spec.shape, dtype::f32, where_);
+      copy_bytes(whole, 0, flat, at, whole.bytes());
+      if (!prm.lowp.defined() || prm.lowp.type() != rounded_as)
+        prm.lowp = tensor(prm.spec.shape, rounded_as, where_);
+      backend_for(where_).copy(prm.lowp, whole);
+      continue;
+    }
     if (!prm.value.defined()) prm.value = tensor(prm.spec.shape, dtype::f32, where_);
-    copy_bytes(prm.value, 0, flat, size_t(offset_in_[size_t(p)]) * sizeof(float),
-               prm.value.bytes());
+    copy_bytes(prm.value, 0, flat, at, prm.value.bytes());
   }
+}
+
+int64_t distributed_adamw::held_value_bytes(int b) const {
+  int64_t n = 0;
+  for (int p : buckets_[size_t(b)]) {
+    const auto& prm = *params_[size_t(p)];
+    n += int64_t(prm.value.bytes() + prm.lowp.bytes());
+  }
+  return n;
 }
 
 void distributed_adamw::keep_value_shards() {
@@ -172,7 +192,10 @@ void distributed_adamw::take_owned_values() {
 
 void distributed_adamw::release_values(int b) {
   MERAK_CHECK(values_sharded(), "distributed optimizer: values released without value shards");
-  for (int p : buckets_[size_t(b)]) params_[size_t(p)]->value = tensor();
+  for (int p : buckets_[size_t(b)]) {
+    params_[size_t(p)]->value = tensor();
+    params_[size_t(p)]->lowp = tensor();
+  }
 }
 
 const float* distributed_adamw::piece_values(int b, const piece& pc) const {

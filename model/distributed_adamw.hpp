@@ -91,8 +91,13 @@ class distributed_adamw {
   void pack_owned_values(int b, float* flat) const;
   // The parameters of bucket b <- a whole flat buffer of values (after it),
   // a host tensor of bucket_numel(b) floats, onto the parameters' device;
-  // released values are allocated there again.
-  void unpack_values(int b, const tensor& flat);
+  // released values are allocated there again. With parameter shards and
+  // `rounded_as` not f32, the parameters every reader rounds
+  // (bf16_reads::rounded) get only their `lowp` in that type (the flat
+  // buffer holds them rounded already: a bf16 all-gather), not `value`.
+  void unpack_values(int b, const tensor& flat, dtype rounded_as = dtype::f32);
+  // Bytes bucket b's parameters hold as values (value and lowp).
+  int64_t held_value_bytes(int b) const;
 
   // Parameter shards: the owned slices taken from the parameters' values
   // (all of them must be present), kept here from now on (already so for
@@ -102,7 +107,7 @@ class distributed_adamw {
   // The owned slices <- the parameters' values again (a checkpoint was
   // loaded into them).
   void take_owned_values();
-  // Bucket b's parameters let go of their values (undefined tensors).
+  // Bucket b's parameters let go of their values (value and lowp undefined).
   void release_values(int b);
   // Bytes of value shards held.
   int64_t value_shard_bytes() const;

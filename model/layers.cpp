@@ -88,7 +88,8 @@ class layernorm_layer final : public layer {
 };
 
 // With bf16 activations the GEMM reads a bf16 copy of the float master
-// weight, made on first use after parameters_changed().
+// weight, made on first use after parameters_changed(), or the parameter's
+// own rounded value where only that is held (parameter::lowp).
 class linear_layer final : public layer {
  public:
   linear_layer(parameter_ptr w, parameter_ptr b) : w_(std::move(w)), b_(std::move(b)) {
@@ -96,8 +97,8 @@ class linear_layer final : public layer {
     if (b_) note_reads(*b_, false);
   }
   shape_t output_shape(std::span<const shape_t> in) const override {
-    expect_features(in[0], w_->value.dim(1), "linear");
-    return with_features(in[0], {w_->value.dim(0)});
+    expect_features(in[0], w_->spec.shape[1], "linear");
+    return with_features(in[0], {w_->spec.shape[0]});
   }
   void forward(std::span<const tensor* const> in, tensor& out, stash&) override {
     on(out).matmul_forward(out, *in[0], weight_for(*in[0]), b_ ? &b_->value : nullptr);
@@ -126,6 +127,7 @@ class linear_layer final : public layer {
 
  private:
   const tensor& weight_for(const tensor& x) {
+    if (w_->lowp.defined() && w_->lowp.type() == x.type()) return w_->lowp;
     if (x.type() == w_->value.type()) return w_->value;
     if (copy_stale_ || !copy_.defined() || copy_.type() != x.type()) {
       if (!copy_.defined() || copy_.type() != x.type())

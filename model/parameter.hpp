@@ -85,6 +85,12 @@ struct parameter {
   param_spec spec;
   tensor value;
   tensor grad;
+  // The value rounded to the activations' type, standing in for it where
+  // only that is held: a GEMM weight (bf16_reads::rounded) of a bf16 run
+  // with parameter shards, between its all-gather and its release
+  // (distributed_adamw::unpack_values); `value` is then undefined, and the
+  // layers that round read this instead.
+  tensor lowp;
   // Set by the layers that read the value (note_reads); a parameter whose
   // every reader rounds may travel as bf16 in the distributed optimizer's
   // all-gathers: those readers see the same bits either way.
