@@ -1,5 +1,7 @@
 #include "partition/memory_model.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace merak::partition {
@@ -52,6 +54,32 @@ double first_stage_activation_bytes(int64_t s, int64_t b, int64_t h, int64_t a, 
   if (r == activation_recompute::full)
     bytes += full_recompute_working_bytes(s, b, h, a, t, sequence_parallel);
   return bytes;
+}
+
+stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_node, int d,
+                                 sharding_strategy sh, int64_t bucket_bytes) {
+  stage_weight_bytes sp;
+  const int64_t buckets = d > 1 ? 4 * P : 0;
+  sp.parameters = 4 * P;
+  sp.gradients = 4 * P + buckets;
+  sp.optimizer = 8 * P;
+  if (sh != sharding_strategy::no_shard) sp.optimizer = 8 * P / d;
+  sp.gradients_peak = sp.gradients;
+  if (shards_gradients(sh)) {
+    sp.gradients = 4 * P / d;
+    if (d > 1)
+      sp.gradients_peak =
+          std::min(sp.gradients_peak,
+                   sp.gradients + 4 * max_node + 4 * std::min(bucket_bytes, 4 * P));
+    else
+      sp.gradients_peak = sp.gradients;
+  }
+  if (shards_parameters(sh))
+    sp.parameters =
+        4 * P / d +
+        (d > 1 ? std::min(4 * P, 2 * std::max(4 * max_segment, std::min(bucket_bytes, 4 * P)))
+               : 0);
+  return sp;
 }
 
 }  // namespace merak::partition

@@ -36,6 +36,25 @@ struct state_bytes {
 // layer of optim_grads_params is not a per-parameter cost and is left out.
 state_bytes state_bytes_per_parameter(state_precision p, sharding_strategy s, int d);
 
+// What merak's runtime holds for a stage's model state, in bytes.
+struct stage_weight_bytes {
+  int64_t parameters = 0, gradients = 0, gradients_peak = 0, optimizer = 0;
+};
+// The bytes of a stage's P parameters by category, the data-parallel
+// replicas (d) sharding them as `sh` says: fp32 values (4P), gradients (4P,
+// and with d > 1 the reducer's bucket buffers, 4P more), AdamW moments (8P);
+// optim divides the moments by d, optim_grads the gradients too (no bucket
+// copy), optim_grads_params the values too, plus two units of gathered
+// values (the one in use and the one fetched ahead), a unit the largest
+// segment's values or a bucket (`bucket_bytes`) when that is larger.
+// Gradient shards peak during backward
+// as a bucket leaves: the shards, the leaving bucket's whole gradients and
+// its copy, the two copies still with the reducer, and the next bucket's
+// gradients made so far (at most the largest node's, `max_node`, which a
+// node's backward makes at once), never above the unsharded bytes.
+stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_node, int d,
+                                 sharding_strategy sh, int64_t bucket_bytes);
+
 // Recomputation as the activation formulas distinguish it.
 enum class activation_recompute { none, selective, full };
 

@@ -1,3 +1,4 @@
+#include "partition/memory_model.hpp"
 #include "partition/planner.hpp"
 
 #include <algorithm>
@@ -73,32 +74,12 @@ struct tp_context {
   double weights_bytes = 0;  // one shard's weights, gradients and moments
 };
 
-const layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
-                         tp_context& ctx, int pp, int64_t rows, int overlap, bool selective) {
-  auto key = std::make_tuple(pp, rows, overlap, selective);
-  if (auto it = ctx.layouts.find(key); it != ctx.layouts.end()) return it->second;
-  layout& L = ctx.layouts[key];
-  const int tp = ctx.tp;
-  const auto& tg = ctx.tg;
-  const auto& d = r.device;
-  const int64_t tokens = rows * r.model.max_seq;
-  // Node times of the shard's graph, with the TP sums it waits for (TP
-  // groups sit inside a node: the rule "tp within a node").
-  // Bytes per activation element: a profiled device (this CPU) stores what
-  // the graph says (fp32, or bf16 under --precision bf16); an analytic device
-  // (a GPU) what it is described with. The graph's own byte counts are
-  // rescaled to that.
-  const double graph_elem = double(model::dtype_size(g.activation_type()));
-  const double elem = d.profiled ? graph_elem : double(d.activation_bytes);
-  const double act_scale = elem / graph_elem;
-  const bool fused_core = !d.profiled && r.attention == attention_kernel::fused;
-  L.act_bytes = double(tokens) * r.model.dim * elem;
-  L.gather_elem = std::min(4.0, elem);
-  const collective_cost tp_cost = allreduce_cost(links_of(r), L.act_bytes, tp, tp);
-  L.tp_allreduce_s = tp_cost.seconds;
-  L.tp_algo = collective_algo_name(tp_cost.algo);
-  const double tp_ar = tp_cost.seconds * exposed_share(overlap);
-  const auto& nodes = tg.graph.nodes();
+// Each node's times for `tokens`, with the TP collectives it waits for
+// (`tp_ar`: one exposed all-reduce) and, with selective recomputation, the
+// attention core's forward again in its backward.
+std::vector<node_time> node_times(const cost_model& costs,
+                                  const std::vector<model::node_info>& nodes, int64_t tokens,
+                                  double tp_ar, bool selective) {
   std::vector<node_time> t(nodes.size());
   // Sequence parallelism: a reduce-scatter and an all-gather are the ring
   // all-reduce's two halves.
@@ -129,6 +110,36 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
     // Selective recomputation runs the attention core's forward again.
     if (selective && nodes[n].kind == "attention") t[n].backward_s += t[n].forward_s;
   }
+  return t;
+}
+
+const layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
+                         tp_context& ctx, int pp, int64_t rows, int overlap, bool selective) {
+  auto key = std::make_tuple(pp, rows, overlap, selective);
+  if (auto it = ctx.layouts.find(key); it != ctx.layouts.end()) return it->second;
+  layout& L = ctx.layouts[key];
+  const int tp = ctx.tp;
+  const auto& tg = ctx.tg;
+  const auto& d = r.device;
+  const int64_t tokens = rows * r.model.max_seq;
+  // Node times of the shard's graph, with the TP sums it waits for (TP
+  // groups sit inside a node: the rule "tp within a node").
+  // Bytes per activation element: a profiled device (this CPU) stores what
+  // the graph says (fp32, or bf16 under --precision bf16); an analytic device
+  // (a GPU) what it is described with. The graph's own byte counts are
+  // rescaled to that.
+  const double graph_elem = double(model::dtype_size(g.activation_type()));
+  const double elem = d.profiled ? graph_elem : double(d.activation_bytes);
+  const double act_scale = elem / graph_elem;
+  const bool fused_core = !d.profiled && r.attention == attention_kernel::fused;
+  L.act_bytes = double(tokens) * r.model.dim * elem;
+  L.gather_elem = std::min(4.0, elem);
+  const collective_cost tp_cost = allreduce_cost(links_of(r), L.act_bytes, tp, tp);
+  L.tp_allreduce_s = tp_cost.seconds;
+  L.tp_algo = collective_algo_name(tp_cost.algo);
+  const double tp_ar = tp_cost.seconds * exposed_share(overlap);
+  const auto& nodes = tg.graph.nodes();
+  const std::vector<node_time> t = node_times(costs, nodes, tokens, tp_ar, selective);
   // Stage split on the single-device graph by time.
   const int N0 = int(g.nodes().size());
   std::vector<double> cost0(N0, 0);
@@ -146,36 +157,12 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   for (int s = 0; s < pp; ++s) {
     int a = tg.node_map[L.bounds[s]], b = tg.node_map[L.bounds[s + 1]];
     L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
-    {  // per segment: the attention core's stash, the parameters
-      auto& m = L.mem.back();
-      int64_t most = 0, most_node = 0;
-      std::set<std::string> seen;
-      for (int seg = 0, n = a; seg < int(m.segment_nodes.size()); n += m.segment_nodes[seg++]) {
-        auto& core = m.core_bytes[size_t(seg)];
-        if (fused_core) {
-          // A fused kernel keeps each row's log-sum-exp (a float per head
-          // and token, 4 bytes whatever the activations) in place of the
-          // (heads, T) probabilities; selective recomputation has nothing
-          // more to drop.
-          m.stash_bytes[size_t(seg)] -=
-              core - int64_t(double(core) * 4.0 / (double(r.model.max_seq) * elem));
-          core = 0;
-        } else if (selective) {
-          m.stash_bytes[size_t(seg)] -= core;
-        }
-        int64_t params = 0;
-        for (int k = n; k < n + m.segment_nodes[seg]; ++k) {
-          int64_t own = 0;
-          for (auto& p : nodes[k].params)
-            if (seen.insert(p.name).second) own += model::shape_numel(p.shape);
-          params += own;
-          most_node = std::max(most_node, own);
-        }
-        most = std::max(most, params);
-      }
-      L.max_segment_params.push_back(most);
-      L.max_node_params.push_back(most_node);
-    }
+    // A fused kernel's log-sum-exp: 4 bytes a head and token, whatever the
+    // activations.
+    const auto [most, most_node] = settle_segments(L.mem.back(), nodes, a, fused_core, selective,
+                                                   4.0 / (double(r.model.max_seq) * elem));
+    L.max_segment_params.push_back(most);
+    L.max_node_params.push_back(most_node);
     for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
     L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
@@ -276,40 +263,14 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 // Each stage's recomputed segments and memory under `budget` (throws
 // rule_error when a stage does not fit); fills c.prefix, the forward time
 // of each stage's recomputed segments.
-// The bytes of a stage's P parameters by category, the data-parallel
-// replicas (d) sharding them as `sh` says: fp32 values (4P), gradients (4P,
-// and with d > 1 the reducer's bucket buffers, 4P more), AdamW moments (8P);
-// optim divides the moments by d, optim_grads the gradients too (no bucket
-// copy), optim_grads_params the values too, plus two units of gathered
-// values (the one in use and the one fetched ahead), a unit the largest
-// segment's values or a bucket (`bucket_bytes`) when that is larger.
-// Gradient shards peak during backward (stage_plan::gradients_peak_bytes)
-// as a bucket leaves: the shards, the leaving bucket's whole gradients and
-// its copy, the two copies still with the reducer, and the next bucket's
-// gradients made so far (at most the largest node's, `max_node`, which a
-// node's backward makes at once), never above the unsharded bytes.
+// A stage's model-state bytes by category (memory_model.hpp).
 void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int64_t max_node, int d,
                        sharding_strategy sh, int64_t bucket_bytes) {
-  const int64_t buckets = d > 1 ? 4 * P : 0;
-  sp.parameters_bytes = 4 * P;
-  sp.gradients_bytes = 4 * P + buckets;
-  sp.optimizer_bytes = 8 * P;
-  if (sh != sharding_strategy::no_shard) sp.optimizer_bytes = 8 * P / d;
-  sp.gradients_peak_bytes = sp.gradients_bytes;
-  if (shards_gradients(sh)) {
-    sp.gradients_bytes = 4 * P / d;
-    if (d > 1)
-      sp.gradients_peak_bytes =
-          std::min(sp.gradients_peak_bytes,
-                   sp.gradients_bytes + 4 * max_node + 4 * std::min(bucket_bytes, 4 * P));
-    else
-      sp.gradients_peak_bytes = sp.gradients_bytes;
-  }
-  if (shards_parameters(sh))
-    sp.parameters_bytes =
-        4 * P / d +
-        (d > 1 ? std::min(4 * P, 2 * std::max(4 * max_segment, std::min(bucket_bytes, 4 * P)))
-               : 0);
+  const stage_weight_bytes w = stage_weights(P, max_segment, max_node, d, sh, bucket_bytes);
+  sp.parameters_bytes = w.parameters;
+  sp.gradients_bytes = w.gradients;
+  sp.gradients_peak_bytes = w.gradients_peak;
+  sp.optimizer_bytes = w.optimizer;
 }
 
 void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> mem,

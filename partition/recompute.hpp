@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/graph.hpp"
@@ -62,6 +63,16 @@ int64_t stage_bytes(const stage_memory& m, int k, bool selective = false);
 // Per token: what an attention node stashes beyond its output (its
 // probabilities), which selective recomputation drops; 0 for other nodes.
 int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_info& n);
+
+// Segment by segment of stage memory `m` (describe_stage), its first node
+// `a` of `nodes`: the attention core's stash as the kernel keeps it (fused:
+// a float log-sum-exp per head and token, `lse_share` of the
+// probabilities' bytes, in their place, and selective recomputation has
+// nothing more to drop; unfused and selective: none). Returns the largest
+// segment's and the largest node's parameters.
+std::pair<int64_t, int64_t> settle_segments(stage_memory& m,
+                                            const std::vector<model::node_info>& nodes, int a,
+                                            bool fused_core, bool selective, double lse_share);
 
 // r_s = 1 - (1 - r0)(p - 1)/(p - 1 - s) for s < p - 1, clamped to [0, 1];
 // r_{p-1} = 0.
