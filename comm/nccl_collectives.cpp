@@ -28,6 +28,7 @@
 
 #include "comm/collectives.hpp"
 #include "comm/device_collectives.hpp"
+#include "comm/nccl_end.hpp"
 #include "comm/nccl_collectives.hpp"
 #include "core/error.hpp"
 
@@ -101,18 +102,7 @@ class nccl_collectives final : public device_collectives {
     int current = -1;
     if (cudaGetDevice(&current) != cudaSuccess || current != device_.index)
       cudaSetDevice(device_.index);
-    if (comm_) {
-      ncclResult_t rc = broken_ ? ncclInternalError : ncclCommFinalize(comm_);
-      const auto end = clock_type::now() + 10s;
-      while (rc == ncclInProgress && clock_type::now() < end) {
-        std::this_thread::sleep_for(1ms);
-        ncclCommGetAsyncError(comm_, &rc);
-      }
-      if (rc == ncclSuccess)
-        ncclCommDestroy(comm_);
-      else
-        ncclCommAbort(comm_);
-    }
+    end_nccl_communicator(comm_, broken_, 10s);
     if (done_) cudaEventDestroy(done_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
   }

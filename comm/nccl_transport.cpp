@@ -1,4 +1,5 @@
 #include "comm/nccl_transport.hpp"
+#include "comm/nccl_end.hpp"
 
 #include <nccl.h>
 
@@ -163,22 +164,7 @@ class nccl_transport_impl final : public nccl_transport {
   }
 
   ~nccl_transport_impl() override {
-    if (!comm_) return;
-    if (broken_ || !pending_.empty()) {
-      ncclCommAbort(comm_);
-      return;
-    }
-    // Finalize flushes NCCL's own work; bounded, then abort.
-    auto rc = ncclCommFinalize(comm_);
-    const auto end = clock_type::now() + kabort_bound;
-    while (rc == ncclInProgress && clock_type::now() < end) {
-      std::this_thread::sleep_for(1ms);
-      ncclCommGetAsyncError(comm_, &rc);
-    }
-    if (rc == ncclSuccess)
-      ncclCommDestroy(comm_);
-    else
-      ncclCommAbort(comm_);
+    end_nccl_communicator(comm_, broken_ || !pending_.empty(), kabort_bound);
   }
 
   int rank() const override { return rank_; }
