@@ -57,7 +57,8 @@ double first_stage_activation_bytes(int64_t s, int64_t b, int64_t h, int64_t a, 
 }
 
 stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_node, int d,
-                                 sharding_strategy sh, int64_t bucket_bytes) {
+                                 sharding_strategy sh, int64_t bucket_bytes,
+                                 double held_value_bytes) {
   stage_weight_bytes sp;
   const int64_t buckets = d > 1 ? 4 * P : 0;
   sp.parameters = 4 * P;
@@ -74,11 +75,15 @@ stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_nod
     else
       sp.gradients_peak = sp.gradients;
   }
-  if (shards_parameters(sh))
-    sp.parameters =
-        4 * P / d +
-        (d > 1 ? std::min(4 * P, 2 * std::max(4 * max_segment, std::min(bucket_bytes, 4 * P)))
-               : 0);
+  if (shards_parameters(sh) && d > 1) {
+    // Gathered units in float bytes: the one in use, held as the run keeps
+    // gathered values, and the next one's float buffer while it arrives.
+    const int64_t unit = std::max(4 * max_segment, std::min(bucket_bytes, 4 * P));
+    const double held = std::clamp(held_value_bytes, 1.0, 4.0);
+    sp.parameters = 4 * P / d + std::min(4 * P, unit + int64_t(double(unit) * held / 4.0));
+  } else if (shards_parameters(sh)) {
+    sp.parameters = 4 * P;
+  }
   return sp;
 }
 

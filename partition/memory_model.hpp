@@ -45,15 +45,18 @@ struct stage_weight_bytes {
 // and with d > 1 the reducer's bucket buffers, 4P more), AdamW moments (8P);
 // optim divides the moments by d, optim_grads the gradients too (no bucket
 // copy), optim_grads_params the values too, plus two units of gathered
-// values (the one in use and the one fetched ahead), a unit the largest
-// segment's values or a bucket (`bucket_bytes`) when that is larger.
+// values, a unit the largest segment's values or a bucket (`bucket_bytes`)
+// when that is larger: the one in use at `held_value_bytes` a value (4; 2
+// when a bf16 run holds its gathered GEMM weights as bf16 only) and the one
+// fetched ahead in its float all-gather buffer.
 // Gradient shards peak during backward
 // as a bucket leaves: the shards, the leaving bucket's whole gradients and
 // its copy, the two copies still with the reducer, and the next bucket's
 // gradients made so far (at most the largest node's, `max_node`, which a
 // node's backward makes at once), never above the unsharded bytes.
 stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_node, int d,
-                                 sharding_strategy sh, int64_t bucket_bytes);
+                                 sharding_strategy sh, int64_t bucket_bytes,
+                                 double held_value_bytes = 4);
 
 // Recomputation as the activation formulas distinguish it.
 enum class activation_recompute { none, selective, full };

@@ -54,6 +54,8 @@ struct layout {
   std::vector<std::vector<double>> seg_fwd;  // forward seconds per segment
   std::vector<int64_t> max_segment_params;    // per stage: its largest segment's parameters
   std::vector<int64_t> max_node_params;       // per stage: its largest node's parameters
+  std::vector<double> held_value_bytes;       // per stage: bytes a value of its largest segment
+                                              // takes gathered (optim_grads_params)
   std::vector<stage_plan> stages;
   double act_bytes = 0;
   // Bytes of a parameter value on the distributed optimizer's all-gathers:
@@ -159,10 +161,14 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
     L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
     // A fused kernel's log-sum-exp: 4 bytes a head and token, whatever the
     // activations.
-    const auto [most, most_node] = settle_segments(L.mem.back(), nodes, a, fused_core, selective,
-                                                   4.0 / (double(r.model.max_seq) * elem));
-    L.max_segment_params.push_back(most);
-    L.max_node_params.push_back(most_node);
+    const segment_params seg = settle_segments(L.mem.back(), nodes, a, fused_core, selective,
+                                              4.0 / (double(r.model.max_seq) * elem));
+    L.max_segment_params.push_back(seg.most);
+    L.max_node_params.push_back(seg.most_node);
+    // Gathered values held: GEMM weights at the gathers' width, the rest float.
+    L.held_value_bytes.push_back(
+        seg.most > 0 ? 4.0 - (4.0 - L.gather_elem) * double(seg.most_gemm) / double(seg.most)
+                   : 4.0);
     for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
     L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
@@ -265,8 +271,9 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 // of each stage's recomputed segments.
 // A stage's model-state bytes by category (memory_model.hpp).
 void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int64_t max_node, int d,
-                       sharding_strategy sh, int64_t bucket_bytes) {
-  const stage_weight_bytes w = stage_weights(P, max_segment, max_node, d, sh, bucket_bytes);
+                       sharding_strategy sh, int64_t bucket_bytes, double held_value_bytes) {
+  const stage_weight_bytes w =
+      stage_weights(P, max_segment, max_node, d, sh, bucket_bytes, held_value_bytes);
   sp.parameters_bytes = w.parameters;
   sp.gradients_bytes = w.gradients;
   sp.gradients_peak_bytes = w.gradients_peak;
@@ -286,8 +293,8 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     mem[s].whole_prefix = !pol.pre.empty();
     auto& sp = out.stages[s];
     weight_categories(sp, mem[s].weights_bytes / 16, L.max_segment_params[size_t(s)],
-                      L.max_node_params[size_t(s)], dp,
-                      sharding, bucket_bytes);
+                      L.max_node_params[size_t(s)], dp, sharding, bucket_bytes,
+                      L.held_value_bytes[size_t(s)]);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);
@@ -402,7 +409,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // Some stage holds at least the average share of the weights: no split
   // of this tp and pp can fit when that share alone does not.
   stage_plan least;
-  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, 0, dp, r.sharding, 0);
+  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, 0, dp, r.sharding, 0, 4);
   const double weights = double(least.parameters_bytes + least.gradients_bytes +
                                 least.optimizer_bytes);
   if (weights > double(budget))

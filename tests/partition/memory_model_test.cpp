@@ -287,3 +287,24 @@ TEST_CASE("recomputation and sharding cost time in the order their extra work sa
   CHECK(optim.dp_exposed_s - hidden.dp_exposed_s ==
         Approx(std::min(gather, optim.stages[0].forward_s)).epsilon(0.02));
 }
+
+TEST_CASE("parameter shards hold the unit in use at its held width, the next in a float buffer",
+          "[planner][memory]") {
+  // P = 10M on dp 2, the largest segment 1M values (4 MB), buckets 1 MB:
+  // the unit is the segment.
+  const int64_t P = 10'000'000, seg = 1'000'000, bucket = 1 << 20;
+  const auto f32 =
+      stage_weights(P, seg, seg / 2, 2, sharding_strategy::optim_grads_params, bucket, 4);
+  const auto bf16 =
+      stage_weights(P, seg, seg / 2, 2, sharding_strategy::optim_grads_params, bucket, 2);
+  CHECK(f32.parameters == 4 * P / 2 + 2 * 4 * seg);
+  CHECK(bf16.parameters == 4 * P / 2 + 4 * seg + 2 * seg);
+  // The other categories do not depend on how gathered values are held.
+  CHECK(bf16.gradients == f32.gradients);
+  CHECK(bf16.optimizer == f32.optimizer);
+  // One replica gathers nothing; the whole stage bounds what is gathered.
+  CHECK(stage_weights(P, seg, seg, 1, sharding_strategy::optim_grads_params, bucket, 2)
+            .parameters == 4 * P);
+  CHECK(stage_weights(seg, seg, seg, 2, sharding_strategy::optim_grads_params, bucket, 4)
+            .parameters == 4 * seg / 2 + 4 * seg);
+}
