@@ -99,7 +99,7 @@ void setup_state(stage_state& st, stage_setup cfg) {
     st.bucketer = std::make_unique<comm::grad_bucketer>(
         std::move(bytes),
         comm::gradients_final_after(*st.cfg.graph, st.cfg.first, st.cfg.last, names), sparse,
-        st.cfg.bucket_bytes, alone);
+        st.cfg.bucket_bytes, alone, st.exec->late_gradient_nodes());
     if (st.cfg.distributed_optimizer) setup_distributed_optimizer(st);
   }
 }

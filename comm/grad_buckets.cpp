@@ -6,12 +6,14 @@ namespace merak::comm {
 
 grad_bucketer::grad_bucketer(std::vector<int64_t> param_bytes,
                              std::vector<std::vector<int>> final_after, int sparse,
-                             int64_t bucket_bytes, const std::vector<int>& alone)
+                             int64_t bucket_bytes, const std::vector<int>& alone,
+                             const std::vector<char>& late_nodes)
     : bytes_(std::move(param_bytes)),
       final_after_(std::move(final_after)),
       sparse_(sparse),
       limit_(bucket_bytes),
-      alone_(bytes_.size(), false) {
+      alone_(bytes_.size(), false),
+      late_(bytes_.size(), false) {
   MERAK_CHECK(sparse_ < int(bytes_.size()), "sparse parameter {} of {}", sparse_, bytes_.size());
   for (int p : alone) {
     MERAK_CHECK(p >= 0 && p < int(bytes_.size()), "parameter {} of {}", p, bytes_.size());
@@ -20,6 +22,11 @@ grad_bucketer::grad_bucketer(std::vector<int64_t> param_bytes,
   for (auto& ps : final_after_)
     for (int p : ps)
       MERAK_CHECK(p >= 0 && p < int(bytes_.size()), "parameter {} of {}", p, bytes_.size());
+  MERAK_CHECK(late_nodes.empty() || late_nodes.size() == final_after_.size(),
+              "late nodes: {} flags for {} nodes", late_nodes.size(), final_after_.size());
+  for (size_t k = 0; k < late_nodes.size(); ++k)
+    if (late_nodes[k])
+      for (int p : final_after_[k]) late_[size_t(p)] = true;
   begin_step();
 }
 
@@ -38,14 +45,18 @@ void grad_bucketer::take(int p, std::vector<grad_bucket>& out) {
     ++shipped_;
     return;
   }
+  if (!open_.empty() && late_[size_t(p)] != open_late_) ship_open(out);
+  if (open_.empty()) open_late_ = late_[size_t(p)];
   open_.push_back(p);
   open_bytes_ += bytes_[size_t(p)];
-  if (open_bytes_ >= limit_) {
-    out.push_back({std::move(open_), false});
-    ++shipped_;
-    open_.clear();
-    open_bytes_ = 0;
-  }
+  if (open_bytes_ >= limit_) ship_open(out);
+}
+
+void grad_bucketer::ship_open(std::vector<grad_bucket>& out) {
+  out.push_back({std::move(open_), false});
+  ++shipped_;
+  open_.clear();
+  open_bytes_ = 0;
 }
 
 std::vector<grad_bucket> grad_bucketer::node_finished(int k) {
@@ -61,12 +72,7 @@ std::vector<grad_bucket> grad_bucketer::finish() {
     for (int p : final_after_[size_t(k)]) take(p, out);
   for (size_t p = 0; p < in_bucket_.size(); ++p)
     MERAK_CHECK(in_bucket_[p], "parameter {} is used by no node of the stage", p);
-  if (!open_.empty()) {
-    out.push_back({std::move(open_), false});
-    ++shipped_;
-  }
-  open_.clear();
-  open_bytes_ = 0;
+  if (!open_.empty()) ship_open(out);
   return out;
 }
 

@@ -31,9 +31,14 @@ class grad_bucketer {
   // (-1: none); a bucket leaves once it holds bucket_bytes or more.
   // `alone`: parameters that also go in a dense bucket by themselves (the
   // tied weights under gradient shards, reduced whole while the rest is
-  // reduce-scattered).
+  // reduce-scattered). `late_nodes[k]` (empty: none): node k's gradients
+  // are final only at the end of backward (the sequence-parallel region's,
+  // after the TP sums); a bucket never mixes their parameters with the
+  // others', so the buckets a distributed optimizer gathers per node keep
+  // the layers' weights apart from the norms that every layer reads.
   grad_bucketer(std::vector<int64_t> param_bytes, std::vector<std::vector<int>> final_after,
-                int sparse, int64_t bucket_bytes, const std::vector<int>& alone = {});
+                int sparse, int64_t bucket_bytes, const std::vector<int>& alone = {},
+                const std::vector<char>& late_nodes = {});
 
   // A new step: no parameter is in a bucket.
   void begin_step();
@@ -48,12 +53,15 @@ class grad_bucketer {
 
  private:
   void take(int p, std::vector<grad_bucket>& out);
+  void ship_open(std::vector<grad_bucket>& out);
 
   std::vector<int64_t> bytes_;
   std::vector<std::vector<int>> final_after_;
   int sparse_;
   int64_t limit_;
   std::vector<bool> alone_;
+  std::vector<bool> late_;  // per parameter: final with a late node
+  bool open_late_ = false;  // the open bucket holds late parameters
   std::vector<bool> in_bucket_;
   std::vector<int> open_;
   int64_t open_bytes_ = 0;

@@ -667,14 +667,22 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
 
 std::vector<int> executor::backward_finish_order(bool split_weights) const {
   std::vector<int> order, partial, deferred;
+  const auto late = late_gradient_nodes();
   for (int n = last_ - 1; n >= first_; --n) {
     const bool defer = split_weights && layers_[size_t(n - first_)]->splits_weight_grad();
-    const bool sp = tp_ && std::find(sp_nodes_.begin(), sp_nodes_.end(), n) != sp_nodes_.end();
+    const bool sp = late[size_t(n - first_)] != 0;
     (defer ? deferred : sp ? partial : order).push_back(n - first_);
   }
   order.insert(order.end(), partial.begin(), partial.end());
   order.insert(order.end(), deferred.begin(), deferred.end());
   return order;
+}
+
+std::vector<char> executor::late_gradient_nodes() const {
+  std::vector<char> late(size_t(last_ - first_), 0);
+  if (tp_)
+    for (int n : sp_nodes_) late[size_t(n - first_)] = 1;
+  return late;
 }
 
 void executor::weight_backward(int mb, const std::function<void(int)>& node_done) {

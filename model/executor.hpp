@@ -174,6 +174,11 @@ class executor {
   // and with split_weights the nodes that split their weight gradient after
   // the others, again in reverse, as weight_backward finishes them.
   std::vector<int> backward_finish_order(bool split_weights) const;
+  // Per node of this range (0 = first): whether its parameters' gradients
+  // are final only after the tensor-parallel sums that end a backward (the
+  // sequence-parallel region's nodes, which that order reports after the
+  // others).
+  std::vector<char> late_gradient_nodes() const;
   int in_flight() const { return int(batches_.size()); }
   // Bytes held by the activations of micro-batches in flight (the pool's
   // cache of free buffers not counted: pool_bytes()).

@@ -13,10 +13,55 @@ parameter_fetcher::parameter_fetcher(std::vector<std::vector<int>> node_buckets,
       hooks_(std::move(h)),
       state_(size_t(std::max(buckets, 0)), where::absent),
       held_(state_.size(), 0),
-      fresh_(state_.size(), 0) {
-  for (auto& bs : node_buckets_)
-    for (int b : bs)
+      fresh_(state_.size(), 0),
+      pinned_(state_.size(), 0) {
+  const int nodes = int(node_buckets_.size());
+  std::vector<int> lo(state_.size(), nodes), hi(state_.size(), -1);
+  for (int i = 0; i < nodes; ++i)
+    for (int b : node_buckets_[size_t(i)]) {
       MERAK_CHECK(b >= 0 && b < buckets, "parameter fetcher: bucket {} of {}", b, buckets);
+      lo[size_t(b)] = std::min(lo[size_t(b)], i);
+      hi[size_t(b)] = std::max(hi[size_t(b)], i);
+    }
+  // Bucket b's runs over the nodes that read buckets, looking past those
+  // that read only buckets in `past` (other than b).
+  auto runs = [&](size_t b, const std::vector<char>& past) {
+    int count = 0;
+    bool in_run = false;
+    for (auto& bs : node_buckets_) {
+      bool reads_b = false, opaque = false;
+      for (int c : bs) {
+        reads_b = reads_b || size_t(c) == b;
+        opaque = opaque || !past[size_t(c)];
+      }
+      if (reads_b) {
+        count += in_run ? 0 : 1;
+        in_run = true;
+      } else if (opaque) {
+        in_run = false;
+      }
+    }
+    return count;
+  };
+  // Candidates: more than two runs, around another bucket's readers. The
+  // most scattered first, each pinned if it still has more than two runs
+  // when the nodes of those pinned before it are looked past (a tied weight
+  // sharing a bucket with a layer stays unpinned though norms sit between
+  // its readers).
+  std::vector<char> none(state_.size(), 0);
+  std::vector<std::pair<int, size_t>> candidates;  // (-runs, bucket)
+  for (size_t b = 0; b < state_.size(); ++b) {
+    const int r = hi[b] < 0 ? 0 : runs(b, none);
+    if (r <= 2) continue;
+    for (size_t c = 0; c < state_.size(); ++c)
+      if (c != b && hi[c] >= 0 && lo[b] <= lo[c] && hi[c] <= hi[b]) {
+        candidates.emplace_back(-r, b);
+        break;
+      }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (auto [r, b] : candidates)
+    if (runs(b, pinned_) > 2) pinned_[b] = 1;
 }
 
 const std::vector<int>& parameter_fetcher::of(int n) const {
@@ -60,14 +105,29 @@ void parameter_fetcher::release(int b) {
   state_[size_t(b)] = where::absent;
 }
 
+int parameter_fetcher::next_reader(int n, int next, bool past_empty) const {
+  if (next < 0) return -1;
+  of(next);  // inside the stage
+  const int step = next >= n ? 1 : -1, end = first_ + int(node_buckets_.size());
+  for (int k = next; k >= first_ && k < end; k += step) {
+    const auto& bs = of(k);
+    if (bs.empty() && !past_empty) return k;
+    for (int b : bs)
+      if (!pinned_[size_t(b)]) return k;
+  }
+  return -1;
+}
+
 void parameter_fetcher::before_node(int n, int next) {
   const auto& now = of(n);
   static const std::vector<int> none;
-  const auto& ahead = next >= 0 ? of(next) : none;
+  const int ahead_at = next_reader(n, next, false), reads_at = next_reader(n, next, true);
+  const auto& ahead = ahead_at >= 0 ? of(ahead_at) : none;
+  const auto& reads = reads_at >= 0 ? of(reads_at) : none;
+  auto in = [](const std::vector<int>& v, int b) { return std::find(v.begin(), v.end(), b) != v.end(); };
   auto kept = [&](int b) {
-    return held_[size_t(b)] || (holding_ && fresh_[size_t(b)]) ||
-           std::find(now.begin(), now.end(), b) != now.end() ||
-           std::find(ahead.begin(), ahead.end(), b) != ahead.end();
+    return held_[size_t(b)] || pinned_[size_t(b)] || (holding_ && fresh_[size_t(b)]) ||
+           in(now, b) || in(ahead, b) || in(reads, b);
   };
   for (int b = 0; b < int(state_.size()); ++b)
     if (!kept(b)) release(b);

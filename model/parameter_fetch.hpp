@@ -4,7 +4,11 @@
 // replica keeps only its slice of every bucket (model/distributed_adamw.hpp),
 // and a node's buckets are all-gathered just before it runs, the next
 // node's fetched ahead, and let go of once neither the running node nor the
-// one fetched ahead reads them.
+// one fetched ahead reads them, nor the next node that reads a bucket
+// (nodes that read nothing in between do not let a bucket go that is read
+// again right after them). The node fetched ahead is the caller's guess,
+// or past it (in the direction it goes) while the nodes read only pinned
+// buckets (below).
 //
 // The gathers are collectives over the data-parallel replicas, matched by
 // order: every replica must call before_node and release_all in the same
@@ -16,6 +20,17 @@
 //   release(b): let go of bucket b's values.
 // Every bucket is requested at most once between its releases, and taken
 // (in request order) before it is released: no gather is left behind.
+//
+// A bucket pinned stays whole once gathered, until release_all: one read
+// by more than two separate runs of the nodes that read buckets, and read
+// around all of another bucket's readers (the norms and biases of a
+// sequence-parallel region, whose gradients end the backward together and
+// so fill the last buckets, read between every layer's GEMMs). A gather
+// for each run would move it again and again in every pass. Runs are
+// counted looking past the nodes of buckets pinned already (the most
+// scattered first): a tied weight read at both ends of a stage (two runs)
+// is gathered for each, though it shares a bucket with a layer and norms
+// sit between its readers.
 
 #include <cstdint>
 #include <functional>
@@ -49,10 +64,15 @@ class parameter_fetcher {
   int most_held() const { return most_held_; }
   // Gathers requested since construction.
   int64_t requests() const { return requests_; }
+  // Whether bucket b stays whole once gathered (above).
+  bool pinned(int b) const { return pinned_.at(size_t(b)) != 0; }
 
  private:
   enum class where : uint8_t { absent, requested, whole };
   const std::vector<int>& of(int n) const;
+  // From `next` on, away from n: the first node that reads a bucket not
+  // pinned, or (unless past_empty) reads nothing; -1: none.
+  int next_reader(int n, int next, bool past_empty) const;
   void request(int b);
   void take(int b);
   void release(int b);
@@ -64,6 +84,7 @@ class parameter_fetcher {
   std::vector<int> pending_;  // requested, not taken: in request order
   std::vector<char> held_;    // per bucket: read by a node of the held span
   std::vector<char> fresh_;   // per bucket: requested while this span is held
+  std::vector<char> pinned_;  // per bucket: kept whole until release_all
   bool holding_ = false;
   int most_held_ = 0;
   int64_t requests_ = 0;

@@ -104,3 +104,18 @@ TEST_CASE("a tied embedding's gradient is final only after its first user", "[bu
     for (auto& s : g.nodes()[size_t(n - 2)].params) head_reads_wte |= s.name == "wte";
   CHECK(head_reads_wte);
 }
+
+TEST_CASE("a bucket never mixes late nodes' parameters with the others'", "[buckets]") {
+  // Nodes 0..3; 0 and 2 are a sequence-parallel region's norms (late: the
+  // executor reports them after the others, 3 1 then 2 0).
+  grad_bucketer b({100, 10, 100, 10}, {{1}, {0}, {3}, {2}}, -1, 1000, {}, {1, 0, 1, 0});
+  std::vector<grad_bucket> all;
+  for (int k : {3, 1, 2, 0})
+    for (auto& x : b.node_finished(k)) all.push_back(x);
+  for (auto& x : b.finish()) all.push_back(x);
+  REQUIRE(all.size() == 2);  // without the late flags: one bucket of all four
+  CHECK(all[0].params == std::vector<int>{2, 0});
+  CHECK(all[1].params == std::vector<int>{3, 1});
+  check_each_once(all, 4);
+  CHECK_THROWS_AS(grad_bucketer({4}, {{0}}, -1, 8, {}, {1, 0}), error);
+}

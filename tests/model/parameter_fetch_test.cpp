@@ -140,3 +140,46 @@ TEST_CASE("a held span's buckets stay whole while its nodes run once per sub-bat
   CHECK(requests(false).size() > 4);
   CHECK(requests(true) == std::vector<int>{0, 1, 2, 3});
 }
+
+TEST_CASE("a sequence-parallel region's bucket is gathered once a pass, and looked past",
+          "[model][sharding]") {
+  // A layer under sequence parallelism: bucket 2 holds the norms (ln1, ln2,
+  // ln_f: nodes 0, 4, 8), buckets 0 and 1 the attention's and the MLP's
+  // weights; nodes 2 and 6 (attention core, GELU) read nothing.
+  const std::vector<std::vector<int>> nodes = {{2}, {0}, {}, {0}, {2}, {1}, {}, {1}, {2}};
+  recorder r;
+  parameter_fetcher f(nodes, 0, 3, r.hooks());
+  CHECK(f.pinned(2));
+  CHECK_FALSE(f.pinned(0));
+  CHECK_FALSE(f.pinned(1));
+  for (int n = 0; n < 9; ++n) {
+    f.before_node(n, n + 1 < 9 ? n + 1 : -1);  // forward
+    for (int b : nodes[size_t(n)]) CHECK(r.whole.count(b) == 1);
+    CHECK(f.held() <= 3);
+  }
+  for (int n = 8; n >= 0; --n) {
+    f.before_node(n, n - 1);  // backward
+    for (int b : nodes[size_t(n)]) CHECK(r.whole.count(b) == 1);
+    CHECK(f.held() <= 3);
+  }
+  // Forward: 2 and 0, then 1 ahead of fc (past ln2); backward: 1 again
+  // (let go of at ln_f), then 0 ahead of the attention (past ln2).
+  CHECK(r.requests == std::vector<int>{2, 0, 1, 1, 0});
+  f.release_all();
+  CHECK(r.whole.empty());
+  CHECK(r.pending.empty());
+  // Two layers whose norms (bucket 2) sit between the tied embedding's
+  // readers: the embedding, the first layer's attention (bucket 0 too) and
+  // the head. The norms are pinned; bucket 0, looked at past them, has two
+  // runs and is not.
+  parameter_fetcher tied({{0}, {2}, {0}, {}, {0}, {2}, {1}, {1}, {2}, {1}, {1}, {2}, {1}, {2}, {0}},
+                         0, 3, recorder().hooks());
+  CHECK(tied.pinned(2));
+  CHECK_FALSE(tied.pinned(0));
+  CHECK_FALSE(tied.pinned(1));
+  // A tied weight read at both ends (two runs) is not pinned, nor a bucket
+  // whose runs enclose no other bucket's readers.
+  CHECK_FALSE(parameter_fetcher({{0}, {1}, {0}}, 0, 2, recorder().hooks()).pinned(0));
+  CHECK_FALSE(
+      parameter_fetcher({{0}, {1}, {0}, {1}, {0}, {1}}, 0, 2, recorder().hooks()).pinned(0));
+}
