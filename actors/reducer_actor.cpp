@@ -21,10 +21,21 @@ struct reducer_state {
   uint64_t diagnostic_bytes = 0;       // sent by the exact rings of measure_error
   std::vector<float> exact;            // measure_error: the bucket's exact average
   std::vector<uint32_t> known;
-  // Buckets on a device: its collectives, made at the first such bucket
-  // (every replica's first: they ship the same buckets in the same order).
+  // Buckets on a device: its collectives (device_collectives_for).
   std::unique_ptr<comm::device_collectives> device;
 };
+
+// The replica's collectives for buckets on device `on`, made at the first
+// such bucket, reduced or gathered (every replica's first: they run the
+// same collectives in the same order); `tag` that bucket's.
+comm::device_collectives& device_collectives_for(reducer_state& st, model::device on,
+                                                 comm::tag_t tag, int bucket) {
+  if (!st.device) {
+    st.device = comm::make_device_collectives(*st.cfg.link, on, tag, {.side_stream = true});
+    MERAK_CHECK(st.device, "bucket {} on {}: no device collectives for it", bucket, on.str());
+  }
+  return *st.device;
+}
 
 reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> self,
                                    reducer_setup setup) {
@@ -51,16 +62,11 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
           const model::device on = flat.t->where();
           if (on.type != model::device::kind::cpu) {
             MERAK_CHECK(!(rows > 0 && st.codec), "a sparse bucket on {}", on.str());
-            if (!st.device) {
-              st.device = comm::make_device_collectives(link, on, comm::tag_t(bucket),
-                                                        {.side_stream = true});
-              MERAK_CHECK(st.device, "bucket {} on {}: no device collectives for it", bucket,
-                          on.str());
-            }
+            auto& device = device_collectives_for(st, on, comm::tag_t(bucket), bucket);
             if (b.scatter)
-              st.device->reduce_scatter_sum(*flat.t);
+              device.reduce_scatter_sum(*flat.t);
             else
-              st.device->allreduce_sum(*flat.t);
+              device.allreduce_sum(*flat.t);
           } else if (auto data = flat.t->span_f32(); rows > 0 && st.codec) {
             MERAK_CHECK(rows * cols == int64_t(data.size()), "sparse bucket of {} x {} floats",
                         rows, cols);
@@ -113,10 +119,12 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
       [=](gather_bucket& g) {
         auto& st = self->state;
         try {
-          auto data = g.flat.t->span_f32();
           // Tags apart from the reductions': kmax_collective_tag / 2 and up.
           const auto tag = comm::tag_t(comm::kmax_collective_tag / 2 + g.bucket);
-          if (g.bf16) {
+          const model::device on = g.flat.t->where();
+          if (on.type != model::device::kind::cpu) {
+            device_collectives_for(st, on, tag, g.bucket).allgather_shards(*g.flat.t);
+          } else if (auto data = g.flat.t->span_f32(); g.bf16) {
             std::vector<std::pair<size_t, size_t>> exact(g.exact.size() / 2);
             for (size_t k = 0; k < exact.size(); ++k)
               exact[k] = {size_t(g.exact[2 * k]), size_t(g.exact[2 * k + 1])};

@@ -6,6 +6,7 @@
 
 #include "actors/core_loan.hpp"
 #include "actors/stage_state.hpp"
+#include "comm/device_collectives.hpp"
 #include "core/error.hpp"
 #include "model/backend.hpp"
 #include "model/sharded_checkpoint.hpp"
@@ -27,23 +28,36 @@ void report_applied(stage_self self) {
   st.in_step = false;  // the next step waits on the whole run's coordinator
 }
 
-// A flat host buffer of bucket b's size for the all-gather of the updated
-// values: the gradient buffer, free again after the reduction, when that
-// is host memory (a bucket of device gradients is reduced on the device).
-std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b) {
-  auto& flat = st.buckets.at(size_t(b)).flat;
-  if (flat && flat.use_count() == 1 && flat->numel() == st.dist->bucket_numel(b) &&
-      flat->where().type == model::device::kind::cpu)
-    return flat;
-  return std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
+// Where the all-gathers of updated values run: on the parameters' device
+// when its kind has device collectives (NCCL), else in host memory.
+model::device gather_device(const stage_state& st) {
+  const model::device on = st.dist->where();
+  return on.type != model::device::kind::cpu && comm::has_device_collectives(on.type)
+             ? on
+             : model::device::cpu();
+}
+
+// A flat buffer of bucket b's size for the all-gather of the updated
+// values (gather_device), with this replica's slice packed in: the
+// gradient buffer, free again after the reduction, when it is there.
+std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b, bool reuse) {
+  const model::device on = gather_device(st);
+  auto flat = reuse ? st.buckets.at(size_t(b)).flat : nullptr;
+  if (!flat || flat.use_count() > 1 || flat->numel() != st.dist->bucket_numel(b) ||
+      !(flat->where() == on))
+    flat = std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)},
+                                           model::dtype::f32, on);
+  st.dist->pack_owned_values(b, *flat);
+  return flat;
 }
 
 // The all-gather of bucket b's values in `flat` (this replica's slice
 // packed in), answered to `stage` or, with `fetch`, counted.
 gather_bucket gather_message(const stage_state& st, int b, std::shared_ptr<model::tensor> flat,
                              stage_api stage, bool fetch) {
+  const bool host = flat->where().type == model::device::kind::cpu;
   gather_bucket g{b, tensor_ref{std::move(flat)}, std::move(stage), fetch};
-  if (!st.gather_exact.empty()) {
+  if (host && !st.gather_exact.empty()) {  // a device gathers floats
     g.bf16 = true;
     g.exact = st.gather_exact[size_t(b)];
   }
@@ -167,8 +181,7 @@ void setup_parameter_shards(stage_state& st) {
   for (int b = 0; b < dist.buckets(); ++b) dist.release_values(b);
   model::parameter_fetcher::hooks h;
   h.request = [&st](int b) {
-    auto flat = std::make_shared<model::tensor>(model::shape_t{st.dist->bucket_numel(b)});
-    st.dist->pack_owned_values(b, flat->f32());
+    auto flat = gather_buffer(st, b, false);
     st.gathered_bytes += int64_t(flat->bytes());
     st.gathered_peak = std::max(st.gathered_peak, st.gathered_bytes);
     start_gather(st, b, std::move(flat));
@@ -271,17 +284,13 @@ void apply_step_update(stage_self self, const apply_update& u) {
     // nodes' buckets (the last made in backward) are gathered first.
     take_gathered_values(st, -1);
     st.dist->step(u.lr, u.clip, true);
-    for (int b = st.dist->buckets() - 1; b >= 0; --b) {
-      auto flat = gather_buffer(st, b);
-      st.dist->pack_owned_values(b, flat->f32());
-      start_gather(st, b, std::move(flat));
-    }
+    for (int b = st.dist->buckets() - 1; b >= 0; --b)
+      start_gather(st, b, gather_buffer(st, b, true));
   } else {
     // This replica's slices, then every replica's updated slices to all.
     st.dist->step(u.lr, u.clip, true);
     for (int b = 0; b < st.dist->buckets(); ++b) {
-      auto flat = gather_buffer(st, b);
-      st.dist->pack_owned_values(b, flat->f32());
+      auto flat = gather_buffer(st, b, true);
       ++st.gathers;
       self->send(st.reducer, gather_message(st, b, flat, self, false));
     }

@@ -134,6 +134,20 @@ void distributed_adamw::pack_owned_values(int b, float* flat) const {
                 size_t(pc.end - pc.begin) * sizeof(float));
 }
 
+void distributed_adamw::pack_owned_values(int b, tensor& flat) const {
+  MERAK_CHECK(flat.numel() == numel_[size_t(b)] && flat.type() == dtype::f32,
+              "distributed optimizer: bucket {} of {} elements packed into {}", b,
+              numel_[size_t(b)], flat.numel());
+  if (flat.where().type == device::kind::cpu) return pack_owned_values(b, flat.f32());
+  const auto [first, last] = owned_[size_t(b)];
+  if (last <= first) return;
+  tensor slice(shape_t{last - first});
+  for (auto& pc : pieces_[size_t(b)])
+    std::memcpy(slice.f32() + (pc.flat - first), piece_value(size_t(b), pc),
+                size_t(pc.end - pc.begin) * sizeof(float));
+  copy_bytes(flat, size_t(first) * sizeof(float), slice, 0, slice.bytes());
+}
+
 void distributed_adamw::unpack_values(int b, const tensor& flat, dtype rounded_as) {
   MERAK_CHECK(flat.numel() == numel_[size_t(b)] && flat.type() == dtype::f32,
               "distributed optimizer: bucket {} of {} elements unpacked from {}", b,
@@ -143,8 +157,8 @@ void distributed_adamw::unpack_values(int b, const tensor& flat, dtype rounded_a
     const size_t at = size_t(offset_in_[size_t(p)]) * sizeof(float);
     if (rounded_as != dtype::f32 && values_sharded() && prm.reads == bf16_reads::rounded &&
         !prm.value.defined()) {
-      // Through one float parameter on the device, converted (exactly: the
-      // values are rounded already).
+      // Through one float parameter on the device, converted: rounded as
+      // the bf16 all-gather rounded them (a device gathers floats).
       tensor whole(prm.spec.shape, dtype::f32, where_);
       copy_bytes(whole, 0, flat, at, whole.bytes());
       if (!prm.lowp.defined() || prm.lowp.type() != rounded_as)

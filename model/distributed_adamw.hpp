@@ -87,15 +87,22 @@ class distributed_adamw {
   // too; a released, undefined parameter gradient stays released).
   void step(float lr, float grad_scale, bool zero_grads);
 
-  // flat[owned(b)] <- the owned values (before the all-gather).
+  // flat[owned(b)] <- the owned values (before the all-gather); `flat` a
+  // tensor of bucket_numel(b) floats on the host or on the parameters'
+  // device (the owned slice is copied there whole).
   void pack_owned_values(int b, float* flat) const;
+  void pack_owned_values(int b, tensor& flat) const;
   // The parameters of bucket b <- a whole flat buffer of values (after it),
-  // a host tensor of bucket_numel(b) floats, onto the parameters' device;
+  // a tensor of bucket_numel(b) floats on the host or on the parameters'
+  // device, onto the parameters' device;
   // released values are allocated there again. With parameter shards and
   // `rounded_as` not f32, the parameters every reader rounds
-  // (bf16_reads::rounded) get only their `lowp` in that type (the flat
-  // buffer holds them rounded already: a bf16 all-gather), not `value`.
+  // (bf16_reads::rounded) get only their `lowp` in that type (rounded from
+  // the flat buffer, which holds them rounded already after a host bf16
+  // all-gather, whole after a device's float one), not `value`.
   void unpack_values(int b, const tensor& flat, dtype rounded_as = dtype::f32);
+  // The device the parameters live on.
+  device where() const { return where_; }
   // Bytes bucket b's parameters hold as values (value and lowp).
   int64_t held_value_bytes(int b) const;
 

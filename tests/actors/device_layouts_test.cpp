@@ -6,8 +6,9 @@
 // the CPU kernels, each layout must equal the same layout on the CPU bit for
 // bit (core lending off on both: the same thread counts). The device runs'
 // groups carry NCCL's point-to-point semantics (comm/nccl_semantics.hpp),
-// and their TP sums and data-parallel gradient buckets go through the
-// device-collective seam (comm/device_collectives.hpp) to the stand-in's
+// and their TP sums, data-parallel gradient buckets and the sharded
+// optimizers' all-gathers of updated values go through the device-collective
+// seam (comm/device_collectives.hpp) to the stand-in's
 // collectives (tests/comm/stand_in_collectives.hpp), where NCCL's would run
 // on a GPU.
 #define CATCH_CONFIG_RUNNER
@@ -98,7 +99,7 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     }
     comm::set_nccl_semantics(false);
     auto& on_dev = *made;
-    const long calls = test::stand_in_collective_calls();
+    const long calls = test::stand_in_collective_calls(), gathers = test::stand_in_allgathers();
     for (int s = 0; s < 4; ++s) {
       auto a = on_cpu.train_step(), b = on_dev.train_step();
       INFO("step " << s + 1 << ": " << a.loss << " vs " << b.loss);
@@ -108,6 +109,9 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     // TP sums of device tensors and gradient buckets (summed or
     // reduce-scattered) went through the device collectives.
     if (c.tp > 1 || c.dp > 1) CHECK(test::stand_in_collective_calls() > calls);
+    // The sharded strategies' updated values are all-gathered there too.
+    if (c.dp > 1 && c.sharding != partition::sharding_strategy::no_shard)
+      CHECK(test::stand_in_allgathers() > gathers);
     CHECK(on_dev.validation_loss() == on_cpu.validation_loss());
     // The device run's shards resume on the single device (CPU).
     const std::string saved = on_dev.save();

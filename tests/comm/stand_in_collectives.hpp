@@ -14,5 +14,8 @@ void register_stand_in_collectives();
 long stand_in_collective_calls();
 // Instances made (one per group member that met a device tensor).
 long stand_in_collectives_made();
+// All-gathers among the calls (sequence-parallel TP gathers, and the
+// sharded optimizers' gathers of updated values).
+long stand_in_allgathers();
 
 }  // namespace merak::test
