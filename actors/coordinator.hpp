@@ -236,6 +236,10 @@ class coordinator : private coordinator_state {
   // cannot be made or opened is left out (its tensors go over UCX).
   comm::channel_rings make_rings(const lending& host);
 
+  // The other processes holding the stage before or after one of this
+  // process's stages in a pipeline.
+  std::set<int> pipeline_peers() const;
+
   // This process's endpoints of a new group whose member k lives on process
   // ranks[k] (null for members elsewhere): an in-process group when all are
   // here, else a view of a UCX transport over the job's processes, which

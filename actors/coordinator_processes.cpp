@@ -2,6 +2,7 @@
 // channel, groups over UCX (coordinator.hpp).
 #include "actors/coordinator.hpp"
 #include "actors/idle_wait.hpp"
+#include "comm/device_links.hpp"
 #include "comm/nccl_semantics.hpp"
 
 namespace merak::actors {
@@ -94,19 +95,25 @@ std::string coordinator::host_key() {
   return std::string(name) + "/" + boot;
 }
 
-comm::channel_rings coordinator::make_rings(const lending& host) {
-  // The peers: this host's processes holding the stage before or after one
-  // of this process's stages in a pipeline.
-  std::set<int> peers;  // stays empty with the rings off: the collective still runs
+std::set<int> coordinator::pipeline_peers() const {
+  std::set<int> peers;
   const int virtual_stages = par.virtual_stages();
   for (int d = 0; d < par.dp; ++d)
     for (int t = 0; t < par.tp; ++t)
       for (int v = 0; v + 1 < virtual_stages; ++v) {
         const int a = place.rank(d, v, t), b = place.rank(d, v + 1, t);
-        if (!par.shared_rings || a == b || (a != me && b != me)) continue;
-        const int other = a == me ? b : a;
-        if (std::count(host.host_ranks.begin(), host.host_ranks.end(), other)) peers.insert(other);
+        if (a != b && (a == me || b == me)) peers.insert(a == me ? b : a);
       }
+  return peers;
+}
+
+comm::channel_rings coordinator::make_rings(const lending& host) {
+  // The peers: this host's pipeline peers (none with the rings off: the
+  // collective still runs).
+  std::set<int> peers;
+  if (par.shared_rings)
+    for (int other : pipeline_peers())
+      if (std::count(host.host_ranks.begin(), host.host_ranks.end(), other)) peers.insert(other);
   // Room for four micro-batches' activations in fp32, within [8, 256] MiB:
   // the receiver copies a tensor out as soon as its header arrives, so few
   // are ever in a ring at once.
@@ -133,6 +140,13 @@ void coordinator::make_channel(const lending& host, int host_threads) {
   uo.cma_min_bytes = size_t{64} << 10;
   std::shared_ptr<comm::transport> data = comm::make_ucx_transport(par.processes, uo);
   spdlog::debug("process {}: tensor channel over UCX ({})", me, comm::ucx_setting_of(*data));
+  // Device tensors to the pipeline peers over device links (NCCL) where the
+  // device's kind has them, else through host copies.
+  const auto peers = pipeline_peers();
+  auto links = comm::make_device_links(*data, {peers.begin(), peers.end()}, opts.where);
+  if (!links.empty())
+    spdlog::debug("process {}: {} links to {} peers", me, links.begin()->second->name(),
+                  links.size());
   group_links.push_back(data);  // cancelled with the others when the job fails
   auto to = deliveries;
   auto home = caf::actor_cast<failure_api>(*self);
@@ -161,7 +175,7 @@ void coordinator::make_channel(const lending& host, int host_threads) {
       [home](const std::string& what) {
         caf::anon_send(home, job_failed{"tensor channel: " + what});
       },
-      spin, std::move(rings));
+      spin, std::move(rings), std::move(links));
 #else
   fail("stage actors on several processes need the UCX transport, which this build lacks");
 #endif

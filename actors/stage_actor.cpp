@@ -127,8 +127,8 @@ void hand_on(stage_self self, int s, tensor_kind kind, int mb, int value, model:
   auto& st = self->state;
   if (kind != tensor_kind::eval) waking(st, s);
   if (st.cfg.channel && st.cfg.line_rank[size_t(s)] >= 0) {
-    // The channel moves host memory; the receiver's executor moves it on.
-    if (x.where().type != model::device::kind::cpu) x = x.to(model::device::cpu());
+    // A device tensor over the peer's device link, else through a host copy
+    // (the channel decides); the receiver's executor moves it on.
     st.cfg.channel->send(st.cfg.line_rank[size_t(s)],
                          {st.cfg.line_index[size_t(s)], int32_t(kind), mb, value},
                          std::make_shared<const model::tensor>(std::move(x)));

@@ -31,7 +31,8 @@ constexpr int kmax_dims = 6;
 // Payload tags run from 1; the UCX transport carries 44 bits of tag.
 constexpr uint64_t ktag_space = (uint64_t{1} << 43) - 1;
 
-constexpr uint32_t kin_ring = 1;  // flags: the tensor lies in the pair's ring at ring_pos
+constexpr uint32_t kin_ring = 1;    // flags: the tensor lies in the pair's ring at ring_pos
+constexpr uint32_t kon_device = 2;  // flags: the payload moves over the pair's device link
 
 struct wire_header {
   uint32_t magic;
@@ -57,6 +58,7 @@ struct tensor_channel::impl {
   fail_fn failed;
   std::chrono::microseconds spin{0};
   channel_rings rings;  // the `to` side under mu, the `from` side the thread's
+  channel_links links;  // used under mu
   int wake_fd = -1;
   std::atomic<bool> stop{false};
   std::thread thread;
@@ -82,6 +84,7 @@ struct tensor_channel::impl {
     wire_header header;
     std::shared_ptr<const model::tensor> x;
     completion head, body;
+    std::unique_ptr<device_transfer> moved;  // the payload over a device link
   };
   struct header_slot {
     wire_header header;
@@ -92,6 +95,7 @@ struct tensor_channel::impl {
     tensor_label label;
     model::tensor x;
     completion c;
+    std::unique_ptr<device_transfer> moved;  // the payload over a device link
   };
   std::list<send_op> sends;
   std::vector<std::unique_ptr<header_slot>> headers;  // by peer
@@ -119,6 +123,14 @@ struct tensor_channel::impl {
     s.header.ndim = int32_t(x.shape().size());
     s.header.seq = ++sent_seq[size_t(message.peer)];
     for (size_t d = 0; d < x.shape().size(); ++d) s.header.dims[d] = x.shape()[d];
+    if (x.where().type != model::device::kind::cpu) {  // send() left it here for a link
+      auto& link = *links.at(message.peer);
+      s.header.flags = kon_device;
+      s.x = std::move(message.x);
+      s.head = t->isend(message.peer, kheader_tag, &s.header, sizeof s.header);
+      s.moved = link.send(*s.x);
+      return;
+    }
     if (auto r = rings.to.find(message.peer);
         r != rings.to.end() && x.bytes() > 0 && x.where().type == model::device::kind::cpu) {
       if (auto pos = r->second->reserve(x.bytes())) {
@@ -154,7 +166,8 @@ struct tensor_channel::impl {
     const wire_header hd = h->header;
     const uint64_t expect = ++recv_seq[size_t(peer)];
     if (hd.magic != kmagic || hd.seq != expect || hd.ndim < 0 || hd.ndim > kmax_dims ||
-        hd.dtype < 0 || hd.dtype >= int32_t(model::kdtype_count) || (hd.flags & ~kin_ring) != 0)
+        hd.dtype < 0 || hd.dtype >= int32_t(model::kdtype_count) ||
+        (hd.flags & ~(kin_ring | kon_device)) != 0 || hd.flags == (kin_ring | kon_device))
       fail("tensor channel rank {}: a malformed header from peer {} (message {}, expected {})",
            t->rank(), peer, hd.seq, expect);
     model::shape_t shape(hd.dims, hd.dims + hd.ndim);
@@ -162,11 +175,20 @@ struct tensor_channel::impl {
       if (d < 0 || d > (int64_t{1} << 40))
         fail("tensor channel rank {}: peer {} announced shape {}", t->rank(), peer,
              model::shape_str(shape));
-    payloads.push_back({peer,
-                        {hd.dst, hd.kind, hd.mb, hd.value},
-                        model::tensor(shape, model::dtype(hd.dtype)),
-                        {}});
+    payloads.push_back({peer, {hd.dst, hd.kind, hd.mb, hd.value}, {}, {}, {}});
     auto& p = payloads.back();
+    if (hd.flags & kon_device) {
+      auto link = links.find(peer);
+      if (link == links.end())
+        fail(
+            "tensor channel rank {}: peer {} sent message {} over a device link this process "
+            "does not have with it",
+            t->rank(), peer, hd.seq);
+      p.moved = link->second->recv(shape, model::dtype(hd.dtype), p.x);
+      post_header(peer);
+      return;
+    }
+    p.x = model::tensor(shape, model::dtype(hd.dtype));
     if (hd.flags & kin_ring) {  // here already: copy it out (done, delivered on this pass)
       auto r = rings.from.find(peer);
       if (r == rings.from.end())
@@ -197,7 +219,7 @@ struct tensor_channel::impl {
         any = true;
       }
     for (auto it = payloads.begin(); it != payloads.end();) {
-      if (!it->c.test()) {
+      if (!it->c.test() || (it->moved && !it->moved->test())) {
         ++it;
         continue;
       }
@@ -207,7 +229,7 @@ struct tensor_channel::impl {
       any = true;
     }
     for (auto it = sends.begin(); it != sends.end();) {
-      if (!it->head.test() || !it->body.test()) {
+      if (!it->head.test() || !it->body.test() || (it->moved && !it->moved->test())) {
         ++it;
         continue;
       }
@@ -289,7 +311,8 @@ struct tensor_channel::impl {
       // rendezvous) needs the transport's progress, which the channel's
       // thread makes: wake it. A tensor that went through a ring has only
       // its header to send, which leaves as it is posted.
-      if (!sends.back().head.test() || !sends.back().body.test()) wake();
+      auto& s = sends.back();
+      if (!s.head.test() || !s.body.test() || s.moved) wake();
     } catch (const std::exception& e) {
       send_error = e.what();
       wake();
@@ -304,7 +327,8 @@ struct tensor_channel::impl {
 };
 
 tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed,
-                               std::chrono::microseconds spin, channel_rings rings)
+                               std::chrono::microseconds spin, channel_rings rings,
+                               channel_links links)
     : impl_(std::make_unique<impl>()) {
   impl_->t = std::move(t);
   impl_->spin = spin;
@@ -313,6 +337,10 @@ tensor_channel::tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver,
       MERAK_CHECK(ring && peer >= 0 && peer < impl_->t->size() && peer != impl_->t->rank(),
                   "tensor channel: a ring with rank {} of {}", peer, impl_->t->size());
   impl_->rings = std::move(rings);
+  for (const auto& [peer, link] : links)
+    MERAK_CHECK(link && peer >= 0 && peer < impl_->t->size() && peer != impl_->t->rank(),
+                "tensor channel: a device link with rank {} of {}", peer, impl_->t->size());
+  impl_->links = std::move(links);
   impl_->deliver = std::move(deliver);
   impl_->failed = std::move(failed);
   const size_t n = size_t(impl_->t->size());
@@ -335,6 +363,13 @@ void tensor_channel::send(int peer, const tensor_label& label,
                           std::shared_ptr<const model::tensor> x) {
   MERAK_CHECK(peer >= 0 && peer < impl_->t->size() && peer != impl_->t->rank(),
               "tensor channel: send to rank {} of {}", peer, impl_->t->size());
+  if (x->where().type != model::device::kind::cpu) {
+    // Through the peer's link when it has one for this device, else a host
+    // copy (links do not change after construction: read without the lock).
+    auto link = impl_->links.find(peer);
+    if (link == impl_->links.end() || !(link->second->where() == x->where()))
+      x = std::make_shared<const model::tensor>(x->to(model::device::cpu()));
+  }
   impl_->send({peer, label, std::move(x)});
 }
 

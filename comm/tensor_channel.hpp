@@ -22,6 +22,10 @@
 //           ring position
 //   payload (tag s, the tensor's bytes), sent right after its header,
 //           unless the header says the tensor lies in the pair's ring
+// A tensor on a device goes over the pair's device link when the channel
+// has one for that device (device_links.hpp): the header says so and the
+// payload moves link to link (NCCL), arriving on the receiver's device;
+// without one it is copied to the host first and arrives there.
 // Two processes of one host may share a ring per direction (host_ring.hpp):
 // a sender with one copies a tensor into it when it has room and sends the
 // header alone; the receiver copies the tensor out as the header arrives.
@@ -42,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/device_links.hpp"
 #include "comm/host_ring.hpp"
 #include "comm/transport.hpp"
 #include "model/tensor.hpp"
@@ -79,10 +84,11 @@ class tensor_channel {
   using fail_fn = std::function<void(const std::string& what)>;
 
   // Takes `t` (used by the channel's thread alone from now on) and starts
-  // receiving from every other rank of it; `spin`: see above (0: never).
+  // receiving from every other rank of it; `spin`: see above (0: never);
+  // `links`: device links by peer (make_device_links).
   tensor_channel(std::shared_ptr<transport> t, deliver_fn deliver, fail_fn failed,
                  std::chrono::microseconds spin = std::chrono::microseconds(0),
-                 channel_rings rings = {});
+                 channel_rings rings = {}, channel_links links = {});
   // Stops the thread; operations in flight are withdrawn.
   ~tensor_channel();
   tensor_channel(const tensor_channel&) = delete;
@@ -90,7 +96,8 @@ class tensor_channel {
 
   // Sends `x` to rank `peer` (not this one) under `label`; returns at once
   // (thread-safe). The channel keeps `x` until it is sent. Tensors of up to
-  // 6 dimensions.
+  // 6 dimensions; one on a device without a link to `peer` for that device
+  // is copied to the host here.
   void send(int peer, const tensor_label& label, std::shared_ptr<const model::tensor> x);
 
   int rank() const;

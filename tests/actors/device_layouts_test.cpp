@@ -29,6 +29,7 @@
 #include "model/trainer.hpp"
 #include "tests/actors/layout_options.hpp"
 #include "tests/comm/stand_in_collectives.hpp"
+#include "tests/comm/stand_in_links.hpp"
 #include "tests/model/stand_in_device.hpp"
 #include "tests/model/test_util.hpp"
 
@@ -182,5 +183,6 @@ TEST_CASE("device collectives that cannot be made fail the job, naming the membe
 int main(int argc, char* argv[]) {
   test::register_stand_in_device();
   test::register_stand_in_collectives();
+  test::register_stand_in_links();  // the channel's cases (tests/comm/device_links_on_stand_in.cpp)
   return Catch::Session().run(argc, argv);
 }
