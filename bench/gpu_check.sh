@@ -105,7 +105,7 @@ if [[ "${1:-}" == "--bundle" ]]; then
   step 60 "$dir/bin/merak_gpu_tests"
   step 240 "$dir/bin/merak_gpu_backend_tests" ${GPU_CHECK_TEST_FILTER:-}
   cases=("single 1" "shared_gpu 2" "device_collectives 1")
-  [[ "$gpus" -ge 2 ]] && cases+=("collectives $gpus" "device_collectives $gpus")
+  [[ "$gpus" -ge 2 ]] && cases+=("collectives $gpus" "device_collectives $gpus" "device_links 2")
   for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
     step 60 "$dir/bin/merak_nccl_tests" $c

@@ -28,31 +28,12 @@
 
 #include "comm/collectives.hpp"
 #include "comm/device_collectives.hpp"
-#include "comm/nccl_end.hpp"
 #include "comm/nccl_collectives.hpp"
+#include "comm/nccl_member.hpp"
 #include "core/error.hpp"
 
 namespace merak::comm {
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-using namespace std::chrono_literals;
-
-std::chrono::milliseconds timeout() {
-  const char* v = std::getenv("MERAK_NCCL_TIMEOUT_S");
-  const double s = v ? std::atof(v) : 60.0;
-  return std::chrono::milliseconds(int64_t((s > 0 ? s : 60.0) * 1000));
-}
-
-void check_cuda(cudaError_t e, const char* call) {
-  if (e != cudaSuccess) fail("{} failed: {}", call, cudaGetErrorString(e));
-}
-
-void select_device(int index) {
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess || current != index)
-    check_cuda(cudaSetDevice(index), "cudaSetDevice");
-}
 
 ncclDataType_t nccl_type(model::dtype t) {
   switch (t) {
@@ -69,40 +50,28 @@ class nccl_collectives final : public device_collectives {
  public:
   nccl_collectives(transport& group, model::device d, tag_t tag,
                    const device_collectives_options& options)
-      : rank_(group.rank()), size_(group.size()), device_(d), timeout_(timeout()) {
-    select_device(device_.index);
-    if (options.side_stream) {
+      : size_(group.size()),
+        device_(d),
+        member_(group.rank(), group.size(), d.index,
+                fmt::format("nccl member {} of {} on {}", group.rank(), group.size(), d.str()),
+                [&](ncclUniqueId& id) {
+                  if (group.rank() == 0) {
+                    std::vector<completion> sent;
+                    for (int r = 1; r < group.size(); ++r)
+                      sent.push_back(group.isend(r, tag, &id, sizeof id));
+                    for (auto& c : sent) c.wait();
+                  } else {
+                    group.irecv(0, tag, &id, sizeof id).wait();
+                  }
+                }) {
+    if (options.side_stream)
       check_cuda(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking),
                  "cudaStreamCreateWithFlags");
-    }
-    ncclUniqueId id{};
-    if (rank_ == 0) {
-      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-      std::vector<completion> sent;
-      for (int r = 1; r < size_; ++r) sent.push_back(group.isend(r, tag, &id, sizeof id));
-      for (auto& c : sent) c.wait();
-    } else {
-      group.irecv(0, tag, &id, sizeof id).wait();
-    }
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    const auto rc = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
-    if (rc != ncclSuccess && rc != ncclInProgress) {
-      if (comm_) ncclCommAbort(comm_), comm_ = nullptr;
-      fail("{}: ncclCommInitRankConfig failed: {}{}", who(), ncclGetErrorString(rc),
-           rc == ncclInvalidUsage ? " (NCCL needs one GPU per member)" : "");
-    }
-    settle(rc, "set-up (every member of the group must join)");
     check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
 
-  // A healthy communicator is finalised (NCCL's own work flushed, at most
-  // 10 s) and destroyed; a broken one, or one that does not finalise, aborted.
   ~nccl_collectives() override {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess || current != device_.index)
-      cudaSetDevice(device_.index);
-    end_nccl_communicator(comm_, broken_, 10s);
+    select_device_quietly();
     if (done_) cudaEventDestroy(done_);
     if (own_stream_) cudaStreamDestroy(own_stream_);
   }
@@ -110,7 +79,7 @@ class nccl_collectives final : public device_collectives {
   void allreduce_sum(model::tensor& x) override {
     run(x, "all-reduce", [&](cudaStream_t s) {
       return ncclAllReduce(x.raw(), x.raw(), size_t(x.numel()), nccl_type(x.type()), ncclSum,
-                           comm_, s);
+                           member_.comm(), s);
     });
   }
 
@@ -120,8 +89,9 @@ class nccl_collectives final : public device_collectives {
     run(x, "reduce-scatter", [&](cudaStream_t s) {
       const size_t count = n / size_t(size_);
       auto* base = x.raw();
-      return ncclReduceScatter(base, base + size_t(rank_) * count * model::dtype_size(x.type()),
-                               count, nccl_type(x.type()), ncclSum, comm_, s);
+      return ncclReduceScatter(base,
+                               base + size_t(member_.rank()) * count * model::dtype_size(x.type()),
+                               count, nccl_type(x.type()), ncclSum, member_.comm(), s);
     });
   }
 
@@ -134,8 +104,8 @@ class nccl_collectives final : public device_collectives {
     if (n % size_t(size_) == 0) {
       run(x, "all-gather", [&](cudaStream_t s) {
         const size_t count = n / size_t(size_);
-        return ncclAllGather(base + size_t(rank_) * count * elem, base, count * unit, type, comm_,
-                             s);
+        return ncclAllGather(base + size_t(member_.rank()) * count * elem, base, count * unit, type,
+                             member_.comm(), s);
       });
       return;
     }
@@ -144,7 +114,8 @@ class nccl_collectives final : public device_collectives {
       for (int r = 0; r < size_ && (rc == ncclSuccess || rc == ncclInProgress); ++r) {
         const auto [b, e] = shard_range(n, size_, r);
         if (e > b)
-          rc = ncclBroadcast(base + b * elem, base + b * elem, (e - b) * unit, type, r, comm_, s);
+          rc = ncclBroadcast(base + b * elem, base + b * elem, (e - b) * unit, type, r,
+                             member_.comm(), s);
       }
       const ncclResult_t end = ncclGroupEnd();
       return rc == ncclSuccess || rc == ncclInProgress ? end : rc;
@@ -154,64 +125,31 @@ class nccl_collectives final : public device_collectives {
   std::string name() const override { return "nccl"; }
 
  private:
-  std::string who() const {
-    return fmt::format("nccl member {} of {} on {}", rank_, size_, device_.str());
-  }
-
-  void check(ncclResult_t rc, const char* call) const {
-    if (rc != ncclSuccess) fail("{}: {} failed: {}", who(), call, ncclGetErrorString(rc));
-  }
-
-  // Waits for a non-blocking call to leave ncclInProgress, bounded.
-  void settle(ncclResult_t rc, const char* what) {
-    const auto deadline = clock_type::now() + timeout_;
-    while (rc == ncclInProgress) {
-      if (clock_type::now() > deadline) abort_with(what, "did not finish within the timeout");
-      std::this_thread::sleep_for(1ms);
-      ncclCommGetAsyncError(comm_, &rc);
-    }
-    if (rc != ncclSuccess) abort_with(what, ncclGetErrorString(rc));
-  }
-
-  [[noreturn]] void abort_with(const char* what, const std::string& why) {
-    broken_ = true;
-    const std::string last = comm_ ? ncclGetLastError(comm_) : "";
-    fail("{}: {}: {}{}{} (after {} ms; MERAK_NCCL_TIMEOUT_S sets the bound)", who(), what, why,
-         last.empty() ? "" : ": ", last, timeout_.count());
+  void select_device_quietly() const {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device_.index)
+      cudaSetDevice(device_.index);
   }
 
   // Enqueues `call` on its stream and waits for it, bounded.
   template <class Call>
   void run(model::tensor& x, const char* what, Call call) {
-    if (broken_) fail("{}: {}: the communicator was aborted after an earlier error", who(), what);
-    MERAK_CHECK(x.where() == device_, "{}: {} of a tensor on {}", who(), what, x.where().str());
+    member_.check_usable(what);
+    MERAK_CHECK(x.where() == device_, "{}: {} of a tensor on {}", member_.who(), what,
+                x.where().str());
     select_device(device_.index);
     const auto s =
         own_stream_ ? own_stream_ : static_cast<cudaStream_t>(model::device_stream(device_));
-    settle(call(s), what);
+    member_.settle(call(s), what);
     check_cuda(cudaEventRecord(done_, s), "cudaEventRecord");
-    const auto deadline = clock_type::now() + timeout_;
-    for (int spins = 0;; ++spins) {
-      const cudaError_t e = cudaEventQuery(done_);
-      if (e == cudaSuccess) return;
-      if (e != cudaErrorNotReady) check_cuda(e, "cudaEventQuery");
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress)
-        abort_with(what, ncclGetErrorString(async));
-      if (clock_type::now() > deadline)
-        abort_with(what, "did not finish within the timeout (a member that never joined it?)");
-      if (spins > 1000) std::this_thread::sleep_for(50us);
-    }
+    member_.wait(done_, what);
   }
 
-  int rank_, size_;
+  int size_;
   model::device device_;
-  std::chrono::milliseconds timeout_;
-  ncclComm_t comm_ = nullptr;
+  nccl_member member_;
   cudaEvent_t done_ = nullptr;
   cudaStream_t own_stream_ = nullptr;  // device_collectives_options::side_stream
-  bool broken_ = false;
 };
 
 }  // namespace
@@ -230,7 +168,10 @@ namespace {
 // (MERAK_DEVICE_COLLECTIVES=1), until this code has run on a GPU.
 const bool registered = [] {
   const char* v = std::getenv("MERAK_DEVICE_COLLECTIVES");
-  if (v && std::string(v) == "1") enable_nccl_collectives();
+  if (v && std::string(v) == "1") {
+    enable_nccl_collectives();
+    enable_nccl_links();
+  }
   return true;
 }();
 }  // namespace

@@ -21,4 +21,10 @@ namespace merak::comm {
 // Registers NCCL's collectives for CUDA tensors (comm/device_collectives.hpp).
 void enable_nccl_collectives();
 
+// Registers NCCL's links for the tensor channel's CUDA tensors
+// (comm/device_links.hpp; comm/nccl_links.cpp): ncclSend / ncclRecv on two
+// communicators a pair of processes, one per direction. Registered with
+// the collectives, under the same switch.
+void enable_nccl_links();
+
 }  // namespace merak::comm

@@ -2,7 +2,7 @@
 // Ends an NCCL communicator: a healthy one is finalised (NCCL's own work
 // flushed, polled at most `bound`) and destroyed; a broken one, or one
 // that does not finalise in time, aborted. Included by the NCCL code of
-// comm/ only (nccl_transport.cpp, nccl_collectives.cpp).
+// comm/ only (nccl_transport.cpp, nccl_member.hpp).
 
 #include <nccl.h>
 

@@ -72,8 +72,8 @@ const std::vector<int>& parameter_fetcher::of(int n) const {
 }
 
 int parameter_fetcher::held() const {
-  return int(std::count_if(state_.begin(), state_.end(),
-                           [](where w) { return w != where::absent; }));
+  return int(
+      std::count_if(state_.begin(), state_.end(), [](where w) { return w != where::absent; }));
 }
 
 void parameter_fetcher::request(int b) {
@@ -124,7 +124,9 @@ void parameter_fetcher::before_node(int n, int next) {
   const int ahead_at = next_reader(n, next, false), reads_at = next_reader(n, next, true);
   const auto& ahead = ahead_at >= 0 ? of(ahead_at) : none;
   const auto& reads = reads_at >= 0 ? of(reads_at) : none;
-  auto in = [](const std::vector<int>& v, int b) { return std::find(v.begin(), v.end(), b) != v.end(); };
+  auto in = [](const std::vector<int>& v, int b) {
+    return std::find(v.begin(), v.end(), b) != v.end();
+  };
   auto kept = [&](int b) {
     return held_[size_t(b)] || pinned_[size_t(b)] || (holding_ && fresh_[size_t(b)]) ||
            in(now, b) || in(ahead, b) || in(reads, b);

@@ -52,8 +52,8 @@ struct three_channels {
     std::vector<std::thread> makers;
     for (int r = 0; r < 3; ++r)
       makers.emplace_back([&, r] {
-        links[size_t(r)] = make_device_links(*group[size_t(r)], peers[size_t(r)],
-                                             model::device::cuda(0));
+        links[size_t(r)] =
+            make_device_links(*group[size_t(r)], peers[size_t(r)], model::device::cuda(0));
       });
     for (auto& m : makers) m.join();
     for (int r = 0; r < 3; ++r)
@@ -85,10 +85,12 @@ struct three_channels {
 // rank 0 also sends one device tensor to rank 2, with which it has no link.
 void exchange(three_channels& c, int per_way) {
   std::thread forward([&] {
-    for (int i = 0; i < per_way; ++i) c.ch[0]->send(1, {1, 0, i, 10}, on_device(64 + i, 1000.f * i));
+    for (int i = 0; i < per_way; ++i)
+      c.ch[0]->send(1, {1, 0, i, 10}, on_device(64 + i, 1000.f * i));
   });
   std::thread backward([&] {
-    for (int i = 0; i < per_way; ++i) c.ch[1]->send(0, {0, 1, i, 20}, on_device(32 + i, -500.f * i));
+    for (int i = 0; i < per_way; ++i)
+      c.ch[1]->send(0, {0, 1, i, 20}, on_device(32 + i, -500.f * i));
   });
   forward.join();
   backward.join();

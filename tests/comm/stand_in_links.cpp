@@ -29,8 +29,8 @@ class stand_in_transfer final : public comm::device_transfer {
 
  private:
   comm::completion c_;
-  model::tensor host_;    // the bytes on the wire
-  model::tensor* into_;   // a receive's device tensor
+  model::tensor host_;   // the bytes on the wire
+  model::tensor* into_;  // a receive's device tensor
   bool done_ = false;
 };
 
@@ -85,6 +85,8 @@ void register_stand_in_links() {
       });
 }
 
-long stand_in_link_sends() { return sends.load(); }
+long stand_in_link_sends() {
+  return sends.load();
+}
 
 }  // namespace merak::test

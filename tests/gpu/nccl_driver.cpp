@@ -29,6 +29,11 @@
 //                UCX host transport as a TP group does: all-reduce (float,
 //                bf16), reduce-scatter and all-gather with even and uneven
 //                shards, against the host's sums. Needs <procs> GPUs.
+//   device_links 2 ranks: the tensor channel (comm/tensor_channel.hpp) over
+//                UCX with NCCL's device links (comm/device_links.hpp): each
+//                rank sends CUDA tensors to the other at the same time;
+//                they arrive on the receiver's GPU, whole and in order.
+//                Needs 2 GPUs (NCCL takes one GPU per member).
 // The driver exits 0 when the scenario behaved as described, 77 to skip,
 // else 1.
 
@@ -40,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,15 +53,17 @@
 #include "../comm/rank_values.hpp"
 #include "comm/collectives.hpp"
 #include "comm/device_collectives.hpp"
+#include "comm/device_links.hpp"
 #include "comm/nccl_collectives.hpp"
 #include "comm/nccl_transport.hpp"
+#include "comm/tensor_channel.hpp"
 #include "comm/ucx_transport.hpp"
-#include "gpu/cuda_backend.hpp"
-#include "model/tensor.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "gpu/cuda_backend.hpp"
 #include "job/bootstrap.hpp"
 #include "job/launcher.hpp"
+#include "model/tensor.hpp"
 
 using namespace merak::comm;
 using namespace merak::job;
@@ -272,8 +280,8 @@ void check_device_collectives(bootstrap& b, int r) {
       for (size_t i = 0; i < n; ++i) {
         auto [ref, mag] = sum_of(i);
         require(std::abs(element(back, i) - ref) <= tol * mag + 1e-30,
-                fmt::format("device all-reduce {} n {} element {}: {} vs {}",
-                            model::dtype_name(t), n, i, element(back, i), ref));
+                fmt::format("device all-reduce {} n {} element {}: {} vs {}", model::dtype_name(t),
+                            n, i, element(back, i), ref));
       }
       auto y = device_tensor(n, t);
       dc->reduce_scatter_sum(y);
@@ -303,6 +311,58 @@ void check_device_collectives(bootstrap& b, int r) {
   b.barrier();
 }
 
+// Ranks 0 and 1 exchange CUDA tensors over the tensor channel with NCCL's
+// device links: 20 each way at once, checked on the host after arrival.
+void check_device_links(bootstrap& b, int r) {
+  namespace model = merak::model;
+  merak::gpu::enable_cuda();
+  enable_nccl_links();
+  std::shared_ptr<transport> host = make_ucx_transport(b);
+  const model::device d = model::device::cuda(r);
+  auto links = make_device_links(*host, {1 - r}, d);
+  require(links.size() == 1 && links.begin()->second->name() == "nccl", "an NCCL link made");
+  constexpr int kcount = 20;
+  std::mutex mu;
+  std::vector<model::tensor> got;
+  std::string failure;
+  tensor_channel ch(
+      host,
+      [&](int, const tensor_label&, model::tensor x) {
+        std::lock_guard lock(mu);
+        got.push_back(std::move(x));
+      },
+      [&](const std::string& what) {
+        std::lock_guard lock(mu);
+        failure = what;
+      },
+      std::chrono::microseconds(0), {}, std::move(links));
+  for (int i = 0; i < kcount; ++i) {
+    model::tensor h({int64_t(1000 + 37 * i)});
+    for (int64_t k = 0; k < h.numel(); ++k) h.f32()[k] = value(r, size_t(k)) + float(i);
+    ch.send(1 - r, {0, 0, i, 0}, std::make_shared<const model::tensor>(h.to(d)));
+  }
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    {
+      std::lock_guard lock(mu);
+      require(failure.empty(), "channel: " + failure);
+      if (int(got.size()) == kcount) break;
+    }
+    require(std::chrono::steady_clock::now() < end, "device links: tensors missing after 60 s");
+    std::this_thread::sleep_for(1ms);
+  }
+  for (int i = 0; i < kcount; ++i) {
+    require(got[size_t(i)].where() == d,
+            fmt::format("tensor {} on {}", i, got[size_t(i)].where().str()));
+    const auto back = got[size_t(i)].to(model::device::cpu());
+    require(back.numel() == 1000 + 37 * i, fmt::format("tensor {}: {} elements", i, back.numel()));
+    for (int64_t k = 0; k < back.numel(); ++k)
+      require(back.f32()[k] == value(1 - r, size_t(k)) + float(i),
+              fmt::format("tensor {} element {}", i, k));
+  }
+  b.barrier();
+}
+
 int worker(const std::string& scenario) {
   bootstrap_options bo;
   bo.timeout = 60000ms;
@@ -311,6 +371,10 @@ int worker(const std::string& scenario) {
   std::shared_ptr<bootstrap> b = connect_bootstrap(opts);
   if (scenario == "device_collectives") {
     check_device_collectives(*b, rank);
+    return 0;
+  }
+  if (scenario == "device_links") {
+    check_device_links(*b, rank);
     return 0;
   }
   nccl_options no;
@@ -384,8 +448,10 @@ int main(int argc, char** argv) {
   try {
     if (const char* s = std::getenv("MERAK_NCCL_WORKER")) return worker(s);
     if (argc != 3) {
-      std::cerr << "usage: " << argv[0]
-                << " no_gpu|single|collectives|shared_gpu|peer_hangs|device_collectives <procs>\n";
+      std::cerr
+          << "usage: " << argv[0]
+          << " no_gpu|single|collectives|shared_gpu|peer_hangs|device_collectives|device_links "
+             "<procs>\n";
       return 2;
     }
     const std::string scenario = argv[1];
@@ -418,7 +484,8 @@ int main(int argc, char** argv) {
               << " processes: " << (res.ok() ? "all ranks succeeded" : res.message) << " (" << secs
               << " s)\n";
     bool pass = false;
-    if (scenario == "single" || scenario == "collectives" || scenario == "device_collectives") {
+    if (scenario == "single" || scenario == "collectives" || scenario == "device_collectives" ||
+        scenario == "device_links") {
       pass = res.ok();
     } else if (scenario == "shared_gpu") {
       pass = res.ok();
