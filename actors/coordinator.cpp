@@ -182,14 +182,19 @@ void coordinator::spawn() {
   // Cores: this process's, shared by its actors, and lent between the
   // stages of the host (core_pool.hpp). A device's chunks (interleaved)
   // take turns: each gets the device's share.
-  const int cores = par.threads > 0 ? par.threads : int(std::thread::hardware_concurrency());
+  // Without --threads, the processes of a host split its cores.
+  lending found = find_host();
+  const int cores =
+      par.threads > 0
+          ? par.threads
+          : std::max(1, int(std::thread::hardware_concurrency()) / found.host_processes());
   std::set<std::array<int, 3>> devices_here;
   for (int i : mine) {
     const partition::actor_coordinate at = place.coordinate(i);
     devices_here.insert({at.replica, at.stage % par.pp, at.shard});
   }
   const int per_actor = std::max(1, cores / int(devices_here.size()));
-  const lending host = make_lending(mine, cores, per_actor);
+  const lending host = make_lending(std::move(found), mine, cores, per_actor);
   cores_held = host.pool;
   // Who sends each stage its inputs, who reads its outputs, tied weights
   // (every shard has the same structure).

@@ -191,7 +191,10 @@ class coordinator : private coordinator_state {
   // (shards run in step) and whole replicas on the host (a stage wakes its
   // neighbours' cores before it sends them work). Collective in a job of
   // several processes (everywhere alike).
-  lending make_lending(const std::vector<int>& mine, int cores, int per_actor);
+  lending make_lending(lending host, const std::vector<int>& mine, int cores, int per_actor);
+  // The job's processes on this host and the job's nonce (`host_ranks`,
+  // `nonce`; no lending yet). Collective in a job of several processes.
+  lending find_host();
 
   // The actor system of its own, unless the caller lent one.
   void start_actor_system();

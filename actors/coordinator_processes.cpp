@@ -7,26 +7,26 @@
 
 namespace merak::actors {
 
-coordinator::lending coordinator::make_lending(const std::vector<int>& mine, int cores,
-                                               int per_actor) {
+coordinator::lending coordinator::find_host() {
   lending out;
-  const int virtual_stages = par.virtual_stages();
-  std::vector<int> host_ranks{me};
-  uint64_t nonce = 0;
-  std::string host;
-  if (par.processes) {
-    host = host_key();
-    const uint64_t mine_nonce =
-        std::random_device{}() * 0x9E3779B97F4A7C15ull ^ uint64_t(::getpid());
-    auto blobs = par.processes->allgather(fmt::format("{:016x} {}", mine_nonce, host));
-    host_ranks.clear();
-    for (int r = 0; r < int(blobs.size()); ++r) {
-      if (blobs[size_t(r)].substr(17) == host) host_ranks.push_back(r);
-      if (r == 0) nonce = std::stoull(blobs[0].substr(0, 16), nullptr, 16);
-    }
+  out.host_ranks = {me};
+  if (!par.processes) return out;
+  const std::string host = host_key();
+  const uint64_t mine_nonce =
+      std::random_device{}() * 0x9E3779B97F4A7C15ull ^ uint64_t(::getpid());
+  auto blobs = par.processes->allgather(fmt::format("{:016x} {}", mine_nonce, host));
+  out.host_ranks.clear();
+  for (int r = 0; r < int(blobs.size()); ++r) {
+    if (blobs[size_t(r)].substr(17) == host) out.host_ranks.push_back(r);
+    if (r == 0) out.nonce = std::stoull(blobs[0].substr(0, 16), nullptr, 16);
   }
-  out.host_ranks = host_ranks;
-  out.nonce = nonce;
+  return out;
+}
+
+coordinator::lending coordinator::make_lending(lending out, const std::vector<int>& mine,
+                                               int cores, int per_actor) {
+  const int virtual_stages = par.virtual_stages();
+  const std::vector<int> host_ranks = out.host_ranks;
   // Not with TP (shards run in step).
   if (!par.lend_cores || par.tp != 1) return out;
   // The host's actors in layout order: replica-major, so stage s of the
@@ -66,7 +66,7 @@ coordinator::lending coordinator::make_lending(const std::vector<int>& mine, int
   // others map them, then the name goes.
   const bool first = host_ranks.front() == me;
   const std::string name =
-      first ? process_scoped_name("cores", fmt::format("{:016x}", nonce)) : std::string();
+      first ? process_scoped_name("cores", fmt::format("{:016x}", out.nonce)) : std::string();
   // The creator's name, which carries its process (process_scoped_name).
   const auto names = par.processes->allgather(name);
   std::shared_ptr<shared_region> region;

@@ -54,7 +54,9 @@ struct parallel_options : partition::layout {
   std::vector<int> stage_bounds;
   double recompute_ratio = 0.75;  // stage 0's share of recomputed layers (stage_aware)
   int64_t memory_budget = 0;      // bytes per stage actor; 0: no limit
-  int threads = 0;                // compute threads in all (0: every core)
+  // Compute threads of this process in all (0: the host's cores, split
+  // evenly between the job's processes on the host).
+  int threads = 0;
   double timeout_s = 300;         // longest wait for any actor before the step fails
   // An idle stage polls its mailbox this long during a step before its thread
   // blocks (waking a blocked thread costs more than the hand-off), and so does the

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -60,13 +61,15 @@ int worker(const std::string& name) {
   std::vector<double> reference;
   if (rank == 0) {  // the same layout on the CPU, in this process alone
     auto ip = layout_of(name);
-    ip.threads = ip.dp * ip.pp;  // a thread a stage, as in the job below
+    // A thread a stage, as the job below gives its processes on a host of
+    // as many cores (and on a larger host, the same share of its cores).
+    ip.threads = ip.dp * ip.pp * std::max(1, int(std::thread::hardware_concurrency()) /
+                                                 (ip.dp * ip.pp));
     actors::parallel_trainer cpu(o, ip, test::layout_test_corpus());
     while (!cpu.done()) reference.push_back(cpu.train_step().loss);
   }
   auto par = layout_of(name);
-  par.processes = processes;
-  par.threads = 1;  // this process's one stage
+  par.processes = processes;  // threads: the host's cores split between the processes
   o.where = model::device::cuda(0);
   actors::parallel_trainer dev(o, par, test::layout_test_corpus());
   std::vector<double> losses;
