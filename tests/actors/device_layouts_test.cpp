@@ -44,6 +44,7 @@ struct layout_case {
   int chunks;
   model::dtype activations;
   partition::sharding_strategy sharding = partition::sharding_strategy::no_shard;
+  bool sequence_parallel = false;
 };
 
 }  // namespace
@@ -64,13 +65,19 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
        partition::sharding_strategy::optim_grads},
       {2, 1, 2, 2, 0, schedule_kind::one_f_one_b, 1, bf16,
        partition::sharding_strategy::optim_grads_params},
+      {1, 2, 1, 2, 1, schedule_kind::one_f_one_b, 1, f32, partition::sharding_strategy::no_shard,
+       true},
+      {2, 2, 1, 2, 0, schedule_kind::one_f_one_b, 1, bf16,
+       partition::sharding_strategy::optim_grads_params, true},
   };
   for (auto& c : cases) {
     INFO("dp=" << c.dp << " tp=" << c.tp << " pp=" << c.pp << " m=" << c.m << " "
                << partition::schedule_name(c.kind) << " " << model::dtype_name(c.activations)
-               << " " << partition::sharding_strategy_name(c.sharding));
+               << " " << partition::sharding_strategy_name(c.sharding)
+               << (c.sequence_parallel ? " sequence-parallel" : ""));
     auto par = test::parallel_layout(c.dp, c.tp, c.pp, c.m, c.kind, c.chunks);
     par.sharding = c.sharding;
+    par.sequence_parallel = c.sequence_parallel;
     par.tp_overlap = c.overlap;
     par.bucket_bytes = 8192;
     par.lend_cores = false;
