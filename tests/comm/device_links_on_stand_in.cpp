@@ -3,7 +3,8 @@
 // NCCL's would run on GPUs: a pipeline's activations one way and gradients
 // the other, at the same time, arrive on the receiver's device whole and
 // in order per pair; a device tensor to a peer without a link arrives on
-// the host; with the links turned off every device tensor does.
+// the host; with the links turned off every device tensor does; a device
+// payload for a channel that lacks the link fails there, naming the peer.
 #include <catch2/catch.hpp>
 
 #include <condition_variable>
@@ -153,4 +154,34 @@ TEST_CASE("with device collectives turned off the channel copies device tensors 
   }
   ::unsetenv("MERAK_DEVICE_COLLECTIVES");
   CHECK(test::stand_in_link_sends() == before);
+}
+
+TEST_CASE("a device payload for a channel without that link fails naming the peer",
+          "[device][channel]") {
+  auto group = make_inproc_group(2, std::chrono::milliseconds(10000));
+  std::vector<channel_links> links(2);
+  std::thread other([&] { links[1] = make_device_links(*group[1], {0}, model::device::cuda(0)); });
+  links[0] = make_device_links(*group[0], {1}, model::device::cuda(0));
+  other.join();
+  REQUIRE(links[0].size() == 1);
+  links[1].clear();  // rank 1's channel is made without its end of the link
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string failure;
+  std::vector<std::unique_ptr<tensor_channel>> ch;
+  for (int r = 0; r < 2; ++r)
+    ch.push_back(std::make_unique<tensor_channel>(
+        std::shared_ptr<transport>(std::move(group[size_t(r)])),
+        [](int, const tensor_label&, model::tensor) {},
+        [&](const std::string& what) {
+          std::lock_guard lock(mu);
+          failure = what;
+          cv.notify_all();
+        },
+        std::chrono::microseconds(0), channel_rings{}, std::move(links[size_t(r)])));
+  ch[0]->send(1, {0, 0, 0, 0}, on_device(8, 1.f));
+  std::unique_lock lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return !failure.empty(); }));
+  CHECK_THAT(failure, Catch::Contains("tensor channel rank 1: peer 0 sent message 1 over a device "
+                                      "link this process does not have with it"));
 }
