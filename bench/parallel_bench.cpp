@@ -319,7 +319,7 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
   model::train_options t;
   t.model = options.model;
   t.batch = options.batch;
-  t.steps = 1;
+  t.steps = 2;  // memory from the first step, traffic from the second
   t.seed = options.seed;
   t.eval_batches = 1;
   auto as_json = [](int64_t p, int64_t g, int64_t o, int64_t a) {
@@ -333,12 +333,19 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
     const auto& par = spec.par;
     par.validate(options.batch);
     actors::memory_use got;
+    uint64_t dp_bytes = 0;
     partition::plan_request req;
     {
       model::set_compute_threads(1);
       actors::parallel_trainer tr(t, par, corpus);
       tr.train_step();
       got = tr.last_memory();
+      // A step's data-parallel traffic holds the all-gathers that ended the
+      // step before: the second step's is the steady one.
+      if (par.dp > 1) {
+        tr.train_step();
+        dp_bytes = tr.last_comm().dp_bytes_per_rank;
+      }
       if (par.chunks == 1) req.stage_bounds = tr.stage_bounds();  // the same split
     }
     req.model = options.model;
@@ -374,6 +381,7 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
     auto predicted = as_json(p, g, o, a);
     predicted["gradients_peak"] = gp;
     rows.push_back({{"layout", par.str()},
+                    {"dp_bytes_per_rank", dp_bytes},
                     {"measured", std::move(measured)},
                     {"predicted", std::move(predicted)},
                     {"measured_over_predicted",

@@ -743,6 +743,12 @@ assert "sequence-parallel" in sp["layout"], sp
 assert abs(sp["measured_over_predicted"]["activations_peak"] - 1) < 0.01, sp
 optim = d["layouts"][1]["measured"]["optimizer"]
 assert optim * 2 == d["layouts"][0]["measured"]["optimizer"], d
+# A step's data-parallel traffic: the distributed optimizer's reduce-scatter
+# and all-gather move what no_shard's all-reduce moves (the ring's two
+# halves); a layout without replicas moves nothing.
+plain_bytes, optim_bytes = (d["layouts"][k]["dp_bytes_per_rank"] for k in (0, 1))
+assert plain_bytes > 0 and abs(optim_bytes - plain_bytes) <= 0.02 * plain_bytes, d
+assert d["layouts"][2]["dp_bytes_per_rank"] == 0, d
 print("ok: bytes by category as the planner predicts for", [r["layout"] for r in d["layouts"]])
 PY
     # Gradient shards' peak during backward (small buckets, so that the
