@@ -26,7 +26,7 @@ coordinator::lending coordinator::find_host() {
 coordinator::lending coordinator::make_lending(lending out, const std::vector<int>& mine,
                                                int cores, int per_actor) {
   const int virtual_stages = par.virtual_stages();
-  const std::vector<int> host_ranks = out.host_ranks;
+  const std::vector<int>& host_ranks = out.host_ranks;
   // Not with TP (shards run in step).
   if (!par.lend_cores || par.tp != 1) return out;
   // The host's actors in layout order: replica-major, so stage s of the

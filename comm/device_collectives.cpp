@@ -50,6 +50,13 @@ bool turned_off() {
   return v && std::string_view(v) == "0";
 }
 
+// The maker registered for device kind `k`, or an empty one for the host
+// or with device collectives turned off.
+template <class Maker>
+Maker maker_for(maker_registry<Maker>& registry, model::device::kind k) {
+  return k == model::device::kind::cpu || turned_off() ? Maker() : registry.get(k);
+}
+
 }  // namespace
 
 void register_device_collectives(model::device::kind k, device_collectives_maker make) {
@@ -57,13 +64,12 @@ void register_device_collectives(model::device::kind k, device_collectives_maker
 }
 
 bool has_device_collectives(model::device::kind k) {
-  return k != model::device::kind::cpu && !turned_off() && collectives_registry().get(k);
+  return bool(maker_for(collectives_registry(), k));
 }
 
 std::unique_ptr<device_collectives> make_device_collectives(
     transport& group, model::device d, tag_t tag, const device_collectives_options& options) {
-  if (d.type == model::device::kind::cpu || turned_off()) return nullptr;
-  const auto make = collectives_registry().get(d.type);
+  const auto make = maker_for(collectives_registry(), d.type);
   return make ? make(group, d, tag, options) : nullptr;
 }
 
@@ -71,14 +77,9 @@ void register_device_links(model::device::kind k, device_link_maker make) {
   links_registry().put(k, std::move(make));
 }
 
-bool has_device_links(model::device::kind k) {
-  return k != model::device::kind::cpu && !turned_off() && links_registry().get(k);
-}
-
 channel_links make_device_links(transport& t, const std::vector<int>& peers, model::device d) {
   channel_links out;
-  if (d.type == model::device::kind::cpu || turned_off()) return out;
-  const auto make = links_registry().get(d.type);
+  const auto make = maker_for(links_registry(), d.type);
   if (!make) return out;
   // Pairs in ascending (lower rank, higher rank) order: this process's
   // pairs are then in ascending peer order.

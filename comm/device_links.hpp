@@ -67,15 +67,12 @@ using device_link_maker =
 // `k`; thread-safe.
 void register_device_links(model::device::kind k, device_link_maker make);
 
-// Whether a maker is registered for `k` and device collectives are not
-// turned off (MERAK_DEVICE_COLLECTIVES=0 turns the links off too).
-bool has_device_links(model::device::kind k);
-
 // A channel's links by peer rank.
 using channel_links = std::map<int, std::shared_ptr<device_link>>;
 
 // This process's links with each of `peers` for tensors on `d` (none when
-// has_device_links is false): made pair by pair in one order over the
+// no maker is registered for its kind, or with MERAK_DEVICE_COLLECTIVES=0,
+// which turns the links off with the collectives): made pair by pair in one order over the
 // whole job (the pair with the lower ranks first), so that two processes
 // never wait on each other's set-up in opposite orders. Every process of
 // the job calls it with the peers it exchanges tensors with, symmetric (q

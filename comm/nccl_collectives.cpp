@@ -17,11 +17,9 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>

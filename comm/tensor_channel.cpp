@@ -58,7 +58,7 @@ struct tensor_channel::impl {
   fail_fn failed;
   std::chrono::microseconds spin{0};
   channel_rings rings;  // the `to` side under mu, the `from` side the thread's
-  channel_links links;  // used under mu
+  channel_links links;  // fixed at construction; a link's calls under mu
   int wake_fd = -1;
   std::atomic<bool> stop{false};
   std::thread thread;
@@ -132,7 +132,7 @@ struct tensor_channel::impl {
       return;
     }
     if (auto r = rings.to.find(message.peer);
-        r != rings.to.end() && x.bytes() > 0 && x.where().type == model::device::kind::cpu) {
+        r != rings.to.end() && x.bytes() > 0) {
       if (auto pos = r->second->reserve(x.bytes())) {
         std::memcpy(r->second->at(*pos), x.raw(), x.bytes());
         std::atomic_thread_fence(std::memory_order_release);  // the bytes before the header

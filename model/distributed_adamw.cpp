@@ -129,8 +129,12 @@ float* distributed_adamw::piece_value(size_t b, const piece& pc) const {
 }
 
 void distributed_adamw::pack_owned_values(int b, float* flat) const {
+  pack_owned_into(b, flat, 0);
+}
+
+void distributed_adamw::pack_owned_into(int b, float* out, int64_t origin) const {
   for (auto& pc : pieces_[size_t(b)])
-    std::memcpy(flat + pc.flat, piece_value(size_t(b), pc),
+    std::memcpy(out + (pc.flat - origin), piece_value(size_t(b), pc),
                 size_t(pc.end - pc.begin) * sizeof(float));
 }
 
@@ -142,9 +146,7 @@ void distributed_adamw::pack_owned_values(int b, tensor& flat) const {
   const auto [first, last] = owned_[size_t(b)];
   if (last <= first) return;
   tensor slice(shape_t{last - first});
-  for (auto& pc : pieces_[size_t(b)])
-    std::memcpy(slice.f32() + (pc.flat - first), piece_value(size_t(b), pc),
-                size_t(pc.end - pc.begin) * sizeof(float));
+  pack_owned_into(b, slice.f32(), first);
   copy_bytes(flat, size_t(first) * sizeof(float), slice, 0, slice.bytes());
 }
 

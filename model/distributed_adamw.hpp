@@ -163,6 +163,8 @@ class distributed_adamw {
   mutable std::vector<std::vector<float>> vals_;
   // Where the owned value of piece pc of bucket b lies.
   float* piece_value(size_t b, const piece& pc) const;
+  // out[flat position - origin] <- the owned values of bucket b.
+  void pack_owned_into(int b, float* out, int64_t origin) const;
   int64_t t_ = 0;
   device where_ = device::cpu();  // the parameters'
   mutable tensor scratch_;        // a device gradient's piece, on the host
