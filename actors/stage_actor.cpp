@@ -18,7 +18,7 @@
 #include "actors/core_loan.hpp"
 #include "actors/idle_wait.hpp"
 #include "actors/messages.hpp"
-#include "comm/grad_buckets.hpp"
+#include "model/grad_buckets.hpp"
 #include "comm/stream_tp_group.hpp"
 #include "core/error.hpp"
 #include "model/backend.hpp"
@@ -96,9 +96,9 @@ void setup_state(stage_state& st, stage_setup cfg) {
         for (auto& t : st.cfg.route.ties)
           if (t.name == all[i]->spec.name) alone.push_back(int(i));
     }
-    st.bucketer = std::make_unique<comm::grad_bucketer>(
+    st.bucketer = std::make_unique<model::grad_bucketer>(
         std::move(bytes),
-        comm::gradients_final_after(*st.cfg.graph, st.cfg.first, st.cfg.last, names), sparse,
+        model::gradients_final_after(*st.cfg.graph, st.cfg.first, st.cfg.last, names), sparse,
         st.cfg.bucket_bytes, alone, st.exec->late_gradient_nodes());
     if (st.cfg.distributed_optimizer) setup_distributed_optimizer(st);
   }

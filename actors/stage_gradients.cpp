@@ -57,7 +57,7 @@ void take_oldest(stage_state& st, bool wait) {
 // Copies the bucket's gradients into its flat buffer and hands it to the
 // reducer (the buffer is reused once the reducer has let go of it: a fresh
 // one costs a page fault per 4 KiB every step).
-void ship(stage_self self, comm::grad_bucket bucket) {
+void ship(stage_self self, model::grad_bucket bucket) {
   auto& st = self->state;
   auto& all = st.store->all();
   auto& params = bucket.params;

@@ -19,7 +19,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/stage_actor.hpp"
-#include "comm/grad_buckets.hpp"
+#include "model/grad_buckets.hpp"
 #include "comm/stream_tp_group.hpp"
 #include "model/adamw.hpp"
 #include "model/distributed_adamw.hpp"
@@ -68,9 +68,9 @@ struct stage_state {
   // End of step: tied-weight exchange and reduction.
   bool finishing = false;
   std::unique_ptr<partition::tie_settlement> ties;  // tied weights, each step
-  // Data-parallel buckets (comm/grad_buckets.hpp): which gradients go
+  // Data-parallel buckets (model/grad_buckets.hpp): which gradients go
   // together; this step's buckets (flat buffers reused across steps).
-  std::unique_ptr<comm::grad_bucketer> bucketer;
+  std::unique_ptr<model::grad_bucketer> bucketer;
   struct bucket {
     std::vector<int> params;
     std::shared_ptr<model::tensor> flat;

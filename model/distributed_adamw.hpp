@@ -3,7 +3,7 @@
 // ZeRO stage 1) of one stage shard in one data-parallel replica: AdamW whose
 // moments are sharded over the d replicas.
 //
-// Layout: the stage's gradient buckets (comm/grad_buckets.hpp), each a flat
+// Layout: the stage's gradient buckets (model/grad_buckets.hpp), each a flat
 // buffer holding its parameters' elements end to end in bucket order. Rank
 // r of d owns slice even_shard(bucket numel, d, r) of every bucket: the
 // reduce-scatter leaves it that slice of the summed gradient, it keeps the

@@ -1,8 +1,13 @@
 #include "partition/memory_model.hpp"
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
+#include "model/grad_buckets.hpp"
+#include "model/parameter_fetch.hpp"
 
 namespace merak::partition {
 
@@ -56,9 +61,90 @@ double first_stage_activation_bytes(int64_t s, int64_t b, int64_t h, int64_t a, 
   return bytes;
 }
 
-stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_node, int d,
-                                 sharding_strategy sh, int64_t bucket_bytes,
-                                 double held_value_bytes) {
+gathered_values replay_gathered_values(const model::graph& g, int first, int last,
+                                       int64_t bucket_bytes, bool late_sequence_parallel,
+                                       double rounded_bytes) {
+  const auto& nodes = g.nodes();
+  if (first < 0 || first >= last || last > int(nodes.size()))
+    fail("nodes [{}, {}) are not inside the graph's {} nodes", first, last, nodes.size());
+  // The stage's parameters in the order its store makes them (first use).
+  std::vector<std::string> names;
+  std::vector<int64_t> bytes;
+  std::vector<char> rounded;  // read only by GEMMs as a matrix
+  std::map<std::string, int> index;
+  std::vector<char> late(size_t(last - first), 0);
+  for (int n = first; n < last; ++n) {
+    const auto& node = nodes[size_t(n)];
+    late[size_t(n - first)] = late_sequence_parallel && node.sequence_parallel &&
+                              !node.params.empty();
+    for (const auto& spec : node.params) {
+      const bool gemm = node.kind == "linear" && spec.shape.size() == 2;
+      auto [it, fresh] = index.try_emplace(spec.name, int(names.size()));
+      if (fresh) {
+        names.push_back(spec.name);
+        bytes.push_back(4 * model::shape_numel(spec.shape));
+        rounded.push_back(gemm ? 1 : 0);
+      } else if (!gemm) {
+        rounded[size_t(it->second)] = 0;
+      }
+    }
+  }
+  gathered_values out;
+  if (names.empty()) return out;
+  // A parameter read outside the stage too (a tied weight) goes in a bucket
+  // by itself: it is reduced whole.
+  std::vector<int> alone;
+  for (int n = 0; n < int(nodes.size()); ++n) {
+    if (n >= first && n < last) continue;
+    for (const auto& spec : nodes[size_t(n)].params)
+      if (auto it = index.find(spec.name); it != index.end() &&
+          std::find(alone.begin(), alone.end(), it->second) == alone.end())
+        alone.push_back(it->second);
+  }
+  model::grad_bucketer bucketer(bytes, model::gradients_final_after(g, first, last, names), -1,
+                                bucket_bytes, alone, late);
+  // The order a backward finishes the nodes in (executor::backward_finish_order):
+  // from the last node back, the late ones after all others.
+  std::vector<model::grad_bucket> buckets;
+  for (bool late_pass : {false, true})
+    for (int k = last - first - 1; k >= 0; --k)
+      if ((late[size_t(k)] != 0) == late_pass)
+        for (auto& x : bucketer.node_finished(k)) buckets.push_back(std::move(x));
+  for (auto& x : bucketer.finish()) buckets.push_back(std::move(x));
+  std::vector<int64_t> arriving(buckets.size(), 0), whole(buckets.size(), 0);
+  std::vector<int> bucket_of(names.size(), -1);
+  for (size_t b = 0; b < buckets.size(); ++b)
+    for (int p : buckets[b].params) {
+      bucket_of[size_t(p)] = int(b);
+      arriving[b] += bytes[size_t(p)];
+      whole[b] += rounded[size_t(p)] ? int64_t(double(bytes[size_t(p)]) * rounded_bytes / 4.0)
+                                     : bytes[size_t(p)];
+    }
+  for (int64_t x : arriving) out.largest_bucket = std::max(out.largest_bucket, x);
+  std::vector<std::vector<int>> node_buckets(size_t(last - first));
+  for (int n = first; n < last; ++n)
+    for (const auto& spec : nodes[size_t(n)].params) {
+      const int b = bucket_of[size_t(index.at(spec.name))];
+      auto& mine = node_buckets[size_t(n - first)];
+      if (std::find(mine.begin(), mine.end(), b) == mine.end()) mine.push_back(b);
+    }
+  int64_t held = 0;
+  model::parameter_fetcher::hooks h;
+  h.request = [&](int b) {
+    held += arriving[size_t(b)];
+    out.most_held = std::max(out.most_held, held);
+  };
+  h.take = [&](int b) { held += whole[size_t(b)] - arriving[size_t(b)]; };
+  h.release = [&](int b) { held -= whole[size_t(b)]; };
+  model::parameter_fetcher fetcher(std::move(node_buckets), first, int(buckets.size()), h);
+  for (int n = first; n < last; ++n) fetcher.before_node(n, n + 1 < last ? n + 1 : -1);
+  for (int n = last - 1; n >= first; --n) fetcher.before_node(n, n > first ? n - 1 : -1);
+  fetcher.release_all();
+  return out;
+}
+
+stage_weight_bytes stage_weights(int64_t P, int64_t max_node, int d, sharding_strategy sh,
+                                 int64_t bucket_bytes, const gathered_values& gathered) {
   stage_weight_bytes sp;
   const int64_t buckets = d > 1 ? 4 * P : 0;
   sp.parameters = 4 * P;
@@ -75,15 +161,8 @@ stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_nod
     else
       sp.gradients_peak = sp.gradients;
   }
-  if (shards_parameters(sh) && d > 1) {
-    // Gathered units in float bytes: the one in use, held as the run keeps
-    // gathered values, and the next one's float buffer while it arrives.
-    const int64_t unit = std::max(4 * max_segment, std::min(bucket_bytes, 4 * P));
-    const double held = std::clamp(held_value_bytes, 1.0, 4.0);
-    sp.parameters = 4 * P / d + std::min(4 * P, unit + int64_t(double(unit) * held / 4.0));
-  } else if (shards_parameters(sh)) {
-    sp.parameters = 4 * P;
-  }
+  if (shards_parameters(sh) && d > 1)
+    sp.parameters = 4 * P / d + std::min(4 * P, gathered.most_held);
   return sp;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "model/graph.hpp"
 #include "partition/layout.hpp"
 
 namespace merak::partition {
@@ -40,23 +41,38 @@ state_bytes state_bytes_per_parameter(state_precision p, sharding_strategy s, in
 struct stage_weight_bytes {
   int64_t parameters = 0, gradients = 0, gradients_peak = 0, optimizer = 0;
 };
+
+// A stage's gathered parameter values under parameter shards, replayed with
+// the runtime's own rules over nodes [first, last) of g: its gradient
+// buckets (model/grad_buckets.hpp: the units the distributed optimizer
+// shards and gathers whole; with `late_sequence_parallel` the sequence-
+// parallel region's parameters apart) and its parameter fetcher
+// (model/parameter_fetch.hpp) over one forward and one backward pass. A
+// bucket arriving counts its float all-gather buffer (4 bytes a value); a
+// whole one counts `rounded_bytes` a value for the GEMM weights (2 in a
+// bf16 run, which holds them only as their rounded copy) and 4 for the rest.
+struct gathered_values {
+  int64_t largest_bucket = 0;  // bytes (4 a value) of the stage's largest bucket
+  int64_t most_held = 0;       // the most bytes whole or arriving at once
+};
+gathered_values replay_gathered_values(const model::graph& g, int first, int last,
+                                       int64_t bucket_bytes, bool late_sequence_parallel,
+                                       double rounded_bytes);
+
 // The bytes of a stage's P parameters by category, the data-parallel
 // replicas (d) sharding them as `sh` says: fp32 values (4P), gradients (4P,
 // and with d > 1 the reducer's bucket buffers, 4P more), AdamW moments (8P);
 // optim divides the moments by d, optim_grads the gradients too (no bucket
-// copy), optim_grads_params the values too, plus two units of gathered
-// values, a unit the largest segment's values or a bucket (`bucket_bytes`)
-// when that is larger: the one in use at `held_value_bytes` a value (4; 2
-// when a bf16 run holds its gathered GEMM weights as bf16 only) and the one
-// fetched ahead in its float all-gather buffer.
-// Gradient shards peak during backward
-// as a bucket leaves: the shards, the leaving bucket's whole gradients and
-// its copy, the two copies still with the reducer, and the next bucket's
-// gradients made so far (at most the largest node's, `max_node`, which a
-// node's backward makes at once), never above the unsharded bytes.
-stage_weight_bytes stage_weights(int64_t P, int64_t max_segment, int64_t max_node, int d,
-                                 sharding_strategy sh, int64_t bucket_bytes,
-                                 double held_value_bytes = 4);
+// copy), optim_grads_params the values too, plus the values gathered whole
+// at once (`gathered.most_held`; zero, the stage's nodes unknown, gives the
+// least any stage of P parameters holds).
+// Gradient shards peak during backward as a bucket (`bucket_bytes`) leaves:
+// the shards, the leaving bucket's whole gradients and its copy, the two
+// copies still with the reducer, and the next bucket's gradients made so
+// far (at most the largest node's, `max_node` values, which a node's
+// backward makes at once), never above the unsharded bytes.
+stage_weight_bytes stage_weights(int64_t P, int64_t max_node, int d, sharding_strategy sh,
+                                 int64_t bucket_bytes, const gathered_values& gathered);
 
 // Recomputation as the activation formulas distinguish it.
 enum class activation_recompute { none, selective, full };

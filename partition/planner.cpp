@@ -52,10 +52,7 @@ struct layout {
   std::vector<int> bounds;
   std::vector<stage_memory> mem;
   std::vector<std::vector<double>> seg_fwd;  // forward seconds per segment
-  std::vector<int64_t> max_segment_params;    // per stage: its largest segment's parameters
   std::vector<int64_t> max_node_params;       // per stage: its largest node's parameters
-  std::vector<double> held_value_bytes;       // per stage: bytes a value of its largest segment
-                                              // takes gathered (optim_grads_params)
   std::vector<stage_plan> stages;
   double act_bytes = 0;
   // Bytes of a parameter value on the distributed optimizer's all-gathers:
@@ -74,6 +71,9 @@ struct tp_context {
   const std::vector<int>* cuts = nullptr;                   // cut_points of the single-device graph
   std::vector<int> shard_cuts;                              // cut_points of the shard's graph
   double weights_bytes = 0;  // one shard's weights, gradients and moments
+  // Per node range [a, b) of the shard's graph: its gathered values
+  // (replay_gathered_values), made once whatever else differs.
+  std::map<std::pair<int, int>, gathered_values> gathered;
 };
 
 // Each node's times for `tokens`, with the TP collectives it waits for
@@ -161,14 +161,8 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
     L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
     // A fused kernel's log-sum-exp: 4 bytes a head and token, whatever the
     // activations.
-    const segment_params seg = settle_segments(L.mem.back(), nodes, a, fused_core, selective,
-                                              4.0 / (double(r.model.max_seq) * elem));
-    L.max_segment_params.push_back(seg.most);
-    L.max_node_params.push_back(seg.most_node);
-    // Gathered values held: GEMM weights at the gathers' width, the rest float.
-    L.held_value_bytes.push_back(
-        seg.most > 0 ? 4.0 - (4.0 - L.gather_elem) * double(seg.most_gemm) / double(seg.most)
-                   : 4.0);
+    L.max_node_params.push_back(settle_segments(L.mem.back(), nodes, a, fused_core, selective,
+                                                4.0 / (double(r.model.max_seq) * elem)));
     for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
     L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
@@ -270,10 +264,9 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 // rule_error when a stage does not fit); fills c.prefix, the forward time
 // of each stage's recomputed segments.
 // A stage's model-state bytes by category (memory_model.hpp).
-void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int64_t max_node, int d,
-                       sharding_strategy sh, int64_t bucket_bytes, double held_value_bytes) {
-  const stage_weight_bytes w =
-      stage_weights(P, max_segment, max_node, d, sh, bucket_bytes, held_value_bytes);
+void weight_categories(stage_plan& sp, int64_t P, int64_t max_node, int d, sharding_strategy sh,
+                       int64_t bucket_bytes, const gathered_values& gathered) {
+  const stage_weight_bytes w = stage_weights(P, max_node, d, sh, bucket_bytes, gathered);
   sp.parameters_bytes = w.parameters;
   sp.gradients_bytes = w.gradients;
   sp.gradients_peak_bytes = w.gradients_peak;
@@ -282,7 +275,8 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t max_segment, int64_t m
 
 void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> mem,
                        recompute_kind rc, bool every_stage, int m, int64_t budget, int dp,
-                       sharding_strategy sharding, int64_t bucket_bytes) {
+                       sharding_strategy sharding, int64_t bucket_bytes,
+                       const std::vector<gathered_values>& gathered) {
   plan& out = c.out;
   const int pp = int(mem.size());
   for (int s = 0; s < pp; ++s) {
@@ -292,9 +286,8 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
     mem[s].whole_prefix = !pol.pre.empty();
     auto& sp = out.stages[s];
-    weight_categories(sp, mem[s].weights_bytes / 16, L.max_segment_params[size_t(s)],
-                      L.max_node_params[size_t(s)], dp, sharding, bucket_bytes,
-                      L.held_value_bytes[size_t(s)]);
+    weight_categories(sp, mem[s].weights_bytes / 16, L.max_node_params[size_t(s)], dp, sharding,
+                      bucket_bytes, gathered[size_t(s)]);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);
@@ -393,6 +386,26 @@ double pipeline_lower_bound(const candidate& c, int pp, int m) {
   return pipeline_bound;
 }
 
+// Each stage's gathered values when its replicas shard parameters; zero
+// otherwise.
+std::vector<gathered_values> gathered_for(const plan_request& r, tp_context& ctx, const layout& L,
+                                          int dp) {
+  std::vector<gathered_values> out(L.stages.size());
+  if (!shards_parameters(r.sharding) || dp < 2) return out;
+  const bool late = r.sequence_parallel && ctx.tp > 1;
+  for (size_t s = 0; s < L.stages.size(); ++s) {
+    const int a = ctx.tg.node_map[size_t(L.bounds[s])], b = ctx.tg.node_map[size_t(L.bounds[s + 1])];
+    auto it = ctx.gathered.find({a, b});
+    if (it == ctx.gathered.end())
+      it = ctx.gathered
+               .emplace(std::pair{a, b}, replay_gathered_values(ctx.tg.graph, a, b, r.bucket_bytes,
+                                                                late, L.gather_elem))
+               .first;
+    out[s] = it->second;
+  }
+  return out;
+}
+
 // Checks the rules and prices everything but the pipeline (throws rule_error).
 candidate prepare(const plan_request& r, const cost_model& costs, const model::graph& g,
                   tp_context& ctx, int dp, int pp, int m, schedule_kind kind, recompute_kind rc,
@@ -409,7 +422,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // Some stage holds at least the average share of the weights: no split
   // of this tp and pp can fit when that share alone does not.
   stage_plan least;
-  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, 0, dp, r.sharding, 0, 4);
+  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, dp, r.sharding, 0, {});
   const double weights = double(least.parameters_bytes + least.gradients_bytes +
                                 least.optimizer_bytes);
   if (weights > double(budget))
@@ -444,7 +457,8 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.stages = L.stages;
   out.sharding = r.sharding;
   out.sequence_parallel = r.sequence_parallel && tp > 1;
-  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding, r.bucket_bytes);
+  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding, r.bucket_bytes,
+                    gathered_for(r, ctx, L, dp));
   // Gradients sharded (optim_grads, optim_grads_params): no replica holds a
   // whole gradient to accumulate micro-batches into, so every backward
   // reduce-scatters the stage's gradients as it makes them; ZeRO-3 also
@@ -560,7 +574,7 @@ tp_context make_context(const model::graph& g, int tp, const std::vector<int>& c
                         bool sequence_parallel) {
   if (auto e = tp_divisibility_error(g, tp); !e.empty())
     throw rule_error{"tp divides heads and features", e};
-  tp_context ctx{tp, rewrite_for_tp(g, tp, 0, sequence_parallel), {}, &cuts, {}, 0};
+  tp_context ctx{tp, rewrite_for_tp(g, tp, 0, sequence_parallel), {}, &cuts, {}, 0, {}};
   ctx.shard_cuts = cut_points(ctx.tg.graph);
   std::set<std::string> seen;  // a tied weight counts once
   for (const auto& n : ctx.tg.graph.nodes())

@@ -171,9 +171,9 @@ recompute_kind parse_recompute_kind(std::string_view name) {
   fail("unknown recompute mode '{}' (expected none, full, stage-aware or selective)", name);
 }
 
-segment_params settle_segments(stage_memory& m, const std::vector<model::node_info>& nodes, int a,
-                               bool fused_core, bool selective, double lse_share) {
-  segment_params out;
+int64_t settle_segments(stage_memory& m, const std::vector<model::node_info>& nodes, int a,
+                        bool fused_core, bool selective, double lse_share) {
+  int64_t most_node = 0;
   std::set<std::string> seen;
   for (int seg = 0, n = a; seg < int(m.segment_nodes.size()); n += m.segment_nodes[seg++]) {
     auto& core = m.core_bytes[size_t(seg)];
@@ -183,21 +183,14 @@ segment_params settle_segments(stage_memory& m, const std::vector<model::node_in
     } else if (selective) {
       m.stash_bytes[size_t(seg)] -= core;
     }
-    int64_t params = 0, gemm = 0;
     for (int k = n; k < n + m.segment_nodes[seg]; ++k) {
       int64_t own = 0;
       for (auto& p : nodes[k].params)
         if (seen.insert(p.name).second) own += model::shape_numel(p.shape);
-      params += own;
-      if (nodes[k].kind == "linear") gemm += own;
-      out.most_node = std::max(out.most_node, own);
-    }
-    if (params > out.most) {
-      out.most = params;
-      out.most_gemm = gemm;
+      most_node = std::max(most_node, own);
     }
   }
-  return out;
+  return most_node;
 }
 
 }  // namespace merak::partition

@@ -67,13 +67,9 @@ int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_
 // `a` of `nodes`: the attention core's stash as the kernel keeps it (fused:
 // a float log-sum-exp per head and token, `lse_share` of the
 // probabilities' bytes, in their place, and selective recomputation has
-// nothing more to drop; unfused and selective: none). Returns the largest
-// segment's parameters (and how many of them GEMMs read: linear nodes')
-// and the largest node's.
-struct segment_params {
-  int64_t most = 0, most_gemm = 0, most_node = 0;
-};
-segment_params settle_segments(stage_memory& m, const std::vector<model::node_info>& nodes, int a,
+// nothing more to drop; unfused and selective: none). Returns the most
+// parameters a node of the stage reads first (its own).
+int64_t settle_segments(stage_memory& m, const std::vector<model::node_info>& nodes, int a,
                                bool fused_core, bool selective, double lse_share);
 
 // r_s = 1 - (1 - r0)(p - 1)/(p - 1 - s) for s < p - 1, clamped to [0, 1];

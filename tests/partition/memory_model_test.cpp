@@ -4,7 +4,13 @@
 // published and too-big runs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "core/error.hpp"
+#include "model/gpt.hpp"
 #include "partition/memory_model.hpp"
 #include "partition/planner.hpp"
 
@@ -288,23 +294,63 @@ TEST_CASE("recomputation and sharding cost time in the order their extra work sa
         Approx(std::min(gather, optim.stages[0].forward_s)).epsilon(0.02));
 }
 
-TEST_CASE("parameter shards hold the unit in use at its held width, the next in a float buffer",
+TEST_CASE("parameter shards hold what the runtime's fetcher holds over the runtime's buckets",
           "[planner][memory]") {
-  // P = 10M on dp 2, the largest segment 1M values (4 MB), buckets 1 MB:
-  // the unit is the segment.
-  const int64_t P = 10'000'000, seg = 1'000'000, bucket = 1 << 20;
-  const auto f32 =
-      stage_weights(P, seg, seg / 2, 2, sharding_strategy::optim_grads_params, bucket, 4);
-  const auto bf16 =
-      stage_weights(P, seg, seg / 2, 2, sharding_strategy::optim_grads_params, bucket, 2);
-  CHECK(f32.parameters == 4 * P / 2 + 2 * 4 * seg);
-  CHECK(bf16.parameters == 4 * P / 2 + 4 * seg + 2 * seg);
-  // The other categories do not depend on how gathered values are held.
-  CHECK(bf16.gradients == f32.gradients);
-  CHECK(bf16.optimizer == f32.optimizer);
-  // One replica gathers nothing; the whole stage bounds what is gathered.
-  CHECK(stage_weights(P, seg, seg, 1, sharding_strategy::optim_grads_params, bucket, 2)
-            .parameters == 4 * P);
-  CHECK(stage_weights(seg, seg, seg, 2, sharding_strategy::optim_grads_params, bucket, 4)
-            .parameters == 4 * seg / 2 + 4 * seg);
+  const auto g =
+      model::build_gpt({.vocab = 256, .max_seq = 64, .layers = 4, .dim = 64, .heads = 4});
+  const int N = int(g.nodes().size());
+  // The nodes' own parameters (first reads), in float bytes.
+  std::set<std::string> seen;
+  std::vector<int64_t> own(size_t(N), 0), own_gemm(size_t(N), 0);
+  int64_t largest_param = 0, P = 0;
+  for (int n = 0; n < N; ++n)
+    for (auto& spec : g.nodes()[size_t(n)].params)
+      if (seen.insert(spec.name).second) {
+        const int64_t bytes = 4 * model::shape_numel(spec.shape);
+        own[size_t(n)] += bytes;
+        if (g.nodes()[size_t(n)].kind == "linear" && spec.shape.size() == 2)
+          own_gemm[size_t(n)] += bytes;
+        largest_param = std::max(largest_param, bytes);
+        P += bytes / 4;
+      }
+  // Buckets of one byte: every parameter its own bucket. In forward a node's
+  // buckets are whole while the next node's arrive; in backward the other
+  // way round: the most held is the largest sum of two neighbours' own
+  // parameters (a node reads no parameter another node made first here).
+  int64_t pair = 0, pair_bf16 = 0;
+  for (int n = 0; n + 1 < N; ++n) {
+    pair = std::max(pair, own[size_t(n)] + own[size_t(n + 1)]);
+    const auto half = [&](int k) { return own[size_t(k)] - own_gemm[size_t(k)] / 2; };
+    pair_bf16 = std::max({pair_bf16, half(n) + own[size_t(n + 1)], own[size_t(n)] + half(n + 1)});
+  }
+  const auto tiny = replay_gathered_values(g, 0, N, 1, false, 4);
+  CHECK(tiny.largest_bucket == largest_param);
+  CHECK(tiny.most_held == pair);
+  CHECK(replay_gathered_values(g, 0, N, 1, false, 2).most_held == pair_bf16);
+  // 64 KiB buckets close once full: none is smaller (but the last), none
+  // larger by a whole parameter.
+  const auto filled = replay_gathered_values(g, 0, N, 64 << 10, false, 4);
+  CHECK(filled.largest_bucket >= 64 << 10);
+  CHECK(filled.largest_bucket < (64 << 10) + largest_param);
+  CHECK(filled.most_held > filled.largest_bucket);
+  CHECK(filled.most_held <= 4 * P);
+  // One bucket for the whole stage: all of it, once.
+  CHECK(replay_gathered_values(g, 0, N, 4 * P, false, 4).most_held == 4 * P);
+
+  // The categories: the slices plus what is held whole at once; one
+  // replica gathers nothing; a zero replay is the least a stage holds.
+  const int64_t bucket = 64 << 10;
+  const auto w = stage_weights(P, 0, 2, sharding_strategy::optim_grads_params, bucket, filled);
+  CHECK(w.parameters == 4 * P / 2 + filled.most_held);
+  CHECK(stage_weights(P, 0, 1, sharding_strategy::optim_grads_params, bucket, filled).parameters ==
+        4 * P);
+  CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads_params, bucket, {}).parameters ==
+        4 * P / 2);
+  // The other categories do not depend on what is gathered.
+  const auto none = stage_weights(P, 0, 2, sharding_strategy::optim_grads_params, bucket, {});
+  CHECK(w.gradients == none.gradients);
+  CHECK(w.gradients_peak == none.gradients_peak);
+  CHECK(w.optimizer == none.optimizer);
+  CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads, bucket, filled).parameters ==
+        4 * P);
 }

@@ -2,12 +2,12 @@
 
 #include <map>
 
-#include "comm/grad_buckets.hpp"
+#include "model/grad_buckets.hpp"
 #include "core/error.hpp"
 #include "model/gpt.hpp"
 
 using namespace merak;
-using namespace merak::comm;
+using namespace merak::model;
 
 namespace {
 

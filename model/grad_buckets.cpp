@@ -1,8 +1,8 @@
-#include "comm/grad_buckets.hpp"
+#include "model/grad_buckets.hpp"
 
 #include "core/error.hpp"
 
-namespace merak::comm {
+namespace merak::model {
 
 grad_bucketer::grad_bucketer(std::vector<int64_t> param_bytes,
                              std::vector<std::vector<int>> final_after, int sparse,
@@ -91,4 +91,4 @@ std::vector<std::vector<int>> gradients_final_after(const model::graph& g, int f
   return out;
 }
 
-}  // namespace merak::comm
+}  // namespace merak::model

@@ -16,7 +16,7 @@
 
 #include "model/graph.hpp"
 
-namespace merak::comm {
+namespace merak::model {
 
 struct grad_bucket {
   std::vector<int> params;  // parameter indices, in the order they became final
@@ -73,4 +73,4 @@ class grad_bucketer {
 std::vector<std::vector<int>> gradients_final_after(const model::graph& g, int first, int last,
                                                     const std::vector<std::string>& params);
 
-}  // namespace merak::comm
+}  // namespace merak::model
