@@ -768,6 +768,25 @@ assert plain["measured_over_predicted"]["gradients_peak"] == 1.0, plain
 print("ok: gradient shards peak as the planner predicts:",
       [r["measured"]["gradients_peak"] for r in (grads, grads4, plain)])
 PY
+    # Parameter shards: the values held whole at once, as the planner
+    # replays the runtime's buckets and fetcher, to the byte (small buckets:
+    # many of them, each past its limit by up to a parameter), in fp32 and
+    # in bf16 (GEMM weights held as bf16 only).
+    for precision in fp32 bf16; do
+      "$merak" bench memory --layers 2 --dim 64 --heads 2 --seq 16 --batch 8 --precision $precision \
+        --layout dp=2,sharding=optim_grads_params,bucket_kb=16 \
+        --layout dp=2,pp=2,m=2,sharding=optim_grads_params,bucket_kb=16 \
+        --layout dp=2,tp=2,m=2,sharding=optim_grads_params,bucket_kb=16 \
+        --layout dp=2,tp=2,sp=on,m=2,sharding=optim_grads_params,bucket_kb=16 > "$work/zero3.json"
+      python3 - "$work/zero3.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["layouts"]) == 4, d
+for row in d["layouts"]:
+    assert row["measured"]["parameters"] == row["predicted"]["parameters"], row
+print("ok: gathered values as replayed:", [r["measured"]["parameters"] for r in d["layouts"]])
+PY
+    done
     expect_error "layout 'dp=2,bucket_kb=0': bucket_kb must be at least 1" bench memory --layout dp=2,bucket_kb=0
     expect_error "bench memory: layout 'dp=2,procs=2': runs in one process" bench memory --layout dp=2,procs=2 ;;
   bench_parallel)
