@@ -19,7 +19,7 @@
 # constants stand on their own sources, and whatever the software stack
 # costs beyond them cancels in the ratio. The "scored" rows are the
 # comparison of docs/results/planning.md. Prints one JSON line per
-# calibration pair and per scored run and strategy.
+# calibration pair, per scored run and strategy, and per sibling.
 # Usage: bench/plan_fsdp.sh [MERAK]   (docs/results/planning.md)
 set -euo pipefail
 merak=${1:-$(dirname "$0")/../build/bin/merak}
@@ -75,4 +75,29 @@ print(json.dumps({"set": "scored", "run": name, "sharding": sharding, "step_s": 
                   "memory_gb": round(stage["memory_bytes"] / 1e9, 1)}))
 ' "$name" "$sharding" "$published"
   done
+done
+
+# Siblings (not scored; the same table, A100 80 GB, 8 GPUs): each model with
+# and without recomputation at neighbouring sequence lengths, to tell a
+# model size effect from a recomputation one.
+#         name       layers hidden heads seq  mbs global recompute published_tokens_per_s
+siblings=("13b-s1024 40 5120 40 1024 40 960  full 18647"
+          "13b-s2048 40 5120 40 2048 2  48   none 18097"
+          "13b-s4096 40 5120 40 4096 10 240  full 16482"
+          "7b-s1024  32 4096 32 1024 64 1024 full 34857"
+          "7b-s2048  32 4096 32 2048 6  96   none 37130"
+          "7b-s4096  32 4096 32 4096 16 256  full 29472"
+          "3b-s512   32 2560 20 512  40 1920 none 97019"
+          "3b-s1024  32 2560 20 1024 20 960  none 92643"
+          "1b-s2048  24 2048 16 2048 14 448  none 164109")
+for run in "${siblings[@]}"; do
+  read -r name layers hidden heads seq mbs batch rc published <<<"$run"
+  plan_json dgx-a100-hdr "$layers" "$hidden" "$heads" 8 "$seq" "$mbs" "$batch" "$rc" optim_grads_params |
+    python3 -c '
+import json, sys
+name, rc, published = sys.argv[1], sys.argv[2], float(sys.argv[3])
+plan = json.load(sys.stdin)
+print(json.dumps({"set": "sibling", "run": name, "recompute": rc, "tokens_per_s": round(plan["tokens_per_s"]),
+                  "published_tokens_per_s": published, "ratio": round(plan["tokens_per_s"] / published, 3)}))
+' "$name" "$rc" "$published"
 done
