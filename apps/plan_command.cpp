@@ -169,6 +169,13 @@ action add_plan_command(CLI::App& parent) {
       ->capture_default_str();
   c->add_flag("--recompute-every-stage", f->req.recompute_every_stage,
               "Full recomputation on the last stage too (Megatron-LM's activation checkpointing)");
+  c->add_flag("--overlap-p2p-comm,!--no-overlap-p2p-comm", f->req.overlap_p2p_comm,
+              "Stages send and receive while they compute (merak's actors: the default); with "
+              "--no-overlap-p2p-comm between their ops, waiting for it (Megatron-LM's schedules "
+              "without --overlap-p2p-comm)");
+  c->add_flag("--scatter-gather-tensors-in-pipeline", f->req.scatter_gather_p2p,
+              "Each TP rank sends 1/tp of an activation, the receivers all-gather it "
+              "(Megatron-LM's, tp > 1 without sequence parallelism)");
   c->add_flag("--explain", f->explain,
               "Also print where the step's time goes: its critical path, communication and the "
               "FLOP count");

@@ -2,7 +2,9 @@
 # The planner against the four GPT models of Korthikanti et al. (2022),
 # "Reducing Activation Recomputation in Large Transformer Models" (sequence
 # 2048, vocabulary 51200, tp 8, one replica, micro-batch 1 but 22B's 4, 1F1B,
-# unfused attention and no TP overlap, as run in 2022) on dgx-a100-hdr (A100
+# unfused attention and no TP overlap, the stages waiting for their sends
+# and receives between ops, which scatter/gather without sequence
+# parallelism, as run in 2022) on dgx-a100-hdr (A100
 # 80 GB), under no, full (every stage) and selective recomputation with
 # sequence parallelism. Prints one JSON line per run: the first stage's
 # bytes by category (with the budget lifted, so every figure prints), the
@@ -25,7 +27,8 @@ for run in "${runs[@]}"; do
     args=(plan --cluster dgx-a100-hdr --num-layers "$layers" --hidden-size "$hidden"
       --num-attention-heads "$heads" --seq-length 2048 --vocab 51200 --global-batch-size "$batch"
       --devices "$devices" --tp 8 --pp "$pp" --dp 1 --micro-batch-size "$mbs" --schedule 1f1b
-      --attention unfused --tp-overlap 0 --recompute "$rc")
+      --attention unfused --tp-overlap 0 --recompute "$rc" --no-overlap-p2p-comm
+      --scatter-gather-tensors-in-pipeline)
     published=null
     case $rc in
       full) args+=(--recompute-every-stage --no-sequence-parallel) published=$full_s ;;

@@ -504,7 +504,11 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
       const int64_t a = (int64_t(q) * pp + s) * tp, b = a + tp;
       crosses = a / per_node != b / per_node;
     }
-    c.act_delay.push_back(d.profiled ? d.intra_latency : p2p_seconds(cl, L.act_bytes, !crosses));
+    double transfer = d.profiled ? d.intra_latency : p2p_seconds(cl, L.act_bytes, !crosses);
+    if (!d.profiled && r.scatter_gather_p2p && tp > 1 && !out.sequence_parallel)
+      transfer = p2p_seconds(cl, L.act_bytes / tp, !crosses) +
+                 allreduce_cost(cl, L.act_bytes, tp, tp).seconds / 2;  // the all-gather half
+    c.act_delay.push_back(transfer);
     out.p2p_s = std::max(out.p2p_s, c.act_delay.back());
   }
   price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node, r.sharding,
@@ -526,10 +530,32 @@ void finish(const plan_request& r, const cost_model& costs, const model::graph& 
   const int per_host = std::max(1, (world + std::max(1, r.nodes) - 1) / std::max(1, r.nodes));
   out.host_of_rank.clear();
   for (int q = 0; q < world; ++q) out.host_of_rank.push_back(q / per_host);
-  auto cost = [&](int s, const op& operation, bool rib) {
-    return op_seconds(c, s, operation, rib);
+  const int pp = out.pp, chunks = out.chunks;
+  // Without overlap an op that sends holds its stage for the transfer: a
+  // forward to the next stage (or, interleaved, the next chunk's first
+  // stage), a backward to the previous one.
+  auto blocking = [&](int s, const op& operation) {
+    if (r.overlap_p2p_comm || pp == 1) return 0.0;
+    switch (operation.kind) {
+      case op_kind::F:
+      case op_kind::Fpc:
+        if (s + 1 < pp) return c.act_delay[size_t(s)];
+        return operation.chunk + 1 < chunks ? c.act_delay[0] : 0.0;
+      case op_kind::B:
+        if (s > 0) return c.act_delay[size_t(s - 1)];
+        return operation.chunk > 0 ? c.act_delay[0] : 0.0;
+      case op_kind::R:
+      case op_kind::W:
+        return 0.0;
+    }
+    return 0.0;
   };
-  auto delay = [&](int from, int to, int) { return c.act_delay[std::min(from, to)]; };
+  auto cost = [&](int s, const op& operation, bool rib) {
+    return op_seconds(c, s, operation, rib) + blocking(s, operation);
+  };
+  auto delay = [&](int from, int to, int) {
+    return r.overlap_p2p_comm ? c.act_delay[size_t(std::min(from, to))] : 0.0;
+  };
   pipeline_trace trace;
   if (same_pipeline) {
     out.pipeline_s = same_pipeline->pipeline_s;

@@ -81,6 +81,17 @@ struct plan_request {
   // --overlap-param-gather: a sharded optimizer's all-gather of updated
   // values runs behind the next step's first forward of each stage.
   bool overlap_param_gather = false;
+  // Activations and gradients between stages: sent and received while the
+  // stages compute (merak's actors), or, off, by the stage between its ops
+  // while it waits: each op's send and the next op's receive batched, the
+  // device synchronized after them (Megatron-LM's schedules without
+  // --overlap-p2p-comm). Off, an op that sends lasts its compute and the
+  // transfer, and the receiver starts when it ends.
+  bool overlap_p2p_comm = true;
+  // Megatron-LM's scatter/gather of pipeline tensors (tp > 1, without
+  // sequence parallelism): each TP rank sends 1/tp of the activation, the
+  // receiving ranks all-gather it over their node's links.
+  bool scatter_gather_p2p = false;
   // Search the memory strategies instead of fixing them (what `merak plan`
   // does where their flags are not given): the sharding strategies no_shard,
   // optim and optim_grads when dp > 1 — optim_grads_params only when fixed,

@@ -387,3 +387,50 @@ TEST_CASE("the memory model by category: sharding strategies, sequence paralleli
       evaluate_plan(odd, *costs, 4, 8, 1, 1, schedule_kind::one_f_one_b, recompute_kind::none, 0),
       Catch::Contains("tp 8 does not divide 2044 tokens"));
 }
+
+TEST_CASE("stages that wait for their sends hold each op for its transfer; scatter/gather splits it",
+          "[planner][cluster]") {
+  // 16 layers over 16 A100s on 2 nodes: tp 8, pp 2, the stage boundary
+  // between the nodes; 8 micro-batches of one sequence.
+  auto r = cluster_request(
+      "dgx-a100-hdr", {.vocab = 51200, .max_seq = 2048, .layers = 16, .dim = 8192, .heads = 64}, 16,
+      2, 8);
+  r.attention = attention_kernel::unfused;
+  r.memory_budget = int64_t(1e12);
+  auto costs = costs_for(r, 1, "");
+  auto with = [&](bool overlap, bool scatter, bool sp) {
+    auto q = r;
+    q.overlap_p2p_comm = overlap;
+    q.scatter_gather_p2p = scatter;
+    q.sequence_parallel = sp;
+    return evaluate_plan(q, *costs, 1, 8, 2, 8, schedule_kind::one_f_one_b, recompute_kind::none,
+                         0);
+  };
+  const auto async = with(true, false, false), blocking = with(false, false, false);
+  const double transfer = async.p2p_s;
+  CHECK(transfer == Approx(2048.0 * 8192 * 2 / 25e9).epsilon(0.05));  // one NIC a GPU
+  // Stage 0 sends after each of its 8 forwards, stage 1 after each of its 8
+  // backwards; overlapped, the transfers cost only the pipeline's fill and
+  // drain (a forward and a backward crossing).
+  CHECK(blocking.pipeline_s - async.pipeline_s > 6 * transfer);
+  CHECK(blocking.pipeline_s - async.pipeline_s < 16 * transfer);
+  CHECK(async.path.links_s > 0);
+  CHECK(blocking.path.links_s == 0);  // inside the ops now
+  // Scatter/gather: 1/8 of the activation over each rank's NIC, then the
+  // all-gather inside the node.
+  const auto scattered = with(false, true, false);
+  CHECK(scattered.p2p_s < transfer / 2);
+  CHECK(scattered.p2p_s > transfer / 8);
+  CHECK(scattered.pipeline_s < blocking.pipeline_s);
+  // Sequence parallelism leaves nothing to scatter: the plan is the same.
+  CHECK(with(false, true, true).p2p_s == with(false, false, true).p2p_s);
+  // One stage sends nothing.
+  CHECK(evaluate_plan(r, *costs, 2, 8, 1, 4, schedule_kind::one_f_one_b, recompute_kind::none, 0)
+            .pipeline_s == Approx([&] {
+              auto q = r;
+              q.overlap_p2p_comm = false;
+              return evaluate_plan(q, *costs, 2, 8, 1, 4, schedule_kind::one_f_one_b,
+                                   recompute_kind::none, 0)
+                  .pipeline_s;
+            }()));
+}
