@@ -300,6 +300,7 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.distributed_optimizer = par.sharding != partition::sharding_strategy::no_shard;
   su.shard_parameters = partition::shards_parameters(par.sharding);
   su.recompute_attention = par.recompute == partition::recompute_kind::selective;
+  su.recompute_layers = par.recompute_layers;
   if (channel) {
     su.channel = channel;
     for (int q = 0; q < su.pp; ++q) {

@@ -448,7 +448,8 @@ void take_wiring(stage_self self, const stage_setup& setup, stage_wiring& w) {
     setup_state(st, setup);
     st.spin = spin_budget(setup.spin_us, setup.busy_threads);
     auto m = partition::describe_stage(*st.cfg.graph, st.cfg.stage, st.cfg.first, st.cfg.last,
-                                       st.cfg.tokens_per_micro_batch, 1);
+                                       st.cfg.tokens_per_micro_batch, 1, nullptr,
+                                       st.cfg.recompute_layers);
     // Recomputation rebuilds one segment at a time inside backward.
     std::vector<int> starts;
     for (int at = 0; int n : m.segment_nodes) {

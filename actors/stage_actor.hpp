@@ -137,6 +137,9 @@ struct stage_setup {
   bool shard_parameters = false;
   // Selective recomputation: the attention cores recomputed in backward.
   bool recompute_attention = false;
+  // Transformer blocks per recomputed segment (0: half a block; the
+  // segments partition::describe_stage makes, which the scheduler plans by).
+  int recompute_layers = 0;
 };
 
 // Spawns a stage actor on its own thread; it waits for stage_wiring before

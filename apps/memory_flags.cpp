@@ -23,6 +23,12 @@ void add_memory_flags(CLI::App* c, memory_flags* f, const std::string& sharding_
                 "Megatron's name: full or selective (the same as --recompute)");
   c->add_flag("--recompute-activations", f->recompute_activations,
               "Megatron's name for --recompute selective");
+  c->add_option("--recompute-method", f->recompute_method,
+                "Megatron's name: uniform (with --recompute-num-layers: that many transformer "
+                "layers per recomputed segment)");
+  c->add_option("--recompute-num-layers", f->recompute_num_layers,
+                "Transformer layers per recomputed segment under full recomputation (default: "
+                "half a layer, the attention or the MLP)");
   c->add_flag("--overlap-param-gather", f->overlap_param_gather,
               "With the distributed optimizer: all-gather the updated weights behind the next "
               "step's forward, each bucket just before the first layer that reads it");
@@ -55,6 +61,21 @@ std::string recompute_of(const memory_flags& f, const std::string& recompute) {
     out = value;
   }
   return out;
+}
+
+int recompute_layers_of(const memory_flags& f, const std::string& recompute) {
+  if (!f.recompute_method.empty() && f.recompute_method != "uniform")
+    fail("--recompute-method {}: merak recomputes uniformly (uniform); the first layers of each "
+         "stage are --recompute stage-aware",
+         f.recompute_method);
+  if (f.recompute_method.empty() && f.recompute_num_layers == 0) return 0;
+  if (f.recompute_num_layers < 1)
+    fail("--recompute-num-layers must be at least 1 (got {})", f.recompute_num_layers);
+  if (recompute != "full" && recompute != "stage-aware")
+    fail("--recompute-num-layers {} groups the layers full recomputation rebuilds (got "
+         "--recompute {})",
+         f.recompute_num_layers, recompute);
+  return f.recompute_num_layers;
 }
 
 }  // namespace merak::apps

@@ -23,6 +23,8 @@ struct memory_flags {
   bool recompute_activations = false;
   bool overlap_grad_reduce = true;  // accepted; always the case
   bool overlap_param_gather = false;  // --overlap-param-gather
+  std::string recompute_method;       // --recompute-method; "": not given
+  int recompute_num_layers = 0;       // --recompute-num-layers; 0: not given
 };
 
 // Adds the flags above to `command`; `sharding_help` ends the help of
@@ -37,5 +39,13 @@ partition::sharding_strategy sharding_of(const memory_flags& flags);
 // applied ("none" when none is given): --recompute-granularity full|selective
 // and --recompute-activations (selective) must agree with it.
 std::string recompute_of(const memory_flags& flags, const std::string& recompute);
+
+// Transformer blocks per recomputed segment (partition::layout::
+// recompute_layers; 0 when not given): --recompute-num-layers N with
+// --recompute-method uniform (the only method; block, Megatron's first-N-
+// layers-of-each-stage, is what --recompute stage-aware plans per stage).
+// Fails naming the flag on another method, N < 1, or N without full
+// recomputation (`recompute`, as recompute_of gives it).
+int recompute_layers_of(const memory_flags& flags, const std::string& recompute);
 
 }  // namespace merak::apps

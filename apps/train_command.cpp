@@ -402,7 +402,9 @@ int run_train(train_flags& f, const CLI::App& c) {
   f.par.chunks = f.chunks > 0                                              ? f.chunks
                  : f.par.schedule == partition::schedule_kind::interleaved ? 2
                                                                            : 1;
-  f.par.recompute = partition::parse_recompute_kind(recompute_of(f.memory, f.recompute));
+  const std::string recompute = recompute_of(f.memory, f.recompute);
+  f.par.recompute = partition::parse_recompute_kind(recompute);
+  f.par.recompute_layers = recompute_layers_of(f.memory, recompute);
   f.par.sharding = sharding_of(f.memory);
   f.par.sequence_parallel = f.memory.sequence_parallel;
   f.par.overlap_param_gather = f.memory.overlap_param_gather;

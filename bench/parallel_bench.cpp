@@ -73,6 +73,12 @@ layout_spec parse_layout(const std::string& layout) {
       p.chunks = number();
     else if (k == "recompute")
       p.recompute = partition::parse_recompute_kind(v);
+    else if (k == "recompute_layers") {
+      p.recompute_layers = number();
+      if (p.recompute_layers < 1)
+        fail("layout '{}': recompute_layers must be at least 1 (got {})", layout,
+             p.recompute_layers);
+    }
     else if (k == "lend")
       p.lend_cores = parse_on_off(layout, k, v);
     else if (k == "rings")
@@ -91,8 +97,8 @@ layout_spec parse_layout(const std::string& layout) {
       spec.procs = number();
     else
       fail(
-          "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, overlap, "
-          "sp, sharding, param_gather, bucket_kb, lend, rings, procs)",
+          "layout '{}': unknown key '{}' (dp, tp, pp, m, schedule, chunks, recompute, "
+          "recompute_layers, overlap, sp, sharding, param_gather, bucket_kb, lend, rings, procs)",
           layout, k);
     if (k != "procs" && k != "rings")
       spec.in_one_process += (spec.in_one_process.empty() ? "" : ",") + item;
@@ -168,6 +174,10 @@ double measure_processes(const layout_spec& spec, const parallel_bench_options& 
              metrics};
   if (p.sequence_parallel) lo.argv.push_back("--sequence-parallel");
   if (p.overlap_param_gather) lo.argv.push_back("--overlap-param-gather");
+  if (p.recompute_layers > 0) {
+    lo.argv.push_back("--recompute-num-layers");
+    lo.argv.push_back(num(p.recompute_layers));
+  }
   lo.argv.push_back("--bucket-mb");
   lo.argv.push_back(fmt::format("{}", double(p.bucket_bytes) / 1048576.0));
   auto res = job::launch_local(lo);
@@ -361,6 +371,7 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
     req.sharding = par.sharding;
     req.bucket_bytes = par.bucket_bytes;
     req.sequence_parallel = par.sequence_parallel;
+    req.recompute_layers = par.recompute_layers;
     auto costs = partition::analytic_costs(req.device, options.model);
     const auto plan = partition::evaluate_plan(req, *costs, par.dp, par.tp, par.pp,
                                                par.micro_batches, par.schedule, par.recompute,

@@ -3,14 +3,13 @@
 # al., SC'21, Table 1; A100-80GB, 8 per node, NVSwitch, 8 x 200 Gb/s HDR
 # InfiniBand per node; V = 51,200, s = 2048). For each row, `merak plan
 # --cluster dgx-a100-hdr` scores that row's layout (tp, pp, dp = the rest,
-# micro-batches of one sequence, every layer recomputed, attention unfused,
-# neither sharded data parallelism nor sequence parallelism (2021), the
-# stages waiting for their batched sends and receives between ops, each TP
-# rank sending 1/tp of an activation (Megatron-LM's p2p communication and
-# its scatter/gather optimization, on by default then), timed
-# whatever its memory (merak keeps the embedding whole on every TP shard,
-# which puts the 530B and 1T first stages over 80 GB; docs/planning.md),
-# and for the pipelined rows the interleaved schedule with CHUNKS model
+# micro-batches of one sequence, every layer recomputed with one checkpoint
+# a layer (--recompute-method uniform --recompute-num-layers 1), attention
+# unfused, neither sharded data parallelism nor sequence parallelism (2021),
+# the stages waiting for their batched sends and receives between ops, each
+# TP rank sending 1/tp of an activation (Megatron-LM's p2p communication and
+# its scatter/gather optimization, on by default then), under the A100's
+# 80 GB, and for the pipelined rows the interleaved schedule with CHUNKS model
 # chunks per device (default 2), as Megatron-LM ran; SCHEDULE=1f1b scores
 # them with plain 1F1B instead)
 # and prints predicted TFLOP/s per GPU (Megatron's count) beside the
@@ -47,7 +46,7 @@ for row in "${rows[@]}"; do
     "${given_schedule[@]}" --recompute full --tp-overlap 0 \
     --data-parallel-sharding-strategy no_shard --no-sequence-parallel \
     --no-overlap-p2p-comm --scatter-gather-tensors-in-pipeline \
-    --memory-budget 200000000000 >"$work/given.json"
+    --recompute-method uniform --recompute-num-layers 1 >"$work/given.json"
   mid=$(date +%s.%N)
   "$merak" plan "${common[@]}" >"$work/free.json"
   end=$(date +%s.%N)

@@ -6,7 +6,8 @@
 # and receives between ops, which scatter/gather without sequence
 # parallelism, as run in 2022) on dgx-a100-hdr (A100
 # 80 GB), under no, full (every stage) and selective recomputation with
-# sequence parallelism. Prints one JSON line per run: the first stage's
+# sequence parallelism (full as Megatron-LM's --recompute-method uniform
+# --recompute-num-layers 1: one checkpoint a layer). Prints one JSON line per run: the first stage's
 # bytes by category (with the budget lifted, so every figure prints), the
 # planner's verdict under the device's own memory, and its step time beside
 # the paper's (Table 5, end-to-end iteration time; none without
@@ -31,7 +32,8 @@ for run in "${runs[@]}"; do
       --scatter-gather-tensors-in-pipeline)
     published=null
     case $rc in
-      full) args+=(--recompute-every-stage --no-sequence-parallel) published=$full_s ;;
+      full) args+=(--recompute-every-stage --recompute-method uniform --recompute-num-layers 1
+                   --no-sequence-parallel) published=$full_s ;;
       selective) args+=(--sequence-parallel) published=$selective_s ;;
       none) args+=(--no-sequence-parallel) ;;
     esac

@@ -17,6 +17,8 @@ void layout::validate(int64_t batch) const {
   if (tp < 1) fail("--tp must be at least 1 (got {})", tp);
   if (tp_overlap < 0 || tp_overlap > 2) fail("--tp-overlap must be 0, 1 or 2 (got {})", tp_overlap);
   if (micro_batches < 1) fail("--micro-batches must be at least 1 (got {})", micro_batches);
+  if (recompute_layers < 0)
+    fail("--recompute-num-layers must be at least 1 (got {})", recompute_layers);
   if (batch % (int64_t(dp) * micro_batches) != 0)
     fail("--batch {} does not split into --dp {} x --micro-batches {} equal parts", batch, dp,
          micro_batches);
@@ -34,10 +36,13 @@ void layout::validate(int64_t batch) const {
 }
 
 std::string layout::str() const {
-  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}{}{}", dp, tp, pp,
+  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={}{} tp-overlap={}{}{}{}", dp, tp, pp,
                      micro_batches, schedule_name(schedule),
                      chunks > 1 ? fmt::format(" chunks={}", chunks) : "",
-                     recompute_kind_name(recompute), tp_overlap,
+                     recompute_kind_name(recompute),
+                     recompute_layers > 0 ? fmt::format(" recompute-layers={}", recompute_layers)
+                                          : "",
+                     tp_overlap,
                      sequence_parallel ? " sequence-parallel" : "",
                      sharding == sharding_strategy::no_shard
                          ? ""

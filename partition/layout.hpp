@@ -36,6 +36,10 @@ struct layout {
   int micro_batches = 1;  // per replica and step
   schedule_kind schedule = schedule_kind::one_f_one_b;
   recompute_kind recompute = recompute_kind::none;
+  // Transformer blocks per recomputed segment (--recompute-method uniform
+  // --recompute-num-layers N; partition::describe_stage); 0: half a block,
+  // the segment between two cut points.
+  int recompute_layers = 0;
   int tp_overlap = 0;  // sub-pipelined TP level: 0, 1 or 2 (model::executor::set_tp)
   // Model chunks per pipeline device (the interleaved schedule; 1 for the
   // others): the model splits into pp x chunks virtual stages, virtual stage

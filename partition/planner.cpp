@@ -158,7 +158,8 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   }
   for (int s = 0; s < pp; ++s) {
     int a = tg.node_map[L.bounds[s]], b = tg.node_map[L.bounds[s + 1]];
-    L.mem.push_back(describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts));
+    L.mem.push_back(
+        describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts, r.recompute_layers));
     // A fused kernel's log-sum-exp: 4 bytes a head and token, whatever the
     // activations.
     L.max_node_params.push_back(settle_segments(L.mem.back(), nodes, a, fused_core, selective,

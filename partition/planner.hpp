@@ -92,6 +92,8 @@ struct plan_request {
   // sequence parallelism): each TP rank sends 1/tp of the activation, the
   // receiving ranks all-gather it over their node's links.
   bool scatter_gather_p2p = false;
+  // Transformer blocks per recomputed segment (layout::recompute_layers).
+  int recompute_layers = 0;
   // Search the memory strategies instead of fixing them (what `merak plan`
   // does where their flags are not given): the sharding strategies no_shard,
   // optim and optim_grads when dp > 1 — optim_grads_params only when fixed,

@@ -36,7 +36,9 @@ recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> 
 }  // namespace
 
 stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
-                            int in_flight, const std::vector<int>* cuts) {
+                            int in_flight, const std::vector<int>* cuts, int layers_per_segment) {
+  if (layers_per_segment < 0)
+    fail("layers per recomputed segment must be at least 1 (got {})", layers_per_segment);
   stage_memory m;
   m.stage = stage;
   m.in_flight = in_flight;
@@ -47,8 +49,17 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
       if (params.insert(p.name).second) param_count += model::shape_numel(p.shape);
   m.weights_bytes = param_count * 4 * 4;  // value, gradient, two moments
   std::vector<int> bounds{first};
-  for (int c : cuts ? *cuts : cut_points(g))
-    if (c > first && c < last) bounds.push_back(c);
+  // The block the open segment started in (-1: outside the blocks).
+  int open_block = transformer_block(g.nodes()[size_t(first)].name);
+  for (int c : cuts ? *cuts : cut_points(g)) {
+    if (c <= first || c >= last) continue;
+    const int block = transformer_block(g.nodes()[size_t(c)].name);
+    if (layers_per_segment > 0 && block >= 0 && open_block >= 0 && block >= open_block &&
+        block < open_block + layers_per_segment)
+      continue;  // inside the open segment's N blocks
+    bounds.push_back(c);
+    open_block = block;
+  }
   bounds.push_back(last);
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     int a = bounds[i], b = bounds[i + 1];

@@ -46,8 +46,15 @@ struct stage_memory {
 
 // Describes nodes [first, last) of g for micro-batches of `tokens` tokens.
 // `cuts`: cut_points(g) when the caller has them (null: computed here).
+// A segment runs from a cut point to the next (half a transformer block:
+// its attention or its MLP); with `layers_per_segment` N >= 1 (Megatron-LM's
+// --recompute-method uniform --recompute-num-layers N) the segments inside
+// the blocks are N whole blocks each from the stage's first block, so a
+// recomputed segment keeps one input per N blocks and rebuilds N blocks at
+// once. Nodes outside the blocks keep their own segments.
 stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
-                            int in_flight, const std::vector<int>* cuts = nullptr);
+                            int in_flight, const std::vector<int>* cuts = nullptr,
+                            int layers_per_segment = 0);
 
 // Peak bytes of a stage whose first k segments are checkpointed:
 // weights + in_flight x (kept activations) + one recomputation's transient.

@@ -37,6 +37,18 @@ std::vector<int> cut_points(const model::graph& g) {
   return cuts;
 }
 
+int transformer_block(std::string_view name) {
+  for (std::string_view prefix : {"h", "decoder.layers."}) {
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    size_t i = prefix.size();
+    int block = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && block < (1 << 24))
+      block = block * 10 + (name[i++] - '0');
+    if (i > prefix.size() && i < name.size() && name[i] == '.') return block;
+  }
+  return -1;
+}
+
 std::vector<int> balanced_stages(const model::graph& g, int pp) {
   std::vector<double> flops;
   for (auto& node : g.nodes()) flops.push_back(node.flops_per_token);

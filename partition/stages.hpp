@@ -2,6 +2,7 @@
 // Contiguous pipeline stages over a model graph.
 
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "model/graph.hpp"
@@ -12,6 +13,10 @@ namespace merak::partition {
 // and read after it is a single activation (graph inputs aside), so one
 // tensor crosses each boundary.
 std::vector<int> cut_points(const model::graph& g);
+// The transformer block (layer) a node belongs to, as the model families
+// name their nodes: GPT's "h<l>.", Llama's "decoder.layers.<l>."; -1 for a
+// node outside the blocks (embeddings, the final norm, the head, the loss).
+int transformer_block(std::string_view node_name);
 // crossing[c]: how many values produced before node c are read at or after
 // it (c in 1..nodes-1).
 std::vector<int> crossing_counts(const model::graph& g);

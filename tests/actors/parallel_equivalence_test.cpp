@@ -738,3 +738,51 @@ TEST_CASE("a stage-aware budget that selective recomputation meets recomputes on
   }
   CHECK(tr.last_memory().activations_peak > 0);
 }
+
+TEST_CASE("recomputation by whole layers (--recompute-num-layers) matches the single device",
+          "[actors][equivalence][recompute]") {
+  const int64_t steps = 8;
+  static const auto reference = single_device_losses(steps);
+  struct config {
+    int tp, pp, m, layers;
+    schedule_kind kind;
+    actors::recompute_mode rc;
+    int chunks = 1;
+  };
+  const config configs[] = {
+      {1, 2, 4, 1, schedule_kind::one_f_one_b, actors::recompute_mode::full},
+      {1, 2, 4, 2, schedule_kind::one_f_one_b, actors::recompute_mode::full},
+      {2, 2, 4, 1, schedule_kind::gpipe, actors::recompute_mode::full},
+      {1, 4, 4, 1, schedule_kind::one_f_one_b, actors::recompute_mode::stage_aware},
+      {1, 2, 4, 1, schedule_kind::interleaved, actors::recompute_mode::full, 2}};
+  for (auto c : configs) {
+    std::vector<std::string> plans;  // by half layers, then by c.layers
+    for (int layers : {0, c.layers}) {
+      actors::parallel_options par;
+      par.tp = c.tp;
+      par.pp = c.pp;
+      par.micro_batches = c.m;
+      par.schedule = c.kind;
+      par.chunks = c.chunks;
+      par.recompute = c.rc;
+      par.recompute_layers = layers;
+      par.recompute_ratio = 1.0;  // stage-aware: stage 0 recomputes every segment
+      par.timeout_s = 60;
+      INFO(par.str());
+      actors::parallel_trainer tr(tiny(steps), par, corpus());
+      for (int64_t s = 0; s < steps; ++s) {
+        double loss = tr.train_step().loss;
+        INFO("step " << s + 1 << ": " << loss << " vs " << reference[s]);
+        REQUIRE(std::abs(loss - reference[s]) <= 1e-5 * std::abs(reference[s]));
+      }
+      plans.push_back(tr.recompute_plan());
+    }
+    // The stages report their segments to the scheduler, which plans
+    // stage-aware recomputation by them: whole layers make fewer.
+    if (c.rc == actors::recompute_mode::stage_aware) {
+      INFO(plans[0] << " | " << plans[1]);
+      CHECK(plans[0].find("stage 0: 3 segments recomputed") != std::string::npos);
+      CHECK(plans[1].find("stage 0: 2 segments recomputed") != std::string::npos);
+    }
+  }
+}

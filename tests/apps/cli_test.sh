@@ -464,6 +464,19 @@ PY
     expect_error "--recompute-granularity must be full or selective" \
       plan --recompute-granularity some --devices 2
     expect_error "excludes --no-sequence-parallel" plan --sequence-parallel --no-sequence-parallel --devices 2
+    expect_error "--recompute-method block: merak recomputes uniformly" \
+      plan --recompute full --recompute-method block --recompute-num-layers 1 --devices 2
+    expect_error "--recompute-num-layers must be at least 1 .got 0." \
+      plan --recompute full --recompute-method uniform --devices 2
+    expect_error "--recompute-num-layers 1 groups the layers full recomputation rebuilds .got --recompute selective." \
+      plan --recompute selective --recompute-num-layers 1 --devices 2
+    expect_error "--recompute-num-layers must be at least 1 .got -2." \
+      train --data "$work/text.txt" "${tiny[@]}" --steps 1 --pp 2 --recompute full --recompute-num-layers -2
+    # Megatron-LM's spelling trains: one checkpoint a layer.
+    "$merak" train --data "$work/text.txt" "${tiny[@]}" --steps 2 --pp 2 --micro-batches 2 \
+      --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \
+      --metrics "$work/layers.jsonl" > "$work/layers.out" 2>&1
+    grep -q '"step":2' "$work/layers.jsonl" || { cat "$work/layers.out"; echo "FAIL: no step 2 with --recompute-num-layers"; exit 1; }
     # The 175B model on one node (tp 8, pp 1): 350 GB of model state a device.
     expect_error "\"memory budget\"" plan --num-layers 96 --hidden-size 12288 --num-attention-heads 96 \
       --seq-length 2048 --vocab 51200 --cluster dgx-a100-hdr --global-batch-size 1 --devices 8 --tp 8 \

@@ -237,3 +237,41 @@ TEST_CASE("recomputation by segment gives bit-identical gradients and holds one 
   CHECK_THROWS_WITH(executor(g, ref_store).set_segments({1, 4}),
                     Catch::Contains("are not ascending inside a range"));
 }
+
+TEST_CASE("recomputation by whole layers keeps one input a layer and gives bit-identical gradients",
+          "[executor][recompute]") {
+  graph g = build_gpt({.vocab = 17, .max_seq = 9, .layers = 4, .dim = 12, .heads = 3});
+  const int n = int(g.nodes().size());
+  auto starts_of = [](const partition::stage_memory& m) {
+    std::vector<int> starts;
+    for (int at = 0; int k : m.segment_nodes) {
+      starts.push_back(at);
+      at += k;
+    }
+    return starts;
+  };
+  const auto halves = partition::describe_stage(g, 0, 0, n, 2 * 9, 1);
+  const auto layers = partition::describe_stage(g, 0, 0, n, 2 * 9, 1, nullptr, 1);
+  REQUIRE(layers.segment_nodes.size() + 4 == halves.segment_nodes.size());
+  parameter_store ref_store(5);
+  executor ref(g, ref_store);
+  const double ref_loss = ref.forward(0, inputs()).loss;
+  ref.backward(0, {});
+  auto want = grads_of(ref_store);
+  parameter_store s1(5), s2(5);
+  executor by_half(g, s1), by_layer(g, s2);
+  by_half.set_segments(starts_of(halves));
+  by_layer.set_segments(starts_of(layers));
+  for (auto* ex : {&by_half, &by_layer}) {
+    ex->set_checkpoint(n - 2);
+    CHECK(ex->forward(1, inputs(), false).loss == ref_loss);
+  }
+  // Kept after forward: one (B, T, C) input fewer for each of the 4 layers.
+  CHECK(by_half.activation_bytes() - by_layer.activation_bytes() == 4 * 2 * 9 * 12 * 4);
+  for (auto* ex : {&by_half, &by_layer}) ex->backward(1, {});
+  for (auto* st : {&s1, &s2}) {
+    auto got = grads_of(*st);
+    for (size_t i = 0; i < got.size(); ++i)
+      CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4) == 0);
+  }
+}

@@ -97,3 +97,45 @@ TEST_CASE("a budget plan takes selective recomputation before recomputing segmen
   CHECK(plan_for_budget({m}, 1500, false).segments[0] == 2);
   CHECK(plan(1500).str().find("the rest selective") != std::string::npos);
 }
+
+TEST_CASE("segments group whole transformer layers on request, from the stage's first layer",
+          "[recompute]") {
+  auto g = model::build_gpt({.vocab = 256, .max_seq = 64, .layers = 6, .dim = 64, .heads = 4});
+  const int N = int(g.nodes().size());
+  CHECK(transformer_block("h12.attn.qkv") == 12);
+  CHECK(transformer_block("decoder.layers.3.mlp") == 3);
+  CHECK(transformer_block("head") == -1);
+  CHECK(transformer_block("h") == -1);
+  CHECK(transformer_block("ln_f") == -1);
+  const auto half = describe_stage(g, 0, 0, N, 64, 1);
+  const auto one = describe_stage(g, 0, 0, N, 64, 1, nullptr, 1);
+  const auto two = describe_stage(g, 0, 0, N, 64, 1, nullptr, 2);
+  // Cut points at each block's two norms: the embedding, 12 half blocks,
+  // then the final norm, the head and the loss apart.
+  auto outside = int(half.segment_nodes.size()) - 12;
+  CHECK(int(one.segment_nodes.size()) == outside + 6);
+  CHECK(int(two.segment_nodes.size()) == outside + 3);
+  // The same nodes and stash in all; a block segment's stash is its two
+  // halves', and its checkpoint the first half's (the block's input).
+  auto sum = [](const std::vector<int64_t>& v) {
+    int64_t s = 0;
+    for (auto x : v) s += x;
+    return s;
+  };
+  CHECK(sum(one.stash_bytes) == sum(half.stash_bytes));
+  CHECK(one.stash_bytes[1] == half.stash_bytes[1] + half.stash_bytes[2]);
+  CHECK(one.checkpoint_bytes[1] == half.checkpoint_bytes[1]);
+  // Everything recomputed: one input kept per block instead of two, and
+  // the transient a whole block.
+  const int k_half = int(half.stash_bytes.size()) - 1, k_one = int(one.stash_bytes.size()) - 1;
+  CHECK(stage_bytes(one, k_one) < stage_bytes(half, k_half) + half.stash_bytes[2]);
+  CHECK(one.checkpoint_bytes[2] == half.checkpoint_bytes[3]);
+  // A stage that starts inside the model counts its layers from its own first.
+  const auto cuts = cut_points(g);
+  const int h1 = cuts[2];  // h1.ln1
+  CHECK(g.nodes()[size_t(h1)].name == "h1.ln1");
+  const auto later = describe_stage(g, 1, h1, N, 64, 1, nullptr, 2);
+  CHECK(later.segment_nodes[0] == two.segment_nodes[1]);  // h1 and h2, as h0 and h1 above
+  CHECK_THROWS_WITH(describe_stage(g, 0, 0, N, 64, 1, nullptr, -1),
+                    Catch::Contains("at least 1"));
+}
