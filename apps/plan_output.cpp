@@ -29,6 +29,7 @@ nlohmann::json plan_json(const partition::plan& p) {
           {"schedule", std::string(partition::schedule_name(p.schedule))},
           {"chunks", p.chunks},
           {"recompute", p.recompute_name()},
+          {"recompute_num_layers", p.recompute_layers},
           {"sharding", partition::sharding_strategy_name(p.sharding)},
           {"sequence_parallel", p.sequence_parallel},
           {"tp_overlap", p.tp_overlap},

@@ -454,6 +454,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.schedule = kind;
   out.chunks = kind == schedule_kind::interleaved ? r.chunks : 1;
   out.recompute = rc;
+  out.recompute_layers = r.recompute_layers;
   out.tp_overlap = overlap;
   out.stages = L.stages;
   out.sharding = r.sharding;
