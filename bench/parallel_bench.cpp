@@ -372,6 +372,11 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
     req.bucket_bytes = par.bucket_bytes;
     req.sequence_parallel = par.sequence_parallel;
     req.recompute_layers = par.recompute_layers;
+    // Stage-aware as the runtime plans it: the formula without a budget.
+    if (par.memory_budget > 0)
+      req.memory_budget = par.memory_budget;
+    else
+      req.recompute_ratio = par.recompute_ratio;
     auto costs = partition::analytic_costs(req.device, options.model);
     const auto plan = partition::evaluate_plan(req, *costs, par.dp, par.tp, par.pp,
                                                par.micro_batches, par.schedule, par.recompute,

@@ -275,9 +275,8 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t max_node, int d, shard
 }
 
 void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> mem,
-                       recompute_kind rc, bool every_stage, int m, int64_t budget, int dp,
-                       sharding_strategy sharding, int64_t bucket_bytes,
-                       const std::vector<gathered_values>& gathered) {
+                       const plan_request& r, recompute_kind rc, bool every_stage, int m,
+                       int64_t budget, int dp, const std::vector<gathered_values>& gathered) {
   plan& out = c.out;
   const int pp = int(mem.size());
   for (int s = 0; s < pp; ++s) {
@@ -287,8 +286,8 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
     mem[s].whole_prefix = !pol.pre.empty();
     auto& sp = out.stages[s];
-    weight_categories(sp, mem[s].weights_bytes / 16, L.max_node_params[size_t(s)], dp, sharding,
-                      bucket_bytes, gathered[size_t(s)]);
+    weight_categories(sp, mem[s].weights_bytes / 16, L.max_node_params[size_t(s)], dp, r.sharding,
+                      r.bucket_bytes, gathered[size_t(s)]);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);
@@ -296,7 +295,8 @@ void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> 
     for (int s = 0; s + 1 < pp + (every_stage ? 1 : 0); ++s) k[s] = int(mem[s].stash_bytes.size());
   } else if (rc == recompute_kind::stage_aware && pp > 0) {
     try {
-      k = plan_for_budget(mem, budget).segments;
+      k = r.recompute_ratio > 0 ? plan_stage_aware(mem, r.recompute_ratio).segments
+                                : plan_for_budget(mem, budget).segments;
     } catch (const error& e) {
       throw rule_error{"memory budget", e.what()};
     }
@@ -459,8 +459,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.stages = L.stages;
   out.sharding = r.sharding;
   out.sequence_parallel = r.sequence_parallel && tp > 1;
-  plan_stage_memory(c, L, L.mem, rc, every_stage, m, budget, dp, r.sharding, r.bucket_bytes,
-                    gathered_for(r, ctx, L, dp));
+  plan_stage_memory(c, L, L.mem, r, rc, every_stage, m, budget, dp, gathered_for(r, ctx, L, dp));
   // Gradients sharded (optim_grads, optim_grads_params): no replica holds a
   // whole gradient to accumulate micro-batches into, so every backward
   // reduce-scatters the stage's gradients as it makes them; ZeRO-3 also

@@ -94,6 +94,11 @@ struct plan_request {
   bool scatter_gather_p2p = false;
   // Transformer blocks per recomputed segment (layout::recompute_layers).
   int recompute_layers = 0;
+  // Stage-aware recomputation by the formula (partition::plan_stage_aware)
+  // with stage 0's ratio r0, as the runtime plans it without a memory
+  // budget (--recompute-ratio); 0: the least recomputation that fits the
+  // memory budget (partition::plan_for_budget).
+  double recompute_ratio = 0;
   // Search the memory strategies instead of fixing them (what `merak plan`
   // does where their flags are not given): the sharding strategies no_shard,
   // optim and optim_grads when dp > 1 — optim_grads_params only when fixed,
