@@ -122,12 +122,17 @@ reducer_api::behavior_type reducer(reducer_api::stateful_pointer<reducer_state> 
           // Tags apart from the reductions': kmax_collective_tag / 2 and up.
           const auto tag = comm::tag_t(comm::kmax_collective_tag / 2 + g.bucket);
           const model::device on = g.flat.t->where();
+          // bf16: the ranges that travel as floats, as [begin, end) pairs.
+          std::vector<std::pair<size_t, size_t>> exact(g.exact.size() / 2);
+          for (size_t k = 0; k < exact.size(); ++k)
+            exact[k] = {size_t(g.exact[2 * k]), size_t(g.exact[2 * k + 1])};
           if (on.type != model::device::kind::cpu) {
-            device_collectives_for(st, on, tag, g.bucket).allgather_shards(*g.flat.t);
+            auto& device = device_collectives_for(st, on, tag, g.bucket);
+            if (g.bf16)
+              comm::allgather_shards_bf16(device, *st.cfg.link, *g.flat.t, exact);
+            else
+              device.allgather_shards(*g.flat.t);
           } else if (auto data = g.flat.t->span_f32(); g.bf16) {
-            std::vector<std::pair<size_t, size_t>> exact(g.exact.size() / 2);
-            for (size_t k = 0; k < exact.size(); ++k)
-              exact[k] = {size_t(g.exact[2 * k]), size_t(g.exact[2 * k + 1])};
             comm::allgather_shards_bf16(*st.cfg.link, data, exact, tag);
           } else {
             comm::allgather_shards(*st.cfg.link, data.data(), data.size(), sizeof(float), tag);

@@ -55,9 +55,8 @@ std::shared_ptr<model::tensor> gather_buffer(stage_state& st, int b, bool reuse)
 // packed in), answered to `stage` or, with `fetch`, counted.
 gather_bucket gather_message(const stage_state& st, int b, std::shared_ptr<model::tensor> flat,
                              stage_api stage, bool fetch) {
-  const bool host = flat->where().type == model::device::kind::cpu;
   gather_bucket g{b, tensor_ref{std::move(flat)}, std::move(stage), fetch};
-  if (host && !st.gather_exact.empty()) {  // a device gathers floats
+  if (!st.gather_exact.empty()) {  // bf16 on the wire, the exact ranges as floats
     g.bf16 = true;
     g.exact = st.gather_exact[size_t(b)];
   }

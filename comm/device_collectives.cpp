@@ -8,8 +8,11 @@
 #include <map>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
+#include "comm/collectives.hpp"
 #include "core/error.hpp"
+#include "model/backend.hpp"
 
 namespace merak::comm {
 namespace {
@@ -57,7 +60,83 @@ Maker maker_for(maker_registry<Maker>& registry, model::device::kind k) {
   return k == model::device::kind::cpu || turned_off() ? Maker() : registry.get(k);
 }
 
+// The parts of `exact` inside [b, e), in order.
+std::vector<std::pair<size_t, size_t>> exact_within(
+    size_t b, size_t e, std::span<const std::pair<size_t, size_t>> exact) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (auto [lo, hi] : exact)
+    if (std::max(lo, b) < std::min(hi, e)) out.emplace_back(std::max(lo, b), std::min(hi, e));
+  return out;
+}
+
+// dst[at, at + n) <- src[from, from + n) converted to dst's type (f32 and
+// bf16 either way), through shard-sized tensors on the device.
+void convert_range(model::tensor& dst, size_t at, const model::tensor& src, size_t from,
+                   size_t n) {
+  if (n == 0) return;
+  const auto where = dst.where();
+  model::tensor in(model::shape_t{int64_t(n)}, src.type(), where);
+  model::tensor out(model::shape_t{int64_t(n)}, dst.type(), where);
+  const size_t in_elem = model::dtype_size(src.type()), out_elem = model::dtype_size(dst.type());
+  model::copy_bytes(in, 0, src, from * in_elem, n * in_elem);
+  model::backend_for(where).copy(out, in);
+  model::copy_bytes(dst, at * out_elem, out, 0, n * out_elem);
+}
+
 }  // namespace
+
+void allgather_shards_bf16(device_collectives& dc, const transport& group, model::tensor& x,
+                           std::span<const std::pair<size_t, size_t>> exact) {
+  MERAK_CHECK(x.type() == model::dtype::f32, "device allgather_shards_bf16: a float tensor");
+  const size_t n = size_t(x.numel());
+  for (size_t k = 0; k < exact.size(); ++k)
+    MERAK_CHECK(exact[k].first <= exact[k].second && exact[k].second <= n &&
+                    (k == 0 || exact[k - 1].second <= exact[k].first),
+                "device allgather_shards_bf16: exact range {} [{}, {}) is not sorted, disjoint and "
+                "inside the {} elements",
+                k, exact[k].first, exact[k].second, n);
+  const int P = group.size(), r = group.rank();
+  if (P == 1 || n == 0) return;
+  const auto where = x.where();
+  // The bucket as bf16, this member's shard rounded in.
+  model::tensor half(model::shape_t{int64_t(n)}, model::dtype::bf16, where);
+  {
+    auto [b, e] = shard_range(n, P, r);
+    convert_range(half, b, x, b, e - b);
+  }
+  dc.allgather_shards(half);
+  // The exact ranges' floats, shard by shard in slots of the most any holds.
+  std::vector<std::vector<std::pair<size_t, size_t>>> pieces;
+  size_t most = 0;
+  for (int k = 0; k < P; ++k) {
+    auto [b, e] = shard_range(n, P, k);
+    pieces.push_back(exact_within(b, e, exact));
+    size_t count = 0;
+    for (auto [lo, hi] : pieces.back()) count += hi - lo;
+    most = std::max(most, count);
+  }
+  model::tensor floats;
+  if (most > 0) {
+    floats = model::tensor(model::shape_t{int64_t(most) * P}, model::dtype::f32, where);
+    size_t at = size_t(r) * most;
+    for (auto [lo, hi] : pieces[size_t(r)]) {
+      model::copy_bytes(floats, at * 4, x, lo * 4, (hi - lo) * 4);
+      at += hi - lo;
+    }
+    dc.allgather_shards(floats);
+  }
+  // The other shards: widened, then their exact floats over them.
+  for (int k = 0; k < P; ++k) {
+    if (k == r) continue;
+    auto [b, e] = shard_range(n, P, k);
+    convert_range(x, b, half, b, e - b);
+    size_t at = size_t(k) * most;
+    for (auto [lo, hi] : pieces[size_t(k)]) {
+      model::copy_bytes(x, lo * 4, floats, at * 4, (hi - lo) * 4);
+      at += hi - lo;
+    }
+  }
+}
 
 void register_device_collectives(model::device::kind k, device_collectives_maker make) {
   collectives_registry().put(k, std::move(make));

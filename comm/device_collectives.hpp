@@ -14,7 +14,9 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "comm/transport.hpp"
 #include "model/tensor.hpp"
@@ -35,6 +37,18 @@ class device_collectives {
   // "nccl": for messages and traces.
   virtual std::string name() const = 0;
 };
+
+// allgather_shards_bf16 (comm/collectives.hpp) for a float tensor on a
+// device, through `dc` (a member of `group`): on entry x[shard_range(n, P,
+// rank)] is this member's; on return every other shard holds its owner's
+// values rounded to bf16 (to nearest, ties to even) and widened back, but
+// in the `exact` ranges ([begin, end) pairs, sorted and disjoint) its
+// owner's floats; this member's shard is left untouched. Two collectives:
+// the bucket as bf16, then the exact ranges' floats, each shard's padded to
+// the most any shard holds. Equal to the host's allgather_shards_bf16 bit
+// for bit. Throws merak::error naming a bad range.
+void allgather_shards_bf16(device_collectives& dc, const transport& group, model::tensor& x,
+                           std::span<const std::pair<size_t, size_t>> exact);
 
 struct device_collectives_options {
   // Run on a stream of the collectives' own, not the device's (the stream

@@ -159,8 +159,8 @@ void distributed_adamw::unpack_values(int b, const tensor& flat, dtype rounded_a
     const size_t at = size_t(offset_in_[size_t(p)]) * sizeof(float);
     if (rounded_as != dtype::f32 && values_sharded() && prm.reads == bf16_reads::rounded &&
         !prm.value.defined()) {
-      // Through one float parameter on the device, converted: rounded as
-      // the bf16 all-gather rounded them (a device gathers floats).
+      // Through one float parameter on the device, converted (the bf16
+      // all-gather's values are bf16 already: the same bits).
       tensor whole(prm.spec.shape, dtype::f32, where_);
       copy_bytes(whole, 0, flat, at, whole.bytes());
       if (!prm.lowp.defined() || prm.lowp.type() != rounded_as)

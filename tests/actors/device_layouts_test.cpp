@@ -107,7 +107,8 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     }
     comm::set_nccl_semantics(false);
     auto& on_dev = *made;
-    const long calls = test::stand_in_collective_calls(), gathers = test::stand_in_allgathers();
+    const long calls = test::stand_in_collective_calls(), gathers = test::stand_in_allgathers(),
+               bf16_gathers = test::stand_in_bf16_allgathers();
     for (int s = 0; s < 4; ++s) {
       auto a = on_cpu.train_step(), b = on_dev.train_step();
       INFO("step " << s + 1 << ": " << a.loss << " vs " << b.loss);
@@ -118,8 +119,12 @@ TEST_CASE("parallel layouts on a device equal the same layouts on the CPU", "[de
     // reduce-scattered) went through the device collectives.
     if (c.tp > 1 || c.dp > 1) CHECK(test::stand_in_collective_calls() > calls);
     // The sharded strategies' updated values are all-gathered there too.
-    if (c.dp > 1 && c.sharding != partition::sharding_strategy::no_shard)
+    if (c.dp > 1 && c.sharding != partition::sharding_strategy::no_shard) {
       CHECK(test::stand_in_allgathers() > gathers);
+      // A bf16 run gathers its updated values as bf16 on the device too.
+      if (c.activations == bf16 && !c.sequence_parallel)
+        CHECK(test::stand_in_bf16_allgathers() > bf16_gathers);
+    }
     CHECK(on_dev.validation_loss() == on_cpu.validation_loss());
     // The device run's shards resume on the single device (CPU).
     const std::string saved = on_dev.save();

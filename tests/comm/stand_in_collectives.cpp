@@ -10,7 +10,7 @@
 namespace merak::test {
 namespace {
 
-std::atomic<long> calls{0}, made{0}, gathers{0};
+std::atomic<long> calls{0}, made{0}, gathers{0}, bf16_gathers{0};
 
 class stand_in_collectives final : public comm::device_collectives {
  public:
@@ -37,6 +37,7 @@ class stand_in_collectives final : public comm::device_collectives {
       comm::allgather_shards(group_, h.raw(), size_t(h.numel()), model::dtype_size(h.type()), tag);
     });
     gathers.fetch_add(1, std::memory_order_relaxed);
+    if (x.type() == model::dtype::bf16) bf16_gathers.fetch_add(1, std::memory_order_relaxed);
   }
   std::string name() const override { return "stand-in"; }
 
@@ -73,6 +74,7 @@ void register_stand_in_collectives() {
 }
 
 long stand_in_collective_calls() { return calls.load(); }
+long stand_in_bf16_allgathers() { return bf16_gathers.load(); }
 long stand_in_collectives_made() { return made.load(); }
 long stand_in_allgathers() { return gathers.load(); }
 

@@ -17,5 +17,8 @@ long stand_in_collectives_made();
 // All-gathers among the calls (sequence-parallel TP gathers, and the
 // sharded optimizers' gathers of updated values).
 long stand_in_allgathers();
+// Those of bf16 tensors (sequence-parallel gathers in bf16 runs, and the
+// sharded optimizers' gathers of a bf16 run's updated values).
+long stand_in_bf16_allgathers();
 
 }  // namespace merak::test
