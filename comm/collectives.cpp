@@ -418,15 +418,19 @@ void decode_mixed(const std::byte* in, size_t b, size_t e,
 
 }  // namespace
 
-void allgather_shards_bf16(transport& t, std::span<float> data,
-                           std::span<const std::pair<size_t, size_t>> exact, tag_t tag) {
-  const size_t n = data.size();
+void check_exact_ranges(std::span<const std::pair<size_t, size_t>> exact, size_t n,
+                        const char* what) {
   for (size_t k = 0; k < exact.size(); ++k)
     MERAK_CHECK(exact[k].first <= exact[k].second && exact[k].second <= n &&
                     (k == 0 || exact[k - 1].second <= exact[k].first),
-                "allgather_shards_bf16: exact range {} [{}, {}) is not sorted, disjoint and "
-                "inside the {} elements",
-                k, exact[k].first, exact[k].second, n);
+                "{}: exact range {} [{}, {}) is not sorted, disjoint and inside the {} elements",
+                what, k, exact[k].first, exact[k].second, n);
+}
+
+void allgather_shards_bf16(transport& t, std::span<float> data,
+                           std::span<const std::pair<size_t, size_t>> exact, tag_t tag) {
+  const size_t n = data.size();
+  check_exact_ranges(exact, n, "allgather_shards_bf16");
   const int P = t.size();
   std::vector<size_t> offsets(static_cast<size_t>(P)), sizes(static_cast<size_t>(P));
   size_t total = 0;

@@ -145,6 +145,10 @@ void allgather_shards(transport& t, void* data, size_t n, size_t elem_bytes, tag
 // while each rank keeps its own slice exact.
 void allgather_shards_bf16(transport& t, std::span<float> data,
                            std::span<const std::pair<size_t, size_t>> exact, tag_t tag);
+// Throws merak::error naming `what` unless `exact` is sorted, disjoint and
+// inside n elements (allgather_shards_bf16's ranges).
+void check_exact_ranges(std::span<const std::pair<size_t, size_t>> exact, size_t n,
+                        const char* what);
 
 // all (P x bytes) <- every rank's `bytes` bytes from `mine`, rank order.
 // `mine` may alias all + rank*bytes.

@@ -89,12 +89,7 @@ void allgather_shards_bf16(device_collectives& dc, const transport& group, model
                            std::span<const std::pair<size_t, size_t>> exact) {
   MERAK_CHECK(x.type() == model::dtype::f32, "device allgather_shards_bf16: a float tensor");
   const size_t n = size_t(x.numel());
-  for (size_t k = 0; k < exact.size(); ++k)
-    MERAK_CHECK(exact[k].first <= exact[k].second && exact[k].second <= n &&
-                    (k == 0 || exact[k - 1].second <= exact[k].first),
-                "device allgather_shards_bf16: exact range {} [{}, {}) is not sorted, disjoint and "
-                "inside the {} elements",
-                k, exact[k].first, exact[k].second, n);
+  check_exact_ranges(exact, n, "device allgather_shards_bf16");
   const int P = group.size(), r = group.rank();
   if (P == 1 || n == 0) return;
   const auto where = x.where();
