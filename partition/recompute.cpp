@@ -96,19 +96,27 @@ int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_
 int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
   const int L = int(m.stash_bytes.size());
   MERAK_CHECK(k >= 0 && k <= L, "{} checkpointed segments of {}", k, L);
-  int64_t kept = m.input_bytes, transient = 0;
+  int64_t kept = m.input_bytes, prefix = 0;
   for (int i = 0; i < L; ++i) {
     if (i >= k)
       kept += m.stash_bytes[i] - (selective && size_t(i) < m.core_bytes.size() ? m.core_bytes[i] : 0);
-    else if (m.whole_prefix)
-      transient += m.stash_bytes[i];
     else
-      transient = std::max(transient, m.stash_bytes[i]);
+      prefix += m.stash_bytes[i];
   }
   if (k > 0 && k < L) kept += m.checkpoint_bytes[k];  // the prefix's output, read by segment k
-  if (!m.whole_prefix)
-    for (int i = 1; i < k; ++i) kept += m.checkpoint_bytes[i];  // each recomputed segment's input
-  return m.weights_bytes + int64_t(m.in_flight) * kept + transient;
+  const int64_t in_flight = std::max(1, m.in_flight);
+  if (m.whole_prefix) return m.weights_bytes + in_flight * kept + prefix;
+  for (int i = 1; i < k; ++i) kept += m.checkpoint_bytes[i];  // each recomputed segment's input
+  // A micro-batch's backward rebuilds segment i (the last first) once the
+  // segments after it are done: it then holds the stage input, the inputs
+  // of segments 1 to i and segment i's activations; the other micro-batches
+  // in flight hold what their forwards kept.
+  int64_t backward = kept, below = m.input_bytes;
+  for (int i = 0; i < k; ++i) {
+    if (i > 0) below += m.checkpoint_bytes[i];
+    backward = std::max(backward, below + m.stash_bytes[i]);
+  }
+  return m.weights_bytes + (in_flight - 1) * kept + backward;
 }
 
 std::vector<double> stage_aware_ratios(int p, double r0) {

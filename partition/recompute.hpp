@@ -56,12 +56,13 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
                             int in_flight, const std::vector<int>* cuts = nullptr,
                             int layers_per_segment = 0);
 
-// Peak bytes of a stage whose first k segments are checkpointed:
-// weights + in_flight x (kept activations) + one recomputation's transient.
-// One segment at a time, a micro-batch keeps the checkpointed segments'
-// inputs and the rest's activations, and the transient is the largest
-// segment's; all at once (whole_prefix), it keeps the prefix's output only
-// and the transient is the whole prefix's.
+// Peak bytes of a stage whose first k segments are checkpointed: weights,
+// what the forwards of in_flight - 1 micro-batches kept, and the most the
+// micro-batch in backward holds: its kept activations, or, rebuilding
+// segment i inside backward (the segments after it done and freed), the
+// stage input, the inputs of segments 1 to i and segment i's activations.
+// With whole_prefix every micro-batch keeps its prefix's output and the
+// transient is the whole prefix rebuilt ahead of backward.
 // With `selective`, the segments kept (i >= k) hold A_i minus their
 // attention cores' stash.
 int64_t stage_bytes(const stage_memory& m, int k, bool selective = false);
