@@ -6,6 +6,7 @@
 #include "model/executor.hpp"
 #include "model/gpt.hpp"
 #include "partition/recompute.hpp"
+#include "partition/stages.hpp"
 #include "tests/model/test_util.hpp"
 
 using namespace merak;
@@ -273,5 +274,57 @@ TEST_CASE("recomputation by whole layers keeps one input a layer and gives bit-i
     auto got = grads_of(*st);
     for (size_t i = 0; i < got.size(); ++i)
       CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4) == 0);
+  }
+}
+
+TEST_CASE("the planner's recomputation memory follows the executor: the backward rebuilds a segment "
+          "once the ones after it are freed",
+          "[executor][recompute]") {
+  // Stage 0 of two (the embedding and half the layers), two micro-batches in
+  // flight as 1F1B's first stage holds them: two forwards, then the first
+  // one's backward, with k leading segments recomputed.
+  graph g = build_gpt({.vocab = 64, .max_seq = 16, .layers = 4, .dim = 32, .heads = 2});
+  const int last = int(g.nodes().size()) / 2;
+  const std::vector<int> cuts = partition::cut_points(g);
+  int end = 0;
+  for (int c : cuts)
+    if (c <= last) end = c;
+  auto m = partition::describe_stage(g, 0, 0, end, 2 * 16, 2);
+  REQUIRE(m.segment_nodes.size() >= 4);
+  std::vector<int> starts;
+  for (int at = 0; int k : m.segment_nodes) {
+    starts.push_back(at);
+    at += k;
+  }
+  const int L = int(m.segment_nodes.size());
+  for (int k = 0; k <= L; ++k) {
+    INFO(k << " of " << L << " segments recomputed");
+    parameter_store store(5);
+    executor ex(g, store, 0, end);
+    ex.set_segments(starts);
+    int nodes = 0;
+    for (int i = 0; i < k; ++i) nodes += m.segment_nodes[size_t(i)];
+    ex.set_checkpoint(nodes);
+    ex.reset_activation_peak();
+    std::vector<tensor> first_outputs;
+    for (int mb = 0; mb < 2; ++mb) {
+      std::vector<tensor> in;
+      in.push_back(test::random_ids({2, 16}, 64, uint64_t(mb + 1)));
+      auto r = ex.forward(mb, std::move(in));
+      if (mb == 0) first_outputs = std::move(r.outputs);
+    }
+    std::vector<tensor> grads;
+    for (auto& o : first_outputs) {
+      tensor d(o.shape());
+      for (int64_t i = 0; i < d.numel(); ++i) d.f32()[i] = 1e-3f;
+      grads.push_back(std::move(d));
+    }
+    ex.backward(0, std::move(grads));
+    const int64_t model = partition::stage_bytes(m, k) - m.weights_bytes;
+    // Never under what the executor held; equal with everything recomputed,
+    // within a few percent otherwise (the graph counts every node's output).
+    CHECK(model >= ex.activation_peak());
+    CHECK(double(model) <= 1.06 * double(ex.activation_peak()));
+    if (k == L) CHECK(model == ex.activation_peak());
   }
 }
