@@ -71,9 +71,10 @@ struct tp_context {
   const std::vector<int>* cuts = nullptr;                   // cut_points of the single-device graph
   std::vector<int> shard_cuts;                              // cut_points of the shard's graph
   double weights_bytes = 0;  // one shard's weights, gradients and moments
-  // Per node range [a, b) of the shard's graph: its gathered values
+  // Per node range [a, b) of the shard's graph, with or without the
+  // sequence-parallel region's buckets apart: its gathered values
   // (replay_gathered_values), made once whatever else differs.
-  std::map<std::pair<int, int>, gathered_values> gathered;
+  std::map<std::tuple<int, int, bool>, gathered_values> gathered;
 };
 
 // Each node's times for `tokens`, with the TP collectives it waits for
@@ -396,11 +397,12 @@ std::vector<gathered_values> gathered_for(const plan_request& r, tp_context& ctx
   const bool late = r.sequence_parallel && ctx.tp > 1;
   for (size_t s = 0; s < L.stages.size(); ++s) {
     const int a = ctx.tg.node_map[size_t(L.bounds[s])], b = ctx.tg.node_map[size_t(L.bounds[s + 1])];
-    auto it = ctx.gathered.find({a, b});
+    const auto key = std::make_tuple(a, b, late);
+    auto it = ctx.gathered.find(key);
     if (it == ctx.gathered.end())
       it = ctx.gathered
-               .emplace(std::pair{a, b}, replay_gathered_values(ctx.tg.graph, a, b, r.bucket_bytes,
-                                                                late, L.gather_elem))
+               .emplace(key, replay_gathered_values(ctx.tg.graph, a, b, r.bucket_bytes, late,
+                                                    L.gather_elem))
                .first;
     out[s] = it->second;
   }
