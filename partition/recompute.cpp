@@ -68,6 +68,19 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
     for (int n = a; n < b; ++n) {
       stash += g.nodes()[n].activation_bytes_per_token * tokens;
       core += attention_core_bytes_per_token(g, g.nodes()[n]) * tokens;
+      // An output that only later stages read is handed on, not held: its
+      // bytes as the node counts them (a slice of the tokens in a
+      // sequence-parallel region), at most its whole activation.
+      const int out = g.nodes()[n].output;
+      bool inside = false, after = false;
+      for (int k = n + 1; k < int(g.nodes().size()); ++k)
+        for (int v : g.nodes()[size_t(k)].inputs)
+          if (v == out) (k < last ? inside : after) = true;
+      if (after && !inside) {
+        int64_t bytes = tokens * int64_t(model::dtype_size(g.values()[size_t(out)].type));
+        for (auto d : g.values()[size_t(out)].features) bytes *= d;
+        m.output_bytes += std::min(bytes, g.nodes()[n].activation_bytes_per_token * tokens);
+      }
     }
     m.stash_bytes.push_back(stash);
     m.core_bytes.push_back(core);
@@ -104,6 +117,7 @@ int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
       prefix += m.stash_bytes[i];
   }
   if (k > 0 && k < L) kept += m.checkpoint_bytes[k];  // the prefix's output, read by segment k
+  if (k < L) kept -= std::min(m.output_bytes, m.stash_bytes[L - 1]);  // handed on
   const int64_t in_flight = std::max(1, m.in_flight);
   if (m.whole_prefix) return m.weights_bytes + in_flight * kept + prefix;
   for (int i = 1; i < k; ++i) kept += m.checkpoint_bytes[i];  // each recomputed segment's input
@@ -116,6 +130,9 @@ int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
     if (i > 0) below += m.checkpoint_bytes[i];
     backward = std::max(backward, below + m.stash_bytes[i]);
   }
+  // A forward that drops its prefix holds the prefix's output twice for a
+  // moment (in the prefix's activations and as segment k's input).
+  if (k > 0 && k < L) backward = std::max(backward, kept + m.checkpoint_bytes[k]);
   return m.weights_bytes + (in_flight - 1) * kept + backward;
 }
 

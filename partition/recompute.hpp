@@ -37,6 +37,9 @@ struct stage_memory {
   // of A (the attention cores' stash beyond their output).
   std::vector<int64_t> core_bytes;
   int64_t input_bytes = 0;                // the stage input, one micro-batch
+  // The stage's outputs (read only by later stages), one micro-batch: in
+  // the last segment's A but handed on, held only while it is rebuilt.
+  int64_t output_bytes = 0;
   int in_flight = 1;                      // micro-batches held at once
   // How recomputation rebuilds the checkpointed segments: one at a time
   // inside backward (false; model::executor::set_segments), or all at once
