@@ -451,12 +451,7 @@ void take_wiring(stage_self self, const stage_setup& setup, stage_wiring& w) {
                                        st.cfg.tokens_per_micro_batch, 1, nullptr,
                                        st.cfg.recompute_layers);
     // Recomputation rebuilds one segment at a time inside backward.
-    std::vector<int> starts;
-    for (int at = 0; int n : m.segment_nodes) {
-      starts.push_back(at);
-      at += n;
-    }
-    st.exec->set_segments(std::move(starts));
+    st.exec->set_segments(partition::segment_starts(m));
     if (st.cfg.reports_memory) self->send(w.scheduler, memory_report{std::move(m)});
   });
 }

@@ -98,6 +98,15 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
   return m;
 }
 
+std::vector<int> segment_starts(const stage_memory& m) {
+  std::vector<int> starts;
+  for (int at = 0; int n : m.segment_nodes) {
+    starts.push_back(at);
+    at += n;
+  }
+  return starts;
+}
+
 int64_t attention_core_bytes_per_token(const model::graph& g, const model::node_info& n) {
   if (n.kind != "attention") return 0;
   const auto& out = g.values()[size_t(n.output)];

@@ -59,6 +59,10 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
                             int in_flight, const std::vector<int>* cuts = nullptr,
                             int layers_per_segment = 0);
 
+// Where the segments of `m` start, as indices into its nodes (the first 0;
+// model::executor::set_segments).
+std::vector<int> segment_starts(const stage_memory& m);
+
 // Peak bytes of a stage whose first k segments are checkpointed: weights,
 // what the forwards of in_flight - 1 micro-batches kept, and the most the
 // micro-batch in backward holds: its kept activations, or, rebuilding

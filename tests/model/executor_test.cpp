@@ -201,11 +201,7 @@ TEST_CASE("recomputation by segment gives bit-identical gradients and holds one 
   const int n = int(g.nodes().size());
   auto m = partition::describe_stage(g, 0, 0, n, 2 * 9, 1);
   REQUIRE(m.segment_nodes.size() >= 4);
-  std::vector<int> starts;
-  for (int at = 0; int k : m.segment_nodes) {
-    starts.push_back(at);
-    at += k;
-  }
+  const std::vector<int> starts = partition::segment_starts(m);
   parameter_store ref_store(5);
   executor ref(g, ref_store);
   const double ref_loss = ref.forward(0, inputs()).loss;
@@ -243,14 +239,6 @@ TEST_CASE("recomputation by whole layers keeps one input a layer and gives bit-i
           "[executor][recompute]") {
   graph g = build_gpt({.vocab = 17, .max_seq = 9, .layers = 4, .dim = 12, .heads = 3});
   const int n = int(g.nodes().size());
-  auto starts_of = [](const partition::stage_memory& m) {
-    std::vector<int> starts;
-    for (int at = 0; int k : m.segment_nodes) {
-      starts.push_back(at);
-      at += k;
-    }
-    return starts;
-  };
   const auto halves = partition::describe_stage(g, 0, 0, n, 2 * 9, 1);
   const auto layers = partition::describe_stage(g, 0, 0, n, 2 * 9, 1, nullptr, 1);
   REQUIRE(layers.segment_nodes.size() + 4 == halves.segment_nodes.size());
@@ -261,8 +249,8 @@ TEST_CASE("recomputation by whole layers keeps one input a layer and gives bit-i
   auto want = grads_of(ref_store);
   parameter_store s1(5), s2(5);
   executor by_half(g, s1), by_layer(g, s2);
-  by_half.set_segments(starts_of(halves));
-  by_layer.set_segments(starts_of(layers));
+  by_half.set_segments(partition::segment_starts(halves));
+  by_layer.set_segments(partition::segment_starts(layers));
   for (auto* ex : {&by_half, &by_layer}) {
     ex->set_checkpoint(n - 2);
     CHECK(ex->forward(1, inputs(), false).loss == ref_loss);
@@ -290,11 +278,7 @@ TEST_CASE("the planner's recomputation memory equals the executor's peak for eve
     if (c <= last) end = c;
   auto m = partition::describe_stage(g, 0, 0, end, 2 * 16, 2);
   REQUIRE(m.segment_nodes.size() >= 4);
-  std::vector<int> starts;
-  for (int at = 0; int k : m.segment_nodes) {
-    starts.push_back(at);
-    at += k;
-  }
+  const std::vector<int> starts = partition::segment_starts(m);
   const int L = int(m.segment_nodes.size());
   for (int k = 0; k <= L; ++k) {
     INFO(k << " of " << L << " segments recomputed");
