@@ -1,5 +1,4 @@
-#include "partition/memory_model.hpp"
-#include "partition/planner.hpp"
+#include "partition/plan_pricing.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,12 +19,9 @@
 #include "partition/tp_rewrite.hpp"
 
 namespace merak::partition {
+namespace pricing {
 namespace {
 
-// A candidate broke a named rule.
-struct rule_error {
-  std::string rule, detail;
-};
 
 cluster_spec links_of(const plan_request& r) {
   return r.cluster ? *r.cluster : cluster_of(r.device);
@@ -44,38 +40,6 @@ double exposed_share(int level) {
   return level == 0 ? 1.0 : level == 1 ? 0.5 : 0.25;
 }
 
-// What candidates with the same tp, pp, micro-batch size and overlap level
-// share: node times, the stage split and the stages' memory (one micro-batch
-// in flight; the schedule sets the count).
-struct layout {
-  std::string rule, detail;  // the split failed: the rule it broke
-  std::vector<int> bounds;
-  std::vector<stage_memory> mem;
-  std::vector<std::vector<double>> seg_fwd;  // forward seconds per segment
-  std::vector<int64_t> max_node_params;       // per stage: its largest node's parameters
-  std::vector<stage_plan> stages;
-  double act_bytes = 0;
-  // Bytes of a parameter value on the distributed optimizer's all-gathers:
-  // a bf16 run's working weights travel as bf16 (the GEMM weights; the few
-  // norms, biases and embeddings read as float are not counted apart).
-  double gather_elem = 4;
-  double tp_allreduce_s = 0;
-  std::string tp_algo;
-};
-
-// What the search reuses across candidates with the same tp.
-struct tp_context {
-  int tp = 1;
-  tp_graph tg;
-  std::map<std::tuple<int, int64_t, int, bool>, layout> layouts;  // (pp, rows, overlap, selective)
-  const std::vector<int>* cuts = nullptr;                   // cut_points of the single-device graph
-  std::vector<int> shard_cuts;                              // cut_points of the shard's graph
-  double weights_bytes = 0;  // one shard's weights, gradients and moments
-  // Per node range [a, b) of the shard's graph, with or without the
-  // sequence-parallel region's buckets apart: its gathered values
-  // (replay_gathered_values), made once whatever else differs.
-  std::map<std::tuple<int, int, bool>, gathered_values> gathered;
-};
 
 // Each node's times for `tokens`, with the TP collectives it waits for
 // (`tp_ar`: one exposed all-reduce) and, with selective recomputation, the
@@ -116,11 +80,11 @@ std::vector<node_time> node_times(const cost_model& costs,
   return t;
 }
 
-const layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
+const stage_layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
                          tp_context& ctx, int pp, int64_t rows, int overlap, bool selective) {
   auto key = std::make_tuple(pp, rows, overlap, selective);
   if (auto it = ctx.layouts.find(key); it != ctx.layouts.end()) return it->second;
-  layout& L = ctx.layouts[key];
+  stage_layout& L = ctx.layouts[key];
   const int tp = ctx.tp;
   const auto& tg = ctx.tg;
   const auto& d = r.device;
@@ -192,16 +156,6 @@ const layout& layout_for(const plan_request& r, const cost_model& costs, const m
   return L;
 }
 
-// A candidate that fits every rule, before (or after) its simulation.
-struct candidate {
-  plan out;
-  std::vector<stage_policy> policies;
-  std::vector<double> prefix;  // per stage: forward seconds of its checkpointed segments
-  core_sharing sharing;
-  std::vector<double> act_delay;  // one activation or gradient across boundary s | s+1
-  double lower_bound = 0;         // no simulation can give a shorter step
-  int order = 0;                  // enumeration order (ties keep it)
-};
 
 double op_seconds(const candidate& c, int s, const op& operation, bool rib) {
   const auto& sp = c.out.stages[s];
@@ -262,9 +216,6 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
                      fmt::format("tp {} rows {}", tp, rows)};
 }
 
-// Each stage's recomputed segments and memory under `budget` (throws
-// rule_error when a stage does not fit); fills c.prefix, the forward time
-// of each stage's recomputed segments.
 // A stage's model-state bytes by category (memory_model.hpp).
 void weight_categories(stage_plan& sp, int64_t P, int64_t max_node, int d, sharding_strategy sh,
                        int64_t bucket_bytes, const gathered_values& gathered) {
@@ -275,7 +226,10 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t max_node, int d, shard
   sp.optimizer_bytes = w.optimizer;
 }
 
-void plan_stage_memory(candidate& c, const layout& L, std::vector<stage_memory> mem,
+// Each stage's recomputed segments and memory under `budget` (throws
+// rule_error when a stage does not fit); fills c.prefix, the forward time
+// of each stage's recomputed segments.
+void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_memory> mem,
                        const plan_request& r, recompute_kind rc, bool every_stage, int m,
                        int64_t budget, int dp, const std::vector<gathered_values>& gathered) {
   plan& out = c.out;
@@ -390,7 +344,7 @@ double pipeline_lower_bound(const candidate& c, int pp, int m) {
 
 // Each stage's gathered values when its replicas shard parameters; zero
 // otherwise.
-std::vector<gathered_values> gathered_for(const plan_request& r, tp_context& ctx, const layout& L,
+std::vector<gathered_values> gathered_for(const plan_request& r, tp_context& ctx, const stage_layout& L,
                                           int dp) {
   std::vector<gathered_values> out(L.stages.size());
   if (!shards_parameters(r.sharding) || dp < 2) return out;
@@ -409,7 +363,8 @@ std::vector<gathered_values> gathered_for(const plan_request& r, tp_context& ctx
   return out;
 }
 
-// Checks the rules and prices everything but the pipeline (throws rule_error).
+}  // namespace
+
 candidate prepare(const plan_request& r, const cost_model& costs, const model::graph& g,
                   tp_context& ctx, int dp, int pp, int m, schedule_kind kind, recompute_kind rc,
                   int overlap) {
@@ -438,7 +393,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   if (tp > per_node || per_node % tp != 0)
     throw rule_error{"tp within a node",
                      fmt::format("tp {} does not divide {} devices per node", tp, per_node)};
-  const layout& L =
+  const stage_layout& L =
       layout_for(r, costs, g, ctx, pp, rows, overlap, rc == recompute_kind::selective);
   if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
   candidate c;
@@ -520,13 +475,8 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   return c;
 }
 
-
-// The pipeline by simulation, and the step's totals.
-// `same_pipeline`: a simulated plan whose ops and schedule are this one's
-// (another sharding strategy that leaves op times alone): its pipeline is
-// taken instead of simulating again.
 void finish(const plan_request& r, const cost_model& costs, const model::graph& g, candidate& c,
-            const plan* same_pipeline = nullptr) {
+            const plan* same_pipeline) {
   plan& out = c.out;
   const int world = r.processes > 0 ? r.processes : out.dp * out.pp * out.tp;
   out.place = default_placement(out.dp, out.pp, out.tp, world);
@@ -579,9 +529,6 @@ void finish(const plan_request& r, const cost_model& costs, const model::graph& 
   out.path = same_pipeline ? same_pipeline->path : walk_critical_path(trace, delay);
 }
 
-// Plans that differ only in no_shard / optim run the same ops in the same
-// schedule: the key of that pipeline (empty for the other strategies, whose
-// collectives change op times).
 std::string pipeline_key(const plan& p) {
   if (p.sharding != sharding_strategy::no_shard && p.sharding != sharding_strategy::optim)
     return "";
@@ -590,13 +537,6 @@ std::string pipeline_key(const plan& p) {
                               p.sequence_parallel);
   for (auto& s : p.stages) k += fmt::format(" {}", s.recompute_segments);
   return k;
-}
-
-std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
 }
 
 tp_context make_context(const model::graph& g, int tp, const std::vector<int>& cuts,
@@ -612,7 +552,7 @@ tp_context make_context(const model::graph& g, int tp, const std::vector<int>& c
   return ctx;
 }
 
-}  // namespace
+}  // namespace pricing
 
 std::unique_ptr<cost_model> costs_for(const plan_request& r, int cores,
                                       const std::string& cache_file) {
@@ -628,6 +568,7 @@ plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int t
                    schedule_kind kind, recompute_kind rc, int tp_overlap) {
   model::graph g = model::build_model(r.model);
   const std::vector<int> cuts = cut_points(g);
+  using namespace pricing;
   try {
     tp_context ctx = make_context(g, tp, cuts, r.sequence_parallel);
     candidate c = prepare(r, costs, g, ctx, dp, pp, m, kind, rc, tp_overlap);
@@ -636,202 +577,6 @@ plan evaluate_plan(const plan_request& r, const cost_model& costs, int dp, int t
   } catch (const rule_error& e) {
     fail("plan dp={} tp={} pp={} m={} breaks the rule \"{}\": {}", dp, tp, pp, m, e.rule, e.detail);
   }
-}
-
-namespace {
-
-// Whether the search tries schedule `kind` on `pp` stages.
-bool schedule_searched(const plan_request& r, schedule_kind kind, int pp) {
-  if (pp == 1 && kind != schedule_kind::one_f_one_b) return false;
-  // Unasked, a plan for this CPU leaves out interleaved: the planner cuts
-  // its chunks by layer share, the runtime by FLOPs, and the profile has
-  // not been calibrated on it.
-  if (r.schedules.empty()) return !(kind == schedule_kind::interleaved && r.device.profiled);
-  return std::find(r.schedules.begin(), r.schedules.end(), kind) != r.schedules.end();
-}
-
-// Whether the search tries recomputation `rc` with schedule `kind` on `pp`
-// stages. Unasked, stage-aware with a budget keeps everything when it fits,
-// so it stands for `none`; zb-h1 runs without recomputation, interleaved
-// recomputes all or nothing.
-bool recompute_searched(const plan_request& r, schedule_kind kind, recompute_kind rc, int pp) {
-  if (!r.recomputes.empty())
-    return std::find(r.recomputes.begin(), r.recomputes.end(), rc) != r.recomputes.end();
-  if (pp == 1 && rc == recompute_kind::full && !r.recompute_every_stage) return false;
-  // Selective recomputation pays off where attention keeps its T x T
-  // probabilities: searched unasked on GPU devices with unfused attention.
-  if (rc == recompute_kind::selective)
-    return !r.device.profiled && r.attention == attention_kernel::unfused;
-  switch (kind) {
-    case schedule_kind::zb_h1:
-      return rc == recompute_kind::none;
-    case schedule_kind::interleaved:
-      return rc != recompute_kind::stage_aware;
-    default:
-      return rc != recompute_kind::none;
-  }
-}
-
-// The sharding strategies the search tries with dp replicas.
-std::vector<sharding_strategy> shardings_searched(const plan_request& r, int dp) {
-  if (!r.search_sharding || dp == 1) return {r.sharding};
-  return {sharding_strategy::no_shard, sharding_strategy::optim, sharding_strategy::optim_grads,
-          sharding_strategy::optim_grads_params};
-}
-
-// Sequence parallelism off and on, or as asked.
-std::vector<bool> sequence_parallel_searched(const plan_request& r, int tp) {
-  if (!r.search_sequence_parallel || tp == 1) return {r.sequence_parallel && tp > 1};
-  return {false, true};
-}
-
-// Every candidate the request allows that follows the rules, priced but not
-// simulated, in enumeration order; counts the others by rule in `res`.
-std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_model& costs,
-                                            const model::graph& g, plan_result& res) {
-  const std::vector<int> cuts = cut_points(g);
-  std::vector<candidate> cands;
-  for (int tp : divisors(r.devices)) {
-    if (r.tp && tp != r.tp) continue;
-    for (bool sp : sequence_parallel_searched(r, tp)) {
-      tp_context ctx;
-      try {
-        ctx = make_context(g, tp, cuts, sp);
-      } catch (const rule_error& e) {
-        ++res.rejected[e.rule];
-        continue;
-      }
-      for (int pp : divisors(r.devices / tp)) {
-        if (r.pp && pp != r.pp) continue;
-        int dp = r.devices / (tp * pp);
-        if (r.dp && dp != r.dp) continue;
-        if (r.global_batch % dp != 0) {
-          ++res.rejected["global batch divides into dp x micro-batches"];
-          continue;
-        }
-        for (sharding_strategy sh : shardings_searched(r, dp)) {
-          plan_request q = r;  // the memory strategies of this candidate
-          q.sharding = sh;
-          q.sequence_parallel = sp;
-          // A given micro-batch count is taken as it is; --max-micro-batches
-          // bounds the search only.
-          const int first_m = r.micro_batches ? r.micro_batches : 1;
-          const int last_m = r.micro_batches ? r.micro_batches : r.max_micro_batches;
-          for (int m = first_m; m <= last_m; ++m) {
-            if ((r.global_batch / dp) % m != 0) continue;  // not a split of the batch
-            for (auto kind : {schedule_kind::gpipe, schedule_kind::one_f_one_b,
-                              schedule_kind::shifted, schedule_kind::zb_h1,
-                              schedule_kind::interleaved}) {
-              if (!schedule_searched(r, kind, pp)) continue;
-              for (auto rc : {recompute_kind::none, recompute_kind::stage_aware,
-                              recompute_kind::full, recompute_kind::selective}) {
-                if (!recompute_searched(r, kind, rc, pp)) continue;
-                for (int ov : {0, 1, 2}) {
-                  if (tp == 1 && ov > 0) continue;
-                  if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
-                  try {
-                    cands.push_back(prepare(q, costs, g, ctx, dp, pp, m, kind, rc, ov));
-                    cands.back().order = res.evaluated++;
-                  } catch (const rule_error& e) {
-                    ++res.rejected[e.rule];
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  return cands;
-}
-
-// Simulates the candidates in the order of their lower bounds; once a bound
-// is beyond the kept-th fastest step so far (with the tie margin of
-// rank_plans), no later candidate can be the plan or a runner-up. Returns
-// the simulated plans in enumeration order.
-std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& costs,
-                                      const model::graph& g, std::vector<candidate>& cands,
-                                      plan_result& res) {
-  std::vector<int> by_bound(cands.size());
-  for (size_t i = 0; i < cands.size(); ++i) by_bound[i] = int(i);
-  std::stable_sort(by_bound.begin(), by_bound.end(),
-                   [&](int a, int b) { return cands[a].lower_bound < cands[b].lower_bound; });
-  // Runners-up are 5 layouts besides the best; one layout has at most 4
-  // recomputations x 3 overlap levels x the memory strategies searched.
-  const size_t variants = (r.search_sharding ? 3 : 1) * (r.search_sequence_parallel ? 2 : 1);
-  const size_t kept = 6 * 12 * variants;
-  std::vector<double> fastest;  // the kept fastest step times, ascending
-  std::vector<char> simulated(cands.size(), 0);
-  std::map<std::string, int> pipelines;  // pipeline_key -> a simulated candidate
-  for (int i : by_bound) {
-    if (!r.exhaustive && fastest.size() >= kept &&
-        cands[i].lower_bound > fastest.back() * (1 + 2e-3))
-      break;
-    const std::string key = pipeline_key(cands[i].out);
-    auto same = key.empty() ? pipelines.end() : pipelines.find(key);
-    finish(r, costs, g, cands[i], same == pipelines.end() ? nullptr : &cands[size_t(same->second)].out);
-    if (!key.empty() && same == pipelines.end()) pipelines[key] = i;
-    simulated[i] = 1;
-    ++res.simulated;
-    double t = cands[i].out.step_time_s;
-    fastest.insert(std::upper_bound(fastest.begin(), fastest.end(), t), t);
-    if (fastest.size() > kept) fastest.pop_back();
-  }
-  std::vector<plan> all;
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (simulated[i]) all.push_back(std::move(cands[i].out));
-  return all;
-}
-
-bool same_layout(const plan& a, const plan& b) {
-  return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.micro_batches == b.micro_batches &&
-         a.schedule == b.schedule;
-}
-
-// The best plan and up to 5 runners-up of other layouts: fastest first;
-// among equals (within 0.1%), the simpler plan: fewer micro-batches, less
-// recomputation, less sharding, no sequence parallelism, less overlap
-// machinery.
-void rank_plans(std::vector<plan> all, plan_result& res) {
-  std::stable_sort(all.begin(), all.end(), [](const plan& a, const plan& b) {
-    if (std::abs(a.step_time_s - b.step_time_s) > 1e-3 * std::min(a.step_time_s, b.step_time_s))
-      return a.step_time_s < b.step_time_s;
-    if (a.micro_batches != b.micro_batches) return a.micro_batches < b.micro_batches;
-    if (a.recompute != b.recompute) return a.recompute < b.recompute;
-    if (a.sharding != b.sharding) return a.sharding < b.sharding;
-    if (a.sequence_parallel != b.sequence_parallel) return !a.sequence_parallel;
-    return a.tp_overlap < b.tp_overlap;
-  });
-  res.best = all.front();
-  for (size_t i = 1; i < all.size() && res.runners_up.size() < 5; ++i) {
-    // Runners-up differ in layout, not only in the overlap level.
-    bool dup = false;
-    for (auto& p : res.runners_up) dup = dup || same_layout(p, all[i]);
-    if (!dup && !same_layout(all[i], res.best)) res.runners_up.push_back(all[i]);
-  }
-}
-
-}  // namespace
-
-plan_result search_plans(const plan_request& r, const cost_model& costs) {
-  if (r.devices < 1) fail("--devices must be at least 1 (got {})", r.devices);
-  if (r.global_batch < 1) fail("--global-batch-size must be at least 1 (got {})", r.global_batch);
-  if (r.processes < 0 || r.processes > r.devices)
-    fail("--processes must be from 0 (one per device) to --devices {} (got {})", r.devices,
-         r.processes);
-  model::graph g = model::build_model(r.model);
-  plan_result res;
-  std::vector<candidate> cands = enumerate_candidates(r, costs, g, res);
-  if (cands.empty()) {
-    std::string why;
-    for (auto& [rule, n] : res.rejected)
-      why += fmt::format("{}\"{}\" ({}x)", why.empty() ? "" : ", ", rule, n);
-    fail("no plan for {} devices fits; rules that rejected candidates: {}", r.devices,
-         why.empty() ? "none (no candidate)" : why);
-  }
-  rank_plans(simulate_candidates(r, costs, g, cands, res), res);
-  return res;
 }
 
 }  // namespace merak::partition
