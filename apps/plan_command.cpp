@@ -106,13 +106,10 @@ int run_plan(plan_flags& f) {
   for (auto& s : f.recomputes) f.req.recomputes.push_back(partition::parse_recompute_kind(s));
   // Grouped layers apply to full and stage-aware recomputation, which a
   // search (no --recompute) tries too.
-  f.req.recompute_layers = recompute_layers_of(
-      f.memory, f.recomputes.empty() || std::count(f.recomputes.begin(), f.recomputes.end(),
-                                                   "stage-aware") > 0
-                    ? "stage-aware"
-                    : std::count(f.recomputes.begin(), f.recomputes.end(), "full") > 0
-                    ? "full"
-                    : f.recomputes[0]);
+  std::string grouped = f.recomputes.empty() ? "full" : f.recomputes[0];
+  for (const auto& s : f.recomputes)
+    if (s == "full" || s == "stage-aware") grouped = s;
+  f.req.recompute_layers = recompute_layers_of(f.memory, grouped);
   f.req.sharding = sharding_of(f.memory);
   f.req.sequence_parallel = f.memory.sequence_parallel;
   f.req.overlap_param_gather = f.memory.overlap_param_gather;

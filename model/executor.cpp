@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "model/backend.hpp"
+#include "model/grad_buckets.hpp"
 
 namespace merak::model {
 namespace {
@@ -666,23 +667,15 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
 }
 
 std::vector<int> executor::backward_finish_order(bool split_weights) const {
-  std::vector<int> order, partial, deferred;
-  const auto late = late_gradient_nodes();
-  for (int n = last_ - 1; n >= first_; --n) {
-    const bool defer = split_weights && layers_[size_t(n - first_)]->splits_weight_grad();
-    const bool sp = late[size_t(n - first_)] != 0;
-    (defer ? deferred : sp ? partial : order).push_back(n - first_);
-  }
-  order.insert(order.end(), partial.begin(), partial.end());
-  order.insert(order.end(), deferred.begin(), deferred.end());
-  return order;
+  std::vector<char> deferred(size_t(last_ - first_), 0);
+  if (split_weights)
+    for (int n = first_; n < last_; ++n)
+      deferred[size_t(n - first_)] = layers_[size_t(n - first_)]->splits_weight_grad();
+  return model::backward_finish_order(last_ - first_, late_gradient_nodes(), deferred);
 }
 
 std::vector<char> executor::late_gradient_nodes() const {
-  std::vector<char> late(size_t(last_ - first_), 0);
-  if (tp_)
-    for (int n : sp_nodes_) late[size_t(n - first_)] = 1;
-  return late;
+  return model::late_gradient_nodes(graph_, first_, last_, tp_ != nullptr);
 }
 
 void executor::weight_backward(int mb, const std::function<void(int)>& node_done) {

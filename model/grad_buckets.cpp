@@ -76,6 +76,27 @@ std::vector<grad_bucket> grad_bucketer::finish() {
   return out;
 }
 
+std::vector<char> late_gradient_nodes(const graph& g, int first, int last, bool tensor_parallel) {
+  std::vector<char> late(size_t(last - first), 0);
+  if (tensor_parallel)
+    for (int n = first; n < last; ++n) {
+      const auto& node = g.nodes()[size_t(n)];
+      late[size_t(n - first)] = node.sequence_parallel && !node.params.empty();
+    }
+  return late;
+}
+
+std::vector<int> backward_finish_order(int nodes, const std::vector<char>& late,
+                                       const std::vector<char>& deferred) {
+  auto flag = [](const std::vector<char>& v, int k) { return size_t(k) < v.size() && v[size_t(k)]; };
+  std::vector<int> order, partial, postponed;
+  for (int k = nodes - 1; k >= 0; --k)
+    (flag(deferred, k) ? postponed : flag(late, k) ? partial : order).push_back(k);
+  order.insert(order.end(), partial.begin(), partial.end());
+  order.insert(order.end(), postponed.begin(), postponed.end());
+  return order;
+}
+
 std::vector<std::vector<int>> gradients_final_after(const model::graph& g, int first, int last,
                                                     const std::vector<std::string>& params) {
   std::vector<std::vector<int>> out(size_t(last - first));

@@ -68,6 +68,20 @@ class grad_bucketer {
   int shipped_ = 0;
 };
 
+// Per node of [first, last) of g (0 = first): whether its parameters'
+// gradients are final only after the tensor-parallel sums that end a
+// backward (with `tensor_parallel`, the sequence-parallel region's nodes
+// that hold parameters).
+std::vector<char> late_gradient_nodes(const graph& g, int first, int last, bool tensor_parallel);
+
+// The order a backward reports a range's `nodes` nodes finished (indices,
+// 0 = first; `late` and `deferred` flags per node, empty: none): from the
+// last node back, the late nodes after the others, the deferred (split
+// weight gradients, finished by the weight backward) after those, each in
+// reverse.
+std::vector<int> backward_finish_order(int nodes, const std::vector<char>& late,
+                                       const std::vector<char>& deferred);
+
 // final_after for nodes [first, last) of g and the stage's parameters by
 // name (store order): each parameter goes to the first node that uses it.
 std::vector<std::vector<int>> gradients_final_after(const model::graph& g, int first, int last,

@@ -72,11 +72,10 @@ gathered_values replay_gathered_values(const model::graph& g, int first, int las
   std::vector<int64_t> bytes;
   std::vector<char> rounded;  // read only by GEMMs as a matrix
   std::map<std::string, int> index;
-  std::vector<char> late(size_t(last - first), 0);
+  const std::vector<char> late =
+      model::late_gradient_nodes(g, first, last, late_sequence_parallel);
   for (int n = first; n < last; ++n) {
     const auto& node = nodes[size_t(n)];
-    late[size_t(n - first)] = late_sequence_parallel && node.sequence_parallel &&
-                              !node.params.empty();
     for (const auto& spec : node.params) {
       const bool gemm = node.kind == "linear" && spec.shape.size() == 2;
       auto [it, fresh] = index.try_emplace(spec.name, int(names.size()));
@@ -103,13 +102,11 @@ gathered_values replay_gathered_values(const model::graph& g, int first, int las
   }
   model::grad_bucketer bucketer(bytes, model::gradients_final_after(g, first, last, names), -1,
                                 bucket_bytes, alone, late);
-  // The order a backward finishes the nodes in (executor::backward_finish_order):
-  // from the last node back, the late ones after all others.
+  // In the order a backward finishes the nodes (no split weight gradients:
+  // gradient shards refuse them).
   std::vector<model::grad_bucket> buckets;
-  for (bool late_pass : {false, true})
-    for (int k = last - first - 1; k >= 0; --k)
-      if ((late[size_t(k)] != 0) == late_pass)
-        for (auto& x : bucketer.node_finished(k)) buckets.push_back(std::move(x));
+  for (int k : model::backward_finish_order(last - first, late, {}))
+    for (auto& x : bucketer.node_finished(k)) buckets.push_back(std::move(x));
   for (auto& x : bucketer.finish()) buckets.push_back(std::move(x));
   std::vector<int64_t> arriving(buckets.size(), 0), whole(buckets.size(), 0);
   std::vector<int> bucket_of(names.size(), -1);

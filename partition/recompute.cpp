@@ -61,6 +61,10 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
     open_block = block;
   }
   bounds.push_back(last);
+  // Per value: read by a node of the stage, and by a node after it.
+  std::vector<char> read_inside(g.values().size(), 0), read_after(g.values().size(), 0);
+  for (int k = first; k < int(g.nodes().size()); ++k)
+    for (int v : g.nodes()[size_t(k)].inputs) (k < last ? read_inside : read_after)[size_t(v)] = 1;
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     int a = bounds[i], b = bounds[i + 1];
     m.segment_nodes.push_back(b - a);
@@ -72,11 +76,7 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
       // bytes as the node counts them (a slice of the tokens in a
       // sequence-parallel region), at most its whole activation.
       const int out = g.nodes()[n].output;
-      bool inside = false, after = false;
-      for (int k = n + 1; k < int(g.nodes().size()); ++k)
-        for (int v : g.nodes()[size_t(k)].inputs)
-          if (v == out) (k < last ? inside : after) = true;
-      if (after && !inside) {
+      if (read_after[size_t(out)] && !read_inside[size_t(out)]) {
         int64_t bytes = tokens * int64_t(model::dtype_size(g.values()[size_t(out)].type));
         for (auto d : g.values()[size_t(out)].features) bytes *= d;
         m.output_bytes += std::min(bytes, g.nodes()[n].activation_bytes_per_token * tokens);
