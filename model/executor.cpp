@@ -307,6 +307,8 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
     batches_.erase(mb);
     throw;
   }
+  // The forward's end, before the outputs are handed on.
+  if (!by_segment) note_activations();
   for (int v : outputs_) {
     std::vector<tensor*> parts;
     for (auto& sub : stored.subs) parts.push_back(&sub.values[v]);
@@ -328,10 +330,7 @@ executor::forward_result executor::forward(int mb, std::vector<tensor> inputs, b
     }
     r.loss = sum / double(count);
   }
-  if (!by_segment) {
-    note_activations();  // before the drop: the forward held them all at its end
-    if (until > first_) drop_activations(stored, until);
-  }
+  if (!by_segment && until > first_) drop_activations(stored, until);
   return r;
 }
 
@@ -447,18 +446,17 @@ void executor::hold_round(int cursor, int pending, int limit, bool forward) {
 
 void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
                             const std::vector<char>* keep,
-                            const std::function<void(int)>& node_done, int lo, int hi) {
+                            const std::function<void(int)>& node_done, sp_partials& sp, int lo,
+                            int hi) {
   auto& nodes = graph_.nodes();
   const int k = int(s.subs.size());
   std::vector<int> subs_done(last_ - first_, 0);
   // Sequence parallelism: those nodes are reported finished only once their
   // partial gradients are summed (end_sp_partials).
-  sp_partials sp = begin_sp_partials(lo, hi);
-  std::vector<int> sp_finished;
   auto finished = [&](int n) {
     if (++subs_done[n - first_] != k) return;
     if (sp.is_sp[size_t(n - first_)])
-      sp_finished.push_back(n);
+      sp.finished.push_back(n);
     else if (node_done)
       node_done(n);
   };
@@ -524,9 +522,6 @@ void executor::run_backward(micro_batch& s, std::vector<std::vector<tensor>>& gr
   }
   for (int j = 0; j < k; ++j) resume(j);
   if (k > 1) parameter_span(0, 0);
-  end_sp_partials(sp);
-  for (int n : sp_finished)
-    if (node_done) node_done(n);
 }
 
 executor::sp_partials executor::begin_sp_partials(int lo, int hi) {
@@ -550,8 +545,12 @@ executor::sp_partials executor::begin_sp_partials(int lo, int hi) {
   return sp;
 }
 
-void executor::end_sp_partials(sp_partials& sp) {
-  if (sp.params.empty()) return;
+void executor::end_sp_partials(sp_partials& sp, const std::function<void(int)>& node_done) {
+  auto report = [&] {
+    if (node_done)
+      for (int n : sp.finished) node_done(n);
+  };
+  if (sp.params.empty()) return report();
   std::vector<int> sums;
   for (auto& p : sp.params) sums.push_back(tp_->start_allreduce(p->grad));
   for (int t : sums) tp_->wait(t);
@@ -561,6 +560,7 @@ void executor::end_sp_partials(sp_partials& sp) {
     backend_for(p.grad.where()).accumulate(p.grad, sp.partial[i]);
     pool_.release(std::move(sp.partial[i]));
   }
+  report();
 }
 
 void executor::materialize_gradients(int n) {
@@ -623,6 +623,7 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
       if (layers_[n - first_]->splits_weight_grad())
         for (int v : graph_.nodes()[n].inputs) keep[v] = 1;
   }
+  sp_partials sp = begin_sp_partials(first_, last_);
   if (by_segment) {
     std::vector<int> bounds;  // the dropped segments, then the rest of the range
     for (int c : segment_starts_)
@@ -634,12 +635,14 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
         run_forward(s, bounds[i], bounds[i + 1]);
         note_activations();
       }
-      run_backward(s, grads, split_weights ? &keep : nullptr, node_done, bounds[i], bounds[i + 1]);
+      run_backward(s, grads, split_weights ? &keep : nullptr, node_done, sp, bounds[i],
+                   bounds[i + 1]);
     }
     s.dropped_until = 0;
   } else {
-    run_backward(s, grads, split_weights ? &keep : nullptr, node_done, first_, last_);
+    run_backward(s, grads, split_weights ? &keep : nullptr, node_done, sp, first_, last_);
   }
+  end_sp_partials(sp, node_done);
   std::vector<tensor> input_grads;
   for (int v : inputs_) {
     if (!grads[0][v].defined()) {

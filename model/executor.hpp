@@ -229,15 +229,16 @@ class executor {
   // gradients read, not released.
   // Sequence parallelism's partial parameter gradients of nodes [lo, hi):
   // begin swaps each gradient for a zeroed buffer that this backward
-  // accumulates into; end sums the buffers over the shards and adds them to
-  // the gradients swapped back.
+  // accumulates into; end sums the buffers over the shards, adds them to
+  // the gradients swapped back and reports the nodes finished.
   struct sp_partials {
     std::vector<char> is_sp;  // by node index - first_
     std::vector<parameter_ptr> params;
     std::vector<tensor> partial;  // parallel to params
+    std::vector<int> finished;    // the nodes whose backward is done, in that order
   };
   sp_partials begin_sp_partials(int lo, int hi);
-  void end_sp_partials(sp_partials& sp);
+  void end_sp_partials(sp_partials& sp, const std::function<void(int)>& node_done);
   // Reader n's whole input freed after forward (regather_), gathered again.
   void regather_input(sub_batch& sub, int n);
   // Node n's backward on one sub-batch, g its gradients by value id: the
@@ -253,10 +254,12 @@ class executor {
   // none), then from `cursor` on to the next node that starts a TP
   // collective, up to `limit` (forward: exclusive end; backward: lowest).
   void hold_round(int cursor, int pending, int limit, bool forward);
-  // Nodes [lo, hi) backward, from hi - 1 down.
+  // Nodes [lo, hi) backward, from hi - 1 down; `sp` the partials of the
+  // whole backward (of which [lo, hi) may be one segment), whose nodes are
+  // reported finished once it ends (end_sp_partials), after the others.
   void run_backward(micro_batch& s, std::vector<std::vector<tensor>>& grads,
                     const std::vector<char>* keep, const std::function<void(int)>& node_done,
-                    int lo, int hi);
+                    sp_partials& sp, int lo, int hi);
   // Drops what nodes [first_, until) produced, but what later nodes read.
   void drop_activations(micro_batch& s, int until);
   // Drops what nodes [lo, hi) produced, but what later nodes read and the

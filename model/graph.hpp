@@ -55,6 +55,9 @@ struct value_info {
   shape_t features;  // per-token shape, e.g. {C}; {} for token ids
   dtype type = dtype::f32;
   int producer = -1;  // node index, or -1 for a graph input
+  // Sequence parallelism: a shard holds 1/token_slices of the value's
+  // tokens (its slice); 1 for a whole value.
+  int token_slices = 1;
 };
 
 using layer_factory = std::function<std::unique_ptr<layer>(std::span<const parameter_ptr>)>;
@@ -104,6 +107,8 @@ class graph {
   dtype activation_type() const { return activation_type_; }
   // Marks the value that holds per-token losses (B, T).
   void set_loss(int value) { loss_ = value; }
+  // Marks a value a shard holds as 1/slices of its tokens (value_info).
+  void set_token_slices(int value, int slices) { values_.at(size_t(value)).token_slices = slices; }
 
   const std::vector<node_info>& nodes() const { return nodes_; }
   // A node's annotations (costs, tensor-parallel marks) for a rewrite to

@@ -82,7 +82,7 @@ std::vector<node_time> node_times(const cost_model& costs,
 
 const stage_layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
                          tp_context& ctx, int pp, int64_t rows, int overlap, bool selective) {
-  auto key = std::make_tuple(pp, rows, overlap, selective);
+  auto key = std::make_tuple(pp, rows, overlap, selective, r.recompute_layers);
   if (auto it = ctx.layouts.find(key); it != ctx.layouts.end()) return it->second;
   stage_layout& L = ctx.layouts[key];
   const int tp = ctx.tp;
@@ -132,6 +132,7 @@ const stage_layout& layout_for(const plan_request& r, const cost_model& costs, c
     for (auto& x : L.mem.back().stash_bytes) x = int64_t(double(x) * act_scale);
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
     L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
+    L.mem.back().output_bytes = int64_t(double(L.mem.back().output_bytes) * act_scale);
     stage_plan sp;
     sp.first = L.bounds[s];
     sp.last = L.bounds[s + 1];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -12,10 +13,13 @@
 namespace merak::partition {
 namespace {
 
+// Bytes a shard holds of value v for `tokens` tokens (a sequence-parallel
+// slice: its share of them).
 int64_t value_bytes(const model::graph& g, int v, int64_t tokens) {
-  int64_t n = tokens * 4;  // f32 / i32
-  for (auto d : g.values()[v].features) n *= d;
-  return n;
+  const auto& info = g.values()[size_t(v)];
+  int64_t n = tokens * int64_t(model::dtype_size(info.type));
+  for (auto d : info.features) n *= d;
+  return n / info.token_slices;
 }
 
 recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> k,
@@ -72,15 +76,10 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
     for (int n = a; n < b; ++n) {
       stash += g.nodes()[n].activation_bytes_per_token * tokens;
       core += attention_core_bytes_per_token(g, g.nodes()[n]) * tokens;
-      // An output that only later stages read is handed on, not held: its
-      // bytes as the node counts them (a slice of the tokens in a
-      // sequence-parallel region), at most its whole activation.
+      // An output that only later stages read is handed on, not held.
       const int out = g.nodes()[n].output;
-      if (read_after[size_t(out)] && !read_inside[size_t(out)]) {
-        int64_t bytes = tokens * int64_t(model::dtype_size(g.values()[size_t(out)].type));
-        for (auto d : g.values()[size_t(out)].features) bytes *= d;
-        m.output_bytes += std::min(bytes, g.nodes()[n].activation_bytes_per_token * tokens);
-      }
+      if (read_after[size_t(out)] && !read_inside[size_t(out)])
+        m.output_bytes += value_bytes(g, out, tokens);
     }
     m.stash_bytes.push_back(stash);
     m.core_bytes.push_back(core);
@@ -92,9 +91,13 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
           in = std::max(in, value_bytes(g, v, tokens));
     m.checkpoint_bytes.push_back(in);
   }
+  // Each value from before the stage once, however many of its nodes read it
+  // (a block's first norm and its residual both read the stream).
+  std::vector<char> counted(g.values().size(), 0);
   for (int n = first; n < last; ++n)
     for (int v : g.nodes()[n].inputs)
-      if (g.values()[v].producer < first) m.input_bytes += value_bytes(g, v, tokens);
+      if (g.values()[v].producer < first && !std::exchange(counted[size_t(v)], 1))
+        m.input_bytes += value_bytes(g, v, tokens);
   return m;
 }
 
@@ -126,7 +129,8 @@ int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
       prefix += m.stash_bytes[i];
   }
   if (k > 0 && k < L) kept += m.checkpoint_bytes[k];  // the prefix's output, read by segment k
-  if (k < L) kept -= std::min(m.output_bytes, m.stash_bytes[L - 1]);  // handed on
+  const int64_t handed_on = std::min(m.output_bytes, m.stash_bytes[L - 1]);
+  if (k < L) kept -= handed_on;
   const int64_t in_flight = std::max(1, m.in_flight);
   if (m.whole_prefix) return m.weights_bytes + in_flight * kept + prefix;
   for (int i = 1; i < k; ++i) kept += m.checkpoint_bytes[i];  // each recomputed segment's input
@@ -139,9 +143,8 @@ int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
     if (i > 0) below += m.checkpoint_bytes[i];
     backward = std::max(backward, below + m.stash_bytes[i]);
   }
-  // A forward that drops its prefix holds the prefix's output twice for a
-  // moment (in the prefix's activations and as segment k's input).
-  if (k > 0 && k < L) backward = std::max(backward, kept + m.checkpoint_bytes[k]);
+  // A forward ends holding the stage's outputs as well, until it hands them on.
+  backward = std::max(backward, kept + handed_on);
   return m.weights_bytes + (in_flight - 1) * kept + backward;
 }
 

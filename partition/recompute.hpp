@@ -38,7 +38,8 @@ struct stage_memory {
   std::vector<int64_t> core_bytes;
   int64_t input_bytes = 0;                // the stage input, one micro-batch
   // The stage's outputs (read only by later stages), one micro-batch: in
-  // the last segment's A but handed on, held only while it is rebuilt.
+  // the last segment's A but handed on at the end of the forward, held
+  // again only while it is rebuilt.
   int64_t output_bytes = 0;
   int in_flight = 1;                      // micro-batches held at once
   // How recomputation rebuilds the checkpointed segments: one at a time
@@ -65,9 +66,10 @@ std::vector<int> segment_starts(const stage_memory& m);
 
 // Peak bytes of a stage whose first k segments are checkpointed: weights,
 // what the forwards of in_flight - 1 micro-batches kept, and the most the
-// micro-batch in backward holds: its kept activations, or, rebuilding
-// segment i inside backward (the segments after it done and freed), the
-// stage input, the inputs of segments 1 to i and segment i's activations.
+// last micro-batch holds: its kept activations and the stage's outputs at
+// the end of its forward, or, rebuilding segment i inside backward (the
+// segments after it done and freed), the stage input, the inputs of
+// segments 1 to i and segment i's activations.
 // With whole_prefix every micro-batch keeps its prefix's output and the
 // transient is the whole prefix rebuilt ahead of backward.
 // With `selective`, the segments kept (i >= k) hold A_i minus their

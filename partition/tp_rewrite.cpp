@@ -113,6 +113,7 @@ class sequence_region {
   int mark(int v) {
     if (sliced_.size() <= size_t(v)) sliced_.resize(size_t(v) + 1, 0);
     sliced_[size_t(v)] = 1;
+    g_.set_token_slices(v, tp_);
     return v;
   }
   // v's slice (v itself when it is one); `at` names the reader.

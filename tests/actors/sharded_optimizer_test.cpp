@@ -195,6 +195,8 @@ TEST_CASE("gradient shards (optim_grads) give no_shard's losses in every layout"
       {2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
       {2, 2, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, false, true},
       {2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::stage_aware},
+      // Sequence parallelism with segments recomputed inside backward.
+      {2, 2, 2, 2, 0, schedule_kind::one_f_one_b, rm::stage_aware, 1, false, false, true},
       {2, 1, 2, 4, 0, schedule_kind::interleaved, rm::none, 2},
       {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
       {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
@@ -220,6 +222,7 @@ TEST_CASE("parameter shards (optim_grads_params) give no_shard's losses in every
       {2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::stage_aware},
       {2, 1, 2, 4, 0, schedule_kind::interleaved, rm::none, 2},
       {2, 2, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, false, true},
+      {2, 2, 2, 2, 0, schedule_kind::one_f_one_b, rm::full, 1, false, false, true},
       {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
       {2, 1, 3, 1, 0, schedule_kind::shifted, rm::full, 1, true},  // bf16, the tie across stages
       {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},

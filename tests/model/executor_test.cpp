@@ -27,6 +27,15 @@ std::vector<tensor> inputs() {
   return v;
 }
 
+// A (2, 16, 32) residual stream entering a stage, in the graph's activation type.
+tensor stream_input(dtype type, uint64_t seed) {
+  tensor f = test::random_tensor({2, 16, 32}, seed);
+  if (type == dtype::f32) return f;
+  tensor b({2, 16, 32}, dtype::bf16);
+  convert(b.bf16s(), f.f32(), f.numel());
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("checkpointed forwards give bit-identical gradients", "[executor]") {
@@ -267,45 +276,62 @@ TEST_CASE("recomputation by whole layers keeps one input a layer and gives bit-i
 
 TEST_CASE("the planner's recomputation memory equals the executor's peak for every recomputed prefix",
           "[executor][recompute]") {
-  // Stage 0 of two (the embedding and half the layers), two micro-batches in
-  // flight as 1F1B's first stage holds them: two forwards, then the first
-  // one's backward, with k leading segments recomputed.
-  graph g = build_gpt({.vocab = 64, .max_seq = 16, .layers = 4, .dim = 32, .heads = 2});
-  const int last = int(g.nodes().size()) / 2;
+  // Three stages (the embedding and the first layers, the middle layers, the
+  // last layers and the loss), each with the micro-batches 1F1B holds on it
+  // in flight (3, 2, 1): that many forwards, then the first one's backward,
+  // with k leading segments recomputed.
+  const dtype act = GENERATE(dtype::f32, dtype::bf16);
+  graph g = build_gpt(
+      {.vocab = 64, .max_seq = 16, .layers = 6, .dim = 32, .heads = 2, .activations = act});
+  const int n = int(g.nodes().size());
   const std::vector<int> cuts = partition::cut_points(g);
-  int end = 0;
-  for (int c : cuts)
-    if (c <= last) end = c;
-  auto m = partition::describe_stage(g, 0, 0, end, 2 * 16, 2);
-  REQUIRE(m.segment_nodes.size() >= 4);
-  const std::vector<int> starts = partition::segment_starts(m);
-  const int L = int(m.segment_nodes.size());
-  for (int k = 0; k <= L; ++k) {
-    INFO(k << " of " << L << " segments recomputed");
-    parameter_store store(5);
-    executor ex(g, store, 0, end);
-    ex.set_segments(starts);
-    int nodes = 0;
-    for (int i = 0; i < k; ++i) nodes += m.segment_nodes[size_t(i)];
-    ex.set_checkpoint(nodes);
-    ex.reset_activation_peak();
-    std::vector<tensor> first_outputs;
-    for (int mb = 0; mb < 2; ++mb) {
-      std::vector<tensor> in;
-      in.push_back(test::random_ids({2, 16}, 64, uint64_t(mb + 1)));
-      auto r = ex.forward(mb, std::move(in));
-      if (mb == 0) first_outputs = std::move(r.outputs);
+  std::vector<int> bounds{0};
+  for (int third : {n / 3, 2 * n / 3}) {
+    int at = 0;
+    for (int c : cuts)
+      if (c <= third) at = c;
+    bounds.push_back(at);
+  }
+  bounds.push_back(n);
+  for (int stage = 0; stage < 3; ++stage) {
+    const int first = bounds[size_t(stage)], end = bounds[size_t(stage) + 1], held = 3 - stage;
+    auto m = partition::describe_stage(g, stage, first, end, 2 * 16, held);
+    REQUIRE(m.segment_nodes.size() >= 4);
+    const std::vector<int> starts = partition::segment_starts(m);
+    const int L = int(m.segment_nodes.size());
+    for (int k = 0; k <= L; ++k) {
+      INFO(dtype_name(act) << ", stage " << stage << ", " << k << " of " << L
+                           << " segments recomputed");
+      parameter_store store(5);
+      executor ex(g, store, first, end);
+      ex.set_segments(starts);
+      int nodes = 0;
+      for (int i = 0; i < k; ++i) nodes += m.segment_nodes[size_t(i)];
+      ex.set_checkpoint(nodes);
+      ex.reset_activation_peak();
+      std::vector<tensor> first_outputs;
+      for (int mb = 0; mb < held; ++mb) {
+        std::vector<tensor> in;
+        for (int v : ex.input_values())
+          in.push_back(g.values()[size_t(v)].type == dtype::i32
+                           ? test::random_ids({2, 16}, 64, uint64_t(mb + 1))
+                           : stream_input(g.values()[size_t(v)].type, uint64_t(mb + 7)));
+        auto r = ex.forward(mb, std::move(in));
+        if (mb == 0) first_outputs = std::move(r.outputs);
+      }
+      std::vector<tensor> grads;
+      for (auto& o : first_outputs) {
+        tensor d(o.shape(), o.type());
+        for (int64_t i = 0; i < d.numel(); ++i)
+          o.type() == dtype::f32 ? void(d.f32()[i] = 1e-3f) : model::store(d.bf16s()[i], 1e-3f);
+        grads.push_back(std::move(d));
+      }
+      ex.backward(0, std::move(grads));
+      // The most the executor held, to the byte: the stage's input once, the
+      // kept activations of the micro-batches in flight (the stage's output
+      // handed on), the forward's moment with the prefix's output twice, and
+      // the backward's rebuilt segment.
+      CHECK(partition::stage_bytes(m, k) - m.weights_bytes == ex.activation_peak());
     }
-    std::vector<tensor> grads;
-    for (auto& o : first_outputs) {
-      tensor d(o.shape());
-      for (int64_t i = 0; i < d.numel(); ++i) d.f32()[i] = 1e-3f;
-      grads.push_back(std::move(d));
-    }
-    ex.backward(0, std::move(grads));
-    // The most the executor held, to the byte: the kept activations of both
-    // micro-batches (the stage's output handed on), the forward's moment
-    // with the prefix's output twice, and the backward's rebuilt segment.
-    CHECK(partition::stage_bytes(m, k) - m.weights_bytes == ex.activation_peak());
   }
 }
