@@ -70,6 +70,7 @@ device_plan plan_for_devices(const model::train_options& opts, int devices, para
   r.memory_budget = base.memory_budget;
   r.bucket_bytes = base.bucket_bytes;
   r.recompute_layers = base.recompute_layers;
+  r.search_recompute_layers = base.recompute_layers == 0;
   const int per_process =
       base.threads > 0 ? base.threads : int(std::thread::hardware_concurrency());
   const int cores = std::max(1, per_process) * world;

@@ -116,6 +116,8 @@ int run_plan(plan_flags& f) {
   // Memory strategies not fixed by a flag are searched.
   f.req.search_sharding = f.memory.sharding.empty() && !f.memory.distributed_optimizer;
   f.req.search_sequence_parallel = !f.memory.sequence_parallel && !f.no_sequence_parallel;
+  f.req.search_recompute_layers =
+      f.memory.recompute_method.empty() && f.memory.recompute_num_layers == 0;
   int cores = f.cores > 0 ? f.cores : int(std::thread::hardware_concurrency());
   auto costs = partition::costs_for(f.req, cores,
                                     f.cache.empty() ? partition::default_profile_cache() : f.cache);

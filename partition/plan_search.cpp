@@ -72,6 +72,15 @@ std::vector<bool> sequence_parallel_searched(const plan_request& r, int tp) {
   return {false, true};
 }
 
+// Blocks per recomputed segment: half blocks and whole ones for the
+// recomputations that checkpoint segments, or as asked.
+std::vector<int> recompute_layers_searched(const plan_request& r, recompute_kind rc) {
+  const bool segments = rc == recompute_kind::full || rc == recompute_kind::stage_aware;
+  if (!segments) return {0};
+  if (!r.search_recompute_layers) return {r.recompute_layers};
+  return {0, 1};
+}
+
 // Every candidate the request allows that follows the rules, priced but not
 // simulated, in enumeration order; counts the others by rule in `res`.
 std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_model& costs,
@@ -113,14 +122,17 @@ std::vector<candidate> enumerate_candidates(const plan_request& r, const cost_mo
               for (auto rc : {recompute_kind::none, recompute_kind::stage_aware,
                               recompute_kind::full, recompute_kind::selective}) {
                 if (!recompute_searched(r, kind, rc, pp)) continue;
-                for (int ov : {0, 1, 2}) {
-                  if (tp == 1 && ov > 0) continue;
-                  if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
-                  try {
-                    cands.push_back(prepare(q, costs, g, ctx, dp, pp, m, kind, rc, ov));
-                    cands.back().order = res.evaluated++;
-                  } catch (const rule_error& e) {
-                    ++res.rejected[e.rule];
+                for (int layers : recompute_layers_searched(r, rc)) {
+                  q.recompute_layers = layers;
+                  for (int ov : {0, 1, 2}) {
+                    if (tp == 1 && ov > 0) continue;
+                    if (r.tp_overlap >= 0 && ov != r.tp_overlap) continue;
+                    try {
+                      cands.push_back(prepare(q, costs, g, ctx, dp, pp, m, kind, rc, ov));
+                      cands.back().order = res.evaluated++;
+                    } catch (const rule_error& e) {
+                      ++res.rejected[e.rule];
+                    }
                   }
                 }
               }
@@ -146,7 +158,8 @@ std::vector<plan> simulate_candidates(const plan_request& r, const cost_model& c
                    [&](int a, int b) { return cands[a].lower_bound < cands[b].lower_bound; });
   // Runners-up are 5 layouts besides the best; one layout has at most 4
   // recomputations x 3 overlap levels x the memory strategies searched.
-  const size_t variants = (r.search_sharding ? 3 : 1) * (r.search_sequence_parallel ? 2 : 1);
+  const size_t variants = (r.search_sharding ? 4 : 1) * (r.search_sequence_parallel ? 2 : 1) *
+                          (r.search_recompute_layers ? 2 : 1);
   const size_t kept = 6 * 12 * variants;
   std::vector<double> fastest;  // the kept fastest step times, ascending
   std::vector<char> simulated(cands.size(), 0);
@@ -186,6 +199,7 @@ void rank_plans(std::vector<plan> all, plan_result& res) {
       return a.step_time_s < b.step_time_s;
     if (a.micro_batches != b.micro_batches) return a.micro_batches < b.micro_batches;
     if (a.recompute != b.recompute) return a.recompute < b.recompute;
+    if (a.recompute_layers != b.recompute_layers) return a.recompute_layers < b.recompute_layers;
     if (a.sharding != b.sharding) return a.sharding < b.sharding;
     if (a.sequence_parallel != b.sequence_parallel) return !a.sequence_parallel;
     return a.tp_overlap < b.tp_overlap;

@@ -101,11 +101,12 @@ struct plan_request {
   double recompute_ratio = 0;
   // Search the memory strategies instead of fixing them (what `merak plan`
   // does where their flags are not given): the sharding strategies no_shard,
-  // optim and optim_grads when dp > 1 — optim_grads_params only when fixed,
-  // its cost model being unchecked against published runs — and sequence
-  // parallelism on and off when tp > 1.
-  // Off: every plan uses `sharding` and `sequence_parallel` as given.
-  bool search_sharding = false, search_sequence_parallel = false;
+  // optim, optim_grads and optim_grads_params when dp > 1, sequence
+  // parallelism on and off when tp > 1, and for full and stage-aware
+  // recomputation segments of half a block (0) and of one block
+  // (recompute_layers 1: one input kept a layer, a whole layer rebuilt at once).
+  // Off: every plan uses `sharding`, `sequence_parallel` and `recompute_layers` as given.
+  bool search_sharding = false, search_sequence_parallel = false, search_recompute_layers = false;
   // A fixed stage split (pp + 1 node indices of the single-device graph,
   // 0 first; the runtime's, to compare with it); empty: the planner's own.
   std::vector<int> stage_bounds;

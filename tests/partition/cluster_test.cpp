@@ -264,6 +264,20 @@ TEST_CASE("published Megatron-LM runs on DGX A100 fit 80 GB and are predicted wi
   CHECK_THROWS_WITH(evaluate_plan(r, *costs, 6, 8, 64, 512, schedule_kind::interleaved,
                                   recompute_kind::full, 0),
                     Catch::Contains("memory"));
+  // A search of the layout as published finds none with half-layer
+  // checkpoints; searching the segments' size too, it keeps a layer's input
+  // a layer, as Megatron-LM ran it.
+  r.tp = 8;
+  r.pp = 64;
+  r.dp = 6;
+  r.micro_batches = 512;
+  r.schedules = {schedule_kind::interleaved};
+  r.recomputes = {recompute_kind::full};
+  CHECK_THROWS_WITH(search_plans(r, *costs), Catch::Contains("no plan for 3072 devices fits"));
+  r.search_recompute_layers = true;
+  const plan best = search_plans(r, *costs).best;
+  CHECK(best.recompute_layers == 1);
+  for (auto& st : best.stages) CHECK(st.memory_bytes <= int64_t(80e9));
 }
 
 TEST_CASE("Megatron-LM's 22B run fits an 80 GB A100 with full recomputation, not without",

@@ -2,6 +2,7 @@
 // simulator-backed choice, device files.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -62,6 +63,39 @@ TEST_CASE("a smaller memory budget forces recomputation or more model parallelis
   CHECK((recomputed > 0 || tight.tp * tight.pp > roomy.tp * roomy.pp ||
          tight.recompute == recompute_kind::full));
   CHECK(tight.step_time_s >= roomy.step_time_s);
+}
+
+TEST_CASE("whole-layer recomputed segments are chosen only where half layers do not fit",
+          "[planner][recompute]") {
+  auto r = gpu_request(24, 2048, 16, 8);
+  r.recomputes = {recompute_kind::full};
+  r.recompute_every_stage = true;  // the last stage too, as Megatron-LM does
+  r.search_recompute_layers = true;
+  auto costs = analytic_costs(r.device);
+  // Room enough: the same work either way, and half layers, the simpler plan.
+  const plan roomy = search_plans(r, *costs).best;
+  CHECK(roomy.recompute_layers == 0);
+  // Between the two plans' largest stages, only whole layers fit.
+  r.dp = roomy.dp;
+  r.tp = roomy.tp;
+  r.pp = roomy.pp;
+  r.micro_batches = roomy.micro_batches;
+  r.schedules = {roomy.schedule};
+  auto largest = [](const plan& p) {
+    int64_t m = 0;
+    for (auto& st : p.stages) m = std::max(m, st.memory_bytes);
+    return m;
+  };
+  r.search_recompute_layers = false;
+  r.recompute_layers = 1;
+  const plan layers = search_plans(r, *costs).best;
+  REQUIRE(largest(layers) < largest(roomy));
+  r.memory_budget = (largest(layers) + largest(roomy)) / 2;
+  r.recompute_layers = 0;
+  r.search_recompute_layers = true;
+  const plan tight = search_plans(r, *costs).best;
+  CHECK(tight.recompute_layers == 1);
+  CHECK(largest(tight) <= r.memory_budget);
 }
 
 TEST_CASE("a given micro-batch count above the search's bound is scored as given", "[planner]") {
