@@ -141,7 +141,8 @@ gathered_values replay_gathered_values(const model::graph& g, int first, int las
 }
 
 stage_weight_bytes stage_weights(int64_t P, int64_t max_node, int d, sharding_strategy sh,
-                                 int64_t bucket_bytes, const gathered_values& gathered) {
+                                 int64_t bucket_bytes, const gathered_values& gathered,
+                                 int64_t tied) {
   stage_weight_bytes sp;
   const int64_t buckets = d > 1 ? 4 * P : 0;
   sp.parameters = 4 * P;
@@ -150,11 +151,12 @@ stage_weight_bytes stage_weights(int64_t P, int64_t max_node, int d, sharding_st
   if (sh != sharding_strategy::no_shard) sp.optimizer = 8 * P / d;
   sp.gradients_peak = sp.gradients;
   if (shards_gradients(sh)) {
-    sp.gradients = 4 * P / d;
+    sp.gradients = 4 * (P - tied) / d + 4 * tied;
     if (d > 1)
       sp.gradients_peak =
           std::min(sp.gradients_peak,
-                   sp.gradients + 4 * max_node + 4 * std::min(bucket_bytes, 4 * P));
+                   sp.gradients + 4 * max_node +
+                       4 * std::min(std::max(bucket_bytes, gathered.largest_bucket), 4 * P));
     else
       sp.gradients_peak = sp.gradients;
   }

@@ -218,9 +218,9 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 }
 
 // A stage's model-state bytes by category (memory_model.hpp).
-void weight_categories(stage_plan& sp, int64_t P, int64_t max_node, int d, sharding_strategy sh,
-                       int64_t bucket_bytes, const gathered_values& gathered) {
-  const stage_weight_bytes w = stage_weights(P, max_node, d, sh, bucket_bytes, gathered);
+void weight_categories(stage_plan& sp, int64_t P, int64_t tied, int64_t max_node, int d,
+                       sharding_strategy sh, int64_t bucket_bytes, const gathered_values& gathered) {
+  const stage_weight_bytes w = stage_weights(P, max_node, d, sh, bucket_bytes, gathered, tied);
   sp.parameters_bytes = w.parameters;
   sp.gradients_bytes = w.gradients;
   sp.gradients_peak_bytes = w.gradients_peak;
@@ -237,13 +237,15 @@ void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_me
   const int pp = int(mem.size());
   for (int s = 0; s < pp; ++s) {
     auto& pol = c.policies[s];
-    // In flight counts chunk-sized micro-batches when interleaved.
-    const int n = pol.limited ? std::max(pol.warm, pol.steady) : m;
+    // In flight counts chunk-sized micro-batches when interleaved; never
+    // more than there are.
+    const int n = std::min(pol.limited ? std::max(pol.warm, pol.steady) : m, m * pol.chunks);
     mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
     mem[s].whole_prefix = !pol.pre.empty();
     auto& sp = out.stages[s];
-    weight_categories(sp, mem[s].weights_bytes / 16, L.max_node_params[size_t(s)], dp, r.sharding,
-                      r.bucket_bytes, gathered[size_t(s)]);
+    weight_categories(sp, mem[s].weights_bytes / 16, mem[s].tied_params,
+                      L.max_node_params[size_t(s)], dp, r.sharding, r.bucket_bytes,
+                      gathered[size_t(s)]);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);
@@ -343,12 +345,12 @@ double pipeline_lower_bound(const candidate& c, int pp, int m) {
   return pipeline_bound;
 }
 
-// Each stage's gathered values when its replicas shard parameters; zero
+// Each stage's buckets and gathered values when its replicas shard gradients; zero
 // otherwise.
 std::vector<gathered_values> gathered_for(const plan_request& r, tp_context& ctx, const stage_layout& L,
                                           int dp) {
   std::vector<gathered_values> out(L.stages.size());
-  if (!shards_parameters(r.sharding) || dp < 2) return out;
+  if (!shards_gradients(r.sharding) || dp < 2) return out;
   const bool late = r.sequence_parallel && ctx.tp > 1;
   for (size_t s = 0; s < L.stages.size(); ++s) {
     const int a = ctx.tg.node_map[size_t(L.bounds[s])], b = ctx.tg.node_map[size_t(L.bounds[s + 1])];
@@ -381,7 +383,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   // Some stage holds at least the average share of the weights: no split
   // of this tp and pp can fit when that share alone does not.
   stage_plan least;
-  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, dp, r.sharding, 0, {});
+  weight_categories(least, int64_t(ctx.weights_bytes / 16 / pp), 0, 0, dp, r.sharding, 0, {});
   const double weights = double(least.parameters_bytes + least.gradients_bytes +
                                 least.optimizer_bytes);
   if (weights > double(budget))

@@ -52,6 +52,12 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
     for (auto& p : g.nodes()[n].params)
       if (params.insert(p.name).second) param_count += model::shape_numel(p.shape);
   m.weights_bytes = param_count * 4 * 4;  // value, gradient, two moments
+  std::set<std::string> elsewhere;
+  for (int n = 0; n < int(g.nodes().size()); ++n)
+    if (n < first || n >= last)
+      for (auto& p : g.nodes()[size_t(n)].params)
+        if (params.count(p.name) && elsewhere.insert(p.name).second)
+          m.tied_params += model::shape_numel(p.shape);
   std::vector<int> bounds{first};
   // The block the open segment started in (-1: outside the blocks).
   int open_block = transformer_block(g.nodes()[size_t(first)].name);

@@ -30,6 +30,9 @@ recompute_kind parse_recompute_kind(std::string_view name);
 struct stage_memory {
   int stage = 0;
   int64_t weights_bytes = 0;              // parameters, gradients, AdamW moments
+  // Parameters that nodes of other stages use too (tied weights): their
+  // gradients are settled between the stages whole, never sharded.
+  int64_t tied_params = 0;
   std::vector<int> segment_nodes;         // nodes per segment, in order
   std::vector<int64_t> stash_bytes;       // per segment, one micro-batch: A
   std::vector<int64_t> checkpoint_bytes;  // per segment: its input, one micro-batch: C

@@ -740,11 +740,13 @@ PY
     "$merak" bench memory --layers 2 --dim 32 --heads 2 --seq 16 --batch 8 --layout dp=2 \
       --layout dp=2,sharding=optim --layout tp=2,m=2,sp=on --layout pp=2,m=4,recompute=full \
       --layout dp=2,recompute=selective --layout tp=2,pp=2,m=2,sp=on,recompute=stage-aware \
-      > "$work/mem.json"
+      --layout dp=2,pp=2,m=2,sharding=optim_grads --layout pp=2,m=1 > "$work/mem.json"
     python3 - "$work/mem.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert len(d["layouts"]) == 6, d
+# Also: the tied embedding's gradient kept whole across stages under
+# gradient shards (7), fewer micro-batches than 1F1B's warm-up (8).
+assert len(d["layouts"]) == 8, d
 for row in d["layouts"]:
     r = row["measured_over_predicted"]
     for k in ("parameters", "gradients", "optimizer", "activations_peak"):

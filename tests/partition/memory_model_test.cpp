@@ -346,11 +346,20 @@ TEST_CASE("parameter shards hold what the runtime's fetcher holds over the runti
         4 * P);
   CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads_params, bucket, {}).parameters ==
         4 * P / 2);
-  // The other categories do not depend on what is gathered.
+  // The gradients' peak counts the stage's largest bucket (past the nominal
+  // size by up to a parameter); the rest does not depend on the buckets.
   const auto none = stage_weights(P, 0, 2, sharding_strategy::optim_grads_params, bucket, {});
   CHECK(w.gradients == none.gradients);
-  CHECK(w.gradients_peak == none.gradients_peak);
+  CHECK(w.gradients_peak ==
+        std::min(8 * P, 4 * P / 2 + 4 * std::min(filled.largest_bucket, 4 * P)));
+  CHECK(none.gradients_peak == std::min(8 * P, 4 * P / 2 + 4 * bucket));
   CHECK(w.optimizer == none.optimizer);
+  // A weight tied to another stage keeps its whole gradient.
+  const int64_t tied = P / 10;
+  CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads, bucket, {}, tied).gradients ==
+        4 * (P - tied) / 2 + 4 * tied);
+  CHECK(stage_weights(P, 0, 2, sharding_strategy::optim, bucket, {}, tied).gradients ==
+        8 * P);  // unsharded: whole, with the bucket copies
   CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads, bucket, filled).parameters ==
         4 * P);
 }

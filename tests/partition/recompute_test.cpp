@@ -153,3 +153,16 @@ TEST_CASE("segments group whole transformer layers on request, from the stage's 
   CHECK_THROWS_WITH(describe_stage(g, 0, 0, N, 64, 1, nullptr, -1),
                     Catch::Contains("at least 1"));
 }
+
+TEST_CASE("a stage counts the parameters it shares with other stages (tied weights)",
+          "[recompute][memory]") {
+  // GPT ties the token embedding to the output layer: split in two, both
+  // stages hold it; whole, nothing is shared.
+  auto g = model::build_gpt({.vocab = 256, .max_seq = 64, .layers = 4, .dim = 64, .heads = 4});
+  const int n = int(g.nodes().size());
+  const int64_t wte = int64_t(model::gpt_config{.vocab = 256}.padded_vocab()) * 64;
+  CHECK(describe_stage(g, 0, 0, n, 64, 1).tied_params == 0);
+  const int half = cut_points(g)[cut_points(g).size() / 2];
+  CHECK(describe_stage(g, 0, 0, half, 64, 2).tied_params == wte);
+  CHECK(describe_stage(g, 1, half, n, 64, 1).tied_params == wte);
+}
