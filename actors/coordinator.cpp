@@ -479,6 +479,9 @@ model::step_result coordinator::run_step() {
   int losses = 0, ready = 0;
   comm = {};
   memory = {};
+  // By (replica, pipeline device, shard): an interleaved device holds its
+  // chunks' stage actors, whose bytes add up (their peaks taken as one).
+  std::vector<memory_use> per_device(size_t(replicas * par.pp * shards_per_stage));
   // Gradient shares by (stage, shard); by (replica, stage, shard) when the
   // distributed optimizer leaves each replica a slice of the gradients.
   const bool sharded = par.sharding != partition::sharding_strategy::no_shard && replicas > 1;
@@ -501,11 +504,12 @@ model::step_result coordinator::run_step() {
         },
         [&](const stage_ready& m) {
           const auto [r, s, t] = m.who;
-          memory.parameters = std::max(memory.parameters, m.memory.parameters);
-          memory.gradients = std::max(memory.gradients, m.memory.gradients);
-          memory.gradients_peak = std::max(memory.gradients_peak, m.memory.gradients_peak);
-          memory.optimizer = std::max(memory.optimizer, m.memory.optimizer);
-          memory.activations_peak = std::max(memory.activations_peak, m.memory.activations_peak);
+          auto& dev = per_device[size_t((r * par.pp + s % par.pp) * shards_per_stage + t)];
+          dev.parameters += m.memory.parameters;
+          dev.gradients += m.memory.gradients;
+          dev.gradients_peak += m.memory.gradients_peak;
+          dev.optimizer += m.memory.optimizer;
+          dev.activations_peak += m.memory.activations_peak;
           if (sharded)  // shards: their slices, shard 0 the rest; replicas: theirs
             sumsq[size_t((r * virtual_stages + s) * shards_per_stage + t)] = m.grad_sumsq;
           if (r == 0) {
@@ -525,6 +529,13 @@ model::step_result coordinator::run_step() {
           if (!m.reductions.empty()) append(traces["reducer " + who], m.reductions);
           if (!m.tp_sums.empty()) append(traces["TP sums " + who], m.tp_sums);
         });
+  }
+  for (const auto& dev : per_device) {
+    memory.parameters = std::max(memory.parameters, dev.parameters);
+    memory.gradients = std::max(memory.gradients, dev.gradients);
+    memory.gradients_peak = std::max(memory.gradients_peak, dev.gradients_peak);
+    memory.optimizer = std::max(memory.optimizer, dev.optimizer);
+    memory.activations_peak = std::max(memory.activations_peak, dev.activations_peak);
   }
   auto t_pipe = std::chrono::steady_clock::now();
   double pipe_s = std::chrono::duration<double>(t_pipe - t0).count();

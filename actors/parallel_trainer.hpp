@@ -122,6 +122,9 @@ struct parallel_options : partition::layout {
 };
 
 // Bytes a stage actor holds, by what they hold (the tensors themselves).
+// Bytes a device holds (the largest over devices): with the interleaved
+// schedule a device's chunks are stage actors of their own, and their bytes
+// add up (the activations' peaks too: at most that).
 struct memory_use {
   // Parameter values; under parameter shards this replica's slices plus
   // the most values gathered at once during the step.

@@ -767,6 +767,20 @@ assert plain_bytes > 0 and abs(optim_bytes - plain_bytes) <= 0.02 * plain_bytes,
 assert d["layouts"][2]["dp_bytes_per_rank"] == 0, d
 print("ok: bytes by category as the planner predicts for", [r["layout"] for r in d["layouts"]])
 PY
+    # Interleaved: a device's bytes are its chunks' together (each chunk is a
+    # stage actor): the weights as predicted, the activations' peaks added
+    # (an upper bound: the chunks peak at different moments).
+    "$merak" bench memory --layers 4 --dim 32 --heads 2 --seq 16 --batch 8 \
+      --layout pp=2,m=4,schedule=interleaved,chunks=2 > "$work/chunks.json"
+    python3 - "$work/chunks.json" <<'PY'
+import json, sys
+row = json.load(open(sys.argv[1]))["layouts"][0]
+r = row["measured_over_predicted"]
+for k in ("parameters", "gradients", "optimizer"):
+    assert r[k] == 1.0, (k, row)
+assert 1.0 <= r["activations_peak"] <= 1.05, row
+print("ok: an interleaved device holds its chunks' bytes:", row["measured"])
+PY
     # Gradient shards' peak during backward (small buckets, so that the
     # peak is the shards, a layer's whole gradients and three buckets, not
     # the unsharded bytes): within 5% of the planner's.
