@@ -121,6 +121,7 @@ TEST_CASE("the distributed optimizer gives no_shard's losses in every layout",
       {2, 1, 2, 2, 0, schedule_kind::shifted, rm::full},  // the tied embedding across stages
       {2, 2, 1, 2, 1, schedule_kind::one_f_one_b, rm::none},
       {2, 2, 2, 2, 2, schedule_kind::one_f_one_b, rm::stage_aware},
+      {2, 2, 2, 2, 0, schedule_kind::one_f_one_b, rm::full, 1, false, false, true},  // SP
       {2, 1, 2, 2, 0, schedule_kind::zb_h1, rm::none},
       {2, 1, 2, 4, 0, schedule_kind::interleaved, rm::none, 2},
       {2, 2, 1, 1, 0, schedule_kind::one_f_one_b, rm::none, 1, true},
