@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "model/llama.hpp"
@@ -36,10 +38,14 @@ const char* plan::recompute_name() const {
 
 std::string plan::str() const {
   return fmt::format(
-      "dp={} tp={} pp={} m={} {}{} recompute={} tp-overlap={}{}{}: {:.4g} s/step, {:.0f} "
+      "dp={} tp={} pp={} m={} {}{} recompute={}{} tp-overlap={}{}{}: {:.4g} s/step, {:.0f} "
       "tokens/s, MFU {:.1f}%",
       dp, tp, pp, micro_batches, schedule_name(schedule),
-      chunks > 1 ? fmt::format(" chunks={}", chunks) : "", recompute_name(), tp_overlap,
+      chunks > 1 ? fmt::format(" chunks={}", chunks) : "", recompute_name(),
+      recompute_layers > 0 && std::string_view(recompute_name()) != "none"
+          ? fmt::format(" recompute-layers={}", recompute_layers)
+          : "",
+      tp_overlap,
       sharding == sharding_strategy::no_shard
           ? ""
           : fmt::format(" sharding={}", sharding_strategy_name(sharding)),
