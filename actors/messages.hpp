@@ -512,9 +512,9 @@ MERAK_INSPECT(step_result, x.step, x.loss, x.lr, x.grad_norm, x.step_s, x.tokens
 }  // namespace merak::model
 
 namespace merak::partition {
-MERAK_INSPECT(stage_memory, x.stage, x.weights_bytes, x.segment_nodes, x.stash_bytes,
-              x.checkpoint_bytes, x.core_bytes, x.input_bytes, x.output_bytes, x.in_flight,
-              x.whole_prefix)
+MERAK_INSPECT(stage_memory, x.stage, x.weights_bytes, x.tied_params, x.segment_nodes,
+              x.stash_bytes, x.checkpoint_bytes, x.core_bytes, x.input_bytes, x.output_bytes,
+              x.in_flight, x.awaiting_weights, x.weight_bytes, x.whole_prefix)
 MERAK_INSPECT(stage_policy, x.stage, x.stages, x.micro_batches, x.limited, x.warm, x.steady,
               x.forward_first, x.pre, x.recompute_in_backward, x.split_weight, x.chunks,
               x.order)

@@ -36,11 +36,8 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       // actor schedules them all).
       pols.push_back(
           partition::make_policy(L.schedule, L.pp, L.micro_batches, s % L.pp, full, L.chunks));
-      auto& p = pols.back();
       // In flight per chunk: the device's limit shared by its chunks.
-      const int limit = p.limited ? std::max(p.warm, p.steady) : L.micro_batches;
-      st->reports[size_t(s)].in_flight = (limit + p.chunks - 1) / p.chunks;
-      st->reports[size_t(s)].whole_prefix = !p.pre.empty();
+      partition::set_in_flight(st->reports[size_t(s)], pols.back(), L.micro_batches);
     }
     partition::recompute_plan plan;
     try {

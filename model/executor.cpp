@@ -744,6 +744,7 @@ int64_t executor::activation_bytes() const {
     for (auto& sub : s.subs) {
       for (auto& v : sub.values) b += int64_t(v.bytes());
       for (auto& st : sub.stashes) b += st.bytes();
+      for (auto& [n, dout] : sub.weight_douts) b += int64_t(dout.bytes());
     }
   return b;
 }

@@ -180,8 +180,9 @@ class executor {
   // others).
   std::vector<char> late_gradient_nodes() const;
   int in_flight() const { return int(batches_.size()); }
-  // Bytes held by the activations of micro-batches in flight (the pool's
-  // cache of free buffers not counted: pool_bytes()).
+  // Bytes held by the activations of micro-batches in flight, with the
+  // output gradients kept for deferred weight gradients (the pool's cache
+  // of free buffers not counted: pool_bytes()).
   int64_t activation_bytes() const;
   // The most activation_bytes() held since the last reset: after each
   // forward and each recomputation (a segment's, inside backward, too).

@@ -133,6 +133,7 @@ const stage_layout& layout_for(const plan_request& r, const cost_model& costs, c
     for (auto& x : L.mem.back().checkpoint_bytes) x = int64_t(double(x) * act_scale);
     L.mem.back().input_bytes = int64_t(double(L.mem.back().input_bytes) * act_scale);
     L.mem.back().output_bytes = int64_t(double(L.mem.back().output_bytes) * act_scale);
+    L.mem.back().weight_bytes = int64_t(double(L.mem.back().weight_bytes) * act_scale);
     stage_plan sp;
     sp.first = L.bounds[s];
     sp.last = L.bounds[s + 1];
@@ -237,11 +238,7 @@ void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_me
   const int pp = int(mem.size());
   for (int s = 0; s < pp; ++s) {
     auto& pol = c.policies[s];
-    // In flight counts chunk-sized micro-batches when interleaved; never
-    // more than there are.
-    const int n = std::min(pol.limited ? std::max(pol.warm, pol.steady) : m, m * pol.chunks);
-    mem[s].in_flight = (n + pol.chunks - 1) / pol.chunks;
-    mem[s].whole_prefix = !pol.pre.empty();
+    set_in_flight(mem[s], pol, m);
     auto& sp = out.stages[s];
     weight_categories(sp, mem[s].weights_bytes / 16, mem[s].tied_params,
                       L.max_node_params[size_t(s)], dp, r.sharding, r.bucket_bytes,

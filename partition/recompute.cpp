@@ -97,6 +97,20 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
           in = std::max(in, value_bytes(g, v, tokens));
     m.checkpoint_bytes.push_back(in);
   }
+  // What a micro-batch awaiting its weight gradients holds: each linear's
+  // output gradient, the inputs the weight gradients read and the stage's
+  // inputs (each value once).
+  std::vector<char> held(g.values().size(), 0);
+  auto hold = [&](int v) {
+    if (!std::exchange(held[size_t(v)], 1)) m.weight_bytes += value_bytes(g, v, tokens);
+  };
+  for (int n = first; n < last; ++n) {
+    const auto& node = g.nodes()[size_t(n)];
+    const bool linear = node.kind == "linear" && !node.params.empty();
+    if (linear) m.weight_bytes += value_bytes(g, node.output, tokens);
+    for (int v : node.inputs)
+      if (linear || g.values()[size_t(v)].producer < first) hold(v);
+  }
   // Each value from before the stage once, however many of its nodes read it
   // (a block's first norm and its residual both read the stream).
   std::vector<char> counted(g.values().size(), 0);
@@ -105,6 +119,17 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
       if (g.values()[v].producer < first && !std::exchange(counted[size_t(v)], 1))
         m.input_bytes += value_bytes(g, v, tokens);
   return m;
+}
+
+void set_in_flight(stage_memory& mem, const stage_policy& pol, int m) {
+  const int n = std::min(pol.limited ? std::max(pol.warm, pol.steady) : m, m * pol.chunks);
+  mem.in_flight = (n + pol.chunks - 1) / pol.chunks;
+  mem.awaiting_weights = 0;
+  if (pol.split_weight) {
+    mem.in_flight = std::min(pol.warm, m);
+    mem.awaiting_weights = n - mem.in_flight;
+  }
+  mem.whole_prefix = !pol.pre.empty();
 }
 
 std::vector<int> segment_starts(const stage_memory& m) {
@@ -138,7 +163,8 @@ int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
   const int64_t handed_on = std::min(m.output_bytes, m.stash_bytes[L - 1]);
   if (k < L) kept -= handed_on;
   const int64_t in_flight = std::max(1, m.in_flight);
-  if (m.whole_prefix) return m.weights_bytes + in_flight * kept + prefix;
+  const int64_t awaiting = int64_t(std::max(0, m.awaiting_weights)) * m.weight_bytes;
+  if (m.whole_prefix) return m.weights_bytes + in_flight * kept + prefix + awaiting;
   for (int i = 1; i < k; ++i) kept += m.checkpoint_bytes[i];  // each recomputed segment's input
   // A micro-batch's backward rebuilds segment i (the last first) once the
   // segments after it are done: it then holds the stage input, the inputs
@@ -151,7 +177,7 @@ int64_t stage_bytes(const stage_memory& m, int k, bool selective) {
   }
   // A forward ends holding the stage's outputs as well, until it hands them on.
   backward = std::max(backward, kept + handed_on);
-  return m.weights_bytes + (in_flight - 1) * kept + backward;
+  return m.weights_bytes + (in_flight - 1) * kept + backward + awaiting;
 }
 
 std::vector<double> stage_aware_ratios(int p, double r0) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/graph.hpp"
+#include "partition/schedule.hpp"
 
 namespace merak::partition {
 
@@ -45,6 +46,11 @@ struct stage_memory {
   // again only while it is rebuilt.
   int64_t output_bytes = 0;
   int in_flight = 1;                      // micro-batches held at once
+  // Split backward (zb-h1): micro-batches past their backward that await
+  // their weight gradients, each holding `weight_bytes` (the linears'
+  // inputs and output gradients), beside the in_flight ones.
+  int awaiting_weights = 0;
+  int64_t weight_bytes = 0;
   // How recomputation rebuilds the checkpointed segments: one at a time
   // inside backward (false; model::executor::set_segments), or all at once
   // ahead of it (true: the schedule's R ops, e.g. the shifted schedule's).
@@ -62,6 +68,13 @@ struct stage_memory {
 stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
                             int in_flight, const std::vector<int>* cuts = nullptr,
                             int layers_per_segment = 0);
+
+// The micro-batches a stage under `pol` holds at once, of m a step: its
+// in_flight (chunk-sized ones when interleaved; never more than there are),
+// and under a split backward the warm-up's whole, the rest of the steady
+// count awaiting their weight gradients; whole_prefix from the policy's
+// recomputation ahead of backward.
+void set_in_flight(stage_memory& mem, const stage_policy& pol, int m);
 
 // Where the segments of `m` start, as indices into its nodes (the first 0;
 // model::executor::set_segments).

@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <deque>
+#include <map>
 
 #include "model/executor.hpp"
 #include "model/gpt.hpp"
@@ -333,5 +335,74 @@ TEST_CASE("the planner's recomputation memory equals the executor's peak for eve
       // the backward's rebuilt segment.
       CHECK(partition::stage_bytes(m, k) - m.weights_bytes == ex.activation_peak());
     }
+  }
+}
+
+TEST_CASE("the planner's memory of a split backward equals the executor's peak",
+          "[executor][recompute]") {
+  // zb-h1's stages: a micro-batch past its backward keeps what its weight
+  // gradients read (the linears' inputs and output gradients) until
+  // weight_backward; the next one's forward runs meanwhile. Each stage of
+  // three, its warm-up of forwards, then backward, forward, weight backward
+  // in turn: in flight the warm-up, awaiting weights the rest of zb-h1's
+  // steady count (partition::set_in_flight).
+  graph g = build_gpt({.vocab = 64, .max_seq = 16, .layers = 6, .dim = 32, .heads = 2});
+  const int n = int(g.nodes().size()), p = 3, m = 4;
+  const std::vector<int> cuts = partition::cut_points(g);
+  std::vector<int> bounds{0};
+  for (int third : {n / 3, 2 * n / 3}) {
+    int at = 0;
+    for (int c : cuts)
+      if (c <= third) at = c;
+    bounds.push_back(at);
+  }
+  bounds.push_back(n);
+  for (int stage = 0; stage < p; ++stage) {
+    INFO("stage " << stage);
+    const int first = bounds[size_t(stage)], end = bounds[size_t(stage) + 1];
+    auto mem = partition::describe_stage(g, stage, first, end, 2 * 16, 1);
+    const auto pol = partition::make_policy(partition::schedule_kind::zb_h1, p, m, stage, false, 1);
+    partition::set_in_flight(mem, pol, m);
+    REQUIRE(mem.in_flight == p - stage);
+    REQUIRE(mem.awaiting_weights == stage);
+    parameter_store store(5);
+    executor ex(g, store, first, end);
+    ex.reset_activation_peak();
+    auto input = [&](int mb) {
+      std::vector<tensor> in;
+      for (int v : ex.input_values())
+        in.push_back(g.values()[size_t(v)].type == dtype::i32
+                         ? test::random_ids({2, 16}, 64, uint64_t(mb + 1))
+                         : test::random_tensor({2, 16, 32}, uint64_t(mb + 7)));
+      return in;
+    };
+    auto grads_for = [&](const std::vector<tensor>& outs) {
+      std::vector<tensor> grads;
+      for (auto& o : outs) {
+        tensor d(o.shape());
+        for (int64_t i = 0; i < d.numel(); ++i) d.f32()[i] = 1e-3f;
+        grads.push_back(std::move(d));
+      }
+      return grads;
+    };
+    std::map<int, std::vector<tensor>> outs;
+    int forwarded = 0, backwarded = 0;
+    std::deque<int> awaiting;
+    for (; forwarded < mem.in_flight; ++forwarded)
+      outs[forwarded] = ex.forward(forwarded, input(forwarded)).outputs;
+    // The steady count: micro-batches forwarded and not yet done with
+    // their weight gradients, which wait as long as it allows.
+    const size_t steady = size_t(mem.in_flight + mem.awaiting_weights);
+    while (backwarded < m) {
+      ex.backward(backwarded, grads_for(outs[backwarded]), 1.0f, {}, true);
+      outs.erase(backwarded);
+      awaiting.push_back(backwarded++);
+      if (forwarded == m) continue;
+      for (; outs.size() + awaiting.size() >= steady; awaiting.pop_front())
+        ex.weight_backward(awaiting.front());
+      outs[forwarded] = ex.forward(forwarded, input(forwarded)).outputs;
+      ++forwarded;
+    }
+    CHECK(partition::stage_bytes(mem, 0) - mem.weights_bytes == ex.activation_peak());
   }
 }
