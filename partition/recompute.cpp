@@ -37,31 +37,14 @@ recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> 
   return p;
 }
 
-}  // namespace
-
-stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
-                            int in_flight, const std::vector<int>* cuts, int layers_per_segment) {
-  if (layers_per_segment < 0)
-    fail("layers per recomputed segment must be at least 1 (got {})", layers_per_segment);
-  stage_memory m;
-  m.stage = stage;
-  m.in_flight = in_flight;
-  std::set<std::string> params;
-  int64_t param_count = 0;
-  for (int n = first; n < last; ++n)
-    for (auto& p : g.nodes()[n].params)
-      if (params.insert(p.name).second) param_count += model::shape_numel(p.shape);
-  m.weights_bytes = param_count * 4 * 4;  // value, gradient, two moments
-  std::set<std::string> elsewhere;
-  for (int n = 0; n < int(g.nodes().size()); ++n)
-    if (n < first || n >= last)
-      for (auto& p : g.nodes()[size_t(n)].params)
-        if (params.count(p.name) && elsewhere.insert(p.name).second)
-          m.tied_params += model::shape_numel(p.shape);
+// Where the segments of nodes [first, last) start, and last: each cut point,
+// or with `layers_per_segment` N the first of every N blocks.
+std::vector<int> segment_bounds(const model::graph& g, int first, int last,
+                                const std::vector<int>& cuts, int layers_per_segment) {
   std::vector<int> bounds{first};
   // The block the open segment started in (-1: outside the blocks).
   int open_block = transformer_block(g.nodes()[size_t(first)].name);
-  for (int c : cuts ? *cuts : cut_points(g)) {
+  for (int c : cuts) {
     if (c <= first || c >= last) continue;
     const int block = transformer_block(g.nodes()[size_t(c)].name);
     if (layers_per_segment > 0 && block >= 0 && open_block >= 0 && block >= open_block &&
@@ -71,6 +54,58 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
     open_block = block;
   }
   bounds.push_back(last);
+  return bounds;
+}
+
+// The parameters of nodes [first, last), tied ones once, into weights_bytes
+// (value, gradient, two moments) and tied_params (those other stages use).
+void count_parameters(const model::graph& g, int first, int last, stage_memory& m) {
+  std::set<std::string> params, elsewhere;
+  int64_t count = 0;
+  for (int n = first; n < last; ++n)
+    for (auto& p : g.nodes()[size_t(n)].params)
+      if (params.insert(p.name).second) count += model::shape_numel(p.shape);
+  m.weights_bytes = count * 4 * 4;
+  for (int n = 0; n < int(g.nodes().size()); ++n)
+    if (n < first || n >= last)
+      for (auto& p : g.nodes()[size_t(n)].params)
+        if (params.count(p.name) && elsewhere.insert(p.name).second)
+          m.tied_params += model::shape_numel(p.shape);
+}
+
+// input_bytes: each value from before the stage once, however many of its
+// nodes read it (a block's first norm and its residual both read the
+// stream). weight_bytes: what a micro-batch awaiting its weight gradients
+// holds: those inputs, and each linear's output gradient and input.
+void count_held_values(const model::graph& g, int first, int last, int64_t tokens,
+                       stage_memory& m) {
+  std::vector<char> held(g.values().size(), 0);
+  for (int n = first; n < last; ++n)
+    for (int v : g.nodes()[size_t(n)].inputs)
+      if (g.values()[size_t(v)].producer < first && !std::exchange(held[size_t(v)], 1))
+        m.input_bytes += value_bytes(g, v, tokens);
+  m.weight_bytes = m.input_bytes;
+  for (int n = first; n < last; ++n) {
+    const auto& node = g.nodes()[size_t(n)];
+    if (node.kind != "linear" || node.params.empty()) continue;
+    m.weight_bytes += value_bytes(g, node.output, tokens);
+    for (int v : node.inputs)
+      if (!std::exchange(held[size_t(v)], 1)) m.weight_bytes += value_bytes(g, v, tokens);
+  }
+}
+
+}  // namespace
+
+stage_memory describe_stage(const model::graph& g, int stage, int first, int last, int64_t tokens,
+                            int in_flight, const std::vector<int>* cuts, int layers_per_segment) {
+  if (layers_per_segment < 0)
+    fail("layers per recomputed segment must be at least 1 (got {})", layers_per_segment);
+  stage_memory m;
+  m.stage = stage;
+  m.in_flight = in_flight;
+  count_parameters(g, first, last, m);
+  const std::vector<int> bounds =
+      segment_bounds(g, first, last, cuts ? *cuts : cut_points(g), layers_per_segment);
   // Per value: read by a node of the stage, and by a node after it.
   std::vector<char> read_inside(g.values().size(), 0), read_after(g.values().size(), 0);
   for (int k = first; k < int(g.nodes().size()); ++k)
@@ -97,27 +132,7 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
           in = std::max(in, value_bytes(g, v, tokens));
     m.checkpoint_bytes.push_back(in);
   }
-  // What a micro-batch awaiting its weight gradients holds: each linear's
-  // output gradient, the inputs the weight gradients read and the stage's
-  // inputs (each value once).
-  std::vector<char> held(g.values().size(), 0);
-  auto hold = [&](int v) {
-    if (!std::exchange(held[size_t(v)], 1)) m.weight_bytes += value_bytes(g, v, tokens);
-  };
-  for (int n = first; n < last; ++n) {
-    const auto& node = g.nodes()[size_t(n)];
-    const bool linear = node.kind == "linear" && !node.params.empty();
-    if (linear) m.weight_bytes += value_bytes(g, node.output, tokens);
-    for (int v : node.inputs)
-      if (linear || g.values()[size_t(v)].producer < first) hold(v);
-  }
-  // Each value from before the stage once, however many of its nodes read it
-  // (a block's first norm and its residual both read the stream).
-  std::vector<char> counted(g.values().size(), 0);
-  for (int n = first; n < last; ++n)
-    for (int v : g.nodes()[n].inputs)
-      if (g.values()[v].producer < first && !std::exchange(counted[size_t(v)], 1))
-        m.input_bytes += value_bytes(g, v, tokens);
+  count_held_values(g, first, last, tokens, m);
   return m;
 }
 
