@@ -118,6 +118,7 @@ gathered_values replay_gathered_values(const model::graph& g, int first, int las
                                      : bytes[size_t(p)];
     }
   for (int64_t x : arriving) out.largest_bucket = std::max(out.largest_bucket, x);
+  out.buckets = int(buckets.size());
   std::vector<std::vector<int>> node_buckets(size_t(last - first));
   for (int n = first; n < last; ++n)
     for (const auto& spec : nodes[size_t(n)].params) {
@@ -142,7 +143,7 @@ gathered_values replay_gathered_values(const model::graph& g, int first, int las
 
 stage_weight_bytes stage_weights(int64_t P, int64_t max_node, int d, sharding_strategy sh,
                                  int64_t bucket_bytes, const gathered_values& gathered,
-                                 int64_t tied) {
+                                 int64_t tied, int micro_batches) {
   stage_weight_bytes sp;
   const int64_t buckets = d > 1 ? 4 * P : 0;
   sp.parameters = 4 * P;
@@ -152,13 +153,18 @@ stage_weight_bytes stage_weights(int64_t P, int64_t max_node, int d, sharding_st
   sp.gradients_peak = sp.gradients;
   if (shards_gradients(sh)) {
     sp.gradients = 4 * (P - tied) / d + 4 * tied;
-    if (d > 1)
-      sp.gradients_peak =
-          std::min(sp.gradients_peak,
-                   sp.gradients + 4 * max_node +
-                       4 * std::min(std::max(bucket_bytes, gathered.largest_bucket), 4 * P));
-    else
-      sp.gradients_peak = sp.gradients;
+    sp.gradients_peak = sp.gradients;
+    if (d > 1) {
+      const int64_t largest =
+          gathered.largest_bucket > 0
+              ? gathered.largest_bucket
+              : std::min(std::max(bucket_bytes, 4 * max_node), 4 * P);
+      const int64_t shipped =
+          gathered.buckets > 0 ? int64_t(gathered.buckets) * std::max(1, micro_batches) : 3;
+      // And the next bucket's gradients so far, below its size.
+      sp.gradients_peak += (2 + std::min<int64_t>(2, shipped - 1)) * largest +
+                           std::min(bucket_bytes, std::max<int64_t>(0, 4 * P - largest));
+    }
   }
   if (shards_parameters(sh) && d > 1)
     sp.parameters = 4 * P / d + std::min(4 * P, gathered.most_held);

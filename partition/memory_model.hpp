@@ -54,6 +54,7 @@ struct stage_weight_bytes {
 struct gathered_values {
   int64_t largest_bucket = 0;  // bytes (4 a value) of the stage's largest bucket
   int64_t most_held = 0;       // the most bytes whole or arriving at once
+  int buckets = 0;             // the stage's buckets
 };
 gathered_values replay_gathered_values(const model::graph& g, int first, int last,
                                        int64_t bucket_bytes, bool late_sequence_parallel,
@@ -66,16 +67,17 @@ gathered_values replay_gathered_values(const model::graph& g, int first, int las
 // copy), optim_grads_params the values too, plus the values gathered whole
 // at once (`gathered.most_held`; zero, the stage's nodes unknown, gives the
 // least any stage of P parameters holds).
-// Gradient shards peak during backward as a bucket leaves (the stage's
-// largest, `gathered.largest_bucket`, else `bucket_bytes`):
-// the shards, the leaving bucket's whole gradients and its copy, the two
-// copies still with the reducer, and the next bucket's gradients made so
-// far (at most the largest node's, `max_node` values, which a node's
-// backward makes at once), never above the unsharded bytes. `tied` of the P
+// Gradient shards peak during backward as a bucket leaves: the shards, the
+// leaving bucket's whole gradients and its copy, the copies still with the
+// reducer (at most two, fewer when a step ships fewer buckets before:
+// `micro_batches` backwards of `gathered.buckets` each), every bucket counted
+// at the stage's largest (`gathered.largest_bucket`; unknown, `bucket_bytes`
+// or the largest node's `max_node` values, at most the stage), and the next
+// bucket's gradients so far (below `bucket_bytes`). `tied` of the P
 // parameters (tied to another stage's) keep whole gradients.
 stage_weight_bytes stage_weights(int64_t P, int64_t max_node, int d, sharding_strategy sh,
                                  int64_t bucket_bytes, const gathered_values& gathered,
-                                 int64_t tied = 0);
+                                 int64_t tied = 0, int micro_batches = 1);
 
 // Recomputation as the activation formulas distinguish it.
 enum class activation_recompute { none, selective, full };

@@ -220,8 +220,10 @@ void check_layout_rules(const plan_request& r, int tp, int dp, int pp, int m, sc
 
 // A stage's model-state bytes by category (memory_model.hpp).
 void weight_categories(stage_plan& sp, int64_t P, int64_t tied, int64_t max_node, int d,
-                       sharding_strategy sh, int64_t bucket_bytes, const gathered_values& gathered) {
-  const stage_weight_bytes w = stage_weights(P, max_node, d, sh, bucket_bytes, gathered, tied);
+                       sharding_strategy sh, int64_t bucket_bytes, const gathered_values& gathered,
+                       int micro_batches = 1) {
+  const stage_weight_bytes w =
+      stage_weights(P, max_node, d, sh, bucket_bytes, gathered, tied, micro_batches);
   sp.parameters_bytes = w.parameters;
   sp.gradients_bytes = w.gradients;
   sp.gradients_peak_bytes = w.gradients_peak;
@@ -242,7 +244,7 @@ void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_me
     auto& sp = out.stages[s];
     weight_categories(sp, mem[s].weights_bytes / 16, mem[s].tied_params,
                       L.max_node_params[size_t(s)], dp, r.sharding, r.bucket_bytes,
-                      gathered[size_t(s)]);
+                      gathered[size_t(s)], m);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
   std::vector<int> k(pp, 0);

@@ -347,12 +347,22 @@ TEST_CASE("parameter shards hold what the runtime's fetcher holds over the runti
   CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads_params, bucket, {}).parameters ==
         4 * P / 2);
   // The gradients' peak counts the stage's largest bucket (past the nominal
-  // size by up to a parameter); the rest does not depend on the buckets.
+  // size by up to a parameter) four times: its whole gradients, its copy and
+  // two older copies with the reducer; and the next bucket's gradients so
+  // far, below the nominal size. The rest does not depend on the buckets.
+  REQUIRE(filled.buckets > 3);
   const auto none = stage_weights(P, 0, 2, sharding_strategy::optim_grads_params, bucket, {});
   CHECK(w.gradients == none.gradients);
-  CHECK(w.gradients_peak ==
-        std::min(8 * P, 4 * P / 2 + 4 * std::min(filled.largest_bucket, 4 * P)));
-  CHECK(none.gradients_peak == std::min(8 * P, 4 * P / 2 + 4 * bucket));
+  CHECK(w.gradients_peak == 4 * P / 2 + 4 * filled.largest_bucket + bucket);
+  CHECK(none.gradients_peak == 4 * P / 2 + 4 * bucket + bucket);
+  // A stage that is one bucket: its gradients and their copy, and with a
+  // second micro-batch the first one's copy, still with the reducer.
+  const auto single = replay_gathered_values(g, 0, N, 4 * P, false, 4);
+  REQUIRE(single.buckets == 1);
+  CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads, 4 * P, single).gradients_peak ==
+        4 * P / 2 + 2 * 4 * P);
+  CHECK(stage_weights(P, 0, 2, sharding_strategy::optim_grads, 4 * P, single, 0, 2)
+            .gradients_peak == 4 * P / 2 + 3 * 4 * P);
   CHECK(w.optimizer == none.optimizer);
   // A weight tied to another stage keeps its whole gradient.
   const int64_t tied = P / 10;
