@@ -38,6 +38,44 @@ tensor stream_input(dtype type, uint64_t seed) {
   return b;
 }
 
+// Node bounds of three stages of g, each ending at a cut point.
+std::vector<int> three_stages(const graph& g) {
+  const int n = int(g.nodes().size());
+  const std::vector<int> cuts = partition::cut_points(g);
+  std::vector<int> bounds{0};
+  for (int third : {n / 3, 2 * n / 3}) {
+    int at = 0;
+    for (int c : cuts)
+      if (c <= third) at = c;
+    bounds.push_back(at);
+  }
+  bounds.push_back(n);
+  return bounds;
+}
+
+// The inputs of an executor's stage of a (2, 16) micro-batch: token ids, or
+// a (2, 16, 32) stream in the graph's activation type.
+std::vector<tensor> stage_inputs(const graph& g, const executor& ex, int mb) {
+  std::vector<tensor> in;
+  for (int v : ex.input_values())
+    in.push_back(g.values()[size_t(v)].type == dtype::i32
+                     ? test::random_ids({2, 16}, 64, uint64_t(mb + 1))
+                     : stream_input(g.values()[size_t(v)].type, uint64_t(mb + 7)));
+  return in;
+}
+
+// Output gradients of 1e-3 for a stage's outputs, in their types.
+std::vector<tensor> small_grads(const std::vector<tensor>& outputs) {
+  std::vector<tensor> grads;
+  for (auto& o : outputs) {
+    tensor d(o.shape(), o.type());
+    for (int64_t i = 0; i < d.numel(); ++i)
+      o.type() == dtype::f32 ? void(d.f32()[i] = 1e-3f) : model::store(d.bf16s()[i], 1e-3f);
+    grads.push_back(std::move(d));
+  }
+  return grads;
+}
+
 }  // namespace
 
 TEST_CASE("checkpointed forwards give bit-identical gradients", "[executor]") {
@@ -285,16 +323,7 @@ TEST_CASE("the planner's recomputation memory equals the executor's peak for eve
   const dtype act = GENERATE(dtype::f32, dtype::bf16);
   graph g = build_gpt(
       {.vocab = 64, .max_seq = 16, .layers = 6, .dim = 32, .heads = 2, .activations = act});
-  const int n = int(g.nodes().size());
-  const std::vector<int> cuts = partition::cut_points(g);
-  std::vector<int> bounds{0};
-  for (int third : {n / 3, 2 * n / 3}) {
-    int at = 0;
-    for (int c : cuts)
-      if (c <= third) at = c;
-    bounds.push_back(at);
-  }
-  bounds.push_back(n);
+  const std::vector<int> bounds = three_stages(g);
   for (int stage = 0; stage < 3; ++stage) {
     const int first = bounds[size_t(stage)], end = bounds[size_t(stage) + 1], held = 3 - stage;
     auto m = partition::describe_stage(g, stage, first, end, 2 * 16, held);
@@ -313,22 +342,10 @@ TEST_CASE("the planner's recomputation memory equals the executor's peak for eve
       ex.reset_activation_peak();
       std::vector<tensor> first_outputs;
       for (int mb = 0; mb < held; ++mb) {
-        std::vector<tensor> in;
-        for (int v : ex.input_values())
-          in.push_back(g.values()[size_t(v)].type == dtype::i32
-                           ? test::random_ids({2, 16}, 64, uint64_t(mb + 1))
-                           : stream_input(g.values()[size_t(v)].type, uint64_t(mb + 7)));
-        auto r = ex.forward(mb, std::move(in));
+        auto r = ex.forward(mb, stage_inputs(g, ex, mb));
         if (mb == 0) first_outputs = std::move(r.outputs);
       }
-      std::vector<tensor> grads;
-      for (auto& o : first_outputs) {
-        tensor d(o.shape(), o.type());
-        for (int64_t i = 0; i < d.numel(); ++i)
-          o.type() == dtype::f32 ? void(d.f32()[i] = 1e-3f) : model::store(d.bf16s()[i], 1e-3f);
-        grads.push_back(std::move(d));
-      }
-      ex.backward(0, std::move(grads));
+      ex.backward(0, small_grads(first_outputs));
       // The most the executor held, to the byte: the stage's input once, the
       // kept activations of the micro-batches in flight (the stage's output
       // handed on), the forward's moment with the prefix's output twice, and
@@ -347,16 +364,8 @@ TEST_CASE("the planner's memory of a split backward equals the executor's peak",
   // in turn: in flight the warm-up, awaiting weights the rest of zb-h1's
   // steady count (partition::set_in_flight).
   graph g = build_gpt({.vocab = 64, .max_seq = 16, .layers = 6, .dim = 32, .heads = 2});
-  const int n = int(g.nodes().size()), p = 3, m = 4;
-  const std::vector<int> cuts = partition::cut_points(g);
-  std::vector<int> bounds{0};
-  for (int third : {n / 3, 2 * n / 3}) {
-    int at = 0;
-    for (int c : cuts)
-      if (c <= third) at = c;
-    bounds.push_back(at);
-  }
-  bounds.push_back(n);
+  const int p = 3, m = 4;
+  const std::vector<int> bounds = three_stages(g);
   for (int stage = 0; stage < p; ++stage) {
     INFO("stage " << stage);
     const int first = bounds[size_t(stage)], end = bounds[size_t(stage) + 1];
@@ -368,39 +377,22 @@ TEST_CASE("the planner's memory of a split backward equals the executor's peak",
     parameter_store store(5);
     executor ex(g, store, first, end);
     ex.reset_activation_peak();
-    auto input = [&](int mb) {
-      std::vector<tensor> in;
-      for (int v : ex.input_values())
-        in.push_back(g.values()[size_t(v)].type == dtype::i32
-                         ? test::random_ids({2, 16}, 64, uint64_t(mb + 1))
-                         : test::random_tensor({2, 16, 32}, uint64_t(mb + 7)));
-      return in;
-    };
-    auto grads_for = [&](const std::vector<tensor>& outs) {
-      std::vector<tensor> grads;
-      for (auto& o : outs) {
-        tensor d(o.shape());
-        for (int64_t i = 0; i < d.numel(); ++i) d.f32()[i] = 1e-3f;
-        grads.push_back(std::move(d));
-      }
-      return grads;
-    };
     std::map<int, std::vector<tensor>> outs;
     int forwarded = 0, backwarded = 0;
     std::deque<int> awaiting;
     for (; forwarded < mem.in_flight; ++forwarded)
-      outs[forwarded] = ex.forward(forwarded, input(forwarded)).outputs;
+      outs[forwarded] = ex.forward(forwarded, stage_inputs(g, ex, forwarded)).outputs;
     // The steady count: micro-batches forwarded and not yet done with
     // their weight gradients, which wait as long as it allows.
     const size_t steady = size_t(mem.in_flight + mem.awaiting_weights);
     while (backwarded < m) {
-      ex.backward(backwarded, grads_for(outs[backwarded]), 1.0f, {}, true);
+      ex.backward(backwarded, small_grads(outs[backwarded]), 1.0f, {}, true);
       outs.erase(backwarded);
       awaiting.push_back(backwarded++);
       if (forwarded == m) continue;
       for (; outs.size() + awaiting.size() >= steady; awaiting.pop_front())
         ex.weight_backward(awaiting.front());
-      outs[forwarded] = ex.forward(forwarded, input(forwarded)).outputs;
+      outs[forwarded] = ex.forward(forwarded, stage_inputs(g, ex, forwarded)).outputs;
       ++forwarded;
     }
     CHECK(partition::stage_bytes(mem, 0) - mem.weights_bytes == ex.activation_peak());
