@@ -448,6 +448,46 @@ model::step_result coordinator::follow_step() {
   return res;
 }
 
+void coordinator::start_step() {
+  for (auto& rep : stages)
+    for (auto& st : rep)
+      for (auto& a : st) (*self)->send(a, step_start{step});
+  const int micro_batches = par.micro_batches;
+  const int rows_per_mb = int(par.micro_batch_rows(opts.batch));
+  const model::graph& shard_graph = shards[0].graph;
+  int tokens_v = shard_graph.find_value("tokens"), targets_v = shard_graph.find_value("targets");
+  for (int r = 0; r < par.dp; ++r)
+    for (int mb = 0; mb < micro_batches; ++mb) {
+      // This micro-batch's rows of the single-device run's global batch.
+      model::batch b = corpus->train_batch(opts.seed, step, opts.batch,
+                                           (r * micro_batches + mb) * rows_per_mb, rows_per_mb);
+      for (int s = 0; s < par.virtual_stages(); ++s)
+        for (int v : routes[size_t(s)].graph_inputs) {
+          MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
+          const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
+          for (int t = 0; t < par.tp; ++t)
+            (*self)->send(stages[r][s][t],
+                          stage_tensor{tensor_kind::input, mb, v, tensor_ref::make(src.clone())});
+        }
+    }
+}
+
+void coordinator::apply_step(const apply_update& update,
+                             std::map<std::string, trace_track>& traces) {
+  for (auto& rep : stages)
+    for (auto& st : rep)
+      for (auto& a : st) (*self)->send(a, update);
+  const int actors = par.dp * par.virtual_stages() * par.tp;
+  for (int applied = 0; applied < actors;)
+    await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied, actors, step + 1),
+          [&](stage_applied& m) {
+            if (!par.trace_path.empty())
+              traces[fmt::format("stage (dp={}, pp={}, tp={})", m.who.dp, m.who.stage, m.who.tp)]
+                  .push_back(std::move(m.adamw));
+            ++applied;
+          });
+}
+
 model::step_result coordinator::run_step() {
   MERAK_CHECK(step < opts.steps, "train_step past --steps");
   if (!lead()) return follow_step();
@@ -455,26 +495,7 @@ model::step_result coordinator::run_step() {
   const double trace_t0 = trace_now();
   const int replicas = par.dp, virtual_stages = par.virtual_stages(),
             micro_batches = par.micro_batches, shards_per_stage = par.tp;
-  for (auto& rep : stages)
-    for (auto& st : rep)
-      for (auto& a : st) (*self)->send(a, step_start{step});
-  const int rows_per_mb = int(par.micro_batch_rows(opts.batch));
-  const model::graph& shard_graph = shards[0].graph;
-  int tokens_v = shard_graph.find_value("tokens"), targets_v = shard_graph.find_value("targets");
-  for (int r = 0; r < replicas; ++r)
-    for (int mb = 0; mb < micro_batches; ++mb) {
-      // This micro-batch's rows of the single-device run's global batch.
-      model::batch b = corpus->train_batch(opts.seed, step, opts.batch,
-                                           (r * micro_batches + mb) * rows_per_mb, rows_per_mb);
-      for (int s = 0; s < virtual_stages; ++s)
-        for (int v : routes[size_t(s)].graph_inputs) {
-          MERAK_CHECK(v == tokens_v || v == targets_v, "unknown graph input {}", v);
-          const model::tensor& src = v == tokens_v ? b.tokens : b.targets;
-          for (int t = 0; t < shards_per_stage; ++t)
-            (*self)->send(stages[r][s][t],
-                          stage_tensor{tensor_kind::input, mb, v, tensor_ref::make(src.clone())});
-        }
-    }
+  start_step();
   double loss_sum = 0;
   int losses = 0, ready = 0;
   comm = {};
@@ -504,12 +525,7 @@ model::step_result coordinator::run_step() {
         },
         [&](const stage_ready& m) {
           const auto [r, s, t] = m.who;
-          auto& dev = per_device[size_t((r * par.pp + s % par.pp) * shards_per_stage + t)];
-          dev.parameters += m.memory.parameters;
-          dev.gradients += m.memory.gradients;
-          dev.gradients_peak += m.memory.gradients_peak;
-          dev.optimizer += m.memory.optimizer;
-          dev.activations_peak += m.memory.activations_peak;
+          per_device[size_t((r * par.pp + s % par.pp) * shards_per_stage + t)] += m.memory;
           if (sharded)  // shards: their slices, shard 0 the rest; replicas: theirs
             sumsq[size_t((r * virtual_stages + s) * shards_per_stage + t)] = m.grad_sumsq;
           if (r == 0) {
@@ -530,13 +546,7 @@ model::step_result coordinator::run_step() {
           if (!m.tp_sums.empty()) append(traces["TP sums " + who], m.tp_sums);
         });
   }
-  for (const auto& dev : per_device) {
-    memory.parameters = std::max(memory.parameters, dev.parameters);
-    memory.gradients = std::max(memory.gradients, dev.gradients);
-    memory.gradients_peak = std::max(memory.gradients_peak, dev.gradients_peak);
-    memory.optimizer = std::max(memory.optimizer, dev.optimizer);
-    memory.activations_peak = std::max(memory.activations_peak, dev.activations_peak);
-  }
+  for (const auto& dev : per_device) memory.keep_largest(dev);
   auto t_pipe = std::chrono::steady_clock::now();
   double pipe_s = std::chrono::duration<double>(t_pipe - t0).count();
   double busy_total = 0;
@@ -548,18 +558,7 @@ model::step_result coordinator::run_step() {
   const float clip = model::clip_factor(norm, opts.grad_clip);
   float lr = schedule.at(step);
   const bool skip = model::skip_update(opts, loss_sum / double(replicas * micro_batches), norm);
-  for (auto& rep : stages)
-    for (auto& st : rep)
-      for (auto& a : st) (*self)->send(a, apply_update{lr, clip, skip});
-  for (int applied = 0; applied < replicas * virtual_stages * shards_per_stage;)
-    await(fmt::format("waiting for optimizer steps ({}/{}) of step {}", applied,
-                      replicas * virtual_stages * shards_per_stage, step + 1),
-          [&](stage_applied& m) {
-            if (!par.trace_path.empty())
-              traces[fmt::format("stage (dp={}, pp={}, tp={})", m.who.dp, m.who.stage, m.who.tp)]
-                  .push_back(std::move(m.adamw));
-            ++applied;
-          });
+  apply_step(apply_update{lr, clip, skip}, traces);
   if (!par.trace_path.empty()) write_trace(traces, trace_t0);
   ++step;
   model::step_result res;

@@ -278,6 +278,11 @@ class coordinator : private coordinator_state {
 
   // Process 0: one step of the whole job; elsewhere follow_step.
   model::step_result run_step();
+  // run_step's parts: every stage actor told the step began and given its
+  // micro-batches' inputs; then, once the gradients are in, `update` sent
+  // to every actor and their applied reports awaited (AdamW slices traced).
+  void start_step();
+  void apply_step(const apply_update& update, std::map<std::string, trace_track>& traces);
 
   // Chrome-trace JSON (Perfetto): one track (tid) per actor, one slice per
   // op, times in microseconds from the step's start.

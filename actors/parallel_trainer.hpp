@@ -121,10 +121,10 @@ struct parallel_options : partition::layout {
   bool needs_actors() const;
 };
 
-// Bytes a stage actor holds, by what they hold (the tensors themselves).
-// Bytes a device holds (the largest over devices): with the interleaved
-// schedule a device's chunks are stage actors of their own, and their bytes
-// add up (the activations' peaks too: at most that).
+// Bytes held, by what holds them (the tensors themselves): a stage actor's,
+// or a device's (the largest over devices). With the interleaved schedule a
+// device's chunks are stage actors of their own, and their bytes add up
+// (the activations' peaks too: at most that).
 struct memory_use {
   // Parameter values; under parameter shards this replica's slices plus
   // the most values gathered at once during the step.
@@ -136,6 +136,23 @@ struct memory_use {
   int64_t gradients_peak = 0;
   int64_t optimizer = 0;         // AdamW moments (this replica's slices when sharded)
   int64_t activations_peak = 0;  // largest activation stash held during the step
+
+  memory_use& operator+=(const memory_use& o) {
+    parameters += o.parameters;
+    gradients += o.gradients;
+    gradients_peak += o.gradients_peak;
+    optimizer += o.optimizer;
+    activations_peak += o.activations_peak;
+    return *this;
+  }
+  // Each category the larger of this and o.
+  void keep_largest(const memory_use& o) {
+    parameters = std::max(parameters, o.parameters);
+    gradients = std::max(gradients, o.gradients);
+    gradients_peak = std::max(gradients_peak, o.gradients_peak);
+    optimizer = std::max(optimizer, o.optimizer);
+    activations_peak = std::max(activations_peak, o.activations_peak);
+  }
 };
 
 class parallel_trainer final : public model::training_job {

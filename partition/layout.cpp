@@ -35,14 +35,18 @@ void layout::validate(int64_t batch) const {
   }
 }
 
+std::string layout::recompute_str(std::string_view kind) const {
+  return fmt::format("recompute={}{}", kind,
+                     recompute_layers > 0 && kind != "none"
+                         ? fmt::format(" recompute-layers={}", recompute_layers)
+                         : "");
+}
+
 std::string layout::str() const {
-  return fmt::format("dp={} tp={} pp={} m={} {}{} recompute={}{} tp-overlap={}{}{}{}", dp, tp, pp,
+  return fmt::format("dp={} tp={} pp={} m={} {}{} {} tp-overlap={}{}{}{}", dp, tp, pp,
                      micro_batches, schedule_name(schedule),
                      chunks > 1 ? fmt::format(" chunks={}", chunks) : "",
-                     recompute_kind_name(recompute),
-                     recompute_layers > 0 ? fmt::format(" recompute-layers={}", recompute_layers)
-                                          : "",
-                     tp_overlap,
+                     recompute_str(recompute_kind_name(recompute)), tp_overlap,
                      sequence_parallel ? " sequence-parallel" : "",
                      sharding == sharding_strategy::no_shard
                          ? ""

@@ -66,6 +66,9 @@ struct layout {
   // schedule, or an interleaved layout with chunks < 2, pp < 2,
   // micro-batches not a multiple of pp, or stage-aware recomputation.
   void validate(int64_t batch) const;
+  // "recompute=K", K the recomputation `kind` as named, and where it groups
+  // whole layers (not "none") " recompute-layers=N".
+  std::string recompute_str(std::string_view kind) const;
   // "dp=2 tp=2 pp=2 m=4 1f1b recompute=none tp-overlap=0" (interleaved:
   // "... m=4 interleaved chunks=2 ...")
   std::string str() const;

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <string>
 
-#include <string_view>
 
 #include <fmt/format.h>
 
@@ -38,13 +37,10 @@ const char* plan::recompute_name() const {
 
 std::string plan::str() const {
   return fmt::format(
-      "dp={} tp={} pp={} m={} {}{} recompute={}{} tp-overlap={}{}{}: {:.4g} s/step, {:.0f} "
+      "dp={} tp={} pp={} m={} {}{} {} tp-overlap={}{}{}: {:.4g} s/step, {:.0f} "
       "tokens/s, MFU {:.1f}%",
       dp, tp, pp, micro_batches, schedule_name(schedule),
-      chunks > 1 ? fmt::format(" chunks={}", chunks) : "", recompute_name(),
-      recompute_layers > 0 && std::string_view(recompute_name()) != "none"
-          ? fmt::format(" recompute-layers={}", recompute_layers)
-          : "",
+      chunks > 1 ? fmt::format(" chunks={}", chunks) : "", recompute_str(recompute_name()),
       tp_overlap,
       sharding == sharding_strategy::no_shard
           ? ""
