@@ -87,14 +87,12 @@ device_plan plan_for_devices(const model::train_options& opts, int devices, para
   static_cast<partition::layout&>(p) = b;  // recompute: the runtime's mode, below
   if (world > 1)
     p.placement = (b.chunks > 1 ? partition::with_chunks(b.place, b.chunks) : b.place).str();
-  // The stages the planner balanced by measured time, not the runtime's
-  // default split by FLOPs (interleaved: the planner's stages are devices,
-  // and the runtime balances the virtual stages).
+  // The (virtual) stages the planner balanced by measured time, not the
+  // runtime's default split by FLOPs.
   p.stage_bounds.clear();
-  if (b.chunks == 1) {
-    for (const auto& st : b.stages) p.stage_bounds.push_back(st.first);
-    if (!b.stages.empty()) p.stage_bounds.push_back(b.stages.back().last);
-  }
+  const auto& cut = b.chunks > 1 ? b.chunk_stages : b.stages;
+  for (const auto& st : cut) p.stage_bounds.push_back(st.first);
+  if (!cut.empty()) p.stage_bounds.push_back(cut.back().last);
   bool any = false;
   for (const auto& st : b.stages) any = any || st.recompute_segments > 0;
   if (b.recompute == partition::recompute_kind::full) {

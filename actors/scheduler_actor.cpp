@@ -36,8 +36,8 @@ scheduler_api::behavior_type scheduler_actor(scheduler_api::pointer self, schedu
       // actor schedules them all).
       pols.push_back(
           partition::make_policy(L.schedule, L.pp, L.micro_batches, s % L.pp, full, L.chunks));
-      // In flight per chunk: the device's limit shared by its chunks.
-      partition::set_in_flight(st->reports[size_t(s)], pols.back(), L.micro_batches);
+      // In flight per chunk: what the device's order leaves of this chunk's.
+      partition::set_in_flight(st->reports[size_t(s)], pols.back(), L.micro_batches, s / L.pp);
     }
     partition::recompute_plan plan;
     try {

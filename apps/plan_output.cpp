@@ -6,22 +6,39 @@
 
 namespace merak::apps {
 
+namespace {
+
+nlohmann::json stage_json(const partition::stage_plan& s) {
+  return {{"layers", {s.first_layer, s.last_layer}},
+          {"nodes", {s.first, s.last}},
+          {"recompute_segments", s.recompute_segments},
+          {"segments", s.segments},
+          {"memory_bytes", s.memory_bytes},
+          {"memory_bytes_by_category",
+           {{"parameters", s.parameters_bytes},
+            {"gradients", s.gradients_bytes},
+            {"gradients_peak", s.gradients_peak_bytes},
+            {"optimizer", s.optimizer_bytes},
+            {"activations_peak", s.activations_bytes}}},
+          {"forward_s", s.forward_s},
+          {"backward_s", s.backward_s}};
+}
+
+}  // namespace
+
 nlohmann::json plan_json(const partition::plan& p) {
+  // Interleaved: each device lists its chunks (virtual stage k is chunk
+  // k / pp of device k % pp).
   nlohmann::json stages = nlohmann::json::array();
-  for (auto& s : p.stages)
-    stages.push_back({{"layers", {s.first_layer, s.last_layer}},
-                      {"nodes", {s.first, s.last}},
-                      {"recompute_segments", s.recompute_segments},
-                      {"segments", s.segments},
-                      {"memory_bytes", s.memory_bytes},
-                      {"memory_bytes_by_category",
-                       {{"parameters", s.parameters_bytes},
-                        {"gradients", s.gradients_bytes},
-                        {"gradients_peak", s.gradients_peak_bytes},
-                        {"optimizer", s.optimizer_bytes},
-                        {"activations_peak", s.activations_bytes}}},
-                      {"forward_s", s.forward_s},
-                      {"backward_s", s.backward_s}});
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    nlohmann::json j = stage_json(p.stages[s]);
+    if (!p.chunk_stages.empty()) {
+      j["chunks"] = nlohmann::json::array();
+      for (size_t k = s; k < p.chunk_stages.size(); k += p.stages.size())
+        j["chunks"].push_back(stage_json(p.chunk_stages[k]));
+    }
+    stages.push_back(std::move(j));
+  }
   return {{"dp", p.dp},
           {"tp", p.tp},
           {"pp", p.pp},
@@ -92,6 +109,12 @@ void print_plan(const partition::plan_request& r, const partition::plan_result& 
                  double(st.parameters_bytes) / (1 << 20), double(st.gradients_bytes) / (1 << 20),
                  double(st.optimizer_bytes) / (1 << 20), double(st.activations_bytes) / (1 << 20),
                  st.forward_s, st.backward_s);
+    for (size_t k = s, c = 0; k < b.chunk_stages.size(); k += b.stages.size(), ++c) {
+      auto& ch = b.chunk_stages[k];
+      std::fprintf(out, "    chunk %zu: %s .. %s, %.1f MB, F %.3g s B %.3g s\n", c,
+                   ch.first_layer.c_str(), ch.last_layer.c_str(),
+                   double(ch.memory_bytes) / (1 << 20), ch.forward_s, ch.backward_s);
+    }
   }
   std::fprintf(out, "  step: pipeline %.4g s + exposed dp all-reduce %.4g s + optimizer %.4g s\n",
                b.pipeline_s, b.dp_exposed_s, b.optimizer_s);

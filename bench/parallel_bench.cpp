@@ -356,7 +356,7 @@ nlohmann::json run_memory_bench(const parallel_bench_options& options) {
         tr.train_step();
         dp_bytes = tr.last_comm().dp_bytes_per_rank;
       }
-      if (par.chunks == 1) req.stage_bounds = tr.stage_bounds();  // the same split
+      req.stage_bounds = tr.stage_bounds();  // the same (virtual) stages
     }
     req.model = options.model;
     req.global_batch = options.batch;

@@ -49,7 +49,7 @@ struct stage_layout {
 struct tp_context {
   int tp = 1;
   tp_graph tg;
-  // By (pp, rows, overlap, selective, recompute_layers).
+  // By (stages: pp, or pp x chunks; rows, overlap, selective, recompute_layers).
   std::map<std::tuple<int, int64_t, int, bool, int>, stage_layout> layouts;
   const std::vector<int>* cuts = nullptr;                   // cut_points of the single-device graph
   std::vector<int> shard_cuts;                              // cut_points of the shard's graph

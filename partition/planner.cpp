@@ -81,8 +81,8 @@ std::vector<node_time> node_times(const cost_model& costs,
 }
 
 const stage_layout& layout_for(const plan_request& r, const cost_model& costs, const model::graph& g,
-                         tp_context& ctx, int pp, int64_t rows, int overlap, bool selective) {
-  auto key = std::make_tuple(pp, rows, overlap, selective, r.recompute_layers);
+                         tp_context& ctx, int stages, int64_t rows, int overlap, bool selective) {
+  auto key = std::make_tuple(stages, rows, overlap, selective, r.recompute_layers);
   if (auto it = ctx.layouts.find(key); it != ctx.layouts.end()) return it->second;
   stage_layout& L = ctx.layouts[key];
   const int tp = ctx.tp;
@@ -114,14 +114,14 @@ const stage_layout& layout_for(const plan_request& r, const cost_model& costs, c
     for (int k = tg.node_map[n]; k < tg.node_map[n + 1]; ++k)
       cost0[n] += t[k].forward_s + t[k].backward_s;
   try {
-    L.bounds = int(r.stage_bounds.size()) == pp + 1 ? r.stage_bounds
-                                                     : balanced_stages(g, pp, cost0, ctx.cuts);
+    L.bounds = int(r.stage_bounds.size()) == stages + 1 ? r.stage_bounds
+                                                     : balanced_stages(g, stages, cost0, ctx.cuts);
   } catch (const error& e) {
     L.rule = "pp within cut points";
     L.detail = e.what();
     return L;
   }
-  for (int s = 0; s < pp; ++s) {
+  for (int s = 0; s < stages; ++s) {
     int a = tg.node_map[L.bounds[s]], b = tg.node_map[L.bounds[s + 1]];
     L.mem.push_back(
         describe_stage(tg.graph, s, a, b, tokens, 1, &ctx.shard_cuts, r.recompute_layers));
@@ -160,12 +160,12 @@ const stage_layout& layout_for(const plan_request& r, const cost_model& costs, c
 
 
 double op_seconds(const candidate& c, int s, const op& operation, bool rib) {
-  const auto& sp = c.out.stages[s];
-  const int v = c.policies[s].chunks;
-  if (v > 1) {  // interleaved: a chunk holds 1/v of the stage's layers
-    if (operation.kind == op_kind::B) return (sp.backward_s + (rib ? sp.forward_s : 0.0)) / v;
-    return sp.forward_s / v;
+  if (c.policies[s].chunks > 1) {  // interleaved: the op's chunk, a virtual stage
+    const auto& ch = c.out.chunk_stages[size_t(operation.chunk * c.out.pp + s)];
+    if (operation.kind == op_kind::B) return ch.backward_s + (rib ? ch.forward_s : 0.0);
+    return ch.forward_s;
   }
+  const auto& sp = c.out.stages[s];
   switch (operation.kind) {
     case op_kind::F:
     case op_kind::Fpc:
@@ -230,27 +230,29 @@ void weight_categories(stage_plan& sp, int64_t P, int64_t tied, int64_t max_node
   sp.optimizer_bytes = w.optimizer;
 }
 
-// Each stage's recomputed segments and memory under `budget` (throws
-// rule_error when a stage does not fit); fills c.prefix, the forward time
-// of each stage's recomputed segments.
+// Each (virtual) stage's recomputed segments and memory, stage s run by
+// device s % pp under its policy; fills c.prefix, the forward time of each
+// stage's recomputed segments. Stage-aware recomputation fits `budget`
+// (throws rule_error when it cannot).
 void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_memory> mem,
                        const plan_request& r, recompute_kind rc, bool every_stage, int m,
                        int64_t budget, int dp, const std::vector<gathered_values>& gathered) {
   plan& out = c.out;
-  const int pp = int(mem.size());
-  for (int s = 0; s < pp; ++s) {
-    auto& pol = c.policies[s];
-    set_in_flight(mem[s], pol, m);
+  const int stages = int(mem.size()), pp = out.pp;
+  for (int s = 0; s < stages; ++s) {
+    auto& pol = c.policies[size_t(s % pp)];
+    set_in_flight(mem[s], pol, m, s / pp);
     auto& sp = out.stages[s];
     weight_categories(sp, mem[s].weights_bytes / 16, mem[s].tied_params,
                       L.max_node_params[size_t(s)], dp, r.sharding, r.bucket_bytes,
                       gathered[size_t(s)], m);
     mem[s].weights_bytes = sp.parameters_bytes + sp.gradients_peak_bytes + sp.optimizer_bytes;
   }
-  std::vector<int> k(pp, 0);
+  std::vector<int> k(stages, 0);
   if (rc == recompute_kind::full) {
-    for (int s = 0; s + 1 < pp + (every_stage ? 1 : 0); ++s) k[s] = int(mem[s].stash_bytes.size());
-  } else if (rc == recompute_kind::stage_aware && pp > 0) {
+    for (int s = 0; s < stages; ++s)
+      if (s % pp + 1 < pp || every_stage) k[s] = int(mem[s].stash_bytes.size());
+  } else if (rc == recompute_kind::stage_aware && stages > 0) {
     try {
       k = r.recompute_ratio > 0 ? plan_stage_aware(mem, r.recompute_ratio).segments
                                 : plan_for_budget(mem, budget).segments;
@@ -258,31 +260,66 @@ void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_me
       throw rule_error{"memory budget", e.what()};
     }
   }
-  for (int s = 0; s < pp; ++s) {
+  for (int s = 0; s < stages; ++s) {
     out.stages[s].recompute_segments = k[s];
     out.stages[s].memory_bytes = stage_bytes(mem[s], k[s]);
     out.stages[s].activations_bytes = out.stages[s].memory_bytes - mem[s].weights_bytes;
-    if (out.stages[s].memory_bytes > budget)
-      throw rule_error{"memory budget", fmt::format("stage {} needs {} bytes, more than {}", s,
-                                                    out.stages[s].memory_bytes, budget)};
     double prefix = 0;
     for (int i = 0; i < k[s]; ++i) prefix += L.seg_fwd[s][i];
     c.prefix.push_back(prefix);
   }
 }
 
+// Interleaved: the virtual stages become c.out.chunk_stages and each device
+// the sum of its chunks (planner.hpp, plan::stages).
+void fold_chunks(plan& out) {
+  if (out.chunks == 1) return;
+  out.chunk_stages = std::move(out.stages);
+  out.stages.assign(size_t(out.pp), stage_plan{});
+  for (size_t k = 0; k < out.chunk_stages.size(); ++k) {
+    const stage_plan& ch = out.chunk_stages[k];
+    stage_plan& d = out.stages[k % size_t(out.pp)];
+    if (k < size_t(out.pp)) {
+      d.first = ch.first;
+      d.first_layer = ch.first_layer;
+    }
+    d.last = ch.last;
+    d.last_layer = ch.last_layer;
+    d.recompute_segments += ch.recompute_segments;
+    d.segments += ch.segments;
+    d.memory_bytes += ch.memory_bytes;
+    d.parameters_bytes += ch.parameters_bytes;
+    d.gradients_bytes += ch.gradients_bytes;
+    d.gradients_peak_bytes += ch.gradients_peak_bytes;
+    d.optimizer_bytes += ch.optimizer_bytes;
+    d.activations_bytes += ch.activations_bytes;
+    d.forward_s += ch.forward_s;
+    d.backward_s += ch.backward_s;
+    d.weight_s += ch.weight_s;
+  }
+}
+
+// Throws rule_error when a device needs more than `budget` bytes.
+void check_budget(const plan& out, int64_t budget) {
+  for (size_t s = 0; s < out.stages.size(); ++s)
+    if (out.stages[s].memory_bytes > budget)
+      throw rule_error{"memory budget", fmt::format("stage {} needs {} bytes, more than {}", s,
+                                                    out.stages[s].memory_bytes, budget)};
+}
+
 // The exposed dp all-reduce and the optimizer, after the pipeline. The dp
 // ranks of one (stage, tp rank) sit tp x pp ranks apart.
+// `device_params`: the parameters of each pipeline device (its chunks').
 void price_data_parallel(candidate& c, const cost_model& costs, const cluster_spec& cl,
-                         const std::vector<stage_memory>& mem, const sharing_model& sh, int dp,
-                         int tp, int per_node, sharding_strategy sharding,
+                         const std::vector<double>& device_params, const sharing_model& sh,
+                         int dp, int tp, int per_node, sharding_strategy sharding,
                          bool overlap_param_gather, double gather_elem) {
   plan& out = c.out;
-  const int pp = int(mem.size());
+  const int pp = int(device_params.size());
   const int dp_per_node = tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp));
   std::vector<double> opt_work;
   for (int s = 0; s < pp; ++s) {
-    double params = double(mem[s].weights_bytes) / 16.0;
+    const double params = device_params[size_t(s)];
     const collective_cost ar_cost = allreduce_cost(cl, params * 4.0, dp, std::min(dp, dp_per_node));
     const double ar = ar_cost.seconds;
     if (ar >= out.dp_allreduce_s) {
@@ -329,9 +366,11 @@ double pipeline_lower_bound(const candidate& c, int pp, int m) {
     double sum = 0, fastest_b = std::numeric_limits<double>::infinity();
     const int v = c.policies[s].chunks;
     for (int mb = 0; mb < m; ++mb) {
-      const double b = op_seconds(c, s, {op_kind::B, mb}, rib);
-      fastest_b = std::min(fastest_b, b);
-      sum += v * (op_seconds(c, s, {op_kind::F, mb}, rib) + b);
+      for (int ch = 0; ch < v; ++ch) {
+        const double b = op_seconds(c, s, {op_kind::B, mb, ch}, rib);
+        fastest_b = std::min(fastest_b, b);
+        sum += op_seconds(c, s, {op_kind::F, mb, ch}, rib) + b;
+      }
       if (c.policies[s].pre.count(mb)) sum += op_seconds(c, s, {op_kind::R, mb}, rib);
       if (c.policies[s].split_weight) sum += op_seconds(c, s, {op_kind::W, mb}, rib);
     }
@@ -395,8 +434,11 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   if (tp > per_node || per_node % tp != 0)
     throw rule_error{"tp within a node",
                      fmt::format("tp {} does not divide {} devices per node", tp, per_node)};
+  // Interleaved: the model cut into pp x chunks virtual stages, as the
+  // runtime cuts it.
+  const int chunks = kind == schedule_kind::interleaved ? r.chunks : 1;
   const stage_layout& L =
-      layout_for(r, costs, g, ctx, pp, rows, overlap, rc == recompute_kind::selective);
+      layout_for(r, costs, g, ctx, pp * chunks, rows, overlap, rc == recompute_kind::selective);
   if (!L.rule.empty()) throw rule_error{L.rule, L.detail};
   candidate c;
   c.policies = make_policies(kind, pp, m, rc == recompute_kind::full, r.chunks);
@@ -411,7 +453,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.pp = pp;
   out.micro_batches = m;
   out.schedule = kind;
-  out.chunks = kind == schedule_kind::interleaved ? r.chunks : 1;
+  out.chunks = chunks;
   out.recompute = rc;
   out.recompute_layers = r.recompute_layers;
   out.tp_overlap = overlap;
@@ -432,7 +474,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   if (grads_sharded) {
     const int dp_per_node =
         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp)));
-    for (int s = 0; s < pp; ++s) {
+    for (size_t s = 0; s < out.stages.size(); ++s) {
       auto& sp = out.stages[s];
       const double segments = double(std::max<size_t>(1, L.mem[s].segment_nodes.size()));
       const double params = double(L.mem[s].weights_bytes) / 16.0;
@@ -447,6 +489,8 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
       sp.backward_s = overlapped_seconds(cl.device, sp.backward_s, gather + half);
     }
   }
+  fold_chunks(out);
+  check_budget(out, budget);
   // Devices sharing cores (actor devices on this CPU): every busy stage
   // keeps dp x tp actors busy.
   const sharing_model sh = costs.sharing(tokens);
@@ -471,7 +515,10 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
     c.act_delay.push_back(transfer);
     out.p2p_s = std::max(out.p2p_s, c.act_delay.back());
   }
-  price_data_parallel(c, costs, cl, L.mem, sh, dp, tp, per_node, r.sharding,
+  std::vector<double> device_params(size_t(pp), 0.0);
+  for (size_t s = 0; s < L.mem.size(); ++s)
+    device_params[s % size_t(pp)] += double(L.mem[s].weights_bytes) / 16.0;
+  price_data_parallel(c, costs, cl, device_params, sh, dp, tp, per_node, r.sharding,
                       r.overlap_param_gather, L.gather_elem);
   c.lower_bound = pipeline_lower_bound(c, pp, m) + out.dp_exposed_s + out.optimizer_s;
   return c;

@@ -107,8 +107,9 @@ struct plan_request {
   // (recompute_layers 1: one input kept a layer, a whole layer rebuilt at once).
   // Off: every plan uses `sharding`, `sequence_parallel` and `recompute_layers` as given.
   bool search_sharding = false, search_sequence_parallel = false, search_recompute_layers = false;
-  // A fixed stage split (pp + 1 node indices of the single-device graph,
-  // 0 first; the runtime's, to compare with it); empty: the planner's own.
+  // A fixed stage split (pp + 1 node indices of the single-device graph, 0
+  // first; pp x chunks + 1 for the interleaved schedule's virtual stages;
+  // the runtime's, to compare with it); empty: the planner's own.
   std::vector<int> stage_bounds;
   // Simulate every candidate (the search otherwise skips those whose lower
   // bound cannot make the best plan or a runner-up; the choice is the same).
@@ -147,7 +148,14 @@ struct stage_plan {
 // A layout (partition/layout.hpp) with where its stages cut the model, what
 // each recomputes, and what the cost model predicts.
 struct plan : layout {
+  // One per pipeline device. Interleaved, a device's bytes, segments and
+  // times are its chunks' summed (the activations' peaks too: an upper
+  // bound), its nodes and layers from its first chunk's first to its last
+  // chunk's last.
   std::vector<stage_plan> stages;
+  // Interleaved: the virtual stages, the model cut into pp x chunks by
+  // time; virtual stage k is chunk k / pp of device k % pp. Empty otherwise.
+  std::vector<stage_plan> chunk_stages;
   double step_time_s = 0, tokens_per_s = 0, mfu = 0;
   double pipeline_s = 0, dp_exposed_s = 0, optimizer_s = 0;  // parts of step_time_s
   // Megatron-LM's count of a step's FLOPs per device per second (see

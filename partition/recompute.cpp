@@ -38,7 +38,9 @@ recompute_plan finish(const std::vector<stage_memory>& stages, std::vector<int> 
 }
 
 // Where the segments of nodes [first, last) start, and last: each cut point,
-// or with `layers_per_segment` N the first of every N blocks.
+// or with `layers_per_segment` N (Megatron-LM's uniform method) the first of
+// every N blocks and of each run of nodes outside the blocks (the embedding,
+// the head and loss: a segment each run).
 std::vector<int> segment_bounds(const model::graph& g, int first, int last,
                                 const std::vector<int>& cuts, int layers_per_segment) {
   std::vector<int> bounds{first};
@@ -50,6 +52,7 @@ std::vector<int> segment_bounds(const model::graph& g, int first, int last,
     if (layers_per_segment > 0 && block >= 0 && open_block >= 0 && block >= open_block &&
         block < open_block + layers_per_segment)
       continue;  // inside the open segment's N blocks
+    if (layers_per_segment > 0 && block < 0 && open_block < 0) continue;  // outside, as the open one
     bounds.push_back(c);
     open_block = block;
   }
@@ -136,9 +139,9 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
   return m;
 }
 
-void set_in_flight(stage_memory& mem, const stage_policy& pol, int m) {
+void set_in_flight(stage_memory& mem, const stage_policy& pol, int m, int chunk) {
   const int n = std::min(pol.limited ? std::max(pol.warm, pol.steady) : m, m * pol.chunks);
-  mem.in_flight = (n + pol.chunks - 1) / pol.chunks;
+  mem.in_flight = pol.chunks > 1 ? chunk_in_flight(pol, chunk) : n;
   mem.awaiting_weights = 0;
   if (pol.split_weight) {
     mem.in_flight = std::min(pol.warm, m);

@@ -70,11 +70,12 @@ stage_memory describe_stage(const model::graph& g, int stage, int first, int las
                             int layers_per_segment = 0);
 
 // The micro-batches a stage under `pol` holds at once, of m a step: its
-// in_flight (chunk-sized ones when interleaved; never more than there are),
-// and under a split backward the warm-up's whole, the rest of the steady
-// count awaiting their weight gradients; whole_prefix from the policy's
-// recomputation ahead of backward.
-void set_in_flight(stage_memory& mem, const stage_policy& pol, int m);
+// in_flight (never more than there are; interleaved, those of the device's
+// `chunk` this stage is, partition::chunk_in_flight), and under a split
+// backward the warm-up's whole, the rest of the steady count awaiting their
+// weight gradients; whole_prefix from the policy's recomputation ahead of
+// backward.
+void set_in_flight(stage_memory& mem, const stage_policy& pol, int m, int chunk = 0);
 
 // Where the segments of `m` start, as indices into its nodes (the first 0;
 // model::executor::set_segments).

@@ -1,5 +1,7 @@
 #include "partition/schedule.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -112,16 +114,28 @@ stage_scheduler::stage_scheduler(stage_policy policy)
       recomputed_(act_.size(), false),
       forwarded_slot_(act_.size(), false) {}
 
-op stage_scheduler::forward_at(int k) const {
-  const int v = policy_.chunks, p = policy_.stages;
+op forward_at(const stage_policy& pol, int k) {
+  const int v = pol.chunks, p = pol.stages;
   if (v == 1) return {op_kind::F, k, 0};
   return {op_kind::F, (k / (p * v)) * p + k % p, (k / p) % v};
 }
 
-op stage_scheduler::backward_at(int k) const {
-  const int v = policy_.chunks, p = policy_.stages;
+op backward_at(const stage_policy& pol, int k) {
+  const int v = pol.chunks, p = pol.stages;
   if (v == 1) return {op_kind::B, k, 0};
   return {op_kind::B, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v};
+}
+
+int chunk_in_flight(const stage_policy& pol, int chunk) {
+  const int total = pol.micro_batches * pol.chunks;
+  const int limit = pol.limited ? std::max(pol.warm, pol.steady) : total;
+  int held = 0, most = 0;
+  for (int f = 0; f < total; ++f) {  // forward f runs, backward f - limit has
+    if (forward_at(pol, f).chunk == chunk) ++held;
+    if (f >= limit && backward_at(pol, f - limit).chunk == chunk) --held;
+    most = std::max(most, held);
+  }
+  return most;
 }
 
 void stage_scheduler::activation_arrived(int mb, int chunk) {

@@ -89,6 +89,17 @@ struct op_target {
 };
 op_target next_for(const op& operation, int stage, int p, int v);
 
+// The k-th forward and backward (k from 0 to m x chunks - 1) a device runs
+// under `pol`: micro-batch k, or interleaved Megatron-LM's order above.
+op forward_at(const stage_policy& pol, int k);
+op backward_at(const stage_policy& pol, int k);
+
+// Interleaved: the most micro-batches of `chunk` the device under `pol`
+// can hold at once, its backwards as far behind its forwards as the
+// policy's in-flight limit lets them fall (as after every forward of the
+// steady state). An upper bound, which runs reach with 2 chunks.
+int chunk_in_flight(const stage_policy& pol, int chunk);
+
 // One stage's decisions. Feed it arrivals and completions; ask next() when
 // the stage is idle. Single-threaded (owned by one stage actor).
 class stage_scheduler {
@@ -126,8 +137,8 @@ class stage_scheduler {
   std::optional<op> choose() const;
   bool w_eligible() const;
   // The k-th forward and backward (and W) of this stage, in policy order.
-  op forward_at(int k) const;
-  op backward_at(int k) const;
+  op forward_at(int k) const { return partition::forward_at(policy_, k); }
+  op backward_at(int k) const { return partition::backward_at(policy_, k); }
   int slot(const op& operation) const {
     return operation.chunk * policy_.micro_batches + operation.mb;
   }

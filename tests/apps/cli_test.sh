@@ -768,18 +768,31 @@ assert d["layouts"][2]["dp_bytes_per_rank"] == 0, d
 print("ok: bytes by category as the planner predicts for", [r["layout"] for r in d["layouts"]])
 PY
     # Interleaved: a device's bytes are its chunks' together (each chunk is a
-    # stage actor): the weights as predicted, the activations' peaks added
-    # (an upper bound: the chunks peak at different moments).
-    "$merak" bench memory --layers 4 --dim 32 --heads 2 --seq 16 --batch 8 \
-      --layout pp=2,m=4,schedule=interleaved,chunks=2 > "$work/chunks.json"
+    # stage actor, its peak counted apart), the model cut into pp x chunks
+    # virtual stages (6 layers into 4 and 6 chunks of unequal size), each
+    # chunk holding the micro-batches the device's order leaves in flight
+    # (on pp 3 the first device's chunk 0 holds 5 where its chunk 1 holds 3).
+    # Under parameter shards every replica runs the fixed order the count
+    # follows: the bytes are exact; otherwise a device that runs a backward
+    # earlier than the order allows holds less, never more.
+    "$merak" bench memory --layers 6 --dim 32 --heads 2 --seq 16 --batch 24 \
+      --layout dp=2,pp=2,m=4,schedule=interleaved,chunks=2,sharding=optim_grads_params \
+      --layout dp=2,pp=3,m=6,schedule=interleaved,chunks=2,sharding=optim_grads_params \
+      --layout dp=2,pp=2,m=4,schedule=interleaved,chunks=2,recompute=full,sharding=optim_grads_params \
+      --layout pp=3,m=6,schedule=interleaved,chunks=2 > "$work/chunks.json"
     python3 - "$work/chunks.json" <<'PY'
 import json, sys
-row = json.load(open(sys.argv[1]))["layouts"][0]
-r = row["measured_over_predicted"]
-for k in ("parameters", "gradients", "optimizer"):
-    assert r[k] == 1.0, (k, row)
-assert 1.0 <= r["activations_peak"] <= 1.05, row
-print("ok: an interleaved device holds its chunks' bytes:", row["measured"])
+rows = json.load(open(sys.argv[1]))["layouts"]
+assert len(rows) == 4, rows
+for i, row in enumerate(rows):
+    r = row["measured_over_predicted"]
+    for k in ("parameters", "gradients", "optimizer"):
+        assert r[k] == 1.0, (k, row)
+    if i < 3:
+        assert r["activations_peak"] == 1.0, row
+    assert 0.5 < r["activations_peak"] <= 1.0, row
+    assert r["gradients_peak"] <= 1.0, row
+print("ok: an interleaved device holds its chunks' bytes:", [r["measured"] for r in rows])
 PY
     # Gradient shards' peak during backward (small buckets, so that the
     # peak is the shards, a layer's whole gradients and three buckets, not

@@ -125,10 +125,14 @@ TEST_CASE("segments group whole transformer layers on request, from the stage's 
   const auto one = describe_stage(g, 0, 0, N, 64, 1, nullptr, 1);
   const auto two = describe_stage(g, 0, 0, N, 64, 1, nullptr, 2);
   // Cut points at each block's two norms: the embedding, 12 half blocks,
-  // then the final norm, the head and the loss apart.
-  auto outside = int(half.segment_nodes.size()) - 12;
-  CHECK(int(one.segment_nodes.size()) == outside + 6);
-  CHECK(int(two.segment_nodes.size()) == outside + 3);
+  // then the final norm, the head and the loss apart. Whole blocks keep each
+  // run of nodes outside the blocks as one segment, as Megatron-LM keeps
+  // them out of its checkpoints: the embedding, and the norm, head and loss.
+  CHECK(half.segment_nodes.size() == 1 + 12 + 3);
+  CHECK(one.segment_nodes.size() == 1 + 6 + 1);
+  CHECK(two.segment_nodes.size() == 1 + 3 + 1);
+  CHECK(one.segment_nodes.back() == half.segment_nodes[13] + half.segment_nodes[14] +
+                                        half.segment_nodes[15]);
   // The same nodes and stash in all; a block segment's stash is its two
   // halves', and its checkpoint the first half's (the block's input).
   auto sum = [](const std::vector<int64_t>& v) {

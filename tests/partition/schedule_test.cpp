@@ -229,3 +229,45 @@ TEST_CASE("interleaved 1F1B leaves (p-1)/v of 1F1B's bubble", "[schedule]") {
                     Catch::Contains("at least 2 chunks"));
   CHECK(op_name({op_kind::B, 3, 1}) == "B3.1");
 }
+
+TEST_CASE("an interleaved device holds each chunk's micro-batches as chunk_in_flight counts",
+          "[schedule][memory]") {
+  // The most micro-batches of each chunk a device holds at once in a
+  // simulated run (a forward holds from its start, a backward frees at its
+  // end), against the count the planner and the scheduler actor use: never
+  // above it; with backwards twice the forwards, reached with two chunks
+  // and within one with three (a backward of the middle chunk can run
+  // before the forward the count places ahead of it).
+  for (int p = 2; p <= 6; ++p)
+    for (int v = 2; v <= 3; ++v)
+      for (int m = p; m <= 3 * p; m += p)
+        for (double b : {2.0, 1.0, 3.0}) {
+          INFO("p=" << p << " v=" << v << " m=" << m << " B/F=" << b);
+          auto pols = make_policies(schedule_kind::interleaved, p, m, false, v);
+          auto tr = simulate_pipeline(pols, uniform_costs(1.0, b, 0), no_delay);
+          REQUIRE_FALSE(tr.deadlocked);
+          for (int s = 0; s < p; ++s) {
+            std::vector<int> held(v, 0), most(v, 0);
+            for (auto& t : tr.stages[s]) {
+              if (t.what.kind == op_kind::F) {
+                const int c = t.what.chunk;
+                most[c] = std::max(most[c], ++held[c]);
+              }
+              if (t.what.kind == op_kind::B) --held[t.what.chunk];
+            }
+            for (int c = 0; c < v; ++c) {
+              INFO("stage " << s << " chunk " << c);
+              CHECK(most[c] <= chunk_in_flight(pols[s], c));
+              if (b == 2.0) CHECK(most[c] >= chunk_in_flight(pols[s], c) - (v - 2));
+            }
+          }
+        }
+  // Megatron-LM's order on the first of 4 devices, 2 chunks, 8 micro-batches:
+  // 11 forwards before the first backward (4 of chunk 0, 4 of chunk 1, 3 of
+  // chunk 0), whose backwards start with chunk 1's, so the 12th forward
+  // (chunk 0) comes before any of chunk 0's backwards: chunk 0 holds 8,
+  // chunk 1 at most 4, where a share of the device's 11 would say 6 each.
+  auto first = make_policy(schedule_kind::interleaved, 4, 8, 0, false, 2);
+  CHECK(chunk_in_flight(first, 0) == 8);
+  CHECK(chunk_in_flight(first, 1) == 4);
+}
