@@ -15,8 +15,10 @@ batch=8
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # dp tp pp micro-batches schedule recompute tp-overlap
+# (interleaved: 2 chunks a device, the default of both commands)
 plans=("1 1 1 1 1f1b none 0" "2 1 1 1 1f1b none 0" "1 1 2 8 1f1b none 0" "1 2 1 1 1f1b none 0"
-       "1 2 1 1 1f1b none 2" "1 1 2 8 1f1b full 0" "2 1 2 4 1f1b none 0" "1 1 4 8 shifted full 0")
+       "1 2 1 1 1f1b none 2" "1 1 2 8 1f1b full 0" "2 1 2 4 1f1b none 0" "1 1 4 8 shifted full 0"
+       "1 1 2 8 interleaved none 0" "1 1 2 4 interleaved none 0" "1 1 2 8 interleaved full 0")
 # PLANS="0 3 5" runs only those (0-based) entries, to keep each timed run short.
 sel=${PLANS:-$(seq -s' ' 0 $((${#plans[@]} - 1)))}
 for i in $sel; do

@@ -30,9 +30,7 @@ std::vector<int> divisors(int n) {
 // Whether the search tries schedule `kind` on `pp` stages.
 bool schedule_searched(const plan_request& r, schedule_kind kind, int pp) {
   if (pp == 1 && kind != schedule_kind::one_f_one_b) return false;
-  // Unasked, a plan for this CPU leaves out interleaved: its profile has not
-  // been checked against the runtime's chunks.
-  if (r.schedules.empty()) return !(kind == schedule_kind::interleaved && r.device.profiled);
+  if (r.schedules.empty()) return true;
   return std::find(r.schedules.begin(), r.schedules.end(), kind) != r.schedules.end();
 }
 

@@ -424,6 +424,27 @@ got = p["tflops_per_device"] * 1e12 * p["step_time_s"] * p["devices"]
 assert abs(got / flops - 1) < 1e-6, (got, flops)
 print("ok: llama", p["dp"], p["tp"], p["pp"], p["mfu"])
 PY
+    # A search for this CPU tries the interleaved schedule too; such a plan
+    # lists each device's chunks, which cut the model in order: chunk c of
+    # device d is virtual stage c x pp + d.
+    "$merak" plan --layers 4 --dim 32 --heads 2 --seq 16 --global-batch-size 8 --devices 2 \
+      --device-type cpu --pp 2 --dp 1 --tp 1 --json > "$work/plan_cpu.json"
+    python3 - "$work/plan_cpu.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+plans = [p] + p["runners_up"]
+inter = [q for q in plans if q["schedule"] == "interleaved"]
+assert inter, [q["schedule"] for q in plans]
+q = inter[0]
+assert q["chunks"] == 2 and len(q["stages"]) == 2, q
+virtual = [q["stages"][k % 2]["chunks"][k // 2] for k in range(4)]
+assert virtual[0]["nodes"][0] == 0, virtual
+for a, b in zip(virtual, virtual[1:]):
+    assert a["nodes"][1] == b["nodes"][0], virtual
+for d in q["stages"]:
+    assert d["memory_bytes"] == sum(c["memory_bytes"] for c in d["chunks"]), d
+print("ok: the CPU search tries interleaved:", [c["layers"] for c in virtual])
+PY
     # Megatron-LM's 22B run with its own flags: it fits 80 GB, memory by
     # category (gradients at their backward peak) adds up to each stage's
     # peak.

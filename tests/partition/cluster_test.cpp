@@ -359,8 +359,6 @@ TEST_CASE("interleaved 1F1B is priced per chunk and shortens the pipeline", "[pl
   CHECK_THROWS_WITH(
       evaluate_plan(r, *costs, 1, 8, 4, 2, schedule_kind::interleaved, recompute_kind::none, 0),
       Catch::Contains("multiple of pp"));
-  // Unasked, a search for the CPU (what `merak train` runs) leaves it out:
-  // checked on the actors' side, which refuse it by name.
 }
 
 TEST_CASE("the memory model by category: sharding strategies, sequence parallelism, selective",
