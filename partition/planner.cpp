@@ -270,6 +270,32 @@ void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_me
   }
 }
 
+// Gradients sharded (optim_grads, optim_grads_params): no replica holds a
+// whole gradient to accumulate micro-batches into, so every backward
+// reduce-scatters the stage's gradients as it makes them; ZeRO-3 also
+// all-gathers the stage's parameters before each forward and backward.
+// Both overlap the op's compute (prefetched behind the op before) and share
+// its links: an op takes at least their time. Each is one collective a
+// segment (a layer), each half an all-reduce of the segment's share of the
+// stage's values: 4-byte gradients, values of the run's precision (bf16
+// all-gathers in bf16). Adds them to each (virtual) stage's op times.
+void price_shard_collectives(plan& out, const stage_layout& L, sharding_strategy sharding,
+                             const cluster_spec& cl, int dp, int dp_per_node) {
+  for (size_t s = 0; s < out.stages.size(); ++s) {
+    auto& sp = out.stages[s];
+    const double segments = double(std::max<size_t>(1, L.mem[s].segment_nodes.size()));
+    const double params = double(L.mem[s].weights_bytes) / 16.0;
+    auto half_of = [&](double elem) {
+      return allreduce_cost(cl, params * elem / segments, dp, dp_per_node).seconds / 2 * segments;
+    };
+    const double half = half_of(4.0);
+    const double gather =
+        sharding == sharding_strategy::optim_grads_params ? half_of(L.gather_elem) : 0.0;
+    sp.forward_s = overlapped_seconds(cl.device, sp.forward_s, gather);
+    sp.backward_s = overlapped_seconds(cl.device, sp.backward_s, gather + half);
+  }
+}
+
 // Interleaved: the virtual stages become c.out.chunk_stages and each device
 // the sum of its chunks (planner.hpp, plan::stages).
 void fold_chunks(plan& out) {
@@ -461,33 +487,10 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   out.sharding = r.sharding;
   out.sequence_parallel = r.sequence_parallel && tp > 1;
   plan_stage_memory(c, L, L.mem, r, rc, every_stage, m, budget, dp, gathered_for(r, ctx, L, dp));
-  // Gradients sharded (optim_grads, optim_grads_params): no replica holds a
-  // whole gradient to accumulate micro-batches into, so every backward
-  // reduce-scatters the stage's gradients as it makes them; ZeRO-3 also
-  // all-gathers the stage's parameters before each forward and backward.
-  // Both overlap the op's compute (prefetched behind the op before) and
-  // share its links: an op takes at least their time. Each is one
-  // collective a segment (a layer), each half an all-reduce of the
-  // segment's share of the stage's values: 4-byte gradients, values of the
-  // run's precision (bf16 all-gathers in bf16).
-  const bool grads_sharded = shards_gradients(r.sharding) && dp > 1;
-  if (grads_sharded) {
+  if (shards_gradients(r.sharding) && dp > 1) {
     const int dp_per_node =
         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp)));
-    for (size_t s = 0; s < out.stages.size(); ++s) {
-      auto& sp = out.stages[s];
-      const double segments = double(std::max<size_t>(1, L.mem[s].segment_nodes.size()));
-      const double params = double(L.mem[s].weights_bytes) / 16.0;
-      auto half_of = [&](double elem) {
-        return allreduce_cost(cl, params * elem / segments, dp, dp_per_node).seconds / 2 *
-               segments;
-      };
-      const double half = half_of(4.0);
-      const double gather =
-          r.sharding == sharding_strategy::optim_grads_params ? half_of(L.gather_elem) : 0.0;
-      sp.forward_s = overlapped_seconds(cl.device, sp.forward_s, gather);
-      sp.backward_s = overlapped_seconds(cl.device, sp.backward_s, gather + half);
-    }
+    price_shard_collectives(out, L, r.sharding, cl, dp, dp_per_node);
   }
   fold_chunks(out);
   check_budget(out, budget);
