@@ -44,14 +44,7 @@ executor::executor(const graph& g, parameter_store& store, int first, int last)
     node_params_.push_back(params);
     for (int v : nodes[n].inputs) used_inside_[v] = true;
   }
-  for (int n = first_; n < last_; ++n) {
-    if (nodes[n].comm != tp_comm::sp_gather) continue;
-    std::vector<int> readers;
-    for (int k = 0; k < int(nodes.size()); ++k)
-      for (int v : nodes[k].inputs)
-        if (v == nodes[n].output) readers.push_back(k);
-    if (readers.size() == 1 && readers[0] > n && readers[0] < last_) regather_[readers[0]] = n;
-  }
+  regather_ = regathered_inputs(g, first_, last_);
   auto b = g.boundary(first_, last_);
   inputs_ = std::move(b.inputs);
   outputs_ = std::move(b.outputs);
@@ -619,9 +612,17 @@ std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads,
   std::vector<char> keep;
   if (split_weights) {
     keep.assign(graph_.values().size(), 0);
-    for (int n = first_; n < last_; ++n)
-      if (layers_[n - first_]->splits_weight_grad())
-        for (int v : graph_.nodes()[n].inputs) keep[v] = 1;
+    for (int n = first_; n < last_; ++n) {
+      if (!layers_[n - first_]->splits_weight_grad()) continue;
+      for (int v : graph_.nodes()[n].inputs) keep[v] = 1;
+      // A sequence-parallel gathered input waits as this shard's slice and
+      // is gathered again for the weight gradient (weight_backward).
+      if (auto r = regather_.find(n); r != regather_.end() && tp_) {
+        const auto& gather = graph_.nodes()[size_t(r->second)];
+        keep[gather.output] = 0;
+        keep[gather.inputs[0]] = 1;
+      }
+    }
   }
   sp_partials sp = begin_sp_partials(first_, last_);
   if (by_segment) {
@@ -691,6 +692,7 @@ void executor::weight_backward(int mb, const std::function<void(int)>& node_done
     for (auto& sub : s.subs) {
       auto it = sub.weight_douts.find(n);
       if (it == sub.weight_douts.end()) continue;
+      regather_input(sub, n);
       in.clear();
       for (int v : nodes[n].inputs) in.push_back(&sub.values[v]);
       before_node(n, n - 1);
@@ -700,6 +702,8 @@ void executor::weight_backward(int mb, const std::function<void(int)>& node_done
       layers_[n - first_]->backward_weight(in, it->second);
       if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
       after_node(n);
+      if (auto r = regather_.find(n); r != regather_.end() && tp_)  // gathered for this node only
+        pool_.release(std::move(sub.values[nodes[size_t(r->second)].output]));
       pool_.release(std::move(it->second));
       sub.weight_douts.erase(it);
       ran = true;

@@ -86,4 +86,18 @@ int64_t graph::activation_bytes_per_token() const {
   return b;
 }
 
+std::map<int, int> regathered_inputs(const graph& g, int first, int last) {
+  const auto& nodes = g.nodes();
+  std::map<int, int> out;
+  for (int n = first; n < last; ++n) {
+    if (nodes[size_t(n)].comm != tp_comm::sp_gather) continue;
+    std::vector<int> readers;
+    for (int k = 0; k < int(nodes.size()); ++k)
+      for (int v : nodes[size_t(k)].inputs)
+        if (v == nodes[size_t(n)].output) readers.push_back(k);
+    if (readers.size() == 1 && readers[0] > n && readers[0] < last) out[readers[0]] = n;
+  }
+  return out;
+}
+
 }  // namespace merak::model

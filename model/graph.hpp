@@ -13,6 +13,7 @@
 // topological order (a node's inputs are graph inputs or earlier outputs).
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -134,5 +135,12 @@ class graph {
   int loss_ = -1;
   dtype activation_type_ = dtype::f32;
 };
+
+// Sequence parallelism: the sp_gather nodes of [first, last) whose whole
+// output has a single reader in the range (a column-parallel linear), keyed
+// by that reader. The runtime frees such a whole value once its reader ran
+// forward and gathers it again from this shard's slice where the reader's
+// gradients need it (model::executor).
+std::map<int, int> regathered_inputs(const graph& g, int first, int last);
 
 }  // namespace merak::model

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -79,7 +80,9 @@ void count_parameters(const model::graph& g, int first, int last, stage_memory& 
 // input_bytes: each value from before the stage once, however many of its
 // nodes read it (a block's first norm and its residual both read the
 // stream). weight_bytes: what a micro-batch awaiting its weight gradients
-// holds: those inputs, and each linear's output gradient and input.
+// holds: those inputs, and each linear's output gradient and input (a
+// sequence-parallel gathered input as its slice, gathered again for the
+// weight gradient).
 void count_held_values(const model::graph& g, int first, int last, int64_t tokens,
                        stage_memory& m) {
   std::vector<char> held(g.values().size(), 0);
@@ -88,12 +91,16 @@ void count_held_values(const model::graph& g, int first, int last, int64_t token
       if (g.values()[size_t(v)].producer < first && !std::exchange(held[size_t(v)], 1))
         m.input_bytes += value_bytes(g, v, tokens);
   m.weight_bytes = m.input_bytes;
+  const std::map<int, int> regathered = model::regathered_inputs(g, first, last);
   for (int n = first; n < last; ++n) {
     const auto& node = g.nodes()[size_t(n)];
     if (node.kind != "linear" || node.params.empty()) continue;
     m.weight_bytes += value_bytes(g, node.output, tokens);
-    for (int v : node.inputs)
+    for (int v : node.inputs) {
+      if (auto r = regathered.find(n); r != regathered.end())
+        v = g.nodes()[size_t(r->second)].inputs[0];  // the slice
       if (!std::exchange(held[size_t(v)], 1)) m.weight_bytes += value_bytes(g, v, tokens);
+    }
   }
 }
 
