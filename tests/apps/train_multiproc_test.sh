@@ -215,6 +215,8 @@ case $case_name in
     # all-gathers over UCX, the same bits as in one process.
     DP=1 run_layout 2 --tp 2 --micro-batches 2 --tp-overlap 1 --sequence-parallel
     DP=2 run_layout 8 --tp 2 --pp 2 --micro-batches 2 --sequence-parallel --use-distributed-optimizer
+    # zb-h1: a linear's input all-gathered again for its weight gradient (W).
+    DP=1 run_layout 4 --tp 2 --pp 2 --micro-batches 4 --schedule zb-h1 --sequence-parallel
     ;;
   pp4)
     DP=1 run_layout 4 --pp 4 --micro-batches 4 --schedule gpipe --recompute full
