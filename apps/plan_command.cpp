@@ -16,6 +16,7 @@
 #include "apps/commands.hpp"
 #include "apps/flag_checks.hpp"
 #include "apps/memory_flags.hpp"
+#include "apps/pipeline_flags.hpp"
 #include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
 #include "core/error.hpp"
@@ -41,6 +42,7 @@ struct plan_flags {
   int cores = 0;
   std::vector<std::string> schedules, recomputes;
   memory_flags memory;
+  virtual_pipeline_flags virtual_pipeline;  // Megatron's names for interleaved and its chunks
   bool no_sequence_parallel = false;  // --no-sequence-parallel: SP off, not searched
   int micro_batch_size = 0;           // > 0: Megatron's --micro-batch-size (needs --dp)
   int nodes_given = 0;                // --nodes was given
@@ -96,6 +98,13 @@ int run_plan(plan_flags& f) {
       f.req.device.peak_flops *= 0.5;
       f.req.device.activation_bytes = 4;
     }
+  }
+  if (const int v = virtual_pipeline_chunks(f.virtual_pipeline, f.req.model.layers, f.req.pp);
+      v > 0) {
+    if (!f.schedules.empty() && (f.schedules.size() != 1 || f.schedules[0] != "interleaved"))
+      fail("Megatron-LM's virtual pipeline flags plan the interleaved schedule: drop --schedule");
+    f.schedules = {"interleaved"};
+    f.req.chunks = v;
   }
   for (auto& s : f.schedules) f.req.schedules.push_back(partition::parse_schedule(s));
   if (f.recomputes.empty() &&
@@ -163,11 +172,14 @@ action add_plan_command(CLI::App& parent) {
   c->add_option("--cluster", f->cluster,
                 "A cluster: dgx-a100-hdr, dgx-h100-ndr or a JSON file (docs/planning.md); sets "
                 "the device type and prices collectives over its links");
-  integer_in(c->add_option("--chunks", f->req.chunks,
-                           "Model chunks per device of the interleaved schedule (Megatron-LM's "
-                           "virtual pipeline stages)"),
-             1, 64)
-      ->capture_default_str();
+  auto* chunks = integer_in(c->add_option("--chunks", f->req.chunks,
+                                         "Model chunks per device of the interleaved schedule "
+                                         "(Megatron-LM's virtual pipeline stages)"),
+                           1, 64)
+                    ->capture_default_str();
+  add_virtual_pipeline_flags(c, &f->virtual_pipeline);
+  c->get_option("--num-virtual-stages-per-pipeline-rank")->excludes(chunks);
+  c->get_option("--num-layers-per-virtual-pipeline-stage")->excludes(chunks);
   c->add_option("--precision", f->precision,
                 "fp32 or bf16 (default: bf16 on GPU devices, as they train; fp32 on the cpu "
                 "device)");

@@ -30,6 +30,7 @@
 #include "apps/device_flag.hpp"
 #include "apps/flag_checks.hpp"
 #include "apps/memory_flags.hpp"
+#include "apps/pipeline_flags.hpp"
 #include "apps/model_flags.hpp"
 #include "apps/plan_output.hpp"
 #include "apps/version.hpp"
@@ -50,7 +51,9 @@ struct train_flags {
   model::train_options opts;
   actors::parallel_options par;
   std::string schedule = "1f1b";
+  bool schedule_given = false;  // --schedule on the command line
   int chunks = 0;  // 0: 2 with --schedule interleaved, else 1
+  virtual_pipeline_flags virtual_pipeline;  // Megatron's names for interleaved and its chunks
   std::string recompute = "none";
   std::string metrics;
   int threads = 0;
@@ -399,6 +402,16 @@ int run_train(train_flags& f, const CLI::App& c) {
   if (!f.gemm.empty()) model::set_gemm_backend(model::parse_gemm_backend(f.gemm));
   if (f.eval_interval < 0) fail("--eval-interval must not be negative (got {})", f.eval_interval);
   f.par.schedule = partition::parse_schedule(f.schedule);
+  if (const int v = virtual_pipeline_chunks(f.virtual_pipeline, f.opts.model.layers, f.par.pp);
+      v > 0) {
+    if (f.schedule_given && f.par.schedule != partition::schedule_kind::interleaved)
+      fail("Megatron-LM's virtual pipeline flags run the interleaved schedule: drop --schedule {}",
+           f.schedule);
+    if (f.chunks > 0 && f.chunks != v)
+      fail("--chunks {} contradicts the virtual pipeline flags' {} chunks a stage", f.chunks, v);
+    f.par.schedule = partition::schedule_kind::interleaved;
+    f.chunks = v;
+  }
   f.par.chunks = f.chunks > 0                                              ? f.chunks
                  : f.par.schedule == partition::schedule_kind::interleaved ? 2
                                                                            : 1;
@@ -622,11 +635,13 @@ void add_layout_flags(CLI::App* c, const std::shared_ptr<train_flags>& f) {
       ->excludes(micro_batches);
   c->add_option("--schedule", f->schedule,
                 "Pipeline schedule: gpipe, 1f1b, shifted, zb-h1 or interleaved")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->schedule_given = true; });
   integer_in(c->add_option("--chunks", f->chunks,
                            "Interleaved: model chunks per pipeline stage (virtual stages = pp x "
                            "this; default 2)"),
              1, 64);
+  add_virtual_pipeline_flags(c, &f->virtual_pipeline);
   c->add_option("--recompute", f->recompute,
                 "Recomputation: none, full, stage-aware or selective (the attention cores only)")
       ->capture_default_str();
