@@ -278,7 +278,7 @@ stage_setup coordinator::stage_setup_of(const partition::actor_coordinate& at, i
   su.first = shard_bounds[s];
   su.last = shard_bounds[s + 1];
   su.seed = opts.seed;
-  su.adam.weight_decay = opts.weight_decay;
+  su.adam = opts.adam();
   su.policy.stage = s % par.pp;  // its device; the rest comes from the scheduler actor
   su.policy.stages = par.pp;
   su.policy.micro_batches = par.micro_batches;

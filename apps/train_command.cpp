@@ -29,6 +29,7 @@
 #include "apps/commands.hpp"
 #include "apps/device_flag.hpp"
 #include "apps/flag_checks.hpp"
+#include "apps/megatron_train_flags.hpp"
 #include "apps/memory_flags.hpp"
 #include "apps/pipeline_flags.hpp"
 #include "apps/model_flags.hpp"
@@ -54,6 +55,8 @@ struct train_flags {
   bool schedule_given = false;  // --schedule on the command line
   int chunks = 0;  // 0: 2 with --schedule interleaved, else 1
   virtual_pipeline_flags virtual_pipeline;  // Megatron's names for interleaved and its chunks
+  megatron_train_flags megatron;            // Megatron's schedule, optimizer and run flags
+  bool vocab_given = false;                 // --vocab on the command line
   std::string recompute = "none";
   std::string metrics;
   int threads = 0;
@@ -223,7 +226,8 @@ int train_loop(train_flags& f, model::training_job& tr) {
   metrics_writer metrics(lead ? f.metrics : std::string(),
                          f.opts.load.empty() ? int64_t(-1) : int64_t(tr.step()));
   const bool tty = lead && ::isatty(STDERR_FILENO);
-  const int64_t log_every = std::max<int64_t>(1, f.opts.steps / 20);
+  const int64_t log_every = f.megatron.log_interval > 0 ? f.megatron.log_interval
+                                                         : std::max<int64_t>(1, f.opts.steps / 20);
   constexpr int kmax_skipped_in_a_row = 10;
   int skipped_in_a_row = 0;
   while (!tr.done()) {
@@ -440,6 +444,7 @@ int run_train(train_flags& f, const CLI::App& c) {
     fail("--measure-sparse-error needs --sparse-reducer coo, union or s2");
   f.opts.tokens = model::parse_tokenizer(f.tokenizer);
   f.opts.model.tied_head = !f.untied_head;
+  apply_megatron_train_flags(f.megatron, f.opts, f.precision, f.vocab_given);
   apply_model_family(f);
   f.opts.model.validate();  // a shape refused before config.toml is written or any allocation
   f.opts.model.activations = model::parse_precision(f.precision);
@@ -521,8 +526,10 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
   c->add_option("--seq,--seq-length", options.model.max_seq, "Sequence length (T)")
       ->capture_default_str();
   c->add_option("--vocab", options.model.vocab,
-                "Vocabulary size (bytes: 256; words: the hash range)")
-      ->capture_default_str();
+                "Vocabulary size (bytes: 256; words: the hash range; --data-path: the "
+                "tokenizer's, from --tokenizer-type)")
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->vocab_given = true; });
   c->add_option("--batch,--global-batch-size", options.batch, "Global batch size (B)")
       ->capture_default_str();
   // The bound is what config.toml can hold (a TOML integer is an int64).
@@ -531,7 +538,7 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
       ->capture_default_str();
   c->add_option("--lr", options.lr, "Peak learning rate")->capture_default_str();
   c->add_option("--min-lr", options.min_lr, "Final learning rate (default lr/10)");
-  c->add_option("--warmup", options.warmup, "Warm-up steps (default steps/20)");
+  c->add_option("--warmup,--lr-warmup-iters", options.warmup, "Warm-up steps (default steps/20)");
   c->add_option("--weight-decay", options.weight_decay, "AdamW weight decay")
       ->capture_default_str();
   c->add_option("--grad-clip,--clip-grad", options.grad_clip, "Global gradient-norm clip (0: off)")
@@ -547,7 +554,8 @@ void add_model_and_training_flags(CLI::App* c, train_flags* f) {
       ->capture_default_str();
   c->add_option("--eval-interval", f->eval_interval,
                 "Steps between validation losses (0: at the end)");
-  c->add_option("--eval-batches", options.eval_batches, "Validation batches per evaluation")
+  c->add_option("--eval-batches,--eval-iters", options.eval_batches,
+                "Validation batches per evaluation")
       ->capture_default_str();
   c->add_option("--save", options.save_dir,
                 "Directory for checkpoints (one sub-directory per step); one that holds a run "
@@ -687,6 +695,7 @@ action add_train_command(CLI::App& parent) {
   c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   c->add_option("--config", "TOML or JSON file with the same keys as these flags");
   add_model_and_training_flags(c, f.get());
+  add_megatron_train_flags(c, &f->megatron, &f->opts);
   add_run_flags(c, f.get());
   add_layout_flags(c, f);
   return [f, c] { return run_train(*f, *c); };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.hpp"
 #include "model/backend.hpp"
 
 namespace merak::model {
@@ -84,13 +85,21 @@ double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm)
   return norm;
 }
 
+lr_decay parse_lr_decay(std::string_view name) {
+  if (name == "cosine") return lr_decay::cosine;
+  if (name == "linear") return lr_decay::linear;
+  if (name == "constant") return lr_decay::constant;
+  fail("--lr-decay-style must be cosine, linear or constant (got '{}')", name);
+}
+
 float lr_schedule::at(int64_t step) const {
   if (warmup_steps > 0 && step < warmup_steps)
     return max_lr * float(step + 1) / float(warmup_steps);
+  if (style == lr_decay::constant) return max_lr;
   if (step >= total_steps) return min_lr;
   double span = double(std::max<int64_t>(1, total_steps - warmup_steps));
   double ratio = double(step - warmup_steps) / span;
-  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  double coeff = style == lr_decay::linear ? 1.0 - ratio : 0.5 * (1.0 + std::cos(M_PI * ratio));
   return float(min_lr + coeff * (max_lr - min_lr));
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // AdamW (decoupled weight decay), global-norm gradient clipping and the
-// warm-up + cosine learning-rate schedule.
+// warm-up + decay learning-rate schedule.
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "model/backend.hpp"
@@ -58,13 +59,20 @@ double clip_grad_norm(const std::vector<parameter_ptr>& params, double max_norm)
 // The factor clip_grad_norm scales the gradients by, for a global `norm`.
 float clip_factor(double norm, double max_norm);
 
+// How the learning rate falls after warm-up (Megatron-LM's
+// --lr-decay-style): cosine or linear to min_lr, or constant at max_lr.
+enum class lr_decay { cosine, linear, constant };
+// "cosine", "linear" or "constant"; fails naming --lr-decay-style otherwise.
+lr_decay parse_lr_decay(std::string_view name);
+
 struct lr_schedule {
   float max_lr = 6e-4f;
   float min_lr = 6e-5f;
   int64_t warmup_steps = 0;
-  int64_t total_steps = 1;
+  int64_t total_steps = 1;  // where the decay reaches min_lr (held after)
+  lr_decay style = lr_decay::cosine;
   // Learning rate of step `step` (0-based): linear warm-up from max_lr /
-  // warmup_steps, then cosine decay to min_lr at total_steps.
+  // warmup_steps, then the decay to min_lr at total_steps.
   float at(int64_t step) const;
 };
 

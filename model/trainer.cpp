@@ -41,6 +41,10 @@ void train_options::validate() const {
   if (save_interval < 0) fail("--save-interval must not be negative (got {})", save_interval);
   if (save_interval > 0 && save_dir.empty()) fail("--save-interval needs --save DIR");
   if (eval_batches < 1) fail("--eval-batches must be at least 1 (got {})", eval_batches);
+  for (auto [name, beta] : {std::pair{"--adam-beta1", adam_beta1}, {"--adam-beta2", adam_beta2}})
+    if (!(beta >= 0 && beta < 1)) fail("{} must be from 0 to below 1 (got {})", name, beta);
+  if (!(adam_eps > 0) || !std::isfinite(adam_eps))
+    fail("--adam-eps must be a positive number (got {})", adam_eps);
   if (!(grad_clip >= 0) || !std::isfinite(grad_clip))
     fail("--grad-clip must be a number of at least 0 (got {})", grad_clip);
 }
@@ -50,8 +54,13 @@ lr_schedule train_options::schedule() const {
   s.max_lr = lr;
   s.min_lr = min_lr >= 0 ? min_lr : lr / 10;
   s.warmup_steps = warmup >= 0 ? warmup : steps / 20;
-  s.total_steps = std::max<int64_t>(1, steps);
+  s.total_steps = std::max<int64_t>(1, decay_steps >= 0 ? decay_steps : steps);
+  s.style = decay;
   return s;
+}
+
+adamw_config train_options::adam() const {
+  return {.beta1 = adam_beta1, .beta2 = adam_beta2, .eps = adam_eps, .weight_decay = weight_decay};
 }
 
 trainer::trainer(train_options opts)
@@ -79,7 +88,7 @@ void trainer::init() {
   graph_ = build_model(opts_.model);
   exec_ = std::make_unique<executor>(graph_, store_);
   exec_->set_selective_recompute(opts_.recompute_attention);
-  opt_ = std::make_unique<adamw>(adamw_config{.weight_decay = opts_.weight_decay}, store_.all());
+  opt_ = std::make_unique<adamw>(opts_.adam(), store_.all());
   schedule_ = opts_.schedule();
   if (!opts_.load.empty() && !starts_without_checkpoint(opts_)) {
     step_ = resume_checkpoint(opts_, store_, *opt_, corpus_ ? corpus_->name() : std::string());

@@ -34,6 +34,9 @@ struct train_options {
   float min_lr = -1;                    // final learning rate; < 0 means lr / 10
   int64_t warmup = -1;                  // warm-up steps; < 0 means steps / 20
   float weight_decay = 0.1f;
+  float adam_beta1 = 0.9f, adam_beta2 = 0.95f, adam_eps = 1e-8f;
+  lr_decay decay = lr_decay::cosine;  // after warm-up
+  int64_t decay_steps = -1;           // where the decay ends; < 0 means steps
   float grad_clip = 1.0f;  // global norm; 0 disables
   // A step whose loss or gradient norm is not finite leaves the weights and
   // the optimizer state as they were (Megatron's skipped iteration) instead
@@ -56,6 +59,8 @@ struct train_options {
   void validate() const;
   // The learning-rate schedule these options describe (defaults applied).
   lr_schedule schedule() const;
+  // The optimizer's hyper-parameters.
+  adamw_config adam() const;
 };
 
 struct step_result {

@@ -1,6 +1,7 @@
 // End-to-end training of tiny models: learning, and exact resumption.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -200,4 +201,40 @@ TEST_CASE("a checkpoint of another model shape is refused", "[checkpoint]") {
   CHECK_THROWS_WITH(trainer(other, tiny_corpus()),
                     Catch::Contains("holds model") && Catch::Contains("\"dim\":32"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("the learning rate warms up linearly, then decays as Megatron-LM's styles say",
+          "[training][lr]") {
+  // Step k (0-based): warm-up max (k + 1) / w for k < w; then, with
+  // r = (k - w) / (D - w) of the decay span D, cosine min + (max - min)(1 +
+  // cos(pi r)) / 2, linear min + (max - min)(1 - r), constant max; min from D on.
+  lr_schedule s{.max_lr = 1.0f, .min_lr = 0.1f, .warmup_steps = 4, .total_steps = 14};
+  auto decayed = [](double r, lr_decay style) {
+    const double c = style == lr_decay::cosine ? 0.5 * (1 + std::cos(M_PI * r)) : 1 - r;
+    return 0.1 + 0.9 * c;
+  };
+  for (auto style : {lr_decay::cosine, lr_decay::linear, lr_decay::constant}) {
+    s.style = style;
+    for (int64_t k = 0; k < 20; ++k) {
+      INFO("style " << int(style) << " step " << k);
+      double want = k < 4 ? (k + 1) / 4.0
+                    : style == lr_decay::constant ? 1.0
+                    : k >= 14 ? 0.1
+                              : decayed((k - 4) / 10.0, style);
+      CHECK(s.at(k) == Approx(want).epsilon(1e-6));
+    }
+  }
+  // The options: --lr-decay-iters ends the decay before the run does.
+  train_options o = tiny_options(30);
+  o.decay = lr_decay::linear;
+  o.decay_steps = 20;
+  const lr_schedule from = o.schedule();
+  CHECK(from.total_steps == 20);
+  CHECK(from.style == lr_decay::linear);
+  CHECK(from.at(25) == Approx(o.lr / 10));
+  CHECK(parse_lr_decay("constant") == lr_decay::constant);
+  CHECK_THROWS_WITH(parse_lr_decay("exponential"), Catch::Contains("--lr-decay-style") &&
+                                                      Catch::Contains("exponential"));
+  o.adam_beta2 = 1.0f;
+  CHECK_THROWS_WITH(o.validate(), Catch::Contains("--adam-beta2"));
 }
