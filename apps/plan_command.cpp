@@ -196,6 +196,10 @@ action add_plan_command(CLI::App& parent) {
   c->add_flag("--scatter-gather-tensors-in-pipeline", f->req.scatter_gather_p2p,
               "Each TP rank sends 1/tp of an activation, the receivers all-gather it "
               "(Megatron-LM's, tp > 1 without sequence parallelism)");
+  c->add_flag("--exposed-shard-collectives", f->req.exposed_shard_collectives,
+              "Under optim_grads and optim_grads_params, each micro-batch's reduce-scatters and "
+              "all-gathers add to the ops' time instead of overlapping them (a PyTorch FSDP "
+              "run, as MosaicML's measurements show it)");
   c->add_flag("--explain", f->explain,
               "Also print where the step's time goes: its critical path, communication and the "
               "FLOP count");

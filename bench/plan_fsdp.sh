@@ -20,14 +20,21 @@
 # costs beyond them cancels in the ratio. The "scored" rows are the
 # comparison of docs/results/planning.md. Prints one JSON line per
 # calibration pair, per scored run and strategy, and per sibling.
-# Usage: bench/plan_fsdp.sh [MERAK]   (docs/results/planning.md)
+# Every run is scored as it ran, its per-micro-batch all-gathers and
+# reduce-scatters on the critical path (--exposed-shard-collectives), as
+# llm-foundry's micro-batch sweeps show PyTorch FSDP running them
+# (docs/results/planning.md); EXPOSED=0 prices them overlapped, as merak's
+# runtime runs them.
+# Usage: [EXPOSED=0] bench/plan_fsdp.sh [MERAK]   (docs/results/planning.md)
 set -euo pipefail
 merak=${1:-$(dirname "$0")/../build/bin/merak}
+exposed=()
+[[ ${EXPOSED:-1} == 1 ]] && exposed=(--exposed-shard-collectives)
 plan_json() {  # cluster layers hidden heads gpus seq mbs global recompute sharding
   local args=(plan --cluster "$1" --num-layers "$2" --hidden-size "$3" --num-attention-heads "$4"
     --seq-length "$6" --vocab 50368 --global-batch-size "$8" --devices "$5" --tp 1 --pp 1
     --dp "$5" --micro-batch-size "$7" --schedule 1f1b --recompute "$9" --no-sequence-parallel
-    --data-parallel-sharding-strategy "${10}" --memory-budget 100000000000000 --json)
+    --data-parallel-sharding-strategy "${10}" --memory-budget 100000000000000 --json "${exposed[@]}")
   [[ $9 == full ]] && args+=(--recompute-every-stage)
   "$merak" "${args[@]}"
 }
@@ -119,7 +126,7 @@ for run in "${titan[@]}"; do
     --vocab "$vocab" --make-vocab-size-divisible-by 1 --seq-length "$seq" --devices 64 --dp 64
     --tp 1 --pp 1 --micro-batch-size "$mbs" --global-batch-size "$batch" --schedule 1f1b
     --recompute "$rc" --no-sequence-parallel --data-parallel-sharding-strategy optim_grads_params
-    --memory-budget 100000000000000 --json)
+    --memory-budget 100000000000000 --json "${exposed[@]}")
   [[ $rc == full ]] && args+=(--recompute-every-stage)
   "$merak" "${args[@]}" | python3 -c '
 import json, sys

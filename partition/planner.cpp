@@ -278,9 +278,10 @@ void plan_stage_memory(candidate& c, const stage_layout& L, std::vector<stage_me
 // its links: an op takes at least their time. Each is one collective a
 // segment (a layer), each half an all-reduce of the segment's share of the
 // stage's values: 4-byte gradients, values of the run's precision (bf16
-// all-gathers in bf16). Adds them to each (virtual) stage's op times.
+// all-gathers in bf16). Adds them to each (virtual) stage's op times
+// (`exposed`: in full, plan_request::exposed_shard_collectives).
 void price_shard_collectives(plan& out, const stage_layout& L, sharding_strategy sharding,
-                             const cluster_spec& cl, int dp, int dp_per_node) {
+                             const cluster_spec& cl, int dp, int dp_per_node, bool exposed) {
   for (size_t s = 0; s < out.stages.size(); ++s) {
     auto& sp = out.stages[s];
     const double segments = double(std::max<size_t>(1, L.mem[s].segment_nodes.size()));
@@ -291,8 +292,10 @@ void price_shard_collectives(plan& out, const stage_layout& L, sharding_strategy
     const double half = half_of(4.0);
     const double gather =
         sharding == sharding_strategy::optim_grads_params ? half_of(L.gather_elem) : 0.0;
-    sp.forward_s = overlapped_seconds(cl.device, sp.forward_s, gather);
-    sp.backward_s = overlapped_seconds(cl.device, sp.backward_s, gather + half);
+    sp.forward_s =
+        exposed ? sp.forward_s + gather : overlapped_seconds(cl.device, sp.forward_s, gather);
+    sp.backward_s = exposed ? sp.backward_s + gather + half
+                            : overlapped_seconds(cl.device, sp.backward_s, gather + half);
   }
 }
 
@@ -490,7 +493,7 @@ candidate prepare(const plan_request& r, const cost_model& costs, const model::g
   if (shards_gradients(r.sharding) && dp > 1) {
     const int dp_per_node =
         std::min(dp, tp * pp >= per_node ? 1 : std::max(1, per_node / (tp * pp)));
-    price_shard_collectives(out, L, r.sharding, cl, dp, dp_per_node);
+    price_shard_collectives(out, L, r.sharding, cl, dp, dp_per_node, r.exposed_shard_collectives);
   }
   fold_chunks(out);
   check_budget(out, budget);

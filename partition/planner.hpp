@@ -92,6 +92,11 @@ struct plan_request {
   // sequence parallelism): each TP rank sends 1/tp of the activation, the
   // receiving ranks all-gather it over their node's links.
   bool scatter_gather_p2p = false;
+  // Sharded gradients and parameters: each micro-batch's reduce-scatters
+  // and all-gathers overlap the ops beside them (merak's runtime), or, on,
+  // lie on the critical path, added to the ops' time (a PyTorch FSDP run as
+  // MosaicML's micro-batch sweeps measure it, docs/results/planning.md).
+  bool exposed_shard_collectives = false;
   // Transformer blocks per recomputed segment (layout::recompute_layers).
   int recompute_layers = 0;
   // Stage-aware recomputation by the formula (partition::plan_stage_aware)

@@ -361,6 +361,41 @@ TEST_CASE("interleaved 1F1B is priced per chunk and shortens the pipeline", "[pl
       Catch::Contains("multiple of pp"));
 }
 
+TEST_CASE("exposed shard collectives add each micro-batch's gathers and reduce-scatters to its ops",
+          "[planner][cluster]") {
+  // MPT-7B's shape on 8 A100s under ZeRO-3, micro-batches of 6 sequences.
+  model::gpt_config m{.vocab = 50368, .max_seq = 2048, .layers = 32, .dim = 4096, .heads = 32};
+  auto r = cluster_request("dgx-a100-hdr", m, 8, 1, 96);
+  r.sharding = sharding_strategy::optim_grads_params;
+  r.memory_budget = int64_t(1e12);
+  auto costs = costs_for(r, 1, "");
+  auto score = [&](bool exposed, sharding_strategy sh) {
+    auto q = r;
+    q.exposed_shard_collectives = exposed;
+    q.sharding = sh;
+    return evaluate_plan(q, *costs, 8, 1, 1, 2, schedule_kind::one_f_one_b, recompute_kind::none,
+                         0);
+  };
+  const plan hidden = score(false, sharding_strategy::optim_grads_params);
+  const plan exposed = score(true, sharding_strategy::optim_grads_params);
+  const plan plain = score(false, sharding_strategy::no_shard);
+  // Exposed, an op takes its compute and its collectives one after the
+  // other: more than overlapped, which is at least the compute alone.
+  CHECK(exposed.stages[0].forward_s > hidden.stages[0].forward_s);
+  CHECK(exposed.stages[0].backward_s > hidden.stages[0].backward_s);
+  CHECK(hidden.stages[0].forward_s >= plain.stages[0].forward_s);
+  // The forward adds one bf16 all-gather of the parameters, the backward
+  // that and an fp32 reduce-scatter: twice as many bytes, so the backward
+  // gains three times the forward's addition.
+  const double f = exposed.stages[0].forward_s - plain.stages[0].forward_s;
+  const double b = exposed.stages[0].backward_s - plain.stages[0].backward_s;
+  CHECK(f > 0);
+  CHECK(b == Approx(3 * f).epsilon(0.02));
+  CHECK(exposed.step_time_s > hidden.step_time_s);
+  // Without sharded gradients there is nothing per micro-batch to expose.
+  CHECK(score(true, sharding_strategy::no_shard).step_time_s == plain.step_time_s);
+}
+
 TEST_CASE("the memory model by category: sharding strategies, sequence parallelism, selective",
           "[planner][cluster][memory]") {
   // A 22B-shaped model on 32 A100s, tp 8, dp 4.
