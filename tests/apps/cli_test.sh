@@ -5,18 +5,7 @@
 set -euo pipefail
 merak=$1
 case_name=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-python3 - "$work/text.txt" <<'PY'
-import sys
-s = ("Call me Ishmael. Some years ago, never mind how long precisely, having little or no "
-     "money in my purse, and nothing particular to interest me on shore. ")
-open(sys.argv[1], "w").write(s * 20)
-PY
-tiny=(--layers 1 --dim 16 --heads 2 --seq 8 --batch 2 --log-level warn)
-
-source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_fixture.sh"
 
 make_checkpoint() {
   "$merak" train --data "$work/text.txt" "${tiny[@]}" --steps 2 --save "$work/run" >/dev/null
