@@ -561,13 +561,14 @@ void executor::materialize_gradients(int n) {
     if (!p->grad.defined()) p->grad = tensor::zeros(p->spec.shape, dtype::f32, where_);
 }
 
-void executor::regather_input(sub_batch& sub, int n) {
+tensor* executor::regather_input(sub_batch& sub, int n) {
   auto r = regather_.find(n);
-  if (r == regather_.end() || !tp_) return;
+  if (r == regather_.end() || !tp_) return nullptr;
   auto& whole = sub.values[graph_.nodes()[size_t(r->second)].output];
-  if (whole.defined()) return;
+  if (whole.defined()) return nullptr;
   whole = gather_buffer(sub.values[graph_.nodes()[size_t(r->second)].inputs[0]]);
   tp_->wait(tp_->start_allgather(whole));
+  return &whole;
 }
 
 std::vector<tensor> executor::backward(int mb, std::vector<tensor> output_grads, float loss_scale,
@@ -692,7 +693,7 @@ void executor::weight_backward(int mb, const std::function<void(int)>& node_done
     for (auto& sub : s.subs) {
       auto it = sub.weight_douts.find(n);
       if (it == sub.weight_douts.end()) continue;
-      regather_input(sub, n);
+      tensor* gathered = regather_input(sub, n);  // for this node only
       in.clear();
       for (int v : nodes[n].inputs) in.push_back(&sub.values[v]);
       before_node(n, n - 1);
@@ -702,8 +703,7 @@ void executor::weight_backward(int mb, const std::function<void(int)>& node_done
       layers_[n - first_]->backward_weight(in, it->second);
       if (profiling_) profile_[nodes[n].kind].backward_s += now_s() - t0;
       after_node(n);
-      if (auto r = regather_.find(n); r != regather_.end() && tp_)  // gathered for this node only
-        pool_.release(std::move(sub.values[nodes[size_t(r->second)].output]));
+      if (gathered) pool_.release(std::move(*gathered));
       pool_.release(std::move(it->second));
       sub.weight_douts.erase(it);
       ran = true;

@@ -240,8 +240,9 @@ class executor {
   };
   sp_partials begin_sp_partials(int lo, int hi);
   void end_sp_partials(sp_partials& sp, const std::function<void(int)>& node_done);
-  // Reader n's whole input freed after forward (regather_), gathered again.
-  void regather_input(sub_batch& sub, int n);
+  // Reader n's whole input freed after forward (regather_), gathered again;
+  // the value gathered now, or null (none to gather, or still whole).
+  tensor* regather_input(sub_batch& sub, int n);
   // Node n's backward on one sub-batch, g its gradients by value id: the
   // input gradients it adds to acquired, the layer run, what no other
   // backward reads released. Returns whether the node is finished (false:
