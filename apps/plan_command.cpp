@@ -184,8 +184,9 @@ action add_plan_command(CLI::App& parent) {
                 "fp32 or bf16 (default: bf16 on GPU devices, as they train; fp32 on the cpu "
                 "device)");
   c->add_option("--attention", f->attention,
-                "GPU attention kernels: fused (flash / cuDNN SDPA) or unfused (scores in memory, "
-                "as Megatron-LM in 2021)")
+                "GPU attention kernels: fused (FlashAttention-2 / cuDNN SDPA), fused-v1 "
+                "(FlashAttention 1 or its Triton port, half fused's rate) or unfused (scores in "
+                "memory, as Megatron-LM in 2021)")
       ->capture_default_str();
   c->add_flag("--recompute-every-stage", f->req.recompute_every_stage,
               "Full recomputation on the last stage too (Megatron-LM's activation checkpointing)");

@@ -25,13 +25,21 @@
 # llm-foundry's micro-batch sweeps show PyTorch FSDP running them
 # (docs/results/planning.md); EXPOSED=0 prices them overlapped, as merak's
 # runtime runs them.
-# Usage: [EXPOSED=0] bench/plan_fsdp.sh [MERAK]   (docs/results/planning.md)
+# MPT's runs are priced with the attention kernel they ran: the tables'
+# submission script (submit_benchmarks.py, the commit that added them) sets
+# attn_impl to its default, "triton", the Triton port of FlashAttention 1
+# that carries ALiBi's bias (--attention fused-v1); MPT_ATTENTION=fused
+# prices them with FlashAttention-2 instead. torchtitan's run PyTorch's SDPA
+# (fused).
+# Usage: [EXPOSED=0] [MPT_ATTENTION=fused] bench/plan_fsdp.sh [MERAK]   (docs/results/planning.md)
 set -euo pipefail
 merak=${1:-$(dirname "$0")/../build/bin/merak}
 exposed=()
 [[ ${EXPOSED:-1} == 1 ]] && exposed=(--exposed-shard-collectives)
+mpt_attention=${MPT_ATTENTION:-fused-v1}
 plan_json() {  # cluster layers hidden heads gpus seq mbs global recompute sharding
   local args=(plan --cluster "$1" --num-layers "$2" --hidden-size "$3" --num-attention-heads "$4"
+    --attention "$mpt_attention"
     --seq-length "$6" --vocab 50368 --global-batch-size "$8" --devices "$5" --tp 1 --pp 1
     --dp "$5" --micro-batch-size "$7" --schedule 1f1b --recompute "$9" --no-sequence-parallel
     --data-parallel-sharding-strategy "${10}" --memory-budget 100000000000000 --json "${exposed[@]}")

@@ -54,11 +54,13 @@ class analytic final : public cost_model {
       const double c_shard = n.flops_per_token / (2.0 * (T + 1));  // see causal_attention
       const double heads = std::max(1.0, std::round(c_shard / head_dim_));
       const double batch = rows * heads;
-      if (attention_ == attention_kernel::fused) {
-        // The kernel's own share of peak (device_spec::attention_efficiency).
-        const double slower = d_.attention_efficiency > 0
-                                  ? d_.matmul_efficiency / d_.attention_efficiency
-                                  : 1.0;
+      if (attention_is_fused(attention_)) {
+        // The kernel's own share of peak (device_spec::attention_efficiency),
+        // halved for the first generation.
+        const double slower = (d_.attention_efficiency > 0
+                                   ? d_.matmul_efficiency / d_.attention_efficiency
+                                   : 1.0) *
+                              (attention_ == attention_kernel::fused_v1 ? 2.0 : 1.0);
         const double gemm = 0.5 * 2 * gemm_compute_seconds(d_, T, T, head_dim_, batch) * slower;
         t.forward_s = gemm + d_.launch_s;
         t.backward_s = 2.5 * gemm + d_.launch_s;
@@ -284,14 +286,24 @@ std::unique_ptr<cost_model> analytic_costs(const device_spec& d, const model::gp
 }
 
 std::string_view attention_kernel_name(attention_kernel k) {
-  return k == attention_kernel::fused ? "fused" : "unfused";
+  switch (k) {
+    case attention_kernel::fused:
+      return "fused";
+    case attention_kernel::fused_v1:
+      return "fused-v1";
+    case attention_kernel::unfused:
+      return "unfused";
+  }
+  return "unfused";
 }
 
 attention_kernel parse_attention_kernel(std::string_view name) {
-  if (name == "fused") return attention_kernel::fused;
-  if (name == "unfused") return attention_kernel::unfused;
-  fail("unknown attention kernel '{}' (fused or unfused)", name);
+  for (auto k : {attention_kernel::fused, attention_kernel::fused_v1, attention_kernel::unfused})
+    if (name == attention_kernel_name(k)) return k;
+  fail("unknown attention kernel '{}' (fused, fused-v1 or unfused)", name);
 }
+
+bool attention_is_fused(attention_kernel k) { return k != attention_kernel::unfused; }
 
 std::unique_ptr<cost_model> measured_costs(const model::gpt_config& cfg, int threads, int cores,
                                            int64_t nominal_rows, std::string cache_file) {

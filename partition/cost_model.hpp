@@ -75,9 +75,16 @@ std::unique_ptr<cost_model> analytic_costs(const device_spec& d);
 //            and mask; P V reads), backward 9.5 (dP written; dV reads P;
 //            dropout's gradient 2.5; softmax's gradient reads P and dP and
 //            writes dS; dQ and dK read dS)
-enum class attention_kernel { fused, unfused };
+//   fused_v1 one kernel of the first generation (FlashAttention 1 and its
+//            Triton port, which adds an attention bias such as ALiBi): the
+//            memory of `fused`, at half its rate (FlashAttention-2 runs
+//            about twice as fast, forward and backward together)
+enum class attention_kernel { fused, fused_v1, unfused };
 std::string_view attention_kernel_name(attention_kernel k);
 attention_kernel parse_attention_kernel(std::string_view name);  // throws naming the value
+// Whether the kernel keeps the T x T scores out of memory (a log-sum-exp per
+// head and token instead).
+bool attention_is_fused(attention_kernel k);
 
 // With the GEMM shapes of `cfg`'s attention (sequence length, head size).
 std::unique_ptr<cost_model> analytic_costs(const device_spec& d, const model::gpt_config& cfg,

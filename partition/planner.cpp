@@ -98,7 +98,7 @@ const stage_layout& layout_for(const plan_request& r, const cost_model& costs, c
   const double graph_elem = double(model::dtype_size(g.activation_type()));
   const double elem = d.profiled ? graph_elem : double(d.activation_bytes);
   const double act_scale = elem / graph_elem;
-  const bool fused_core = !d.profiled && r.attention == attention_kernel::fused;
+  const bool fused_core = !d.profiled && attention_is_fused(r.attention);
   L.act_bytes = double(tokens) * r.model.dim * elem;
   L.gather_elem = std::min(4.0, elem);
   const collective_cost tp_cost = allreduce_cost(links_of(r), L.act_bytes, tp, tp);

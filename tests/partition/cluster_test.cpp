@@ -361,6 +361,49 @@ TEST_CASE("interleaved 1F1B is priced per chunk and shortens the pipeline", "[pl
       Catch::Contains("multiple of pp"));
 }
 
+TEST_CASE("first-generation fused attention runs at half the fused rate in the same memory",
+          "[planner][cluster]") {
+  // MPT-3B's shape (head size 128) on A100s: attention's GEMMs at
+  // FlashAttention-2's share of peak, or half of it; nothing else changes.
+  model::gpt_config m{.vocab = 50368, .max_seq = 2048, .layers = 4, .dim = 2560, .heads = 20};
+  const device_spec a100 = find_device("a100-80gb");
+  const model::graph g = model::build_model(m);
+  const int64_t tokens = 10 * 2048;
+  auto fused = analytic_costs(a100, m, attention_kernel::fused);
+  auto v1 = analytic_costs(a100, m, attention_kernel::fused_v1);
+  int attention = 0;
+  for (const auto& n : g.nodes()) {
+    const node_time a = fused->time(n, tokens), b = v1->time(n, tokens);
+    if (n.kind != "attention") {
+      CHECK(b.forward_s == a.forward_s);
+      CHECK(b.backward_s == a.backward_s);
+      continue;
+    }
+    ++attention;
+    // Causal half of Q K^T and P V per head: 2 T^2 d FLOPs a sequence and
+    // head, at 0.6 x peak for FlashAttention-2 (forward; backward 2.5 x).
+    const double gemm = 2.0 * 2048 * 2048 * 128 * 10 * 20 / (312e12 * 0.6);
+    CHECK(a.forward_s - a100.launch_s == Approx(gemm).epsilon(0.01));
+    CHECK(b.forward_s - a100.launch_s == Approx(2 * gemm).epsilon(0.01));
+    CHECK(b.backward_s - a100.launch_s == Approx(2.5 * 2 * gemm).epsilon(0.01));
+  }
+  CHECK(attention == m.layers);
+  // A plan: the same bytes, a longer step.
+  auto r = cluster_request("dgx-a100-hdr", m, 8, 1, 80);
+  r.memory_budget = int64_t(1e12);
+  auto score = [&](attention_kernel k) {
+    auto q = r;
+    q.attention = k;
+    return evaluate_plan(q, *costs_for(q, 1, ""), 8, 1, 1, 1, schedule_kind::one_f_one_b,
+                         recompute_kind::none, 0);
+  };
+  const plan p2 = score(attention_kernel::fused), p1 = score(attention_kernel::fused_v1);
+  CHECK(p1.stages[0].memory_bytes == p2.stages[0].memory_bytes);
+  CHECK(p1.step_time_s > p2.step_time_s);
+  CHECK(parse_attention_kernel("fused-v1") == attention_kernel::fused_v1);
+  CHECK_THROWS_WITH(parse_attention_kernel("flash3"), Catch::Contains("fused, fused-v1 or unfused"));
+}
+
 TEST_CASE("exposed shard collectives add each micro-batch's gathers and reduce-scatters to its ops",
           "[planner][cluster]") {
   // MPT-7B's shape on 8 A100s under ZeRO-3, micro-batches of 6 sequences.
