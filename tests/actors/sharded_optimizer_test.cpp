@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -100,12 +101,21 @@ void expect_no_shard_losses(const sharded_case& c, sharding_strategy s, int64_t 
   const auto sharded = losses(o, options_of(c, s));
   const auto single = test::single_device_losses(o);
   REQUIRE(sharded.size() == size_t(steps));
+  double worst_plain = 0, worst_single = 0;  // relative
   for (size_t k = 0; k < sharded.size(); ++k) {
     INFO("step " << k + 1 << ": " << sharded[k] << " vs " << plain[k] << " (no_shard), "
                  << single[k] << " (one device)");
     REQUIRE(std::abs(sharded[k] - plain[k]) <= against_plain * std::abs(plain[k]));
     REQUIRE(std::abs(sharded[k] - single[k]) <= (c.bf16 ? 1e-3 : 1e-5) * std::abs(single[k]));
+    worst_plain = std::max(worst_plain, std::abs(sharded[k] - plain[k]) / std::abs(plain[k]));
+    worst_single = std::max(worst_single, std::abs(sharded[k] - single[k]) / std::abs(single[k]));
   }
+  // One line a layout for the equivalence table (ctest -V shows it).
+  std::printf("equivalence | %s | dp %d tp %d pp %d m %d %s recompute %s%s%s%s%s%s | %.1e | %.1e | %lld\n",
+              std::string(partition::sharding_strategy_name(s)).c_str(), c.dp, c.tp, c.pp, c.m,
+              std::string(partition::schedule_name(c.kind)).c_str(),
+              partition::recompute_kind_name(c.rc), c.overlap > 0 ? " tp-overlap" : "", c.chunks > 1 ? " chunks 2" : "", c.sp ? " SP" : "", c.bf16 ? " bf16" : "",
+              c.sparse ? " COO" : "", worst_plain, worst_single, (long long)steps);
 }
 
 }  // namespace
