@@ -83,6 +83,9 @@ nlohmann::json plan_json(const partition::plan_request& r, const partition::plan
   j["devices"] = r.devices;
   j["device_type"] = r.device.name;
   if (r.cluster) j["cluster"] = r.cluster->name;
+  // The attention kernels a GPU device is priced with (a profiled CPU
+  // measures its own).
+  if (!r.device.profiled) j["attention"] = partition::attention_kernel_name(r.attention);
   j["model"] = r.model.str();
   j["global_batch_size"] = r.global_batch;
   j["evaluated"] = res.evaluated;
