@@ -22,6 +22,10 @@ void add_megatron_train_flags(CLI::App* c, megatron_train_flags* f, model::train
                           "Megatron's: warm-up steps as a share of --lr-decay-iters"),
             0, 1, false)
       ->excludes("--warmup");
+  number_in(c->add_option("--lr-warmup-init", o->warmup_init,
+                          "Megatron's: the learning rate warm-up starts from (step 0)")
+                ->capture_default_str(),
+            0, 1e30, false);
   number_in(c->add_option("--adam-beta1", o->adam_beta1, "AdamW beta1")->capture_default_str(), 0,
             1, false);
   number_in(c->add_option("--adam-beta2", o->adam_beta2, "AdamW beta2")->capture_default_str(), 0,

@@ -93,8 +93,9 @@ lr_decay parse_lr_decay(std::string_view name) {
 }
 
 float lr_schedule::at(int64_t step) const {
-  if (warmup_steps > 0 && step < warmup_steps)
-    return max_lr * float(step + 1) / float(warmup_steps);
+  if (warmup_steps > 0 && step <= warmup_steps)
+    return float(warmup_init +
+                 double(max_lr - warmup_init) * double(step) / double(warmup_steps));
   if (style == lr_decay::constant) return max_lr;
   if (step >= total_steps) return min_lr;
   double span = double(std::max<int64_t>(1, total_steps - warmup_steps));

@@ -69,10 +69,12 @@ struct lr_schedule {
   float max_lr = 6e-4f;
   float min_lr = 6e-5f;
   int64_t warmup_steps = 0;
+  float warmup_init = 0;    // the rate warm-up starts from (Megatron's --lr-warmup-init)
   int64_t total_steps = 1;  // where the decay reaches min_lr (held after)
   lr_decay style = lr_decay::cosine;
-  // Learning rate of step `step` (0-based): linear warm-up from max_lr /
-  // warmup_steps, then the decay to min_lr at total_steps.
+  // Learning rate of step `step` (0-based), as Megatron-LM's scheduler gives
+  // it to its iteration step + 1: warm-up from warmup_init at step 0 to
+  // max_lr at step warmup_steps, then the decay to min_lr at total_steps.
   float at(int64_t step) const;
 };
 

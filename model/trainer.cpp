@@ -34,6 +34,8 @@ void train_options::validate() const {
   if (!(lr > 0) || !std::isfinite(lr)) fail("--lr must be a positive number (got {})", lr);
   if (!std::isfinite(min_lr) || min_lr > lr)
     fail("--min-lr must be a number up to --lr {} (got {}; negative: lr / 10)", lr, min_lr);
+  if (!(warmup_init >= 0) || !std::isfinite(warmup_init))
+    fail("--lr-warmup-init must be a number of at least 0 (got {})", warmup_init);
   if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
     fail("--weight-decay must be a number of at least 0 (got {})", weight_decay);
   if (!(val_fraction > 0 && val_fraction < 1))
@@ -54,6 +56,7 @@ lr_schedule train_options::schedule() const {
   s.max_lr = lr;
   s.min_lr = min_lr >= 0 ? min_lr : lr / 10;
   s.warmup_steps = warmup >= 0 ? warmup : steps / 20;
+  s.warmup_init = warmup_init;
   s.total_steps = std::max<int64_t>(1, decay_steps >= 0 ? decay_steps : steps);
   s.style = decay;
   return s;

@@ -33,6 +33,7 @@ struct train_options {
   float lr = 6e-4f;                     // peak learning rate
   float min_lr = -1;                    // final learning rate; < 0 means lr / 10
   int64_t warmup = -1;                  // warm-up steps; < 0 means steps / 20
+  float warmup_init = 0;                // learning rate of step 0, where warm-up starts
   float weight_decay = 0.1f;
   float adam_beta1 = 0.9f, adam_beta2 = 0.95f, adam_eps = 1e-8f;
   lr_decay decay = lr_decay::cosine;  // after warm-up

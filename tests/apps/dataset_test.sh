@@ -131,17 +131,18 @@ PY
       { echo "FAIL: a failed prepare left files"; ls "$work"; exit 1; } ;;
   megatron_script)
     # A pretrain_gpt.py argument list runs as it is: the tokenizer sizes the
-    # vocabulary, the learning rate warms up for 0.2 x 5 steps and falls
-    # linearly to --min-lr at step 5, bf16, the switches merak decides itself
+    # vocabulary, the learning rate warms up from --lr-warmup-init for
+    # 0.2 x 5 steps and falls linearly to --min-lr at step 5 (Megatron's
+    # scheduler, step for step), bf16, the switches merak decides itself
     # accepted.
     "$merak" data prepare --input "$work/docs.jsonl" --output-prefix "$work/c" 2>/dev/null >/dev/null
     "$merak" train --data-path "$work/c_text_document" --split 90,10,0 --tokenizer-type ByteTokenizer \
       --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16 \
       --max-position-embeddings 16 --micro-batch-size 2 --global-batch-size 4 --train-iters 7 \
       --lr 0.003 --min-lr 0.0003 --lr-decay-style linear --lr-decay-iters 5 \
-      --lr-warmup-fraction 0.2 --weight-decay 0.1 --clip-grad 1.0 --adam-beta1 0.9 \
-      --adam-beta2 0.95 --adam-eps 1e-8 --bf16 --log-interval 2 --eval-iters 2 --eval-interval 3 \
-      --tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --distributed-backend nccl \
+      --lr-warmup-fraction 0.2 --lr-warmup-init 0.001 --weight-decay 0.1 --clip-grad 1.0 \
+      --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --bf16 --log-interval 2 --eval-iters 2 \
+      --eval-interval 3 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --distributed-backend nccl \
       --attention-dropout 0.0 --hidden-dropout 0.0 --use-flash-attn --use-mcore-models \
       --transformer-impl local --no-masked-softmax-fusion --no-bias-gelu-fusion \
       --no-bias-dropout-fusion --no-gradient-accumulation-fusion --attention-softmax-in-fp32 \
@@ -152,8 +153,9 @@ PY
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1])]
 lr = [x["lr"] for x in m]
-# warm-up 1 step, then linear from step 1 to 5 (0-based), --min-lr after.
-want = [0.003] + [0.0003 + 0.0027 * (1 - (k - 1) / 4) for k in range(1, 5)] + [0.0003] * 2
+# warm-up: --lr-warmup-init at step 0 (0-based), --lr at step 1; then
+# linear from step 1 to 5, --min-lr after.
+want = [0.001] + [0.0003 + 0.0027 * (1 - (k - 1) / 4) for k in range(1, 5)] + [0.0003] * 2
 assert len(lr) == 7 and all(abs(a - b) <= 1e-7 for a, b in zip(lr, want)), (lr, want)
 print("ok: a Megatron argument list trains; lr", [round(x, 6) for x in lr])
 PY
@@ -161,6 +163,8 @@ PY
       train --data-path "$work/c_text_document" "${tiny[@]}" --fp16 --steps 1
     expect_error "error: --hidden-dropout 0.1: merak trains without dropout" \
       train --data-path "$work/c_text_document" "${tiny[@]}" --hidden-dropout 0.1 --steps 1
+    expect_error "error: --lr-warmup-init must be a number from 0 to 1e\\+30 \\(got '-1'\\)" \
+      train --data-path "$work/c_text_document" "${tiny[@]}" --lr-warmup-init -1 --steps 1
     expect_error "error: --lr-decay-style must be cosine, linear or constant \\(got 'exponential'\\)" \
       train --data-path "$work/c_text_document" "${tiny[@]}" --lr-decay-style exponential --steps 1
     expect_error "error: --vocab 100 is smaller than --tokenizer-type ByteTokenizer's 256 ids" \

@@ -205,10 +205,14 @@ TEST_CASE("a checkpoint of another model shape is refused", "[checkpoint]") {
 
 TEST_CASE("the learning rate warms up linearly, then decays as Megatron-LM's styles say",
           "[training][lr]") {
-  // Step k (0-based): warm-up max (k + 1) / w for k < w; then, with
+  // Megatron-LM's OptimizerParamScheduler, written from its definition: its
+  // iteration k + 1 runs at the rate of k finished steps, so step k
+  // (0-based) warms up as init + (max - init) k / w for k <= w; then, with
   // r = (k - w) / (D - w) of the decay span D, cosine min + (max - min)(1 +
-  // cos(pi r)) / 2, linear min + (max - min)(1 - r), constant max; min from D on.
-  lr_schedule s{.max_lr = 1.0f, .min_lr = 0.1f, .warmup_steps = 4, .total_steps = 14};
+  // cos(pi r)) / 2, linear min + (max - min)(1 - r), constant max; min from
+  // D on.
+  lr_schedule s{
+      .max_lr = 1.0f, .min_lr = 0.1f, .warmup_steps = 4, .warmup_init = 0.2f, .total_steps = 14};
   auto decayed = [](double r, lr_decay style) {
     const double c = style == lr_decay::cosine ? 0.5 * (1 + std::cos(M_PI * r)) : 1 - r;
     return 0.1 + 0.9 * c;
@@ -217,13 +221,18 @@ TEST_CASE("the learning rate warms up linearly, then decays as Megatron-LM's sty
     s.style = style;
     for (int64_t k = 0; k < 20; ++k) {
       INFO("style " << int(style) << " step " << k);
-      double want = k < 4 ? (k + 1) / 4.0
+      double want = k <= 4 ? 0.2 + 0.8 * k / 4.0
                     : style == lr_decay::constant ? 1.0
                     : k >= 14 ? 0.1
                               : decayed((k - 4) / 10.0, style);
       CHECK(s.at(k) == Approx(want).epsilon(1e-6));
     }
   }
+  // Megatron's default --lr-warmup-init 0: the first step of a warm-up
+  // leaves the weights as they are.
+  s.warmup_init = 0;
+  CHECK(s.at(0) == 0.0f);
+  CHECK(s.at(2) == Approx(0.5).epsilon(1e-6));
   // The options: --lr-decay-iters ends the decay before the run does.
   train_options o = tiny_options(30);
   o.decay = lr_decay::linear;
@@ -235,6 +244,9 @@ TEST_CASE("the learning rate warms up linearly, then decays as Megatron-LM's sty
   CHECK(parse_lr_decay("constant") == lr_decay::constant);
   CHECK_THROWS_WITH(parse_lr_decay("exponential"), Catch::Contains("--lr-decay-style") &&
                                                       Catch::Contains("exponential"));
+  o.warmup_init = -1e-3f;
+  CHECK_THROWS_WITH(o.validate(), Catch::Contains("--lr-warmup-init"));
+  o.warmup_init = 0;
   o.adam_beta2 = 1.0f;
   CHECK_THROWS_WITH(o.validate(), Catch::Contains("--adam-beta2"));
 }
