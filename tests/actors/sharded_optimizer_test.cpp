@@ -111,11 +111,12 @@ void expect_no_shard_losses(const sharded_case& c, sharding_strategy s, int64_t 
     worst_single = std::max(worst_single, std::abs(sharded[k] - single[k]) / std::abs(single[k]));
   }
   // One line a layout for the equivalence table (ctest -V shows it).
-  std::printf("equivalence | %s | dp %d tp %d pp %d m %d %s recompute %s%s%s%s%s%s | %.1e | %.1e | %lld\n",
-              std::string(partition::sharding_strategy_name(s)).c_str(), c.dp, c.tp, c.pp, c.m,
-              std::string(partition::schedule_name(c.kind)).c_str(),
-              partition::recompute_kind_name(c.rc), c.overlap > 0 ? " tp-overlap" : "", c.chunks > 1 ? " chunks 2" : "", c.sp ? " SP" : "", c.bf16 ? " bf16" : "",
-              c.sparse ? " COO" : "", worst_plain, worst_single, (long long)steps);
+  std::printf(
+      "equivalence | %s | dp %d tp %d pp %d m %d %s recompute %s%s%s%s%s%s | %.1e | %.1e | %lld\n",
+      std::string(partition::sharding_strategy_name(s)).c_str(), c.dp, c.tp, c.pp, c.m,
+      std::string(partition::schedule_name(c.kind)).c_str(), partition::recompute_kind_name(c.rc),
+      c.overlap > 0 ? " tp-overlap" : "", c.chunks > 1 ? " chunks 2" : "", c.sp ? " SP" : "",
+      c.bf16 ? " bf16" : "", c.sparse ? " COO" : "", worst_plain, worst_single, (long long)steps);
 }
 
 }  // namespace
@@ -139,6 +140,37 @@ TEST_CASE("the distributed optimizer gives no_shard's losses in every layout",
       {2, 1, 1, 2, 0, schedule_kind::one_f_one_b, rm::none, 1, false, true},
   };
   for (auto& c : cases) expect_no_shard_losses(c, sharding_strategy::optim, steps, 1e-6);
+}
+
+TEST_CASE("S2's sketched embedding gradient gives the same losses under every sharding strategy",
+          "[actors][sharding][s2]") {
+  // The embedding's bucket goes through the S2 codec whole and is updated
+  // whole on every replica, as under no_shard; the other buckets are
+  // sharded. Each strategy follows no_shard's S2 run (not the single
+  // device: the sketch's error).
+  const sharded_case c{2, 1, 1, 2, 0, schedule_kind::one_f_one_b, actors::recompute_mode::none};
+  auto with_s2 = [&](sharding_strategy s) {
+    auto par = options_of(c, s);
+    par.sparse.kind = comm::codec_kind::s2;
+    par.sparse.sketch_ratio = 0.5;
+    return par;
+  };
+  auto o = options_of(c, int64_t(8));
+  o.model.tied_head = false;
+  const auto plain = losses(o, with_s2(sharding_strategy::no_shard));
+  const auto dense = losses(o, options_of(c, sharding_strategy::no_shard));
+  REQUIRE(plain.size() == 8);
+  // The sketch is in the path: S2's losses part from the dense run's.
+  CHECK(std::abs(plain.back() - dense.back()) > 1e-6 * dense.back());
+  for (auto s : {sharding_strategy::optim, sharding_strategy::optim_grads,
+                 sharding_strategy::optim_grads_params}) {
+    const auto sharded = losses(o, with_s2(s));
+    REQUIRE(sharded.size() == plain.size());
+    for (size_t k = 0; k < plain.size(); ++k) {
+      INFO(partition::sharding_strategy_name(s) << " step " << k + 1);
+      CHECK(sharded[k] == Approx(plain[k]).epsilon(1e-6));
+    }
+  }
 }
 
 TEST_CASE("a checkpoint of the distributed optimizer resumes unsharded, and the reverse",
