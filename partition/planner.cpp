@@ -106,7 +106,13 @@ const stage_layout& layout_for(const plan_request& r, const cost_model& costs, c
   L.tp_algo = collective_algo_name(tp_cost.algo);
   const double tp_ar = tp_cost.seconds * exposed_share(overlap);
   const auto& nodes = tg.graph.nodes();
-  const std::vector<node_time> t = node_times(costs, nodes, tokens, tp_ar, selective);
+  std::vector<node_time> t = node_times(costs, nodes, tokens, tp_ar, selective);
+  // Sequence parallelism: a column-parallel linear's gathered input is freed
+  // after its forward and gathered again for its weight gradient (the
+  // runtime's executor, as Megatron-LM's linear layers do): one more
+  // all-gather in backward.
+  for (const auto& [reader, gather] : model::regathered_inputs(tg.graph, 0, int(nodes.size())))
+    t[size_t(gather)].backward_s += tp_ar / 2;
   // Stage split on the single-device graph by time.
   const int N0 = int(g.nodes().size());
   std::vector<double> cost0(N0, 0);
