@@ -44,9 +44,9 @@ double exposed_share(int level) {
 // Each node's times for `tokens`, with the TP collectives it waits for
 // (`tp_ar`: one exposed all-reduce) and, with selective recomputation, the
 // attention core's forward again in its backward.
-std::vector<node_time> node_times(const cost_model& costs,
-                                  const std::vector<model::node_info>& nodes, int64_t tokens,
+std::vector<node_time> node_times(const cost_model& costs, const model::graph& g, int64_t tokens,
                                   double tp_ar, bool selective) {
+  const auto& nodes = g.nodes();
   std::vector<node_time> t(nodes.size());
   // Sequence parallelism: a reduce-scatter and an all-gather are the ring
   // all-reduce's two halves.
@@ -77,6 +77,11 @@ std::vector<node_time> node_times(const cost_model& costs,
     // Selective recomputation runs the attention core's forward again.
     if (selective && nodes[n].kind == "attention") t[n].backward_s += t[n].forward_s;
   }
+  // A column-parallel linear's gathered input is freed after its forward
+  // and gathered again for its weight gradient (model::executor, as
+  // Megatron-LM's linear layers do): one more all-gather in backward.
+  for (const auto& [reader, gather] : model::regathered_inputs(g, 0, int(nodes.size())))
+    t[size_t(gather)].backward_s += half;
   return t;
 }
 
@@ -106,13 +111,7 @@ const stage_layout& layout_for(const plan_request& r, const cost_model& costs, c
   L.tp_algo = collective_algo_name(tp_cost.algo);
   const double tp_ar = tp_cost.seconds * exposed_share(overlap);
   const auto& nodes = tg.graph.nodes();
-  std::vector<node_time> t = node_times(costs, nodes, tokens, tp_ar, selective);
-  // Sequence parallelism: a column-parallel linear's gathered input is freed
-  // after its forward and gathered again for its weight gradient (the
-  // runtime's executor, as Megatron-LM's linear layers do): one more
-  // all-gather in backward.
-  for (const auto& [reader, gather] : model::regathered_inputs(tg.graph, 0, int(nodes.size())))
-    t[size_t(gather)].backward_s += tp_ar / 2;
+  const std::vector<node_time> t = node_times(costs, tg.graph, tokens, tp_ar, selective);
   // Stage split on the single-device graph by time.
   const int N0 = int(g.nodes().size());
   std::vector<double> cost0(N0, 0);
